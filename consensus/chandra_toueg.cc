@@ -1,0 +1,301 @@
+#include "consensus/chandra_toueg.h"
+
+#include <algorithm>
+
+namespace cohort::consensus {
+
+using Kind = wire::ConsensusMessage;
+
+ChandraToueg::ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
+                           ConsensusOptions options, std::set<NodeId> suspected,
+                           OrderCounters* counters)
+    : self_(self),
+      members_(std::move(members)),
+      instance_(instance),
+      options_(options),
+      majority_(members_.size() / 2 + 1),
+      suspected_(std::move(suspected)),
+      counters_(counters) {
+  suspected_.erase(self_);
+}
+
+bool ChandraToueg::IsMember(NodeId node) const {
+  return std::find(members_.begin(), members_.end(), node) != members_.end();
+}
+
+void ChandraToueg::Propose(wire::MessageBatch value, uint64_t now_ms, ConsensusSends* out) {
+  if (started_) return;
+  started_ = true;
+  now_ms_ = std::max(now_ms_, now_ms);
+  estimate_ = std::move(value);
+  timestamp_ = 0;
+  // 004 section 4.2: with optimisation 2 round 1 starts in phase 2, no estimates are sent.
+  EnterRound(1, !options_.optimisation_2, out);
+}
+
+void ChandraToueg::EnterRound(uint32_t round, bool send_estimate, ConsensusSends* out) {
+  round_ = round;
+  phase_ = Phase::kWaitProposal;
+  move_pending_ = false;
+  last_sent_ms_ = now_ms_;
+  estimates_.clear();
+  proposed_ = false;
+  proposal_.Clear();
+  acks_.clear();
+  nacks_.clear();
+  const NodeId coordinator = Coordinator(round);
+  if (coordinator == self_) {
+    if (round == 1 && options_.optimisation_2) {
+      SendProposal(estimate_, out);  // 004 section 4.2: impose its own value
+      return;
+    }
+    estimates_[self_] = {timestamp_, estimate_};
+    MaybePropose(out);
+    return;
+  }
+  if (send_estimate) Send(coordinator, Kind::ESTIMATE, round, &estimate_, out);
+  NackSuspectedCoordinators(out);
+}
+
+void ChandraToueg::NackSuspectedCoordinators(ConsensusSends* out) {
+  // Recursion through EnterRound is bounded: self is never suspected, so at most n - 1 rounds
+  // pass before self coordinates, and a self-coordinated round does not come back here.
+  if (decided_ || phase_ != Phase::kWaitProposal) return;
+  const NodeId coordinator = Coordinator(round_);
+  if (coordinator == self_ || suspected_.count(coordinator) == 0) return;
+  Send(coordinator, Kind::NACK, round_, nullptr, out);
+  EnterRound(round_ + 1, /*send_estimate=*/true, out);
+}
+
+void ChandraToueg::MaybePropose(ConsensusSends* out) {
+  if (proposed_ || estimates_.size() < majority_) return;
+  // Phase 2: the estimate with the largest timestamp (ties: lowest node id, deterministic).
+  const wire::MessageBatch* best = nullptr;
+  uint32_t best_timestamp = 0;
+  for (const auto& [node, entry] : estimates_) {
+    if (best == nullptr || entry.first > best_timestamp) {
+      best = &entry.second;
+      best_timestamp = entry.first;
+    }
+  }
+  const wire::MessageBatch value = *best;
+  SendProposal(value, out);
+}
+
+void ChandraToueg::SendProposal(const wire::MessageBatch& value, ConsensusSends* out) {
+  proposed_ = true;
+  proposal_ = value;
+  // The coordinator is a participant too: it adopts its own proposal in this round.
+  estimate_ = value;
+  timestamp_ = round_;
+  phase_ = Phase::kReplied;
+  acks_.insert(self_);
+  for (NodeId member : members_) {
+    if (member != self_) Send(member, Kind::PROPOSAL, round_, &proposal_, out);
+  }
+  if (acks_.size() >= majority_) {  // n == 1
+    Decide(proposal_, round_);
+  }
+}
+
+void ChandraToueg::Step(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out) {
+  if (!started_ || from == self_ || !IsMember(from) || message.instance() != instance_) return;
+  steps_ = std::max(steps_, message.steps());
+  if (decided_) {
+    if (message.kind() != Kind::DECISION) AnswerWithDecision(from, out);
+    return;
+  }
+  switch (message.kind()) {
+    case Kind::ESTIMATE: OnEstimate(from, message, out); break;
+    case Kind::PROPOSAL: OnProposal(from, message, out); break;
+    case Kind::ACK:
+    case Kind::NACK: OnReply(from, message, out); break;
+    case Kind::DECISION: OnDecision(from, message, out); break;
+    default: break;
+  }
+}
+
+void ChandraToueg::OnEstimate(NodeId from, const wire::ConsensusMessage& message,
+                              ConsensusSends* out) {
+  const uint32_t round = message.round();
+  if (round == 0) return;  // a catch-up request: only a decided node answers it
+  const NodeId coordinator = Coordinator(round);
+  if (coordinator != self_ && coordinator != from) return;  // not an estimate nor a ping
+  if (round < round_) {
+    AnswerStaleRound(from, message, out);
+    return;
+  }
+  if (round > round_) {
+    EnterRound(round, /*send_estimate=*/true, out);  // pulled forward; a ping is answered by it
+    if (coordinator != self_ || round != round_) return;
+  }
+  if (coordinator == self_) {
+    if (!proposed_) {
+      estimates_[from] = {message.timestamp(), message.value()};
+      MaybePropose(out);
+    } else if (acks_.count(from) == 0 && nacks_.count(from) == 0) {
+      Send(from, Kind::PROPOSAL, round_, &proposal_, out);  // it missed the proposal
+    }
+  } else if (phase_ == Phase::kWaitProposal) {
+    // The coordinator's ping: it is still collecting estimates, ours may have been lost.
+    Send(coordinator, Kind::ESTIMATE, round_, &estimate_, out);
+  }
+}
+
+void ChandraToueg::OnProposal(NodeId from, const wire::ConsensusMessage& message,
+                              ConsensusSends* out) {
+  const uint32_t round = message.round();
+  if (round == 0 || from != Coordinator(round)) return;
+  if (round < round_) {
+    AnswerStaleRound(from, message, out);
+    return;
+  }
+  if (round > round_) EnterRound(round, /*send_estimate=*/false, out);
+  if (round != round_) return;
+  if (phase_ == Phase::kReplied) {  // a retransmission: our reply may have been lost
+    Send(from, timestamp_ == round ? Kind::ACK : Kind::NACK, round, nullptr, out);
+    return;
+  }
+  // Phase 3: adopt the proposal and acknowledge it.
+  estimate_ = message.value();
+  timestamp_ = round;
+  phase_ = Phase::kReplied;
+  Send(from, Kind::ACK, round, nullptr, out);
+  if (options_.optimisation_3 && members_.size() == 3) {
+    // 004 section 4.3: this node and the coordinator are a majority holding (estimate, round).
+    Decide(estimate_, round);
+    return;
+  }
+  if (options_.optimisation_1 && suspected_.count(from) == 0) {
+    move_pending_ = true;  // 004 section 4.1: wait d for the decision before the next round
+    move_at_ms_ = now_ms_ + options_.round_delay_ms;
+    return;
+  }
+  EnterRound(round + 1, /*send_estimate=*/true, out);
+}
+
+void ChandraToueg::OnReply(NodeId from, const wire::ConsensusMessage& message,
+                           ConsensusSends* out) {
+  const uint32_t round = message.round();
+  if (round != round_ || Coordinator(round) != self_) return;  // stale, or not ours
+  if (message.kind() == Kind::NACK && !proposed_) {
+    // The sender suspected us and left the round before our proposal: its estimate will not come.
+    EnterRound(round_ + 1, /*send_estimate=*/true, out);
+    return;
+  }
+  if (!proposed_) return;
+  (message.kind() == Kind::ACK ? acks_ : nacks_).insert(from);
+  if (acks_.size() >= majority_) {
+    // Phase 4: a majority holds (proposal, round): decide and reliably broadcast the decision.
+    Decide(proposal_, round_);
+    for (NodeId member : members_) {
+      if (member != self_) AnswerWithDecision(member, out);
+    }
+    return;
+  }
+  if (acks_.size() + nacks_.size() >= majority_ && !nacks_.empty()) {
+    EnterRound(round_ + 1, /*send_estimate=*/true, out);  // CT: a majority replied, not all ACK
+  }
+}
+
+void ChandraToueg::OnDecision(NodeId from, const wire::ConsensusMessage& message,
+                              ConsensusSends* out) {
+  Decide(message.value(), message.round());
+  // Reliable broadcast: relay on first receipt, to everyone but the sender.
+  decision_sent_ms_[from] = now_ms_;
+  for (NodeId member : members_) {
+    if (member != self_ && member != from) AnswerWithDecision(member, out);
+  }
+}
+
+void ChandraToueg::AnswerStaleRound(NodeId from, const wire::ConsensusMessage& message,
+                                    ConsensusSends* out) {
+  if (from != Coordinator(message.round())) return;
+  // We left that round. The ACK stays true if we still hold that round's proposal.
+  const bool ack = message.kind() == Kind::PROPOSAL && timestamp_ == message.round();
+  Send(from, ack ? Kind::ACK : Kind::NACK, message.round(), nullptr, out);
+}
+
+void ChandraToueg::AnswerWithDecision(NodeId to, ConsensusSends* out) {
+  auto it = decision_sent_ms_.find(to);
+  if (it != decision_sent_ms_.end() && now_ms_ < it->second + options_.retransmit_ms) return;
+  decision_sent_ms_[to] = now_ms_;
+  Send(to, Kind::DECISION, decision_round_, &decision_, out);
+}
+
+void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
+  if (decided_) return;
+  decided_ = true;
+  decision_ = value;
+  decision_round_ = round;
+  decision_steps_ = steps_;
+  move_pending_ = false;
+  if (counters_ != nullptr) {
+    ++counters_->instances_decided;
+    counters_->rounds_total += round;
+  }
+}
+
+void ChandraToueg::Tick(uint64_t now_ms, ConsensusSends* out) {
+  now_ms_ = std::max(now_ms_, now_ms);
+  if (!started_ || decided_) return;
+  if (move_pending_ && now_ms_ >= move_at_ms_) {
+    EnterRound(round_ + 1, /*send_estimate=*/true, out);
+    return;
+  }
+  if (now_ms_ < last_sent_ms_ + options_.retransmit_ms) return;
+  last_sent_ms_ = now_ms_;
+  const NodeId coordinator = Coordinator(round_);
+  if (coordinator == self_) {
+    for (NodeId member : members_) {
+      if (member == self_ || acks_.count(member) > 0 || nacks_.count(member) > 0) continue;
+      // Proposed: resend the proposal. Collecting: ping with our estimate (see the header).
+      if (proposed_) {
+        Send(member, Kind::PROPOSAL, round_, &proposal_, out);
+      } else {
+        Send(member, Kind::ESTIMATE, round_, &estimate_, out);
+      }
+    }
+  } else if (phase_ == Phase::kWaitProposal) {
+    Send(coordinator, Kind::ESTIMATE, round_, &estimate_, out);
+  }
+}
+
+void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
+  if (node == self_) return;
+  if (!suspected) {
+    suspected_.erase(node);
+    return;
+  }
+  suspected_.insert(node);
+  if (!started_ || decided_ || node != Coordinator(round_)) return;
+  if (phase_ == Phase::kReplied) {
+    EnterRound(round_ + 1, /*send_estimate=*/true, out);  // 004 section 4.1: "or earlier"
+  } else {
+    NackSuspectedCoordinators(out);
+  }
+}
+
+void ChandraToueg::Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
+                        const wire::MessageBatch* value, ConsensusSends* out) {
+  wire::ConsensusMessage message;
+  message.set_instance(instance_);
+  message.set_round(round);
+  message.set_kind(kind);
+  if (value != nullptr) *message.mutable_value() = *value;
+  message.set_timestamp(timestamp_);
+  message.set_steps(steps_ + 1);
+  if (counters_ != nullptr) {
+    switch (kind) {
+      case Kind::ESTIMATE: ++counters_->messages_sent_estimate; break;
+      case Kind::PROPOSAL: ++counters_->messages_sent_proposal; break;
+      case Kind::ACK: ++counters_->messages_sent_ack; break;
+      case Kind::NACK: ++counters_->messages_sent_nack; break;
+      case Kind::DECISION: ++counters_->messages_sent_decision; break;
+      default: break;
+    }
+  }
+  out->emplace_back(to, std::move(message));
+}
+
+}  // namespace cohort::consensus

@@ -1,0 +1,131 @@
+// One instance of Chandra-Toueg consensus for the ◇S failure detector: rotating coordinator,
+// coordinator of round r = members[(r - 1) mod n] (004 section 2.3; Chandra & Toueg 1996, fig. 6).
+//
+//   phase 1: every participant sends (estimate, timestamp) to the coordinator;
+//   phase 2: the coordinator waits for a majority of estimates and proposes the one with the
+//            largest timestamp;
+//   phase 3: a participant that receives the proposal adopts it (timestamp = round) and ACKs;
+//            one that suspects the coordinator NACKs; then it moves to the next round;
+//   phase 4: the coordinator that gathers a majority of ACKs decides and broadcasts the DECISION;
+//            the first receipt of a DECISION is relayed to all (reliable broadcast).
+//
+// Optimisations (004 section 4), each an option:
+//   1 (4.1): after an ACK, move to the next round only after round_delay_ms or on suspicion;
+//   2 (4.2): round 1 starts in phase 2: its coordinator proposes its own value (3 steps, not 4);
+//   3 (4.3): n == 3: a participant that accepts the proposal decides at once (with the
+//            coordinator it forms a majority holding the value with timestamp = round).
+//
+// Safe with any number of crashes and any message loss; live with a majority correct and ◇S.
+// Loss is repaired by retransmitting the current phase's message every retransmit_ms, and a
+// decided node answers any message of the instance with the DECISION. Rounds only move forward:
+// a message of a higher round pulls the receiver into that round (safe: skipping a round is like
+// losing its messages). A coordinator still collecting estimates pings the others with its own
+// ESTIMATE; a node already in a later round answers it with a NACK, which releases it.
+//
+// Pure: no clock (time comes through Tick), no randomness, no I/O. Not thread-safe.
+#ifndef COHORT_CONSENSUS_CHANDRA_TOUEG_H_
+#define COHORT_CONSENSUS_CHANDRA_TOUEG_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "consensus/total_order.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::consensus {
+
+struct ConsensusOptions {
+  bool optimisation_1 = true;    // 004 section 4.1
+  bool optimisation_2 = true;    // 004 section 4.2
+  bool optimisation_3 = true;    // 004 section 4.3 (only applies when n == 3)
+  uint64_t round_delay_ms = 20;  // d of optimisation 1: longer than a usual round trip
+  uint64_t retransmit_ms = 50;   // resend the current phase's message after this long
+};
+
+using ConsensusSends = std::vector<std::pair<NodeId, wire::ConsensusMessage>>;
+
+class ChandraToueg {
+ public:
+  // `members` is the group in coordinator order; `self` must be one of them. `counters` (may be
+  // null) receives the count of messages sent by kind.
+  ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
+               ConsensusOptions options, std::set<NodeId> suspected, OrderCounters* counters);
+
+  // Starts the instance with this node's initial value. Call once, before Step.
+  void Propose(wire::MessageBatch value, uint64_t now_ms, ConsensusSends* out);
+  // A message of this instance from `from`.
+  void Step(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  void Tick(uint64_t now_ms, ConsensusSends* out);
+  void Suspect(NodeId node, bool suspected, ConsensusSends* out);
+
+  uint64_t instance() const { return instance_; }
+  uint32_t round() const { return round_; }
+  bool decided() const { return decided_; }
+  const wire::MessageBatch& decision() const { return decision_; }
+  uint32_t decision_round() const { return decision_round_; }
+  // Communication steps from the start of the instance to this node's decision (004 section 4).
+  uint32_t decision_steps() const { return decision_steps_; }
+
+  NodeId Coordinator(uint32_t round) const { return members_[(round - 1) % members_.size()]; }
+
+ private:
+  enum class Phase { kWaitProposal, kReplied };
+
+  void EnterRound(uint32_t round, bool send_estimate, ConsensusSends* out);
+  // Phase 3 on suspicion: NACK and move on, as long as the coordinator is suspected.
+  void NackSuspectedCoordinators(ConsensusSends* out);
+  void MaybePropose(ConsensusSends* out);
+  void SendProposal(const wire::MessageBatch& value, ConsensusSends* out);
+  void OnEstimate(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  void OnProposal(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  void OnReply(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  void OnDecision(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  // Answers a message of an earlier round sent by that round's coordinator.
+  void AnswerStaleRound(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  void AnswerWithDecision(NodeId to, ConsensusSends* out);
+  void Decide(const wire::MessageBatch& value, uint32_t round);
+  void Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
+            const wire::MessageBatch* value, ConsensusSends* out);
+  bool IsMember(NodeId node) const;
+
+  const NodeId self_;
+  const std::vector<NodeId> members_;
+  const uint64_t instance_;
+  const ConsensusOptions options_;
+  const size_t majority_;  // floor(n / 2) + 1
+  std::set<NodeId> suspected_;
+  OrderCounters* const counters_;
+  uint64_t now_ms_ = 0;
+  uint32_t steps_ = 0;  // largest `steps` received: this node's causal depth in the instance
+
+  // Participant state (every node, the coordinator included).
+  bool started_ = false;
+  uint32_t round_ = 0;
+  wire::MessageBatch estimate_;
+  uint32_t timestamp_ = 0;  // round in which estimate_ was adopted; 0 = initial value
+  Phase phase_ = Phase::kWaitProposal;
+  bool move_pending_ = false;  // optimisation 1: move to round_ + 1 at move_at_ms_
+  uint64_t move_at_ms_ = 0;
+  uint64_t last_sent_ms_ = 0;  // for retransmission of the current phase's message
+
+  // Coordinator state, for round_ when self is its coordinator.
+  std::map<NodeId, std::pair<uint32_t, wire::MessageBatch>> estimates_;  // node -> (ts, estimate)
+  bool proposed_ = false;
+  wire::MessageBatch proposal_;
+  std::set<NodeId> acks_;
+  std::set<NodeId> nacks_;
+
+  // Decision.
+  bool decided_ = false;
+  wire::MessageBatch decision_;
+  uint32_t decision_round_ = 0;
+  uint32_t decision_steps_ = 0;
+  std::map<NodeId, uint64_t> decision_sent_ms_;  // rate limit of DECISION answers per node
+};
+
+}  // namespace cohort::consensus
+
+#endif  // COHORT_CONSENSUS_CHANDRA_TOUEG_H_

@@ -1,0 +1,242 @@
+#include "consensus/consensus_order.h"
+
+#include <algorithm>
+
+namespace cohort::consensus {
+
+ConsensusOrder::ConsensusOrder(NodeId self, std::vector<NodeId> members,
+                               ConsensusOrderOptions options)
+    : self_(self), members_(std::move(members)), options_(options) {}
+
+bool ConsensusOrder::IsMember(NodeId node) const {
+  return std::find(members_.begin(), members_.end(), node) != members_.end();
+}
+
+ChandraToueg* ConsensusOrder::Current() {
+  auto it = instances_.find(next_instance_);
+  return it == instances_.end() ? nullptr : it->second.get();
+}
+
+uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
+  const uint64_t seq = ++next_seq_;
+  wire::MessageBatch batch;
+  wire::DataMessage* message = batch.add_messages();
+  message->set_origin(self_);
+  message->set_seq(seq);
+  message->set_payload(payload);
+  unordered_[{self_, seq}] = std::move(payload);
+  Diffuse(batch, out);
+  MaybeStartInstance(/*even_if_empty=*/false, out);
+  return seq;
+}
+
+void ConsensusOrder::Diffuse(const wire::MessageBatch& batch, Outbox* out) {
+  for (NodeId member : members_) {
+    if (member == self_) continue;
+    wire::Envelope envelope;
+    *envelope.mutable_data()->mutable_batch() = batch;
+    out->sends.emplace_back(member, std::move(envelope));
+    ++counters_.messages_sent_data;
+  }
+}
+
+wire::MessageBatch ConsensusOrder::MakeBatch() const {
+  // FIFO-closed per origin: seq s only after s - 1 (delivered or already in the batch).
+  wire::MessageBatch batch;
+  NodeId origin = 0;
+  uint64_t expected = 0;
+  bool have_origin = false;
+  for (const auto& [id, payload] : unordered_) {
+    if (static_cast<size_t>(batch.messages_size()) >= options_.batch_messages_max) break;
+    if (!have_origin || id.first != origin) {
+      origin = id.first;
+      have_origin = true;
+      auto it = delivered_seq_.find(origin);
+      expected = (it == delivered_seq_.end() ? 0 : it->second) + 1;
+    }
+    if (id.second != expected) continue;  // a gap: the rest of this origin waits
+    wire::DataMessage* message = batch.add_messages();
+    message->set_origin(id.first);
+    message->set_seq(id.second);
+    message->set_payload(payload);
+    ++expected;
+  }
+  return batch;
+}
+
+void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
+  if (instances_.count(next_instance_) > 0) return;
+  wire::MessageBatch batch = MakeBatch();
+  if (batch.messages_size() == 0 && !even_if_empty) return;
+  auto instance = std::make_unique<ChandraToueg>(self_, members_, next_instance_,
+                                                 options_.consensus, suspected_, &counters_);
+  ChandraToueg* started = instance.get();
+  instances_[next_instance_] = std::move(instance);
+  ConsensusSends sends;
+  started->Propose(std::move(batch), now_ms_, &sends);
+  Flush(sends, out);
+  DeliverDecided(out);  // n == 1 decides at once
+}
+
+void ConsensusOrder::Step(NodeId from, const wire::Envelope& message, Outbox* out) {
+  if (from == self_ || !IsMember(from)) return;
+  if (message.has_data()) {
+    OnDiffusion(message.data(), out);
+  } else if (message.has_consensus()) {
+    OnConsensus(from, message.consensus(), out);
+  }
+}
+
+void ConsensusOrder::OnDiffusion(const wire::Diffusion& diffusion, Outbox* out) {
+  for (const wire::DataMessage& message : diffusion.batch().messages()) {
+    if (!IsMember(message.origin()) || message.origin() == self_ || message.seq() == 0) continue;
+    auto it = delivered_seq_.find(message.origin());
+    if (it != delivered_seq_.end() && message.seq() <= it->second) continue;
+    if (unordered_.size() >= options_.unordered_messages_max) break;  // its origin resends it
+    unordered_.emplace(MessageId{message.origin(), message.seq()}, message.payload());
+  }
+  MaybeStartInstance(/*even_if_empty=*/false, out);
+}
+
+void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& message,
+                                 Outbox* out) {
+  const uint64_t instance = message.instance();
+  if (instance > next_instance_) {
+    SendCatchUpRequest(from, out);  // we missed decisions: ask the sender
+    return;
+  }
+  if (instance == next_instance_ && message.round() > 0) {
+    MaybeStartInstance(/*even_if_empty=*/true, out);  // learnt that instance k started
+  }
+  auto it = instances_.find(instance);
+  if (it == instances_.end()) return;  // older than the log, or a request we cannot answer
+  ConsensusSends sends;
+  it->second->Step(from, message, &sends);
+  Flush(sends, out);
+  DeliverDecided(out);
+}
+
+void ConsensusOrder::SendCatchUpRequest(NodeId to, Outbox* out) {
+  if (catch_up_sent_ && now_ms_ < last_catch_up_ms_ + options_.consensus.retransmit_ms) return;
+  catch_up_sent_ = true;
+  last_catch_up_ms_ = now_ms_;
+  wire::Envelope envelope;
+  wire::ConsensusMessage* request = envelope.mutable_consensus();
+  request->set_instance(next_instance_);
+  request->set_round(0);
+  request->set_kind(wire::ConsensusMessage::ESTIMATE);
+  out->sends.emplace_back(to, std::move(envelope));
+}
+
+void ConsensusOrder::DeliverDecided(Outbox* out) {
+  // Bounded: each pass decides one instance, and only a started instance can be decided.
+  for (;;) {
+    ChandraToueg* current = Current();
+    if (current == nullptr || !current->decided()) return;
+    InstanceRecord record;
+    record.instance = next_instance_;
+    record.round = current->decision_round();
+    record.steps = current->decision_steps();
+    record.messages = current->decision().messages_size();
+    records_.push_back(record);
+    if (records_.size() > options_.decided_log_max) records_.pop_front();
+    DeliverBatch(current->decision(), out);
+    ++next_instance_;
+    while (instances_.size() > options_.decided_log_max) instances_.erase(instances_.begin());
+    MaybeStartInstance(/*even_if_empty=*/false, out);
+  }
+}
+
+void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) {
+  std::vector<const wire::DataMessage*> messages;
+  for (const wire::DataMessage& message : batch.messages()) messages.push_back(&message);
+  std::sort(messages.begin(), messages.end(), [](const auto* a, const auto* b) {
+    return std::make_pair(a->origin(), a->seq()) < std::make_pair(b->origin(), b->seq());
+  });
+  for (const wire::DataMessage* message : messages) {
+    if (!IsMember(message->origin())) continue;
+    uint64_t& delivered = delivered_seq_[message->origin()];
+    if (message->seq() <= delivered) continue;  // integrity: at most once
+    if (message->seq() != delivered + 1) {
+      // FIFO per origin: not before seq - 1. Keep it for a later instance.
+      if (unordered_.size() < options_.unordered_messages_max) {
+        unordered_.emplace(MessageId{message->origin(), message->seq()}, message->payload());
+      }
+      continue;
+    }
+    delivered = message->seq();
+    unordered_.erase({message->origin(), message->seq()});
+    out->deliveries.push_back({message->origin(), message->seq(), message->payload()});
+    ++counters_.messages_delivered;
+  }
+}
+
+void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
+  now_ms_ = std::max(now_ms_, now_ms);
+  if (ChandraToueg* current = Current()) {
+    ConsensusSends sends;
+    current->Tick(now_ms_, &sends);
+    Flush(sends, out);
+    DeliverDecided(out);
+  }
+  // Older decided instances only need the clock for their answer rate limit.
+  for (auto& [instance, consensus] : instances_) {
+    if (instance != next_instance_) {
+      ConsensusSends none;
+      consensus->Tick(now_ms_, &none);
+    }
+  }
+  if (now_ms_ >= last_diffusion_ms_ + options_.consensus.retransmit_ms) {
+    last_diffusion_ms_ = now_ms_;
+    wire::MessageBatch own;  // own undelivered messages, bounded by the batch size
+    for (auto it = unordered_.lower_bound({self_, 0});
+         it != unordered_.end() && it->first.first == self_ &&
+         static_cast<size_t>(own.messages_size()) < options_.batch_messages_max;
+         ++it) {
+      wire::DataMessage* message = own.add_messages();
+      message->set_origin(self_);
+      message->set_seq(it->first.second);
+      message->set_payload(it->second);
+    }
+    if (own.messages_size() > 0) Diffuse(own, out);
+  }
+  MaybeStartInstance(/*even_if_empty=*/false, out);
+  if (Current() == nullptr && members_.size() > 1 &&
+      now_ms_ >= last_probe_ms_ + options_.probe_ms) {
+    // Idle: ask one other member, in turn, for the decision of our next instance.
+    last_probe_ms_ = now_ms_;
+    probe_cursor_ = (probe_cursor_ + 1) % members_.size();
+    if (members_[probe_cursor_] == self_) probe_cursor_ = (probe_cursor_ + 1) % members_.size();
+    catch_up_sent_ = false;
+    SendCatchUpRequest(members_[probe_cursor_], out);
+  }
+}
+
+void ConsensusOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
+  if (node == self_ || !IsMember(node)) return;
+  if (suspected) {
+    suspected_.insert(node);
+  } else {
+    suspected_.erase(node);
+  }
+  if (ChandraToueg* current = Current()) {
+    ConsensusSends sends;
+    current->Suspect(node, suspected, &sends);
+    Flush(sends, out);
+    DeliverDecided(out);
+  }
+}
+
+bool ConsensusOrder::HasPending() const {
+  return !unordered_.empty() || instances_.count(next_instance_) > 0;
+}
+
+void ConsensusOrder::Flush(const ConsensusSends& sends, Outbox* out) {
+  for (const auto& [to, message] : sends) {
+    wire::Envelope envelope;
+    *envelope.mutable_consensus() = message;
+    out->sends.emplace_back(to, std::move(envelope));
+  }
+}
+
+}  // namespace cohort::consensus

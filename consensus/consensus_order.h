@@ -1,0 +1,110 @@
+// Symmetric total order (atomic broadcast) on a sequence of Chandra-Toueg consensus instances,
+// each deciding a BATCH of messages (004 section 3.2; Chandra & Toueg 1996, section 6).
+//
+//   Broadcast: the message is diffused to every member (wire Diffusion); each member keeps the
+//     set of unordered messages.
+//   Instance k starts at a member once k - 1 is decided there and it has unordered messages, or
+//     when it receives a message of instance k. Its initial value is a batch of its unordered
+//     messages, FIFO-closed per origin (seq s is in only if s - 1 is delivered or in the batch).
+//   Decision of k: the batch's messages are delivered in (origin, seq) order, skipping any already
+//     delivered or that would break FIFO per origin (those go back to the unordered set). The rule
+//     is deterministic, so every member delivers the same sequence.
+//   Loss: own undelivered messages are diffused again every retransmit_ms; the instance
+//     retransmits its phase messages; a member that learns of a later instance asks the sender
+//     for the decision of its current one (ESTIMATE with round 0), and an idle member probes one
+//     member every probe_ms the same way. Decided instances are kept (decided_log_max of them)
+//     to answer such requests; a member further behind needs a state transfer (membership/).
+//
+// Pure state machine (see total_order.h). Not thread-safe.
+#ifndef COHORT_CONSENSUS_CONSENSUS_ORDER_H_
+#define COHORT_CONSENSUS_CONSENSUS_ORDER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "consensus/chandra_toueg.h"
+#include "consensus/total_order.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::consensus {
+
+struct ConsensusOrderOptions {
+  ConsensusOptions consensus;           // optimisations 1-3, round_delay_ms, retransmit_ms
+  size_t batch_messages_max = 1024;     // most messages one instance orders
+  size_t unordered_messages_max = 65536;  // others' messages beyond it are dropped (resent later)
+  size_t decided_log_max = 1024;        // decided instances kept to answer laggards
+  uint64_t probe_ms = 500;              // idle catch-up probe period
+};
+
+// One decided instance, as seen by this member.
+struct InstanceRecord {
+  uint64_t instance = 0;
+  uint32_t round = 0;   // round of the decision
+  uint32_t steps = 0;   // communication steps to this member's decision (004 section 4)
+  uint32_t messages = 0;  // messages in the decided batch
+};
+
+class ConsensusOrder final : public TotalOrder {
+ public:
+  // `members` in coordinator order (the same at every member); `self` is one of them.
+  ConsensusOrder(NodeId self, std::vector<NodeId> members, ConsensusOrderOptions options);
+
+  uint64_t Broadcast(std::string payload, Outbox* out) override;
+  void Step(NodeId from, const wire::Envelope& message, Outbox* out) override;
+  void Tick(uint64_t now_ms, Outbox* out) override;
+  void Suspect(NodeId node, bool suspected, Outbox* out) override;
+  bool HasPending() const override;
+  const OrderCounters& counters() const override { return counters_; }
+
+  // The lowest instance not yet decided here.
+  uint64_t next_instance() const { return next_instance_; }
+  // The most recent decided instances (at most decided_log_max), oldest first.
+  const std::deque<InstanceRecord>& recent_instances() const { return records_; }
+
+ private:
+  using MessageId = std::pair<NodeId, uint64_t>;  // (origin, seq)
+
+  ChandraToueg* Current();
+  void MaybeStartInstance(bool even_if_empty, Outbox* out);
+  wire::MessageBatch MakeBatch() const;
+  void OnDiffusion(const wire::Diffusion& diffusion, Outbox* out);
+  void OnConsensus(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
+  void DeliverDecided(Outbox* out);
+  void DeliverBatch(const wire::MessageBatch& batch, Outbox* out);
+  void SendCatchUpRequest(NodeId to, Outbox* out);
+  void Flush(const ConsensusSends& sends, Outbox* out);
+  void Diffuse(const wire::MessageBatch& batch, Outbox* out);
+  bool IsMember(NodeId node) const;
+
+  const NodeId self_;
+  const std::vector<NodeId> members_;
+  const ConsensusOrderOptions options_;
+  OrderCounters counters_;
+  std::set<NodeId> suspected_;
+  uint64_t now_ms_ = 0;
+
+  uint64_t next_seq_ = 0;                     // last seq this member broadcast
+  std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq (FIFO prefix)
+  std::map<MessageId, std::string> unordered_;  // received, not delivered
+
+  uint64_t next_instance_ = 1;
+  // Instance next_instance_ (when started) and up to decided_log_max decided ones before it.
+  std::map<uint64_t, std::unique_ptr<ChandraToueg>> instances_;
+  std::deque<InstanceRecord> records_;
+
+  uint64_t last_diffusion_ms_ = 0;
+  uint64_t last_catch_up_ms_ = 0;
+  bool catch_up_sent_ = false;
+  uint64_t last_probe_ms_ = 0;
+  size_t probe_cursor_ = 0;
+};
+
+}  // namespace cohort::consensus
+
+#endif  // COHORT_CONSENSUS_CONSENSUS_ORDER_H_

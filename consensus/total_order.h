@@ -1,0 +1,73 @@
+// The interface of a group's total-order protocol (atomic broadcast), as a pure state machine.
+//
+// Two implementations: symmetric order on a sequence of Chandra-Toueg consensus instances that each
+// decide a batch (004 sections 2.3 and 3.2), and asymmetric order through a sequencer (003 section 3).
+// Neither touches sockets, threads, clocks or randomness: time arrives through Tick(now_ms), failure
+// suspicions through Suspect(), messages through Step(). Everything to do comes back in an Outbox.
+#ifndef COHORT_CONSENSUS_TOTAL_ORDER_H_
+#define COHORT_CONSENSUS_TOTAL_ORDER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "proto/wire.pb.h"
+
+namespace cohort::consensus {
+
+using NodeId = uint32_t;
+
+// A message A-delivered in total order. (origin, seq) identifies it.
+struct Delivery {
+  NodeId origin = 0;
+  uint64_t seq = 0;
+  std::string payload;
+};
+
+// What a protocol step asks the runtime to do. The runtime sends `sends` (each envelope body is
+// one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
+// hands `deliveries` to the application in this order.
+struct Outbox {
+  std::vector<std::pair<NodeId, wire::Envelope>> sends;
+  std::vector<Delivery> deliveries;
+};
+
+// Counters kept per group (issue: counters for every consensus).
+struct OrderCounters {
+  uint64_t instances_decided = 0;
+  uint64_t rounds_total = 0;             // sum over decided instances of the deciding round
+  uint64_t messages_sent_estimate = 0;
+  uint64_t messages_sent_proposal = 0;
+  uint64_t messages_sent_ack = 0;
+  uint64_t messages_sent_nack = 0;
+  uint64_t messages_sent_decision = 0;
+  uint64_t messages_sent_data = 0;       // diffusion / forward / ordered
+  uint64_t messages_delivered = 0;
+};
+
+class TotalOrder {
+ public:
+  virtual ~TotalOrder() = default;
+
+  // A-broadcast `payload` from this node. Returns the seq assigned to it (origin = self).
+  virtual uint64_t Broadcast(std::string payload, Outbox* out) = 0;
+
+  // A protocol message from `from` (its envelope's body). Malformed or stale messages are ignored.
+  virtual void Step(NodeId from, const wire::Envelope& message, Outbox* out) = 0;
+
+  // Time passes; `now_ms` never decreases. Retransmissions and optimisation-1 delays happen here.
+  virtual void Tick(uint64_t now_ms, Outbox* out) = 0;
+
+  // The failure detector's aggressive (suspicion) timeout fired for `node`, or was withdrawn.
+  virtual void Suspect(NodeId node, bool suspected, Outbox* out) = 0;
+
+  // True while messages wait to be ordered or delivered (event-driven groups use it, 003 section 3).
+  virtual bool HasPending() const = 0;
+
+  virtual const OrderCounters& counters() const = 0;
+};
+
+}  // namespace cohort::consensus
+
+#endif  // COHORT_CONSENSUS_TOTAL_ORDER_H_

@@ -1,0 +1,102 @@
+// The Cohort client stub library: connect to a daemon (which gives this client its own NewTop
+// service object, 003 section 3), then invoke groups in any mode, send one-way, or multicast.
+//
+//   auto client = cohort::Client::Connect("127.0.0.1:7201", "my-app");
+//   auto result = (*client)->Invoke("counter", "add", "5", cohort::Mode::kMajority,
+//                                   absl::Milliseconds(500));
+//   for (const cohort::Reply& reply : result->replies) ...  // reply.member, reply.payload
+//
+// Thread-safe: many threads may call one Client at once.
+#ifndef COHORT_INVOCATION_CLIENT_H_
+#define COHORT_INVOCATION_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "invocation/reply_collector.h"
+#include "proto/api.grpc.pb.h"
+
+namespace cohort {
+
+using Mode = invocation::Mode;
+
+// One replica's answer.
+struct Reply {
+  std::string member;     // the replica's node name
+  uint32_t node = 0;
+  absl::Status status;    // what its servant answered (OK, or the servant's error)
+  std::string payload;
+};
+
+struct GroupReplies {
+  std::vector<Reply> replies;  // in arrival order
+  uint64_t view_id = 0;        // the view the call was counted against
+  uint32_t wanted = 0;         // how many replies the mode asked for
+};
+
+struct ViewMember {
+  std::string name;
+  uint32_t node = 0;
+  bool suspected = false;
+};
+
+struct View {
+  std::string group;
+  uint64_t view_id = 0;
+  std::vector<ViewMember> members;
+  std::string ordering;
+  std::string liveness;
+};
+
+class Client {
+ public:
+  // Connects and attaches (gets an NSO). Fails if the daemon does not answer within `timeout`.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      const std::string& address, const std::string& client_name = "",
+      absl::Duration timeout = absl::Seconds(5));
+
+  // A group invocation. Errors: NOT_FOUND (unknown group), UNAVAILABLE (not enough members for
+  // the mode), DEADLINE_EXCEEDED (the mode was not met in time; the message says how many replies
+  // came), INVALID_ARGUMENT (payload over the daemon's limit, empty method).
+  absl::StatusOr<GroupReplies> Invoke(const std::string& group, const std::string& method,
+                                      const std::string& payload, Mode mode,
+                                      absl::Duration deadline = absl::Seconds(5));
+  // Like Invoke with the group's default mode (groups[].default_mode in the YAML).
+  absl::StatusOr<GroupReplies> InvokeDefault(const std::string& group, const std::string& method,
+                                             const std::string& payload,
+                                             absl::Duration deadline = absl::Seconds(5));
+  // One-way: returns once the daemon has accepted the call for ordering.
+  absl::Status Send(const std::string& group, const std::string& method,
+                    const std::string& payload);
+  // Totally ordered multicast to every servant of the group (no replies).
+  absl::Status Multicast(const std::string& group, const std::string& payload);
+  absl::StatusOr<View> GroupDetails(const std::string& group);
+
+  uint64_t nso() const { return nso_; }
+  const std::string& node_name() const { return node_name_; }
+
+ private:
+  Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name);
+  absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
+                                    const std::string& payload, api::Mode mode,
+                                    absl::Duration deadline);
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::Cohort::Stub> stub_;
+  uint64_t nso_;
+  std::string node_name_;
+};
+
+// Opens a channel to a daemon's client address with Cohort's message size limits.
+std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address);
+
+}  // namespace cohort
+
+#endif  // COHORT_INVOCATION_CLIENT_H_

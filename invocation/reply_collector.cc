@@ -1,0 +1,40 @@
+#include "invocation/reply_collector.h"
+
+#include <algorithm>
+
+namespace cohort::invocation {
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kOneWay: return "one-way";
+    case Mode::kFirst: return "wait-for-first";
+    case Mode::kMajority: return "wait-for-majority";
+    case Mode::kAll: return "wait-for-all";
+  }
+  return "?";
+}
+
+uint32_t RepliesWanted(Mode mode, uint32_t view_size) {
+  switch (mode) {
+    case Mode::kOneWay: return 0;
+    case Mode::kFirst: return view_size > 0 ? 1 : 0;
+    case Mode::kMajority: return view_size / 2 + 1;
+    case Mode::kAll: return view_size;
+  }
+  return view_size;
+}
+
+bool ReplyCollector::Add(MemberReply reply) {
+  auto same = [&](const MemberReply& r) { return r.node == reply.node; };
+  if (std::none_of(replies_.begin(), replies_.end(), same)) replies_.push_back(std::move(reply));
+  return complete();
+}
+
+void ReplyCollector::MemberGone(uint32_t node) {
+  if (std::find(gone_.begin(), gone_.end(), node) != gone_.end() || view_size_ == 0) return;
+  gone_.push_back(node);
+  view_size_--;
+  wanted_ = RepliesWanted(mode_, view_size_);
+}
+
+}  // namespace cohort::invocation

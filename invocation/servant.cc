@@ -1,0 +1,92 @@
+#include "invocation/servant.h"
+
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "nso/status.h"
+
+namespace cohort {
+
+absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& address,
+                                                         const std::string& group,
+                                                         const std::string& name) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, name);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<Servant>(new Servant(DaemonChannel(address), (*client)->nso(), group));
+}
+
+Servant::Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group)
+    : channel_(std::move(channel)),
+      stub_(api::Cohort::NewStub(channel_)),
+      nso_(nso),
+      group_(std::move(group)) {}
+
+Servant::~Servant() {
+  Stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Servant::Serve(const std::string& method, Handler handler) { handlers_[method] = std::move(handler); }
+
+void Servant::OnMulticast(MulticastHandler handler) { multicast_handler_ = std::move(handler); }
+
+absl::Status Servant::Start() {
+  stream_ = stub_->Serve(&context_);
+  api::ServantMessage message;
+  message.mutable_register_()->set_nso(nso_);
+  message.mutable_register_()->set_group(group_);
+  for (const auto& [method, handler] : handlers_) message.mutable_register_()->add_methods(method);
+  api::ServantEvent ack;
+  if (!stream_->Write(message) || !stream_->Read(&ack) || !ack.registered()) {
+    grpc::Status status = stream_->Finish();
+    absl::Status why = status.ok() ? absl::UnavailableError("daemon closed the servant stream")
+                                   : nso::FromGrpcStatus(status);
+    return absl::Status(why.code(), absl::StrCat("serve group \"", group_, "\": ", why.message()));
+  }
+  thread_ = std::thread([this] { DeliveryLoop(); });
+  return absl::OkStatus();
+}
+
+void Servant::Stop() { context_.TryCancel(); }
+
+absl::Status Servant::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+  return end_status_;
+}
+
+void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result) {
+  api::ServantMessage message;
+  api::ServantMessage::Answer* answer = message.mutable_answer();
+  answer->set_delivery(delivery);
+  answer->set_status_code(static_cast<int>(result.status().code()));
+  if (result.ok()) {
+    answer->set_payload(*result);
+  } else {
+    answer->set_error(std::string(result.status().message()));
+  }
+  absl::MutexLock lock(&write_mu_);
+  stream_->Write(message);
+}
+
+void Servant::DeliveryLoop() {
+  api::ServantEvent event;
+  while (stream_->Read(&event)) {
+    if (event.method().empty()) {
+      if (multicast_handler_) multicast_handler_(event.payload());
+      continue;
+    }
+    auto it = handlers_.find(event.method());
+    absl::StatusOr<std::string> result =
+        it != handlers_.end()
+            ? it->second(event.payload())
+            : absl::UnimplementedError(absl::StrCat("group \"", group_, "\" has no method \"",
+                                                    event.method(), "\""));
+    if (!event.one_way()) Answer(event.delivery(), result);
+  }
+  grpc::Status status = stream_->Finish();
+  absl::MutexLock lock(&mu_);
+  end_status_ = nso::FromGrpcStatus(status);
+  done_ = true;
+}
+
+}  // namespace cohort

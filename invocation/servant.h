@@ -1,0 +1,73 @@
+// The servant side of the stub library: an application object that a group's members host.
+// It attaches to its daemon, registers for a group, and receives invocations and multicasts in
+// the group's total order, one at a time, on one thread, so a deterministic object stays
+// identical at every replica.
+//
+//   auto servant = cohort::Servant::Create("127.0.0.1:7201", "counter", "replica-1");
+//   (*servant)->Serve("add", [&](const std::string& payload) -> absl::StatusOr<std::string> {
+//     value += std::stoll(payload);
+//     return std::to_string(value);
+//   });
+//   (*servant)->Start();
+#ifndef COHORT_INVOCATION_SERVANT_H_
+#define COHORT_INVOCATION_SERVANT_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/api.grpc.pb.h"
+
+namespace cohort {
+
+class Servant {
+ public:
+  using Handler = std::function<absl::StatusOr<std::string>(const std::string& payload)>;
+  using MulticastHandler = std::function<void(const std::string& payload)>;
+
+  static absl::StatusOr<std::unique_ptr<Servant>> Create(const std::string& address,
+                                                         const std::string& group,
+                                                         const std::string& name = "");
+  ~Servant();
+
+  // Registers a method; call before Start. An unknown method is answered UNIMPLEMENTED.
+  void Serve(const std::string& method, Handler handler);
+  void OnMulticast(MulticastHandler handler);
+
+  // Registers with the daemon and starts delivering. Returns once registered (or why not).
+  absl::Status Start();
+  void Stop();
+  // Blocks until the daemon closes the stream or Stop() is called; returns why it ended.
+  absl::Status Wait();
+
+ private:
+  Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group);
+  void DeliveryLoop();
+  void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result);
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::Cohort::Stub> stub_;
+  const uint64_t nso_;
+  const std::string group_;
+  std::map<std::string, Handler> handlers_;
+  MulticastHandler multicast_handler_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<api::ServantMessage, api::ServantEvent>> stream_;
+  absl::Mutex write_mu_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status end_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_INVOCATION_SERVANT_H_

@@ -1,0 +1,62 @@
+// Two-timeout failure detection (004 section 5): a short suspicion timeout lets consensus abandon
+// a silent coordinator; a long exclusion timeout removes a member from the view. A member that was
+// suspected but is heard again is trusted again and is not excluded.
+//
+// Pure state machine: time comes in as `now_ms`, hearing a member comes in through Heard().
+// Event-driven groups (003 section 3) switch monitoring off while idle: no suspicion then.
+#ifndef COHORT_MEMBERSHIP_FAILURE_DETECTOR_H_
+#define COHORT_MEMBERSHIP_FAILURE_DETECTOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace cohort::membership {
+
+using NodeId = uint32_t;
+
+struct FailureDetectorOptions {
+  uint64_t suspect_timeout_ms = 50;
+  uint64_t exclude_timeout_ms = 10000;
+};
+
+struct SuspicionEvent {
+  enum class Kind { kSuspect, kTrust, kExclude };
+  NodeId node = 0;
+  Kind kind = Kind::kSuspect;
+  uint64_t silent_ms = 0;  // how long the node had been silent
+};
+
+class FailureDetector {
+ public:
+  FailureDetector(FailureDetectorOptions options, const std::vector<NodeId>& monitored,
+                  uint64_t now_ms);
+
+  // A message of any kind arrived from `node`.
+  void Heard(NodeId node, uint64_t now_ms, std::vector<SuspicionEvent>* out);
+  void Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out);
+
+  // Monitoring off: nobody becomes suspected. Turning it on restarts every silence count at now.
+  void SetMonitoring(bool on, uint64_t now_ms);
+  void SetMonitored(const std::vector<NodeId>& monitored, uint64_t now_ms);
+
+  bool suspected(NodeId node) const;
+  bool excluded(NodeId node) const;
+  size_t trusted_count() const;  // monitored nodes currently not suspected
+  bool monitoring() const { return monitoring_; }
+
+ private:
+  struct State {
+    uint64_t last_heard_ms = 0;
+    bool suspected = false;
+    bool excluded = false;
+  };
+  FailureDetectorOptions options_;
+  std::map<NodeId, State> states_;
+  bool monitoring_ = true;
+};
+
+}  // namespace cohort::membership
+
+#endif  // COHORT_MEMBERSHIP_FAILURE_DETECTOR_H_

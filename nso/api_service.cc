@@ -1,0 +1,219 @@
+#include "nso/api_service.h"
+
+#include <deque>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "nso/logging.h"
+#include "nso/status.h"
+
+namespace cohort::nso {
+namespace {
+
+absl::StatusOr<invocation::Mode> FromApiMode(api::Mode mode) {
+  switch (mode) {
+    case api::ONE_WAY: return invocation::Mode::kOneWay;
+    case api::WAIT_FIRST: return invocation::Mode::kFirst;
+    case api::WAIT_MAJORITY: return invocation::Mode::kMajority;
+    case api::WAIT_ALL: return invocation::Mode::kAll;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown invocation mode ", mode));
+  }
+}
+
+// Deliveries waiting to be written to one servant's stream.
+class ServantQueue {
+ public:
+  void Push(ServantDelivery delivery) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(delivery));
+  }
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  // Blocks until a delivery is queued (true) or the queue is closed (false).
+  bool Pop(ServantDelivery* delivery) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; };
+    mu_.Await(absl::Condition(&ready));
+    if (queue_.empty()) return false;
+    *delivery = std::move(queue_.front());
+    queue_.pop_front();
+    return true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<ServantDelivery> queue_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = promise->get_future();
+  if (!loop_->Post([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
+    return absl::UnavailableError("daemon overloaded or shutting down: request queue full");
+  }
+  return result.get();
+}
+
+grpc::Status ApiService::Attach(grpc::ServerContext*, const api::AttachRequest* request,
+                                api::AttachReply* reply) {
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
+    absl::StatusOr<uint64_t> nso = node_->Attach(request->client_name());
+    if (!nso.ok()) return nso.status();
+    reply->set_nso(*nso);
+    reply->set_node(node_->self());
+    reply->set_node_name(node_->name());
+    return absl::OkStatus();
+  }));
+}
+
+grpc::Status ApiService::CreateGroup(grpc::ServerContext*, const api::CreateGroupRequest* request,
+                                     api::Empty*) {
+  return ToGrpcStatus(absl::UnimplementedError(absl::StrCat(
+      "CreateGroup(\"", request->group(), "\"): groups are declared in the daemons' YAML "
+      "(groups:) in this version")));
+}
+
+grpc::Status ApiService::JoinGroup(grpc::ServerContext*, const api::GroupRequest* request,
+                                   api::Empty*) {
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
+    return node_->GroupDetails(request->group()).status();
+  }));
+}
+
+grpc::Status ApiService::LeaveGroup(grpc::ServerContext*, const api::GroupRequest* request,
+                                    api::Empty*) {
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
+    return node_->GroupDetails(request->group()).status();
+  }));
+}
+
+grpc::Status ApiService::GroupDetails(grpc::ServerContext*, const api::GroupRequest* request,
+                                      api::GroupDetailsReply* reply) {
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
+    absl::StatusOr<GroupInfo> info = node_->GroupDetails(request->group());
+    if (!info.ok()) return info.status();
+    reply->set_group(info->name);
+    reply->set_view_id(info->view_id);
+    for (const auto& member : info->members) {
+      api::Member* out = reply->add_members();
+      out->set_name(member.name);
+      out->set_node(member.node);
+      out->set_suspected(member.suspected);
+    }
+    reply->set_ordering(std::string(ToString(info->config->ordering)));
+    reply->set_liveness(std::string(ToString(info->config->liveness)));
+    reply->set_style(info->config->style == GroupConfig::Style::kOpen ? api::OPEN : api::CLOSED);
+    return absl::OkStatus();
+  }));
+}
+
+grpc::Status ApiService::Multicast(grpc::ServerContext*, const api::MulticastRequest* request,
+                                   api::Empty*) {
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
+    return node_->Multicast(request->nso(), request->group(), request->payload());
+  }));
+}
+
+grpc::Status ApiService::Invoke(grpc::ServerContext*, const api::InvokeRequest* request,
+                                api::InvokeReply* reply) {
+  InvokeOptions options;
+  options.group = request->group();
+  options.method = request->method();
+  options.payload = request->payload();
+  options.deadline_ms = request->deadline_ms();
+  if (request->mode() != api::MODE_UNSPECIFIED) {
+    absl::StatusOr<invocation::Mode> mode = FromApiMode(request->mode());
+    if (!mode.ok()) return ToGrpcStatus(mode.status());
+    options.mode = *mode;
+    options.mode_given = true;
+  }
+  auto promise = std::make_shared<std::promise<InvokeResult>>();
+  std::future<InvokeResult> future = promise->get_future();
+  uint64_t nso = request->nso();
+  bool posted = loop_->Post([this, nso, options = std::move(options), promise]() mutable {
+    node_->Invoke(nso, std::move(options),
+                  [promise](InvokeResult result) { promise->set_value(std::move(result)); });
+  });
+  if (!posted) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon overloaded or shutting down");
+  }
+  InvokeResult result = future.get();
+  reply->set_view_id(result.view_id);
+  reply->set_wanted(result.wanted);
+  for (const auto& member_reply : result.replies) {
+    api::ReplyFrom* out = reply->add_replies();
+    out->set_member(member_reply.member);
+    out->set_node(member_reply.node);
+    out->set_status_code(static_cast<int>(member_reply.status.code()));
+    out->set_error(std::string(member_reply.status.message()));
+    out->set_payload(member_reply.payload);
+  }
+  return ToGrpcStatus(result.status);
+}
+
+grpc::Status ApiService::Serve(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>* stream) {
+  api::ServantMessage first;
+  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no register");
+  if (!first.has_register_()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first servant message must be a register");
+  }
+  auto queue = std::make_shared<ServantQueue>();
+  uint64_t servant = 0;
+  absl::Status registered = RunOnLoop([&]() -> absl::Status {
+    absl::StatusOr<uint64_t> id = node_->RegisterServant(
+        first.register_().nso(), first.register_().group(),
+        [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); });
+    if (!id.ok()) return id.status();
+    servant = *id;
+    return absl::OkStatus();
+  });
+  if (!registered.ok()) return ToGrpcStatus(registered);
+  api::ServantEvent ack;
+  ack.set_registered(true);
+  ack.set_group(first.register_().group());
+  if (!stream->Write(ack)) {
+    loop_->Post([this, servant] { node_->UnregisterServant(servant); });
+    return grpc::Status(grpc::StatusCode::CANCELLED, "servant gone");
+  }
+  std::thread reader([&] {
+    api::ServantMessage message;
+    while (stream->Read(&message)) {
+      if (!message.has_answer()) continue;
+      const api::ServantMessage::Answer& answer = message.answer();
+      absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
+      loop_->Post([this, servant, number = answer.delivery(), status,
+                   payload = answer.payload()]() mutable {
+        node_->Answer(servant, number, status, std::move(payload));
+      });
+    }
+    queue->Close();
+  });
+  ServantDelivery delivery;
+  api::ServantEvent event;
+  while (queue->Pop(&delivery)) {
+    event.set_delivery(delivery.delivery);
+    event.set_group(delivery.group);
+    event.set_method(delivery.method);
+    event.set_payload(std::move(delivery.payload));
+    event.set_one_way(delivery.one_way);
+    event.set_view_id(delivery.view_id);
+    if (!stream->Write(event)) break;
+  }
+  context->TryCancel();
+  reader.join();
+  loop_->Post([this, servant] { node_->UnregisterServant(servant); });
+  return grpc::Status::OK;
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,812 @@
+// Loads the daemon's YAML configuration (config.h). yaml-cpp throws; exceptions are caught in
+// ParseConfig and never leave this file. Reading walks the document key by key, remembering the
+// line of every key path, so that the cross-checks at the end can point at the offending line.
+#include "nso/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+// Local twin of COHORT_RETURN_IF_ERROR (nso/status.h), which would pull gRPC into this target.
+#define CONFIG_RETURN_IF_ERROR(expr)                  \
+  do {                                                \
+    ::absl::Status config_status_ = (expr);           \
+    if (!config_status_.ok()) return config_status_;  \
+  } while (0)
+
+namespace cohort::nso {
+namespace {
+
+using Ordering = GroupConfig::Ordering;
+using Liveness = GroupConfig::Liveness;
+using Style = GroupConfig::Style;
+using DefaultMode = GroupConfig::DefaultMode;
+
+constexpr int64_t kMaxDurationMs = 24 * 60 * 60 * 1000;  // one day: longer is a unit mistake
+constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
+constexpr size_t kMaxNameLength = 64;
+
+// Keys allowed at each level, in schema order (listed in unknown-key errors).
+const std::vector<absl::string_view> kTopKeys = {
+    "node",       "cluster",          "listen",    "peers",  "log_level",
+    "log_format", "failure_detector", "consensus", "limits", "groups"};
+const std::vector<absl::string_view> kListenKeys = {"peer", "client"};
+const std::vector<absl::string_view> kPeerKeys = {"name", "id", "address"};
+const std::vector<absl::string_view> kFailureDetectorKeys = {
+    "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms"};
+const std::vector<absl::string_view> kConsensusKeys = {
+    "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms", "batch_max_messages"};
+const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "default_deadline_ms",
+                                                   "max_nsos"};
+const std::vector<absl::string_view> kGroupKeys = {
+    "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
+    "default_mode", "suspect_timeout_ms", "exclude_timeout_ms"};
+
+template <typename E>
+using EnumNames = std::vector<std::pair<absl::string_view, E>>;
+
+const EnumNames<Ordering> kOrderingNames = {{"consensus", Ordering::kConsensus},
+                                            {"sequencer", Ordering::kSequencer}};
+const EnumNames<Liveness> kLivenessNames = {{"lively", Liveness::kLively},
+                                            {"event", Liveness::kEvent}};
+const EnumNames<Style> kStyleNames = {{"open", Style::kOpen}, {"closed", Style::kClosed}};
+const EnumNames<DefaultMode> kDefaultModeNames = {{"one_way", DefaultMode::kOneWay},
+                                                  {"first", DefaultMode::kFirst},
+                                                  {"majority", DefaultMode::kMajority},
+                                                  {"all", DefaultMode::kAll}};
+const EnumNames<absl::string_view> kLogLevelNames = {
+    {"trace", "trace"}, {"debug", "debug"}, {"info", "info"},
+    {"warn", "warn"},   {"error", "error"}, {"off", "off"}};
+const EnumNames<absl::string_view> kLogFormatNames = {{"text", "text"}, {"json", "json"}};
+
+enum class Presence { kRequired, kOptional };
+
+// 1-based line of a yaml-cpp mark, 0 when unknown.
+int LineOf(const YAML::Mark& mark) { return mark.line >= 0 ? mark.line + 1 : 0; }
+
+// Builds errors "<file>:<line>: <path>: <what>" and remembers the line of every key path read.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  absl::Status ErrorAtLine(int line, absl::string_view path, absl::string_view what) const {
+    std::string where = line > 0 ? absl::StrCat(file_, ":", line, ": ") : absl::StrCat(file_, ": ");
+    if (!path.empty()) absl::StrAppend(&where, path, ": ");
+    return absl::InvalidArgumentError(absl::StrCat(where, what));
+  }
+
+  // An error at the recorded line of `path`, or of its nearest recorded ancestor.
+  absl::Status ErrorAt(absl::string_view path, absl::string_view what) const {
+    return ErrorAtLine(FindLine(path), path, what);
+  }
+
+  void Record(const std::string& path, int line) { lines_.emplace(path, line); }
+  bool WasRead(absl::string_view path) const { return lines_.find(path) != lines_.end(); }
+
+ private:
+  int FindLine(absl::string_view path) const {
+    while (!path.empty()) {
+      auto it = lines_.find(path);
+      if (it != lines_.end()) return it->second;
+      size_t cut = path.find_last_of(".[");
+      path = path.substr(0, cut == absl::string_view::npos ? 0 : cut);
+    }
+    auto root = lines_.find("");
+    return root != lines_.end() ? root->second : 1;
+  }
+
+  std::string file_;
+  std::map<std::string, int, std::less<>> lines_;
+};
+
+// A YAML value with its key path and the line of its key (or list item).
+struct Value {
+  std::string path;
+  int line = 0;
+  YAML::Node node;
+};
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a map";
+    case YAML::NodeType::Scalar: return absl::StrCat("\"", node.Scalar(), "\"");
+    default: return "nothing";
+  }
+}
+
+std::string ChildPath(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+std::string ItemPath(absl::string_view parent, size_t index) {
+  return absl::StrCat(parent, "[", index, "]");
+}
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string UnknownKeyMessage(absl::string_view key, const std::vector<absl::string_view>& keys) {
+  std::string message = absl::StrCat("unknown key \"", key, "\"");
+  for (absl::string_view known : keys) {
+    if (EditDistance(key, known) <= 2) {
+      absl::StrAppend(&message, " (did you mean \"", known, "\"?)");
+      break;
+    }
+  }
+  absl::StrAppend(&message, "; valid keys here: ", absl::StrJoin(keys, ", "));
+  return message;
+}
+
+// A YAML map whose keys are checked: strings, distinct, all in the allowed list.
+class MapView {
+ public:
+  static absl::StatusOr<MapView> Open(Reader* reader, const Value& value,
+                                      const std::vector<absl::string_view>& keys) {
+    if (!value.node.IsMap()) {
+      return reader->ErrorAtLine(value.line, value.path,
+                                 absl::StrCat("must be a map, got ", Describe(value.node)));
+    }
+    MapView view(reader, value);
+    CONFIG_RETURN_IF_ERROR(view.Index(keys));
+    return view;
+  }
+
+  // The value of `key`; nullopt when absent and optional.
+  absl::StatusOr<std::optional<Value>> Get(absl::string_view key, Presence presence) const {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      if (presence == Presence::kOptional) return std::optional<Value>();
+      return reader_->ErrorAtLine(self_.line, ChildPath(self_.path, key), "missing required key");
+    }
+    return std::optional<Value>(it->second);
+  }
+
+  Reader* reader() const { return reader_; }
+
+ private:
+  MapView(Reader* reader, Value self) : reader_(reader), self_(std::move(self)) {}
+
+  absl::Status Index(const std::vector<absl::string_view>& keys) {
+    for (const auto& entry : self_.node) {  // by value: it-> returns a temporary proxy
+      const YAML::Node key = entry.first;
+      int line = LineOf(key.Mark());
+      if (!key.IsScalar()) {
+        return reader_->ErrorAtLine(line, self_.path,
+                                    absl::StrCat("keys must be names, got ", Describe(key)));
+      }
+      std::string path = ChildPath(self_.path, key.Scalar());
+      if (std::find(keys.begin(), keys.end(), key.Scalar()) == keys.end()) {
+        return reader_->ErrorAtLine(line, path, UnknownKeyMessage(key.Scalar(), keys));
+      }
+      auto [previous, inserted] = entries_.emplace(key.Scalar(), Value{path, line, entry.second});
+      if (!inserted) {
+        return reader_->ErrorAtLine(line, path,
+                                    absl::StrCat("duplicate key \"", key.Scalar(),
+                                                 "\" (first at line ", previous->second.line, ")"));
+      }
+      reader_->Record(path, line);
+    }
+    return absl::OkStatus();
+  }
+
+  Reader* reader_;
+  Value self_;
+  std::map<std::string, Value, std::less<>> entries_;
+};
+
+// The items of a YAML list, each with its path "parent[i]" and line.
+absl::StatusOr<std::vector<Value>> ListItems(Reader* reader, const Value& value,
+                                             absl::string_view expected) {
+  if (!value.node.IsSequence()) {
+    return reader->ErrorAtLine(value.line, value.path,
+                               absl::StrCat("must be a list of ", expected, ", got ",
+                                            Describe(value.node)));
+  }
+  std::vector<Value> items;
+  for (size_t i = 0; i < value.node.size(); ++i) {
+    const YAML::Node& item = value.node[i];
+    int line = LineOf(item.Mark());
+    Value entry{ItemPath(value.path, i), line > 0 ? line : value.line, item};
+    reader->Record(entry.path, entry.line);
+    items.push_back(std::move(entry));
+  }
+  return items;
+}
+
+// ---- Scalars ----------------------------------------------------------------------------------
+
+absl::Status ParseString(const Reader& reader, const Value& value, std::string* out) {
+  if (!value.node.IsScalar()) {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat("must be a string, got ", Describe(value.node)));
+  }
+  if (value.node.Scalar().empty()) {
+    return reader.ErrorAtLine(value.line, value.path, "must not be empty");
+  }
+  *out = value.node.Scalar();
+  return absl::OkStatus();
+}
+
+bool IsPlainScalar(const YAML::Node& node) {
+  return node.IsScalar() && node.Tag() != "!";  // "!" marks a quoted scalar: a string
+}
+
+absl::Status ParseInt(const Reader& reader, const Value& value, int64_t min, int64_t max,
+                      int64_t* out) {
+  int64_t parsed = 0;
+  if (!IsPlainScalar(value.node) || !absl::SimpleAtoi(value.node.Scalar(), &parsed)) {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat("must be an integer, got ", Describe(value.node)));
+  }
+  if (parsed < min || parsed > max) {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat("must be in ", min, "..", max, ", got ", parsed));
+  }
+  *out = parsed;
+  return absl::OkStatus();
+}
+
+absl::Status ParseBool(const Reader& reader, const Value& value, bool* out) {
+  std::string text = IsPlainScalar(value.node) ? absl::AsciiStrToLower(value.node.Scalar()) : "";
+  if (text == "true" || text == "yes" || text == "on") {
+    *out = true;
+  } else if (text == "false" || text == "no" || text == "off") {
+    *out = false;
+  } else {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat("must be true or false, got ", Describe(value.node)));
+  }
+  return absl::OkStatus();
+}
+
+template <typename E>
+std::string EnumChoices(const EnumNames<E>& names) {
+  std::vector<std::string> quoted;
+  for (const auto& [name, unused] : names) quoted.push_back(absl::StrCat("\"", name, "\""));
+  if (quoted.size() == 2) return absl::StrCat(quoted[0], " or ", quoted[1]);
+  return absl::StrCat("one of ", absl::StrJoin(quoted, ", "));
+}
+
+template <typename E>
+absl::Status ParseEnum(const Reader& reader, const Value& value, const EnumNames<E>& names,
+                       E* out) {
+  if (value.node.IsScalar()) {
+    for (const auto& [name, enumerator] : names) {
+      if (value.node.Scalar() == name) {
+        *out = enumerator;
+        return absl::OkStatus();
+      }
+    }
+  }
+  return reader.ErrorAtLine(
+      value.line, value.path,
+      absl::StrCat("must be ", EnumChoices(names), ", got ", Describe(value.node)));
+}
+
+bool IsValidName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+absl::Status ParseName(const Reader& reader, const Value& value, std::string* out) {
+  CONFIG_RETURN_IF_ERROR(ParseString(reader, value, out));
+  if (!IsValidName(*out)) {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat("must match [A-Za-z0-9_.-]{1,64}, got \"", *out, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// Empty when `address` is host:port (host non-empty, IPv6 in brackets, port 1..65535).
+std::string AddressProblem(absl::string_view address) {
+  absl::string_view host;
+  absl::string_view port;
+  if (!address.empty() && address.front() == '[') {
+    size_t close = address.find(']');
+    if (close == absl::string_view::npos || close + 1 >= address.size() ||
+        address[close + 1] != ':') {
+      return "must be host:port, e.g. [::1]:7101";
+    }
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    size_t colon = address.rfind(':');
+    if (colon == absl::string_view::npos) return "must be host:port, e.g. 127.0.0.1:7101";
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+    if (host.find(':') != absl::string_view::npos) return "an IPv6 host must be in brackets";
+  }
+  if (host.empty()) return "must be host:port: the host is empty";
+  if (std::any_of(host.begin(), host.end(), [](char c) { return absl::ascii_isspace(c); })) {
+    return "must be host:port: the host contains a space";
+  }
+  int port_number = 0;
+  bool digits = !port.empty() && std::all_of(port.begin(), port.end(), absl::ascii_isdigit);
+  if (!digits || !absl::SimpleAtoi(port, &port_number) || port_number < 1 ||
+      port_number > 65535) {
+    return "must be host:port with a port in 1..65535";
+  }
+  return "";
+}
+
+absl::Status ParseAddress(const Reader& reader, const Value& value, std::string* out) {
+  CONFIG_RETURN_IF_ERROR(ParseString(reader, value, out));
+  std::string problem = AddressProblem(*out);
+  if (!problem.empty()) {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat(problem, ", got \"", *out, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Keys of a map: absent optional keys leave *out (the default) untouched --------------------
+
+using ValueParser = std::function<absl::Status(const Reader&, const Value&)>;
+
+absl::Status ReadKey(const MapView& map, absl::string_view key, Presence presence,
+                     const ValueParser& parse) {
+  absl::StatusOr<std::optional<Value>> value = map.Get(key, presence);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return absl::OkStatus();
+  return parse(*map.reader(), **value);
+}
+
+absl::Status ReadName(const MapView& map, absl::string_view key, Presence presence,
+                      std::string* out) {
+  return ReadKey(map, key, presence,
+                 [out](const Reader& r, const Value& v) { return ParseName(r, v, out); });
+}
+
+absl::Status ReadAddress(const MapView& map, absl::string_view key, std::string* out) {
+  return ReadKey(map, key, Presence::kRequired,
+                 [out](const Reader& r, const Value& v) { return ParseAddress(r, v, out); });
+}
+
+absl::Status ReadInt(const MapView& map, absl::string_view key, int64_t min, int64_t max,
+                     int64_t* out) {
+  return ReadKey(map, key, Presence::kOptional, [=](const Reader& r, const Value& v) {
+    return ParseInt(r, v, min, max, out);
+  });
+}
+
+absl::Status ReadDurationMs(const MapView& map, absl::string_view key, int64_t* out) {
+  return ReadInt(map, key, 1, kMaxDurationMs, out);
+}
+
+absl::Status ReadBool(const MapView& map, absl::string_view key, bool* out) {
+  return ReadKey(map, key, Presence::kOptional,
+                 [out](const Reader& r, const Value& v) { return ParseBool(r, v, out); });
+}
+
+template <typename E>
+absl::Status ReadEnum(const MapView& map, absl::string_view key, const EnumNames<E>& names,
+                      E* out) {
+  return ReadKey(map, key, Presence::kOptional,
+                 [&names, out](const Reader& r, const Value& v) {
+                   return ParseEnum(r, v, names, out);
+                 });
+}
+
+absl::Status ReadEnumString(const MapView& map, absl::string_view key,
+                            const EnumNames<absl::string_view>& names, std::string* out) {
+  absl::string_view chosen = *out;
+  CONFIG_RETURN_IF_ERROR(ReadEnum(map, key, names, &chosen));
+  *out = std::string(chosen);
+  return absl::OkStatus();
+}
+
+// Opens the sub-map at `key` (optional unless `presence` says otherwise) and reads it with `read`.
+absl::Status ReadSection(const MapView& map, absl::string_view key, Presence presence,
+                         const std::vector<absl::string_view>& keys,
+                         const std::function<absl::Status(const MapView&)>& read) {
+  absl::StatusOr<std::optional<Value>> value = map.Get(key, presence);
+  if (!value.ok()) return value.status();
+  if (!value->has_value() || ((*value)->node.IsNull() && presence == Presence::kOptional)) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<MapView> section = MapView::Open(map.reader(), **value, keys);
+  if (!section.ok()) return section.status();
+  return read(*section);
+}
+
+// ---- Sections ---------------------------------------------------------------------------------
+
+absl::Status ReadListen(const MapView& top, Config* config) {
+  return ReadSection(top, "listen", Presence::kRequired, kListenKeys, [config](const MapView& m) {
+    CONFIG_RETURN_IF_ERROR(ReadAddress(m, "peer", &config->listen_peer));
+    return ReadAddress(m, "client", &config->listen_client);
+  });
+}
+
+absl::Status ReadFailureDetectorKeys(const MapView& m, FailureDetectorConfig* fd) {
+  CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "suspect_timeout_ms", &fd->suspect_timeout_ms));
+  CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "exclude_timeout_ms", &fd->exclude_timeout_ms));
+  return ReadDurationMs(m, "heartbeat_interval_ms", &fd->heartbeat_interval_ms);
+}
+
+absl::Status ReadFailureDetector(const MapView& top, FailureDetectorConfig* fd) {
+  return ReadSection(top, "failure_detector", Presence::kOptional, kFailureDetectorKeys,
+                     [fd](const MapView& m) { return ReadFailureDetectorKeys(m, fd); });
+}
+
+absl::Status ReadConsensusKeys(const MapView& m, ConsensusConfig* consensus) {
+  CONFIG_RETURN_IF_ERROR(ReadBool(m, "optimisation_1", &consensus->optimisation_1));
+  CONFIG_RETURN_IF_ERROR(ReadBool(m, "optimisation_2", &consensus->optimisation_2));
+  CONFIG_RETURN_IF_ERROR(ReadBool(m, "optimisation_3", &consensus->optimisation_3));
+  CONFIG_RETURN_IF_ERROR(
+      ReadInt(m, "round_delay_ms", 0, kMaxDurationMs, &consensus->round_delay_ms));
+  return ReadInt(m, "batch_max_messages", 1, kMaxCount, &consensus->batch_max_messages);
+}
+
+absl::Status ReadConsensus(const MapView& top, ConsensusConfig* consensus) {
+  return ReadSection(top, "consensus", Presence::kOptional, kConsensusKeys,
+                     [consensus](const MapView& m) { return ReadConsensusKeys(m, consensus); });
+}
+
+absl::Status ReadLimitsKeys(const MapView& m, LimitsConfig* limits) {
+  CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_payload_bytes", 1, kMaxCount, &limits->max_payload_bytes));
+  CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "default_deadline_ms", &limits->default_deadline_ms));
+  return ReadInt(m, "max_nsos", 1, kMaxCount, &limits->max_nsos);
+}
+
+absl::Status ReadLimits(const MapView& top, LimitsConfig* limits) {
+  return ReadSection(top, "limits", Presence::kOptional, kLimitsKeys,
+                     [limits](const MapView& m) { return ReadLimitsKeys(m, limits); });
+}
+
+// Reads the list at `key` (absent or null: empty unless required) item by item.
+absl::Status ReadList(const MapView& map, absl::string_view key, Presence presence,
+                      absl::string_view expected,
+                      const std::function<absl::Status(const Value&)>& read_item) {
+  absl::StatusOr<std::optional<Value>> value = map.Get(key, presence);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return absl::OkStatus();
+  if ((*value)->node.IsNull() && presence == Presence::kOptional) return absl::OkStatus();
+  absl::StatusOr<std::vector<Value>> items = ListItems(map.reader(), **value, expected);
+  if (!items.ok()) return items.status();
+  if (items->empty() && presence == Presence::kRequired) {
+    return map.reader()->ErrorAtLine((*value)->line, (*value)->path,
+                                     absl::StrCat("must be a non-empty list of ", expected));
+  }
+  for (const Value& item : *items) CONFIG_RETURN_IF_ERROR(read_item(item));
+  return absl::OkStatus();
+}
+
+absl::Status ReadPeer(Reader* reader, const Value& item, PeerConfig* peer) {
+  absl::StatusOr<MapView> m = MapView::Open(reader, item, kPeerKeys);
+  if (!m.ok()) return m.status();
+  CONFIG_RETURN_IF_ERROR(ReadName(*m, "name", Presence::kRequired, &peer->name));
+  int64_t id = 0;
+  CONFIG_RETURN_IF_ERROR(ReadKey(*m, "id", Presence::kRequired,
+                                 [&id](const Reader& r, const Value& v) {
+                                   return ParseInt(r, v, 1, 65535, &id);
+                                 }));
+  peer->id = static_cast<uint32_t>(id);
+  return ReadAddress(*m, "address", &peer->address);
+}
+
+absl::Status ReadPeers(const MapView& top, std::vector<PeerConfig>* peers) {
+  return ReadList(top, "peers", Presence::kRequired, "peers", [&](const Value& item) {
+    PeerConfig peer;
+    CONFIG_RETURN_IF_ERROR(ReadPeer(top.reader(), item, &peer));
+    peers->push_back(std::move(peer));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadMembers(const MapView& m, std::vector<std::string>* members) {
+  return ReadList(m, "members", Presence::kRequired, "peer names", [&](const Value& item) {
+    std::string member;
+    CONFIG_RETURN_IF_ERROR(ParseName(*m.reader(), item, &member));
+    members->push_back(std::move(member));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadGroup(Reader* reader, const Value& item, const FailureDetectorConfig& fd,
+                       GroupConfig* group) {
+  absl::StatusOr<MapView> m = MapView::Open(reader, item, kGroupKeys);
+  if (!m.ok()) return m.status();
+  group->suspect_timeout_ms = fd.suspect_timeout_ms;
+  group->exclude_timeout_ms = fd.exclude_timeout_ms;
+  CONFIG_RETURN_IF_ERROR(ReadName(*m, "name", Presence::kRequired, &group->name));
+  CONFIG_RETURN_IF_ERROR(ReadMembers(*m, &group->members));
+  CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "ordering", kOrderingNames, &group->ordering));
+  CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "liveness", kLivenessNames, &group->liveness));
+  CONFIG_RETURN_IF_ERROR(ReadDurationMs(*m, "silence_ms", &group->silence_ms));
+  CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "style", kStyleNames, &group->style));
+  CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "default_mode", kDefaultModeNames, &group->default_mode));
+  CONFIG_RETURN_IF_ERROR(ReadDurationMs(*m, "suspect_timeout_ms", &group->suspect_timeout_ms));
+  return ReadDurationMs(*m, "exclude_timeout_ms", &group->exclude_timeout_ms);
+}
+
+absl::Status ReadGroups(const MapView& top, const FailureDetectorConfig& fd,
+                        std::vector<GroupConfig>* groups) {
+  return ReadList(top, "groups", Presence::kOptional, "groups", [&](const Value& item) {
+    GroupConfig group;
+    CONFIG_RETURN_IF_ERROR(ReadGroup(top.reader(), item, fd, &group));
+    groups->push_back(std::move(group));
+    return absl::OkStatus();
+  });
+}
+
+// ---- Cross-checks -----------------------------------------------------------------------------
+
+absl::Status CheckPeers(const Reader& reader, const std::vector<PeerConfig>& peers) {
+  std::map<absl::string_view, size_t> by_name;
+  std::map<uint32_t, size_t> by_id;
+  std::map<absl::string_view, size_t> by_address;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const PeerConfig& peer = peers[i];
+    std::string path = ItemPath("peers", i);
+    if (auto [it, fresh] = by_name.emplace(peer.name, i); !fresh) {
+      return reader.ErrorAt(ChildPath(path, "name"),
+                            absl::StrCat("duplicate peer name \"", peer.name, "\" (also peers[",
+                                         it->second, "])"));
+    }
+    if (auto [it, fresh] = by_id.emplace(peer.id, i); !fresh) {
+      return reader.ErrorAt(ChildPath(path, "id"),
+                            absl::StrCat("duplicate peer id ", peer.id, " (also peers[",
+                                         it->second, "])"));
+    }
+    if (auto [it, fresh] = by_address.emplace(peer.address, i); !fresh) {
+      return reader.ErrorAt(ChildPath(path, "address"),
+                            absl::StrCat("duplicate peer address \"", peer.address,
+                                         "\" (also peers[", it->second, "])"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveNode(const Reader& reader, Config* config) {
+  const PeerConfig* self = config->FindPeer(config->node);
+  if (self == nullptr) {
+    std::vector<absl::string_view> names;
+    for (const PeerConfig& peer : config->peers) names.push_back(peer.name);
+    return reader.ErrorAt("node", absl::StrCat("\"", config->node,
+                                               "\" is not a peer; peers[].name are: ",
+                                               absl::StrJoin(names, ", ")));
+  }
+  config->node_id = self->id;
+  if (config->listen_peer == config->listen_client) {
+    return reader.ErrorAt("listen.client",
+                          absl::StrCat("must differ from listen.peer, both are \"",
+                                       config->listen_client, "\""));
+  }
+  return absl::OkStatus();
+}
+
+// suspect < exclude, and the heartbeat comes more often than the suspicion. `prefix` is the path
+// of the map that sets the timeouts; a message points at whichever key that map sets.
+absl::Status CheckTimeouts(const Reader& reader, const std::string& prefix, int64_t suspect_ms,
+                           int64_t exclude_ms, int64_t heartbeat_ms) {
+  std::string suspect_path = ChildPath(prefix, "suspect_timeout_ms");
+  std::string exclude_path = ChildPath(prefix, "exclude_timeout_ms");
+  if (suspect_ms >= exclude_ms) {
+    if (reader.WasRead(suspect_path) || !reader.WasRead(exclude_path)) {
+      return reader.ErrorAt(suspect_path, absl::StrCat("must be less than exclude_timeout_ms (",
+                                                       exclude_ms, "), got ", suspect_ms));
+    }
+    return reader.ErrorAt(exclude_path, absl::StrCat("must be greater than suspect_timeout_ms (",
+                                                     suspect_ms, "), got ", exclude_ms));
+  }
+  if (heartbeat_ms >= suspect_ms) {
+    bool blame_heartbeat = prefix == "failure_detector" && !reader.WasRead(suspect_path);
+    return reader.ErrorAt(
+        blame_heartbeat ? ChildPath(prefix, "heartbeat_interval_ms") : suspect_path,
+        absl::StrCat("suspect_timeout_ms (", suspect_ms,
+                     ") must be greater than failure_detector.heartbeat_interval_ms (",
+                     heartbeat_ms, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGroup(const Reader& reader, const Config& config, size_t index) {
+  const GroupConfig& group = config.groups[index];
+  std::string path = ItemPath("groups", index);
+  std::set<absl::string_view> seen;
+  for (size_t i = 0; i < group.members.size(); ++i) {
+    std::string member_path = ItemPath(ChildPath(path, "members"), i);
+    if (config.FindPeer(group.members[i]) == nullptr) {
+      return reader.ErrorAt(member_path,
+                            absl::StrCat("\"", group.members[i], "\" is not a peer name"));
+    }
+    if (!seen.insert(group.members[i]).second) {
+      return reader.ErrorAt(member_path,
+                            absl::StrCat("\"", group.members[i], "\" is listed twice"));
+    }
+  }
+  return CheckTimeouts(reader, path, group.suspect_timeout_ms, group.exclude_timeout_ms,
+                       config.failure_detector.heartbeat_interval_ms);
+}
+
+absl::Status CheckGroups(const Reader& reader, const Config& config) {
+  std::map<absl::string_view, size_t> by_name;
+  for (size_t i = 0; i < config.groups.size(); ++i) {
+    const std::string& name = config.groups[i].name;
+    if (auto [it, fresh] = by_name.emplace(name, i); !fresh) {
+      return reader.ErrorAt(ChildPath(ItemPath("groups", i), "name"),
+                            absl::StrCat("duplicate group name \"", name, "\" (also groups[",
+                                         it->second, "])"));
+    }
+    CONFIG_RETURN_IF_ERROR(CheckGroup(reader, config, i));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConfig(const Reader& reader, Config* config) {
+  CONFIG_RETURN_IF_ERROR(CheckPeers(reader, config->peers));
+  CONFIG_RETURN_IF_ERROR(ResolveNode(reader, config));
+  const FailureDetectorConfig& fd = config->failure_detector;
+  CONFIG_RETURN_IF_ERROR(CheckTimeouts(reader, "failure_detector", fd.suspect_timeout_ms,
+                                       fd.exclude_timeout_ms, fd.heartbeat_interval_ms));
+  return CheckGroups(reader, *config);
+}
+
+// ---- The document -----------------------------------------------------------------------------
+
+absl::Status ReadTop(const MapView& top, Config* config) {
+  CONFIG_RETURN_IF_ERROR(ReadName(top, "node", Presence::kRequired, &config->node));
+  CONFIG_RETURN_IF_ERROR(ReadName(top, "cluster", Presence::kOptional, &config->cluster));
+  CONFIG_RETURN_IF_ERROR(ReadListen(top, config));
+  CONFIG_RETURN_IF_ERROR(ReadPeers(top, &config->peers));
+  CONFIG_RETURN_IF_ERROR(ReadEnumString(top, "log_level", kLogLevelNames, &config->log_level));
+  CONFIG_RETURN_IF_ERROR(ReadEnumString(top, "log_format", kLogFormatNames, &config->log_format));
+  CONFIG_RETURN_IF_ERROR(ReadFailureDetector(top, &config->failure_detector));
+  CONFIG_RETURN_IF_ERROR(ReadConsensus(top, &config->consensus));
+  CONFIG_RETURN_IF_ERROR(ReadLimits(top, &config->limits));
+  return ReadGroups(top, config->failure_detector, &config->groups);
+}
+
+absl::StatusOr<Config> ReadDocument(Reader* reader, const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull()) {
+    return reader->ErrorAtLine(1, "", "the file is empty; required keys: node, listen, peers");
+  }
+  int line = std::max(LineOf(root.Mark()), 1);
+  reader->Record("", line);
+  if (!root.IsMap()) {
+    return reader->ErrorAtLine(line, "", absl::StrCat("the top level must be a map of keys, got ",
+                                                      Describe(root)));
+  }
+  absl::StatusOr<MapView> top = MapView::Open(reader, Value{"", line, root}, kTopKeys);
+  if (!top.ok()) return top.status();
+  Config config;
+  CONFIG_RETURN_IF_ERROR(ReadTop(*top, &config));
+  CONFIG_RETURN_IF_ERROR(CheckConfig(*reader, &config));
+  return config;
+}
+
+// Parses YAML text; syntax errors become InvalidArgument with the line.
+absl::StatusOr<YAML::Node> LoadYaml(const Reader& reader, const std::string& text) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    return reader.ErrorAtLine(LineOf(e.mark), "", absl::StrCat("YAML syntax error: ", e.msg));
+  }
+  if (documents.size() > 1) {
+    return reader.ErrorAtLine(LineOf(documents[1].Mark()), "",
+                              "more than one YAML document; the config is one document");
+  }
+  return documents.empty() ? YAML::Node() : documents[0];
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::error_code error;
+  std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat(path, ": config file not found"));
+  }
+  if (status.type() == std::filesystem::file_type::directory) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a config file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int code = errno;
+    std::string message = absl::StrCat(path, ": cannot open config file: ", std::strerror(code));
+    if (code == EACCES) return absl::PermissionDeniedError(message);
+    return absl::InvalidArgumentError(message);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+template <typename E>
+std::string_view NameOf(const EnumNames<E>& names, E value) {
+  for (const auto& [name, enumerator] : names) {
+    if (enumerator == value) return std::string_view(name.data(), name.size());
+  }
+  return "?";
+}
+
+}  // namespace
+
+const PeerConfig* Config::FindPeer(std::string_view name) const {
+  for (const PeerConfig& peer : peers) {
+    if (peer.name == name) return &peer;
+  }
+  return nullptr;
+}
+
+const PeerConfig* Config::FindPeerById(uint32_t id) const {
+  for (const PeerConfig& peer : peers) {
+    if (peer.id == id) return &peer;
+  }
+  return nullptr;
+}
+
+const GroupConfig* Config::FindGroup(std::string_view name) const {
+  for (const GroupConfig& group : groups) {
+    if (group.name == name) return &group;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
+                                   const std::string& file_name_for_errors) {
+  Reader reader(file_name_for_errors);
+  absl::StatusOr<YAML::Node> root = LoadYaml(reader, yaml_text);
+  if (!root.ok()) return root.status();
+  try {
+    return ReadDocument(&reader, *root);
+  } catch (const std::exception& e) {  // yaml-cpp should not throw here; never let it escape
+    return absl::InvalidArgumentError(absl::StrCat(file_name_for_errors, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text, path);
+}
+
+std::string_view ToString(GroupConfig::Ordering ordering) {
+  return NameOf(kOrderingNames, ordering);
+}
+std::string_view ToString(GroupConfig::Liveness liveness) {
+  return NameOf(kLivenessNames, liveness);
+}
+std::string_view ToString(GroupConfig::Style style) { return NameOf(kStyleNames, style); }
+std::string_view ToString(GroupConfig::DefaultMode mode) {
+  return NameOf(kDefaultModeNames, mode);
+}
+
+}  // namespace cohort::nso
+
+#undef CONFIG_RETURN_IF_ERROR

@@ -1,0 +1,112 @@
+// The daemon's configuration: the YAML file cohortd reads at start-up, loaded into plain structs.
+//
+// Every field below has the default the schema documents (ConfigHelp()), so a value-initialised
+// Config is the configuration of a file that sets only the required keys (tests may build one in
+// code). Loading checks types, ranges and cross-references; every error names the file, the line
+// and the key path, e.g.
+//   config.yaml:12: groups[1].ordering: must be "consensus" or "sequencer", got "paxos"
+#ifndef COHORT_NSO_CONFIG_H_
+#define COHORT_NSO_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cohort::nso {
+
+// One daemon of the cluster (peers[]).
+struct PeerConfig {
+  std::string name;     // unique, [A-Za-z0-9_.-]{1,64}
+  uint32_t id = 0;      // unique, 1..65535
+  std::string address;  // host:port, that peer's listen.peer
+};
+
+// One object group the cluster hosts (groups[]).
+struct GroupConfig {
+  // How the group orders requests (003, 004).
+  enum class Ordering { kConsensus, kSequencer };
+  // lively: members keep exchanging messages; event: only when requests arrive (003 section 3).
+  enum class Liveness { kLively, kEvent };
+  // open: non-members may call the group; closed: only through a member.
+  enum class Style { kOpen, kClosed };
+  // How many replies a client call waits for unless the call says otherwise.
+  enum class DefaultMode { kOneWay, kFirst, kMajority, kAll };
+
+  std::string name;                  // unique, [A-Za-z0-9_.-]{1,64}
+  std::vector<std::string> members;  // non-empty, distinct peer names
+  Ordering ordering = Ordering::kConsensus;
+  Liveness liveness = Liveness::kLively;
+  int64_t silence_ms = 100;  // time-silence period (003 section 3), > 0
+  Style style = Style::kClosed;
+  DefaultMode default_mode = DefaultMode::kAll;
+  // Per-group failure detector timeouts; the loader fills in failure_detector's values when the
+  // file does not override them. suspect_timeout_ms < exclude_timeout_ms.
+  int64_t suspect_timeout_ms = 50;
+  int64_t exclude_timeout_ms = 10000;
+};
+
+// Two timeouts: an aggressive one on which consensus moves on, a conservative one on which the
+// member is removed from the view (004 section 5).
+struct FailureDetectorConfig {
+  int64_t suspect_timeout_ms = 50;     // > heartbeat_interval_ms, < exclude_timeout_ms
+  int64_t exclude_timeout_ms = 10000;  // > suspect_timeout_ms
+  int64_t heartbeat_interval_ms = 10;  // > 0
+};
+
+struct ConsensusConfig {
+  bool optimisation_1 = true;  // 004 section 4.1
+  bool optimisation_2 = true;  // 004 section 4.2
+  bool optimisation_3 = true;  // 004 section 4.3
+  int64_t round_delay_ms = 20;  // the delay d of optimisation 1, >= 0
+  int64_t batch_max_messages = 1024;  // >= 1
+};
+
+struct LimitsConfig {
+  int64_t max_payload_bytes = 4 * 1024 * 1024;  // >= 1
+  int64_t default_deadline_ms = 5000;           // > 0
+  int64_t max_nsos = 1000000;                   // >= 1
+};
+
+struct Config {
+  std::string node;          // this daemon's name, one of peers[].name
+  uint32_t node_id = 0;      // resolved: the id of peers[] entry named `node`
+  std::string cluster = "cohort";  // peers with another cluster name are refused
+  std::string listen_peer;    // host:port for daemon-to-daemon traffic
+  std::string listen_client;  // host:port for the application gRPC API
+  std::vector<PeerConfig> peers;  // every daemon of the cluster, this one included
+  std::string log_level = "info";  // trace|debug|info|warn|error|off (for ConfigureLogging)
+  std::string log_format = "text";  // text|json
+  FailureDetectorConfig failure_detector;
+  ConsensusConfig consensus;
+  LimitsConfig limits;
+  std::vector<GroupConfig> groups;
+
+  // nullptr when there is no such peer / group.
+  const PeerConfig* FindPeer(std::string_view name) const;
+  const PeerConfig* FindPeerById(uint32_t id) const;
+  const GroupConfig* FindGroup(std::string_view name) const;
+};
+
+// Reads and checks the file at `path`. NotFoundError if it does not exist; otherwise every problem
+// is an InvalidArgumentError "<path>:<line>: <key path>: <what is wrong>".
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// Parses and checks YAML text; `file_name_for_errors` starts every error message.
+absl::StatusOr<Config> ParseConfig(const std::string& yaml_text,
+                                   const std::string& file_name_for_errors);
+
+// The documented schema: every key, its meaning and its default (printed by cohortd --help).
+std::string ConfigHelp();
+
+// The YAML spelling of each enum value ("consensus", "one_way", ...).
+std::string_view ToString(GroupConfig::Ordering ordering);
+std::string_view ToString(GroupConfig::Liveness liveness);
+std::string_view ToString(GroupConfig::Style style);
+std::string_view ToString(GroupConfig::DefaultMode mode);
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_CONFIG_H_

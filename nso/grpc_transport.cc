@@ -1,0 +1,181 @@
+#include "nso/grpc_transport.h"
+
+#include <chrono>
+
+#include "nso/logging.h"
+
+namespace cohort::nso {
+namespace {
+
+constexpr size_t kFrameMaxEnvelopes = 4096;
+
+wire::PeerFrame HelloFrame(NodeId self, const std::string& cluster) {
+  wire::PeerFrame frame;
+  frame.mutable_hello()->set_version(wire::VERSION_1);
+  frame.mutable_hello()->set_node(self);
+  frame.mutable_hello()->set_cluster(cluster);
+  return frame;
+}
+
+}  // namespace
+
+GrpcTransport::GrpcTransport(GrpcTransportOptions options) : options_(std::move(options)) {
+  for (const auto& [peer, address] : options_.peer_addresses) {
+    links_[peer] = std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes);
+  }
+}
+
+GrpcTransport::~GrpcTransport() { Shutdown(); }
+
+void GrpcTransport::Start() {
+  for (const auto& [peer, address] : options_.peer_addresses) {
+    if (peer > options_.self) dialers_.emplace_back([this, peer = peer] { DialLoop(peer); });
+  }
+}
+
+void GrpcTransport::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [peer, context] : dial_contexts_) context->TryCancel();
+  }
+  for (auto& [peer, link] : links_) link->DetachAll();
+  for (std::thread& dialer : dialers_) dialer.join();
+}
+
+void GrpcTransport::Send(NodeId to, wire::Envelope envelope) {
+  auto it = links_.find(to);
+  if (it == links_.end()) {
+    Log("peer")->warn("send to unknown node {} dropped", to);
+    return;
+  }
+  it->second->Enqueue(std::move(envelope));
+}
+
+void GrpcTransport::SetReceiver(Receiver receiver) {
+  absl::MutexLock lock(&mu_);
+  receiver_ = std::move(receiver);
+}
+
+bool GrpcTransport::Connected(NodeId peer) const {
+  auto it = links_.find(peer);
+  return it != links_.end() && it->second->attached();
+}
+
+void GrpcTransport::DialLoop(NodeId peer) {
+  auto channel = grpc::CreateChannel(options_.peer_addresses.at(peer),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = wire::Peer::NewStub(channel);
+  PeerLink* link = links_.at(peer).get();
+  uint32_t backoff_ms = options_.backoff_min_ms;
+  while (!stopping_) {
+    auto context = std::make_shared<grpc::ClientContext>();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      dial_contexts_[peer] = context;
+    }
+    auto stream = stub->Exchange(context.get());
+    PeerStreamAdapter<grpc::ClientReaderWriter<wire::PeerFrame, wire::PeerFrame>> adapter(stream.get());
+    wire::PeerFrame answer;
+    if (stream->Write(HelloFrame(options_.self, options_.cluster)) && stream->Read(&answer) &&
+        answer.has_hello() && answer.hello().node() == peer) {
+      Log("peer")->info("connected to node {} at {}", peer, options_.peer_addresses.at(peer));
+      backoff_ms = options_.backoff_min_ms;
+      uint64_t generation = link->Attach();
+      std::thread writer([&] { link->ServeWrites(&adapter, generation); });
+      ReadFrames(peer, &adapter);
+      link->Detach(generation);
+      context->TryCancel();
+      writer.join();
+      Log("peer")->info("stream to node {} closed", peer);
+    } else {
+      context->TryCancel();
+    }
+    grpc::Status status = stream->Finish();
+    if (!status.ok() && status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      Log("peer")->error("node {} refused us: {}", peer, status.error_message());
+    }
+    for (uint32_t slept_ms = 0; slept_ms < backoff_ms && !stopping_; slept_ms += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
+  }
+}
+
+grpc::Status GrpcTransport::Exchange(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<wire::PeerFrame, wire::PeerFrame>* stream) {
+  wire::PeerFrame first;
+  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no hello");
+  if (!first.has_hello()) {
+    Log("peer")->warn("peer {} did not start with hello: refused", context->peer());
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first frame must be a hello");
+  }
+  const wire::Hello& hello = first.hello();
+  NodeId peer = hello.node();
+  std::string why;
+  if (hello.version() != wire::VERSION_1) {
+    why = "unsupported wire version " + std::to_string(hello.version());
+  } else if (hello.cluster() != options_.cluster) {
+    why = "cluster \"" + hello.cluster() + "\" is not \"" + options_.cluster + "\"";
+  } else if (links_.count(peer) == 0) {
+    why = "node " + std::to_string(peer) + " is not a configured peer";
+  } else if (peer >= options_.self) {
+    why = "node " + std::to_string(peer) + " must not dial node " + std::to_string(options_.self) +
+          " (the lower id dials)";
+  }
+  if (!why.empty()) {
+    Log("peer")->warn("refused peer stream from {}: {}", context->peer(), why);
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, why);
+  }
+  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
+  PeerStreamAdapter<grpc::ServerReaderWriter<wire::PeerFrame, wire::PeerFrame>> adapter(stream);
+  if (!stream->Write(HelloFrame(options_.self, options_.cluster))) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "hello not sent");
+  }
+  Log("peer")->info("node {} connected from {}", peer, context->peer());
+  PeerLink* link = links_.at(peer).get();
+  uint64_t generation = link->Attach();
+  std::thread writer([&] { link->ServeWrites(&adapter, generation); });
+  ReadFrames(peer, &adapter);
+  link->Detach(generation);
+  writer.join();
+  Log("peer")->info("stream from node {} closed", peer);
+  return grpc::Status::OK;
+}
+
+void GrpcTransport::ReadFrames(NodeId peer, PeerStream* stream) {
+  wire::PeerFrame frame;
+  while (!stopping_ && stream->Read(&frame)) {
+    if (!frame.has_frame()) continue;
+    for (wire::Envelope& envelope : *frame.mutable_frame()->mutable_envelopes()) {
+      if (!AcceptEnvelope(peer, envelope)) continue;
+      counters_.envelopes_received++;
+      Receiver receiver;
+      {
+        absl::MutexLock lock(&mu_);
+        receiver = receiver_;
+      }
+      if (receiver) receiver(peer, std::move(envelope));
+    }
+  }
+}
+
+bool GrpcTransport::AcceptEnvelope(NodeId peer, const wire::Envelope& envelope) {
+  std::string why;
+  if (envelope.version() != wire::VERSION_1) {
+    why = "unsupported version " + std::to_string(envelope.version());
+  } else if (envelope.sender_node() != peer) {
+    why = "claims to be node " + std::to_string(envelope.sender_node());
+  } else if (envelope.body_case() == wire::Envelope::BODY_NOT_SET) {
+    why = "empty body";
+  }
+  if (why.empty()) return true;
+  if (counters_.envelopes_rejected++ % 1000 == 0) {
+    Log("peer")->warn("dropped envelope from node {} (group \"{}\"): {}", peer, envelope.group(), why);
+  }
+  return false;
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,21 @@
+// Per-component spdlog loggers ("peer", "group", "membership", "api", "daemon", ...).
+#ifndef COHORT_NSO_LOGGING_H_
+#define COHORT_NSO_LOGGING_H_
+
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace cohort::nso {
+
+// Sets the level ("trace".."off") and format ("text" or "json") of every component logger,
+// present and future. `node` is printed on each line so that interleaved daemon logs stay readable.
+void ConfigureLogging(const std::string& level, const std::string& format, const std::string& node);
+
+// The logger of one component, created on first use with the configured level and format.
+std::shared_ptr<spdlog::logger> Log(const std::string& component);
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_LOGGING_H_

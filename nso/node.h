@@ -1,0 +1,145 @@
+// The runtime core of one daemon: its NSOs, the groups it hosts, pending invocations and servants.
+//
+// Everything here runs on ONE thread (the protocol thread in the daemon, the simulator's loop in
+// cohort-sim): no locks, no clocks (time comes in through Tick), no sockets (a Transport sends).
+// The gRPC API is a thin adapter over these methods (nso/api_service.h).
+#ifndef COHORT_NSO_NODE_H_
+#define COHORT_NSO_NODE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "invocation/reply_collector.h"
+#include "nso/config.h"
+#include "nso/group.h"
+#include "nso/transport.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::nso {
+
+struct InvokeOptions {
+  std::string group;
+  std::string method;
+  std::string payload;
+  invocation::Mode mode = invocation::Mode::kAll;
+  bool mode_given = false;       // false: the group's default mode
+  uint64_t deadline_ms = 0;      // 0: the configured default
+};
+
+struct InvokeResult {
+  absl::Status status;           // OK once the mode is met; otherwise why not, with `replies` so far
+  std::vector<invocation::MemberReply> replies;
+  uint64_t view_id = 0;
+  uint32_t wanted = 0;
+};
+
+// A delivery handed to an attached servant, in the group's total order.
+struct ServantDelivery {
+  uint64_t delivery = 0;         // answer with this number
+  std::string group;
+  std::string method;            // empty: a multicast
+  std::string payload;
+  bool one_way = false;
+  uint64_t view_id = 0;
+};
+
+struct GroupInfo {
+  std::string name;
+  uint64_t view_id = 0;
+  struct MemberInfo {
+    std::string name;
+    NodeId node = 0;
+    bool suspected = false;
+    bool self = false;
+  };
+  std::vector<MemberInfo> members;
+  const GroupConfig* config = nullptr;
+};
+
+class Node {
+ public:
+  using InvokeDone = std::function<void(InvokeResult)>;
+  using ServantSink = std::function<void(ServantDelivery)>;
+
+  Node(const Config& config, Transport* transport, uint64_t now_ms);
+  ~Node();
+
+  // Transport input and the passage of time.
+  void Receive(NodeId from, const wire::Envelope& envelope);
+  void Tick(uint64_t now_ms);
+
+  // 003 section 3: every client of the service gets its own NSO.
+  absl::StatusOr<uint64_t> Attach(const std::string& client_name);
+  absl::Status Detach(uint64_t nso);
+
+  absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
+  absl::Status Multicast(uint64_t nso, const std::string& group, std::string payload);
+  // `done` is called exactly once, possibly before Invoke returns.
+  void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
+
+  // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
+  absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink);
+  void UnregisterServant(uint64_t servant);
+  void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload);
+
+  NodeId self() const { return self_; }
+  const std::string& name() const { return config_.node; }
+  size_t pending_calls() const { return calls_.size(); }
+  std::vector<const Group*> groups() const;
+
+ private:
+  struct Call {
+    uint64_t call_id = 0;
+    std::string group;
+    invocation::ReplyCollector collector;
+    uint64_t deadline_at_ms = 0;
+    uint64_t deadline_ms = 0;
+    InvokeDone done;
+  };
+  struct Servant {
+    uint64_t nso = 0;
+    std::string group;
+    ServantSink sink;
+  };
+  struct OpenDelivery {  // a delivery awaiting its servant's answer
+    uint64_t call_id = 0;
+    NodeId origin = 0;
+    std::string group;
+    uint64_t servant = 0;
+  };
+
+  absl::Status CheckNso(uint64_t nso) const;
+  absl::StatusOr<Group*> FindGroup(const std::string& group);
+  // Submits a request to the group's total order, here or through a member (request manager).
+  void Submit(Group* group, const wire::Request& request);
+  void OnDeliver(Group* group, const consensus::Delivery& delivery);
+  void OnReply(const wire::Reply& reply);
+  void SendReply(NodeId origin, const std::string& group, wire::Reply reply);
+  void FinishCall(uint64_t call_id, absl::Status status);
+  void ExpireCalls();
+  std::string NodeName(NodeId node) const;
+
+  const Config config_;
+  Transport* const transport_;
+  const NodeId self_;
+  uint64_t now_ms_;
+  std::map<std::string, std::unique_ptr<Group>> groups_;
+  std::map<uint64_t, std::string> nsos_;          // NSO id -> client name
+  uint64_t next_nso_ = 1;
+  std::map<uint64_t, Call> calls_;                // by call id
+  uint64_t next_call_id_ = 1;
+  std::map<uint64_t, Servant> servants_;          // by servant id
+  uint64_t next_servant_ = 1;
+  std::map<uint64_t, OpenDelivery> open_deliveries_;
+  uint64_t next_delivery_ = 1;
+};
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_NODE_H_

@@ -1,0 +1,157 @@
+#include "nso/sim_network.h"
+
+#include <string>
+
+namespace cohort::nso {
+
+class SimNetwork::SimEndpoint final : public Transport {
+ public:
+  SimEndpoint(SimNetwork* network, NodeId self) : network_(network), self_(self) {}
+  void Send(NodeId to, wire::Envelope envelope) override {
+    network_->Send(self_, to, std::move(envelope));
+  }
+  void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+  const Receiver& receiver() const { return receiver_; }
+
+ private:
+  SimNetwork* const network_;
+  const NodeId self_;
+  Receiver receiver_;
+};
+
+SimNetwork::SimNetwork(SimNetworkOptions options) : options_(options), rng_(options.seed) {}
+SimNetwork::~SimNetwork() = default;
+
+Transport* SimNetwork::Endpoint(NodeId node) {
+  auto& endpoint = endpoints_[node];
+  if (endpoint == nullptr) endpoint = std::make_unique<SimEndpoint>(this, node);
+  return endpoint.get();
+}
+
+void SimNetwork::After(uint64_t delay_ms, std::function<void()> callback) {
+  Event event;
+  event.is_timer = true;
+  event.callback = std::move(callback);
+  Schedule(now_ms_ + delay_ms, std::move(event));
+}
+
+void SimNetwork::Schedule(uint64_t time_ms, Event event) {
+  events_.emplace(EventKey{time_ms, sequence_++}, std::move(event));
+}
+
+void SimNetwork::Send(NodeId from, NodeId to, wire::Envelope envelope) {
+  ++counters_.messages_sent;
+  // Random draws happen for every send, whatever the faults, so traces stay aligned.
+  const bool drop = rng_.Chance(options_.drop_per_million);
+  const bool duplicate = rng_.Chance(options_.duplicate_per_million);
+  const uint64_t delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
+  const uint64_t duplicate_delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
+  if (drop || crashed(from) || crashed(to) || !Connected(from, to) ||
+      events_.size() >= options_.events_max) {
+    ++counters_.messages_dropped;
+    return;
+  }
+  Event event;
+  event.from = from;
+  event.to = to;
+  event.incarnation = incarnation_[to];
+  event.envelope = std::move(envelope);
+  if (duplicate) {
+    ++counters_.messages_duplicated;
+    Event copy = event;
+    Schedule(now_ms_ + duplicate_delay_ms, std::move(copy));
+  }
+  Schedule(now_ms_ + delay_ms, std::move(event));
+}
+
+void SimNetwork::Deliver(Event& event) {
+  if (event.is_timer) {
+    ++counters_.timers_fired;
+    event.callback();
+    return;
+  }
+  // A partition or crash that began while the message was in flight also loses it.
+  if (crashed(event.to) || event.incarnation != incarnation_[event.to] ||
+      !Connected(event.from, event.to)) {
+    ++counters_.messages_dropped;
+    return;
+  }
+  auto it = endpoints_.find(event.to);
+  if (it == endpoints_.end() || !it->second->receiver()) {
+    ++counters_.messages_dropped;
+    return;
+  }
+  ++counters_.messages_delivered;
+  Hash(now_ms_);
+  Hash(event.from);
+  Hash(event.to);
+  std::string bytes;
+  event.envelope.SerializeToString(&bytes);
+  for (unsigned char c : bytes) Hash(c);
+  it->second->receiver()(event.from, std::move(event.envelope));
+}
+
+bool SimNetwork::RunOne() {
+  if (events_.empty()) return false;
+  auto node = events_.extract(events_.begin());
+  now_ms_ = node.key().first;
+  Deliver(node.mapped());
+  return true;
+}
+
+void SimNetwork::RunUntil(uint64_t time_ms) {
+  while (!events_.empty() && events_.begin()->first.first <= time_ms) RunOne();
+  if (time_ms > now_ms_) now_ms_ = time_ms;
+}
+
+bool SimNetwork::RunUntilQuiet(uint64_t time_limit_ms) {
+  while (!events_.empty()) {
+    if (events_.begin()->first.first > time_limit_ms) return false;
+    RunOne();
+  }
+  return true;
+}
+
+void SimNetwork::SetDelay(uint64_t delay_min_ms, uint64_t delay_max_ms) {
+  options_.delay_min_ms = delay_min_ms;
+  options_.delay_max_ms = delay_max_ms < delay_min_ms ? delay_min_ms : delay_max_ms;
+}
+
+void SimNetwork::SetLoss(uint32_t drop_per_million, uint32_t duplicate_per_million) {
+  options_.drop_per_million = drop_per_million;
+  options_.duplicate_per_million = duplicate_per_million;
+}
+
+void SimNetwork::Partition(const std::vector<std::vector<NodeId>>& sets) {
+  partition_of_.clear();
+  for (size_t i = 0; i < sets.size(); ++i) {
+    for (NodeId node : sets[i]) partition_of_[node] = i + 1;  // 0 = "in no set"
+  }
+}
+
+void SimNetwork::Heal() { partition_of_.clear(); }
+
+void SimNetwork::Crash(NodeId node) { crashed_.insert(node); }
+
+void SimNetwork::Restart(NodeId node) {
+  crashed_.erase(node);
+  ++incarnation_[node];
+}
+
+bool SimNetwork::Connected(NodeId a, NodeId b) const {
+  if (partition_of_.empty()) return true;
+  auto set_of = [this](NodeId node) -> size_t {
+    auto it = partition_of_.find(node);
+    return it == partition_of_.end() ? 0 : it->second;
+  };
+  return set_of(a) == set_of(b);
+}
+
+void SimNetwork::Hash(uint64_t value) {  // FNV-1a, one byte at a time
+  for (int i = 0; i < 8; ++i) {
+    trace_hash_ ^= (value >> (8 * i)) & 0xFF;
+    trace_hash_ *= 1099511628211ULL;
+  }
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,114 @@
+// The in-process deterministic simulated network and clock (STYLE.md example 3, TigerBeetle VOPR).
+//
+// One single-threaded event queue ordered by (time_ms, insertion sequence): messages in flight and
+// timer callbacks. Every random choice (delay, drop, duplicate) comes from one seeded Rng, so a
+// seed replays exactly. Faults: per-message delay in [delay_min_ms, delay_max_ms] (reordering falls
+// out of random delays), drop, duplicate, partitions, crash and restart of a node. A crashed node
+// neither sends nor receives, and messages in flight to it are lost (also after a restart).
+#ifndef COHORT_NSO_SIM_NETWORK_H_
+#define COHORT_NSO_SIM_NETWORK_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "nso/rng.h"
+#include "nso/transport.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::nso {
+
+struct SimNetworkOptions {
+  uint64_t seed = 1;
+  uint64_t delay_min_ms = 1;           // every message takes a delay in [min, max]
+  uint64_t delay_max_ms = 1;
+  uint32_t drop_per_million = 0;       // chance a message is lost
+  uint32_t duplicate_per_million = 0;  // chance a message is delivered twice (second copy later)
+  size_t events_max = 1 << 22;         // bound on the queue: sends beyond it are dropped
+};
+
+struct SimCounters {
+  uint64_t messages_sent = 0;        // Send() calls
+  uint64_t messages_dropped = 0;     // lost: random drop, partition, crash, queue bound
+  uint64_t messages_duplicated = 0;  // extra copies scheduled
+  uint64_t messages_delivered = 0;   // handed to a receiver
+  uint64_t timers_fired = 0;
+};
+
+class SimNetwork {
+ public:
+  explicit SimNetwork(SimNetworkOptions options);
+  ~SimNetwork();
+  SimNetwork(const SimNetwork&) = delete;
+  SimNetwork& operator=(const SimNetwork&) = delete;
+
+  // The transport of `node`, created on first use and owned by the network.
+  Transport* Endpoint(NodeId node);
+
+  uint64_t now_ms() const { return now_ms_; }
+
+  // Runs `callback` at now_ms() + delay_ms (after everything already queued for that time).
+  void After(uint64_t delay_ms, std::function<void()> callback);
+
+  // Runs every event with time <= time_ms, then sets the clock to time_ms.
+  void RunUntil(uint64_t time_ms);
+  // Runs events until the queue is empty or the clock would pass time_limit_ms.
+  // True when the queue emptied.
+  bool RunUntilQuiet(uint64_t time_limit_ms);
+  // Runs the next event; false when the queue is empty.
+  bool RunOne();
+  bool empty() const { return events_.empty(); }
+
+  // Fault injection.
+  void SetDelay(uint64_t delay_min_ms, uint64_t delay_max_ms);
+  void SetLoss(uint32_t drop_per_million, uint32_t duplicate_per_million);
+  // Nodes in different sets cannot talk; nodes in no set form one more set together.
+  void Partition(const std::vector<std::vector<NodeId>>& sets);
+  void Heal();
+  void Crash(NodeId node);
+  void Restart(NodeId node);
+  bool crashed(NodeId node) const { return crashed_.count(node) > 0; }
+
+  const SimCounters& counters() const { return counters_; }
+  // A hash of every delivery (time, from, to, envelope bytes): same seed, same trace.
+  uint64_t trace_hash() const { return trace_hash_; }
+  Rng* rng() { return &rng_; }
+
+ private:
+  class SimEndpoint;
+  struct Event {
+    NodeId from = 0;
+    NodeId to = 0;
+    uint64_t incarnation = 0;  // of `to` when sent; a restart makes the message stale
+    bool is_timer = false;
+    wire::Envelope envelope;
+    std::function<void()> callback;
+  };
+  using EventKey = std::pair<uint64_t, uint64_t>;  // (time_ms, insertion sequence)
+
+  void Send(NodeId from, NodeId to, wire::Envelope envelope);
+  void Schedule(uint64_t time_ms, Event event);
+  void Deliver(Event& event);
+  bool Connected(NodeId a, NodeId b) const;
+  void Hash(uint64_t value);
+
+  SimNetworkOptions options_;
+  Rng rng_;
+  uint64_t now_ms_ = 0;
+  uint64_t sequence_ = 0;
+  std::map<EventKey, Event> events_;
+  std::map<NodeId, std::unique_ptr<SimEndpoint>> endpoints_;
+  std::set<NodeId> crashed_;
+  std::map<NodeId, uint64_t> incarnation_;
+  std::map<NodeId, size_t> partition_of_;  // empty = no partition
+  SimCounters counters_;
+  uint64_t trace_hash_ = 1469598103934665603ULL;
+};
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_SIM_NETWORK_H_

@@ -1,0 +1,169 @@
+#include "test/cluster.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace cohort::test {
+namespace {
+
+bool CanConnect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return ok;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  if (!log_path.empty()) {
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+  }
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+}  // namespace
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  int port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string Runfile(const std::string& path) {
+  const char* dir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (dir == nullptr) return path;
+  return std::string(dir) + "/" + (workspace ? workspace : "cohort") + "/" + path;
+}
+
+int RunProcess(const std::vector<std::string>& argv, std::string* stderr_text) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string log = std::string(tmp ? tmp : "/tmp") + "/run_process." + std::to_string(getpid());
+  unlink(log.c_str());
+  pid_t pid = Spawn(argv, log);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  *stderr_text = text.str();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  dir_ = std::string(tmp ? tmp : "/tmp") + "/cluster." + std::to_string(getpid()) + "." +
+         std::to_string(reinterpret_cast<uintptr_t>(this) % 100000);
+  mkdir(dir_.c_str(), 0755);
+  for (int i = 0; i < options_.size; ++i) {
+    peer_ports_.push_back(FreePort());
+    client_ports_.push_back(FreePort());
+    pids_.push_back(0);
+  }
+  std::ostringstream peers;
+  peers << "peers:\n";
+  for (int i = 0; i < options_.size; ++i) {
+    peers << "  - {name: n" << i + 1 << ", id: " << i + 1 << ", address: 127.0.0.1:"
+          << peer_ports_[i] << "}\n";
+  }
+  for (int i = 0; i < options_.size; ++i) {
+    std::ofstream out(ConfigPath(i + 1));
+    out << "node: n" << i + 1 << "\n"
+        << "log_level: " << options_.log_level << "\n"
+        << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
+        << client_ports_[i] << "\n"
+        << peers.str() << options_.extra_yaml << "\n" << options_.groups_yaml << "\n";
+  }
+}
+
+Cluster::~Cluster() {
+  for (int i = 1; i <= options_.size; ++i) Kill(i);
+}
+
+std::string Cluster::ConfigPath(int index) const {
+  return dir_ + "/n" + std::to_string(index) + ".yaml";
+}
+
+std::string Cluster::ClientAddress(int index) const {
+  return "127.0.0.1:" + std::to_string(client_ports_[index - 1]);
+}
+
+bool Cluster::StartNode(int index) {
+  std::string log = dir_ + "/n" + std::to_string(index) + ".log";
+  pids_[index - 1] = Spawn({Runfile("tools/cohortd"), "--config", ConfigPath(index)}, log);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (CanConnect(client_ports_[index - 1])) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
+bool Cluster::Start() {
+  for (int i = 1; i <= options_.size; ++i) {
+    if (!StartNode(i)) return false;
+  }
+  return true;
+}
+
+void Cluster::Kill(int index) {
+  pid_t& pid = pids_[index - 1];
+  if (pid <= 0) return;
+  kill(pid, SIGCONT);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  pid = 0;
+}
+
+void Cluster::Stop(int index) {
+  pid_t& pid = pids_[index - 1];
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  pid = 0;
+}
+
+void Cluster::Pause(int index) {
+  if (pids_[index - 1] > 0) kill(pids_[index - 1], SIGSTOP);
+}
+
+void Cluster::Resume(int index) {
+  if (pids_[index - 1] > 0) kill(pids_[index - 1], SIGCONT);
+}
+
+bool Cluster::Running(int index) const { return pids_[index - 1] > 0; }
+
+}  // namespace cohort::test

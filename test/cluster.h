@@ -1,0 +1,58 @@
+// Test helper: a cluster of real cohortd processes on loopback, with ports picked by the kernel,
+// a YAML file per daemon in the test's temporary directory, and no process left behind (each
+// child dies with the test via PR_SET_PDEATHSIG, and the destructor kills and reaps them).
+#ifndef COHORT_TEST_CLUSTER_H_
+#define COHORT_TEST_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace cohort::test {
+
+// A free TCP port on 127.0.0.1 (bound once, then released).
+int FreePort();
+
+// The path of a data dependency (a binary built by Bazel) from the test's runfiles.
+std::string Runfile(const std::string& path);
+
+struct ClusterOptions {
+  int size = 3;
+  std::string groups_yaml;  // the `groups:` section, members named n1..nN
+  std::string extra_yaml;   // more top-level keys (failure_detector:, consensus:, limits:)
+  std::string log_level = "warn";
+};
+
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions options);
+  ~Cluster();
+
+  // Starts every daemon and waits until each answers on its client port.
+  bool Start();
+  bool StartNode(int index);    // index from 1
+  void Kill(int index);         // SIGKILL
+  void Stop(int index);         // SIGTERM and wait
+  void Pause(int index);        // SIGSTOP
+  void Resume(int index);       // SIGCONT
+  bool Running(int index) const;
+
+  std::string ClientAddress(int index) const;
+  std::string ConfigPath(int index) const;
+  int size() const { return options_.size; }
+
+ private:
+  ClusterOptions options_;
+  std::vector<int> peer_ports_;
+  std::vector<int> client_ports_;
+  std::vector<pid_t> pids_;
+  std::string dir_;
+};
+
+// Runs `argv` and returns its exit code; its stderr goes to *stderr_text.
+int RunProcess(const std::vector<std::string>& argv, std::string* stderr_text);
+
+}  // namespace cohort::test
+
+#endif  // COHORT_TEST_CLUSTER_H_

@@ -1,0 +1,395 @@
+// Tests of the daemon's YAML configuration loader (nso/config.h): a full file, defaults, and one
+// test per kind of bad file, each checking that the error names the file, the line and the key.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "absl/status/status.h"
+#include "nso/config.h"
+
+namespace cohort::nso {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+constexpr char kTestdata[] = "test/testdata/config/";
+
+// Five lines: lines of text appended to it start at line 6.
+const std::string kBase =
+    "node: n1\n"                                                // 1
+    "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"  // 2
+    "peers:\n"                                                  // 3
+    "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"          // 4
+    "  - {name: n2, id: 2, address: 127.0.0.1:7102}\n";         // 5
+
+// The message of the InvalidArgument error that parsing `yaml` must give.
+std::string ErrorOf(const std::string& yaml) {
+  absl::StatusOr<Config> config = ParseConfig(yaml, "config.yaml");
+  REQUIRE_FALSE(config.ok());
+  REQUIRE(config.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(config.status().message());
+}
+
+Config ParseOk(const std::string& yaml) {
+  absl::StatusOr<Config> config = ParseConfig(yaml, "config.yaml");
+  INFO(config.status().ToString());
+  REQUIRE(config.ok());
+  return *std::move(config);
+}
+
+TEST_CASE("a full file sets every field", "[config]") {
+  absl::StatusOr<Config> loaded = LoadConfigFile(std::string(kTestdata) + "good.yaml");
+  INFO(loaded.status().ToString());
+  REQUIRE(loaded.ok());
+  const Config& config = *loaded;
+  CHECK(config.node == "n2");
+  CHECK(config.node_id == 2);
+  CHECK(config.cluster == "test-cluster");
+  CHECK(config.listen_peer == "0.0.0.0:7102");
+  CHECK(config.listen_client == "127.0.0.1:7202");
+  REQUIRE(config.peers.size() == 3);
+  CHECK(config.peers[0].name == "n1");
+  CHECK(config.peers[0].id == 1);
+  CHECK(config.peers[0].address == "127.0.0.1:7101");
+  CHECK(config.peers[2].address == "[::1]:7103");
+  CHECK(config.log_level == "debug");
+  CHECK(config.log_format == "json");
+  CHECK(config.failure_detector.suspect_timeout_ms == 40);
+  CHECK(config.failure_detector.exclude_timeout_ms == 5000);
+  CHECK(config.failure_detector.heartbeat_interval_ms == 5);
+  CHECK_FALSE(config.consensus.optimisation_1);
+  CHECK(config.consensus.optimisation_2);
+  CHECK_FALSE(config.consensus.optimisation_3);
+  CHECK(config.consensus.round_delay_ms == 0);
+  CHECK(config.consensus.batch_max_messages == 64);
+  CHECK(config.limits.max_payload_bytes == 65536);
+  CHECK(config.limits.default_deadline_ms == 2000);
+  CHECK(config.limits.max_nsos == 100);
+  REQUIRE(config.groups.size() == 2);
+
+  const GroupConfig& counter = config.groups[0];
+  CHECK(counter.name == "counter");
+  CHECK(counter.members == std::vector<std::string>{"n1", "n2", "n3"});
+  CHECK(counter.ordering == GroupConfig::Ordering::kSequencer);
+  CHECK(counter.liveness == GroupConfig::Liveness::kEvent);
+  CHECK(counter.silence_ms == 250);
+  CHECK(counter.style == GroupConfig::Style::kOpen);
+  CHECK(counter.default_mode == GroupConfig::DefaultMode::kMajority);
+  CHECK(counter.suspect_timeout_ms == 80);
+  CHECK(counter.exclude_timeout_ms == 20000);
+
+  // The second group inherits failure_detector's timeouts and the other defaults.
+  const GroupConfig& store = config.groups[1];
+  CHECK(store.name == "kv.store_1");
+  CHECK(store.members == std::vector<std::string>{"n2", "n3"});
+  CHECK(store.ordering == GroupConfig::Ordering::kConsensus);
+  CHECK(store.suspect_timeout_ms == 40);
+  CHECK(store.exclude_timeout_ms == 5000);
+
+  CHECK(config.FindPeer("n3") == &config.peers[2]);
+  CHECK(config.FindPeer("n9") == nullptr);
+  CHECK(config.FindPeerById(1) == &config.peers[0]);
+  CHECK(config.FindGroup("counter") == &config.groups[0]);
+  CHECK(config.FindGroup("nope") == nullptr);
+}
+
+TEST_CASE("a minimal file gets the documented defaults", "[config]") {
+  absl::StatusOr<Config> loaded = LoadConfigFile(std::string(kTestdata) + "minimal.yaml");
+  INFO(loaded.status().ToString());
+  REQUIRE(loaded.ok());
+  const Config& config = *loaded;
+  CHECK(config.node == "n1");
+  CHECK(config.node_id == 1);
+  CHECK(config.cluster == "cohort");
+  CHECK(config.log_level == "info");
+  CHECK(config.log_format == "text");
+  CHECK(config.failure_detector.suspect_timeout_ms == 50);
+  CHECK(config.failure_detector.exclude_timeout_ms == 10000);
+  CHECK(config.failure_detector.heartbeat_interval_ms == 10);
+  CHECK(config.consensus.optimisation_1);
+  CHECK(config.consensus.optimisation_2);
+  CHECK(config.consensus.optimisation_3);
+  CHECK(config.consensus.round_delay_ms == 20);
+  CHECK(config.consensus.batch_max_messages == 1024);
+  CHECK(config.limits.max_payload_bytes == 4 * 1024 * 1024);
+  CHECK(config.limits.default_deadline_ms == 5000);
+  CHECK(config.limits.max_nsos == 1000000);
+  CHECK(config.groups.empty());
+}
+
+TEST_CASE("a group with only name and members gets the defaults", "[config]") {
+  Config config = ParseOk(kBase +
+                          "groups:\n"
+                          "  - name: g\n"
+                          "    members: [n1, n2]\n");
+  REQUIRE(config.groups.size() == 1);
+  const GroupConfig& group = config.groups[0];
+  CHECK(group.ordering == GroupConfig::Ordering::kConsensus);
+  CHECK(group.liveness == GroupConfig::Liveness::kLively);
+  CHECK(group.silence_ms == 100);
+  CHECK(group.style == GroupConfig::Style::kClosed);
+  CHECK(group.default_mode == GroupConfig::DefaultMode::kAll);
+  CHECK(group.suspect_timeout_ms == 50);
+  CHECK(group.exclude_timeout_ms == 10000);
+  CHECK(ToString(group.default_mode) == "all");
+  CHECK(ToString(GroupConfig::DefaultMode::kOneWay) == "one_way");
+}
+
+TEST_CASE("a YAML syntax error gives file and line", "[config]") {
+  std::string message = ErrorOf(kBase +
+                                "groups:\n"                 // 6
+                                "  - name: g\n"             // 7
+                                "    members: [n1, n2\n"    // 8: unclosed
+                                "    style: open\n");       // 9
+  // yaml-cpp notices the unclosed list at the next line.
+  CHECK_THAT(message, StartsWith("config.yaml:9: YAML syntax error"));
+
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen:\n"
+                     "  peer: 127.0.0.1:7101\n"
+                     " client: 127.0.0.1:7201\n"),
+             StartsWith("config.yaml:4: YAML syntax error"));
+}
+
+TEST_CASE("an unknown top-level key is named, with the valid keys", "[config]") {
+  std::string message = ErrorOf(kBase + "silense_ms: 3\n");
+  CHECK_THAT(message, StartsWith("config.yaml:6: silense_ms: unknown key \"silense_ms\""));
+  CHECK_THAT(message, Contains("node, cluster, listen, peers"));
+}
+
+TEST_CASE("an unknown key in a group is named, with a suggestion", "[config]") {
+  std::string message = ErrorOf(kBase +
+                                "groups:\n"                // 6
+                                "  - name: g\n"            // 7
+                                "    members: [n1]\n"      // 8
+                                "    silense_ms: 100\n");  // 9
+  CHECK_THAT(message,
+             StartsWith("config.yaml:9: groups[0].silense_ms: unknown key \"silense_ms\""));
+  CHECK_THAT(message, Contains("did you mean \"silence_ms\""));
+  CHECK_THAT(message, Contains("name, members, ordering"));
+}
+
+TEST_CASE("an unknown key in a section is named", "[config]") {
+  CHECK_THAT(ErrorOf(kBase +
+                     "failure_detector:\n"           // 6
+                     "  suspect_timeout_ms: 50\n"    // 7
+                     "  exclude_ms: 100\n"),         // 8
+             StartsWith("config.yaml:8: failure_detector.exclude_ms: unknown key"));
+}
+
+TEST_CASE("a duplicate key is an error", "[config]") {
+  CHECK_THAT(ErrorOf(kBase + "log_level: info\nlog_level: debug\n"),
+             StartsWith("config.yaml:7: log_level: duplicate key \"log_level\" (first at line 6)"));
+}
+
+TEST_CASE("a missing required key is named", "[config]") {
+  CHECK_THAT(ErrorOf("listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+                     "peers:\n"
+                     "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:1: node: missing required key"));
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen:\n"
+                     "  peer: 127.0.0.1:7101\n"
+                     "peers:\n"
+                     "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:2: listen.client: missing required key"));
+  CHECK_THAT(ErrorOf(kBase +
+                     "groups:\n"         // 6
+                     "  - name: g\n"),   // 7
+             StartsWith("config.yaml:7: groups[0].members: missing required key"));
+  CHECK_THAT(ErrorOf(kBase +
+                     "groups:\n"               // 6
+                     "  - name: g\n"           // 7
+                     "    members: []\n"),     // 8
+             StartsWith("config.yaml:8: groups[0].members: must be a non-empty list"));
+}
+
+TEST_CASE("an empty file names the required keys", "[config]") {
+  CHECK_THAT(ErrorOf(""), StartsWith("config.yaml:1: the file is empty"));
+  CHECK_THAT(ErrorOf("# nothing\n"), Contains("node, listen, peers"));
+}
+
+TEST_CASE("a value of the wrong type is named", "[config]") {
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+                     "peers:\n"
+                     "  - {name: n1, id: one, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:4: peers[0].id: must be an integer, got \"one\""));
+  CHECK_THAT(ErrorOf(kBase + "limits:\n  max_nsos: \"100\"\n"),
+             StartsWith("config.yaml:7: limits.max_nsos: must be an integer"));
+  CHECK_THAT(ErrorOf(kBase + "limits:\n  max_nsos: 1.5\n"),
+             StartsWith("config.yaml:7: limits.max_nsos: must be an integer, got \"1.5\""));
+  CHECK_THAT(ErrorOf(kBase + "consensus:\n  optimisation_2: 3\n"),
+             StartsWith("config.yaml:7: consensus.optimisation_2: must be true or false"));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: n1\n"),
+             StartsWith("config.yaml:8: groups[0].members: must be a list of peer names, got "
+                        "\"n1\""));
+  CHECK_THAT(ErrorOf(kBase + "groups: {name: g}\n"),
+             StartsWith("config.yaml:6: groups: must be a list of groups, got a map"));
+  CHECK_THAT(ErrorOf("node: [n1]\n"), StartsWith("config.yaml:1: node: must be a string"));
+  CHECK_THAT(ErrorOf("- n1\n"), StartsWith("config.yaml:1: the top level must be a map"));
+}
+
+TEST_CASE("a value out of range is named", "[config]") {
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+                     "peers:\n"
+                     "  - {name: n1, id: 70000, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:4: peers[0].id: must be in 1..65535, got 70000"));
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen:\n"
+                     "  peer: 127.0.0.1:70000\n"
+                     "  client: 127.0.0.1:7201\n"),
+             StartsWith("config.yaml:3: listen.peer: must be host:port with a port in 1..65535"));
+  CHECK_THAT(ErrorOf(kBase + "failure_detector:\n  suspect_timeout_ms: 0\n"),
+             StartsWith("config.yaml:7: failure_detector.suspect_timeout_ms: must be in "
+                        "1..86400000, got 0"));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: [n1]\n    silence_ms: -5\n"),
+             StartsWith("config.yaml:9: groups[0].silence_ms: must be in 1..86400000, got -5"));
+  CHECK_THAT(ErrorOf(kBase + "consensus: {batch_max_messages: 0}\n"),
+             StartsWith("config.yaml:6: consensus.batch_max_messages: must be in 1.."));
+}
+
+TEST_CASE("an address that is not host:port is named", "[config]") {
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+                     "peers:\n"
+                     "  - {name: n1, id: 1, address: localhost}\n"),
+             StartsWith("config.yaml:4: peers[0].address: must be host:port"));
+  CHECK_THAT(ErrorOf("node: n1\nlisten: {peer: ':7101', client: 127.0.0.1:7201}\n"),
+             StartsWith("config.yaml:2: listen.peer: must be host:port: the host is empty"));
+  CHECK_THAT(ErrorOf("node: n1\nlisten: {peer: '::1:7101', client: 127.0.0.1:7201}\n"),
+             Contains("IPv6 host must be in brackets"));
+}
+
+TEST_CASE("a bad enum value lists the choices", "[config]") {
+  std::string path = std::string(kTestdata) + "bad_ordering.yaml";
+  absl::StatusOr<Config> config = LoadConfigFile(path);
+  REQUIRE(config.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(config.status().message() ==
+        path + ":10: groups[1].ordering: must be \"consensus\" or \"sequencer\", got \"paxos\"");
+
+  CHECK_THAT(ErrorOf(kBase + "log_level: verbose\n"),
+             StartsWith("config.yaml:6: log_level: must be one of \"trace\", \"debug\", \"info\", "
+                        "\"warn\", \"error\", \"off\", got \"verbose\""));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - {name: g, members: [n1], default_mode: any}\n"),
+             StartsWith("config.yaml:7: groups[0].default_mode: must be one of \"one_way\""));
+}
+
+TEST_CASE("node must name a peer", "[config]") {
+  CHECK_THAT(ErrorOf("node: n9\n"
+                     "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+                     "peers:\n"
+                     "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:1: node: \"n9\" is not a peer; peers[].name are: n1"));
+}
+
+TEST_CASE("peer names, ids and addresses are unique", "[config]") {
+  const std::string head =
+      "node: n1\n"
+      "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+      "peers:\n"
+      "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n";
+  CHECK_THAT(ErrorOf(head +
+                     "  - name: n2\n"                   // 5
+                     "    id: 1\n"                      // 6
+                     "    address: 127.0.0.1:7102\n"),  // 7
+             StartsWith("config.yaml:6: peers[1].id: duplicate peer id 1 (also peers[0])"));
+  CHECK_THAT(ErrorOf(head + "  - {name: n1, id: 2, address: 127.0.0.1:7102}\n"),
+             StartsWith("config.yaml:5: peers[1].name: duplicate peer name \"n1\""));
+  CHECK_THAT(ErrorOf(head + "  - {name: n2, id: 2, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:5: peers[1].address: duplicate peer address"));
+}
+
+TEST_CASE("group members must be distinct peer names", "[config]") {
+  CHECK_THAT(ErrorOf(kBase +
+                     "groups:\n"                  // 6
+                     "  - name: g\n"              // 7
+                     "    members:\n"             // 8
+                     "      - n1\n"               // 9
+                     "      - n7\n"),             // 10
+             StartsWith("config.yaml:10: groups[0].members[1]: \"n7\" is not a peer name"));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: [n1, n2, n1]\n"),
+             StartsWith("config.yaml:8: groups[0].members[2]: \"n1\" is listed twice"));
+}
+
+TEST_CASE("group names are unique and well formed", "[config]") {
+  CHECK_THAT(ErrorOf(kBase +
+                     "groups:\n"                            // 6
+                     "  - {name: counter, members: [n1]}\n" // 7
+                     "  - name: other\n"                    // 8
+                     "    members: [n2]\n"                  // 9
+                     "  - name: counter\n"                  // 10
+                     "    members: [n2]\n"),                // 11
+             StartsWith("config.yaml:10: groups[2].name: duplicate group name \"counter\" (also "
+                        "groups[0])"));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - {name: 'my group', members: [n1]}\n"),
+             StartsWith("config.yaml:7: groups[0].name: must match [A-Za-z0-9_.-]{1,64}, got "
+                        "\"my group\""));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - {name: " + std::string(65, 'x') + ", members: [n1]}\n"),
+             StartsWith("config.yaml:7: groups[0].name: must match"));
+}
+
+TEST_CASE("suspect timeout must be below exclude timeout", "[config]") {
+  CHECK_THAT(ErrorOf(kBase +
+                     "failure_detector:\n"              // 6
+                     "  exclude_timeout_ms: 100\n"      // 7
+                     "  suspect_timeout_ms: 100\n"),    // 8
+             StartsWith("config.yaml:8: failure_detector.suspect_timeout_ms: must be less than "
+                        "exclude_timeout_ms (100), got 100"));
+  CHECK_THAT(ErrorOf(kBase + "failure_detector:\n  exclude_timeout_ms: 30\n"),
+             StartsWith("config.yaml:7: failure_detector.exclude_timeout_ms: must be greater than "
+                        "suspect_timeout_ms (50), got 30"));
+  CHECK_THAT(ErrorOf(kBase +
+                     "groups:\n"                        // 6
+                     "  - name: g\n"                    // 7
+                     "    members: [n1]\n"              // 8
+                     "    suspect_timeout_ms: 20000\n"),// 9
+             StartsWith("config.yaml:9: groups[0].suspect_timeout_ms: must be less than "
+                        "exclude_timeout_ms (10000), got 20000"));
+  CHECK_THAT(ErrorOf(kBase +
+                     "groups:\n"                        // 6
+                     "  - name: g\n"                    // 7
+                     "    members: [n1]\n"              // 8
+                     "    exclude_timeout_ms: 40\n"),   // 9
+             StartsWith("config.yaml:9: groups[0].exclude_timeout_ms: must be greater than "
+                        "suspect_timeout_ms (50), got 40"));
+  CHECK_THAT(ErrorOf(kBase + "failure_detector:\n  heartbeat_interval_ms: 50\n"),
+             StartsWith("config.yaml:7: failure_detector.heartbeat_interval_ms: "));
+}
+
+TEST_CASE("listen addresses must differ", "[config]") {
+  CHECK_THAT(ErrorOf("node: n1\n"
+                     "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7101}\n"
+                     "peers:\n"
+                     "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"),
+             StartsWith("config.yaml:2: listen.client: must differ from listen.peer"));
+}
+
+TEST_CASE("more than one YAML document is an error", "[config]") {
+  CHECK_THAT(ErrorOf(kBase + "---\nnode: n2\n"), Contains("more than one YAML document"));
+}
+
+TEST_CASE("a nonexistent file is NotFound naming the path", "[config]") {
+  absl::StatusOr<Config> config = LoadConfigFile("/nonexistent/cohort.yaml");
+  CHECK(config.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(config.status().message()), Contains("/nonexistent/cohort.yaml"));
+}
+
+TEST_CASE("the help text documents every key", "[config]") {
+  std::string help = ConfigHelp();
+  for (const char* key :
+       {"node:", "cluster:", "listen:", "peer:", "client:", "peers:", "name:", "id:", "address:",
+        "log_level:", "log_format:", "failure_detector:", "suspect_timeout_ms:",
+        "exclude_timeout_ms:", "heartbeat_interval_ms:", "consensus:", "optimisation_1:",
+        "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
+        "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "groups:", "members:",
+        "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:"}) {
+    INFO(key);
+    CHECK_THAT(help, Contains(key));
+  }
+}
+
+}  // namespace
+}  // namespace cohort::nso

@@ -1,0 +1,60 @@
+// Two-timeout failure detection (004 section 5) and time-silence monitoring (003 section 3).
+#include <catch2/catch.hpp>
+
+#include "membership/failure_detector.h"
+
+namespace cohort::membership {
+namespace {
+using Kind = SuspicionEvent::Kind;
+}
+
+TEST_CASE("004 s5: the suspicion timeout fires first, the exclusion timeout later", "[fd]") {
+  FailureDetector detector({50, 1000}, {2, 3}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Heard(3, 40, &events);
+  detector.Tick(49, &events);
+  CHECK(events.empty());
+  detector.Tick(50, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].node == 2);
+  CHECK(events[0].kind == Kind::kSuspect);
+  CHECK(detector.suspected(2));
+  CHECK_FALSE(detector.suspected(3));
+  CHECK(detector.trusted_count() == 1);
+  events.clear();
+  detector.Heard(3, 900, &events);
+  detector.Tick(1000, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].node == 2);
+  CHECK(events[0].kind == Kind::kExclude);
+  CHECK(detector.excluded(2));
+}
+
+TEST_CASE("004 s5: a suspected member that answers again is trusted and not excluded", "[fd]") {
+  FailureDetector detector({50, 1000}, {2}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Tick(60, &events);
+  REQUIRE(events.size() == 1);
+  events.clear();
+  detector.Heard(2, 500, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kTrust);
+  events.clear();
+  detector.Tick(1200, &events);  // 700 ms after it was last heard: suspected again, not excluded
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kSuspect);
+  CHECK_FALSE(detector.excluded(2));
+}
+
+TEST_CASE("003 s3: with monitoring off (idle event-driven group) nobody is suspected", "[fd]") {
+  FailureDetector detector({50, 1000}, {2}, 0);
+  detector.SetMonitoring(false, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Tick(5000, &events);
+  CHECK(events.empty());
+  detector.SetMonitoring(true, 5000);  // silence counts restart when monitoring resumes
+  detector.Tick(5040, &events);
+  CHECK(events.empty());
+  detector.Tick(5050, &events);
+  CHECK(events.size() == 1);
+}

@@ -1,0 +1,34 @@
+// Reply collection per invocation mode (003 section 2.1).
+#include <catch2/catch.hpp>
+
+#include "invocation/reply_collector.h"
+
+namespace cohort::invocation {
+
+TEST_CASE("003 s2.1: replies wanted per mode", "[invocation]") {
+  CHECK(RepliesWanted(Mode::kOneWay, 3) == 0);
+  CHECK(RepliesWanted(Mode::kFirst, 3) == 1);
+  CHECK(RepliesWanted(Mode::kMajority, 3) == 2);
+  CHECK(RepliesWanted(Mode::kMajority, 4) == 3);
+  CHECK(RepliesWanted(Mode::kMajority, 5) == 3);
+  CHECK(RepliesWanted(Mode::kAll, 5) == 5);
+}
+
+TEST_CASE("collector: duplicates do not count; completes at the wanted number", "[invocation]") {
+  ReplyCollector collector(Mode::kMajority, 3);
+  CHECK_FALSE(collector.Add({1, "n1", absl::OkStatus(), "a"}));
+  CHECK_FALSE(collector.Add({1, "n1", absl::OkStatus(), "a"}));
+  CHECK(collector.Add({2, "n2", absl::OkStatus(), "a"}));
+  CHECK(collector.replies().size() == 2);
+}
+
+TEST_CASE("collector: wait-for-all does not wait for a member that left the view", "[invocation]") {
+  ReplyCollector collector(Mode::kAll, 3);
+  CHECK_FALSE(collector.Add({1, "n1", absl::OkStatus(), ""}));
+  CHECK_FALSE(collector.Add({2, "n2", absl::OkStatus(), ""}));
+  collector.MemberGone(3);
+  CHECK(collector.complete());
+  CHECK(collector.wanted() == 2);
+}
+
+}  // namespace cohort::invocation
