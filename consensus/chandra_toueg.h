@@ -60,6 +60,8 @@ class ChandraToueg {
   void Step(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   void Tick(uint64_t now_ms, ConsensusSends* out);
   void Suspect(NodeId node, bool suspected, ConsensusSends* out);
+  // Advances the clock without retransmitting (decided instances kept to answer laggards).
+  void SetNow(uint64_t now_ms) { now_ms_ = now_ms > now_ms_ ? now_ms : now_ms_; }
 
   uint64_t instance() const { return instance_; }
   uint32_t round() const { return round_; }

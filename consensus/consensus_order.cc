@@ -111,6 +111,7 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
   auto it = instances_.find(instance);
   if (it == instances_.end()) return;  // older than the log, or a request we cannot answer
   ConsensusSends sends;
+  it->second->SetNow(now_ms_);  // decided instances rate-limit their answers by it
   it->second->Step(from, message, &sends);
   Flush(sends, out);
   DeliverDecided(out);
@@ -178,13 +179,6 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
     current->Tick(now_ms_, &sends);
     Flush(sends, out);
     DeliverDecided(out);
-  }
-  // Older decided instances only need the clock for their answer rate limit.
-  for (auto& [instance, consensus] : instances_) {
-    if (instance != next_instance_) {
-      ConsensusSends none;
-      consensus->Tick(now_ms_, &none);
-    }
   }
   if (now_ms_ >= last_diffusion_ms_ + options_.consensus.retransmit_ms) {
     last_diffusion_ms_ = now_ms_;

@@ -544,6 +544,7 @@ absl::Status ReadGroup(Reader* reader, const Value& item, const FailureDetectorC
   if (!m.ok()) return m.status();
   group->suspect_timeout_ms = fd.suspect_timeout_ms;
   group->exclude_timeout_ms = fd.exclude_timeout_ms;
+  group->silence_ms = fd.heartbeat_interval_ms;
   CONFIG_RETURN_IF_ERROR(ReadName(*m, "name", Presence::kRequired, &group->name));
   CONFIG_RETURN_IF_ERROR(ReadMembers(*m, &group->members));
   CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "ordering", kOrderingNames, &group->ordering));
@@ -651,8 +652,18 @@ absl::Status CheckGroup(const Reader& reader, const Config& config, size_t index
                             absl::StrCat("\"", group.members[i], "\" is listed twice"));
     }
   }
-  return CheckTimeouts(reader, path, group.suspect_timeout_ms, group.exclude_timeout_ms,
-                       config.failure_detector.heartbeat_interval_ms);
+  CONFIG_RETURN_IF_ERROR(CheckTimeouts(reader, path, group.suspect_timeout_ms,
+                                       group.exclude_timeout_ms,
+                                       config.failure_detector.heartbeat_interval_ms));
+  // 003 section 3: a member that sent nothing for silence_ms says "I am alive"; the period must be
+  // shorter than the suspicion timeout or idle members of a lively group would be suspected.
+  if (group.silence_ms >= group.suspect_timeout_ms) {
+    return reader.ErrorAt(ChildPath(path, "silence_ms"),
+                          absl::StrCat("(", group.silence_ms,
+                                       ") must be less than the group's suspect_timeout_ms (",
+                                       group.suspect_timeout_ms, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckGroups(const Reader& reader, const Config& config) {

@@ -39,7 +39,8 @@ struct GroupConfig {
   std::vector<std::string> members;  // non-empty, distinct peer names
   Ordering ordering = Ordering::kConsensus;
   Liveness liveness = Liveness::kLively;
-  int64_t silence_ms = 100;  // time-silence period (003 section 3), > 0
+  int64_t silence_ms = 10;  // time-silence period (003 section 3), < suspect_timeout_ms;
+                            // defaults to failure_detector.heartbeat_interval_ms
   Style style = Style::kClosed;
   DefaultMode default_mode = DefaultMode::kAll;
   // Per-group failure detector timeouts; the loader fills in failure_detector's values when the

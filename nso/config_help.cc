@@ -41,7 +41,8 @@ groups:                       # [] groups this cluster hosts
     members: [n1, n2, n3]     # required, non-empty: distinct peer names
     ordering: consensus       # [consensus] consensus|sequencer
     liveness: lively          # [lively] lively|event
-    silence_ms: 100           # [100] time-silence period (003 section 3)
+    silence_ms: 10            # [heartbeat_interval_ms] time-silence period (003 section 3):
+                              #   "I am alive" after this long without sending; < suspect_timeout_ms
     style: closed             # [closed] open|closed: may non-members call the group directly
     default_mode: all         # [all] one_way|first|majority|all: replies a call waits for
     suspect_timeout_ms: 50    # [failure_detector.suspect_timeout_ms] per-group override

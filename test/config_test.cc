@@ -73,7 +73,7 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK(counter.members == std::vector<std::string>{"n1", "n2", "n3"});
   CHECK(counter.ordering == GroupConfig::Ordering::kSequencer);
   CHECK(counter.liveness == GroupConfig::Liveness::kEvent);
-  CHECK(counter.silence_ms == 250);
+  CHECK(counter.silence_ms == 25);
   CHECK(counter.style == GroupConfig::Style::kOpen);
   CHECK(counter.default_mode == GroupConfig::DefaultMode::kMajority);
   CHECK(counter.suspect_timeout_ms == 80);
@@ -118,6 +118,14 @@ TEST_CASE("a minimal file gets the documented defaults", "[config]") {
   CHECK(config.groups.empty());
 }
 
+TEST_CASE("003 s3: the silence period must be below the suspicion timeout", "[config]") {
+  auto result = ParseConfig(kBase + "groups:\n  - name: g\n    members: [n1]\n    silence_ms: 60\n",
+                            "config.yaml");
+  REQUIRE_FALSE(result.ok());
+  CHECK_THAT(std::string(result.status().message()),
+             StartsWith("config.yaml:9: groups[0].silence_ms: (60) must be less than"));
+}
+
 TEST_CASE("a group with only name and members gets the defaults", "[config]") {
   Config config = ParseOk(kBase +
                           "groups:\n"
@@ -127,7 +135,7 @@ TEST_CASE("a group with only name and members gets the defaults", "[config]") {
   const GroupConfig& group = config.groups[0];
   CHECK(group.ordering == GroupConfig::Ordering::kConsensus);
   CHECK(group.liveness == GroupConfig::Liveness::kLively);
-  CHECK(group.silence_ms == 100);
+  CHECK(group.silence_ms == 10);  // failure_detector.heartbeat_interval_ms
   CHECK(group.style == GroupConfig::Style::kClosed);
   CHECK(group.default_mode == GroupConfig::DefaultMode::kAll);
   CHECK(group.suspect_timeout_ms == 50);

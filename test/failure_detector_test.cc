@@ -22,7 +22,7 @@ TEST_CASE("004 s5: the suspicion timeout fires first, the exclusion timeout late
   CHECK_FALSE(detector.suspected(3));
   CHECK(detector.trusted_count() == 1);
   events.clear();
-  detector.Heard(3, 900, &events);
+  detector.Heard(3, 990, &events);
   detector.Tick(1000, &events);
   REQUIRE(events.size() == 1);
   CHECK(events[0].node == 2);
@@ -58,3 +58,5 @@ TEST_CASE("003 s3: with monitoring off (idle event-driven group) nobody is suspe
   detector.Tick(5050, &events);
   CHECK(events.size() == 1);
 }
+
+}  // namespace cohort::membership

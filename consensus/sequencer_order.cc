@@ -1,0 +1,345 @@
+#include "consensus/sequencer_order.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace cohort::consensus {
+
+SequencerOrder::SequencerOrder(NodeId self, std::vector<NodeId> members,
+                               SequencerOrderOptions options)
+    : self_(self),
+      members_(std::move(members)),
+      options_(options),
+      majority_(members_.size() / 2 + 1) {}
+
+bool SequencerOrder::IsMember(NodeId node) const {
+  return std::find(members_.begin(), members_.end(), node) != members_.end();
+}
+
+uint64_t SequencerOrder::Broadcast(std::string payload, Outbox* out) {
+  const uint64_t seq = ++next_seq_;
+  own_[seq] = payload;
+  wire::SequencerMessage forward;
+  forward.set_kind(Kind::FORWARD);
+  forward.set_epoch(epoch_);
+  wire::DataMessage* message = forward.mutable_batch()->add_messages();
+  message->set_origin(self_);
+  message->set_seq(seq);
+  message->set_payload(std::move(payload));
+  if (Sequencer(epoch_) == self_) {
+    OnForward(forward, out);
+  } else {
+    Send(Sequencer(epoch_), std::move(forward), out);
+  }
+  return seq;
+}
+
+void SequencerOrder::ForwardOwn(Outbox* out) {
+  if (own_.empty()) return;
+  wire::SequencerMessage forward;
+  forward.set_kind(Kind::FORWARD);
+  forward.set_epoch(epoch_);
+  for (const auto& [seq, payload] : own_) {
+    if (static_cast<size_t>(forward.batch().messages_size()) >= options_.batch_messages_max) break;
+    wire::DataMessage* message = forward.mutable_batch()->add_messages();
+    message->set_origin(self_);
+    message->set_seq(seq);
+    message->set_payload(payload);
+  }
+  if (Sequencer(epoch_) == self_) {
+    OnForward(forward, out);
+  } else {
+    Send(Sequencer(epoch_), std::move(forward), out);
+  }
+}
+
+void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* out) {
+  if (!envelope.has_sequencer() || from == self_ || !IsMember(from)) return;
+  const wire::SequencerMessage& message = envelope.sequencer();
+  if (message.epoch() < epoch_) {
+    // A member of an older epoch: its data can still be ordered; the rest is stale. Our own
+    // retransmissions pull it into the current epoch.
+    if (message.kind() == Kind::FORWARD) OnForward(message, out);
+    return;
+  }
+  if (message.epoch() > epoch_) EnterEpoch(message.epoch(), out);
+  if (message.epoch() != epoch_) return;  // skipped past it: its sequencer is suspected
+  switch (message.kind()) {
+    case Kind::FORWARD: OnForward(message, out); break;
+    case Kind::ORDERED: OnOrdered(from, message, out); break;
+    case Kind::NEED: OnNeed(from, message, out); break;
+    case Kind::ACK: OnAck(from, message, out); break;
+    case Kind::EPOCH_STATE: OnEpochState(from, message, out); break;
+    default: break;
+  }
+}
+
+void SequencerOrder::OnForward(const wire::SequencerMessage& message, Outbox* out) {
+  if (!is_sequencer()) return;  // the member retransmits to the right sequencer
+  const uint64_t first = log_.size();
+  for (const wire::DataMessage& data : message.batch().messages()) {
+    if (!IsMember(data.origin()) || log_.size() >= options_.log_entries_max) continue;
+    uint64_t& last = log_seq_[data.origin()];
+    if (data.seq() != last + 1) continue;  // duplicate, or a gap: FIFO per origin
+    log_.push_back(data);
+    last = data.seq();
+  }
+  if (log_.size() == first) return;
+  acked_[self_] = log_.size();
+  for (NodeId member : members_) {
+    if (member != self_) SendOrdered(member, first, out);
+  }
+  MaybeCommit(out);
+}
+
+void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
+  wire::SequencerMessage ordered;
+  ordered.set_kind(Kind::ORDERED);
+  ordered.set_epoch(epoch_);
+  ordered.set_first_order(first);
+  ordered.set_committed(commit_);
+  for (uint64_t i = first; i < log_.size() && i < first + options_.batch_messages_max; ++i) {
+    *ordered.mutable_batch()->add_messages() = log_[i];
+  }
+  Send(to, std::move(ordered), out);
+}
+
+void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
+  if (from != Sequencer(epoch_)) return;
+  const uint64_t first = message.first_order();
+  const uint64_t count = message.batch().messages_size();
+  wire::SequencerMessage need;
+  need.set_kind(Kind::NEED);
+  need.set_epoch(epoch_);
+  if (log_epoch_ == epoch_) {
+    // Our log is a prefix of the sequencer's: append what extends it.
+    if (first > log_.size()) {
+      need.set_first_order(log_.size());
+      Send(from, std::move(need), out);
+      return;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      if (first + i >= log_.size()) log_.push_back(message.batch().messages(i));
+    }
+  } else {
+    // Adopt the new epoch's log, from a point where ours is committed (hence identical).
+    if (first > commit_) {
+      need.set_first_order(commit_);
+      Send(from, std::move(need), out);
+      return;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      if (first + i < log_.size()) {
+        log_[first + i] = message.batch().messages(i);
+      } else {
+        log_.push_back(message.batch().messages(i));
+      }
+    }
+    const uint64_t keep = std::max(first + count, commit_);
+    if (log_.size() > keep) log_.resize(keep);  // older epochs' uncommitted entries
+    log_epoch_ = epoch_;
+    RebuildLogSeq();
+  }
+  commit_ = std::max(commit_, std::min<uint64_t>(message.committed(), log_.size()));
+  if (count > 0) {
+    wire::SequencerMessage ack;
+    ack.set_kind(Kind::ACK);
+    ack.set_epoch(epoch_);
+    ack.set_first_order(log_.size());
+    Send(from, std::move(ack), out);
+  }
+  Deliver(out);
+}
+
+void SequencerOrder::OnNeed(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
+  if (from == Sequencer(epoch_)) {
+    // The new sequencer asks for our state (see the header).
+    wire::SequencerMessage state;
+    state.set_kind(Kind::EPOCH_STATE);
+    state.set_epoch(epoch_);
+    state.set_first_order(message.first_order());
+    state.set_log_epoch(log_epoch_);
+    state.set_log_length(log_.size());
+    for (uint64_t i = message.first_order(); i < log_.size(); ++i) {
+      *state.mutable_batch()->add_messages() = log_[i];
+    }
+    Send(from, std::move(state), out);
+    return;
+  }
+  if (is_sequencer()) SendOrdered(from, std::min<uint64_t>(message.first_order(), log_.size()), out);
+}
+
+void SequencerOrder::OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
+  if (!is_sequencer()) return;
+  uint64_t& acked = acked_[from];
+  acked = std::max(acked, std::min<uint64_t>(message.first_order(), log_.size()));
+  MaybeCommit(out);
+}
+
+void SequencerOrder::MaybeCommit(Outbox* out) {
+  if (!is_sequencer()) return;
+  std::vector<uint64_t> lengths;
+  for (NodeId member : members_) {
+    if (member == self_) {
+      lengths.push_back(log_.size());
+    } else {
+      auto it = acked_.find(member);
+      lengths.push_back(it == acked_.end() ? 0 : it->second);
+    }
+  }
+  std::sort(lengths.begin(), lengths.end(), std::greater<uint64_t>());
+  const uint64_t stable = lengths[majority_ - 1];  // held by a majority in this epoch
+  if (stable <= commit_) return;
+  commit_ = stable;
+  Deliver(out);
+  for (NodeId member : members_) {
+    if (member != self_) SendOrdered(member, log_.size(), out);  // a commit notice
+  }
+}
+
+void SequencerOrder::EnterEpoch(uint32_t epoch, Outbox* out) {
+  // Skip epochs whose sequencer we suspect; bounded, self is never suspected.
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const NodeId sequencer = Sequencer(epoch);
+    if (sequencer == self_ || suspected_.count(sequencer) == 0) break;
+    ++epoch;
+  }
+  epoch_ = epoch;
+  established_ = false;
+  acked_.clear();
+  states_.clear();
+  if (Sequencer(epoch_) == self_) {
+    state_first_ = commit_;
+    EpochState own;
+    own.log_epoch = log_epoch_;
+    own.log_length = log_.size();
+    own.entries.assign(log_.begin() + commit_, log_.end());
+    states_[self_] = std::move(own);
+    SendNeedStates(out);
+    MaybeEstablish(out);
+  } else {
+    ForwardOwn(out);  // also tells the new sequencer about the epoch
+  }
+}
+
+void SequencerOrder::SendNeedStates(Outbox* out) {
+  for (NodeId member : members_) {
+    if (member == self_ || states_.count(member) > 0) continue;
+    wire::SequencerMessage need;
+    need.set_kind(Kind::NEED);
+    need.set_epoch(epoch_);
+    need.set_first_order(state_first_);
+    Send(member, std::move(need), out);
+  }
+}
+
+void SequencerOrder::OnEpochState(NodeId from, const wire::SequencerMessage& message,
+                                  Outbox* out) {
+  if (Sequencer(epoch_) != self_ || established_ || message.first_order() != state_first_) return;
+  if (message.log_length() > options_.log_entries_max) return;
+  EpochState state;
+  state.log_epoch = message.log_epoch();
+  state.log_length = message.log_length();
+  state.entries.assign(message.batch().messages().begin(), message.batch().messages().end());
+  states_[from] = std::move(state);
+  MaybeEstablish(out);
+}
+
+void SequencerOrder::MaybeEstablish(Outbox* out) {
+  if (established_ || states_.size() < majority_) return;
+  // The log of the largest (log_epoch, log_length) holds every committed entry.
+  const EpochState* best = &states_[self_];
+  for (const auto& [node, state] : states_) {
+    if (std::make_pair(state.log_epoch, state.log_length) >
+        std::make_pair(best->log_epoch, best->log_length)) {
+      best = &state;
+    }
+  }
+  if (best != &states_[self_] && best->log_length >= state_first_ &&
+      best->entries.size() == best->log_length - state_first_) {
+    log_.resize(state_first_);
+    log_.insert(log_.end(), best->entries.begin(), best->entries.end());
+  }
+  states_.clear();
+  log_epoch_ = epoch_;
+  established_ = true;
+  RebuildLogSeq();
+  acked_[self_] = log_.size();
+  for (NodeId member : members_) {
+    if (member != self_) SendOrdered(member, state_first_, out);
+  }
+  MaybeCommit(out);
+  ForwardOwn(out);
+}
+
+void SequencerOrder::Deliver(Outbox* out) {
+  while (delivered_ < commit_ && delivered_ < log_.size()) {
+    const wire::DataMessage& data = log_[delivered_++];
+    uint64_t& delivered_seq = delivered_seq_[data.origin()];
+    if (data.seq() != delivered_seq + 1) continue;  // never happens: the log is FIFO per origin
+    delivered_seq = data.seq();
+    if (data.origin() == self_) own_.erase(data.seq());
+    out->deliveries.push_back({data.origin(), data.seq(), data.payload()});
+    ++counters_.messages_delivered;
+  }
+}
+
+void SequencerOrder::RebuildLogSeq() {
+  log_seq_.clear();
+  for (const wire::DataMessage& data : log_) {
+    uint64_t& last = log_seq_[data.origin()];
+    last = std::max(last, data.seq());
+  }
+}
+
+void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
+  now_ms_ = std::max(now_ms_, now_ms);
+  if (now_ms_ < last_retransmit_ms_ + options_.retransmit_ms) return;
+  last_retransmit_ms_ = now_ms_;
+  ForwardOwn(out);
+  if (Sequencer(epoch_) == self_) {
+    if (!established_) {
+      SendNeedStates(out);
+      return;
+    }
+    for (NodeId member : members_) {
+      if (member == self_) continue;
+      const uint64_t acked = acked_.count(member) > 0 ? acked_[member] : 0;
+      if (acked < log_.size()) SendOrdered(member, acked, out);
+    }
+    return;
+  }
+  // A member: ask for what it lacks (the new epoch's log, or the commit point of its tail).
+  if (log_epoch_ != epoch_ || log_.size() > commit_) {
+    wire::SequencerMessage need;
+    need.set_kind(Kind::NEED);
+    need.set_epoch(epoch_);
+    need.set_first_order(log_epoch_ != epoch_ ? commit_ : log_.size());
+    Send(Sequencer(epoch_), std::move(need), out);
+  }
+}
+
+void SequencerOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
+  if (node == self_ || !IsMember(node)) return;
+  if (!suspected) {
+    suspected_.erase(node);
+    return;
+  }
+  suspected_.insert(node);
+  if (node == Sequencer(epoch_)) EnterEpoch(epoch_ + 1, out);
+}
+
+bool SequencerOrder::HasPending() const { return !own_.empty() || delivered_ < log_.size(); }
+
+void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out) {
+  if (message.kind() == Kind::ACK) {
+    ++counters_.messages_sent_ack;
+  } else {
+    ++counters_.messages_sent_data;
+  }
+  wire::Envelope envelope;
+  *envelope.mutable_sequencer() = std::move(message);
+  out->sends.emplace_back(to, std::move(envelope));
+}
+
+}  // namespace cohort::consensus

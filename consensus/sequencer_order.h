@@ -1,0 +1,113 @@
+// Asymmetric total order: a sequencer assigns global order numbers (003 section 3), made safe
+// across sequencer replacement with epochs, in the manner of Viewstamped Replication.
+//
+//   Epoch e has sequencer members[e mod n]. A member FORWARDs its messages to the sequencer, which
+//   appends them to its log (FIFO per origin) and sends them ORDERED with their order numbers.
+//   Members store contiguous ORDERED entries and ACK the length of their log; an entry is
+//   committed once a majority (the sequencer included) holds it in epoch e, and the sequencer
+//   announces `committed` on ORDERED. Members deliver committed entries in order-number order,
+//   and ask NEED for gaps.
+//   Replacement: a member that suspects the sequencer moves to the next epoch whose sequencer it
+//   does not suspect; a message of a higher epoch pulls its receiver into that epoch. The new
+//   sequencer asks every member (NEED) for its EPOCH_STATE: (log_epoch, log_length, entries from
+//   its own commit point). With a majority of states it takes the log of the state with the
+//   largest (log_epoch, log_length) after its committed prefix, and only then orders new
+//   messages. Any committed entry was held by a majority in some epoch, so it is in the chosen
+//   log: nothing delivered anywhere is lost or reordered. Members drop messages of lower epochs.
+//   A member adopts a new epoch's log only from a point at or below its own commit point.
+//
+// Bounds: the log holds at most log_entries_max entries (then the sequencer stops ordering: log
+// compaction needs the membership layer's state transfer); a message carries at most
+// batch_messages_max entries. Pure state machine (see total_order.h). Not thread-safe.
+#ifndef COHORT_CONSENSUS_SEQUENCER_ORDER_H_
+#define COHORT_CONSENSUS_SEQUENCER_ORDER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "consensus/total_order.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::consensus {
+
+struct SequencerOrderOptions {
+  uint64_t retransmit_ms = 50;
+  size_t batch_messages_max = 1024;
+  size_t log_entries_max = 1 << 20;
+};
+
+class SequencerOrder final : public TotalOrder {
+ public:
+  // `members` in the same order at every member; `self` is one of them.
+  SequencerOrder(NodeId self, std::vector<NodeId> members, SequencerOrderOptions options);
+
+  uint64_t Broadcast(std::string payload, Outbox* out) override;
+  void Step(NodeId from, const wire::Envelope& message, Outbox* out) override;
+  void Tick(uint64_t now_ms, Outbox* out) override;
+  void Suspect(NodeId node, bool suspected, Outbox* out) override;
+  bool HasPending() const override;
+  const OrderCounters& counters() const override { return counters_; }
+
+  uint32_t epoch() const { return epoch_; }
+  NodeId Sequencer(uint32_t epoch) const { return members_[epoch % members_.size()]; }
+  bool is_sequencer() const { return Sequencer(epoch_) == self_ && established_; }
+  uint64_t committed() const { return commit_; }
+
+ private:
+  using Kind = wire::SequencerMessage;
+  struct EpochState {
+    uint32_t log_epoch = 0;
+    uint64_t log_length = 0;
+    std::vector<wire::DataMessage> entries;  // from state_first_
+  };
+
+  void EnterEpoch(uint32_t epoch, Outbox* out);
+  void SkipSuspectedSequencers(Outbox* out);
+  void OnForward(const wire::SequencerMessage& message, Outbox* out);
+  void OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out);
+  void OnNeed(NodeId from, const wire::SequencerMessage& message, Outbox* out);
+  void OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out);
+  void OnEpochState(NodeId from, const wire::SequencerMessage& message, Outbox* out);
+  void MaybeEstablish(Outbox* out);
+  void MaybeCommit(Outbox* out);
+  void ForwardOwn(Outbox* out);
+  void SendOrdered(NodeId to, uint64_t first, Outbox* out);
+  void SendNeedStates(Outbox* out);
+  void Deliver(Outbox* out);
+  void RebuildLogSeq();
+  void Send(NodeId to, wire::SequencerMessage message, Outbox* out);
+  bool IsMember(NodeId node) const;
+
+  const NodeId self_;
+  const std::vector<NodeId> members_;
+  const SequencerOrderOptions options_;
+  const size_t majority_;
+  OrderCounters counters_;
+  std::set<NodeId> suspected_;
+  uint64_t now_ms_ = 0;
+
+  // Every member.
+  uint32_t epoch_ = 0;                  // highest epoch known
+  uint32_t log_epoch_ = 0;              // epoch whose sequencer wrote log_ (a prefix of its log)
+  std::vector<wire::DataMessage> log_;  // index = order number
+  uint64_t commit_ = 0;                 // log_[0, commit_) is committed; commit_ <= log_.size()
+  uint64_t delivered_ = 0;              // log_[0, delivered_) handed out
+  std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq
+  std::map<NodeId, uint64_t> log_seq_;  // origin -> highest seq in log_ (the sequencer appends)
+  uint64_t next_seq_ = 0;
+  std::map<uint64_t, std::string> own_;  // own messages not yet delivered, by seq
+  uint64_t last_retransmit_ms_ = 0;
+
+  // Sequencer of epoch_.
+  bool established_ = true;  // epoch 0 starts established: every log is empty
+  std::map<NodeId, uint64_t> acked_;  // member -> log length acknowledged in epoch_
+  uint64_t state_first_ = 0;          // the commit point states are requested from
+  std::map<NodeId, EpochState> states_;
+};
+
+}  // namespace cohort::consensus
+
+#endif  // COHORT_CONSENSUS_SEQUENCER_ORDER_H_

@@ -1,0 +1,48 @@
+// Deterministic simulation of a group's total order over the simulated network (STYLE.md
+// example 3): the real ConsensusOrder / SequencerOrder code, a seeded network that delays, drops,
+// duplicates and reorders, crashes of fewer than half of the members (the coordinator or
+// sequencer included), partitions and false suspicions. A chaos phase checks safety (integrity,
+// validity, FIFO per origin, identical delivery order); a healing phase then checks termination:
+// every broadcast of a correct member is delivered by every correct member. One seed replays
+// exactly. Used by test/consensus_sim_test.cc and tools/cohort_sim.cc.
+#ifndef COHORT_TEST_ORDER_SIM_H_
+#define COHORT_TEST_ORDER_SIM_H_
+
+#include <cstdint>
+#include <string>
+
+#include "consensus/chandra_toueg.h"
+
+namespace cohort::sim {
+
+enum class Ordering { kConsensus, kSequencer };
+
+struct OrderSimOptions {
+  uint64_t seed = 1;
+  Ordering ordering = Ordering::kConsensus;
+  consensus::ConsensusOptions consensus;  // optimisations; timers are set by the simulation
+  uint64_t chaos_ms = 1500;        // faults are injected during this much simulated time
+  uint64_t liveness_limit_ms = 60000;  // after healing, everything must be delivered by then
+  uint32_t broadcasts_max = 40;
+};
+
+struct OrderSimResult {
+  bool ok = true;
+  std::string violation;  // empty when ok
+  uint32_t members = 0;
+  uint64_t faults_injected = 0;  // crashes, partitions, suspicions, loss settings
+  uint64_t broadcasts = 0;
+  uint64_t deliveries = 0;       // summed over members
+  uint64_t messages_sent = 0;    // network sends
+  uint64_t end_ms = 0;           // simulated time at the end
+  uint64_t trace_hash = 0;
+};
+
+OrderSimResult RunOrderSimulation(const OrderSimOptions& options);
+
+// "consensus" / "sequencer".
+const char* OrderingName(Ordering ordering);
+
+}  // namespace cohort::sim
+
+#endif  // COHORT_TEST_ORDER_SIM_H_
