@@ -130,11 +130,10 @@ void ChandraToueg::OnEstimate(NodeId from, const wire::ConsensusMessage& message
     if (coordinator != self_ || round != round_) return;
   }
   if (coordinator == self_) {
+    // Once proposed, a late estimate needs nothing: Tick resends the proposal to non-repliers.
     if (!proposed_) {
       estimates_[from] = {message.timestamp(), message.value()};
       MaybePropose(out);
-    } else if (acks_.count(from) == 0 && nacks_.count(from) == 0) {
-      Send(from, Kind::PROPOSAL, round_, &proposal_, out);  // it missed the proposal
     }
   } else if (phase_ == Phase::kWaitProposal) {
     // The coordinator's ping: it is still collecting estimates, ours may have been lost.

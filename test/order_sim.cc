@@ -1,5 +1,6 @@
 #include "test/order_sim.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -323,6 +324,83 @@ OrderSimResult Simulation::Run() {
 OrderSimResult RunOrderSimulation(const OrderSimOptions& options) {
   Simulation simulation(options);
   return simulation.Run();
+}
+
+PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options,
+                                 uint64_t delay_ms) {
+  options.retransmit_ms = 1000 * delay_ms;  // no retransmission in a failure-free run
+  options.round_delay_ms = 3 * delay_ms;    // d > a round trip (004 section 4.1)
+  nso::SimNetworkOptions network_options;
+  network_options.delay_min_ms = network_options.delay_max_ms = delay_ms;
+  nso::SimNetwork network(network_options);
+  std::vector<NodeId> ids;
+  for (uint32_t i = 0; i < n; ++i) ids.push_back(i + 1);
+  std::vector<consensus::OrderCounters> counters(n);
+  std::vector<std::unique_ptr<consensus::ChandraToueg>> nodes;
+  std::vector<uint64_t> decided_at_ms(n, 0);
+  auto flush = [&](uint32_t i, consensus::ConsensusSends& sends) {
+    for (auto& [to, message] : sends) {
+      wire::Envelope envelope;
+      *envelope.mutable_consensus() = std::move(message);
+      network.Endpoint(ids[i])->Send(to, std::move(envelope));
+    }
+    if (nodes[i]->decided() && decided_at_ms[i] == 0) decided_at_ms[i] = network.now_ms();
+  };
+  for (uint32_t i = 0; i < n; ++i) {
+    nodes.push_back(std::make_unique<consensus::ChandraToueg>(ids[i], ids, 1, options,
+                                                              std::set<NodeId>{}, &counters[i]));
+    network.Endpoint(ids[i])->SetReceiver([&, i](NodeId from, wire::Envelope envelope) {
+      consensus::ConsensusSends sends;
+      nodes[i]->Step(from, envelope.consensus(), &sends);
+      flush(i, sends);
+    });
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    wire::MessageBatch value;
+    wire::DataMessage* data = value.add_messages();
+    data->set_origin(ids[i]);
+    data->set_seq(1);
+    consensus::ConsensusSends sends;
+    nodes[i]->Propose(value, 0, &sends);
+    flush(i, sends);
+  }
+  for (uint64_t t = 1; t <= 20 * delay_ms; ++t) {  // 1 ms ticks
+    network.RunUntil(t);
+    for (uint32_t i = 0; i < n; ++i) {
+      consensus::ConsensusSends sends;
+      nodes[i]->Tick(t, &sends);
+      flush(i, sends);
+    }
+  }
+  network.RunUntilQuiet(1000 * delay_ms);
+  PaperRun run;
+  run.all_decided = true;
+  run.agreement = true;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!nodes[i]->decided()) {
+      run.all_decided = false;
+      continue;
+    }
+    run.agreement = run.agreement && nodes[i]->decision().SerializeAsString() ==
+                                         nodes[0]->decision().SerializeAsString();
+    const uint32_t steps = static_cast<uint32_t>(decided_at_ms[i] / delay_ms);
+    if (i == 0) {
+      run.coordinator_steps = steps;
+    } else {
+      run.participant_steps = std::max(run.participant_steps, steps);
+    }
+    run.causal_steps_max = std::max(run.causal_steps_max, nodes[i]->decision_steps());
+    const consensus::OrderCounters& c = counters[i];
+    run.counters.instances_decided += c.instances_decided;
+    run.counters.rounds_total += c.rounds_total;
+    run.counters.messages_sent_estimate += c.messages_sent_estimate;
+    run.counters.messages_sent_proposal += c.messages_sent_proposal;
+    run.counters.messages_sent_ack += c.messages_sent_ack;
+    run.counters.messages_sent_nack += c.messages_sent_nack;
+    run.counters.messages_sent_decision += c.messages_sent_decision;
+  }
+  run.messages = network.counters().messages_sent;
+  return run;
 }
 
 const char* OrderingName(Ordering ordering) {

@@ -40,6 +40,20 @@ struct OrderSimResult {
 
 OrderSimResult RunOrderSimulation(const OrderSimOptions& options);
 
+// One failure-free consensus instance among n members that all propose at time 0, over a network
+// with a fixed per-message delay (the setting of 004 section 4).
+struct PaperRun {
+  uint32_t coordinator_steps = 0;   // decision time of the round-1 coordinator / delay
+  uint32_t participant_steps = 0;   // latest decision time of the others / delay
+  uint32_t causal_steps_max = 0;    // largest InstanceRecord-style causal step count
+  uint64_t messages = 0;            // all consensus messages sent
+  consensus::OrderCounters counters;  // summed over members
+  bool all_decided = false;
+  bool agreement = false;
+};
+PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options,
+                                 uint64_t delay_ms = 10);
+
 // "consensus" / "sequencer".
 const char* OrderingName(Ordering ordering);
 

@@ -2,6 +2,7 @@
 // coordinator-kill check on real daemons (issue 3).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <set>
@@ -62,6 +63,19 @@ struct Fixture {
   }
 };
 
+// Waits until the daemon at `client` suspects no member of `group` (peer streams are up).
+bool WaitHealthy(Client* client, const std::string& group) {
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    auto view = client->GroupDetails(group);
+    if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
+                                  [](const ViewMember& m) { return m.suspected; })) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
 std::set<std::string> Members(const GroupReplies& replies) {
   std::set<std::string> members;
   for (const Reply& reply : replies.replies) members.insert(reply.member);
@@ -77,6 +91,7 @@ TEST_CASE("stub library: every mode against three real daemons", "[e2e]") {
       fixture.Start(group);
       auto client = Client::Connect(fixture.cluster.ClientAddress(1), "test");
       REQUIRE(client.ok());
+      REQUIRE(WaitHealthy(client->get(), group));
 
       auto view = (*client)->GroupDetails(group);
       REQUIRE(view.ok());
@@ -84,6 +99,7 @@ TEST_CASE("stub library: every mode against three real daemons", "[e2e]") {
       CHECK(view->view_id >= 1);
 
       auto all = (*client)->Invoke(group, "add", "5", Mode::kAll, absl::Seconds(10));
+      INFO(all.status().ToString());
       REQUIRE(all.ok());
       CHECK(all->replies.size() == 3);
       CHECK(all->wanted == 3);
@@ -125,6 +141,7 @@ TEST_CASE("stub library: bad input gets a clear status and the daemon keeps serv
   }
   auto client = Client::Connect(cluster.ClientAddress(2), "test");
   REQUIRE(client.ok());
+  REQUIRE(WaitHealthy(client->get(), "counter"));
 
   auto unknown_group = (*client)->Invoke("nosuch", "add", "1", Mode::kAll);
   CHECK(unknown_group.status().code() == absl::StatusCode::kNotFound);
@@ -177,12 +194,16 @@ TEST_CASE("real daemons: a coordinator killed mid-stream loses and reorders noth
       // n1 coordinates round 1 of every consensus instance (and is the first sequencer).
       auto client = Client::Connect(fixture.cluster.ClientAddress(2), "test");
       REQUIRE(client.ok());
+      REQUIRE(WaitHealthy(client->get(), group));
       std::vector<int64_t> acknowledged;
       int calls = 0;
       for (; calls < 200; ++calls) {
         if (calls == 60) fixture.cluster.Kill(1);
         auto result = (*client)->Invoke(group, "add", "1", Mode::kMajority, absl::Seconds(10));
-        if (!result.ok()) continue;  // a call may fail while the view changes; not acknowledged
+        if (!result.ok()) {
+          UNSCOPED_INFO("call " << calls << ": " << result.status().ToString());
+          continue;
+        }  // a call may fail while the view changes; not acknowledged
         REQUIRE(result->replies.size() >= 2);
         int64_t value = 0;
         REQUIRE(absl::SimpleAtoi(result->replies[0].payload, &value));
