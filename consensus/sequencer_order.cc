@@ -166,7 +166,9 @@ void SequencerOrder::OnNeed(NodeId from, const wire::SequencerMessage& message, 
     Send(from, std::move(state), out);
     return;
   }
-  if (is_sequencer()) SendOrdered(from, std::min<uint64_t>(message.first_order(), log_.size()), out);
+  if (is_sequencer()) {
+    SendOrdered(from, std::min<uint64_t>(message.first_order(), log_.size()), out);
+  }
 }
 
 void SequencerOrder::OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out) {

@@ -58,13 +58,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
 
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
                                           const std::string& payload, api::Mode mode,
-                                          absl::Duration deadline) {
+                                          absl::Duration deadline, Style style) {
   api::InvokeRequest request;
   request.set_nso(nso_);
   request.set_group(group);
   request.set_method(method);
   request.set_payload(payload);
   request.set_mode(mode);
+  if (style == Style::kOpen) request.set_style(api::OPEN);
+  if (style == Style::kClosed) request.set_style(api::CLOSED);
   int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
   request.set_deadline_ms(static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX)));
   grpc::ClientContext context;
@@ -87,8 +89,8 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
 
 absl::StatusOr<GroupReplies> Client::Invoke(const std::string& group, const std::string& method,
                                             const std::string& payload, Mode mode,
-                                            absl::Duration deadline) {
-  return Call(group, method, payload, ToApiMode(mode), deadline);
+                                            absl::Duration deadline, Style style) {
+  return Call(group, method, payload, ToApiMode(mode), deadline, style);
 }
 
 absl::StatusOr<GroupReplies> Client::InvokeDefault(const std::string& group,

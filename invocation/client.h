@@ -27,6 +27,10 @@ namespace cohort {
 
 using Mode = invocation::Mode;
 
+// How a call reaches the servers (003 section 4.1): through a closed group (the client's NSO
+// multicasts to every server) or an open group (one server, the request manager, re-issues it).
+enum class Style { kGroupDefault, kOpen, kClosed };
+
 // One replica's answer.
 struct Reply {
   std::string member;     // the replica's node name
@@ -67,7 +71,8 @@ class Client {
   // came), INVALID_ARGUMENT (payload over the daemon's limit, empty method).
   absl::StatusOr<GroupReplies> Invoke(const std::string& group, const std::string& method,
                                       const std::string& payload, Mode mode,
-                                      absl::Duration deadline = absl::Seconds(5));
+                                      absl::Duration deadline = absl::Seconds(5),
+                                      Style style = Style::kGroupDefault);
   // Like Invoke with the group's default mode (groups[].default_mode in the YAML).
   absl::StatusOr<GroupReplies> InvokeDefault(const std::string& group, const std::string& method,
                                              const std::string& payload,
@@ -86,7 +91,7 @@ class Client {
   Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name);
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
-                                    absl::Duration deadline);
+                                    absl::Duration deadline, Style style = Style::kGroupDefault);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<api::Cohort::Stub> stub_;

@@ -129,6 +129,8 @@ grpc::Status ApiService::Invoke(grpc::ServerContext*, const api::InvokeRequest* 
   options.method = request->method();
   options.payload = request->payload();
   options.deadline_ms = request->deadline_ms();
+  if (request->style() == api::OPEN) options.style = GroupConfig::Style::kOpen;
+  if (request->style() == api::CLOSED) options.style = GroupConfig::Style::kClosed;
   if (request->mode() != api::MODE_UNSPECIFIED) {
     absl::StatusOr<invocation::Mode> mode = FromApiMode(request->mode());
     if (!mode.ok()) return ToGrpcStatus(mode.status());

@@ -54,6 +54,7 @@ class GrpcTransport final : public Transport, public wire::Peer::Service {
 
   // True while a stream to `peer` is up.
   bool Connected(NodeId peer) const;
+  bool Reachable(NodeId peer) const override { return Connected(peer); }
   const TransportCounters& counters() const { return counters_; }
 
   // wire::Peer::Service: an inbound stream from a lower-id peer.

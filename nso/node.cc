@@ -117,6 +117,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
                                                    config_.limits.max_payload_bytes, ")"));
   }
   wire::Request request;
+  request.set_call_id(next_call_id_++);
   request.set_origin(self_);
   request.set_client_nso(nso);
   request.set_payload(std::move(payload));
@@ -138,6 +139,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
                      config_.limits.max_payload_bytes, ")")));
   }
   invocation::Mode mode = options.mode_given ? options.mode : ToMode(group->config().default_mode);
+  GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
   uint32_t wanted = invocation::RepliesWanted(mode, view_size);
   // Fail fast rather than wait for the deadline when the mode cannot be met: ordering needs a
@@ -149,22 +151,111 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
         "group \"", options.group, "\": ", invocation::ModeName(mode), " needs ", needed, " of ",
         view_size, " members, ", reachable, " reachable")));
   }
+  uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   wire::Request request;
+  request.set_call_id(next_call_id_++);
   request.set_origin(self_);
   request.set_client_nso(nso);
   request.set_method(std::move(options.method));
   request.set_payload(std::move(options.payload));
+  request.set_mode(static_cast<int>(mode));
+  request.set_reply_to(self_);
+  request.set_deadline_ms(deadline_ms);
+  bool open = style == GroupConfig::Style::kOpen;
+  // 003 section 4.2, asynchronous forwarding: for wait-for-first through an open group only the
+  // request manager's replica answers; the others execute silently.
+  request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
     Submit(group, request);
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
-  uint64_t call_id = next_call_id_++;
-  request.set_call_id(call_id);
-  uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
-  calls_.emplace(call_id, Call{call_id, options.group, invocation::ReplyCollector(mode, view_size),
-                               now_ms_ + deadline_ms, deadline_ms, std::move(done)});
+  CallKey key{self_, request.call_id()};
+  Call call{options.group,
+            invocation::ReplyCollector(mode, request.reply_from_manager_only() ? 1 : view_size),
+            now_ms_ + deadline_ms, deadline_ms, std::move(done)};
+  if (open && !group->is_member()) {
+    // Open group: the client/server group holds this NSO and one server, the request manager,
+    // which re-issues the call in the server group and returns the replies (003 section 4.1).
+    request.set_managed(true);
+    call.managed_request = request;
+    auto [it, inserted] = calls_.emplace(key, std::move(call));
+    SendManaged(group, &it->second);
+    return;
+  }
+  calls_.emplace(key, std::move(call));
   Submit(group, request);
+}
+
+void Node::SendManaged(Group* group, Call* call) {
+  const std::vector<NodeId>& members = group->members();
+  NodeId manager = members[call->manager_index % members.size()];
+  call->managed_request->set_reply_to(manager);
+  call->sent_at_ms = now_ms_;
+  // Rebind at once if the manager's stream goes down (kill), or after a long silence (frozen).
+  call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
+  wire::Envelope envelope;
+  *envelope.mutable_forward() = *call->managed_request;
+  SendEnvelope(manager, group->name(), std::move(envelope));
+}
+
+void Node::RetryManagedCalls() {
+  for (auto& [key, call] : calls_) {
+    if (!call.managed_request) continue;
+    Group* group = groups_.at(call.group).get();
+    NodeId manager = group->members()[call.manager_index % group->members().size()];
+    bool manager_down = !transport_->Reachable(manager) &&
+                        now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms;
+    if (now_ms_ < call.retry_at_ms && !manager_down) continue;
+    call.manager_index++;
+    Log("api")->info("group {}: call {} not answered by its request manager; retrying through {}",
+                     call.group, key.second,
+                     NodeName(group->members()[call.manager_index % group->members().size()]));
+    SendManaged(group, &call);
+  }
+}
+
+void Node::StartManagedCall(Group* group, wire::Request request) {
+  CallKey key{request.origin(), request.call_id()};
+  if (calls_.count(key)) return;  // already managing it (a duplicate of a retry)
+  auto mode = static_cast<invocation::Mode>(request.mode());
+  uint32_t view_size = request.reply_from_manager_only() ? 1 : group->members().size();
+  NodeId origin = request.origin();
+  std::string group_name = group->name();
+  uint64_t deadline_ms =
+      request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
+  Call call{group_name, invocation::ReplyCollector(mode, view_size), now_ms_ + deadline_ms,
+            deadline_ms,
+            [this, origin, group_name, call_id = request.call_id()](InvokeResult result) {
+              wire::Envelope envelope;
+              wire::ManagedReply* reply = envelope.mutable_managed_reply();
+              reply->set_call_id(call_id);
+              reply->set_view_id(result.view_id);
+              reply->set_wanted(result.wanted);
+              reply->set_status_code(static_cast<int>(result.status.code()));
+              reply->set_error(std::string(result.status.message()));
+              for (const auto& member_reply : result.replies) {
+                wire::Reply* out = reply->add_replies();
+                out->set_call_id(call_id);
+                out->set_replier(member_reply.node);
+                out->set_status_code(static_cast<int>(member_reply.status.code()));
+                out->set_error(std::string(member_reply.status.message()));
+                out->set_payload(member_reply.payload);
+              }
+              SendEnvelope(origin, group_name, std::move(envelope));
+            }};
+  calls_.emplace(key, std::move(call));
+  request.set_managed(false);
+  request.set_reply_to(self_);
+  Submit(group, request);
+}
+
+void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
+  envelope.set_version(wire::VERSION_1);
+  envelope.set_group(group);
+  envelope.set_sender_node(self_);
+  if (to == self_) return Receive(self_, envelope);
+  transport_->Send(to, std::move(envelope));
 }
 
 void Node::Submit(Group* group, const wire::Request& request) {
@@ -174,14 +265,16 @@ void Node::Submit(Group* group, const wire::Request& request) {
     for (const auto& delivery : deliveries) OnDeliver(group, delivery);
     return;
   }
-  // Not a member: hand the request to the group's request manager (003 section 4.1).
   wire::Envelope envelope;
   *envelope.mutable_forward() = request;
-  envelope.set_version(wire::VERSION_1);
-  envelope.set_group(group->name());
-  envelope.set_sender_node(self_);
-  envelope.set_view_id(group->view_id());
-  transport_->Send(group->RequestManager(), std::move(envelope));
+  if (request.method().empty() || request.one_way()) {
+    // A multicast or one-way call from outside the group: one member orders it.
+    SendEnvelope(group->RequestManager(), group->name(), std::move(envelope));
+    return;
+  }
+  // Closed group from outside the server group: the client multicasts to every server
+  // (003 section 4.1); each orders it and the reply cache executes it once.
+  for (NodeId member : group->members()) SendEnvelope(member, group->name(), envelope);
 }
 
 void Node::OnDeliver(Group* group, const consensus::Delivery& delivery) {
@@ -191,32 +284,56 @@ void Node::OnDeliver(Group* group, const consensus::Delivery& delivery) {
                         delivery.origin, delivery.seq);
     return;
   }
-  std::vector<uint64_t> servants;
-  for (const auto& [id, servant] : servants_) {
-    if (servant.group == group->name()) servants.push_back(id);
-  }
-  if (request.method().empty()) {  // a multicast: every servant of the group receives it
-    for (uint64_t id : servants) {
-      servants_[id].sink({0, group->name(), "", request.payload(), true, group->view_id()});
+  if (!request.method().empty()) return DeliverInvocation(group, request);
+  for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group receives it
+    if (servant.group == group->name()) {
+      servant.sink({0, group->name(), "", request.payload(), true, group->view_id()});
     }
-    return;
   }
-  if (servants.empty()) {
-    if (request.one_way()) return;
-    wire::Reply reply;
-    reply.set_call_id(request.call_id());
-    reply.set_replier(self_);
-    reply.set_status_code(static_cast<int>(absl::StatusCode::kUnavailable));
-    reply.set_error(absl::StrCat("no servant attached for group \"", group->name(), "\" at ",
-                                 config_.node));
-    SendReply(request.origin(), group->name(), std::move(reply));
-    return;
+}
+
+void Node::DeliverInvocation(Group* group, const wire::Request& request) {
+  CallKey call{request.origin(), request.call_id()};
+  bool replies = !request.one_way() &&
+                 (!request.reply_from_manager_only() || request.reply_to() == self_);
+  NodeId reply_to = request.reply_to() ? request.reply_to() : request.origin();
+  const wire::Reply* cached = nullptr;
+  invocation::ReplyCache& cache = reply_caches_[group->name()];
+  switch (cache.OnDelivery({request.origin(), request.client_nso()}, request.call_id(), &cached)) {
+    case invocation::ReplyCache::Verdict::kAnswered:
+      if (replies) SendReply(reply_to, group->name(), *cached);
+      return;
+    case invocation::ReplyCache::Verdict::kInProgress: {
+      auto it = open_delivery_by_call_.find(call);
+      if (replies && it != open_delivery_by_call_.end()) {
+        open_deliveries_[it->second].reply_to.push_back(reply_to);
+      }
+      return;
+    }
+    case invocation::ReplyCache::Verdict::kForgotten:
+      Log("group")->warn("group {}: call {} of node {} is older than the reply cache: ignored",
+                         group->name(), request.call_id(), request.origin());
+      return;
+    case invocation::ReplyCache::Verdict::kExecute:
+      break;
   }
-  // The first servant registered for the group executes invocations at this replica.
-  uint64_t servant = servants.front();
+  uint64_t servant = 0;
+  for (const auto& [id, candidate] : servants_) {
+    if (candidate.group == group->name()) {
+      servant = id;  // the first servant registered for the group executes invocations here
+      break;
+    }
+  }
   uint64_t number = next_delivery_++;
-  if (!request.one_way()) {
-    open_deliveries_[number] = {request.call_id(), request.origin(), group->name(), servant};
+  open_deliveries_[number] = {call, request.client_nso(), {}, group->name(), servant};
+  if (replies) open_deliveries_[number].reply_to.push_back(reply_to);
+  open_delivery_by_call_[call] = number;
+  if (servant == 0) {
+    Answer(0, number,
+           absl::UnavailableError(absl::StrCat("no servant attached for group \"", group->name(),
+                                               "\" at ", config_.node)),
+           "");
+    return;
   }
   servants_[servant].sink({number, group->name(), request.method(), request.payload(),
                            request.one_way(), group->view_id()});
@@ -228,40 +345,58 @@ void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std:
     Log("api")->warn("servant {} answered unknown delivery {}: ignored", servant, delivery);
     return;
   }
-  OpenDelivery open = it->second;
+  OpenDelivery open = std::move(it->second);
   open_deliveries_.erase(it);
+  open_delivery_by_call_.erase(open.call);
   wire::Reply reply;
-  reply.set_call_id(open.call_id);
+  reply.set_call_id(open.call.second);
+  reply.set_origin(open.call.first);
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(status.code()));
   reply.set_error(std::string(status.message()));
   reply.set_payload(std::move(payload));
-  SendReply(open.origin, open.group, std::move(reply));
+  reply_caches_[open.group].Completed({open.call.first, open.client_nso}, open.call.second, reply);
+  for (NodeId to : open.reply_to) SendReply(to, open.group, reply);
 }
 
-void Node::SendReply(NodeId origin, const std::string& group, wire::Reply reply) {
-  if (origin == self_) return OnReply(reply);
+void Node::SendReply(NodeId to, const std::string& group, const wire::Reply& reply) {
+  if (to == self_) return OnReply(reply);
   wire::Envelope envelope;
-  envelope.set_version(wire::VERSION_1);
-  envelope.set_group(group);
-  envelope.set_sender_node(self_);
-  *envelope.mutable_reply() = std::move(reply);
-  transport_->Send(origin, std::move(envelope));
+  *envelope.mutable_reply() = reply;
+  SendEnvelope(to, group, std::move(envelope));
 }
 
 void Node::OnReply(const wire::Reply& reply) {
-  auto it = calls_.find(reply.call_id());
+  auto it = calls_.find({reply.origin(), reply.call_id()});
   if (it == calls_.end()) return;  // late reply of a finished call
   invocation::MemberReply member_reply;
   member_reply.node = reply.replier();
   member_reply.member = NodeName(reply.replier());
   member_reply.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
   member_reply.payload = reply.payload();
-  if (it->second.collector.Add(std::move(member_reply))) FinishCall(reply.call_id(), absl::OkStatus());
+  if (it->second.collector.Add(std::move(member_reply))) FinishCall(it->first, absl::OkStatus());
 }
 
-void Node::FinishCall(uint64_t call_id, absl::Status status) {
-  auto it = calls_.find(call_id);
+void Node::OnManagedReply(const wire::ManagedReply& reply) {
+  auto it = calls_.find({self_, reply.call_id()});
+  if (it == calls_.end() || !it->second.managed_request) return;
+  Call call = std::move(it->second);
+  calls_.erase(it);
+  InvokeResult result;
+  result.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
+  result.view_id = reply.view_id();
+  result.wanted = reply.wanted();
+  for (const wire::Reply& from : reply.replies()) {
+    result.replies.push_back({from.replier(), NodeName(from.replier()),
+                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
+                                           from.error()),
+                              from.payload()});
+  }
+  call.done(std::move(result));
+}
+
+void Node::FinishCall(CallKey key, absl::Status status) {
+  auto it = calls_.find(key);
   if (it == calls_.end()) return;
   Call call = std::move(it->second);
   calls_.erase(it);
@@ -270,15 +405,15 @@ void Node::FinishCall(uint64_t call_id, absl::Status status) {
 }
 
 void Node::ExpireCalls() {
-  std::vector<uint64_t> expired;
-  for (const auto& [id, call] : calls_) {
-    if (now_ms_ >= call.deadline_at_ms) expired.push_back(id);
+  std::vector<CallKey> expired;
+  for (const auto& [key, call] : calls_) {
+    if (now_ms_ >= call.deadline_at_ms) expired.push_back(key);
   }
-  for (uint64_t id : expired) {
-    const Call& call = calls_.at(id);
-    FinishCall(id, absl::DeadlineExceededError(absl::StrCat(
-                       "group \"", call.group, "\": ", call.collector.replies().size(), " of ",
-                       call.collector.wanted(), " replies within ", call.deadline_ms, " ms")));
+  for (const CallKey& key : expired) {
+    const Call& call = calls_.at(key);
+    FinishCall(key, absl::DeadlineExceededError(absl::StrCat(
+                        "group \"", call.group, "\": ", call.collector.replies().size(), " of ",
+                        call.collector.wanted(), " replies within ", call.deadline_ms, " ms")));
   }
 }
 
@@ -318,8 +453,9 @@ void Node::UnregisterServant(uint64_t servant) {
 // ---- transport and time -----------------------------------------------------------------------
 
 void Node::Receive(NodeId from, const wire::Envelope& envelope) {
-  auto it = groups_.find(envelope.group());
   if (envelope.has_reply()) return OnReply(envelope.reply());
+  if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
+  auto it = groups_.find(envelope.group());
   if (it == groups_.end()) {
     Log("peer")->warn("envelope from node {} for unknown group \"{}\" dropped", from, envelope.group());
     return;
@@ -331,6 +467,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
                         group->name(), from);
       return;
     }
+    if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());
     return Submit(group, envelope.forward());
   }
   std::vector<consensus::Delivery> deliveries;
@@ -347,15 +484,16 @@ void Node::Tick(uint64_t now_ms) {
     group->Tick(now_ms_, app_pending, &deliveries);
     for (const auto& delivery : deliveries) OnDeliver(group.get(), delivery);
     for (NodeId gone : group->TakeExclusions()) {
-      std::vector<uint64_t> complete;
+      std::vector<CallKey> complete;
       for (auto& [id, call] : calls_) {
         if (call.group != name) continue;
         call.collector.MemberGone(gone);
         if (call.collector.complete()) complete.push_back(id);
       }
-      for (uint64_t id : complete) FinishCall(id, absl::OkStatus());
+      for (const CallKey& id : complete) FinishCall(id, absl::OkStatus());
     }
   }
+  RetryManagedCalls();
   ExpireCalls();
 }
 

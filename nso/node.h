@@ -10,11 +10,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "invocation/reply_cache.h"
 #include "invocation/reply_collector.h"
 #include "nso/config.h"
 #include "nso/group.h"
@@ -30,6 +32,8 @@ struct InvokeOptions {
   invocation::Mode mode = invocation::Mode::kAll;
   bool mode_given = false;       // false: the group's default mode
   uint64_t deadline_ms = 0;      // 0: the configured default
+  // Open or closed group (003 section 4.1); unset: the group's default style.
+  std::optional<GroupConfig::Style> style;
 };
 
 struct InvokeResult {
@@ -94,13 +98,22 @@ class Node {
   std::vector<const Group*> groups() const;
 
  private:
+  using CallKey = std::pair<NodeId, uint64_t>;  // (origin daemon, call id)
+
+  // A call whose replies are collected here: our own client's call (`done` answers it), or, at a
+  // request manager, a call managed for another daemon (`done` sends the ManagedReply back).
   struct Call {
-    uint64_t call_id = 0;
     std::string group;
     invocation::ReplyCollector collector;
     uint64_t deadline_at_ms = 0;
     uint64_t deadline_ms = 0;
     InvokeDone done;
+    // Open group, caller side: the request is re-sent to the next member (same call id) if the
+    // request manager has not answered by then (003 section 4.1).
+    std::optional<wire::Request> managed_request;
+    uint32_t manager_index = 0;
+    uint64_t sent_at_ms = 0;
+    uint64_t retry_at_ms = 0;
   };
   struct Servant {
     uint64_t nso = 0;
@@ -108,8 +121,9 @@ class Node {
     ServantSink sink;
   };
   struct OpenDelivery {  // a delivery awaiting its servant's answer
-    uint64_t call_id = 0;
-    NodeId origin = 0;
+    CallKey call;
+    uint64_t client_nso = 0;
+    std::vector<NodeId> reply_to;  // who gets the reply (more than one: duplicate deliveries)
     std::string group;
     uint64_t servant = 0;
   };
@@ -118,11 +132,17 @@ class Node {
   absl::StatusOr<Group*> FindGroup(const std::string& group);
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);
+  void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
+  void StartManagedCall(Group* group, wire::Request request);  // at the request manager
+  void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   void OnDeliver(Group* group, const consensus::Delivery& delivery);
+  void DeliverInvocation(Group* group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);
-  void SendReply(NodeId origin, const std::string& group, wire::Reply reply);
-  void FinishCall(uint64_t call_id, absl::Status status);
+  void OnManagedReply(const wire::ManagedReply& reply);
+  void SendReply(NodeId to, const std::string& group, const wire::Reply& reply);
+  void FinishCall(CallKey call, absl::Status status);
   void ExpireCalls();
+  void RetryManagedCalls();
   std::string NodeName(NodeId node) const;
 
   const Config config_;
@@ -132,11 +152,13 @@ class Node {
   std::map<std::string, std::unique_ptr<Group>> groups_;
   std::map<uint64_t, std::string> nsos_;          // NSO id -> client name
   uint64_t next_nso_ = 1;
-  std::map<uint64_t, Call> calls_;                // by call id
+  std::map<CallKey, Call> calls_;
   uint64_t next_call_id_ = 1;
+  std::map<std::string, invocation::ReplyCache> reply_caches_;  // by group
   std::map<uint64_t, Servant> servants_;          // by servant id
   uint64_t next_servant_ = 1;
-  std::map<uint64_t, OpenDelivery> open_deliveries_;
+  std::map<uint64_t, OpenDelivery> open_deliveries_;       // by delivery number
+  std::map<CallKey, uint64_t> open_delivery_by_call_;
   uint64_t next_delivery_ = 1;
 };
 

@@ -24,6 +24,10 @@ class Transport {
 
   // The callback that receives every envelope addressed to this node.
   virtual void SetReceiver(Receiver receiver) = 0;
+
+  // False when the transport knows `peer` is unreachable now (its stream is down). A hint only:
+  // true does not mean a message will arrive.
+  virtual bool Reachable(NodeId peer) const { return true; }
 };
 
 }  // namespace cohort::nso

@@ -33,20 +33,20 @@ void RunSeeds(Ordering ordering, uint64_t first_seed, uint64_t seeds,
   CHECK(faults > seeds);  // the runs did inject faults
 }
 
-TEST_CASE("consensus order: agreement, validity, integrity, FIFO, termination over 300 seeds",
+TEST_CASE("consensus order: agreement, validity, integrity, FIFO, termination over 1000 seeds",
           "[sim]") {
-  RunSeeds(Ordering::kConsensus, 1, 300);
+  RunSeeds(Ordering::kConsensus, 1, 1000);
 }
 
-TEST_CASE("consensus order without optimisations over 100 seeds", "[sim]") {
+TEST_CASE("consensus order without optimisations over 300 seeds", "[sim]") {
   consensus::ConsensusOptions plain;
   plain.optimisation_1 = plain.optimisation_2 = plain.optimisation_3 = false;
-  RunSeeds(Ordering::kConsensus, 1001, 100, plain);
+  RunSeeds(Ordering::kConsensus, 100001, 300, plain);
 }
 
-TEST_CASE("sequencer order: agreement, validity, integrity, FIFO, termination over 300 seeds",
+TEST_CASE("sequencer order: agreement, validity, integrity, FIFO, termination over 1000 seeds",
           "[sim]") {
-  RunSeeds(Ordering::kSequencer, 1, 300);
+  RunSeeds(Ordering::kSequencer, 1, 1000);
 }
 
 TEST_CASE("a seed replays exactly", "[sim]") {

@@ -233,14 +233,14 @@ void Simulation::InjectFaults() {
     Broadcast(*live[rng_.Uniform(live.size())]);
   }
   // Crash fewer than half; the first member (round-1 coordinator, epoch-0 sequencer) half the time.
-  if (crashes_ < (n_ - 1) / 2 && rng_.Chance(4000)) {
+  if (crashes_ < (n_ - 1) / 2 && rng_.Chance(6000)) {
     Member* victim = rng_.Chance(500000) && !members_[0].crashed
                          ? &members_[0]
                          : live[rng_.Uniform(live.size())];
     Crash(*victim);
     live = Live();
   }
-  if (live.size() >= 2 && rng_.Chance(10000)) {  // a false suspicion, withdrawn later
+  if (live.size() >= 2 && rng_.Chance(30000)) {  // a false suspicion, withdrawn later
     Member* at = live[rng_.Uniform(live.size())];
     Member* node = live[rng_.Uniform(live.size())];
     if (at != node) {
@@ -249,7 +249,7 @@ void Simulation::InjectFaults() {
       due_.emplace(now_ms + 20 + rng_.Uniform(300), Timed{at->id, node->id, false});
     }
   }
-  if (!partitioned_ && rng_.Chance(3000)) {
+  if (!partitioned_ && rng_.Chance(6000)) {
     std::vector<NodeId> side;
     for (Member& member : members_) {
       if (rng_.Chance(500000)) side.push_back(member.id);
@@ -327,7 +327,7 @@ OrderSimResult RunOrderSimulation(const OrderSimOptions& options) {
 }
 
 PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options,
-                                 uint64_t delay_ms) {
+                                 uint64_t delay_ms, bool crashed_coordinator) {
   options.retransmit_ms = 1000 * delay_ms;  // no retransmission in a failure-free run
   options.round_delay_ms = 3 * delay_ms;    // d > a round trip (004 section 4.1)
   nso::SimNetworkOptions network_options;
@@ -347,15 +347,18 @@ PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options
     if (nodes[i]->decided() && decided_at_ms[i] == 0) decided_at_ms[i] = network.now_ms();
   };
   for (uint32_t i = 0; i < n; ++i) {
+    std::set<NodeId> suspected;
+    if (crashed_coordinator && i != 0) suspected.insert(ids[0]);
     nodes.push_back(std::make_unique<consensus::ChandraToueg>(ids[i], ids, 1, options,
-                                                              std::set<NodeId>{}, &counters[i]));
+                                                              suspected, &counters[i]));
     network.Endpoint(ids[i])->SetReceiver([&, i](NodeId from, wire::Envelope envelope) {
       consensus::ConsensusSends sends;
       nodes[i]->Step(from, envelope.consensus(), &sends);
       flush(i, sends);
     });
   }
-  for (uint32_t i = 0; i < n; ++i) {
+  if (crashed_coordinator) network.Crash(ids[0]);
+  for (uint32_t i = crashed_coordinator ? 1 : 0; i < n; ++i) {
     wire::MessageBatch value;
     wire::DataMessage* data = value.add_messages();
     data->set_origin(ids[i]);
@@ -366,7 +369,7 @@ PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options
   }
   for (uint64_t t = 1; t <= 20 * delay_ms; ++t) {  // 1 ms ticks
     network.RunUntil(t);
-    for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t i = crashed_coordinator ? 1 : 0; i < n; ++i) {
       consensus::ConsensusSends sends;
       nodes[i]->Tick(t, &sends);
       flush(i, sends);
@@ -376,13 +379,15 @@ PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options
   PaperRun run;
   run.all_decided = true;
   run.agreement = true;
-  for (uint32_t i = 0; i < n; ++i) {
+  const uint32_t first = crashed_coordinator ? 1 : 0;
+  for (uint32_t i = first; i < n; ++i) {
     if (!nodes[i]->decided()) {
       run.all_decided = false;
       continue;
     }
     run.agreement = run.agreement && nodes[i]->decision().SerializeAsString() ==
-                                         nodes[0]->decision().SerializeAsString();
+                                         nodes[first]->decision().SerializeAsString();
+    run.decision_round_max = std::max(run.decision_round_max, nodes[i]->decision_round());
     const uint32_t steps = static_cast<uint32_t>(decided_at_ms[i] / delay_ms);
     if (i == 0) {
       run.coordinator_steps = steps;

@@ -23,7 +23,7 @@ struct OrderSimOptions {
   consensus::ConsensusOptions consensus;  // optimisations; timers are set by the simulation
   uint64_t chaos_ms = 1500;        // faults are injected during this much simulated time
   uint64_t liveness_limit_ms = 60000;  // after healing, everything must be delivered by then
-  uint32_t broadcasts_max = 40;
+  uint32_t broadcasts_max = 60;
 };
 
 struct OrderSimResult {
@@ -46,13 +46,17 @@ struct PaperRun {
   uint32_t coordinator_steps = 0;   // decision time of the round-1 coordinator / delay
   uint32_t participant_steps = 0;   // latest decision time of the others / delay
   uint32_t causal_steps_max = 0;    // largest InstanceRecord-style causal step count
+  uint32_t decision_round_max = 0;
   uint64_t messages = 0;            // all consensus messages sent
   consensus::OrderCounters counters;  // summed over members
   bool all_decided = false;
   bool agreement = false;
 };
+// With `crashed_coordinator`, member 1 (the round-1 coordinator) is crashed from the start and
+// suspected by all others (004 section 5: the aggressive timeout); it is then left out of the
+// results, and coordinator_steps is 0.
 PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options,
-                                 uint64_t delay_ms = 10);
+                                 uint64_t delay_ms = 10, bool crashed_coordinator = false);
 
 // "consensus" / "sequencer".
 const char* OrderingName(Ordering ordering);

@@ -1,0 +1,52 @@
+// Duplicate suppression for group invocation (003 section 4.1): servers keep the last replies
+// per client, so a call that reaches the group twice (a retry through another request manager,
+// or a closed-group call multicast by several members) is executed once and answered from the
+// cache after that.
+//
+// Pure and deterministic: OnDelivery is called at every replica at the same point of the total
+// order, so every replica makes the same choice. Bounded: `calls_per_client_max` entries per client.
+#ifndef COHORT_INVOCATION_REPLY_CACHE_H_
+#define COHORT_INVOCATION_REPLY_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "proto/wire.pb.h"
+
+namespace cohort::invocation {
+
+class ReplyCache {
+ public:
+  enum class Verdict {
+    kExecute,     // first delivery of this call: execute it
+    kInProgress,  // delivered before, its answer is not back yet
+    kAnswered,    // delivered and answered before: resend the cached reply
+    kForgotten,   // older than the cache window: neither execute nor answer from the cache
+  };
+  // (origin daemon, client NSO)
+  using ClientKey = std::pair<uint32_t, uint64_t>;
+
+  explicit ReplyCache(size_t calls_per_client_max = 256) : calls_per_client_max_(calls_per_client_max) {}
+
+  // The call was delivered in total order. `cached` is set for kAnswered.
+  Verdict OnDelivery(ClientKey client, uint64_t call_id, const wire::Reply** cached);
+  // The servant answered a call that OnDelivery said to execute.
+  void Completed(ClientKey client, uint64_t call_id, const wire::Reply& reply);
+
+  size_t clients() const { return clients_.size(); }
+
+ private:
+  struct ClientCalls {
+    std::map<uint64_t, std::optional<wire::Reply>> calls;  // nullopt: in progress
+    uint64_t forgotten_below = 0;  // call ids below it were evicted
+  };
+  const size_t calls_per_client_max_;
+  std::map<ClientKey, ClientCalls> clients_;
+};
+
+}  // namespace cohort::invocation
+
+#endif  // COHORT_INVOCATION_REPLY_CACHE_H_

@@ -1,0 +1,187 @@
+// Flexible group invocation on real daemons (issue 5; 003 sections 2.1 and 4): every mode x
+// {open, closed} x {consensus, sequencer}, callers inside and outside the server group, the
+// request manager killed mid-call, and asynchronous forwarding.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "test/cluster.h"
+
+namespace cohort {
+namespace {
+
+// n1..n3 host the groups; n4 hosts no member, so its clients call from outside the server group.
+constexpr char kGroups[] = R"(groups:
+  - name: cons
+    members: [n1, n2, n3]
+    ordering: consensus
+  - name: seq
+    members: [n1, n2, n3]
+    ordering: sequencer
+)";
+
+struct Replica {
+  std::unique_ptr<Servant> servant;
+  std::atomic<int64_t> value{0};
+  std::atomic<int> executions{0};
+  std::atomic<int> slow_ms{0};
+
+  absl::Status Start(const std::string& address, const std::string& group) {
+    auto created = Servant::Create(address, group);
+    if (!created.ok()) return created.status();
+    servant = std::move(*created);
+    servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
+      executions++;
+      if (int ms = slow_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      int64_t delta = 0;
+      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
+      return absl::StrCat(value += delta);
+    });
+    servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
+      return absl::StrCat(value.load());
+    });
+    return servant->Start();
+  }
+};
+
+bool WaitHealthy(Client* client, const std::string& group) {
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    auto view = client->GroupDetails(group);
+    if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
+                                  [](const ViewMember& m) { return m.suspected; })) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
+struct Fixture {
+  test::Cluster cluster{{4, kGroups, "", "warn"}};
+  std::vector<std::unique_ptr<Replica>> replicas;
+
+  void Start(const std::string& group) {
+    REQUIRE(cluster.Start());
+    for (int i = 1; i <= 3; ++i) {
+      replicas.push_back(std::make_unique<Replica>());
+      REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), group).ok());
+    }
+    auto probe = Client::Connect(cluster.ClientAddress(1));
+    REQUIRE(probe.ok());
+    REQUIRE(WaitHealthy(probe->get(), group));
+    // Let n4's streams to the members come up too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+};
+
+uint32_t Wanted(Mode mode) {
+  switch (mode) {
+    case Mode::kFirst: return 1;
+    case Mode::kMajority: return 2;
+    case Mode::kAll: return 3;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("003 s2.1/4.1: every mode x open/closed x ordering, callers inside and outside",
+          "[e2e][invocation]") {
+  for (std::string group : {"cons", "seq"}) {
+    DYNAMIC_SECTION("group " << group) {
+      Fixture fixture;
+      fixture.Start(group);
+      auto inside = Client::Connect(fixture.cluster.ClientAddress(2), "inside");
+      auto outside = Client::Connect(fixture.cluster.ClientAddress(4), "outside");
+      REQUIRE(inside.ok());
+      REQUIRE(outside.ok());
+      int64_t expected = 0;
+      for (Client* client : {inside->get(), outside->get()}) {
+        for (Style style : {Style::kClosed, Style::kOpen}) {
+          for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
+            INFO("client " << (client == inside->get() ? "inside" : "outside") << ", "
+                           << (style == Style::kOpen ? "open" : "closed") << ", "
+                           << invocation::ModeName(mode));
+            auto result = client->Invoke(group, "add", "1", mode, absl::Seconds(10), style);
+            INFO(result.status().ToString());
+            REQUIRE(result.ok());
+            expected++;
+            CHECK(result->wanted == Wanted(mode));
+            CHECK(result->replies.size() >= Wanted(mode));
+            for (const Reply& reply : result->replies) {
+              CHECK(reply.status.ok());
+              CHECK(reply.payload == absl::StrCat(expected));
+            }
+          }
+          REQUIRE(client->Invoke(group, "add", "1", Mode::kOneWay, absl::Seconds(10), style).ok());
+          expected++;
+        }
+      }
+      auto get = (*outside)->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
+      REQUIRE(get.ok());
+      REQUIRE(get->replies.size() == 3);
+      for (const Reply& reply : get->replies) CHECK(reply.payload == absl::StrCat(expected));
+      // Closed calls from outside reach every server and are ordered up to three times: the reply
+      // cache executes each once.
+      for (const auto& replica : fixture.replicas) CHECK(replica->executions.load() == expected);  // "add" calls only
+    }
+  }
+}
+
+TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open group is answered "
+          "by the request manager alone", "[e2e][invocation]") {
+  Fixture fixture;
+  fixture.Start("seq");
+  auto outside = Client::Connect(fixture.cluster.ClientAddress(4));
+  REQUIRE(outside.ok());
+  auto result = (*outside)->Invoke("seq", "add", "7", Mode::kFirst, absl::Seconds(10), Style::kOpen);
+  REQUIRE(result.ok());
+  REQUIRE(result->replies.size() == 1);
+  CHECK(result->replies[0].member == "n1");  // the request manager
+  CHECK(result->replies[0].payload == "7");
+  auto get = (*outside)->Invoke("seq", "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
+  REQUIRE(get.ok());
+  for (const Reply& reply : get->replies) CHECK(reply.payload == "7");  // all executed it
+}
+
+TEST_CASE("003 s4.1: a request manager killed mid-call: the retry returns the original result "
+          "and the counter moved once", "[e2e][invocation]") {
+  for (std::string group : {"cons", "seq"}) {
+    DYNAMIC_SECTION("group " << group) {
+      Fixture fixture;
+      fixture.Start(group);
+      auto outside = Client::Connect(fixture.cluster.ClientAddress(4));
+      REQUIRE(outside.ok());
+      REQUIRE((*outside)->Invoke(group, "add", "10", Mode::kAll, absl::Seconds(10), Style::kOpen).ok());
+      for (int i = 1; i < 3; ++i) fixture.replicas[i]->slow_ms = 600;  // n2, n3 answer late
+      std::thread killer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        fixture.cluster.Kill(1);  // n1: the request manager of the call below
+      });
+      auto result = (*outside)->Invoke(group, "add", "5", Mode::kMajority, absl::Seconds(10),
+                                       Style::kOpen);
+      killer.join();
+      INFO(result.status().ToString());
+      REQUIRE(result.ok());
+      REQUIRE(result->replies.size() >= 2);
+      for (const Reply& reply : result->replies) CHECK(reply.payload == "15");
+      for (int i = 1; i < 3; ++i) {
+        fixture.replicas[i]->slow_ms = 0;
+        CHECK(fixture.replicas[i]->value.load() == 15);      // moved once
+        CHECK(fixture.replicas[i]->executions.load() == 2);  // executed once per call
+      }
+    }
+  }
+}
+
+}  // namespace cohort

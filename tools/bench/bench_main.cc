@@ -1,0 +1,582 @@
+// cohort-bench: measures Cohort against its floors in one run (issue 7).
+//
+//   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,16,64] [--payload 100] [--json FILE]
+//                [--plot DIR] [--skip floors,groups,failover] [--cohortd PATH]
+//
+// 1. Floors: a plain gRPC unary echo and a raw TCP ping-pong to a child process.
+// 2. Its own cohortd daemons on loopback (n members + 1 non-member), one in-process echo servant
+//    per member, every mode x {consensus, sequencer} x {closed, open} x n.
+// 3. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
+// Every workload is bounded by a call budget and a time limit; every child dies with the bench.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "tools/bench/daemons.h"
+#include "tools/bench/floors.h"
+#include "tools/bench/process.h"
+#include "tools/bench/report.h"
+#include "tools/bench/workload.h"
+
+namespace cohort::bench {
+namespace {
+
+constexpr char kUsage[] = R"(usage: cohort-bench [options]
+
+Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the floors.
+
+  --quick               ~1 minute run: --sizes 3,7, --callers 1,64, shorter windows
+  --sizes LIST          group sizes n (default 3,5,7; each 2..9)
+  --callers LIST        concurrent callers for throughput (default 1,16,64; each 1..256)
+  --payload BYTES       request payload size (default 100, like 003 section 5.2)
+  --seq-calls N         call budget of a sequential-latency run (default 1000; quick 300)
+  --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
+  --window-ms MS        time limit of a throughput run (default 1000; quick 500)
+  --skip LIST           any of floors,groups,failover
+  --json FILE           write every result as JSON
+  --plot DIR            write DIR/bench.csv and DIR/bench.gp; PNGs if gnuplot is installed
+  --cohortd PATH        the daemon binary (default: from this binary's runfiles)
+  --keep                keep the temporary directory (daemon YAML and logs)
+  --help
+
+Roles used internally: --role echo-server --port P | --role tcp-server --port P
+)";
+
+struct Options {
+  bool quick = false;
+  std::vector<int> sizes;
+  std::vector<int> callers;
+  int payload = 100;
+  int64_t seq_calls = -1;
+  int64_t seq_ms = -1;
+  int64_t window_ms = -1;
+  std::set<std::string> skip;
+  std::string json;
+  std::string plot;
+  std::string cohortd;
+  bool keep = false;
+};
+
+bool ParseList(const std::string& text, int low, int high, std::vector<int>* out, std::string* error) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value < low || value > high) {
+      *error = absl::StrCat("\"", part, "\" is not an integer in ", low, "..", high);
+      return false;
+    }
+    if (std::find(out->begin(), out->end(), value) == out->end()) out->push_back(value);
+  }
+  if (out->empty()) {
+    *error = "empty list";
+    return false;
+  }
+  std::sort(out->begin(), out->end());
+  return true;
+}
+
+// Returns 0 to go on, or an exit code.
+int ParseOptions(int argc, char** argv, Options* options) {
+  auto fail = [](const std::string& message) {
+    std::cerr << "cohort-bench: " << message << "\n(--help for usage)\n";
+    return 2;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    auto take = [&](std::string* into) {
+      if (i + 1 >= argc) return false;
+      *into = argv[++i];
+      return true;
+    };
+    auto take_int = [&](int64_t low, int64_t high, int64_t* into) {
+      std::string text;
+      if (!take(&text) || !absl::SimpleAtoi(text, into) || *into < low || *into > high) return false;
+      return true;
+    };
+    std::string error;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return -1;
+    } else if (arg == "--quick") {
+      options->quick = true;
+    } else if (arg == "--keep") {
+      options->keep = true;
+    } else if (arg == "--sizes") {
+      if (!take(&value) || !ParseList(value, 2, 9, &options->sizes, &error)) return fail("--sizes: " + error);
+    } else if (arg == "--callers") {
+      if (!take(&value) || !ParseList(value, 1, 256, &options->callers, &error)) return fail("--callers: " + error);
+    } else if (arg == "--payload") {
+      int64_t payload = 0;
+      if (!take_int(0, 1 << 20, &payload)) return fail("--payload: want bytes in 0..1048576");
+      options->payload = static_cast<int>(payload);
+    } else if (arg == "--seq-calls") {
+      if (!take_int(10, 1000000, &options->seq_calls)) return fail("--seq-calls: want 10..1000000");
+    } else if (arg == "--seq-ms") {
+      if (!take_int(50, 60000, &options->seq_ms)) return fail("--seq-ms: want 50..60000");
+    } else if (arg == "--window-ms") {
+      if (!take_int(50, 60000, &options->window_ms)) return fail("--window-ms: want 50..60000");
+    } else if (arg == "--skip") {
+      if (!take(&value)) return fail("--skip: want a list");
+      for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        if (part != "floors" && part != "groups" && part != "failover") {
+          return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
+        }
+        options->skip.insert(std::string(part));
+      }
+    } else if (arg == "--json") {
+      if (!take(&options->json)) return fail("--json: want a file");
+    } else if (arg == "--plot") {
+      if (!take(&options->plot)) return fail("--plot: want a directory");
+    } else if (arg == "--cohortd") {
+      if (!take(&options->cohortd)) return fail("--cohortd: want a path");
+    } else {
+      return fail(absl::StrCat("unknown argument \"", arg, "\""));
+    }
+  }
+  if (options->sizes.empty()) options->sizes = options->quick ? std::vector<int>{3, 7} : std::vector<int>{3, 5, 7};
+  if (options->callers.empty()) options->callers = options->quick ? std::vector<int>{1, 64} : std::vector<int>{1, 16, 64};
+  if (options->seq_calls < 0) options->seq_calls = options->quick ? 300 : 1000;
+  if (options->seq_ms < 0) options->seq_ms = options->quick ? 400 : 1000;
+  if (options->window_ms < 0) options->window_ms = options->quick ? 500 : 1000;
+  return 0;
+}
+
+void Progress(const std::string& line) { std::cerr << "[cohort-bench] " << line << std::endl; }
+
+// Sequential latency, then closed-loop throughput per number of callers (the sequential run
+// doubles as the 1-caller throughput).
+Series Measure(const Options& options, const CallFactory& factory) {
+  Series series;
+  LoadLimits sequential{options.seq_calls, absl::Milliseconds(options.seq_ms), 20};
+  series.sequential = RunLoad(1, sequential, factory);
+  for (int callers : options.callers) {
+    if (callers == 1) {
+      series.by_callers.push_back(series.sequential);
+      continue;
+    }
+    LoadLimits window{INT64_MAX, absl::Milliseconds(options.window_ms), 2};
+    series.by_callers.push_back(RunLoad(callers, window, factory));
+  }
+  return series;
+}
+
+// ---- floors -------------------------------------------------------------------------------------
+
+void MeasureFloors(const Options& options, Report* report) {
+  std::string payload(options.payload, 'x');
+  std::string self = SelfExe();
+  int grpc_port = FreePort();
+  pid_t echo = Spawn({self, "--role", "echo-server", "--port", std::to_string(grpc_port)}, "");
+  int tcp_port = FreePort();
+  pid_t tcp = Spawn({self, "--role", "tcp-server", "--port", std::to_string(tcp_port)}, "");
+  report->grpc.name = "grpc_echo";
+  report->tcp.name = "tcp_pingpong";
+  if (WaitForPort(grpc_port, absl::Seconds(10))) {
+    Progress("floor: gRPC unary echo");
+    auto channel = DaemonChannel(absl::StrCat("127.0.0.1:", grpc_port));
+    report->grpc.series = Measure(options, GrpcEchoCalls(channel, payload));
+    report->grpc.measured = true;
+  } else {
+    Progress("floor: gRPC echo server did not start; skipped");
+  }
+  KillChild(echo);
+  if (WaitForPort(tcp_port, absl::Seconds(10))) {
+    Progress("floor: raw TCP ping-pong");
+    report->tcp.series = Measure(options, TcpEchoCalls(tcp_port, payload));
+    report->tcp.measured = true;
+  } else {
+    Progress("floor: TCP echo server did not start; skipped");
+  }
+  KillChild(tcp);
+}
+
+// ---- group calls --------------------------------------------------------------------------------
+
+// An echo servant attached to one member daemon; counts what it is delivered.
+struct EchoReplica {
+  std::unique_ptr<Servant> servant;
+  std::atomic<int64_t> delivered{0};
+
+  absl::Status Start(const std::string& address, const std::string& group, int index) {
+    auto created = Servant::Create(address, group, absl::StrCat("bench-servant-", index));
+    if (!created.ok()) return created.status();
+    servant = std::move(*created);
+    servant->Serve("echo", [this](const std::string& payload) -> absl::StatusOr<std::string> {
+      delivered.fetch_add(1, std::memory_order_relaxed);
+      return payload;
+    });
+    return servant->Start();
+  }
+};
+
+std::string GroupsYaml(const std::string& group, int n, const std::string& ordering) {
+  std::vector<std::string> members;
+  for (int i = 1; i <= n; ++i) members.push_back(absl::StrCat("n", i));
+  // style: open so that the non-member daemon may call it directly; a client attached to a member
+  // is the closed-style path. Everything else stays at cohortd's defaults.
+  return absl::StrCat("groups:\n  - name: ", group, "\n    members: [", absl::StrJoin(members, ", "),
+                      "]\n    ordering: ", ordering, "\n    style: open\n");
+}
+
+// Waits until `client`'s daemon suspects nobody in `group` and a wait-for-all call succeeds.
+absl::Status WaitReady(Client* client, const std::string& group, absl::Duration timeout) {
+  absl::Time end = absl::Now() + timeout;
+  absl::Status last = absl::DeadlineExceededError("not ready");
+  while (absl::Now() < end) {
+    auto view = client->GroupDetails(group);
+    if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
+                                  [](const ViewMember& m) { return m.suspected; })) {
+      auto result = client->Invoke(group, "echo", "ready", Mode::kAll, absl::Seconds(2));
+      if (result.ok()) return absl::OkStatus();
+      last = result.status();
+    } else if (!view.ok()) {
+      last = view.status();
+    } else {
+      last = absl::UnavailableError("members still suspected");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return last;
+}
+
+CallFactory GroupCalls(Client* client, const std::string& group, Mode mode, std::string payload) {
+  return [client, group, mode, payload](int) -> CallFn {
+    return [client, group, mode, payload](std::string* error) {
+      if (mode == Mode::kOneWay) {
+        absl::Status status = client->Send(group, "echo", payload);
+        if (!status.ok()) *error = status.ToString();
+        return status.ok();
+      }
+      auto result = client->Invoke(group, "echo", payload, mode, absl::Seconds(5));
+      if (!result.ok()) {
+        *error = result.status().ToString();
+        return false;
+      }
+      if (result->replies.size() < result->wanted) {
+        *error = absl::StrCat(result->replies.size(), " of ", result->wanted, " replies");
+        return false;
+      }
+      for (const Reply& reply : result->replies) {
+        if (!reply.status.ok()) {
+          *error = absl::StrCat(reply.member, ": ", reply.status.ToString());
+          return false;
+        }
+      }
+      return true;
+    };
+  };
+}
+
+const char* BenchModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kFirst: return "first";
+    case Mode::kMajority: return "majority";
+    case Mode::kAll: return "all";
+    case Mode::kOneWay: return "one_way";
+  }
+  return "?";
+}
+
+// One-way: after each run, wait (bounded) until the servant at n1 has been delivered every accepted
+// request, and report accepted / (window + drain) as the delivered rate.
+double DrainOneWay(const EchoReplica& replica, int64_t before, const LoadResult& run) {
+  int64_t target = before + run.calls;
+  absl::Time start = absl::Now();
+  absl::Time end = start + absl::Seconds(10);
+  while (replica.delivered.load() < target && absl::Now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  double drain = absl::ToDoubleSeconds(absl::Now() - start);
+  int64_t delivered = std::min(replica.delivered.load() - before, run.calls);
+  return delivered / std::max(1e-9, run.seconds + drain);
+}
+
+void MeasureGroups(const Options& options, const std::string& cohortd, const std::string& dir,
+                   Report* report) {
+  const std::string group = "bench";
+  std::string payload(options.payload, 'x');
+  for (int n : options.sizes) {
+    for (const char* ordering : {"consensus", "sequencer"}) {
+      std::string cluster_dir = absl::StrCat(dir, "/groups-n", n, "-", ordering);
+      std::filesystem::create_directories(cluster_dir);
+      // n members and one more daemon that hosts no member: the open-style entry point.
+      Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, ordering));
+      std::string error;
+      Progress(absl::StrCat("cluster n=", n, " ", ordering, ": starting ", n + 1, " daemons"));
+      if (!daemons.Start(&error)) {
+        Progress("cluster failed: " + error);
+        continue;
+      }
+      std::vector<std::unique_ptr<EchoReplica>> replicas;
+      bool ok = true;
+      for (int i = 1; i <= n && ok; ++i) {
+        replicas.push_back(std::make_unique<EchoReplica>());
+        absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
+        if (!started.ok()) {
+          Progress(absl::StrCat("servant at n", i, ": ", started.ToString()));
+          ok = false;
+        }
+      }
+      for (const char* style : {"closed", "open"}) {
+        if (!ok) break;
+        // closed: the client's daemon hosts a member (n2, not the round-1 coordinator/sequencer);
+        // open: the client's daemon hosts none, calls go through the request manager.
+        int attach = std::string(style) == "closed" ? 2 : n + 1;
+        auto client = Client::Connect(daemons.ClientAddress(attach), "bench-client");
+        if (!client.ok()) {
+          Progress("connect: " + client.status().ToString());
+          continue;
+        }
+        absl::Status ready = WaitReady(client->get(), group, absl::Seconds(15));
+        if (!ready.ok()) {
+          Progress(absl::StrCat("group not ready (", style, "): ", ready.ToString()));
+          continue;
+        }
+        for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll, Mode::kOneWay}) {
+          Progress(absl::StrCat("n=", n, " ", ordering, " ", style, " ", BenchModeName(mode)));
+          GroupResult result;
+          result.n = n;
+          result.ordering = ordering;
+          result.style = style;
+          result.mode = BenchModeName(mode);
+          result.attached_to = absl::StrCat("n", attach);
+          CallFactory factory = GroupCalls(client->get(), group, mode, payload);
+          if (mode != Mode::kOneWay) {
+            result.series = Measure(options, factory);
+          } else {
+            // Run each window separately so each can be drained into a delivered rate.
+            EchoReplica& probe = *replicas.front();
+            LoadLimits sequential{options.seq_calls, absl::Milliseconds(options.seq_ms), 20};
+            int64_t before = probe.delivered.load();
+            result.series.sequential = RunLoad(1, sequential, factory);
+            double sequential_delivered = DrainOneWay(probe, before + 20, result.series.sequential);
+            for (int callers : options.callers) {
+              if (callers == 1) {
+                result.series.by_callers.push_back(result.series.sequential);
+                result.series.delivered_per_s.push_back(sequential_delivered);
+                continue;
+              }
+              before = probe.delivered.load();
+              LoadLimits window{INT64_MAX, absl::Milliseconds(options.window_ms), 0};
+              LoadResult run = RunLoad(callers, window, factory);
+              result.series.by_callers.push_back(run);
+              result.series.delivered_per_s.push_back(DrainOneWay(probe, before, run));
+            }
+          }
+          report->groups.push_back(std::move(result));
+        }
+      }
+      replicas.clear();  // detach servants before their daemons go
+      daemons.KillAll();
+    }
+  }
+}
+
+// ---- failover -----------------------------------------------------------------------------------
+
+struct FailoverScenario {
+  const char* name;
+  const char* ordering;
+  const char* style;
+  int signal;
+};
+
+FailoverResult RunFailover(const Options& options, const std::string& cohortd, const std::string& dir,
+                           const FailoverScenario& scenario) {
+  const int n = 3;
+  const std::string group = "bench";
+  FailoverResult result;
+  result.scenario = scenario.name;
+  result.ordering = scenario.ordering;
+  result.style = scenario.style;
+  result.signal = scenario.signal == SIGKILL ? "SIGKILL" : "SIGSTOP";
+  result.victim = "n1";
+  result.n = n;
+  std::string cluster_dir = absl::StrCat(dir, "/failover-", scenario.name, "-", scenario.ordering);
+  std::filesystem::create_directories(cluster_dir);
+  Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, scenario.ordering));
+  std::string error;
+  if (!daemons.Start(&error)) {
+    result.note = "cluster failed: " + error;
+    return result;
+  }
+  std::vector<std::unique_ptr<EchoReplica>> replicas;
+  for (int i = 1; i <= n; ++i) {
+    replicas.push_back(std::make_unique<EchoReplica>());
+    absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
+    if (!started.ok()) {
+      result.note = absl::StrCat("servant at n", i, ": ", started.ToString());
+      return result;
+    }
+  }
+  int attach = std::string(scenario.style) == "closed" ? 2 : n + 1;
+  result.attached_to = absl::StrCat("n", attach);
+  auto client = Client::Connect(daemons.ClientAddress(attach), "bench-failover");
+  if (!client.ok()) {
+    result.note = client.status().ToString();
+    return result;
+  }
+  absl::Status ready = WaitReady(client->get(), group, absl::Seconds(15));
+  if (!ready.ok()) {
+    result.note = "group not ready: " + ready.ToString();
+    return result;
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto before = std::chrono::milliseconds(options.quick ? 500 : 1000);
+  const auto after = std::chrono::milliseconds(options.quick ? 1500 : 2500);
+  std::string payload(options.payload, 'x');
+  // The stream runs on its own thread; the main thread sends the signal, so the sender is not
+  // blocked in a call when its time comes.
+  std::vector<Clock::time_point> completions;
+  std::atomic<bool> stop{false};
+  std::thread stream([&] {
+    while (!stop.load()) {
+      auto call = (*client)->Invoke(group, "echo", payload, Mode::kMajority, absl::Seconds(2));
+      Clock::time_point done = Clock::now();
+      if (call.ok() && call->replies.size() >= call->wanted) {
+        completions.push_back(done);
+      } else {
+        ++result.failed;
+        if (result.first_error.empty()) {
+          result.first_error = call.ok() ? absl::StrCat(call->replies.size(), " of ", call->wanted, " replies")
+                                         : call.status().ToString();
+        }
+      }
+    }
+  });
+  Clock::time_point start = Clock::now();
+  std::this_thread::sleep_for(before);
+  Clock::time_point signalled = Clock::now();
+  daemons.Signal(1, scenario.signal);
+  std::this_thread::sleep_for(after);
+  stop.store(true);
+  stream.join();
+  Clock::time_point previous = start;
+  for (Clock::time_point done : completions) {
+    double gap = std::chrono::duration<double, std::milli>(done - previous).count();
+    if (done <= signalled) {
+      ++result.ok_before;
+      result.baseline_gap_ms = std::max(result.baseline_gap_ms, gap);
+    } else {
+      ++result.ok_after;
+      result.stall_ms = std::max(result.stall_ms, gap);
+    }
+    previous = done;
+  }
+  if (result.ok_after == 0) {
+    // Nothing completed after the signal: the stall is at least the rest of the window.
+    result.stall_ms = std::chrono::duration<double, std::milli>(Clock::now() - previous).count();
+    result.note = "no call completed after the signal within the window";
+  }
+  replicas.clear();
+  daemons.KillAll();
+  return result;
+}
+
+void MeasureFailover(const Options& options, const std::string& cohortd, const std::string& dir,
+                     Report* report) {
+  const FailoverScenario scenarios[] = {
+      {"coordinator-kill", "consensus", "closed", SIGKILL},
+      {"sequencer-kill", "sequencer", "closed", SIGKILL},
+      {"request-manager-kill", "consensus", "open", SIGKILL},
+      {"request-manager-kill", "sequencer", "open", SIGKILL},
+      {"coordinator-freeze", "consensus", "closed", SIGSTOP},
+  };
+  for (const FailoverScenario& scenario : scenarios) {
+    Progress(absl::StrCat("failover: ", scenario.name, " (", scenario.ordering, ", ", scenario.style, ")"));
+    report->failovers.push_back(RunFailover(options, cohortd, dir, scenario));
+  }
+}
+
+int Main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--role") {
+    int port = 0;
+    if (!absl::SimpleAtoi(argv[4], &port)) return 2;
+    if (std::string(argv[2]) == "echo-server") return RunGrpcEchoServer(port);
+    if (std::string(argv[2]) == "tcp-server") return RunTcpEchoServer(port);
+    return 2;
+  }
+  Options options;
+  if (int code = ParseOptions(argc, argv, &options); code != 0) return code < 0 ? 0 : code;
+  InstallChildCleanup();
+
+  Report report;
+  absl::Time begin = absl::Now();
+  report.started_at = absl::FormatTime(absl::RFC3339_sec, begin, absl::UTCTimeZone());
+  std::vector<std::string> args(argv, argv + argc);
+  report.command_line = absl::StrJoin(args, " ");
+  report.quick = options.quick;
+  report.payload_bytes = options.payload;
+  report.sizes = options.sizes;
+  report.callers = options.callers;
+  report.seq_calls = options.seq_calls;
+  report.seq_time_s = options.seq_ms / 1000.0;
+  report.window_s = options.window_ms / 1000.0;
+
+  std::string cohortd;
+  if (!options.skip.count("groups") || !options.skip.count("failover")) {
+    cohortd = FindCohortd(options.cohortd);
+    if (cohortd.empty()) {
+      std::cerr << "cohort-bench: cannot find cohortd; build //tools:cohortd or pass --cohortd\n";
+      return 2;
+    }
+  }
+  std::string dir = MakeTempDir();
+  if (dir.empty()) {
+    std::cerr << "cohort-bench: cannot create a temporary directory\n";
+    return 1;
+  }
+  if (!options.skip.count("floors")) MeasureFloors(options, &report);
+  if (!options.skip.count("groups")) MeasureGroups(options, cohortd, dir, &report);
+  if (!options.skip.count("failover")) MeasureFailover(options, cohortd, dir, &report);
+  KillAllChildren();
+  report.total_seconds = absl::ToDoubleSeconds(absl::Now() - begin);
+
+  PrintReport(report, std::cout);
+  int code = 0;
+  if (!options.json.empty()) {
+    std::string error;
+    if (WriteJson(report, options.json, &error)) {
+      std::cout << "json: " << options.json << "\n";
+    } else {
+      std::cerr << "cohort-bench: " << error << "\n";
+      code = 1;
+    }
+  }
+  if (!options.plot.empty()) {
+    std::filesystem::create_directories(options.plot);
+    std::cout << WritePlots(report, options.plot) << "\n";
+  }
+  if (options.keep) {
+    std::cout << "daemon configs and logs kept in " << dir << "\n";
+  } else {
+    RemoveTree(dir);
+  }
+  return code;
+}
+
+}  // namespace
+}  // namespace cohort::bench
+
+int main(int argc, char** argv) { return cohort::bench::Main(argc, argv); }

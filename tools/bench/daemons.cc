@@ -1,0 +1,76 @@
+#include "tools/bench/daemons.h"
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "tools/bench/process.h"
+
+namespace cohort::bench {
+
+Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string groups_yaml)
+    : cohortd_(std::move(cohortd)), dir_(std::move(dir)), total_(total) {
+  for (int i = 0; i < total_; ++i) {
+    peer_ports_.push_back(FreePort());
+    client_ports_.push_back(FreePort());
+    pids_.push_back(0);
+  }
+  std::ostringstream peers;
+  peers << "peers:\n";
+  for (int i = 0; i < total_; ++i) {
+    peers << "  - {name: n" << i + 1 << ", id: " << i + 1 << ", address: 127.0.0.1:"
+          << peer_ports_[i] << "}\n";
+  }
+  // Every timeout and optimisation stays at cohortd's defaults: the bench measures, not tunes.
+  for (int i = 0; i < total_; ++i) {
+    std::ofstream out(ConfigPath(i + 1));
+    out << "node: n" << i + 1 << "\n"
+        << "cluster: bench\n"
+        << "log_level: warn\n"
+        << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
+        << client_ports_[i] << "\n"
+        << peers.str() << groups_yaml << "\n";
+  }
+}
+
+Daemons::~Daemons() { KillAll(); }
+
+std::string Daemons::ConfigPath(int index) const { return absl::StrCat(dir_, "/n", index, ".yaml"); }
+std::string Daemons::LogPath(int index) const { return absl::StrCat(dir_, "/n", index, ".log"); }
+std::string Daemons::ClientAddress(int index) const {
+  return absl::StrCat("127.0.0.1:", client_ports_[index - 1]);
+}
+
+bool Daemons::Start(std::string* error) {
+  for (int i = 1; i <= total_; ++i) {
+    pids_[i - 1] = Spawn({cohortd_, "--config", ConfigPath(i)}, LogPath(i));
+    if (pids_[i - 1] <= 0) {
+      *error = absl::StrCat("cannot start ", cohortd_);
+      return false;
+    }
+  }
+  for (int i = 1; i <= total_; ++i) {
+    if (!WaitForPort(client_ports_[i - 1], absl::Seconds(10))) {
+      *error = absl::StrCat("daemon n", i, " did not open its client port within 10 s; see ",
+                            LogPath(i));
+      return false;
+    }
+  }
+  return true;
+}
+
+void Daemons::Signal(int index, int signal) {
+  pid_t& pid = pids_[index - 1];
+  if (pid <= 0) return;
+  SignalChild(pid, signal);
+  if (signal == SIGKILL) pid = 0;
+}
+
+void Daemons::KillAll() {
+  for (int i = 1; i <= total_; ++i) Signal(i, SIGKILL);
+}
+
+}  // namespace cohort::bench

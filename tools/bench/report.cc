@@ -1,0 +1,399 @@
+#include "tools/bench/report.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace cohort::bench {
+namespace {
+
+std::string Num(double value, int precision = 0) {
+  return absl::StrFormat("%.*f", precision, value);
+}
+
+std::string Ratio(double numerator, double denominator) {
+  if (denominator <= 0 || numerator <= 0) return "-";
+  return absl::StrFormat("%.2f", numerator / denominator);
+}
+
+// Index of `callers` in the report's list, or -1.
+int CallerIndex(const Report& report, int callers) {
+  for (size_t i = 0; i < report.callers.size(); ++i) {
+    if (report.callers[i] == callers) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const GroupResult* Find(const Report& report, int n, const std::string& ordering,
+                        const std::string& style, const std::string& mode) {
+  for (const GroupResult& group : report.groups) {
+    if (group.n == n && group.ordering == ordering && group.style == style && group.mode == mode) {
+      return &group;
+    }
+  }
+  return nullptr;
+}
+
+// Throughput shown for a series: for one-way, the delivered rate (ordered and handed to a
+// servant), which is what one-way throughput means for a group; the accept rate is in the JSON.
+double ShownThroughput(const Series& series, size_t i) {
+  if (!series.delivered_per_s.empty()) return series.delivered_per_s[i];
+  return series.by_callers[i].throughput;
+}
+
+struct Target {
+  std::string what;
+  std::string measured;
+  std::string limit;
+  std::string verdict;  // met | NOT MET | not measured
+};
+
+std::vector<Target> Targets(const Report& report) {
+  std::vector<Target> targets;
+  double grpc_p50 = report.grpc.measured ? report.grpc.series.sequential.p50_us : 0;
+  auto verdict = [](bool measured, bool met) {
+    return !measured ? std::string("not measured") : met ? std::string("met") : std::string("NOT MET");
+  };
+  for (const char* ordering : {"sequencer", "consensus"}) {
+    const GroupResult* g = Find(report, 3, ordering, "open", "first");
+    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
+    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
+    targets.push_back({absl::StrCat("first, open group via request manager, ", ordering,
+                                    ", n=3: p50 / grpc_echo_p50"),
+                       measured ? Num(ratio, 2) : "-", "<= 1.2", verdict(measured, ratio <= 1.2)});
+  }
+  {
+    const GroupResult* g = Find(report, 3, "consensus", "closed", "all");
+    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
+    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
+    targets.push_back({"all, closed group, consensus, n=3: p50 / grpc_echo_p50",
+                       measured ? Num(ratio, 2) : "-", "<= 2.0", verdict(measured, ratio <= 2.0)});
+    targets.push_back({"all, closed, consensus, n=3: p50 / etcd sequential put p50", "-", "<= 0.5",
+                       "not measured (no etcd in this run)"});
+  }
+  int i64 = CallerIndex(report, 64);
+  for (const char* ordering : {"consensus", "sequencer"}) {
+    const GroupResult* g = Find(report, 3, ordering, "closed", "all");
+    bool measured = g && i64 >= 0 && report.grpc.measured &&
+                    report.grpc.series.by_callers[i64].throughput > 0;
+    double ratio = measured ? g->series.by_callers[i64].throughput /
+                                  report.grpc.series.by_callers[i64].throughput
+                            : 0;
+    targets.push_back({absl::StrCat("all, closed, ", ordering,
+                                    ", n=3, 64 callers: ops/s / grpc_echo ops/s (64 callers)"),
+                       measured ? Num(ratio, 2) : "- (needs --callers with 64)", ">= 1.0",
+                       verdict(measured, ratio >= 1.0)});
+  }
+  targets.push_back({"all, 64 callers: ops/s / etcd 64-client put ops/s", "-", ">= 3.0",
+                     "not measured (no etcd in this run)"});
+  for (const char* ordering : {"consensus", "sequencer"}) {
+    const GroupResult* g3 = Find(report, 3, ordering, "closed", "all");
+    const GroupResult* g7 = Find(report, 7, ordering, "closed", "all");
+    bool measured = g3 && g7 && g3->series.sequential.calls > 0 && g7->series.sequential.calls > 0;
+    double ratio = measured ? g7->series.sequential.p50_us / g3->series.sequential.p50_us : 0;
+    targets.push_back({absl::StrCat("scaling, all, closed, ", ordering, ": p50(n=7) / p50(n=3)"),
+                       measured ? Num(ratio, 2) : "- (needs --sizes with 3 and 7)", "<= 1.5",
+                       verdict(measured, ratio <= 1.5)});
+  }
+  for (const FailoverResult& f : report.failovers) {
+    bool measured = f.ok_after > 0;
+    targets.push_back({absl::StrCat("failover stall, majority, ", f.scenario, " (", f.ordering, ", ",
+                                    f.style, ", ", f.signal, " ", f.victim, ")"),
+                       measured ? absl::StrCat(Num(f.stall_ms, 1), " ms") : "no call completed after",
+                       "<= 150 ms", measured ? verdict(true, f.stall_ms <= 150) : "NOT MET"});
+  }
+  targets.push_back({"memory: 100,000 idle NSOs, bytes per NSO", "-", "<= 2 KiB",
+                     "not measured by cohort-bench"});
+  return targets;
+}
+
+std::string JsonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonLoad(const LoadResult& r) {
+  return absl::StrFormat(
+      "{\"callers\": %d, \"calls\": %d, \"errors\": %d, \"seconds\": %.3f, \"p50_us\": %.1f, "
+      "\"p99_us\": %.1f, \"mean_us\": %.1f, \"throughput\": %.1f, \"first_error\": %s}",
+      r.callers, r.calls, r.errors, r.seconds, r.p50_us, r.p99_us, r.mean_us, r.throughput,
+      JsonString(r.first_error));
+}
+
+std::string JsonSeries(const Series& s, const Report& report) {
+  std::vector<std::string> loads;
+  for (size_t i = 0; i < s.by_callers.size(); ++i) {
+    std::string load = JsonLoad(s.by_callers[i]);
+    if (!s.delivered_per_s.empty()) {
+      load.pop_back();
+      load += absl::StrFormat(", \"delivered_per_s\": %.1f}", s.delivered_per_s[i]);
+    }
+    if (report.grpc.measured && i < report.grpc.series.by_callers.size()) {
+      load.pop_back();
+      load += absl::StrFormat(", \"throughput_over_grpc_echo\": %.4f}",
+                              ShownThroughput(s, i) /
+                                  std::max(1e-9, report.grpc.series.by_callers[i].throughput));
+    }
+    loads.push_back(load);
+  }
+  std::string ratios;
+  if (report.grpc.measured && report.grpc.series.sequential.p50_us > 0) {
+    ratios += absl::StrFormat(", \"p50_over_grpc_echo_p50\": %.4f",
+                              s.sequential.p50_us / report.grpc.series.sequential.p50_us);
+  }
+  if (report.tcp.measured && report.tcp.series.sequential.p50_us > 0) {
+    ratios += absl::StrFormat(", \"p50_over_tcp_pingpong_p50\": %.4f",
+                              s.sequential.p50_us / report.tcp.series.sequential.p50_us);
+  }
+  return absl::StrCat("{\"sequential\": ", JsonLoad(s.sequential), ratios, ", \"by_callers\": [",
+                      absl::StrJoin(loads, ", "), "]}");
+}
+
+}  // namespace
+
+void PrintReport(const Report& report, std::ostream& out) {
+  const double grpc_p50 = report.grpc.measured ? report.grpc.series.sequential.p50_us : 0;
+  const double tcp_p50 = report.tcp.measured ? report.tcp.series.sequential.p50_us : 0;
+  out << "\ncohort-bench: payload " << report.payload_bytes << " B, loopback, sequential latency "
+      << "from <= " << report.seq_calls << " calls / " << Num(report.seq_time_s, 1)
+      << " s, throughput windows " << Num(report.window_s, 1) << " s" << (report.quick ? " (--quick)" : "")
+      << "\n\n";
+
+  // Floors.
+  std::ostringstream header;
+  header << absl::StrFormat("%-14s %9s %9s", "floor", "p50_us", "p99_us");
+  for (int c : report.callers) header << absl::StrFormat(" %10s", absl::StrCat("ops/s@", c));
+  out << "== floors (two processes on 127.0.0.1) ==\n" << header.str() << "\n";
+  for (const FloorResult* floor : {&report.grpc, &report.tcp}) {
+    if (!floor->measured) {
+      out << absl::StrFormat("%-14s %9s\n", floor->name, "skipped");
+      continue;
+    }
+    out << absl::StrFormat("%-14s %9s %9s", floor->name, Num(floor->series.sequential.p50_us),
+                           Num(floor->series.sequential.p99_us));
+    for (const LoadResult& r : floor->series.by_callers) out << absl::StrFormat(" %10s", Num(r.throughput));
+    out << "\n";
+  }
+
+  // Group calls.
+  out << "\n== group calls (p50/grpc = p50 / grpc_echo_p50, p50/tcp = p50 / tcp_pingpong_p50, "
+         "xgrpc@C = ops/s / grpc_echo ops/s with C callers; one_way ops/s = delivered/s) ==\n";
+  std::ostringstream gh;
+  gh << absl::StrFormat("%-2s %-9s %-6s %-8s %9s %9s %8s %8s", "n", "ordering", "style", "mode",
+                        "p50_us", "p99_us", "p50/grpc", "p50/tcp");
+  for (int c : report.callers) {
+    gh << absl::StrFormat(" %10s %8s", absl::StrCat("ops/s@", c), absl::StrCat("xgrpc@", c));
+  }
+  gh << "  errors";
+  out << gh.str() << "\n";
+  for (const GroupResult& g : report.groups) {
+    const Series& s = g.series;
+    out << absl::StrFormat("%-2d %-9s %-6s %-8s %9s %9s %8s %8s", g.n, g.ordering, g.style, g.mode,
+                           s.sequential.calls ? Num(s.sequential.p50_us) : "-",
+                           s.sequential.calls ? Num(s.sequential.p99_us) : "-",
+                           Ratio(s.sequential.p50_us, grpc_p50), Ratio(s.sequential.p50_us, tcp_p50));
+    int64_t errors = s.sequential.errors;
+    for (size_t i = 0; i < s.by_callers.size(); ++i) {
+      double shown = ShownThroughput(s, i);
+      double floor = report.grpc.measured ? report.grpc.series.by_callers[i].throughput : 0;
+      out << absl::StrFormat(" %10s %8s", Num(shown), Ratio(shown, floor));
+      if (report.callers[i] != 1) errors += s.by_callers[i].errors;
+    }
+    out << absl::StrFormat("  %6d", errors) << "\n";
+  }
+  for (const GroupResult& g : report.groups) {
+    std::string error = g.series.sequential.first_error;
+    for (const LoadResult& r : g.series.by_callers) {
+      if (error.empty()) error = r.first_error;
+    }
+    if (!error.empty()) {
+      out << "  first error, n=" << g.n << " " << g.ordering << " " << g.style << " " << g.mode
+          << ": " << error << "\n";
+    }
+  }
+
+  // Scaling.
+  if (!report.sizes.empty() && !report.groups.empty()) {
+    int smallest = report.sizes.front();
+    out << "\n== scaling: sequential p50 at n / p50 at n=" << smallest << " ==\n";
+    out << absl::StrFormat("%-9s %-6s %-8s", "ordering", "style", "mode");
+    for (int n : report.sizes) out << absl::StrFormat(" %8s", absl::StrCat("n=", n));
+    out << "\n";
+    for (const char* ordering : {"consensus", "sequencer"}) {
+      for (const char* style : {"closed", "open"}) {
+        for (const char* mode : {"first", "majority", "all", "one_way"}) {
+          const GroupResult* base = Find(report, smallest, ordering, style, mode);
+          if (!base) continue;
+          out << absl::StrFormat("%-9s %-6s %-8s", ordering, style, mode);
+          for (int n : report.sizes) {
+            const GroupResult* g = Find(report, n, ordering, style, mode);
+            out << absl::StrFormat(" %8s", g ? Ratio(g->series.sequential.p50_us,
+                                                     base->series.sequential.p50_us)
+                                             : "-");
+          }
+          out << "\n";
+        }
+      }
+    }
+  }
+
+  // Failover.
+  if (!report.failovers.empty()) {
+    out << "\n== failover: sequential wait-for-majority calls, signal to the victim mid-stream ==\n";
+    out << absl::StrFormat("%-22s %-9s %-6s %-8s %-6s %4s %8s %8s %8s %9s %8s\n", "scenario",
+                           "ordering", "style", "signal", "client", "n", "ok_pre", "ok_post",
+                           "failed", "stall_ms", "x_susp");
+    for (const FailoverResult& f : report.failovers) {
+      out << absl::StrFormat("%-22s %-9s %-6s %-8s %-6s %4d %8d %8d %8d %9s %8s\n", f.scenario,
+                             f.ordering, f.style, absl::StrCat(f.signal, " ", f.victim),
+                             f.attached_to, f.n, f.ok_before, f.ok_after, f.failed,
+                             Num(f.stall_ms, 1), Ratio(f.stall_ms, f.suspect_timeout_ms));
+    }
+    out << "  stall_ms = longest gap between consecutive completed calls ending after the signal; "
+           "x_susp = stall / suspect_timeout_ms (50, the default); baseline gaps before the signal:";
+    for (const FailoverResult& f : report.failovers) out << " " << Num(f.baseline_gap_ms, 1);
+    out << " ms\n";
+    for (const FailoverResult& f : report.failovers) {
+      if (!f.first_error.empty()) out << "  first error, " << f.scenario << " " << f.ordering << ": " << f.first_error << "\n";
+      if (!f.note.empty()) out << "  note, " << f.scenario << " " << f.ordering << ": " << f.note << "\n";
+    }
+  }
+
+  // Targets.
+  out << "\n== issue 7 targets (n=3 unless stated; ratios from this run) ==\n";
+  for (const Target& t : Targets(report)) {
+    out << absl::StrFormat("%-84s %-12s %-9s %s\n", t.what, t.measured, t.limit, t.verdict);
+  }
+  out << "\ntotal " << Num(report.total_seconds, 1) << " s\n";
+}
+
+bool WriteJson(const Report& report, const std::string& path, std::string* error) {
+  std::ostringstream j;
+  j << "{\n  \"tool\": \"cohort-bench\",\n  \"started_at\": " << JsonString(report.started_at)
+    << ",\n  \"command_line\": " << JsonString(report.command_line)
+    << ",\n  \"quick\": " << (report.quick ? "true" : "false")
+    << ",\n  \"payload_bytes\": " << report.payload_bytes
+    << ",\n  \"sizes\": [" << absl::StrJoin(report.sizes, ", ") << "]"
+    << ",\n  \"callers\": [" << absl::StrJoin(report.callers, ", ") << "]"
+    << ",\n  \"sequential_max_calls\": " << report.seq_calls
+    << ",\n  \"sequential_max_seconds\": " << report.seq_time_s
+    << ",\n  \"throughput_window_seconds\": " << report.window_s
+    << ",\n  \"total_seconds\": " << Num(report.total_seconds, 1) << ",\n  \"floors\": {";
+  bool first = true;
+  for (const FloorResult* floor : {&report.grpc, &report.tcp}) {
+    if (!floor->measured) continue;
+    j << (first ? "" : ",") << "\n    " << JsonString(floor->name) << ": "
+      << JsonSeries(floor->series, report);
+    first = false;
+  }
+  j << "\n  },\n  \"groups\": [";
+  first = true;
+  for (const GroupResult& g : report.groups) {
+    j << (first ? "" : ",") << "\n    {\"n\": " << g.n << ", \"ordering\": " << JsonString(g.ordering)
+      << ", \"style\": " << JsonString(g.style) << ", \"mode\": " << JsonString(g.mode)
+      << ", \"client_attached_to\": " << JsonString(g.attached_to)
+      << ", \"results\": " << JsonSeries(g.series, report) << "}";
+    first = false;
+  }
+  j << "\n  ],\n  \"failover\": [";
+  first = true;
+  for (const FailoverResult& f : report.failovers) {
+    j << (first ? "" : ",") << "\n    {\"scenario\": " << JsonString(f.scenario)
+      << ", \"ordering\": " << JsonString(f.ordering) << ", \"style\": " << JsonString(f.style)
+      << ", \"signal\": " << JsonString(f.signal) << ", \"victim\": " << JsonString(f.victim)
+      << ", \"client_attached_to\": " << JsonString(f.attached_to) << ", \"n\": " << f.n
+      << ", \"ok_before\": " << f.ok_before << ", \"ok_after\": " << f.ok_after
+      << ", \"failed\": " << f.failed << ", \"baseline_gap_ms\": " << Num(f.baseline_gap_ms, 2)
+      << ", \"stall_ms\": " << Num(f.stall_ms, 2)
+      << ", \"suspect_timeout_ms\": " << Num(f.suspect_timeout_ms, 0)
+      << ", \"first_error\": " << JsonString(f.first_error) << ", \"note\": " << JsonString(f.note)
+      << "}";
+    first = false;
+  }
+  j << "\n  ],\n  \"targets\": [";
+  first = true;
+  for (const Target& t : Targets(report)) {
+    j << (first ? "" : ",") << "\n    {\"what\": " << JsonString(t.what)
+      << ", \"measured\": " << JsonString(t.measured) << ", \"limit\": " << JsonString(t.limit)
+      << ", \"verdict\": " << JsonString(t.verdict) << "}";
+    first = false;
+  }
+  j << "\n  ]\n}\n";
+  std::ofstream file(path);
+  file << j.str();
+  if (!file.good()) {
+    *error = absl::StrCat("cannot write ", path);
+    return false;
+  }
+  return true;
+}
+
+std::string WritePlots(const Report& report, const std::string& dir) {
+  std::string csv_path = dir + "/bench.csv";
+  std::ofstream csv(csv_path);
+  csv << "series,callers,p50_us,p99_us,throughput\n";
+  std::vector<std::string> series_names;
+  auto emit = [&](const std::string& name, const Series& s) {
+    series_names.push_back(name);
+    for (size_t i = 0; i < s.by_callers.size(); ++i) {
+      const LoadResult& r = s.by_callers[i];
+      csv << name << "," << r.callers << "," << Num(r.p50_us, 1) << "," << Num(r.p99_us, 1) << ","
+          << Num(ShownThroughput(s, i), 1) << "\n";
+    }
+  };
+  if (report.grpc.measured) emit("grpc_echo", report.grpc.series);
+  if (report.tcp.measured) emit("tcp_pingpong", report.tcp.series);
+  for (const GroupResult& g : report.groups) {
+    if (g.mode == "one_way") continue;
+    emit(absl::StrCat(g.ordering, "-", g.style, "-", g.mode, "-n", g.n), g.series);
+  }
+  csv.close();
+  // One chart per metric, like 003 section 5 graphs (RPC time and throughput against clients).
+  std::ofstream gp(dir + "/bench.gp");
+  gp << "set datafile separator ','\nset terminal pngcairo size 1200,800\nset key outside right\n"
+        "set xlabel 'callers'\nset logscale x 2\n";
+  for (const auto& [column, file, label] :
+       {std::tuple<int, const char*, const char*>{3, "latency.png", "p50 latency (us)"},
+        {5, "throughput.png", "throughput (calls/s)"}}) {
+    gp << "set output '" << dir << "/" << file << "'\nset ylabel '" << label << "'\nplot ";
+    for (size_t i = 0; i < series_names.size(); ++i) {
+      gp << (i ? ", \\\n     " : "") << "'" << csv_path << "' using 2:(strcol(1) eq '"
+         << series_names[i] << "' ? $" << column << " : 1/0) with linespoints title '"
+         << series_names[i] << "'";
+    }
+    gp << "\n";
+  }
+  gp.close();
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    std::string command = absl::StrCat("gnuplot '", dir, "/bench.gp' 2>/dev/null");
+    if (std::system(command.c_str()) == 0) {
+      return absl::StrCat("plots: ", dir, "/latency.png and ", dir, "/throughput.png (data ",
+                          csv_path, ")");
+    }
+    return absl::StrCat("plots: gnuplot failed; data in ", csv_path, ", script ", dir, "/bench.gp");
+  }
+  return absl::StrCat("plots: no PNG (gnuplot is not installed; `apt-get install gnuplot-nox` ",
+                      "then `gnuplot ", dir, "/bench.gp`); data in ", csv_path);
+}
+
+}  // namespace cohort::bench

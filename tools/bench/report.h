@@ -1,0 +1,78 @@
+// Results of one cohort-bench run: the text table (with ratios to the floors of the same run),
+// the issue-7 target check, the --json file and the --plot data.
+#ifndef COHORT_TOOLS_BENCH_REPORT_H_
+#define COHORT_TOOLS_BENCH_REPORT_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tools/bench/workload.h"
+
+namespace cohort::bench {
+
+// Sequential latency (one caller, call budget + time limit) and closed-loop throughput per
+// number of callers; by_callers[i] belongs to Report::callers[i].
+struct Series {
+  LoadResult sequential;
+  std::vector<LoadResult> by_callers;
+  // One-way only: requests delivered at a servant per second (accept + order + deliver), per
+  // number of callers; LoadResult::throughput is the accept rate.
+  std::vector<double> delivered_per_s;
+};
+
+struct FloorResult {
+  std::string name;  // grpc_echo | tcp_pingpong
+  bool measured = false;
+  Series series;
+};
+
+struct GroupResult {
+  int n = 0;
+  std::string ordering;  // consensus | sequencer
+  std::string style;     // closed | open
+  std::string mode;      // first | majority | all | one_way
+  std::string attached_to;
+  Series series;
+};
+
+struct FailoverResult {
+  std::string scenario;   // e.g. coordinator-kill
+  std::string ordering;
+  std::string style;
+  std::string signal;     // SIGKILL | SIGSTOP
+  std::string victim;     // n1
+  std::string attached_to;
+  int n = 0;
+  int64_t ok_before = 0, ok_after = 0, failed = 0;
+  double baseline_gap_ms = 0;  // longest gap between completions before the signal
+  double stall_ms = 0;         // longest gap between completions that ends after the signal
+  double suspect_timeout_ms = 50;
+  std::string first_error;
+  std::string note;
+};
+
+struct Report {
+  std::string started_at;
+  std::string command_line;
+  bool quick = false;
+  int payload_bytes = 0;
+  std::vector<int> sizes;
+  std::vector<int> callers;
+  double seq_time_s = 0, window_s = 0;
+  int64_t seq_calls = 0;
+  FloorResult grpc, tcp;
+  std::vector<GroupResult> groups;
+  std::vector<FailoverResult> failovers;
+  double total_seconds = 0;
+};
+
+void PrintReport(const Report& report, std::ostream& out);
+bool WriteJson(const Report& report, const std::string& path, std::string* error);
+// Writes DIR/bench.csv and DIR/bench.gp; runs gnuplot (PNG) if it is installed. Returns a line
+// saying what it did.
+std::string WritePlots(const Report& report, const std::string& dir);
+
+}  // namespace cohort::bench
+
+#endif  // COHORT_TOOLS_BENCH_REPORT_H_
