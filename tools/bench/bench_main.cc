@@ -49,7 +49,7 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --sizes LIST          group sizes n (default 3,5,7; each 2..9)
   --callers LIST        concurrent callers for throughput (default 1,16,64; each 1..256)
   --payload BYTES       request payload size (default 100, like 003 section 5.2)
-  --seq-calls N         call budget of a sequential-latency run (default 1000; quick 300)
+  --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
   --skip LIST           any of floors,groups,failover
@@ -156,7 +156,7 @@ int ParseOptions(int argc, char** argv, Options* options) {
   }
   if (options->sizes.empty()) options->sizes = options->quick ? std::vector<int>{3, 7} : std::vector<int>{3, 5, 7};
   if (options->callers.empty()) options->callers = options->quick ? std::vector<int>{1, 64} : std::vector<int>{1, 16, 64};
-  if (options->seq_calls < 0) options->seq_calls = options->quick ? 300 : 1000;
+  if (options->seq_calls < 0) options->seq_calls = options->quick ? 5000 : 20000;
   if (options->seq_ms < 0) options->seq_ms = options->quick ? 400 : 1000;
   if (options->window_ms < 0) options->window_ms = options->quick ? 500 : 1000;
   return 0;

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/time/clock.h"
+
 namespace cohort::bench {
 namespace {
 
