@@ -27,4 +27,40 @@ void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply
   if (it != client_it->second.calls.end()) it->second = reply;
 }
 
+void ReplyCache::FillAnswersFrom(const ReplyCache& live) {
+  for (auto& [client, entry] : clients_) {
+    auto live_client = live.clients_.find(client);
+    if (live_client == live.clients_.end()) continue;
+    for (auto& [call_id, reply] : entry.calls) {
+      if (reply.has_value()) continue;
+      auto live_call = live_client->second.calls.find(call_id);
+      if (live_call != live_client->second.calls.end()) reply = live_call->second;
+    }
+  }
+}
+
+void ReplyCache::ToProto(wire::GroupState* state) const {
+  for (const auto& [client, entry] : clients_) {
+    for (const auto& [call_id, reply] : entry.calls) {
+      wire::GroupState::CachedReply* out = state->add_replies();
+      out->set_origin(client.first);
+      out->set_client_nso(client.second);
+      out->set_call_id(call_id);
+      if (reply.has_value()) *out->mutable_reply() = *reply;
+    }
+  }
+}
+
+void ReplyCache::FromProto(const wire::GroupState& state) {
+  clients_.clear();
+  for (const wire::GroupState::CachedReply& cached : state.replies()) {
+    ClientCalls& entry = clients_[{cached.origin(), cached.client_nso()}];
+    if (cached.has_reply()) {
+      entry.calls[cached.call_id()] = cached.reply();
+    } else {
+      entry.calls[cached.call_id()] = std::nullopt;
+    }
+  }
+}
+
 }  // namespace cohort::invocation

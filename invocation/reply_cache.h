@@ -38,12 +38,20 @@ class ReplyCache {
 
   size_t clients() const { return clients_.size(); }
 
+  // State transfer to a joining member (membership). A copy taken at the view change holds
+  // exactly the calls delivered before it; FillAnswersFrom completes the answers that were still
+  // in progress then from the live cache (the servant answers in delivery order, so by the time
+  // its state is read, every earlier call has been answered).
+  void FillAnswersFrom(const ReplyCache& live);
+  void ToProto(wire::GroupState* state) const;
+  void FromProto(const wire::GroupState& state);
+
  private:
   struct ClientCalls {
     std::map<uint64_t, std::optional<wire::Reply>> calls;  // nullopt: in progress
     uint64_t forgotten_below = 0;  // call ids below it were evicted
   };
-  const size_t calls_per_client_max_;
+  size_t calls_per_client_max_;
   std::map<ClientKey, ClientCalls> clients_;
 };
 

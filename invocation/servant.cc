@@ -1,5 +1,7 @@
 #include "invocation/servant.h"
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "invocation/client.h"
 #include "nso/status.h"
@@ -28,6 +30,14 @@ Servant::~Servant() {
 void Servant::Serve(const std::string& method, Handler handler) { handlers_[method] = std::move(handler); }
 
 void Servant::OnMulticast(MulticastHandler handler) { multicast_handler_ = std::move(handler); }
+
+void Servant::OnGetState(std::function<absl::StatusOr<std::string>()> get_state) {
+  get_state_ = std::move(get_state);
+}
+
+void Servant::OnSetState(std::function<absl::Status(const std::string&)> set_state) {
+  set_state_ = std::move(set_state);
+}
 
 absl::Status Servant::Start() {
   stream_ = stub_->Serve(&context_);
@@ -73,6 +83,17 @@ void Servant::DeliveryLoop() {
   while (stream_->Read(&event)) {
     if (event.method().empty()) {
       if (multicast_handler_) multicast_handler_(event.payload());
+      continue;
+    }
+    if (event.method() == "$get_state") {  // nso::kGetStateMethod
+      Answer(event.delivery(), get_state_ ? get_state_() : absl::StatusOr<std::string>(""));
+      continue;
+    }
+    if (event.method() == "$set_state") {  // nso::kSetStateMethod
+      if (set_state_) {
+        absl::Status status = set_state_(event.payload());
+        if (!status.ok()) std::fprintf(stderr, "cohort servant: SetState: %s\n", status.ToString().c_str());
+      }
       continue;
     }
     auto it = handlers_.find(event.method());

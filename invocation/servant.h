@@ -41,6 +41,11 @@ class Servant {
   // Registers a method; call before Start. An unknown method is answered UNIMPLEMENTED.
   void Serve(const std::string& method, Handler handler);
   void OnMulticast(MulticastHandler handler);
+  // State transfer to a joining replica (membership): GetState is read at a view change, in
+  // delivery order, at the member that transfers the state; SetState installs it at the joiner
+  // before any other delivery. Without them a replica's state is not transferred.
+  void OnGetState(std::function<absl::StatusOr<std::string>()> get_state);
+  void OnSetState(std::function<absl::Status(const std::string& state)> set_state);
 
   // Registers with the daemon and starts delivering. Returns once registered (or why not).
   absl::Status Start();
@@ -59,6 +64,8 @@ class Servant {
   const std::string group_;
   std::map<std::string, Handler> handlers_;
   MulticastHandler multicast_handler_;
+  std::function<absl::StatusOr<std::string>()> get_state_;
+  std::function<absl::Status(const std::string&)> set_state_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<api::ServantMessage, api::ServantEvent>> stream_;
   absl::Mutex write_mu_;

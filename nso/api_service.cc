@@ -1,5 +1,6 @@
 #include "nso/api_service.h"
 
+#include <chrono>
 #include <deque>
 #include <future>
 #include <memory>
@@ -50,6 +51,21 @@ class ServantQueue {
   std::deque<ServantDelivery> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+const char* ModeLabel(api::Mode mode) {
+  switch (mode) {
+    case api::ONE_WAY: return "one_way";
+    case api::WAIT_FIRST: return "first";
+    case api::WAIT_MAJORITY: return "majority";
+    case api::WAIT_ALL: return "all";
+    case api::MODE_UNSPECIFIED: return "default";
+    default: return "invalid";
+  }
+}
+
+std::string CodeLabel(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
 
 }  // namespace
 
@@ -117,13 +133,26 @@ grpc::Status ApiService::GroupDetails(grpc::ServerContext*, const api::GroupRequ
 
 grpc::Status ApiService::Multicast(grpc::ServerContext*, const api::MulticastRequest* request,
                                    api::Empty*) {
-  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
+  grpc::Status status = ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     return node_->Multicast(request->nso(), request->group(), request->payload());
   }));
+  if (metrics_ != nullptr) metrics_->RecordMulticast(CodeLabel(status.error_code()));
+  return status;
 }
 
 grpc::Status ApiService::Invoke(grpc::ServerContext*, const api::InvokeRequest* request,
                                 api::InvokeReply* reply) {
+  auto start = std::chrono::steady_clock::now();
+  grpc::Status status = InvokeOnLoop(request, reply);
+  if (metrics_ != nullptr) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    metrics_->RecordInvocation(ModeLabel(request->mode()), CodeLabel(status.error_code()),
+                               took.count());
+  }
+  return status;
+}
+
+grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply) {
   InvokeOptions options;
   options.group = request->group();
   options.method = request->method();

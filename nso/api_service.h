@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "nso/event_loop.h"
+#include "nso/metrics.h"
 #include "nso/node.h"
 #include "proto/api.grpc.pb.h"
 
@@ -14,6 +15,8 @@ namespace cohort::nso {
 class ApiService final : public api::Cohort::Service {
  public:
   ApiService(Node* node, EventLoop* loop) : node_(node), loop_(loop) {}
+  // Optional: count invocations and multicasts, with latency (set before serving).
+  void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
 
   grpc::Status Attach(grpc::ServerContext*, const api::AttachRequest*, api::AttachReply*) override;
   grpc::Status CreateGroup(grpc::ServerContext*, const api::CreateGroupRequest*,
@@ -30,9 +33,11 @@ class ApiService final : public api::Cohort::Service {
  private:
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);
+  grpc::Status InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply);
 
   Node* node_;
   EventLoop* loop_;
+  InvocationMetrics* metrics_ = nullptr;
 };
 
 }  // namespace cohort::nso

@@ -48,8 +48,9 @@ constexpr size_t kMaxNameLength = 64;
 // Keys allowed at each level, in schema order (listed in unknown-key errors).
 const std::vector<absl::string_view> kTopKeys = {
     "node",       "cluster",          "listen",    "peers",  "log_level",
-    "log_format", "failure_detector", "consensus", "limits", "groups"};
+    "log_format", "failure_detector", "consensus", "limits", "groups", "metrics"};
 const std::vector<absl::string_view> kListenKeys = {"peer", "client"};
+const std::vector<absl::string_view> kMetricsKeys = {"listen"};
 const std::vector<absl::string_view> kPeerKeys = {"name", "id", "address"};
 const std::vector<absl::string_view> kFailureDetectorKeys = {
     "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms"};
@@ -453,6 +454,13 @@ absl::Status ReadListen(const MapView& top, Config* config) {
   });
 }
 
+// metrics: {listen: host:port} (optional; absent = no metrics endpoint).
+absl::Status ReadMetrics(const MapView& top, Config* config) {
+  return ReadSection(top, "metrics", Presence::kOptional, kMetricsKeys, [config](const MapView& m) {
+    return ReadAddress(m, "listen", &config->metrics_listen);
+  });
+}
+
 absl::Status ReadFailureDetectorKeys(const MapView& m, FailureDetectorConfig* fd) {
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "suspect_timeout_ms", &fd->suspect_timeout_ms));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "exclude_timeout_ms", &fd->exclude_timeout_ms));
@@ -609,6 +617,12 @@ absl::Status ResolveNode(const Reader& reader, Config* config) {
                           absl::StrCat("must differ from listen.peer, both are \"",
                                        config->listen_client, "\""));
   }
+  if (!config->metrics_listen.empty() && (config->metrics_listen == config->listen_peer ||
+                                          config->metrics_listen == config->listen_client)) {
+    return reader.ErrorAt("metrics.listen",
+                          absl::StrCat("must differ from listen.peer and listen.client, got \"",
+                                       config->metrics_listen, "\""));
+  }
   return absl::OkStatus();
 }
 
@@ -701,6 +715,7 @@ absl::Status ReadTop(const MapView& top, Config* config) {
   CONFIG_RETURN_IF_ERROR(ReadFailureDetector(top, &config->failure_detector));
   CONFIG_RETURN_IF_ERROR(ReadConsensus(top, &config->consensus));
   CONFIG_RETURN_IF_ERROR(ReadLimits(top, &config->limits));
+  CONFIG_RETURN_IF_ERROR(ReadMetrics(top, config));
   return ReadGroups(top, config->failure_detector, &config->groups);
 }
 

@@ -84,6 +84,8 @@ struct Config {
   ConsensusConfig consensus;
   LimitsConfig limits;
   std::vector<GroupConfig> groups;
+  // metrics.listen: host:port of the Prometheus HTTP endpoint (GET /metrics); empty = off.
+  std::string metrics_listen;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;

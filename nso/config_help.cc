@@ -47,6 +47,8 @@ groups:                       # [] groups this cluster hosts
     default_mode: all         # [all] one_way|first|majority|all: replies a call waits for
     suspect_timeout_ms: 50    # [failure_detector.suspect_timeout_ms] per-group override
     exclude_timeout_ms: 10000 # [failure_detector.exclude_timeout_ms] per-group override
+metrics:                      # [absent = off] Prometheus text metrics over HTTP
+  listen: 127.0.0.1:9101      # required in the section: host:port serving GET /metrics and /healthz
 
 Durations (*_ms) are whole milliseconds in 1..86400000 unless noted; counts are in 1..2147483647.
 Every error names the file, the line and the key, e.g.

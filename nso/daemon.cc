@@ -1,8 +1,13 @@
 #include "nso/daemon.h"
 
 #include <chrono>
+#include <future>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nso/logging.h"
 
 namespace cohort::nso {
@@ -10,6 +15,9 @@ namespace {
 
 constexpr uint32_t kTickMs = 2;
 constexpr size_t kLoopQueueMax = 1 << 20;
+constexpr absl::Duration kHealthPeriod = absl::Milliseconds(100);
+constexpr char kApiService[] = "cohort.api.Cohort";
+constexpr char kAdminService[] = "cohort.api.Admin";
 
 std::unique_ptr<grpc::Server> StartServer(const std::string& address,
                                           std::vector<grpc::Service*> services,
@@ -25,6 +33,34 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address,
   return server;
 }
 
+// On the protocol thread.
+NodeSnapshot TakeSnapshot(const Node& node) {
+  NodeSnapshot snapshot;
+  snapshot.pending_calls = node.pending_calls();
+  for (const Group* group : node.groups()) {
+    GroupSnapshot g;
+    g.name = group->name();
+    g.ordering = std::string(ToString(group->config().ordering));
+    g.view_id = group->view_id();
+    g.is_member = group->is_member();
+    g.configured_members = static_cast<uint32_t>(group->config().members.size());
+    g.trusted = group->trusted_count();
+    absl::StatusOr<GroupInfo> info = node.GroupDetails(group->name());
+    if (info.ok()) {
+      for (const GroupInfo::MemberInfo& m : info->members) {
+        g.members.push_back({m.name, m.node, m.suspected});
+      }
+    }
+    g.counters = group->counters();
+    if (const consensus::OrderCounters* order = group->order_counters()) {
+      g.has_order_counters = true;
+      g.order = *order;
+    }
+    snapshot.groups.push_back(std::move(g));
+  }
+  return snapshot;
+}
+
 }  // namespace
 
 Daemon::Daemon(Config config) : config_(std::move(config)) {}
@@ -32,6 +68,7 @@ Daemon::Daemon(Config config) : config_(std::move(config)) {}
 Daemon::~Daemon() { Shutdown(); }
 
 absl::Status Daemon::Start() {
+  started_ms_ = MonotonicNowMs();
   GrpcTransportOptions options;
   options.self = config_.node_id;
   options.cluster = config_.cluster;
@@ -39,13 +76,33 @@ absl::Status Daemon::Start() {
     if (peer.id != config_.node_id) options.peer_addresses[peer.id] = peer.address;
   }
   transport_ = std::make_unique<GrpcTransport>(options);
-  node_ = std::make_unique<Node>(config_, transport_.get(), MonotonicNowMs());
+  uint64_t incarnation = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  node_ = std::make_unique<Node>(config_, transport_.get(), incarnation, MonotonicNowMs());
   loop_ = std::make_unique<EventLoop>(kTickMs, kLoopQueueMax,
                                       [this](uint64_t now_ms) { node_->Tick(now_ms); });
   transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
     loop_->Post([this, from, envelope = std::move(envelope)] { node_->Receive(from, envelope); });
   });
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get());
+  api_->set_metrics(&invocation_metrics_);
+  admin_ = std::make_unique<AdminService>(
+      [this] { return Snapshot(); },
+      [this](api::StatusReply* reply) {
+        reply->set_node_name(config_.node);
+        reply->set_node(config_.node_id);
+        reply->set_cluster(config_.cluster);
+        reply->set_serving(serving_);
+        reply->set_queue_depth(loop_->QueueDepth());
+        reply->set_uptime_ms(MonotonicNowMs() - started_ms_);
+        reply->set_listen_peer(config_.listen_peer);
+        reply->set_listen_client(config_.listen_client);
+        reply->set_metrics_listen(config_.metrics_listen);
+      });
+  // The standard grpc.health.v1.Health service and server reflection (grpcurl list/describe).
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // Frames carry batches of payloads: allow the payload limit plus room for headers.
   int max_message_bytes = static_cast<int>(
       std::min<int64_t>(config_.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
@@ -54,23 +111,143 @@ absl::Status Daemon::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on listen.peer ", config_.listen_peer, " (address in use?)"));
   }
-  client_server_ = StartServer(config_.listen_client, {api_.get()}, max_message_bytes);
+  client_server_ =
+      StartServer(config_.listen_client, {api_.get(), admin_.get()}, max_message_bytes);
   if (!client_server_) {
     peer_server_->Shutdown();
     return absl::UnavailableError(absl::StrCat("cannot listen on listen.client ",
                                                config_.listen_client, " (address in use?)"));
   }
+  if (!config_.metrics_listen.empty()) {
+    http_ = std::make_unique<HttpServer>([this](const std::string& path) -> HttpResponse {
+      if (path == "/metrics") {
+        return {200, "text/plain; version=0.0.4; charset=utf-8", RenderMetrics()};
+      }
+      if (path == "/healthz") {
+        return serving_ ? HttpResponse{200, "text/plain; charset=utf-8", "SERVING\n"}
+                        : HttpResponse{503, "text/plain; charset=utf-8", "NOT_SERVING\n"};
+      }
+      return {404, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n"};
+    });
+    absl::Status http_started = http_->Start(config_.metrics_listen);
+    if (!http_started.ok()) {
+      http_.reset();
+      client_server_->Shutdown();
+      peer_server_->Shutdown();
+      return http_started;
+    }
+  }
   loop_->Start();
   transport_->Start();
-  Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}", config_.node,
-                      config_.node_id, config_.listen_peer, config_.listen_client);
+  monitor_ = std::thread([this] { MonitorLoop(); });
+  Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}", config_.node,
+                      config_.node_id, config_.listen_peer, config_.listen_client,
+                      config_.metrics_listen.empty()
+                          ? std::string()
+                          : absl::StrCat(", metrics on http://", config_.metrics_listen,
+                                         "/metrics"));
   return absl::OkStatus();
+}
+
+absl::StatusOr<NodeSnapshot> Daemon::Snapshot(absl::Duration timeout) {
+  auto promise = std::make_shared<std::promise<NodeSnapshot>>();
+  std::future<NodeSnapshot> future = promise->get_future();
+  Node* node = node_.get();
+  if (node == nullptr || !loop_->Post([node, promise] { promise->set_value(TakeSnapshot(*node)); })) {
+    return absl::UnavailableError("daemon overloaded or shutting down");
+  }
+  if (future.wait_for(absl::ToChronoMilliseconds(timeout)) != std::future_status::ready) {
+    return absl::UnavailableError("the protocol thread did not answer in time");
+  }
+  return future.get();
+}
+
+void Daemon::SetServing(bool serving, const std::string& why) {
+  if (health_known_ && serving == serving_) return;
+  health_known_ = true;
+  serving_ = serving;
+  if (grpc::HealthCheckServiceInterface* health = client_server_->GetHealthCheckService()) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus(kApiService, serving);
+    health->SetServingStatus(kAdminService, serving);
+  }
+  if (serving) {
+    Log("daemon")->info("health: SERVING");
+  } else {
+    Log("daemon")->warn("health: NOT_SERVING ({})", why);
+  }
+}
+
+void Daemon::MonitorLoop() {
+  while (!stop_monitor_.WaitForNotificationWithTimeout(kHealthPeriod)) {
+    absl::StatusOr<NodeSnapshot> snapshot = Snapshot();
+    if (!snapshot.ok()) continue;  // overloaded: keep the last verdict
+    std::vector<std::string> minority;
+    for (const GroupSnapshot& group : snapshot->groups) {
+      if (!group.HasMajority()) {
+        minority.push_back(absl::StrCat(group.name, " trusts ", group.trusted, " of ",
+                                        group.configured_members));
+      }
+    }
+    SetServing(minority.empty(), absl::StrCat("no majority in group ",
+                                              absl::StrJoin(minority, ", group ")));
+  }
+}
+
+std::string Daemon::RenderMetrics() {
+  PromWriter out;
+  out.Family("cohort_up", "gauge", "1 while the daemon runs.");
+  out.Sample("cohort_up", {{"node", config_.node}, {"cluster", config_.cluster}}, 1);
+  out.Family("cohort_serving", "gauge",
+             "1 when every hosted group has a trusted majority (the gRPC health status).");
+  out.Sample("cohort_serving", {}, serving_ ? 1 : 0);
+  out.Family("cohort_uptime_seconds", "gauge", "Seconds since the daemon started.");
+  out.Sample("cohort_uptime_seconds", {}, (MonotonicNowMs() - started_ms_) / 1000.0);
+  out.Family("cohort_event_loop_queue_depth", "gauge",
+             "Tasks waiting for the protocol thread.");
+  out.Sample("cohort_event_loop_queue_depth", {}, static_cast<double>(loop_->QueueDepth()));
+  invocation_metrics_.Render(&out);
+  const TransportCounters& t = transport_->counters();
+  out.Family("cohort_peer_frames_sent_total", "counter", "Frames sent to peer daemons.");
+  out.Sample("cohort_peer_frames_sent_total", {}, static_cast<double>(t.frames_sent.load()));
+  out.Family("cohort_peer_envelopes_sent_total", "counter", "Envelopes sent to peer daemons.");
+  out.Sample("cohort_peer_envelopes_sent_total", {}, static_cast<double>(t.envelopes_sent.load()));
+  out.Family("cohort_peer_envelopes_received_total", "counter",
+             "Envelopes received from peer daemons.");
+  out.Sample("cohort_peer_envelopes_received_total", {},
+             static_cast<double>(t.envelopes_received.load()));
+  out.Family("cohort_peer_envelopes_rejected_total", "counter",
+             "Envelopes refused (wrong cluster, version or sender).");
+  out.Sample("cohort_peer_envelopes_rejected_total", {},
+             static_cast<double>(t.envelopes_rejected.load()));
+  out.Family("cohort_peer_bytes_sent_total", "counter", "Bytes sent to peer daemons.");
+  out.Sample("cohort_peer_bytes_sent_total", {}, static_cast<double>(t.bytes_sent.load()));
+  out.Family("cohort_peer_connected", "gauge", "1 while the stream to the peer is up.");
+  for (const PeerConfig& peer : config_.peers) {
+    if (peer.id == config_.node_id) continue;
+    out.Sample("cohort_peer_connected", {{"peer", peer.name}},
+               transport_->Connected(peer.id) ? 1 : 0);
+  }
+  absl::StatusOr<NodeSnapshot> snapshot = Snapshot();
+  out.Family("cohort_snapshot_ok", "gauge",
+             "1 when the protocol thread answered the scrape in time (group families follow).");
+  out.Sample("cohort_snapshot_ok", {}, snapshot.ok() ? 1 : 0);
+  if (snapshot.ok()) RenderSnapshot(*snapshot, &out);
+  return out.text();
 }
 
 void Daemon::Shutdown() {
   if (stopped_ || !loop_) return;
   stopped_ = true;
   Log("daemon")->info("node {} shutting down", config_.node);
+  stop_monitor_.Notify();
+  if (monitor_.joinable()) monitor_.join();
+  if (client_server_) {
+    if (grpc::HealthCheckServiceInterface* health = client_server_->GetHealthCheckService()) {
+      health->Shutdown();  // every service NOT_SERVING: load balancers drain us first
+    }
+  }
+  if (http_) http_->Stop();
   auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
   // The protocol thread finishes its queue and stops; then the Node answers the calls still in
   // flight with CANCELLED, so the servers below have no handler left waiting for it.

@@ -3,15 +3,25 @@
 #ifndef COHORT_NSO_DAEMON_H_
 #define COHORT_NSO_DAEMON_H_
 
+#include <atomic>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "nso/admin_service.h"
 #include "nso/api_service.h"
 #include "nso/config.h"
 #include "nso/event_loop.h"
 #include "nso/grpc_transport.h"
+#include "nso/http_server.h"
+#include "nso/metrics.h"
 #include "nso/node.h"
 
 namespace cohort::nso {
@@ -26,7 +36,20 @@ class Daemon {
   // Graceful: stops accepting, finishes queued work, cancels calls in flight with a status.
   void Shutdown();
 
+  // Samples the protocol state on the protocol thread; UNAVAILABLE if it does not answer in time.
+  absl::StatusOr<NodeSnapshot> Snapshot(absl::Duration timeout = absl::Seconds(1));
+  // Every hosted group has a majority of its configured members trusted (the gRPC health status).
+  bool serving() const { return serving_; }
+  // The Prometheus text of GET /metrics.
+  std::string RenderMetrics();
+  // The port metrics.listen bound (0 when off).
+  int metrics_port() const { return http_ ? http_->port() : 0; }
+
  private:
+  // Re-evaluates the health status every kHealthPeriod until Shutdown.
+  void MonitorLoop();
+  void SetServing(bool serving, const std::string& why);
+
   const Config config_;
   std::unique_ptr<GrpcTransport> transport_;
   std::unique_ptr<Node> node_;
@@ -34,6 +57,14 @@ class Daemon {
   std::unique_ptr<ApiService> api_;
   std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<grpc::Server> client_server_;
+  std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<HttpServer> http_;
+  InvocationMetrics invocation_metrics_;
+  std::atomic<bool> serving_{true};
+  bool health_known_ = false;  // monitor thread only
+  absl::Notification stop_monitor_;
+  std::thread monitor_;
+  uint64_t started_ms_ = 0;
   bool stopped_ = false;
 };
 

@@ -2,29 +2,51 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_join.h"
 #include "nso/logging.h"
 
 namespace cohort::nso {
 
 Group::Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
-             Transport* transport, uint64_t now_ms)
-    : config_(group_config),
+             Transport* transport, uint64_t incarnation, uint64_t now_ms)
+    : group_config_(group_config),
+      config_(config),
       self_(config.node_id),
       transport_(transport),
-      members_(std::move(members)),
-      now_ms_(now_ms) {
-  std::sort(members_.begin(), members_.end());
+      now_ms_(now_ms),
+      incarnation_(incarnation) {
+  membership::FailureDetectorOptions options;
+  options.suspect_timeout_ms = group_config_.suspect_timeout_ms;
+  options.exclude_timeout_ms = group_config_.exclude_timeout_ms;
+  detector_ = std::make_unique<membership::FailureDetector>(options, std::vector<NodeId>{}, now_ms);
+  std::vector<consensus::Delivery> none;
+  InstallView(1, std::move(members), &none);
+}
+
+void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
+                        std::vector<consensus::Delivery>* deliveries) {
+  if (order_ != nullptr) {
+    // Kept long enough for a lagging member to learn the decisions up to the change.
+    uint64_t keep_ms = std::max<uint64_t>(group_config_.exclude_timeout_ms, 1000);
+    retired_[view_id_] = {std::move(order_), members_, now_ms_ + keep_ms};
+  }
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  incarnations_.clear();
+  view_id_ = view_id;
+  members_ = std::move(members);
+  peers_.clear();
   for (NodeId member : members_) {
     if (member != self_) peers_.push_back(member);
   }
+  detector_->SetMonitored(peers_, now_ms_);
+  detector_->SetMonitoring(group_config_.liveness == GroupConfig::Liveness::kLively, now_ms_);
+  for (NodeId peer : peers_) last_sent_ms_.try_emplace(peer, 0);
+  std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
+  undelivered_.clear();
   if (!IsMember(self_)) return;
-  order_ = MakeTotalOrder(config_, config, members_);
-  membership::FailureDetectorOptions options;
-  options.suspect_timeout_ms = config_.suspect_timeout_ms;
-  options.exclude_timeout_ms = config_.exclude_timeout_ms;
-  detector_ = std::make_unique<membership::FailureDetector>(options, peers_, now_ms);
-  detector_->SetMonitoring(config_.liveness == GroupConfig::Liveness::kLively, now_ms);
-  for (NodeId peer : peers_) last_sent_ms_[peer] = 0;
+  order_ = MakeTotalOrder(group_config_, config_, members_);
+  for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
 }
 
 bool Group::IsMember(NodeId node) const {
@@ -32,7 +54,7 @@ bool Group::IsMember(NodeId node) const {
 }
 
 bool Group::suspected(NodeId node) const {
-  return detector_ != nullptr && detector_->suspected(node);
+  return is_member() && detector_->suspected(node);
 }
 
 uint32_t Group::trusted_count() const {
@@ -49,13 +71,40 @@ NodeId Group::RequestManager() const {
 
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
   consensus::Outbox outbox;
-  order_->Broadcast(std::move(payload), &outbox);
-  Flush(&outbox, deliveries);
+  uint64_t seq = order_->Broadcast(payload, &outbox);
+  undelivered_[seq] = std::move(payload);
+  Flush(view_id_, &outbox, deliveries);
 }
 
 void Group::Receive(NodeId from, const wire::Envelope& envelope,
                     std::vector<consensus::Delivery>* deliveries) {
+  if (envelope.view_id() > highest_view_heard_) {
+    highest_view_heard_ = envelope.view_id();
+    highest_view_sender_ = from;
+  }
+  if (envelope.view_id() != view_id_) {
+    auto retired = retired_.find(envelope.view_id());
+    if (retired == retired_.end() || envelope.has_heartbeat()) return;
+    // A lagging member of an old view: answer it; what the old order delivers now is discarded
+    // here, since this node has moved past that view's end.
+    consensus::Outbox outbox;
+    retired->second.order->Step(from, envelope, &outbox);
+    std::vector<consensus::Delivery> discarded;
+    Flush(envelope.view_id(), &outbox, &discarded);
+    return;
+  }
   if (!is_member() || !IsMember(from)) return;
+  if (envelope.incarnation() != 0) {
+    auto [known, first] = incarnations_.try_emplace(from, envelope.incarnation());
+    if (!first && known->second != envelope.incarnation()) {
+      // Restarted without its state: it must not take part until re-added with state transfer.
+      if (std::find(restarts_.begin(), restarts_.end(), from) == restarts_.end()) {
+        Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
+        restarts_.push_back(from);
+      }
+      return;
+    }
+  }
   std::vector<membership::SuspicionEvent> events;
   detector_->Heard(from, now_ms_, &events);
   for (const auto& event : events) {
@@ -63,23 +112,35 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
                             event.silent_ms);
     consensus::Outbox outbox;
     order_->Suspect(from, false, &outbox);
-    Flush(&outbox, deliveries);
+    Flush(view_id_, &outbox, deliveries);
   }
   if (envelope.has_heartbeat()) return;
   consensus::Outbox outbox;
   order_->Step(from, envelope, &outbox);
-  Flush(&outbox, deliveries);
+  Flush(view_id_, &outbox, deliveries);
 }
 
 void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
   now_ms_ = now_ms;
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (now_ms >= it->second.drop_at_ms) {
+      it = retired_.erase(it);
+      continue;
+    }
+    consensus::Outbox outbox;
+    it->second.order->Tick(now_ms, &outbox);
+    std::vector<consensus::Delivery> discarded;
+    Flush(it->first, &outbox, &discarded);
+    ++it;
+  }
   if (!is_member()) return;
   consensus::Outbox outbox;
   order_->Tick(now_ms, &outbox);
-  Flush(&outbox, deliveries);
+  Flush(view_id_, &outbox, deliveries);
   // 003 section 3: a lively group always runs the time-silence mechanism; an event-driven group
   // only while messages are pending, and is silent when idle.
-  bool active = config_.liveness == GroupConfig::Liveness::kLively || app_pending || HasPending();
+  bool active = group_config_.liveness == GroupConfig::Liveness::kLively || app_pending ||
+                HasPending();
   detector_->SetMonitoring(active, now_ms);
   if (!active) return;
   SendHeartbeats();
@@ -88,7 +149,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
 
 void Group::SendHeartbeats() {
   for (NodeId peer : peers_) {
-    if (now_ms_ - last_sent_ms_[peer] < config_.silence_ms) continue;
+    if (now_ms_ - last_sent_ms_[peer] < static_cast<uint64_t>(group_config_.silence_ms)) continue;
     wire::Envelope envelope;
     envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
     counters_.heartbeats_sent++;
@@ -106,32 +167,40 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
                               event.silent_ms);
       consensus::Outbox outbox;
       order_->Suspect(event.node, true, &outbox);
-      Flush(&outbox, deliveries);
+      Flush(view_id_, &outbox, deliveries);
     } else if (event.kind == membership::SuspicionEvent::Kind::kExclude) {
       counters_.exclusions++;
       exclusions_.push_back(event.node);
-      Log("membership")->warn("group {}: exclude node {} (silent {} ms)", name(), event.node,
-                              event.silent_ms);
+      Log("membership")->warn("group {}: exclude node {} (silent {} ms): proposing view {}",
+                              name(), event.node, event.silent_ms, view_id_ + 1);
     }
   }
 }
 
-void Group::SendTo(NodeId to, wire::Envelope envelope) {
+void Group::SendTo(NodeId to, wire::Envelope envelope) { SendInView(view_id_, to, std::move(envelope)); }
+
+void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   envelope.set_version(wire::VERSION_1);
-  envelope.set_group(config_.name);
+  envelope.set_group(group_config_.name);
   envelope.set_sender_node(self_);
-  envelope.set_view_id(view_id_);
+  envelope.set_view_id(view_id);
+  envelope.set_incarnation(incarnation_);
   last_sent_ms_[to] = now_ms_;
   counters_.envelopes_sent++;
   transport_->Send(to, std::move(envelope));
 }
 
-void Group::Flush(consensus::Outbox* outbox, std::vector<consensus::Delivery>* deliveries) {
+void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
+                  std::vector<consensus::Delivery>* deliveries) {
   for (auto& [to, envelope] : outbox->sends) {
     if (to == self_) continue;
-    SendTo(to, std::move(envelope));
+    SendInView(view_id, to, std::move(envelope));
   }
   for (auto& delivery : outbox->deliveries) deliveries->push_back(std::move(delivery));
+}
+
+void Group::Delivered(const consensus::Delivery& delivery) {
+  if (delivery.origin == self_) undelivered_.erase(delivery.seq);
 }
 
 const consensus::OrderCounters* Group::order_counters() const {

@@ -1,5 +1,13 @@
-// One group as hosted by one daemon: its view, its total-order protocol, its failure detector and
-// the time-silence mechanism (003 section 3). Owned by Node, on the protocol thread.
+// One group as hosted by one daemon: its current view, the total-order protocol of that view, its
+// failure detector and the time-silence mechanism (003 section 3). Owned by Node, on the protocol
+// thread.
+//
+// Views: each view runs its own total-order instance; envelopes carry the view id. A view change
+// is itself ordered in the old view (ViewChange in GroupMessage), so it happens at the same point
+// of the order at every member (virtual synchrony). The old view's order is kept, retired, for a
+// while so that a lagging member can still learn the decisions up to the change; whatever it
+// delivers after the change is discarded everywhere, and the members re-broadcast their own
+// undelivered messages in the new view.
 #ifndef COHORT_NSO_GROUP_H_
 #define COHORT_NSO_GROUP_H_
 
@@ -21,15 +29,16 @@ struct GroupCounters {
   uint64_t envelopes_sent = 0;
   uint64_t suspicions = 0;
   uint64_t exclusions = 0;
+  uint64_t view_changes = 0;
 };
 
 class Group {
  public:
   Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
-        Transport* transport, uint64_t now_ms);
+        Transport* transport, uint64_t incarnation, uint64_t now_ms);
 
-  const std::string& name() const { return config_.name; }
-  const GroupConfig& config() const { return config_; }
+  const std::string& name() const { return group_config_.name; }
+  const GroupConfig& config() const { return group_config_; }
   const std::vector<NodeId>& members() const { return members_; }
   uint64_t view_id() const { return view_id_; }
   bool is_member() const { return order_ != nullptr; }
@@ -37,34 +46,62 @@ class Group {
   bool suspected(NodeId node) const;
   // Members that the failure detector does not suspect (self included when a member).
   uint32_t trusted_count() const;
+  // 004 section 5 / primary partition: a majority of the view is trusted.
+  bool HasMajority() const { return trusted_count() >= members_.size() / 2 + 1; }
   // The member that orders requests for non-members: the lowest-id member not suspected.
   NodeId RequestManager() const;
 
   // A-broadcast from this member; deliveries (possibly of other messages too) are appended.
   void Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries);
-  // An envelope for this group from `from` (ordering traffic or heartbeat).
+  // An envelope for this group from `from` (ordering traffic or heartbeat). Returns the view id
+  // the sender is in, so the caller can notice that this node is behind.
   void Receive(NodeId from, const wire::Envelope& envelope,
                std::vector<consensus::Delivery>* deliveries);
   // `app_pending`: the application has calls in flight in this group (event-driven groups only
   // watch their members while something is pending, 003 section 3).
   void Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries);
 
-  // Sends an envelope to a member, filling in the header (version, group, sender, view).
+  // Installs view `view_id` with `members`: a new total-order instance (when this node is a
+  // member), the old one retired; this node's undelivered broadcasts are re-broadcast in it.
+  void InstallView(uint64_t view_id, std::vector<NodeId> members,
+                   std::vector<consensus::Delivery>* deliveries);
+
+  // The node delivered `delivery` (of the current view): it need not be re-broadcast after a
+  // view change. Deliveries discarded after a view change are not reported, so this node's own
+  // messages among them are re-broadcast in the next view.
+  void Delivered(const consensus::Delivery& delivery);
+
+  // Sends an envelope to a node, filling in the header (version, group, sender, view).
   void SendTo(NodeId to, wire::Envelope envelope);
 
   // Members the detector's exclusion timeout fired for since the last call.
   std::vector<NodeId> TakeExclusions() { return std::move(exclusions_); }
+  // Members heard with a new incarnation (restarted, state lost) since the last call.
+  std::vector<NodeId> TakeRestarts() { return std::move(restarts_); }
+  // The highest view id heard from another node (> view_id() means this node is behind).
+  uint64_t highest_view_heard() const { return highest_view_heard_; }
+  NodeId highest_view_sender() const { return highest_view_sender_; }
+  bool HasRetiredView(uint64_t view_id) const { return retired_.count(view_id) > 0; }
 
   const GroupCounters& counters() const { return counters_; }
   const consensus::OrderCounters* order_counters() const;
   bool HasPending() const;
 
  private:
-  void Flush(consensus::Outbox* outbox, std::vector<consensus::Delivery>* deliveries);
+  struct Retired {
+    std::unique_ptr<consensus::TotalOrder> order;
+    std::vector<NodeId> members;
+    uint64_t drop_at_ms = 0;
+  };
+
+  void Flush(uint64_t view_id, consensus::Outbox* outbox,
+             std::vector<consensus::Delivery>* deliveries);
   void SendHeartbeats();
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
+  void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope);
 
-  const GroupConfig config_;
+  const GroupConfig group_config_;
+  const Config& config_;
   const NodeId self_;
   Transport* const transport_;
   std::vector<NodeId> members_;
@@ -72,9 +109,16 @@ class Group {
   uint64_t view_id_ = 1;
   uint64_t now_ms_;
   std::unique_ptr<consensus::TotalOrder> order_;          // null when self is not a member
-  std::unique_ptr<membership::FailureDetector> detector_;  // null when self is not a member
+  std::unique_ptr<membership::FailureDetector> detector_;
+  std::map<uint64_t, Retired> retired_;                   // by view id
+  std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer
   std::vector<NodeId> exclusions_;
+  std::vector<NodeId> restarts_;
+  const uint64_t incarnation_;
+  std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard
+  uint64_t highest_view_heard_ = 0;
+  NodeId highest_view_sender_ = 0;
   GroupCounters counters_;
 };
 

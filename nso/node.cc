@@ -20,15 +20,20 @@ invocation::Mode ToMode(GroupConfig::DefaultMode mode) {
 
 }  // namespace
 
-Node::Node(const Config& config, Transport* transport, uint64_t now_ms)
-    : config_(config), transport_(transport), self_(config.node_id), now_ms_(now_ms) {
+Node::Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms)
+    : config_(config),
+      transport_(transport),
+      self_(config.node_id),
+      incarnation_(incarnation),
+      now_ms_(now_ms) {
   for (const GroupConfig& group_config : config_.groups) {
     std::vector<NodeId> members;
     for (const std::string& member : group_config.members) {
       members.push_back(config_.FindPeer(member)->id);
     }
     groups_[group_config.name] =
-        std::make_unique<Group>(group_config, config_, std::move(members), transport_, now_ms);
+        std::make_unique<Group>(group_config, config_, std::move(members), transport_,
+                                 incarnation_, now_ms);
     Log("group")->info("group {}: view 1 with {} members ({} ordering, {}, {} style){}",
                        group_config.name, group_config.members.size(),
                        ToString(group_config.ordering), ToString(group_config.liveness),
@@ -254,15 +259,18 @@ void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope enve
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(group);
   envelope.set_sender_node(self_);
+  envelope.set_incarnation(incarnation_);
   if (to == self_) return Receive(self_, envelope);
   transport_->Send(to, std::move(envelope));
 }
 
 void Node::Submit(Group* group, const wire::Request& request) {
   if (group->is_member()) {
+    wire::GroupMessage message;
+    *message.mutable_request() = request;
     std::vector<consensus::Delivery> deliveries;
-    group->Broadcast(request.SerializeAsString(), &deliveries);
-    for (const auto& delivery : deliveries) OnDeliver(group, delivery);
+    group->Broadcast(message.SerializeAsString(), &deliveries);
+    DeliverAll(group, std::move(deliveries));
     return;
   }
   wire::Envelope envelope;
@@ -277,17 +285,38 @@ void Node::Submit(Group* group, const wire::Request& request) {
   for (NodeId member : group->members()) SendEnvelope(member, group->name(), envelope);
 }
 
-void Node::OnDeliver(Group* group, const consensus::Delivery& delivery) {
-  wire::Request request;
-  if (!request.ParseFromString(delivery.payload)) {
-    Log("group")->error("group {}: undecodable request from node {} seq {} skipped", group->name(),
-                        delivery.origin, delivery.seq);
-    return;
-  }
-  if (!request.method().empty()) return DeliverInvocation(group, request);
-  for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group receives it
-    if (servant.group == group->name()) {
-      servant.sink({0, group->name(), "", request.payload(), true, group->view_id()});
+void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
+  GroupMembership& membership = membership_[group->name()];
+  for (size_t i = 0; i < deliveries.size(); ++i) {
+    if (membership.awaiting_state) {  // a joiner delivers nothing before the state arrives
+      membership.buffered.push_back(std::move(deliveries[i]));
+      continue;
+    }
+    group->Delivered(deliveries[i]);
+    wire::GroupMessage message;
+    if (!message.ParseFromString(deliveries[i].payload)) {
+      Log("group")->error("group {}: undecodable message from node {} seq {} skipped",
+                          group->name(), deliveries[i].origin, deliveries[i].seq);
+      continue;
+    }
+    if (message.has_view_change()) {
+      // The view ends here: whatever the old order delivers after this point is discarded at
+      // every member, and its senders re-broadcast it in the new view.
+      std::vector<consensus::Delivery> next_view;
+      if (ApplyViewChange(group, message.view_change(), &next_view)) {
+        return DeliverAll(group, std::move(next_view));
+      }
+      continue;
+    }
+    const wire::Request& request = message.request();
+    if (!request.method().empty()) {
+      DeliverInvocation(group, request);
+      continue;
+    }
+    for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
+      if (servant.group == group->name()) {
+        servant.sink({0, group->name(), "", request.payload(), true, group->view_id()});
+      }
     }
   }
 }
@@ -340,6 +369,7 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
 }
 
 void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload) {
+  if (AnswerStateRequest(delivery, status, payload)) return;
   auto it = open_deliveries_.find(delivery);
   if (it == open_deliveries_.end() || it->second.servant != servant) {
     Log("api")->warn("servant {} answered unknown delivery {}: ignored", servant, delivery);
@@ -424,14 +454,21 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   if (absl::Status status = CheckNso(nso); !status.ok()) return status;
   absl::StatusOr<Group*> group = FindGroup(group_name);
   if (!group.ok()) return group.status();
-  if (!(*group)->is_member()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "node ", config_.node, " is not a member of group \"", group_name, "\": a servant for it ",
-        "must attach to a member daemon"));
-  }
   uint64_t id = next_servant_++;
   servants_[id] = {nso, group_name, std::move(sink)};
   Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
+  GroupMembership& membership = membership_[group_name];
+  membership.want_member = true;
+  if (membership.pending_servant_state) {  // state that arrived before any servant did
+    servants_[id].sink({0, group_name, kSetStateMethod, *membership.pending_servant_state, true,
+                        (*group)->view_id()});
+    membership.pending_servant_state.reset();
+  }
+  if (!(*group)->is_member()) {
+    Log("membership")->info("group {}: not a member of view {}: asking to join", group_name,
+                            (*group)->view_id());
+    SendJoinRequest(*group);
+  }
   return id;
 }
 
@@ -470,9 +507,10 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());
     return Submit(group, envelope.forward());
   }
+  if (envelope.has_membership()) return OnMembership(group, from, envelope);
   std::vector<consensus::Delivery> deliveries;
   group->Receive(from, envelope, &deliveries);
-  for (const auto& delivery : deliveries) OnDeliver(group, delivery);
+  DeliverAll(group, std::move(deliveries));
 }
 
 void Node::Tick(uint64_t now_ms) {
@@ -482,16 +520,12 @@ void Node::Tick(uint64_t now_ms) {
                                    [&](const auto& entry) { return entry.second.group == name; });
     std::vector<consensus::Delivery> deliveries;
     group->Tick(now_ms_, app_pending, &deliveries);
-    for (const auto& delivery : deliveries) OnDeliver(group.get(), delivery);
-    for (NodeId gone : group->TakeExclusions()) {
-      std::vector<CallKey> complete;
-      for (auto& [id, call] : calls_) {
-        if (call.group != name) continue;
-        call.collector.MemberGone(gone);
-        if (call.collector.complete()) complete.push_back(id);
-      }
-      for (const CallKey& id : complete) FinishCall(id, absl::OkStatus());
+    DeliverAll(group.get(), std::move(deliveries));
+    for (NodeId gone : group->TakeExclusions()) ProposeViewChange(group.get(), {gone}, {});
+    for (NodeId restarted : group->TakeRestarts()) {
+      ProposeViewChange(group.get(), {restarted}, {restarted});
     }
+    TickMembership(group.get());
   }
   RetryManagedCalls();
   ExpireCalls();

@@ -66,12 +66,18 @@ struct GroupInfo {
   const GroupConfig* config = nullptr;
 };
 
+// Reserved servant methods: the state of the replicated object, read at a view change by the
+// member that transfers it, and installed at the joiner before any other delivery.
+inline constexpr char kGetStateMethod[] = "$get_state";
+inline constexpr char kSetStateMethod[] = "$set_state";
+
 class Node {
  public:
   using InvokeDone = std::function<void(InvokeResult)>;
   using ServantSink = std::function<void(ServantDelivery)>;
 
-  Node(const Config& config, Transport* transport, uint64_t now_ms);
+  // `incarnation` must differ at every start of this node (the daemon uses the wall clock).
+  Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms);
   ~Node();
 
   // Transport input and the passage of time.
@@ -83,6 +89,9 @@ class Node {
   absl::Status Detach(uint64_t nso);
 
   absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
+  // This daemon asks to join `group` / leaves it (a view change ordered among the members).
+  absl::Status JoinGroup(const std::string& group);
+  absl::Status LeaveGroup(const std::string& group);
   absl::Status Multicast(uint64_t nso, const std::string& group, std::string payload);
   // `done` is called exactly once, possibly before Invoke returns.
   void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
@@ -120,6 +129,26 @@ class Node {
     std::string group;
     ServantSink sink;
   };
+  // Per group: joining, and state transfer (004 section 5; issue: state transfer).
+  struct GroupMembership {
+    bool want_member = false;      // a servant is attached here: (re)join when not a member
+    bool awaiting_state = false;   // joined a view, its state has not arrived yet
+    std::vector<consensus::Delivery> buffered;  // deliveries held until the state is installed
+    std::string state_bytes;       // GroupState chunks received so far
+    uint64_t state_view = 0;
+    uint64_t awaiting_since_ms = 0;
+    uint64_t last_join_request_ms = 0;
+    std::optional<std::string> pending_servant_state;  // arrived before any servant attached
+  };
+  // A state snapshot requested from the servant at a view change (provider side).
+  struct StateRequest {
+    std::string group;
+    uint64_t view_id = 0;
+    std::vector<NodeId> members;
+    std::vector<NodeId> joiners;
+    invocation::ReplyCache cache;  // the reply cache as of the view change
+  };
+
   struct OpenDelivery {  // a delivery awaiting its servant's answer
     CallKey call;
     uint64_t client_nso = 0;
@@ -135,7 +164,24 @@ class Node {
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
-  void OnDeliver(Group* group, const consensus::Delivery& delivery);
+  // Hands ordered messages to servants; a view change ends the batch (see Group).
+  void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
+
+  // Membership (node_membership.cc).
+  void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);
+  // Returns true when the view changed; deliveries of the new view go to `next_view`.
+  bool ApplyViewChange(Group* group, const wire::ViewChange& change,
+                       std::vector<consensus::Delivery>* next_view);
+  void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
+  void OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessage& message);
+  void OnNewView(Group* group, NodeId from, const wire::MembershipMessage& message);
+  void OnStateChunk(Group* group, const wire::MembershipMessage& message);
+  void SendJoinRequest(Group* group);
+  void TickMembership(Group* group);
+  void RequestState(Group* group, std::vector<NodeId> joiners);
+  void SendState(const std::string& group, uint64_t view_id, const std::vector<NodeId>& members,
+                 const std::vector<NodeId>& joiners, const wire::GroupState& state);
+  bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload);
   void DeliverInvocation(Group* group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);
   void OnManagedReply(const wire::ManagedReply& reply);
@@ -148,6 +194,7 @@ class Node {
   const Config config_;
   Transport* const transport_;
   const NodeId self_;
+  const uint64_t incarnation_;
   uint64_t now_ms_;
   std::map<std::string, std::unique_ptr<Group>> groups_;
   std::map<uint64_t, std::string> nsos_;          // NSO id -> client name
@@ -159,6 +206,8 @@ class Node {
   uint64_t next_servant_ = 1;
   std::map<uint64_t, OpenDelivery> open_deliveries_;       // by delivery number
   std::map<CallKey, uint64_t> open_delivery_by_call_;
+  std::map<std::string, GroupMembership> membership_;  // by group
+  std::map<uint64_t, StateRequest> state_requests_;    // by delivery number
   uint64_t next_delivery_ = 1;
 };
 

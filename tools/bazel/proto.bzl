@@ -21,3 +21,34 @@ def cc_proto(name, src, grpc = False, deps = [], visibility = None):
         deps = deps + (["@grpc//:lib"] if grpc else ["@protobuf//:lib"]),
         visibility = visibility,
     )
+
+def cohort_typed_proto(name, src, deps = [], visibility = None):
+    """Messages (.pb.h/.pb.cc) and typed Cohort stubs (.cohort.h, issue 5) from one .proto.
+
+    The stubs come from //tools/protoc-gen-cohort: <Service>Group (client) and <Service>Servant
+    (server) per service. `deps` are cc_proto or cohort_typed_proto targets of imported protos.
+    """
+    base = src[:-len(".proto")]
+    outs = [base + ".pb.h", base + ".pb.cc", base + ".cohort.h"]
+    plugin = "//tools/protoc-gen-cohort"
+    native.genrule(
+        name = name + "_gen",
+        srcs = [src] + [d + "_src" for d in deps],
+        outs = outs,
+        tools = [plugin],
+        cmd = ("protoc -I. --cpp_out=$(GENDIR) --plugin=protoc-gen-cohort=$(location " + plugin +
+               ") --cohort_out=$(GENDIR) $(location " + src + ")"),
+    )
+    native.filegroup(name = name + "_src", srcs = [src], visibility = visibility)
+    native.cc_library(
+        name = name,
+        srcs = [base + ".pb.cc"],
+        hdrs = [base + ".pb.h", base + ".cohort.h"],
+        deps = deps + [
+            "//invocation:client",
+            "//invocation:typed",
+            "@absl//:lib",
+            "@protobuf//:lib",
+        ],
+        visibility = visibility,
+    )

@@ -5,7 +5,10 @@
 //
 // 1. Floors: a plain gRPC unary echo and a raw TCP ping-pong to a child process.
 // 2. Its own cohortd daemons on loopback (n members + 1 non-member), one in-process echo servant
-//    per member, every mode x {consensus, sequencer} x {closed, open} x n.
+//    per member, every mode x {consensus, sequencer} x {closed, open} x n. closed: the client is
+//    attached to member n2 and calls with Style::kClosed; open: the client is attached to the
+//    extra daemon, which hosts no member, and calls with Style::kOpen (through a request manager;
+//    wait-for-first uses asynchronous forwarding).
 // 3. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
@@ -233,21 +236,21 @@ struct EchoReplica {
 std::string GroupsYaml(const std::string& group, int n, const std::string& ordering) {
   std::vector<std::string> members;
   for (int i = 1; i <= n; ++i) members.push_back(absl::StrCat("n", i));
-  // style: open so that the non-member daemon may call it directly; a client attached to a member
-  // is the closed-style path. Everything else stays at cohortd's defaults.
+  // Every call names its style explicitly; everything else stays at cohortd's defaults.
   return absl::StrCat("groups:\n  - name: ", group, "\n    members: [", absl::StrJoin(members, ", "),
-                      "]\n    ordering: ", ordering, "\n    style: open\n");
+                      "]\n    ordering: ", ordering, "\n");
 }
 
 // Waits until `client`'s daemon suspects nobody in `group` and a wait-for-all call succeeds.
-absl::Status WaitReady(Client* client, const std::string& group, absl::Duration timeout) {
+absl::Status WaitReady(Client* client, const std::string& group, Style style,
+                       absl::Duration timeout) {
   absl::Time end = absl::Now() + timeout;
   absl::Status last = absl::DeadlineExceededError("not ready");
   while (absl::Now() < end) {
     auto view = client->GroupDetails(group);
     if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
                                   [](const ViewMember& m) { return m.suspected; })) {
-      auto result = client->Invoke(group, "echo", "ready", Mode::kAll, absl::Seconds(2));
+      auto result = client->Invoke(group, "echo", "ready", Mode::kAll, absl::Seconds(2), style);
       if (result.ok()) return absl::OkStatus();
       last = result.status();
     } else if (!view.ok()) {
@@ -260,15 +263,16 @@ absl::Status WaitReady(Client* client, const std::string& group, absl::Duration 
   return last;
 }
 
-CallFactory GroupCalls(Client* client, const std::string& group, Mode mode, std::string payload) {
-  return [client, group, mode, payload](int) -> CallFn {
-    return [client, group, mode, payload](std::string* error) {
+CallFactory GroupCalls(Client* client, const std::string& group, Mode mode, Style style,
+                       std::string payload) {
+  return [client, group, mode, style, payload](int) -> CallFn {
+    return [client, group, mode, style, payload](std::string* error) {
       if (mode == Mode::kOneWay) {
         absl::Status status = client->Send(group, "echo", payload);
         if (!status.ok()) *error = status.ToString();
         return status.ok();
       }
-      auto result = client->Invoke(group, "echo", payload, mode, absl::Seconds(5));
+      auto result = client->Invoke(group, "echo", payload, mode, absl::Seconds(5), style);
       if (!result.ok()) {
         *error = result.status().ToString();
         return false;
@@ -343,12 +347,13 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         // closed: the client's daemon hosts a member (n2, not the round-1 coordinator/sequencer);
         // open: the client's daemon hosts none, calls go through the request manager.
         int attach = std::string(style) == "closed" ? 2 : n + 1;
+        Style call_style = std::string(style) == "closed" ? Style::kClosed : Style::kOpen;
         auto client = Client::Connect(daemons.ClientAddress(attach), "bench-client");
         if (!client.ok()) {
           Progress("connect: " + client.status().ToString());
           continue;
         }
-        absl::Status ready = WaitReady(client->get(), group, absl::Seconds(15));
+        absl::Status ready = WaitReady(client->get(), group, call_style, absl::Seconds(15));
         if (!ready.ok()) {
           Progress(absl::StrCat("group not ready (", style, "): ", ready.ToString()));
           continue;
@@ -361,7 +366,7 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           result.style = style;
           result.mode = BenchModeName(mode);
           result.attached_to = absl::StrCat("n", attach);
-          CallFactory factory = GroupCalls(client->get(), group, mode, payload);
+          CallFactory factory = GroupCalls(client->get(), group, mode, call_style, payload);
           if (mode != Mode::kOneWay) {
             result.series = Measure(options, factory);
           } else {
@@ -431,13 +436,14 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
     }
   }
   int attach = std::string(scenario.style) == "closed" ? 2 : n + 1;
+  Style style = std::string(scenario.style) == "closed" ? Style::kClosed : Style::kOpen;
   result.attached_to = absl::StrCat("n", attach);
   auto client = Client::Connect(daemons.ClientAddress(attach), "bench-failover");
   if (!client.ok()) {
     result.note = client.status().ToString();
     return result;
   }
-  absl::Status ready = WaitReady(client->get(), group, absl::Seconds(15));
+  absl::Status ready = WaitReady(client->get(), group, style, absl::Seconds(15));
   if (!ready.ok()) {
     result.note = "group not ready: " + ready.ToString();
     return result;
@@ -452,7 +458,8 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   std::atomic<bool> stop{false};
   std::thread stream([&] {
     while (!stop.load()) {
-      auto call = (*client)->Invoke(group, "echo", payload, Mode::kMajority, absl::Seconds(2));
+      auto call = (*client)->Invoke(group, "echo", payload, Mode::kMajority, absl::Seconds(2),
+                                     style);
       Clock::time_point done = Clock::now();
       if (call.ok() && call->replies.size() >= call->wanted) {
         completions.push_back(done);
@@ -473,17 +480,22 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   stop.store(true);
   stream.join();
   Clock::time_point previous = start;
+  std::vector<double> gaps_before, gaps_after;
   for (Clock::time_point done : completions) {
     double gap = std::chrono::duration<double, std::milli>(done - previous).count();
     if (done <= signalled) {
       ++result.ok_before;
       result.baseline_gap_ms = std::max(result.baseline_gap_ms, gap);
+      gaps_before.push_back(gap);
     } else {
       ++result.ok_after;
       result.stall_ms = std::max(result.stall_ms, gap);
+      gaps_after.push_back(gap);
     }
     previous = done;
   }
+  result.p50_gap_before_ms = Percentile(&gaps_before, 50);
+  result.p50_gap_after_ms = Percentile(&gaps_after, 50);
   if (result.ok_after == 0) {
     // Nothing completed after the signal: the stall is at least the rest of the window.
     result.stall_ms = std::chrono::duration<double, std::milli>(Clock::now() - previous).count();

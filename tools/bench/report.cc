@@ -260,17 +260,19 @@ void PrintReport(const Report& report, std::ostream& out) {
   // Failover.
   if (!report.failovers.empty()) {
     out << "\n== failover: sequential wait-for-majority calls, signal to the victim mid-stream ==\n";
-    out << absl::StrFormat("%-22s %-9s %-6s %-8s %-6s %4s %8s %8s %8s %9s %8s\n", "scenario",
-                           "ordering", "style", "signal", "client", "n", "ok_pre", "ok_post",
-                           "failed", "stall_ms", "x_susp");
+    out << absl::StrFormat("%-22s %-9s %-6s %-10s %-6s %2s %7s %7s %6s %9s %6s %8s %8s\n",
+                           "scenario", "ordering", "style", "signal", "client", "n", "ok_pre",
+                           "ok_post", "failed", "stall_ms", "x_susp", "p50_pre", "p50_post");
     for (const FailoverResult& f : report.failovers) {
-      out << absl::StrFormat("%-22s %-9s %-6s %-8s %-6s %4d %8d %8d %8d %9s %8s\n", f.scenario,
-                             f.ordering, f.style, absl::StrCat(f.signal, " ", f.victim),
+      out << absl::StrFormat("%-22s %-9s %-6s %-10s %-6s %2d %7d %7d %6d %9s %6s %8s %8s\n",
+                             f.scenario, f.ordering, f.style, absl::StrCat(f.signal, " ", f.victim),
                              f.attached_to, f.n, f.ok_before, f.ok_after, f.failed,
-                             Num(f.stall_ms, 1), Ratio(f.stall_ms, f.suspect_timeout_ms));
+                             Num(f.stall_ms, 1), Ratio(f.stall_ms, f.suspect_timeout_ms),
+                             Num(f.p50_gap_before_ms, 2), Num(f.p50_gap_after_ms, 2));
     }
     out << "  stall_ms = longest gap between consecutive completed calls ending after the signal; "
-           "x_susp = stall / suspect_timeout_ms (50, the default); baseline gaps before the signal:";
+           "x_susp = stall / suspect_timeout_ms (50, the default); p50_pre/p50_post = median ms between "
+           "completions (= call latency) before the signal and after it; longest gaps before the signal:";
     for (const FailoverResult& f : report.failovers) out << " " << Num(f.baseline_gap_ms, 1);
     out << " ms\n";
     for (const FailoverResult& f : report.failovers) {
@@ -325,6 +327,8 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
       << ", \"ok_before\": " << f.ok_before << ", \"ok_after\": " << f.ok_after
       << ", \"failed\": " << f.failed << ", \"baseline_gap_ms\": " << Num(f.baseline_gap_ms, 2)
       << ", \"stall_ms\": " << Num(f.stall_ms, 2)
+      << ", \"p50_gap_before_ms\": " << Num(f.p50_gap_before_ms, 3)
+      << ", \"p50_gap_after_ms\": " << Num(f.p50_gap_after_ms, 3)
       << ", \"suspect_timeout_ms\": " << Num(f.suspect_timeout_ms, 0)
       << ", \"first_error\": " << JsonString(f.first_error) << ", \"note\": " << JsonString(f.note)
       << "}";

@@ -47,6 +47,8 @@ struct FailoverResult {
   int64_t ok_before = 0, ok_after = 0, failed = 0;
   double baseline_gap_ms = 0;  // longest gap between completions before the signal
   double stall_ms = 0;         // longest gap between completions that ends after the signal
+  double p50_gap_before_ms = 0;  // median gap (= call latency) before the signal
+  double p50_gap_after_ms = 0;   // median gap after the stall, in the degraded view
   double suspect_timeout_ms = 50;
   std::string first_error;
   std::string note;

@@ -1,0 +1,147 @@
+#include "nso/http_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort::nso {
+namespace {
+
+constexpr size_t kMaxRequestBytes = 8192;
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 400: return "Bad Request";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+void WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+absl::Status HttpServer::Start(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return absl::InvalidArgumentError("metrics.listen: host:port");
+  std::string host = address.substr(0, colon);
+  std::string port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  int rc = ::getaddrinfo(host == "*" || host == "0.0.0.0" ? nullptr : host.c_str(), port.c_str(),
+                         &hints, &found);
+  if (rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics.listen ", address, ": ", gai_strerror(rc)));
+  }
+  std::string last_error = "no address";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 16) == 0) {
+      sockaddr_storage bound{};
+      socklen_t len = sizeof(bound);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+      port_ = ntohs(bound.ss_family == AF_INET6
+                        ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      listen_fd_ = fd;
+      break;
+    }
+    last_error = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on metrics.listen ", address, ": ", last_error));
+  }
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void HttpServer::Stop() {
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
+}
+
+void HttpServer::Run() {
+  while (!stopping_) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    int ready = ::poll(&p, 1, 200);
+    if (ready <= 0) continue;
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    timeval timeout{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+    ServeConnection(fd);
+    ::close(fd);
+  }
+}
+
+void HttpServer::ServeConnection(int fd) {
+  std::string request;
+  char buffer[1024];
+  while (request.find("\r\n\r\n") == std::string::npos &&
+         request.find("\n\n") == std::string::npos) {
+    if (request.size() > kMaxRequestBytes) return;
+    ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    request.append(buffer, static_cast<size_t>(n));
+  }
+  HttpResponse response;
+  size_t line_end = request.find_first_of("\r\n");
+  std::string line = request.substr(0, line_end);
+  size_t sp1 = line.find(' ');
+  size_t sp2 = sp1 == std::string::npos ? std::string::npos : line.find(' ', sp1 + 1);
+  if (sp1 == std::string::npos) {
+    response = {400, "text/plain; charset=utf-8", "bad request\n"};
+  } else if (line.substr(0, sp1) != "GET" && line.substr(0, sp1) != "HEAD") {
+    response = {405, "text/plain; charset=utf-8", "only GET\n"};
+  } else {
+    std::string path = line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos
+                                                                      : sp2 - sp1 - 1);
+    path = path.substr(0, path.find('?'));
+    response = handler_(path);
+  }
+  std::string head = absl::StrCat("HTTP/1.0 ", response.status, " ", Reason(response.status),
+                                   "\r\nContent-Type: ", response.content_type,
+                                   "\r\nContent-Length: ", response.body.size(),
+                                   "\r\nConnection: close\r\n\r\n");
+  WriteAll(fd, line.rfind("HEAD", 0) == 0 ? head : head + response.body);
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,181 @@
+#include "nso/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort::nso {
+namespace {
+
+std::string FormatValue(double value) {
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(value)) return "NaN";
+  if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    return absl::StrCat(static_cast<int64_t>(value));
+  }
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", value);
+  return buffer;
+}
+
+}  // namespace
+
+std::string PromWriter::EscapeLabel(absl::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+void PromWriter::Family(absl::string_view name, absl::string_view type, absl::string_view help) {
+  absl::StrAppend(&text_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+void PromWriter::Sample(absl::string_view name, const Labels& labels, double value) {
+  absl::StrAppend(&text_, name);
+  if (!labels.empty()) {
+    text_ += '{';
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (i > 0) text_ += ',';
+      absl::StrAppend(&text_, labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
+    }
+    text_ += '}';
+  }
+  absl::StrAppend(&text_, " ", FormatValue(value), "\n");
+}
+
+void InvocationMetrics::RecordInvocation(absl::string_view mode, absl::string_view code,
+                                         double seconds) {
+  absl::MutexLock lock(&mu_);
+  calls_[{std::string(mode), std::string(code)}]++;
+  Histogram& h = latency_[std::string(mode)];
+  h.count++;
+  h.sum += seconds;
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) {
+      h.buckets[i]++;
+      break;
+    }
+  }
+}
+
+void InvocationMetrics::RecordMulticast(absl::string_view code) {
+  absl::MutexLock lock(&mu_);
+  multicasts_[std::string(code)]++;
+}
+
+uint64_t InvocationMetrics::invocations() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [key, count] : calls_) total += count;
+  return total;
+}
+
+void InvocationMetrics::Render(PromWriter* out) const {
+  absl::MutexLock lock(&mu_);
+  out->Family("cohort_invocations_total", "counter",
+              "Group invocations through the client API, by mode and final gRPC status.");
+  for (const auto& [key, count] : calls_) {
+    out->Sample("cohort_invocations_total", {{"mode", key.first}, {"code", key.second}},
+                static_cast<double>(count));
+  }
+  out->Family("cohort_invocation_duration_seconds", "histogram",
+              "Latency of group invocations as seen by the daemon, by mode.");
+  for (const auto& [mode, h] : latency_) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kBuckets.size(); ++i) {
+      cumulative += h.buckets[i];
+      out->Sample("cohort_invocation_duration_seconds_bucket",
+                  {{"mode", mode}, {"le", FormatValue(kBuckets[i])}},
+                  static_cast<double>(cumulative));
+    }
+    out->Sample("cohort_invocation_duration_seconds_bucket", {{"mode", mode}, {"le", "+Inf"}},
+                static_cast<double>(h.count));
+    out->Sample("cohort_invocation_duration_seconds_sum", {{"mode", mode}}, h.sum);
+    out->Sample("cohort_invocation_duration_seconds_count", {{"mode", mode}},
+                static_cast<double>(h.count));
+  }
+  out->Family("cohort_multicasts_total", "counter",
+              "Totally ordered multicasts through the client API, by gRPC status.");
+  for (const auto& [code, count] : multicasts_) {
+    out->Sample("cohort_multicasts_total", {{"code", code}}, static_cast<double>(count));
+  }
+}
+
+void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
+  using Labels = PromWriter::Labels;
+  auto per_group = [&](absl::string_view name, absl::string_view type, absl::string_view help,
+                       auto value_of) {
+    out->Family(name, type, help);
+    for (const GroupSnapshot& g : snapshot.groups) {
+      out->Sample(name, {{"group", g.name}}, static_cast<double>(value_of(g)));
+    }
+  };
+  per_group("cohort_group_view_id", "gauge", "Current view id of the group.",
+            [](const GroupSnapshot& g) { return g.view_id; });
+  per_group("cohort_group_view_members", "gauge", "Members in the current view.",
+            [](const GroupSnapshot& g) { return g.members.size(); });
+  per_group("cohort_group_trusted_members", "gauge",
+            "View members the failure detector does not suspect.",
+            [](const GroupSnapshot& g) { return g.trusted; });
+  per_group("cohort_group_has_majority", "gauge",
+            "1 when a majority of the configured members is trusted (or this daemon is no member).",
+            [](const GroupSnapshot& g) { return g.HasMajority() ? 1 : 0; });
+  per_group("cohort_group_is_member", "gauge", "1 when this daemon hosts a replica of the group.",
+            [](const GroupSnapshot& g) { return g.is_member ? 1 : 0; });
+  per_group("cohort_heartbeats_sent_total", "counter", "I-am-alive messages sent.",
+            [](const GroupSnapshot& g) { return g.counters.heartbeats_sent; });
+  per_group("cohort_group_envelopes_sent_total", "counter", "Group envelopes sent to members.",
+            [](const GroupSnapshot& g) { return g.counters.envelopes_sent; });
+  per_group("cohort_suspicions_total", "counter",
+            "Members suspected by the aggressive timeout (OGS s5).",
+            [](const GroupSnapshot& g) { return g.counters.suspicions; });
+  per_group("cohort_exclusions_total", "counter",
+            "Members excluded from the view by the conservative timeout.",
+            [](const GroupSnapshot& g) { return g.counters.exclusions; });
+
+  out->Family("cohort_member_suspected", "gauge", "1 while the member is suspected.");
+  for (const GroupSnapshot& g : snapshot.groups) {
+    for (const GroupSnapshot::Member& m : g.members) {
+      out->Sample("cohort_member_suspected", {{"group", g.name}, {"member", m.name}},
+                  m.suspected ? 1 : 0);
+    }
+  }
+  out->Family("cohort_consensus_messages_sent_total", "counter",
+              "Ordering protocol messages sent, by kind.");
+  for (const GroupSnapshot& g : snapshot.groups) {
+    if (!g.has_order_counters) continue;
+    const consensus::OrderCounters& o = g.order;
+    const std::pair<const char*, uint64_t> kinds[] = {
+        {"estimate", o.messages_sent_estimate}, {"proposal", o.messages_sent_proposal},
+        {"ack", o.messages_sent_ack},           {"nack", o.messages_sent_nack},
+        {"decision", o.messages_sent_decision}, {"data", o.messages_sent_data}};
+    for (const auto& [kind, count] : kinds) {
+      out->Sample("cohort_consensus_messages_sent_total", Labels{{"group", g.name}, {"kind", kind}},
+                  static_cast<double>(count));
+    }
+  }
+  auto per_order = [&](absl::string_view name, absl::string_view help, auto value_of) {
+    out->Family(name, "counter", help);
+    for (const GroupSnapshot& g : snapshot.groups) {
+      if (g.has_order_counters) {
+        out->Sample(name, {{"group", g.name}}, static_cast<double>(value_of(g.order)));
+      }
+    }
+  };
+  per_order("cohort_consensus_instances_total", "Consensus instances decided.",
+            [](const consensus::OrderCounters& o) { return o.instances_decided; });
+  per_order("cohort_consensus_rounds_total", "Sum over decided instances of the deciding round.",
+            [](const consensus::OrderCounters& o) { return o.rounds_total; });
+  per_order("cohort_deliveries_total", "Messages delivered in total order.",
+            [](const consensus::OrderCounters& o) { return o.messages_delivered; });
+  out->Family("cohort_pending_calls", "gauge", "Invocations in flight at this daemon.");
+  out->Sample("cohort_pending_calls", {}, static_cast<double>(snapshot.pending_calls));
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,97 @@
+// Operational metrics of one daemon in the Prometheus text exposition format (version 0.0.4).
+//
+// Two kinds of numbers: counters the gRPC threads update as calls finish (InvocationMetrics, lock
+// protected, cheap), and a snapshot of the protocol state (groups, views, consensus counters) that
+// the daemon samples on the protocol thread. PromWriter renders both.
+#ifndef COHORT_NSO_METRICS_H_
+#define COHORT_NSO_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "nso/group.h"
+
+namespace cohort::nso {
+
+// Builds the text format: one HELP/TYPE header per family, then its samples.
+class PromWriter {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  // Starts a family; `type` is counter, gauge or histogram.
+  void Family(absl::string_view name, absl::string_view type, absl::string_view help);
+  void Sample(absl::string_view name, const Labels& labels, double value);
+  const std::string& text() const { return text_; }
+
+  static std::string EscapeLabel(absl::string_view value);
+
+ private:
+  std::string text_;
+};
+
+// Invocations through the client API, by mode and final status, with a latency histogram.
+class InvocationMetrics {
+ public:
+  // Upper bounds of the latency buckets, seconds.
+  static constexpr std::array<double, 14> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                      0.025,  0.05,  0.1,    0.25,  0.5,
+                                                      1,      2.5,   5,      10};
+
+  // `mode`: one_way|first|majority|all|default; `code`: the gRPC status name (OK, UNAVAILABLE...).
+  void RecordInvocation(absl::string_view mode, absl::string_view code, double seconds);
+  void RecordMulticast(absl::string_view code);
+  void Render(PromWriter* out) const;
+  uint64_t invocations() const;  // total, for tests
+
+ private:
+  struct Histogram {
+    std::array<uint64_t, kBuckets.size()> buckets{};  // non-cumulative
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);  // by mode
+  std::map<std::string, uint64_t> multicasts_ ABSL_GUARDED_BY(mu_);
+};
+
+// The protocol state of one hosted group, sampled on the protocol thread.
+struct GroupSnapshot {
+  std::string name;
+  std::string ordering;
+  uint64_t view_id = 0;
+  bool is_member = false;
+  uint32_t configured_members = 0;  // groups[].members in the YAML
+  uint32_t trusted = 0;             // view members not suspected
+  struct Member {
+    std::string name;
+    uint32_t node = 0;
+    bool suspected = false;
+  };
+  std::vector<Member> members;      // the current view
+  GroupCounters counters;
+  bool has_order_counters = false;
+  consensus::OrderCounters order;
+
+  // A majority of the configured members is trusted (a non-member always has one).
+  bool HasMajority() const { return !is_member || trusted >= configured_members / 2 + 1; }
+};
+
+struct NodeSnapshot {
+  std::vector<GroupSnapshot> groups;
+  uint64_t pending_calls = 0;
+};
+
+// The per-group and consensus families of a snapshot.
+void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out);
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_METRICS_H_

@@ -1,0 +1,405 @@
+#include "test/stack_sim.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nso/node.h"
+#include "nso/sim_network.h"
+
+namespace cohort::sim {
+namespace {
+
+using nso::NodeId;
+constexpr char kGroup[] = "g";
+constexpr uint64_t kTickMs = 2;
+
+struct Replica {
+  std::unique_ptr<nso::Node> node;
+  bool alive = false;
+  uint64_t incarnation = 0;
+  uint64_t client_nso = 0;
+  uint64_t servant = 0;
+  int64_t value = 0;
+  std::vector<std::string> applied;  // call ids applied by the servant, in order
+  uint64_t view_id = 0;
+  std::vector<NodeId> view_members;
+  uint64_t crashed_at_ms = 0;
+};
+
+class StackSim {
+ public:
+  explicit StackSim(const StackSimOptions& options)
+      : options_(options), net_(NetOptions(options)), rng_(options.seed * 7919 + 17) {
+    result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
+    for (NodeId id = 1; id <= result_.nodes; ++id) replicas_[id];
+  }
+
+  StackSimResult Run();
+
+ private:
+  static nso::SimNetworkOptions NetOptions(const StackSimOptions& options) {
+    nso::SimNetworkOptions net;
+    net.seed = options.seed;
+    net.delay_min_ms = 1;
+    net.delay_max_ms = 3;
+    return net;
+  }
+  nso::Config MakeConfig(NodeId id) const;
+  void Boot(NodeId id);
+  void Crash(NodeId id);
+  void ScheduleTick(NodeId id, uint64_t incarnation);
+  void OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery delivery);
+  void Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style style);
+  void RecordView(NodeId id);
+  void CheckPrefix(const std::vector<std::string>& log, const std::string& what);
+  void Chaos();
+  void InjectFault();
+  void Heal();
+  bool Settled();
+  void Fail(const std::string& why) {
+    if (result_.ok) {
+      result_.ok = false;
+      result_.violation = absl::StrCat("t=", net_.now_ms(), "ms: ", why);
+    }
+  }
+  uint32_t disabled() const { return crashed_.size() + cut_off_.size(); }
+
+  const StackSimOptions options_;
+  nso::SimNetwork net_;
+  nso::Rng rng_;
+  StackSimResult result_;
+  std::map<NodeId, Replica> replicas_;
+  std::set<NodeId> crashed_;
+  std::set<NodeId> cut_off_;   // the minority side of the current partition
+  std::map<uint64_t, std::vector<NodeId>> views_;  // view id -> members, as first installed
+  std::vector<std::string> reference_;             // longest applied sequence seen
+  std::set<std::string> acknowledged_;
+  uint64_t next_call_ = 1;
+  uint64_t outstanding_ = 0;
+  std::map<NodeId, uint64_t> pending_exclusion_;  // crashed node -> crash time
+};
+
+nso::Config StackSim::MakeConfig(NodeId id) const {
+  nso::Config config;
+  config.node = absl::StrCat("n", id);
+  config.node_id = id;
+  nso::GroupConfig group;
+  group.name = kGroup;
+  for (NodeId peer = 1; peer <= result_.nodes; ++peer) {
+    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
+    group.members.push_back(absl::StrCat("n", peer));
+  }
+  group.ordering = options_.sequencer ? nso::GroupConfig::Ordering::kSequencer
+                                      : nso::GroupConfig::Ordering::kConsensus;
+  group.silence_ms = 10;
+  group.suspect_timeout_ms = options_.suspect_timeout_ms;
+  group.exclude_timeout_ms = options_.exclude_timeout_ms;
+  config.groups.push_back(group);
+  config.failure_detector.suspect_timeout_ms = options_.suspect_timeout_ms;
+  config.failure_detector.exclude_timeout_ms = options_.exclude_timeout_ms;
+  return config;
+}
+
+void StackSim::Boot(NodeId id) {
+  Replica& replica = replicas_[id];
+  replica.incarnation++;
+  replica.alive = true;
+  replica.value = 0;
+  replica.applied.clear();
+  replica.view_id = 0;
+  nso::Transport* transport = net_.Endpoint(id);
+  replica.node = std::make_unique<nso::Node>(MakeConfig(id), transport,
+                                             id * 1000 + replica.incarnation, net_.now_ms());
+  transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
+    Replica& r = replicas_[id];
+    if (r.alive && r.node) r.node->Receive(from, envelope);
+  });
+  uint64_t incarnation = replica.incarnation;
+  uint64_t servant_nso = *replica.node->Attach("servant");
+  replica.servant = *replica.node->RegisterServant(
+      servant_nso, kGroup, [this, id, incarnation](nso::ServantDelivery delivery) {
+        // The servant runs after the current step, in delivery order (like the real stream).
+        net_.After(0, [this, id, incarnation, delivery = std::move(delivery)]() mutable {
+          OnServant(id, incarnation, std::move(delivery));
+        });
+      });
+  replica.client_nso = *replica.node->Attach("client");
+  ScheduleTick(id, incarnation);
+}
+
+void StackSim::ScheduleTick(NodeId id, uint64_t incarnation) {
+  net_.After(kTickMs, [this, id, incarnation] {
+    Replica& replica = replicas_[id];
+    if (!replica.alive || replica.incarnation != incarnation) return;
+    replica.node->Tick(net_.now_ms());
+    RecordView(id);
+    ScheduleTick(id, incarnation);
+  });
+}
+
+void StackSim::RecordView(NodeId id) {
+  Replica& replica = replicas_[id];
+  absl::StatusOr<nso::GroupInfo> info = replica.node->GroupDetails(kGroup);
+  if (!info.ok() || info->view_id == replica.view_id) return;
+  std::vector<NodeId> members;
+  for (const auto& member : info->members) members.push_back(member.node);
+  replica.view_id = info->view_id;
+  replica.view_members = members;
+  result_.views_installed = std::max(result_.views_installed, info->view_id);
+  auto [known, first] = views_.emplace(info->view_id, members);
+  if (!first && known->second != members) {
+    Fail(absl::StrCat("view ", info->view_id, " differs: node ", id, " has [",
+                      absl::StrJoin(members, ","), "], another has [",
+                      absl::StrJoin(known->second, ","), "]"));
+  }
+  for (auto it = pending_exclusion_.begin(); it != pending_exclusion_.end();) {
+    if (std::find(members.begin(), members.end(), it->first) == members.end()) {
+      result_.crash_to_view_ms_max =
+          std::max(result_.crash_to_view_ms_max, net_.now_ms() - it->second);
+      it = pending_exclusion_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void StackSim::CheckPrefix(const std::vector<std::string>& log, const std::string& what) {
+  std::set<std::string> seen;
+  for (const std::string& call : log) {
+    if (!seen.insert(call).second) return Fail(absl::StrCat(what, ": call ", call, " applied twice"));
+  }
+  size_t common = std::min(log.size(), reference_.size());
+  for (size_t i = 0; i < common; ++i) {
+    if (log[i] != reference_[i]) {
+      return Fail(absl::StrCat(what, ": position ", i, " holds ", log[i], " but another replica "
+                               "applied ", reference_[i], " there"));
+    }
+  }
+  if (log.size() > reference_.size()) reference_ = log;
+}
+
+void StackSim::OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery delivery) {
+  Replica& replica = replicas_[id];
+  if (!replica.alive || replica.incarnation != incarnation) return;
+  if (delivery.method == nso::kGetStateMethod) {
+    std::string state = absl::StrCat(replica.value, "|", absl::StrJoin(replica.applied, ","));
+    return replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(), state);
+  }
+  if (delivery.method == nso::kSetStateMethod) {
+    CheckPrefix(replica.applied, absl::StrCat("node ", id, " before state transfer"));
+    result_.state_transfers++;
+    std::vector<std::string> parts = absl::StrSplit(delivery.payload, absl::MaxSplits('|', 1));
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &replica.value)) {
+      return Fail(absl::StrCat("node ", id, ": malformed state transferred"));
+    }
+    replica.applied = parts[1].empty() ? std::vector<std::string>{}
+                                       : std::vector<std::string>(absl::StrSplit(parts[1], ','));
+    return CheckPrefix(replica.applied, absl::StrCat("node ", id, " after state transfer"));
+  }
+  if (delivery.method != "add") return;
+  replica.value++;
+  replica.applied.push_back(delivery.payload);
+  CheckPrefix(replica.applied, absl::StrCat("node ", id));
+  if (!delivery.one_way) {
+    replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(),
+                         absl::StrCat(replica.value));
+  }
+}
+
+void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style style) {
+  Replica& replica = replicas_[id];
+  std::string call = absl::StrCat("c", next_call_++);
+  nso::InvokeOptions options;
+  options.group = kGroup;
+  options.method = "add";
+  options.payload = call;
+  options.mode = mode;
+  options.mode_given = true;
+  options.deadline_ms = 1500;
+  options.style = style;
+  result_.calls++;
+  outstanding_++;
+  replica.node->Invoke(replica.client_nso, options, [this, call, mode](nso::InvokeResult result) {
+    outstanding_--;
+    if (!result.status.ok()) return;
+    if (mode != invocation::Mode::kOneWay && result.replies.size() < result.wanted) {
+      return Fail(absl::StrCat("call ", call, " acknowledged with ", result.replies.size(), " of ",
+                               result.wanted, " replies"));
+    }
+    if (mode != invocation::Mode::kOneWay) {
+      acknowledged_.insert(call);
+      result_.calls_acknowledged++;
+    }
+  });
+}
+
+void StackSim::Crash(NodeId id) {
+  Replica& replica = replicas_[id];
+  CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its crash"));
+  replica.alive = false;
+  replica.node.reset();
+  net_.Crash(id);
+  crashed_.insert(id);
+  pending_exclusion_[id] = net_.now_ms();
+  result_.faults++;
+}
+
+void StackSim::InjectFault() {
+  uint32_t n = result_.nodes;
+  uint32_t tolerated = (n - 1) / 2;
+  switch (rng_.Uniform(5)) {
+    case 0:  // crash a node (the first one, coordinator and first sequencer, half the time)
+      if (disabled() < tolerated) {
+        NodeId victim = rng_.Uniform(2) == 0 ? 1 : 1 + rng_.Uniform(n);
+        if (!crashed_.count(victim) && !cut_off_.count(victim)) Crash(victim);
+      }
+      break;
+    case 1:  // restart a crashed node: it rejoins with state transfer
+      if (!crashed_.empty()) {
+        NodeId id = *crashed_.begin();
+        crashed_.erase(id);
+        pending_exclusion_.erase(id);
+        net_.Restart(id);
+        Boot(id);
+        result_.faults++;
+      }
+      break;
+    case 2:  // partition a minority away
+      if (cut_off_.empty() && disabled() < tolerated) {
+        uint32_t size = 1 + rng_.Uniform(tolerated - disabled());
+        std::vector<NodeId> minority;
+        for (NodeId id = 1; id <= n && minority.size() < size; ++id) {
+          if (!crashed_.count(id) && rng_.Uniform(2) == 0) minority.push_back(id);
+        }
+        if (minority.empty()) break;
+        cut_off_.insert(minority.begin(), minority.end());
+        net_.Partition({minority});
+        result_.faults++;
+      }
+      break;
+    case 3:  // heal the partition
+      if (!cut_off_.empty()) {
+        cut_off_.clear();
+        net_.Heal();
+        result_.faults++;
+      }
+      break;
+    case 4:  // loss, duplication and delay
+      net_.SetLoss(rng_.Uniform(30000), rng_.Uniform(10000));
+      net_.SetDelay(1, 1 + rng_.Uniform(10));
+      result_.faults++;
+      break;
+  }
+}
+
+void StackSim::Chaos() {
+  uint64_t end_ms = net_.now_ms() + options_.chaos_ms;
+  uint64_t next_fault_ms = net_.now_ms() + 100 + rng_.Uniform(300);
+  uint64_t next_slow_ms = net_.now_ms();
+  while (net_.now_ms() < end_ms && result_.ok) {
+    uint64_t step_end = net_.now_ms() + options_.call_every_ms;
+    std::vector<NodeId> alive;
+    for (auto& [id, replica] : replicas_) {
+      if (replica.alive) alive.push_back(id);
+    }
+    NodeId caller = alive[rng_.Uniform(alive.size())];
+    static constexpr invocation::Mode kModes[] = {invocation::Mode::kOneWay, invocation::Mode::kFirst,
+                                                  invocation::Mode::kMajority, invocation::Mode::kAll};
+    Call(caller, kModes[rng_.Uniform(4)],
+         rng_.Uniform(2) ? nso::GroupConfig::Style::kOpen : nso::GroupConfig::Style::kClosed);
+    if (options_.crash_one_at_ms && net_.now_ms() >= options_.crash_one_at_ms && crashed_.empty() &&
+        result_.faults == 0) {
+      Crash(2 + rng_.Uniform(result_.nodes - 1));
+    }
+    if (options_.faults && net_.now_ms() >= next_fault_ms) {
+      InjectFault();
+      next_fault_ms = net_.now_ms() + 100 + rng_.Uniform(300);
+    }
+    if (options_.slow_only && net_.now_ms() >= next_slow_ms) {
+      // Bursts of delay above the suspicion timeout but well below the exclusion timeout.
+      uint64_t burst_ms = rng_.Uniform(2) ? options_.suspect_timeout_ms * 2 : 5;
+      net_.SetDelay(1, burst_ms);
+      next_slow_ms = net_.now_ms() + 100 + rng_.Uniform(200);
+    }
+    net_.RunUntil(step_end);
+  }
+}
+
+void StackSim::Heal() {
+  net_.Heal();
+  cut_off_.clear();
+  net_.SetLoss(0, 0);
+  net_.SetDelay(1, 3);
+  for (NodeId id : std::set<NodeId>(crashed_)) {
+    net_.Restart(id);
+    Boot(id);
+    pending_exclusion_.erase(id);
+  }
+  crashed_.clear();
+}
+
+bool StackSim::Settled() {
+  uint64_t view = 0;
+  for (auto& [id, replica] : replicas_) {
+    if (replica.view_members.size() != result_.nodes) return false;
+    if (view != 0 && replica.view_id != view) return false;
+    view = replica.view_id;
+  }
+  return true;
+}
+
+StackSimResult StackSim::Run() {
+  for (NodeId id = 1; id <= result_.nodes; ++id) Boot(id);
+  net_.RunUntil(200);
+  Chaos();
+  Heal();
+  // Liveness: every node ends in one view with all nodes, and new calls from every node complete.
+  uint64_t limit_ms = net_.now_ms() + options_.settle_limit_ms;
+  while (result_.ok && !Settled() && net_.now_ms() < limit_ms) net_.RunUntil(net_.now_ms() + 20);
+  if (result_.ok && !Settled()) Fail("after healing, the nodes did not settle in one full view");
+  net_.RunUntil(net_.now_ms() + 1000);  // let the calls of the chaos phase finish or expire
+  uint64_t acknowledged_before = result_.calls_acknowledged;
+  for (NodeId id = 1; id <= result_.nodes && result_.ok; ++id) {
+    Call(id, invocation::Mode::kAll, nso::GroupConfig::Style::kClosed);
+  }
+  while (result_.ok && outstanding_ > 0 && net_.now_ms() < limit_ms + 5000) {
+    net_.RunUntil(net_.now_ms() + 20);
+  }
+  net_.RunUntil(net_.now_ms() + 500);
+  if (result_.ok && result_.calls_acknowledged < acknowledged_before + result_.nodes) {
+    Fail(absl::StrCat("after healing, only ", result_.calls_acknowledged - acknowledged_before,
+                      " of ", result_.nodes, " wait-for-all calls completed"));
+  }
+  // Every replica applied the same sequence; every acknowledged call exactly once.
+  for (auto& [id, replica] : replicas_) {
+    CheckPrefix(replica.applied, absl::StrCat("node ", id, " at the end"));
+    if (result_.ok && replica.applied.size() != reference_.size()) {
+      Fail(absl::StrCat("node ", id, " applied ", replica.applied.size(), " calls, another ",
+                        reference_.size()));
+    }
+  }
+  std::set<std::string> final_calls(reference_.begin(), reference_.end());
+  for (const std::string& call : acknowledged_) {
+    if (result_.ok && !final_calls.count(call)) {
+      Fail(absl::StrCat("acknowledged call ", call, " was lost"));
+    }
+  }
+  result_.end_ms = net_.now_ms();
+  return result_;
+}
+
+}  // namespace
+
+StackSimResult RunStackSimulation(const StackSimOptions& options) {
+  StackSim sim(options);
+  return sim.Run();
+}
+
+}  // namespace cohort::sim

@@ -1,0 +1,51 @@
+// Deterministic simulation of the whole stack (STYLE.md example 3): real Nodes (NSOs, groups,
+// total order, failure detector, membership, invocation, reply cache) over the simulated network
+// and clock, with replicated-counter servants and clients invoking in every mode. Faults: crashes
+// (fewer than half of the nodes at once) and restarts, partitions and heals, loss, duplication
+// and delay. After the faults stop it checks liveness; throughout it checks safety:
+//   views: every node that installed view v installed the same members;
+//   order and virtual synchrony: every replica's sequence of applied calls is a prefix of one
+//     common sequence (state transfer included), with no call applied twice;
+//   exactly once: every acknowledged call is applied exactly once in the final sequence;
+//   liveness: once healed, all live nodes share one view holding all of them, and new calls
+//     from every node complete.
+#ifndef COHORT_TEST_STACK_SIM_H_
+#define COHORT_TEST_STACK_SIM_H_
+
+#include <cstdint>
+#include <string>
+
+namespace cohort::sim {
+
+struct StackSimOptions {
+  uint64_t seed = 1;
+  uint32_t nodes = 0;             // 0: 3 to 5, chosen by the seed
+  bool sequencer = false;         // ordering of the group
+  bool faults = true;             // crashes, restarts, partitions, loss
+  bool slow_only = false;         // only delays: bursts above the suspicion timeout, below exclusion
+  uint64_t chaos_ms = 4000;       // simulated time with faults
+  uint64_t settle_limit_ms = 30000;
+  uint64_t suspect_timeout_ms = 50;
+  uint64_t exclude_timeout_ms = 800;
+  uint32_t call_every_ms = 15;    // a client call every this often (simulated)
+  uint64_t crash_one_at_ms = 0;   // > 0: crash one node (not node 1) at this time, nothing else
+};
+
+struct StackSimResult {
+  bool ok = true;
+  std::string violation;
+  uint32_t nodes = 0;
+  uint64_t faults = 0;
+  uint64_t calls = 0;
+  uint64_t calls_acknowledged = 0;
+  uint64_t views_installed = 0;    // highest view id reached
+  uint64_t state_transfers = 0;
+  uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
+  uint64_t end_ms = 0;
+};
+
+StackSimResult RunStackSimulation(const StackSimOptions& options);
+
+}  // namespace cohort::sim
+
+#endif  // COHORT_TEST_STACK_SIM_H_

@@ -1,0 +1,320 @@
+// cohortctl: operate a Cohort daemon from the shell.
+//
+//   cohortctl [--address HOST:PORT] [--timeout-ms N] COMMAND ...
+//     status                       the daemon: name, cluster, health, groups, calls in flight
+//     health [SERVICE]             grpc.health.v1 check; exit 0 when SERVING, 1 otherwise
+//     services                     the gRPC services the daemon offers (server reflection)
+//     groups                       every group: view id, members (suspected ones marked), majority
+//     view GROUP                   the current view of GROUP with each member's suspicion state
+//     invoke GROUP METHOD PAYLOAD [--mode first|majority|all|one_way]
+//     multicast GROUP PAYLOAD      totally ordered multicast to every servant of GROUP
+//     watch GROUP [--count N] [--seconds S] [--interval-ms N]
+//                                  prints the view now and on every change (view id or suspicion)
+// Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "invocation/client.h"
+#include "proto/api.grpc.pb.h"
+#include "tools/grpc_health.grpc.pb.h"
+#include "tools/grpc_reflection.grpc.pb.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: cohortctl [--address HOST:PORT] [--timeout-ms N] COMMAND ...\n"
+    "  status                        daemon name, cluster, health, groups, calls in flight\n"
+    "  health [SERVICE]              gRPC health check (exit 0 SERVING, 1 otherwise)\n"
+    "  services                      gRPC services offered (server reflection, like grpcurl list)\n"
+    "  groups                        every group: view, members, suspicion, majority\n"
+    "  view GROUP                    the current view of GROUP and its members' suspicion state\n"
+    "  invoke GROUP METHOD PAYLOAD [--mode first|majority|all|one_way]\n"
+    "  multicast GROUP PAYLOAD       totally ordered multicast to the group's servants\n"
+    "  watch GROUP [--count N] [--seconds S] [--interval-ms N]\n"
+    "                                print the view now and whenever it changes\n"
+    "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n";
+
+int Usage(const std::string& problem) {
+  std::fprintf(stderr, "cohortctl: %s\n%s", problem.c_str(), kUsage);
+  return 2;
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "cohortctl: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+int Fail(const grpc::Status& status) {
+  return Fail(absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                           status.error_message()));
+}
+
+struct Options {
+  std::string address = "127.0.0.1:7201";
+  int timeout_ms = 5000;
+  std::string mode = "all";
+  bool mode_given = false;
+  int count = 0;          // watch: stop after this many printed views (0 = no limit)
+  double seconds = 0;     // watch: stop after this long (0 = no limit)
+  int interval_ms = 100;  // watch: poll period
+  std::vector<std::string> args;
+};
+
+void SetDeadline(grpc::ClientContext* context, const Options& options) {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(options.timeout_ms));
+}
+
+std::string MemberList(const google::protobuf::RepeatedPtrField<cohort::api::Member>& members) {
+  std::vector<std::string> names;
+  for (const auto& m : members) names.push_back(m.suspected() ? m.name() + "(suspected)" : m.name());
+  return absl::StrJoin(names, ",");
+}
+
+int Status(const Options& options) {
+  auto stub = cohort::api::Admin::NewStub(cohort::DaemonChannel(options.address));
+  grpc::ClientContext context;
+  SetDeadline(&context, options);
+  cohort::api::StatusReply reply;
+  grpc::Status status = stub->Status(&context, cohort::api::StatusRequest(), &reply);
+  if (!status.ok()) return Fail(status);
+  std::printf("node: %s (id %u)\ncluster: %s\nhealth: %s\n", reply.node_name().c_str(),
+              reply.node(), reply.cluster().c_str(), reply.serving() ? "SERVING" : "NOT_SERVING");
+  if (reply.minority_groups_size() > 0) {
+    std::printf("minority_groups: %s\n", absl::StrJoin(reply.minority_groups(), ",").c_str());
+  }
+  std::printf("groups: %u\npending_calls: %llu\nqueue_depth: %llu\nuptime_s: %.1f\n",
+              reply.groups(), static_cast<unsigned long long>(reply.pending_calls()),
+              static_cast<unsigned long long>(reply.queue_depth()), reply.uptime_ms() / 1000.0);
+  std::printf("listen.peer: %s\nlisten.client: %s\nmetrics.listen: %s\n",
+              reply.listen_peer().c_str(), reply.listen_client().c_str(),
+              reply.metrics_listen().empty() ? "off" : reply.metrics_listen().c_str());
+  return 0;
+}
+
+int Health(const Options& options) {
+  auto stub = grpc::health::v1::Health::NewStub(cohort::DaemonChannel(options.address));
+  grpc::ClientContext context;
+  SetDeadline(&context, options);
+  grpc::health::v1::HealthCheckRequest request;
+  if (!options.args.empty()) request.set_service(options.args[0]);
+  grpc::health::v1::HealthCheckResponse reply;
+  grpc::Status status = stub->Check(&context, request, &reply);
+  if (!status.ok()) return Fail(status);
+  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(reply.status())
+                          .c_str());
+  return reply.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+int Services(const Options& options) {
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
+      cohort::DaemonChannel(options.address));
+  grpc::ClientContext context;
+  SetDeadline(&context, options);
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  grpc::reflection::v1alpha::ServerReflectionResponse reply;
+  bool got = stream->Write(request) && stream->WritesDone() && stream->Read(&reply);
+  grpc::Status status = stream->Finish();
+  if (!status.ok()) return Fail(status);
+  if (!got) return Fail(absl::UnavailableError("no reflection reply"));
+  if (reply.has_error_response()) {
+    return Fail(absl::Status(static_cast<absl::StatusCode>(reply.error_response().error_code()),
+                             reply.error_response().error_message()));
+  }
+  for (const auto& service : reply.list_services_response().service()) {
+    std::printf("%s\n", service.name().c_str());
+  }
+  return 0;
+}
+
+int Groups(const Options& options) {
+  auto stub = cohort::api::Admin::NewStub(cohort::DaemonChannel(options.address));
+  grpc::ClientContext context;
+  SetDeadline(&context, options);
+  cohort::api::ListGroupsReply reply;
+  grpc::Status status = stub->ListGroups(&context, cohort::api::StatusRequest(), &reply);
+  if (!status.ok()) return Fail(status);
+  std::printf("%-20s %-8s %-10s %-7s %-8s %-8s %s\n", "GROUP", "VIEW", "ORDERING", "MEMBER",
+              "TRUSTED", "MAJORITY", "MEMBERS");
+  for (const auto& g : reply.groups()) {
+    std::printf("%-20s %-8llu %-10s %-7s %-8s %-8s %s\n", g.group().c_str(),
+                static_cast<unsigned long long>(g.view_id()), g.ordering().c_str(),
+                g.is_member() ? "yes" : "no",
+                absl::StrCat(g.trusted(), "/", g.configured_members()).c_str(),
+                g.has_majority() ? "yes" : "NO", MemberList(g.members()).c_str());
+  }
+  return 0;
+}
+
+std::unique_ptr<cohort::Client> ConnectOrExit(const Options& options) {
+  auto client = cohort::Client::Connect(options.address, "cohortctl",
+                                        absl::Milliseconds(options.timeout_ms));
+  if (!client.ok()) std::exit(Fail(client.status()));
+  return *std::move(client);
+}
+
+void PrintView(const cohort::View& view) {
+  std::printf("group %s view %llu ordering %s\n", view.group.c_str(),
+              static_cast<unsigned long long>(view.view_id), view.ordering.c_str());
+  for (const cohort::ViewMember& m : view.members) {
+    std::printf("  %-16s node %-5u %s\n", m.name.c_str(), m.node,
+                m.suspected ? "suspected" : "trusted");
+  }
+  std::fflush(stdout);
+}
+
+int ViewCmd(const Options& options) {
+  if (options.args.size() != 1) return Usage("view GROUP");
+  auto client = ConnectOrExit(options);
+  auto view = client->GroupDetails(options.args[0]);
+  if (!view.ok()) return Fail(view.status());
+  PrintView(*view);
+  return 0;
+}
+
+int Invoke(const Options& options) {
+  if (options.args.size() != 3) return Usage("invoke GROUP METHOD PAYLOAD");
+  static const std::map<std::string, cohort::Mode> kModes = {
+      {"one_way", cohort::Mode::kOneWay}, {"first", cohort::Mode::kFirst},
+      {"majority", cohort::Mode::kMajority}, {"all", cohort::Mode::kAll}};
+  auto mode = kModes.find(options.mode);
+  if (mode == kModes.end()) return Usage("--mode must be first, majority, all or one_way");
+  auto client = ConnectOrExit(options);
+  const std::string& group = options.args[0];
+  if (mode->second == cohort::Mode::kOneWay) {
+    absl::Status sent = client->Send(group, options.args[1], options.args[2]);
+    if (!sent.ok()) return Fail(sent);
+    std::printf("sent (one-way)\n");
+    return 0;
+  }
+  absl::Duration deadline = absl::Milliseconds(options.timeout_ms);
+  auto result = options.mode_given
+                    ? client->Invoke(group, options.args[1], options.args[2], mode->second,
+                                     deadline)
+                    : client->InvokeDefault(group, options.args[1], options.args[2], deadline);
+  if (!result.ok()) return Fail(result.status());
+  std::printf("view %llu, %zu of %u wanted replies\n",
+              static_cast<unsigned long long>(result->view_id), result->replies.size(),
+              result->wanted);
+  for (const cohort::Reply& reply : result->replies) {
+    if (reply.status.ok()) {
+      std::printf("%s: %s\n", reply.member.c_str(), reply.payload.c_str());
+    } else {
+      std::printf("%s: error %s\n", reply.member.c_str(), reply.status.ToString().c_str());
+    }
+  }
+  return 0;
+}
+
+int Multicast(const Options& options) {
+  if (options.args.size() != 2) return Usage("multicast GROUP PAYLOAD");
+  auto client = ConnectOrExit(options);
+  absl::Status sent = client->Multicast(options.args[0], options.args[1]);
+  if (!sent.ok()) return Fail(sent);
+  std::printf("multicast to %s\n", options.args[0].c_str());
+  return 0;
+}
+
+std::string ViewKey(const cohort::View& view) {
+  std::string key = absl::StrCat(view.view_id);
+  for (const auto& m : view.members) absl::StrAppend(&key, ",", m.name, m.suspected ? "!" : "");
+  return key;
+}
+
+int Watch(const Options& options) {
+  if (options.args.size() != 1) return Usage("watch GROUP [--count N] [--seconds S]");
+  auto client = ConnectOrExit(options);
+  auto start = std::chrono::steady_clock::now();
+  std::string last;
+  int printed = 0;
+  while (true) {
+    auto view = client->GroupDetails(options.args[0]);
+    if (!view.ok()) return Fail(view.status());
+    std::string key = ViewKey(*view);
+    if (key != last) {
+      last = key;
+      double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("[+%.2fs] ", at);
+      PrintView(*view);
+      if (options.count > 0 && ++printed >= options.count) return 0;
+    }
+    if (options.seconds > 0 &&
+        std::chrono::steady_clock::now() - start >=
+            std::chrono::duration<double>(options.seconds)) {
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(options.interval_ms));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (const char* env = std::getenv("COHORT_ADDRESS"); env != nullptr && *env) {
+    options.address = env;
+  }
+  std::string command;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const std::string& flag) -> std::string {
+      if (i + 1 >= argc) std::exit(Usage(flag + " needs a value"));
+      return argv[++i];
+    };
+    auto number = [&](const std::string& flag, double* out) {
+      std::string text = value(flag);
+      if (!absl::SimpleAtod(text, out) || *out < 0) std::exit(Usage(flag + ": not a number"));
+    };
+    double n = 0;
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (arg == "--address") {
+      options.address = value(arg);
+    } else if (arg == "--timeout-ms") {
+      number(arg, &n);
+      options.timeout_ms = static_cast<int>(n);
+    } else if (arg == "--mode") {
+      options.mode = value(arg);
+      options.mode_given = true;
+    } else if (arg == "--count") {
+      number(arg, &n);
+      options.count = static_cast<int>(n);
+    } else if (arg == "--seconds") {
+      number(arg, &options.seconds);
+    } else if (arg == "--interval-ms") {
+      number(arg, &n);
+      options.interval_ms = std::max(10, static_cast<int>(n));
+    } else if (arg.rfind("--", 0) == 0) {
+      return Usage("unknown flag " + arg);
+    } else if (command.empty()) {
+      command = arg;
+    } else {
+      options.args.push_back(arg);
+    }
+  }
+  if (command == "status") return Status(options);
+  if (command == "health") return Health(options);
+  if (command == "groups") return Groups(options);
+  if (command == "services") return Services(options);
+  if (command == "view") return ViewCmd(options);
+  if (command == "invoke") return Invoke(options);
+  if (command == "multicast") return Multicast(options);
+  if (command == "watch") return Watch(options);
+  return Usage(command.empty() ? "a command is required" : "unknown command " + command);
+}
