@@ -43,8 +43,9 @@ void ReplyCache::ToProto(wire::GroupState* state) const {
   for (const auto& [client, entry] : clients_) {
     for (const auto& [call_id, reply] : entry.calls) {
       wire::GroupState::CachedReply* out = state->add_replies();
-      out->set_origin(client.first);
-      out->set_client_nso(client.second);
+      out->set_origin(std::get<0>(client));
+      out->set_origin_incarnation(std::get<1>(client));
+      out->set_client_nso(std::get<2>(client));
       out->set_call_id(call_id);
       if (reply.has_value()) *out->mutable_reply() = *reply;
     }
@@ -54,7 +55,8 @@ void ReplyCache::ToProto(wire::GroupState* state) const {
 void ReplyCache::FromProto(const wire::GroupState& state) {
   clients_.clear();
   for (const wire::GroupState::CachedReply& cached : state.replies()) {
-    ClientCalls& entry = clients_[{cached.origin(), cached.client_nso()}];
+    ClientCalls& entry =
+        clients_[{cached.origin(), cached.origin_incarnation(), cached.client_nso()}];
     if (cached.has_reply()) {
       entry.calls[cached.call_id()] = cached.reply();
     } else {

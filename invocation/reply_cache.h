@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "proto/wire.pb.h"
@@ -26,8 +27,8 @@ class ReplyCache {
     kAnswered,    // delivered and answered before: resend the cached reply
     kForgotten,   // older than the cache window: neither execute nor answer from the cache
   };
-  // (origin daemon, client NSO)
-  using ClientKey = std::pair<uint32_t, uint64_t>;
+  // (origin daemon, its incarnation, client NSO): call ids restart when a daemon restarts.
+  using ClientKey = std::tuple<uint32_t, uint64_t, uint64_t>;
 
   explicit ReplyCache(size_t calls_per_client_max = 256) : calls_per_client_max_(calls_per_client_max) {}
 

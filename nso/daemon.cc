@@ -18,6 +18,9 @@ constexpr size_t kLoopQueueMax = 1 << 20;
 constexpr absl::Duration kHealthPeriod = absl::Milliseconds(100);
 constexpr char kApiService[] = "cohort.api.Cohort";
 constexpr char kAdminService[] = "cohort.api.Admin";
+// Always SERVING while the process runs (a liveness probe must not restart a daemon merely for
+// being in a minority partition; readiness uses "" or cohort.api.Cohort).
+constexpr char kLivenessService[] = "cohort.liveness";
 
 std::unique_ptr<grpc::Server> StartServer(const std::string& address,
                                           std::vector<grpc::Service*> services,
@@ -137,6 +140,9 @@ absl::Status Daemon::Start() {
       return http_started;
     }
   }
+  if (grpc::HealthCheckServiceInterface* health = client_server_->GetHealthCheckService()) {
+    health->SetServingStatus(kLivenessService, true);
+  }
   loop_->Start();
   transport_->Start();
   monitor_ = std::thread([this] { MonitorLoop(); });
@@ -167,7 +173,8 @@ void Daemon::SetServing(bool serving, const std::string& why) {
   health_known_ = true;
   serving_ = serving;
   if (grpc::HealthCheckServiceInterface* health = client_server_->GetHealthCheckService()) {
-    health->SetServingStatus(serving);
+    // Not SetServingStatus(bool): that would also set kLivenessService.
+    health->SetServingStatus("", serving);
     health->SetServingStatus(kApiService, serving);
     health->SetServingStatus(kAdminService, serving);
   }

@@ -15,10 +15,6 @@ Group::Group(const GroupConfig& group_config, const Config& config, std::vector<
       transport_(transport),
       now_ms_(now_ms),
       incarnation_(incarnation) {
-  membership::FailureDetectorOptions options;
-  options.suspect_timeout_ms = group_config_.suspect_timeout_ms;
-  options.exclude_timeout_ms = group_config_.exclude_timeout_ms;
-  detector_ = std::make_unique<membership::FailureDetector>(options, std::vector<NodeId>{}, now_ms);
   std::vector<consensus::Delivery> none;
   InstallView(1, std::move(members), &none);
 }
@@ -28,7 +24,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   if (order_ != nullptr) {
     // Kept long enough for a lagging member to learn the decisions up to the change.
     uint64_t keep_ms = std::max<uint64_t>(group_config_.exclude_timeout_ms, 1000);
-    retired_[view_id_] = {std::move(order_), members_, now_ms_ + keep_ms};
+    retired_[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + keep_ms};
   }
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
@@ -39,7 +35,11 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   for (NodeId member : members_) {
     if (member != self_) peers_.push_back(member);
   }
-  detector_->SetMonitored(peers_, now_ms_);
+  // A new view starts with fresh suspicions: what was suspected or excluded was about the old one.
+  membership::FailureDetectorOptions options;
+  options.suspect_timeout_ms = group_config_.suspect_timeout_ms;
+  options.exclude_timeout_ms = group_config_.exclude_timeout_ms;
+  detector_ = std::make_unique<membership::FailureDetector>(options, peers_, now_ms_);
   detector_->SetMonitoring(group_config_.liveness == GroupConfig::Liveness::kLively, now_ms_);
   for (NodeId peer : peers_) last_sent_ms_.try_emplace(peer, 0);
   std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
@@ -78,13 +78,10 @@ void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* del
 
 void Group::Receive(NodeId from, const wire::Envelope& envelope,
                     std::vector<consensus::Delivery>* deliveries) {
-  if (envelope.view_id() > highest_view_heard_) {
-    highest_view_heard_ = envelope.view_id();
-    highest_view_sender_ = from;
-  }
   if (envelope.view_id() != view_id_) {
     auto retired = retired_.find(envelope.view_id());
     if (retired == retired_.end() || envelope.has_heartbeat()) return;
+    if (!SameIncarnations(from, envelope, &retired->second.incarnations)) return;
     // A lagging member of an old view: answer it; what the old order delivers now is discarded
     // here, since this node has moved past that view's end.
     consensus::Outbox outbox;
@@ -94,16 +91,13 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     return;
   }
   if (!is_member() || !IsMember(from)) return;
-  if (envelope.incarnation() != 0) {
-    auto [known, first] = incarnations_.try_emplace(from, envelope.incarnation());
-    if (!first && known->second != envelope.incarnation()) {
-      // Restarted without its state: it must not take part until re-added with state transfer.
-      if (std::find(restarts_.begin(), restarts_.end(), from) == restarts_.end()) {
-        Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
-        restarts_.push_back(from);
-      }
-      return;
+  if (!SameIncarnations(from, envelope, &incarnations_)) {
+    if (std::find(restarts_.begin(), restarts_.end(), from) == restarts_.end() &&
+        envelope.incarnation() != incarnations_[from]) {
+      Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
+      restarts_.push_back(from);
     }
+    return;
   }
   std::vector<membership::SuspicionEvent> events;
   detector_->Heard(from, now_ms_, &events);
@@ -118,6 +112,23 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
   consensus::Outbox outbox;
   order_->Step(from, envelope, &outbox);
   Flush(view_id_, &outbox, deliveries);
+}
+
+bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
+                             std::map<NodeId, uint64_t>* incarnations) {
+  if (envelope.receiver_incarnation() != 0 && envelope.receiver_incarnation() != incarnation_) {
+    return false;
+  }
+  if (envelope.incarnation() == 0) return true;
+  auto [known, first] = incarnations->try_emplace(from, envelope.incarnation());
+  return first || known->second == envelope.incarnation();
+}
+
+void Group::NoteView(NodeId from, uint64_t view_id) {
+  if (view_id > highest_view_heard_) {
+    highest_view_heard_ = view_id;
+    highest_view_sender_ = from;
+  }
 }
 
 void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
@@ -185,6 +196,10 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
   envelope.set_incarnation(incarnation_);
+  const std::map<NodeId, uint64_t>& known =
+      view_id == view_id_ ? incarnations_ : retired_.at(view_id).incarnations;
+  auto receiver = known.find(to);
+  if (receiver != known.end()) envelope.set_receiver_incarnation(receiver->second);
   last_sent_ms_[to] = now_ms_;
   counters_.envelopes_sent++;
   transport_->Send(to, std::move(envelope));

@@ -78,6 +78,8 @@ class Group {
   std::vector<NodeId> TakeExclusions() { return std::move(exclusions_); }
   // Members heard with a new incarnation (restarted, state lost) since the last call.
   std::vector<NodeId> TakeRestarts() { return std::move(restarts_); }
+  // Any envelope of this group from `from` names the view its sender is in.
+  void NoteView(NodeId from, uint64_t view_id);
   // The highest view id heard from another node (> view_id() means this node is behind).
   uint64_t highest_view_heard() const { return highest_view_heard_; }
   NodeId highest_view_sender() const { return highest_view_sender_; }
@@ -91,8 +93,14 @@ class Group {
   struct Retired {
     std::unique_ptr<consensus::TotalOrder> order;
     std::vector<NodeId> members;
+    std::map<NodeId, uint64_t> incarnations;
     uint64_t drop_at_ms = 0;
   };
+
+  // False for traffic of another incarnation than the one this view knows (a restart on either
+  // side): such a node takes no part until a view change re-admits it with state transfer.
+  bool SameIncarnations(NodeId from, const wire::Envelope& envelope,
+                        std::map<NodeId, uint64_t>* incarnations);
 
   void Flush(uint64_t view_id, consensus::Outbox* outbox,
              std::vector<consensus::Delivery>* deliveries);

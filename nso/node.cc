@@ -124,6 +124,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
+  request.set_origin_incarnation(incarnation_);
   request.set_client_nso(nso);
   request.set_payload(std::move(payload));
   request.set_one_way(true);
@@ -160,6 +161,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
+  request.set_origin_incarnation(incarnation_);
   request.set_client_nso(nso);
   request.set_method(std::move(options.method));
   request.set_payload(std::move(options.payload));
@@ -231,10 +233,12 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
       request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
   Call call{group_name, invocation::ReplyCollector(mode, view_size), now_ms_ + deadline_ms,
             deadline_ms,
-            [this, origin, group_name, call_id = request.call_id()](InvokeResult result) {
+            [this, origin, group_name, call_id = request.call_id(),
+             origin_incarnation = request.origin_incarnation()](InvokeResult result) {
               wire::Envelope envelope;
               wire::ManagedReply* reply = envelope.mutable_managed_reply();
               reply->set_call_id(call_id);
+              reply->set_origin_incarnation(origin_incarnation);
               reply->set_view_id(result.view_id);
               reply->set_wanted(result.wanted);
               reply->set_status_code(static_cast<int>(result.status.code()));
@@ -328,7 +332,9 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
   NodeId reply_to = request.reply_to() ? request.reply_to() : request.origin();
   const wire::Reply* cached = nullptr;
   invocation::ReplyCache& cache = reply_caches_[group->name()];
-  switch (cache.OnDelivery({request.origin(), request.client_nso()}, request.call_id(), &cached)) {
+  invocation::ReplyCache::ClientKey client{request.origin(), request.origin_incarnation(),
+                                           request.client_nso()};
+  switch (cache.OnDelivery(client, request.call_id(), &cached)) {
     case invocation::ReplyCache::Verdict::kAnswered:
       if (replies) SendReply(reply_to, group->name(), *cached);
       return;
@@ -354,7 +360,8 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
     }
   }
   uint64_t number = next_delivery_++;
-  open_deliveries_[number] = {call, request.client_nso(), {}, group->name(), servant};
+  open_deliveries_[number] = {call, request.origin_incarnation(), request.client_nso(), {},
+                              group->name(), servant};
   if (replies) open_deliveries_[number].reply_to.push_back(reply_to);
   open_delivery_by_call_[call] = number;
   if (servant == 0) {
@@ -381,11 +388,13 @@ void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std:
   wire::Reply reply;
   reply.set_call_id(open.call.second);
   reply.set_origin(open.call.first);
+  reply.set_origin_incarnation(open.origin_incarnation);
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(status.code()));
   reply.set_error(std::string(status.message()));
   reply.set_payload(std::move(payload));
-  reply_caches_[open.group].Completed({open.call.first, open.client_nso}, open.call.second, reply);
+  reply_caches_[open.group].Completed({open.call.first, open.origin_incarnation, open.client_nso},
+                                      open.call.second, reply);
   for (NodeId to : open.reply_to) SendReply(to, open.group, reply);
 }
 
@@ -397,6 +406,8 @@ void Node::SendReply(NodeId to, const std::string& group, const wire::Reply& rep
 }
 
 void Node::OnReply(const wire::Reply& reply) {
+  // A reply to a call of an earlier incarnation of this daemon (same call id, another call).
+  if (reply.origin() == self_ && reply.origin_incarnation() != incarnation_) return;
   auto it = calls_.find({reply.origin(), reply.call_id()});
   if (it == calls_.end()) return;  // late reply of a finished call
   invocation::MemberReply member_reply;
@@ -408,6 +419,7 @@ void Node::OnReply(const wire::Reply& reply) {
 }
 
 void Node::OnManagedReply(const wire::ManagedReply& reply) {
+  if (reply.origin_incarnation() != incarnation_) return;  // for an earlier incarnation
   auto it = calls_.find({self_, reply.call_id()});
   if (it == calls_.end() || !it->second.managed_request) return;
   Call call = std::move(it->second);
@@ -506,6 +518,10 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     }
     if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());
     return Submit(group, envelope.forward());
+  }
+  group->NoteView(from, envelope.view_id());
+  if (envelope.view_id() != 0 && envelope.view_id() < group->view_id() && group->is_member()) {
+    SendViewNotice(group, from);
   }
   if (envelope.has_membership()) return OnMembership(group, from, envelope);
   std::vector<consensus::Delivery> deliveries;

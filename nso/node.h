@@ -134,10 +134,13 @@ class Node {
     bool want_member = false;      // a servant is attached here: (re)join when not a member
     bool awaiting_state = false;   // joined a view, its state has not arrived yet
     std::vector<consensus::Delivery> buffered;  // deliveries held until the state is installed
-    std::string state_bytes;       // GroupState chunks received so far
+    std::map<uint64_t, std::string> state_chunks;  // GroupState chunks so far, by offset
+    uint64_t state_end = 0;        // size of the GroupState, once its last chunk arrived
+    bool state_last_seen = false;
     uint64_t state_view = 0;
     uint64_t awaiting_since_ms = 0;
     uint64_t last_join_request_ms = 0;
+    std::map<NodeId, uint64_t> last_notice_ms;  // VIEW_NOTICE rate limit per node
     std::optional<std::string> pending_servant_state;  // arrived before any servant attached
   };
   // A state snapshot requested from the servant at a view change (provider side).
@@ -151,6 +154,7 @@ class Node {
 
   struct OpenDelivery {  // a delivery awaiting its servant's answer
     CallKey call;
+    uint64_t origin_incarnation = 0;
     uint64_t client_nso = 0;
     std::vector<NodeId> reply_to;  // who gets the reply (more than one: duplicate deliveries)
     std::string group;
@@ -175,8 +179,9 @@ class Node {
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
   void OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessage& message);
   void OnNewView(Group* group, NodeId from, const wire::MembershipMessage& message);
-  void OnStateChunk(Group* group, const wire::MembershipMessage& message);
+  void OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage& message);
   void SendJoinRequest(Group* group);
+  void SendViewNotice(Group* group, NodeId to);
   void TickMembership(Group* group);
   void RequestState(Group* group, std::vector<NodeId> joiners);
   void SendState(const std::string& group, uint64_t view_id, const std::vector<NodeId>& members,

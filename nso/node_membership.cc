@@ -116,7 +116,7 @@ void Node::RequestState(Group* group, std::vector<NodeId> joiners) {
   }
   if (servant == 0) return;  // no servant here: the state is the reply cache alone (sent below)
   // The servant reads its state in delivery order, right after the last delivery of the old view.
-  open_deliveries_[number] = {{0, 0}, 0, {}, group->name(), servant};
+  open_deliveries_[number] = {{0, 0}, 0, 0, {}, group->name(), servant};
   servants_[servant].sink({number, group->name(), kGetStateMethod, "", false, group->view_id()});
 }
 
@@ -145,25 +145,22 @@ void Node::SendState(const std::string& group_name, uint64_t view_id,
                      const wire::GroupState& state) {
   Group* group = groups_.at(group_name).get();
   std::string bytes = state.SerializeAsString();
+  // Large states are streamed in chunks. Every chunk names the view and its members, so chunks
+  // may arrive in any order (the first to arrive installs the view at the joiner).
   for (NodeId joiner : joiners) {
-    wire::Envelope new_view;
-    wire::MembershipMessage* message = new_view.mutable_membership();
-    message->set_kind(wire::MembershipMessage::NEW_VIEW);
-    message->set_view_id(view_id);
-    for (NodeId member : members) message->add_members(member);
-    group->SendTo(joiner, std::move(new_view));
-    // Large states are streamed in chunks (issue: "not held twice in memory" on the wire).
-    for (size_t offset = 0; offset == 0 || offset < bytes.size(); offset += kStateChunkBytes) {
+    size_t offset = 0;
+    do {
       wire::Envelope chunk;
       wire::MembershipMessage* piece = chunk.mutable_membership();
       piece->set_kind(wire::MembershipMessage::STATE_CHUNK);
       piece->set_view_id(view_id);
+      for (NodeId member : members) piece->add_members(member);
       piece->set_chunk_offset(offset);
       piece->set_state(bytes.substr(offset, kStateChunkBytes));
       piece->set_last_chunk(offset + kStateChunkBytes >= bytes.size());
       group->SendTo(joiner, std::move(chunk));
-      if (bytes.empty()) break;
-    }
+      offset += kStateChunkBytes;
+    } while (offset < bytes.size());
     Log("membership")->info("group {}: state of view {} ({} bytes) sent to node {}", group_name,
                             view_id, bytes.size(), joiner);
   }
@@ -174,7 +171,8 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
   switch (message.kind()) {
     case wire::MembershipMessage::JOIN_REQUEST: return OnJoinRequest(group, from, message);
     case wire::MembershipMessage::NEW_VIEW: return OnNewView(group, from, message);
-    case wire::MembershipMessage::STATE_CHUNK: return OnStateChunk(group, message);
+    case wire::MembershipMessage::STATE_CHUNK: return OnStateChunk(group, from, message);
+    case wire::MembershipMessage::VIEW_NOTICE: return;  // noted by Group::NoteView
     default:
       Log("membership")->warn("group {}: membership message of kind {} from node {} ignored",
                               group->name(), static_cast<int>(message.kind()), from);
@@ -209,28 +207,38 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   membership.awaiting_state = true;
   membership.awaiting_since_ms = now_ms_;
   membership.buffered.clear();
-  membership.state_bytes.clear();
+  membership.state_chunks.clear();
   membership.state_view = message.view_id();
   std::vector<consensus::Delivery> deliveries;
   group->InstallView(message.view_id(), std::move(members), &deliveries);
   DeliverAll(group, std::move(deliveries));  // buffered until the state is installed
 }
 
-void Node::OnStateChunk(Group* group, const wire::MembershipMessage& message) {
+void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage& message) {
+  OnNewView(group, from, message);  // the first chunk to arrive installs the view
   GroupMembership& membership = membership_[group->name()];
   if (!membership.awaiting_state || message.view_id() != membership.state_view) return;
-  if (message.chunk_offset() != membership.state_bytes.size()) return;  // lost a chunk: retry
-  membership.state_bytes += message.state();
-  if (!message.last_chunk()) return;
+  membership.state_chunks[message.chunk_offset()] = message.state();
+  if (message.last_chunk()) {
+    membership.state_end = message.chunk_offset() + message.state().size();
+    membership.state_last_seen = true;
+  }
+  if (!membership.state_last_seen) return;
+  std::string bytes;
+  for (const auto& [offset, piece] : membership.state_chunks) {
+    if (offset != bytes.size()) return;  // a gap: more chunks to come
+    bytes += piece;
+  }
+  if (bytes.size() != membership.state_end) return;
+  membership.state_chunks.clear();
   wire::GroupState state;
-  if (!state.ParseFromString(membership.state_bytes)) {
+  if (!state.ParseFromString(bytes)) {
     Log("membership")->error("group {}: undecodable state for view {}: asking again",
                              group->name(), message.view_id());
-    membership.state_bytes.clear();
     return;
   }
-  membership.state_bytes.clear();
-  membership.state_bytes.shrink_to_fit();
+  bytes.clear();
+  bytes.shrink_to_fit();
   reply_caches_[group->name()].FromProto(state);
   bool installed = false;
   for (auto& [id, servant] : servants_) {
@@ -259,6 +267,15 @@ void Node::SendJoinRequest(Group* group) {
     envelope.mutable_membership()->set_view_id(group->view_id());
     group->SendTo(target, std::move(envelope));
   }
+}
+
+void Node::SendViewNotice(Group* group, NodeId to) {
+  uint64_t& last_ms = membership_[group->name()].last_notice_ms[to];
+  if (last_ms != 0 && now_ms_ < last_ms + 100) return;
+  last_ms = now_ms_;
+  wire::Envelope envelope;
+  envelope.mutable_membership()->set_kind(wire::MembershipMessage::VIEW_NOTICE);
+  group->SendTo(to, std::move(envelope));
 }
 
 void Node::TickMembership(Group* group) {

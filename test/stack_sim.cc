@@ -1,6 +1,8 @@
 #include "test/stack_sim.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -69,7 +71,15 @@ class StackSim {
       result_.violation = absl::StrCat("t=", net_.now_ms(), "ms: ", why);
     }
   }
-  uint32_t disabled() const { return crashed_.size() + cut_off_.size(); }
+  // Nodes without a usable state: crashed, cut off, or restarted and not yet given the state.
+  // The fault model keeps them fewer than half (a majority restarting at once, with no stable
+  // storage, would be a fresh start of the group).
+  uint32_t disabled() const {
+    std::set<NodeId> all = crashed_;
+    all.insert(cut_off_.begin(), cut_off_.end());
+    all.insert(amnesiac_.begin(), amnesiac_.end());
+    return all.size();
+  }
 
   const StackSimOptions options_;
   nso::SimNetwork net_;
@@ -78,11 +88,14 @@ class StackSim {
   std::map<NodeId, Replica> replicas_;
   std::set<NodeId> crashed_;
   std::set<NodeId> cut_off_;   // the minority side of the current partition
+  std::set<NodeId> amnesiac_;  // restarted, state not transferred yet
   std::map<uint64_t, std::vector<NodeId>> views_;  // view id -> members, as first installed
   std::vector<std::string> reference_;             // longest applied sequence seen
   std::set<std::string> acknowledged_;
   uint64_t next_call_ = 1;
   uint64_t outstanding_ = 0;
+  std::string last_failure_;
+  const bool trace_ = std::getenv("COHORT_SIM_TRACE") != nullptr;
   std::map<NodeId, uint64_t> pending_exclusion_;  // crashed node -> crash time
 };
 
@@ -108,6 +121,7 @@ nso::Config StackSim::MakeConfig(NodeId id) const {
 }
 
 void StackSim::Boot(NodeId id) {
+  if (trace_) std::fprintf(stderr, "t=%llu BOOT node %u\n", (unsigned long long)net_.now_ms(), id);
   Replica& replica = replicas_[id];
   replica.incarnation++;
   replica.alive = true;
@@ -195,6 +209,7 @@ void StackSim::OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery d
   if (delivery.method == nso::kSetStateMethod) {
     CheckPrefix(replica.applied, absl::StrCat("node ", id, " before state transfer"));
     result_.state_transfers++;
+    amnesiac_.erase(id);
     std::vector<std::string> parts = absl::StrSplit(delivery.payload, absl::MaxSplits('|', 1));
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &replica.value)) {
       return Fail(absl::StrCat("node ", id, ": malformed state transferred"));
@@ -204,6 +219,12 @@ void StackSim::OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery d
     return CheckPrefix(replica.applied, absl::StrCat("node ", id, " after state transfer"));
   }
   if (delivery.method != "add") return;
+  if (trace_) {
+    std::fprintf(stderr, "t=%llu node %u inc %llu view %llu applies %s at position %zu\n",
+                 (unsigned long long)net_.now_ms(), id, (unsigned long long)incarnation,
+                 (unsigned long long)delivery.view_id, delivery.payload.c_str(),
+                 replica.applied.size());
+  }
   replica.value++;
   replica.applied.push_back(delivery.payload);
   CheckPrefix(replica.applied, absl::StrCat("node ", id));
@@ -228,7 +249,10 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
   outstanding_++;
   replica.node->Invoke(replica.client_nso, options, [this, call, mode](nso::InvokeResult result) {
     outstanding_--;
-    if (!result.status.ok()) return;
+    if (!result.status.ok()) {
+      last_failure_ = absl::StrCat(call, ": ", result.status.ToString());
+      return;
+    }
     if (mode != invocation::Mode::kOneWay && result.replies.size() < result.wanted) {
       return Fail(absl::StrCat("call ", call, " acknowledged with ", result.replies.size(), " of ",
                                result.wanted, " replies"));
@@ -241,6 +265,7 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
 }
 
 void StackSim::Crash(NodeId id) {
+  if (trace_) std::fprintf(stderr, "t=%llu CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
   Replica& replica = replicas_[id];
   CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its crash"));
   replica.alive = false;
@@ -258,13 +283,17 @@ void StackSim::InjectFault() {
     case 0:  // crash a node (the first one, coordinator and first sequencer, half the time)
       if (disabled() < tolerated) {
         NodeId victim = rng_.Uniform(2) == 0 ? 1 : 1 + rng_.Uniform(n);
-        if (!crashed_.count(victim) && !cut_off_.count(victim)) Crash(victim);
+        if (!crashed_.count(victim) && !cut_off_.count(victim)) {
+          amnesiac_.erase(victim);
+          Crash(victim);
+        }
       }
       break;
     case 1:  // restart a crashed node: it rejoins with state transfer
       if (!crashed_.empty()) {
         NodeId id = *crashed_.begin();
         crashed_.erase(id);
+        amnesiac_.insert(id);
         pending_exclusion_.erase(id);
         net_.Restart(id);
         Boot(id);
@@ -276,7 +305,9 @@ void StackSim::InjectFault() {
         uint32_t size = 1 + rng_.Uniform(tolerated - disabled());
         std::vector<NodeId> minority;
         for (NodeId id = 1; id <= n && minority.size() < size; ++id) {
-          if (!crashed_.count(id) && rng_.Uniform(2) == 0) minority.push_back(id);
+          if (!crashed_.count(id) && !amnesiac_.count(id) && rng_.Uniform(2) == 0) {
+            minority.push_back(id);
+          }
         }
         if (minority.empty()) break;
         cut_off_.insert(minority.begin(), minority.end());
@@ -338,6 +369,7 @@ void StackSim::Heal() {
   net_.SetLoss(0, 0);
   net_.SetDelay(1, 3);
   for (NodeId id : std::set<NodeId>(crashed_)) {
+    amnesiac_.insert(id);
     net_.Restart(id);
     Boot(id);
     pending_exclusion_.erase(id);
@@ -375,7 +407,8 @@ StackSimResult StackSim::Run() {
   net_.RunUntil(net_.now_ms() + 500);
   if (result_.ok && result_.calls_acknowledged < acknowledged_before + result_.nodes) {
     Fail(absl::StrCat("after healing, only ", result_.calls_acknowledged - acknowledged_before,
-                      " of ", result_.nodes, " wait-for-all calls completed"));
+                      " of ", result_.nodes, " wait-for-all calls completed; last failure ",
+                      last_failure_));
   }
   // Every replica applied the same sequence; every acknowledged call exactly once.
   for (auto& [id, replica] : replicas_) {

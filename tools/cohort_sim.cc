@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "nso/logging.h"
 #include "test/order_sim.h"
+#include "test/stack_sim.h"
 
 namespace {
 
@@ -88,23 +90,73 @@ int RunSeeds(uint64_t first, uint64_t last, Ordering ordering) {
   return violations == 0 ? 0 : 1;
 }
 
+// The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
+int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose,
+                  uint64_t crash_one_at_ms, bool slow_only) {
+  if (!verbose) cohort::nso::ConfigureLogging("off", "text", "");
+  uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
+           transfers = 0;
+  for (uint64_t seed = first; seed <= last; ++seed) {
+    cohort::sim::StackSimOptions options;
+    options.seed = seed;
+    options.sequencer = ordering == Ordering::kSequencer;
+    if (crash_one_at_ms || slow_only) options.faults = false;
+    options.crash_one_at_ms = crash_one_at_ms;
+    options.slow_only = slow_only;
+    const cohort::sim::StackSimResult result = cohort::sim::RunStackSimulation(options);
+    ++seeds;
+    faults += result.faults;
+    calls += result.calls;
+    acknowledged += result.calls_acknowledged;
+    views += result.views_installed;
+    transfers += result.state_transfers;
+    if (!result.ok) {
+      ++violations;
+      std::printf("seed %llu (%u nodes): %s\n  replay: cohort-sim --stack --seeds %llu..%llu "
+                  "--ordering %s --verbose\n",
+                  static_cast<unsigned long long>(seed), result.nodes, result.violation.c_str(),
+                  static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
+                  cohort::sim::OrderingName(ordering));
+    }
+  }
+  std::printf("stack, ordering %s: seeds run %llu, faults injected %llu, calls %llu "
+              "(acknowledged %llu), views installed %llu, state transfers %llu, violations %llu\n",
+              cohort::sim::OrderingName(ordering), static_cast<unsigned long long>(seeds),
+              static_cast<unsigned long long>(faults), static_cast<unsigned long long>(calls),
+              static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
+              static_cast<unsigned long long>(transfers),
+              static_cast<unsigned long long>(violations));
+  return violations == 0 ? 0 : 1;
+}
+
 int Usage() {
   std::fprintf(stderr,
                "usage: cohort-sim --table\n"
-               "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n");
+               "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
+               "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
+               "                  [--crash-one-at MS | --slow-only]\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool table = false;
+  bool table = false, stack = false, verbose = false, slow_only = false;
+  uint64_t crash_one_at_ms = 0;
   std::string seeds;
   Ordering ordering = Ordering::kConsensus;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--table") {
       table = true;
+    } else if (arg == "--stack") {
+      stack = true;
+    } else if (arg == "--verbose") {
+      verbose = true;
+    } else if (arg == "--slow-only") {
+      slow_only = true;
+    } else if (arg == "--crash-one-at" && i + 1 < argc) {
+      crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--seeds" && i + 1 < argc) {
       seeds = argv[++i];
     } else if (arg == "--ordering" && i + 1 < argc) {
@@ -123,5 +175,6 @@ int main(int argc, char** argv) {
   if (table) return PrintTable();
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
+  if (stack) return RunStackSeeds(first, last, ordering, verbose, crash_one_at_ms, slow_only);
   return RunSeeds(first, last, ordering);
 }

@@ -28,8 +28,7 @@
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
-#include "tools/grpc_health.grpc.pb.h"
-#include "tools/grpc_reflection.grpc.pb.h"
+#include "tools/grpc_std_calls.h"
 
 namespace {
 
@@ -106,39 +105,23 @@ int Status(const Options& options) {
 }
 
 int Health(const Options& options) {
-  auto stub = grpc::health::v1::Health::NewStub(cohort::DaemonChannel(options.address));
-  grpc::ClientContext context;
-  SetDeadline(&context, options);
-  grpc::health::v1::HealthCheckRequest request;
-  if (!options.args.empty()) request.set_service(options.args[0]);
-  grpc::health::v1::HealthCheckResponse reply;
-  grpc::Status status = stub->Check(&context, request, &reply);
+  using cohort::grpcstd::HealthCheckResponse;
+  HealthCheckResponse::ServingStatus serving = HealthCheckResponse::UNKNOWN;
+  grpc::Status status =
+      cohort::grpcstd::HealthCheck(cohort::DaemonChannel(options.address).get(),
+                                   options.args.empty() ? "" : options.args[0], &serving,
+                                   options.timeout_ms);
   if (!status.ok()) return Fail(status);
-  std::printf("%s\n", grpc::health::v1::HealthCheckResponse::ServingStatus_Name(reply.status())
-                          .c_str());
-  return reply.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+  std::printf("%s\n", HealthCheckResponse::ServingStatus_Name(serving).c_str());
+  return serving == HealthCheckResponse::SERVING ? 0 : 1;
 }
 
 int Services(const Options& options) {
-  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
-      cohort::DaemonChannel(options.address));
-  grpc::ClientContext context;
-  SetDeadline(&context, options);
-  auto stream = stub->ServerReflectionInfo(&context);
-  grpc::reflection::v1alpha::ServerReflectionRequest request;
-  request.set_list_services("");
-  grpc::reflection::v1alpha::ServerReflectionResponse reply;
-  bool got = stream->Write(request) && stream->WritesDone() && stream->Read(&reply);
-  grpc::Status status = stream->Finish();
+  std::vector<std::string> services;
+  grpc::Status status = cohort::grpcstd::ListServices(
+      cohort::DaemonChannel(options.address).get(), &services, options.timeout_ms);
   if (!status.ok()) return Fail(status);
-  if (!got) return Fail(absl::UnavailableError("no reflection reply"));
-  if (reply.has_error_response()) {
-    return Fail(absl::Status(static_cast<absl::StatusCode>(reply.error_response().error_code()),
-                             reply.error_response().error_message()));
-  }
-  for (const auto& service : reply.list_services_response().service()) {
-    std::printf("%s\n", service.name().c_str());
-  }
+  for (const std::string& service : services) std::printf("%s\n", service.c_str());
   return 0;
 }
 

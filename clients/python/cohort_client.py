@@ -1,0 +1,136 @@
+"""A Cohort client and servant in Python, over the daemon's gRPC API (proto/api.proto).
+
+The stubs (api_pb2.py, api_pb2_grpc.py) are generated from proto/api.proto by grpcio-tools:
+
+    clients/python/generate.sh OUT_DIR      # then put OUT_DIR and this folder on PYTHONPATH
+
+Usage:
+
+    from cohort_client import CohortClient, Servant
+
+    servant = Servant("127.0.0.1:7201", "counter", {"echo": lambda payload: payload})
+    servant.start()                              # deliveries arrive in total order, one at a time
+    client = CohortClient("127.0.0.1:7201", "my-app")
+    view = client.group_details("counter")       # view_id, members (name, node, suspected)
+    reply = client.invoke("counter", "echo", b"hi", mode="majority")
+    for r in reply.replies:                      # member, node, status_code, error, payload
+        print(r.member, r.payload)
+"""
+import queue
+import threading
+
+import grpc
+
+import api_pb2
+import api_pb2_grpc
+
+MODES = {
+    "default": api_pb2.MODE_UNSPECIFIED,
+    "one_way": api_pb2.ONE_WAY,
+    "first": api_pb2.WAIT_FIRST,
+    "majority": api_pb2.WAIT_MAJORITY,
+    "all": api_pb2.WAIT_ALL,
+}
+
+
+def _connect(address, timeout):
+    channel = grpc.insecure_channel(address)
+    grpc.channel_ready_future(channel).result(timeout=timeout)
+    return channel
+
+
+class CohortClient:
+    """One application attached to a daemon: it gets its own NSO (NewTop service object)."""
+
+    def __init__(self, address, client_name="python", timeout=5.0):
+        self.channel = _connect(address, timeout)
+        self.stub = api_pb2_grpc.CohortStub(self.channel)
+        self.admin = api_pb2_grpc.AdminStub(self.channel)
+        reply = self.stub.Attach(api_pb2.AttachRequest(client_name=client_name), timeout=timeout)
+        self.nso = reply.nso
+        self.node_name = reply.node_name
+
+    def group_details(self, group, timeout=5.0):
+        return self.stub.GroupDetails(api_pb2.GroupRequest(nso=self.nso, group=group),
+                                      timeout=timeout)
+
+    def invoke(self, group, method, payload, mode="default", deadline_ms=5000):
+        """Raises grpc.RpcError: NOT_FOUND (unknown group), UNAVAILABLE (too few members for
+        the mode), DEADLINE_EXCEEDED (mode not met in time), INVALID_ARGUMENT."""
+        request = api_pb2.InvokeRequest(nso=self.nso, group=group, method=method,
+                                        payload=payload, mode=MODES[mode],
+                                        deadline_ms=deadline_ms)
+        return self.stub.Invoke(request, timeout=deadline_ms / 1000.0 + 2)
+
+    def multicast(self, group, payload, timeout=5.0):
+        self.stub.Multicast(api_pb2.MulticastRequest(nso=self.nso, group=group, payload=payload),
+                            timeout=timeout)
+
+    def status(self, timeout=5.0):
+        return self.admin.Status(api_pb2.StatusRequest(), timeout=timeout)
+
+    def close(self):
+        self.channel.close()
+
+
+class Servant:
+    """A replica of `group` at one daemon. `handlers` maps method names to functions of the
+    payload (bytes) returning the reply (bytes); an exception answers with an error. Multicasts
+    (no method) are appended to `self.multicasts`."""
+
+    def __init__(self, address, group, handlers, name="python-servant", timeout=5.0):
+        self.group = group
+        self.handlers = dict(handlers)
+        self.multicasts = []
+        self._client = CohortClient(address, name, timeout)
+        self._timeout = timeout
+        self._outbox = queue.Queue()
+        self._events = None
+        self._thread = None
+
+    def _messages(self):
+        yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
+            nso=self._client.nso, group=self.group))
+        while True:
+            message = self._outbox.get()
+            if message is None:
+                return
+            yield message
+
+    def start(self):
+        self._events = self._client.stub.Serve(self._messages())
+        first = next(self._events)
+        if not first.registered:
+            raise RuntimeError("servant not registered: %r" % first)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            for event in self._events:
+                if not event.method:
+                    self.multicasts.append(event.payload)
+                    continue
+                answer = api_pb2.ServantMessage.Answer(delivery=event.delivery)
+                handler = self.handlers.get(event.method)
+                if handler is None:
+                    answer.status_code = grpc.StatusCode.UNIMPLEMENTED.value[0]
+                    answer.error = "no method %r" % event.method
+                else:
+                    try:
+                        answer.payload = handler(event.payload)
+                    except Exception as error:  # the servant's failure goes back to the caller
+                        answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
+                        answer.error = str(error)
+                if not event.one_way:
+                    self._outbox.put(api_pb2.ServantMessage(answer=answer))
+        except grpc.RpcError:
+            pass  # stream ended: stop() or the daemon went away
+
+    def stop(self):
+        self._outbox.put(None)
+        if self._events is not None:
+            self._events.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=self._timeout)
+        self._client.close()

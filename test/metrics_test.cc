@@ -1,0 +1,131 @@
+// Unit tests of the operations pieces that need no daemon: the Prometheus text writer, the
+// invocation counters and latency histogram, the metrics HTTP server, and the `metrics:` section
+// of the YAML configuration.
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "nso/config.h"
+#include "nso/http_server.h"
+#include "nso/metrics.h"
+#include "test/ops_test_util.h"
+
+namespace cohort::nso {
+namespace {
+
+using Catch::Matchers::Contains;
+using test::MetricValue;
+
+const std::string kBase =
+    "node: n1\n"
+    "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+    "peers:\n"
+    "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n";
+
+TEST_CASE("the writer renders families and escaped labels", "[metrics]") {
+  PromWriter out;
+  out.Family("x_total", "counter", "An x.");
+  out.Sample("x_total", {{"group", "a\"b\\c"}}, 3);
+  out.Sample("x_total", {}, 0.25);
+  CHECK(out.text() ==
+        "# HELP x_total An x.\n# TYPE x_total counter\n"
+        "x_total{group=\"a\\\"b\\\\c\"} 3\nx_total 0.25\n");
+}
+
+TEST_CASE("invocations are counted by mode and code with a cumulative histogram", "[metrics]") {
+  InvocationMetrics metrics;
+  metrics.RecordInvocation("all", "OK", 0.0007);
+  metrics.RecordInvocation("all", "OK", 0.02);
+  metrics.RecordInvocation("all", "DEADLINE_EXCEEDED", 7);
+  metrics.RecordInvocation("first", "OK", 0.0001);
+  metrics.RecordMulticast("OK");
+  PromWriter out;
+  metrics.Render(&out);
+  const std::string& t = out.text();
+  CHECK(metrics.invocations() == 4);
+  CHECK(MetricValue(t, "cohort_invocations_total{mode=\"all\",code=\"OK\"}") == 2);
+  CHECK(MetricValue(t, "cohort_invocations_total{mode=\"all\",code=\"DEADLINE_EXCEEDED\"}") == 1);
+  CHECK(MetricValue(t, "cohort_invocations_total{mode=\"first\",code=\"OK\"}") == 1);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_bucket{mode=\"all\",le=\"0.0005\"}") == 0);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_bucket{mode=\"all\",le=\"0.001\"}") == 1);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_bucket{mode=\"all\",le=\"0.025\"}") == 2);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_bucket{mode=\"all\",le=\"5\"}") == 2);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_bucket{mode=\"all\",le=\"+Inf\"}") == 3);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_count{mode=\"all\"}") == 3);
+  CHECK(MetricValue(t, "cohort_invocation_duration_seconds_sum{mode=\"all\"}") ==
+        Approx(7.0207));
+  CHECK(MetricValue(t, "cohort_multicasts_total{code=\"OK\"}") == 1);
+}
+
+TEST_CASE("a group snapshot renders views, suspicion, majority and consensus counters",
+          "[metrics]") {
+  NodeSnapshot snapshot;
+  GroupSnapshot g;
+  g.name = "counter";
+  g.view_id = 4;
+  g.is_member = true;
+  g.configured_members = 3;
+  g.trusted = 1;
+  g.members = {{"n1", 1, false}, {"n2", 2, true}, {"n3", 3, true}};
+  g.counters.suspicions = 2;
+  g.has_order_counters = true;
+  g.order.instances_decided = 9;
+  g.order.messages_sent_proposal = 5;
+  snapshot.groups.push_back(g);
+  PromWriter out;
+  RenderSnapshot(snapshot, &out);
+  const std::string& t = out.text();
+  CHECK_FALSE(g.HasMajority());
+  CHECK(MetricValue(t, "cohort_group_view_id{group=\"counter\"}") == 4);
+  CHECK(MetricValue(t, "cohort_group_has_majority{group=\"counter\"}") == 0);
+  CHECK(MetricValue(t, "cohort_member_suspected{group=\"counter\",member=\"n2\"}") == 1);
+  CHECK(MetricValue(t, "cohort_member_suspected{group=\"counter\",member=\"n1\"}") == 0);
+  CHECK(MetricValue(t, "cohort_suspicions_total{group=\"counter\"}") == 2);
+  CHECK(MetricValue(t, "cohort_consensus_instances_total{group=\"counter\"}") == 9);
+  CHECK(MetricValue(t, "cohort_consensus_messages_sent_total{group=\"counter\",kind=\"proposal\"}") == 5);
+  g.trusted = 2;
+  CHECK(g.HasMajority());
+}
+
+TEST_CASE("the HTTP server answers GETs and refuses other methods", "[metrics]") {
+  HttpServer server([](const std::string& path) -> HttpResponse {
+    if (path == "/metrics") return {200, "text/plain", "up 1\n"};
+    return {404, "text/plain", "no\n"};
+  });
+  REQUIRE(server.Start("127.0.0.1:0").ok());
+  REQUIRE(server.port() > 0);
+  std::string ok = test::HttpGet(server.port(), "/metrics?x=1");
+  CHECK_THAT(ok, Contains("HTTP/1.0 200 OK"));
+  CHECK_THAT(ok, Contains("Content-Length: 5"));
+  CHECK_THAT(ok, Contains("\r\n\r\nup 1\n"));
+  CHECK_THAT(test::HttpGet(server.port(), "/other"), Contains("HTTP/1.0 404"));
+  server.Stop();
+  CHECK(test::HttpGet(server.port(), "/metrics").empty());  // closed
+}
+
+TEST_CASE("metrics.listen is optional and checked", "[metrics][config]") {
+  absl::StatusOr<Config> off = ParseConfig(kBase, "c.yaml");
+  REQUIRE(off.ok());
+  CHECK(off->metrics_listen.empty());
+
+  absl::StatusOr<Config> on = ParseConfig(kBase + "metrics: {listen: 0.0.0.0:9101}\n", "c.yaml");
+  REQUIRE(on.ok());
+  CHECK(on->metrics_listen == "0.0.0.0:9101");
+
+  absl::StatusOr<Config> bad = ParseConfig(kBase + "metrics:\n  listen: nope\n", "c.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Contains("c.yaml:6: metrics.listen"));
+
+  absl::StatusOr<Config> clash =
+      ParseConfig(kBase + "metrics: {listen: 127.0.0.1:7201}\n", "c.yaml");
+  REQUIRE_FALSE(clash.ok());
+  CHECK_THAT(std::string(clash.status().message()), Contains("metrics.listen: must differ"));
+
+  absl::StatusOr<Config> unknown = ParseConfig(kBase + "metrics: {port: 9}\n", "c.yaml");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK_THAT(std::string(unknown.status().message()), Contains("unknown key \"port\""));
+  CHECK_THAT(ConfigHelp(), Contains("metrics:"));
+}
+
+}  // namespace
+}  // namespace cohort::nso

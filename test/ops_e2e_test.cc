@@ -1,0 +1,186 @@
+// Operations on real daemons (issue 8): the gRPC health service turns NOT_SERVING while the daemon
+// is in a minority partition and back when the majority returns; server reflection lists the
+// services (what grpcurl does); Prometheus metrics change when invocations run; cohortctl drives a
+// daemon from the shell.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "test/cluster.h"
+#include "test/ops_test_util.h"
+#include "tools/grpc_std_calls.h"
+
+namespace cohort {
+namespace {
+
+using Catch::Matchers::Contains;
+using grpcstd::HealthCheckResponse;
+
+HealthCheckResponse::ServingStatus Health(const std::string& address,
+                                          const std::string& service = "") {
+  HealthCheckResponse::ServingStatus status = HealthCheckResponse::UNKNOWN;
+  grpc::Status result = grpcstd::HealthCheck(DaemonChannel(address).get(), service, &status);
+  if (!result.ok()) return HealthCheckResponse::UNKNOWN;
+  return status;
+}
+
+// Polls until the health of `address` is `want` (at most `seconds`).
+bool WaitHealth(const std::string& address, HealthCheckResponse::ServingStatus want,
+                double seconds = 10) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (Health(address) == want && Health(address, "cohort.api.Cohort") == want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::unique_ptr<Servant> EchoServant(const std::string& address, const std::string& group) {
+  auto servant = Servant::Create(address, group);
+  REQUIRE(servant.ok());
+  (*servant)->Serve("echo", [](const std::string& payload) -> absl::StatusOr<std::string> {
+    return payload;
+  });
+  REQUIRE((*servant)->Start().ok());
+  return *std::move(servant);
+}
+
+TEST_CASE("health is NOT_SERVING in a minority partition; reflection lists the services",
+          "[ops][e2e]") {
+  test::Cluster cluster({3,
+                         "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+                         "failure_detector: {exclude_timeout_ms: 60000}\n", "warn"});
+  REQUIRE(cluster.Start());
+  REQUIRE(WaitHealth(cluster.ClientAddress(1), HealthCheckResponse::SERVING));
+
+  std::vector<std::string> services;
+  REQUIRE(grpcstd::ListServices(DaemonChannel(cluster.ClientAddress(1)).get(), &services).ok());
+  for (const char* want : {"cohort.api.Cohort", "cohort.api.Admin", "grpc.health.v1.Health",
+                           "grpc.reflection.v1alpha.ServerReflection"}) {
+    INFO(want);
+    CHECK(std::count(services.begin(), services.end(), want) == 1);
+  }
+
+  // n1 alone: it trusts 1 of 3 members of g.
+  cluster.Pause(2);
+  cluster.Pause(3);
+  CHECK(WaitHealth(cluster.ClientAddress(1), HealthCheckResponse::NOT_SERVING));
+  // The liveness service stays SERVING: a partitioned daemon must not be restarted for it.
+  CHECK(Health(cluster.ClientAddress(1), "cohort.liveness") == HealthCheckResponse::SERVING);
+  cluster.Resume(2);
+  cluster.Resume(3);
+  CHECK(WaitHealth(cluster.ClientAddress(1), HealthCheckResponse::SERVING));
+  // A majority (n1, n2) without n3 is serving.
+  cluster.Pause(3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(Health(cluster.ClientAddress(1)) == HealthCheckResponse::SERVING);
+  cluster.Resume(3);
+}
+
+struct OneNode {
+  int metrics_port = test::FreePort();
+  test::Cluster cluster{{1, "groups:\n  - {name: g, members: [n1]}\n",
+                         "metrics: {listen: 127.0.0.1:" + std::to_string(metrics_port) + "}\n",
+                         "warn"}};
+  std::unique_ptr<Servant> servant;
+
+  OneNode() {
+    REQUIRE(cluster.Start());
+    servant = EchoServant(cluster.ClientAddress(1), "g");
+  }
+  std::string Metrics() { return test::HttpGet(metrics_port, "/metrics"); }
+};
+
+TEST_CASE("Prometheus metrics change when invocations run", "[ops][e2e]") {
+  OneNode node;
+  std::string before = node.Metrics();
+  REQUIRE_THAT(before, Contains("HTTP/1.0 200 OK"));
+  CHECK_THAT(before, Contains("cohort_up{node=\"n1\",cluster=\"cohort\"} 1"));
+  CHECK(test::MetricValue(before, "cohort_invocations_total{mode=\"all\",code=\"OK\"}") == -1);
+  double instances_before =
+      test::MetricValue(before, "cohort_consensus_instances_total{group=\"g\"}");
+  REQUIRE(instances_before >= 0);
+
+  auto client = Client::Connect(node.cluster.ClientAddress(1), "metrics-test");
+  REQUIRE(client.ok());
+  for (int i = 0; i < 3; ++i) {
+    auto result = (*client)->Invoke("g", "echo", "hi", Mode::kAll, absl::Seconds(5));
+    REQUIRE(result.ok());
+  }
+  CHECK((*client)->Invoke("nope", "echo", "x", Mode::kFirst).status().code() ==
+        absl::StatusCode::kNotFound);
+  REQUIRE((*client)->Multicast("g", "m").ok());
+
+  std::string after = node.Metrics();
+  CHECK(test::MetricValue(after, "cohort_invocations_total{mode=\"all\",code=\"OK\"}") == 3);
+  CHECK(test::MetricValue(after, "cohort_invocations_total{mode=\"first\",code=\"NOT_FOUND\"}") ==
+        1);
+  CHECK(test::MetricValue(after, "cohort_invocation_duration_seconds_count{mode=\"all\"}") == 3);
+  CHECK(test::MetricValue(after, "cohort_invocation_duration_seconds_sum{mode=\"all\"}") > 0);
+  CHECK(test::MetricValue(after, "cohort_multicasts_total{code=\"OK\"}") == 1);
+  CHECK(test::MetricValue(after, "cohort_consensus_instances_total{group=\"g\"}") >
+        instances_before);
+  CHECK(test::MetricValue(after, "cohort_deliveries_total{group=\"g\"}") >= 4);
+  CHECK(test::MetricValue(after, "cohort_group_view_id{group=\"g\"}") >= 1);
+  CHECK(test::MetricValue(after, "cohort_serving") == 1);
+  CHECK(test::MetricValue(after, "cohort_event_loop_queue_depth") >= 0);
+  CHECK_THAT(test::HttpGet(node.metrics_port, "/healthz"), Contains("200 OK"));
+  CHECK_THAT(test::HttpGet(node.metrics_port, "/nothing"), Contains("404"));
+}
+
+TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
+  OneNode node;
+  const std::string ctl =
+      test::Runfile("tools/cohortctl") + " --address " + node.cluster.ClientAddress(1) + " ";
+  std::string out;
+
+  REQUIRE(test::RunCapture(ctl + "status", &out) == 0);
+  CHECK_THAT(out, Contains("node: n1 (id 1)"));
+  CHECK_THAT(out, Contains("health: SERVING"));
+  CHECK_THAT(out, Contains("metrics.listen: 127.0.0.1:" + std::to_string(node.metrics_port)));
+
+  REQUIRE(test::RunCapture(ctl + "health", &out) == 0);
+  CHECK_THAT(out, Contains("SERVING"));
+
+  REQUIRE(test::RunCapture(ctl + "services", &out) == 0);
+  CHECK_THAT(out, Contains("cohort.api.Cohort"));
+  CHECK_THAT(out, Contains("grpc.health.v1.Health"));
+
+  REQUIRE(test::RunCapture(ctl + "groups", &out) == 0);
+  CHECK_THAT(out, Contains("g "));
+  CHECK_THAT(out, Contains("1/1"));
+
+  REQUIRE(test::RunCapture(ctl + "view g", &out) == 0);
+  CHECK_THAT(out, Contains("group g view"));
+  CHECK_THAT(out, Contains("trusted"));
+
+  REQUIRE(test::RunCapture(ctl + "invoke g echo hello --mode first", &out) == 0);
+  CHECK_THAT(out, Contains("n1: hello"));
+  REQUIRE(test::RunCapture(ctl + "invoke g echo x --mode one_way", &out) == 0);
+  CHECK_THAT(out, Contains("sent"));
+  REQUIRE(test::RunCapture(ctl + "multicast g hi", &out) == 0);
+
+  REQUIRE(test::RunCapture(ctl + "watch g --count 1 --seconds 5", &out) == 0);
+  CHECK_THAT(out, Contains("group g view"));
+  auto start = std::chrono::steady_clock::now();
+  REQUIRE(test::RunCapture(ctl + "watch g --seconds 0.5", &out) == 0);  // bounded by time
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+
+  CHECK(test::RunCapture(ctl + "view nope", &out) == 1);
+  CHECK_THAT(out, Contains("NOT_FOUND"));
+  CHECK(test::RunCapture(ctl + "invoke g echo x --mode sometimes", &out) == 2);
+  CHECK(test::RunCapture(ctl + "frobnicate", &out) == 2);
+
+  std::string metrics = node.Metrics();
+  CHECK(test::MetricValue(metrics, "cohort_invocations_total{mode=\"first\",code=\"OK\"}") == 1);
+}
+
+}  // namespace
+}  // namespace cohort
