@@ -88,6 +88,7 @@ void ConsensusOrder::Step(NodeId from, const wire::Envelope& message, Outbox* ou
 }
 
 void ConsensusOrder::OnDiffusion(const wire::Diffusion& diffusion, Outbox* out) {
+  if (frozen_) return;
   for (const wire::DataMessage& message : diffusion.batch().messages()) {
     if (!IsMember(message.origin()) || message.origin() == self_ || message.seq() == 0) continue;
     auto it = delivered_seq_.find(message.origin());
@@ -101,6 +102,16 @@ void ConsensusOrder::OnDiffusion(const wire::Diffusion& diffusion, Outbox* out) 
 void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& message,
                                  Outbox* out) {
   const uint64_t instance = message.instance();
+  if (frozen_) {
+    // Only decided instances answer (with their decision); nothing new is decided.
+    auto decided = instances_.find(instance);
+    if (instance >= next_instance_ || decided == instances_.end()) return;
+    ConsensusSends sends;
+    decided->second->SetNow(now_ms_);
+    decided->second->Step(from, message, &sends);
+    Flush(sends, out);
+    return;
+  }
   if (instance > next_instance_) {
     SendCatchUpRequest(from, out);  // we missed decisions: ask the sender
     return;
@@ -174,6 +185,7 @@ void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) 
 
 void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
   now_ms_ = std::max(now_ms_, now_ms);
+  if (frozen_) return;
   if (ChandraToueg* current = Current()) {
     ConsensusSends sends;
     current->Tick(now_ms_, &sends);
@@ -207,7 +219,7 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
 }
 
 void ConsensusOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
-  if (node == self_ || !IsMember(node)) return;
+  if (frozen_ || node == self_ || !IsMember(node)) return;
   if (suspected) {
     suspected_.insert(node);
   } else {

@@ -60,6 +60,7 @@ class ConsensusOrder final : public TotalOrder {
   void Tick(uint64_t now_ms, Outbox* out) override;
   void Suspect(NodeId node, bool suspected, Outbox* out) override;
   bool HasPending() const override;
+  void Freeze() override { frozen_ = true; }
   const OrderCounters& counters() const override { return counters_; }
 
   // The lowest instance not yet decided here.
@@ -85,6 +86,7 @@ class ConsensusOrder final : public TotalOrder {
   const NodeId self_;
   const std::vector<NodeId> members_;
   const ConsensusOrderOptions options_;
+  bool frozen_ = false;  // see TotalOrder::Freeze
   OrderCounters counters_;
   std::set<NodeId> suspected_;
   uint64_t now_ms_ = 0;

@@ -56,6 +56,13 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
 void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* out) {
   if (!envelope.has_sequencer() || from == self_ || !IsMember(from)) return;
   const wire::SequencerMessage& message = envelope.sequencer();
+  if (frozen_) {
+    // The old view's sequencer still resends its log to lagging members; nothing else.
+    if (message.kind() == Kind::NEED && message.epoch() == epoch_ && is_sequencer()) {
+      SendOrdered(from, std::min<uint64_t>(message.first_order(), log_.size()), out);
+    }
+    return;
+  }
   if (message.epoch() < epoch_) {
     // A member of an older epoch: its data can still be ordered; the rest is stale. Our own
     // retransmissions pull it into the current epoch.
@@ -295,6 +302,7 @@ void SequencerOrder::RebuildLogSeq() {
 }
 
 void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
+  if (frozen_) return;
   now_ms_ = std::max(now_ms_, now_ms);
   if (now_ms_ < last_retransmit_ms_ + options_.retransmit_ms) return;
   last_retransmit_ms_ = now_ms_;
@@ -322,6 +330,7 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
 }
 
 void SequencerOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
+  if (frozen_) return;
   if (node == self_ || !IsMember(node)) return;
   if (!suspected) {
     suspected_.erase(node);

@@ -49,6 +49,7 @@ class SequencerOrder final : public TotalOrder {
   void Tick(uint64_t now_ms, Outbox* out) override;
   void Suspect(NodeId node, bool suspected, Outbox* out) override;
   bool HasPending() const override;
+  void Freeze() override { frozen_ = true; }
   const OrderCounters& counters() const override { return counters_; }
 
   uint32_t epoch() const { return epoch_; }
@@ -84,6 +85,7 @@ class SequencerOrder final : public TotalOrder {
   const NodeId self_;
   const std::vector<NodeId> members_;
   const SequencerOrderOptions options_;
+  bool frozen_ = false;  // see TotalOrder::Freeze
   const size_t majority_;
   OrderCounters counters_;
   std::set<NodeId> suspected_;

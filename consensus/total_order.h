@@ -62,6 +62,12 @@ class TotalOrder {
   // The failure detector's aggressive (suspicion) timeout fired for `node`, or was withdrawn.
   virtual void Suspect(NodeId node, bool suspected, Outbox* out) = 0;
 
+  // The view ended (membership ordered a view change): from now on the protocol decides nothing
+  // new. It only answers lagging members with what it already decided, so that they too reach
+  // the end of the view; a frozen order taking part in new decisions could let a set of stale or
+  // restarted members order messages no current view knows about.
+  virtual void Freeze() = 0;
+
   // True while messages wait to be ordered or delivered (event-driven groups use it, 003 section 3).
   virtual bool HasPending() const = 0;
 

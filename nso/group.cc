@@ -22,6 +22,7 @@ Group::Group(const GroupConfig& group_config, const Config& config, std::vector<
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                         std::vector<consensus::Delivery>* deliveries) {
   if (order_ != nullptr) {
+    order_->Freeze();
     // Kept long enough for a lagging member to learn the decisions up to the change.
     uint64_t keep_ms = std::max<uint64_t>(group_config_.exclude_timeout_ms, 1000);
     retired_[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + keep_ms};

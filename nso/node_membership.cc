@@ -46,6 +46,7 @@ void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vect
   change->set_from_view(group->view_id());
   for (NodeId node : remove) change->add_remove(node);
   for (NodeId node : add) change->add_add(node);
+  change->set_provider(self_);
   std::vector<consensus::Delivery> deliveries;
   group->Broadcast(message.SerializeAsString(), &deliveries);
   DeliverAll(group, std::move(deliveries));
@@ -70,16 +71,9 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   Log("membership")->info("group {}: view {} installed: members [{}] (removed [{}], added [{}])",
                           group->name(), view_id, Names(members),
                           Names({change.remove().begin(), change.remove().end()}), Names(joiners));
-  // The state goes to the joiners from the lowest-id member that stays (it has the state now).
-  NodeId provider = 0;
-  for (NodeId member : old_members) {
-    bool stays = std::binary_search(members.begin(), members.end(), member) &&
-                 std::find(joiners.begin(), joiners.end(), member) == joiners.end();
-    if (stays) {
-      provider = member;
-      break;
-    }
-  }
+  // The state goes to the joiners from the member that proposed the change: it was up to date
+  // then (a lagging member could not give it). If it fails, the joiner asks again.
+  NodeId provider = change.provider();
   std::vector<NodeId> state_to;
   for (NodeId node : joiners) {
     if (node != self_) state_to.push_back(node);

@@ -395,7 +395,14 @@ StackSimResult StackSim::Run() {
   // Liveness: every node ends in one view with all nodes, and new calls from every node complete.
   uint64_t limit_ms = net_.now_ms() + options_.settle_limit_ms;
   while (result_.ok && !Settled() && net_.now_ms() < limit_ms) net_.RunUntil(net_.now_ms() + 20);
-  if (result_.ok && !Settled()) Fail("after healing, the nodes did not settle in one full view");
+  if (result_.ok && !Settled()) {
+    std::string views;
+    for (auto& [id, replica] : replicas_) {
+      absl::StrAppend(&views, " n", id, ":v", replica.view_id, "[",
+                      absl::StrJoin(replica.view_members, ","), "]");
+    }
+    Fail(absl::StrCat("after healing, the nodes did not settle in one full view:", views));
+  }
   net_.RunUntil(net_.now_ms() + 1000);  // let the calls of the chaos phase finish or expire
   uint64_t acknowledged_before = result_.calls_acknowledged;
   for (NodeId id = 1; id <= result_.nodes && result_.ok; ++id) {
