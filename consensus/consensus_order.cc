@@ -154,6 +154,7 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
     if (records_.size() > options_.decided_log_max) records_.pop_front();
     DeliverBatch(current->decision(), out);
     ++next_instance_;
+    catch_up_sent_ = false;  // a member catching up asks for the next decision at once
     while (instances_.size() > options_.decided_log_max) instances_.erase(instances_.begin());
     MaybeStartInstance(/*even_if_empty=*/false, out);
   }

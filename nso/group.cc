@@ -23,13 +23,15 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                         std::vector<consensus::Delivery>* deliveries) {
   if (order_ != nullptr) {
     order_->Freeze();
-    // Kept long enough for a lagging member to learn the decisions up to the change.
-    uint64_t keep_ms = std::max<uint64_t>(group_config_.exclude_timeout_ms, 1000);
-    retired_[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + keep_ms};
+    // Kept for a lagging member to learn the decisions up to the change: until every member of
+    // the new view has been heard in it, for at most a minute, and at most 8 views back.
+    retired_[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + 60000};
+    while (retired_.size() > 8) retired_.erase(retired_.begin());
   }
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   incarnations_.clear();
+  restarts_flagged_.clear();
   view_id_ = view_id;
   members_ = std::move(members);
   peers_.clear();
@@ -93,12 +95,14 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
   }
   if (!is_member() || !IsMember(from)) return;
   if (!SameIncarnations(from, envelope, &incarnations_)) {
-    if (std::find(restarts_.begin(), restarts_.end(), from) == restarts_.end() &&
-        envelope.incarnation() != incarnations_[from]) {
+    auto known = incarnations_.find(from);
+    bool sender_restarted = known != incarnations_.end() && envelope.incarnation() != 0 &&
+                            known->second != envelope.incarnation();
+    if (sender_restarted && restarts_flagged_.insert(from).second) {  // once per view
       Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
       restarts_.push_back(from);
     }
-    return;
+    return;  // or the sender knows an earlier incarnation of this node: wait to be re-admitted
   }
   std::vector<membership::SuspicionEvent> events;
   detector_->Heard(from, now_ms_, &events);
@@ -134,8 +138,11 @@ void Group::NoteView(NodeId from, uint64_t view_id) {
 
 void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
   now_ms_ = now_ms;
+  bool all_heard = is_member() && std::all_of(peers_.begin(), peers_.end(), [this](NodeId peer) {
+    return incarnations_.count(peer) > 0;
+  });
   for (auto it = retired_.begin(); it != retired_.end();) {
-    if (now_ms >= it->second.drop_at_ms) {
+    if (now_ms >= it->second.drop_at_ms || all_heard) {
       it = retired_.erase(it);
       continue;
     }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,8 @@ class Group {
   uint64_t highest_view_heard() const { return highest_view_heard_; }
   NodeId highest_view_sender() const { return highest_view_sender_; }
   bool HasRetiredView(uint64_t view_id) const { return retired_.count(view_id) > 0; }
+  // `node` sent something in the current view (so it installed it).
+  bool HeardInView(NodeId node) const { return incarnations_.count(node) > 0; }
 
   const GroupCounters& counters() const { return counters_; }
   const consensus::OrderCounters* order_counters() const;
@@ -123,6 +126,7 @@ class Group {
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer
   std::vector<NodeId> exclusions_;
   std::vector<NodeId> restarts_;
+  std::set<NodeId> restarts_flagged_;
   const uint64_t incarnation_;
   std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard
   uint64_t highest_view_heard_ = 0;

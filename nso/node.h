@@ -143,6 +143,17 @@ class Node {
     std::map<NodeId, uint64_t> last_notice_ms;  // VIEW_NOTICE rate limit per node
     std::optional<std::string> pending_servant_state;  // arrived before any servant attached
   };
+  // A state sent to a joiner, resent until the joiner is heard in the new view (chunks may be
+  // lost; the transfer must not depend on a new view change, which needs a majority).
+  struct StateTransfer {
+    std::string group;
+    uint64_t view_id = 0;
+    std::vector<NodeId> members;
+    std::shared_ptr<const std::string> bytes;
+    uint64_t resend_at_ms = 0;
+    uint64_t give_up_at_ms = 0;
+  };
+
   // A state snapshot requested from the servant at a view change (provider side).
   struct StateRequest {
     std::string group;
@@ -186,6 +197,8 @@ class Node {
   void RequestState(Group* group, std::vector<NodeId> joiners);
   void SendState(const std::string& group, uint64_t view_id, const std::vector<NodeId>& members,
                  const std::vector<NodeId>& joiners, const wire::GroupState& state);
+  void SendStateChunks(NodeId joiner, const StateTransfer& transfer);
+  void ResendStates(Group* group);
   bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload);
   void DeliverInvocation(Group* group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);
@@ -213,6 +226,7 @@ class Node {
   std::map<CallKey, uint64_t> open_delivery_by_call_;
   std::map<std::string, GroupMembership> membership_;  // by group
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number
+  std::map<NodeId, StateTransfer> state_transfers_;    // by joiner
   uint64_t next_delivery_ = 1;
 };
 

@@ -137,26 +137,51 @@ bool Node::AnswerStateRequest(uint64_t delivery, const absl::Status& status, std
 void Node::SendState(const std::string& group_name, uint64_t view_id,
                      const std::vector<NodeId>& members, const std::vector<NodeId>& joiners,
                      const wire::GroupState& state) {
-  Group* group = groups_.at(group_name).get();
-  std::string bytes = state.SerializeAsString();
+  auto bytes = std::make_shared<const std::string>(state.SerializeAsString());
+  for (NodeId joiner : joiners) {
+    StateTransfer& transfer = state_transfers_[joiner];
+    transfer = {group_name, view_id, members, bytes, 0, now_ms_ + 60000};
+    SendStateChunks(joiner, transfer);
+    Log("membership")->info("group {}: state of view {} ({} bytes) sent to node {}", group_name,
+                            view_id, bytes->size(), joiner);
+  }
+}
+
+void Node::SendStateChunks(NodeId joiner, const StateTransfer& transfer) {
+  Group* group = groups_.at(transfer.group).get();
+  const std::string& bytes = *transfer.bytes;
   // Large states are streamed in chunks. Every chunk names the view and its members, so chunks
   // may arrive in any order (the first to arrive installs the view at the joiner).
-  for (NodeId joiner : joiners) {
-    size_t offset = 0;
-    do {
-      wire::Envelope chunk;
-      wire::MembershipMessage* piece = chunk.mutable_membership();
-      piece->set_kind(wire::MembershipMessage::STATE_CHUNK);
-      piece->set_view_id(view_id);
-      for (NodeId member : members) piece->add_members(member);
-      piece->set_chunk_offset(offset);
-      piece->set_state(bytes.substr(offset, kStateChunkBytes));
-      piece->set_last_chunk(offset + kStateChunkBytes >= bytes.size());
-      group->SendTo(joiner, std::move(chunk));
-      offset += kStateChunkBytes;
-    } while (offset < bytes.size());
-    Log("membership")->info("group {}: state of view {} ({} bytes) sent to node {}", group_name,
-                            view_id, bytes.size(), joiner);
+  size_t offset = 0;
+  do {
+    wire::Envelope chunk;
+    wire::MembershipMessage* piece = chunk.mutable_membership();
+    piece->set_kind(wire::MembershipMessage::STATE_CHUNK);
+    piece->set_view_id(transfer.view_id);
+    for (NodeId member : transfer.members) piece->add_members(member);
+    piece->set_chunk_offset(offset);
+    piece->set_state(bytes.substr(offset, kStateChunkBytes));
+    piece->set_last_chunk(offset + kStateChunkBytes >= bytes.size());
+    group->SendTo(joiner, std::move(chunk));
+    offset += kStateChunkBytes;
+  } while (offset < bytes.size());
+}
+
+void Node::ResendStates(Group* group) {
+  uint64_t resend_ms = std::max<uint64_t>(4 * group->config().suspect_timeout_ms, 200);
+  for (auto it = state_transfers_.begin(); it != state_transfers_.end();) {
+    StateTransfer& transfer = it->second;
+    bool done = transfer.group == group->name() &&
+                (group->view_id() != transfer.view_id || group->HeardInView(it->first));
+    if (done || now_ms_ >= transfer.give_up_at_ms) {
+      it = state_transfers_.erase(it);
+      continue;
+    }
+    if (transfer.group == group->name() && now_ms_ >= transfer.resend_at_ms) {
+      if (transfer.resend_at_ms != 0) SendStateChunks(it->first, transfer);
+      transfer.resend_at_ms = now_ms_ + resend_ms;
+    }
+    ++it;
   }
 }
 
@@ -273,6 +298,7 @@ void Node::SendViewNotice(Group* group, NodeId to) {
 }
 
 void Node::TickMembership(Group* group) {
+  ResendStates(group);
   GroupMembership& membership = membership_[group->name()];
   uint64_t retry_ms = std::max<uint64_t>(4 * group->config().suspect_timeout_ms, 200);
   if (membership.awaiting_state &&

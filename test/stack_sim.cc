@@ -74,6 +74,7 @@ class StackSim {
   // Nodes without a usable state: crashed, cut off, or restarted and not yet given the state.
   // The fault model keeps them fewer than half (a majority restarting at once, with no stable
   // storage, would be a fresh start of the group).
+  bool CanDisable(uint32_t count) const;
   uint32_t disabled() const {
     std::set<NodeId> all = crashed_;
     all.insert(cut_off_.begin(), cut_off_.end());
@@ -276,12 +277,29 @@ void StackSim::Crash(NodeId id) {
   result_.faults++;
 }
 
+// The fault model (issue 6): fewer than half of a view fail at once. Disabling `count` more nodes
+// must leave a majority of the latest view functional: alive, connected, holding its state and
+// in that view.
+bool StackSim::CanDisable(uint32_t count) const {
+  if (views_.empty()) return false;
+  const auto& [view_id, members] = *views_.rbegin();
+  uint32_t functional = 0;
+  for (NodeId member : members) {
+    const Replica& replica = replicas_.at(member);
+    if (replica.alive && !cut_off_.count(member) && !amnesiac_.count(member) &&
+        replica.view_id == view_id) {
+      functional++;
+    }
+  }
+  return functional >= count + members.size() / 2 + 1;
+}
+
 void StackSim::InjectFault() {
   uint32_t n = result_.nodes;
   uint32_t tolerated = (n - 1) / 2;
   switch (rng_.Uniform(5)) {
     case 0:  // crash a node (the first one, coordinator and first sequencer, half the time)
-      if (disabled() < tolerated) {
+      if (disabled() < tolerated && CanDisable(1)) {
         NodeId victim = rng_.Uniform(2) == 0 ? 1 : 1 + rng_.Uniform(n);
         if (!crashed_.count(victim) && !cut_off_.count(victim)) {
           amnesiac_.erase(victim);
@@ -303,6 +321,8 @@ void StackSim::InjectFault() {
     case 2:  // partition a minority away
       if (cut_off_.empty() && disabled() < tolerated) {
         uint32_t size = 1 + rng_.Uniform(tolerated - disabled());
+        while (size > 0 && !CanDisable(size)) size--;
+        if (size == 0) break;
         std::vector<NodeId> minority;
         for (NodeId id = 1; id <= n && minority.size() < size; ++id) {
           if (!crashed_.count(id) && !amnesiac_.count(id) && rng_.Uniform(2) == 0) {
