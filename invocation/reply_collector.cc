@@ -31,7 +31,10 @@ bool ReplyCollector::Add(MemberReply reply) {
 }
 
 void ReplyCollector::MemberGone(uint32_t node) {
-  if (std::find(gone_.begin(), gone_.end(), node) != gone_.end() || view_size_ == 0) return;
+  // Wait-for-first waits for one reply whatever the view; the others are counted against the
+  // view that remains, never below one reply.
+  if (mode_ == Mode::kFirst || mode_ == Mode::kOneWay || view_size_ <= 1) return;
+  if (std::find(gone_.begin(), gone_.end(), node) != gone_.end()) return;
   gone_.push_back(node);
   view_size_--;
   wanted_ = RepliesWanted(mode_, view_size_);

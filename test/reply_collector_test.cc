@@ -31,4 +31,16 @@ TEST_CASE("collector: wait-for-all does not wait for a member that left the view
   CHECK(collector.wanted() == 2);
 }
 
+TEST_CASE("collector: a view change never lets a call complete without replies", "[invocation]") {
+  ReplyCollector first(Mode::kFirst, 1);  // asynchronous forwarding: the manager's reply only
+  first.MemberGone(2);
+  CHECK_FALSE(first.complete());
+  CHECK(first.wanted() == 1);
+  ReplyCollector all(Mode::kAll, 2);
+  all.MemberGone(2);
+  all.MemberGone(3);
+  CHECK(all.wanted() == 1);
+  CHECK_FALSE(all.complete());
+}
+
 }  // namespace cohort::invocation

@@ -258,6 +258,14 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
       return Fail(absl::StrCat("call ", call, " acknowledged with ", result.replies.size(), " of ",
                                result.wanted, " replies"));
     }
+    if (trace_) {
+      std::string replies;
+      for (const auto& reply : result.replies) {
+        absl::StrAppend(&replies, " ", reply.member, "=", reply.status.ToString(), ":", reply.payload);
+      }
+      std::fprintf(stderr, "t=%llu ACK %s mode %d:%s\n", (unsigned long long)net_.now_ms(),
+                   call.c_str(), static_cast<int>(mode), replies.c_str());
+    }
     if (mode != invocation::Mode::kOneWay) {
       acknowledged_.insert(call);
       result_.calls_acknowledged++;
