@@ -200,15 +200,21 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
 
 void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessage& message) {
   if (!group->is_member()) return;
-  // A member of this view that is only lagging catches up through the retired order.
-  if (group->IsMember(from) && message.view_id() != group->view_id() &&
-      group->HasRetiredView(message.view_id())) {
+  // One member answers: the lowest-id one not suspected (another takes over if it is).
+  if (group->RequestManager() != self_) {
+    Log("membership")->debug("group {}: join request of node {} left to node {}", group->name(),
+                             from, group->RequestManager());
     return;
   }
-  if (group->IsMember(from) && message.view_id() == group->view_id() &&
-      !membership_[group->name()].awaiting_state) {
-    // It is in this view but lost its state (a restart): remove and add it again, below.
+  auto transfer = state_transfers_.find(from);
+  if (transfer != state_transfers_.end() && transfer->second.group == group->name()) {
+    Log("membership")->debug("group {}: join request of node {}: state transfer under way",
+                             group->name(), from);
+    return;
   }
+  // A member that is behind (it missed view changes, or restarted) is removed and added again
+  // in one view change, and gets the state: this works whatever the order protocol can still
+  // tell a lagging member about the old view.
   Log("membership")->info("group {}: node {} asks to join (it is in view {}, this is view {})",
                           group->name(), from, message.view_id(), group->view_id());
   std::vector<NodeId> remove;
@@ -277,8 +283,12 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
 void Node::SendJoinRequest(Group* group) {
   GroupMembership& membership = membership_[group->name()];
   membership.last_join_request_ms = now_ms_;
-  std::vector<NodeId> targets = group->members();
-  if (group->highest_view_heard() > group->view_id()) targets = {group->highest_view_sender()};
+  // To every daemon of the cluster: this node does not know the members of the views it missed,
+  // and only the lowest-id trusted member of the current view answers.
+  std::vector<NodeId> targets;
+  for (const PeerConfig& peer : config_.peers) targets.push_back(peer.id);
+  Log("membership")->info("group {}: asking to join (this node is in view {}, heard view {})",
+                          group->name(), group->view_id(), group->highest_view_heard());
   for (NodeId target : targets) {
     if (target == self_) continue;
     wire::Envelope envelope;
@@ -311,10 +321,11 @@ void Node::TickMembership(Group* group) {
     return;
   }
   if (membership.awaiting_state || now_ms_ < membership.last_join_request_ms + retry_ms) return;
+  // Behind: this node missed view changes (excluded, partitioned away, restarted). It first gets
+  // a chance to catch up through the others' retired order, then asks to be re-added.
   bool behind = group->highest_view_heard() > group->view_id() &&
-                !group->HasRetiredView(group->view_id());
-  // Behind: this node missed view changes (excluded, partitioned away, restarted). A member that
-  // is behind by a view still answered by the others' retired order catches up by itself.
+                now_ms_ >= membership.behind_since_ms + 4 * retry_ms;
+  if (group->highest_view_heard() <= group->view_id()) membership.behind_since_ms = now_ms_;
   bool outside = !group->is_member() && membership.want_member;
   if (behind || outside) SendJoinRequest(group);
 }

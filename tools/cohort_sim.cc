@@ -93,7 +93,7 @@ int RunSeeds(uint64_t first, uint64_t last, Ordering ordering) {
 // The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
 int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose,
                   uint64_t crash_one_at_ms, bool slow_only) {
-  if (!verbose) cohort::nso::ConfigureLogging("off", "text", "");
+  cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
