@@ -136,4 +136,24 @@ absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
   return view;
 }
 
+absl::Status Client::JoinGroup(const std::string& group) {
+  api::GroupRequest request;
+  request.set_nso(nso_);
+  request.set_group(group);
+  grpc::ClientContext context;
+  SetDeadline(&context, absl::Seconds(5));
+  api::Empty reply;
+  return nso::FromGrpcStatus(stub_->JoinGroup(&context, request, &reply));
+}
+
+absl::Status Client::LeaveGroup(const std::string& group) {
+  api::GroupRequest request;
+  request.set_nso(nso_);
+  request.set_group(group);
+  grpc::ClientContext context;
+  SetDeadline(&context, absl::Seconds(5));
+  api::Empty reply;
+  return nso::FromGrpcStatus(stub_->LeaveGroup(&context, request, &reply));
+}
+
 }  // namespace cohort

@@ -83,6 +83,10 @@ class Client {
   // Totally ordered multicast to every servant of the group (no replies).
   absl::Status Multicast(const std::string& group, const std::string& payload);
   absl::StatusOr<View> GroupDetails(const std::string& group);
+  // This client's daemon joins / leaves the group's view (a view change agreed by the members;
+  // a joining daemon receives the group's state before its first delivery).
+  absl::Status JoinGroup(const std::string& group);
+  absl::Status LeaveGroup(const std::string& group);
 
   uint64_t nso() const { return nso_; }
   const std::string& node_name() const { return node_name_; }

@@ -99,16 +99,12 @@ grpc::Status ApiService::CreateGroup(grpc::ServerContext*, const api::CreateGrou
 
 grpc::Status ApiService::JoinGroup(grpc::ServerContext*, const api::GroupRequest* request,
                                    api::Empty*) {
-  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
-    return node_->GroupDetails(request->group()).status();
-  }));
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status { return node_->JoinGroup(request->group()); }));
 }
 
 grpc::Status ApiService::LeaveGroup(grpc::ServerContext*, const api::GroupRequest* request,
                                     api::Empty*) {
-  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
-    return node_->GroupDetails(request->group()).status();
-  }));
+  return ToGrpcStatus(RunOnLoop([&]() -> absl::Status { return node_->LeaveGroup(request->group()); }));
 }
 
 grpc::Status ApiService::GroupDetails(grpc::ServerContext*, const api::GroupRequest* request,

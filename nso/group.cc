@@ -153,15 +153,16 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     ++it;
   }
   if (!is_member()) return;
-  consensus::Outbox outbox;
-  order_->Tick(now_ms, &outbox);
-  Flush(view_id_, &outbox, deliveries);
   // 003 section 3: a lively group always runs the time-silence mechanism; an event-driven group
-  // only while messages are pending, and is silent when idle.
+  // only while messages are pending, and is silent when idle (no retransmissions or probes
+  // either: a lagging member catches up when traffic resumes).
   bool active = group_config_.liveness == GroupConfig::Liveness::kLively || app_pending ||
                 HasPending();
   detector_->SetMonitoring(active, now_ms);
   if (!active) return;
+  consensus::Outbox outbox;
+  order_->Tick(now_ms, &outbox);
+  Flush(view_id_, &outbox, deliveries);
   SendHeartbeats();
   Detect(now_ms, deliveries);
 }

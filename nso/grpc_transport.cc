@@ -63,8 +63,16 @@ bool GrpcTransport::Connected(NodeId peer) const {
 }
 
 void GrpcTransport::DialLoop(NodeId peer) {
-  auto channel = grpc::CreateChannel(options_.peer_addresses.at(peer),
-                                     grpc::InsecureChannelCredentials());
+  // gRPC's own reconnect backoff starts at 1 s; a peer that starts a moment later must be
+  // reached in milliseconds, or the failure detector sees a second of silence at start-up.
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min_ms));
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min_ms));
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max_ms));
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetMaxSendMessageSize(-1);
+  auto channel = grpc::CreateCustomChannel(options_.peer_addresses.at(peer),
+                                           grpc::InsecureChannelCredentials(), arguments);
   auto stub = wire::Peer::NewStub(channel);
   PeerLink* link = links_.at(peer).get();
   uint32_t backoff_ms = options_.backoff_min_ms;

@@ -92,6 +92,7 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   for (int i = 0; i < options_.size; ++i) {
     peer_ports_.push_back(FreePort());
     client_ports_.push_back(FreePort());
+    metrics_ports_.push_back(options_.metrics ? FreePort() : 0);
     pids_.push_back(0);
   }
   std::ostringstream peers;
@@ -107,6 +108,7 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
         << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
         << client_ports_[i] << "\n"
         << peers.str() << options_.extra_yaml << "\n" << options_.groups_yaml << "\n";
+    if (options_.metrics) out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i] << "}\n";
   }
 }
 

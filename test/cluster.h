@@ -22,6 +22,7 @@ struct ClusterOptions {
   std::string groups_yaml;  // the `groups:` section, members named n1..nN
   std::string extra_yaml;   // more top-level keys (failure_detector:, consensus:, limits:)
   std::string log_level = "warn";
+  bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
 };
 
 class Cluster {
@@ -40,12 +41,14 @@ class Cluster {
 
   std::string ClientAddress(int index) const;
   std::string ConfigPath(int index) const;
+  int MetricsPort(int index) const { return metrics_ports_[index - 1]; }
   int size() const { return options_.size; }
 
  private:
   ClusterOptions options_;
   std::vector<int> peer_ports_;
   std::vector<int> client_ports_;
+  std::vector<int> metrics_ports_;
   std::vector<pid_t> pids_;
   std::string dir_;
 };

@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
   (*servant)->Serve("get", [&](const std::string&) -> absl::StatusOr<std::string> {
     return absl::StrCat(value);
   });
+  // State transfer to a joining replica (membership): the counter is its whole state.
+  (*servant)->OnGetState([&]() -> absl::StatusOr<std::string> { return absl::StrCat(value); });
+  (*servant)->OnSetState([&](const std::string& state) -> absl::Status {
+    if (!absl::SimpleAtoi(state, &value)) return absl::InvalidArgumentError("bad counter state");
+    return absl::OkStatus();
+  });
   if (absl::Status status = (*servant)->Start(); !status.ok()) {
     std::fprintf(stderr, "counter-servant: %s\n", status.ToString().c_str());
     return 1;

@@ -1,0 +1,209 @@
+// Membership on real daemons (issue 4): a member killed with SIGKILL is excluded after the
+// exclusion timeout; a member frozen past it is excluded and, once it runs again, rejoins with
+// state transfer; a fresh replica joins, catches up by state transfer, then serves; an idle
+// event-driven group is silent.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "test/cluster.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kGroups[] = R"(failure_detector:
+  suspect_timeout_ms: 50
+  exclude_timeout_ms: 1000
+groups:
+  - name: counter
+    members: [n1, n2, n3]
+    ordering: consensus
+  - name: idle
+    members: [n1, n2, n3]
+    liveness: event
+)";
+
+struct Replica {
+  std::unique_ptr<Servant> servant;
+  std::atomic<int64_t> value{0};
+  std::atomic<int> state_installs{0};
+
+  absl::Status Start(const std::string& address) {
+    auto created = Servant::Create(address, "counter");
+    if (!created.ok()) return created.status();
+    servant = std::move(*created);
+    servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
+      int64_t delta = 0;
+      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
+      return absl::StrCat(value += delta);
+    });
+    servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
+      return absl::StrCat(value.load());
+    });
+    servant->OnGetState([this]() -> absl::StatusOr<std::string> { return absl::StrCat(value.load()); });
+    servant->OnSetState([this](const std::string& state) -> absl::Status {
+      int64_t installed = 0;
+      if (!absl::SimpleAtoi(state, &installed)) return absl::InvalidArgumentError("bad state");
+      value = installed;
+      state_installs++;
+      return absl::OkStatus();
+    });
+    return servant->Start();
+  }
+};
+
+// Polls `client` until `predicate(view)` holds, up to `limit_ms`.
+template <typename Predicate>
+bool WaitForView(Client* client, Predicate predicate, int limit_ms = 15000) {
+  for (int waited = 0; waited < limit_ms; waited += 50) {
+    auto view = client->GroupDetails("counter");
+    if (view.ok() && predicate(*view)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::vector<std::string> Names(const View& view) {
+  std::vector<std::string> names;
+  for (const auto& member : view.members) names.push_back(member.name);
+  return names;
+}
+
+bool Ready(Client* client, int replies) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto result = client->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(2));
+    if (result.ok() && static_cast<int>(result->replies.size()) == replies) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("004 s5: a member killed with SIGKILL is excluded after the exclusion timeout",
+          "[e2e][membership]") {
+  test::Cluster cluster({3, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<Replica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(Ready(client->get(), 3));
+  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+  auto before = (*client)->GroupDetails("counter");
+  REQUIRE(before.ok());
+
+  auto killed_at = std::chrono::steady_clock::now();
+  cluster.Kill(3);
+  REQUIRE(WaitForView(client->get(), [&](const View& view) {
+    return view.view_id > before->view_id && view.members.size() == 2;
+  }));
+  auto excluded_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - killed_at).count();
+  CHECK(excluded_ms >= 900);    // not before the exclusion timeout (1000 ms, minus the silence
+                                // already counted when the kill happened)
+  CHECK(excluded_ms <= 6000);   // generous: a loaded 2-core machine
+  auto view = (*client)->GroupDetails("counter");
+  CHECK(Names(*view) == std::vector<std::string>{"n1", "n2"});
+  // Wait-for-all now means both remaining members.
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  CHECK(all->replies.size() == 2);
+  for (const Reply& reply : all->replies) CHECK(reply.payload == "6");
+}
+
+TEST_CASE("primary partition: a member frozen past the exclusion timeout is excluded, then "
+          "rejoins with state transfer", "[e2e][membership]") {
+  test::Cluster cluster({3, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<Replica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(Ready(client->get(), 3));
+  cluster.Pause(3);  // n3 is cut off: it neither sends nor receives
+  REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 2; }));
+  for (int i = 0; i < 20; ++i) REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll).ok());
+  cluster.Resume(3);  // the partition heals: n3 is behind and asks to be re-added
+  REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 3; }));
+  REQUIRE(Ready(client->get(), 3));
+  auto get = (*client)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+  REQUIRE(get.ok());
+  REQUIRE(get->replies.size() == 3);
+  for (const Reply& reply : get->replies) CHECK(reply.payload == "20");
+  CHECK(replicas[2]->state_installs.load() >= 1);
+  CHECK(replicas[2]->value.load() == 20);
+}
+
+TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
+          "[e2e][membership]") {
+  test::Cluster cluster({4, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<Replica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(Ready(client->get(), 3));
+  for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
+
+  // n4 is not in the YAML's members: its servant attaching makes it ask to join.
+  Replica fresh;
+  REQUIRE(fresh.Start(cluster.ClientAddress(4)).ok());
+  REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 4; }));
+  REQUIRE(Ready(client->get(), 4));
+  CHECK(fresh.state_installs.load() == 1);
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  REQUIRE(all->replies.size() == 4);
+  for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
+  CHECK(fresh.value.load() == 31);
+}
+
+TEST_CASE("003 s3: an idle event-driven group sends nothing", "[e2e][membership]") {
+  test::ClusterOptions options{3, kGroups, "", "warn"};
+  options.metrics = true;
+  test::Cluster cluster(options);
+  REQUIRE(cluster.Start());
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE((*client)->Multicast("idle", "wake up").ok());  // some traffic, then idle
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  auto sent = [&](int node) {
+    std::string text = test::HttpGet(cluster.MetricsPort(node), "/metrics");
+    return test::MetricValue(text, "cohort_group_envelopes_sent_total{group=\"idle\"}");
+  };
+  std::vector<double> before, after;
+  for (int i = 1; i <= 3; ++i) before.push_back(sent(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  for (int i = 1; i <= 3; ++i) after.push_back(sent(i));
+  for (int i = 0; i < 3; ++i) {
+    INFO("node n" << i + 1);
+    CHECK(before[i] >= 0);           // the series exists
+    CHECK(after[i] == before[i]);    // zero messages in 2 s of idleness
+  }
+  // The lively group in the same daemons keeps talking (the control).
+  std::string text = test::HttpGet(cluster.MetricsPort(1), "/metrics");
+  CHECK(test::MetricValue(text, "cohort_group_envelopes_sent_total{group=\"counter\"}") > 0);
+}
+
+}  // namespace cohort
