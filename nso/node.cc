@@ -25,7 +25,8 @@ Node::Node(const Config& config, Transport* transport, uint64_t incarnation, uin
       transport_(transport),
       self_(config.node_id),
       incarnation_(incarnation),
-      now_ms_(now_ms) {
+      now_ms_(now_ms),
+      causal_barrier_(config.limits.default_deadline_ms) {
   for (const GroupConfig& group_config : config_.groups) {
     std::vector<NodeId> members;
     for (const std::string& member : group_config.members) {
@@ -128,7 +129,9 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   request.set_client_nso(nso);
   request.set_payload(std::move(payload));
   request.set_one_way(true);
-  Submit(*group, request);
+  request.set_notify_ordered(!(*group)->is_member());
+  Group* target = *group;
+  SubmitInCausalOrder(request, group_name, [this, target, request] { Submit(target, request); });
   return absl::OkStatus();
 }
 
@@ -172,9 +175,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   // 003 section 4.2, asynchronous forwarding: for wait-for-first through an open group only the
   // request manager's replica answers; the others execute silently.
   request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
+  request.set_notify_ordered(!group->is_member());
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
-    Submit(group, request);
+    SubmitInCausalOrder(request, group->name(), [this, group, request] { Submit(group, request); });
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
   CallKey key{self_, request.call_id()};
@@ -186,12 +190,28 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // which re-issues the call in the server group and returns the replies (003 section 4.1).
     request.set_managed(true);
     call.managed_request = request;
-    auto [it, inserted] = calls_.emplace(key, std::move(call));
-    SendManaged(group, &it->second);
+    calls_.emplace(key, std::move(call));
+    SubmitInCausalOrder(request, group->name(), [this, group, key] {
+      auto it = calls_.find(key);
+      if (it != calls_.end()) SendManaged(group, &it->second);  // unless it expired meanwhile
+    });
     return;
   }
   calls_.emplace(key, std::move(call));
-  Submit(group, request);
+  SubmitInCausalOrder(request, group->name(), [this, group, key, request] {
+    if (calls_.count(key)) Submit(group, request);
+  });
+}
+
+void Node::SubmitInCausalOrder(const wire::Request& request, const std::string& group,
+                               std::function<void()> submit) {
+  if (causal_barrier_.Admit(request.client_nso(), group, request.call_id(), now_ms_, submit)) {
+    submit();
+  }
+}
+
+void Node::MarkOrdered(uint64_t call_id) {
+  for (auto& submit : causal_barrier_.Ordered(call_id, now_ms_)) submit();
 }
 
 void Node::SendManaged(Group* group, Call* call) {
@@ -313,6 +333,17 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
       continue;
     }
     const wire::Request& request = message.request();
+    if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
+      MarkOrdered(request.call_id());
+    } else if (request.notify_ordered()) {
+      wire::Reply notice;
+      notice.set_call_id(request.call_id());
+      notice.set_origin(request.origin());
+      notice.set_origin_incarnation(request.origin_incarnation());
+      notice.set_replier(self_);
+      notice.set_ordered_notice(true);
+      SendReply(request.origin(), group->name(), notice);
+    }
     if (!request.method().empty()) {
       DeliverInvocation(group, request);
       continue;
@@ -408,6 +439,10 @@ void Node::SendReply(NodeId to, const std::string& group, const wire::Reply& rep
 void Node::OnReply(const wire::Reply& reply) {
   // A reply to a call of an earlier incarnation of this daemon (same call id, another call).
   if (reply.origin() == self_ && reply.origin_incarnation() != incarnation_) return;
+  if (reply.ordered_notice()) {
+    if (reply.origin() == self_) MarkOrdered(reply.call_id());
+    return;
+  }
   auto it = calls_.find({reply.origin(), reply.call_id()});
   if (it == calls_.end()) return;  // late reply of a finished call
   invocation::MemberReply member_reply;
@@ -424,6 +459,7 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
   if (it == calls_.end() || !it->second.managed_request) return;
   Call call = std::move(it->second);
   calls_.erase(it);
+  MarkOrdered(reply.call_id());
   InvokeResult result;
   result.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
   result.view_id = reply.view_id();
@@ -440,6 +476,7 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
 void Node::FinishCall(CallKey key, absl::Status status) {
   auto it = calls_.find(key);
   if (it == calls_.end()) return;
+  if (key.first == self_) MarkOrdered(key.second);  // replied (so ordered), or given up
   Call call = std::move(it->second);
   calls_.erase(it);
   uint64_t view_id = groups_.count(call.group) ? groups_[call.group]->view_id() : 0;
@@ -545,6 +582,7 @@ void Node::Tick(uint64_t now_ms) {
   }
   RetryManagedCalls();
   ExpireCalls();
+  for (auto& submit : causal_barrier_.Expire(now_ms_)) submit();
 }
 
 }  // namespace cohort::nso

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "invocation/causal_barrier.h"
 #include "invocation/reply_cache.h"
 #include "invocation/reply_collector.h"
 #include "nso/config.h"
@@ -177,6 +178,10 @@ class Node {
   absl::StatusOr<Group*> FindGroup(const std::string& group);
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);
+  // Through the causal barrier of the request's NSO (003 figure 7).
+  void SubmitInCausalOrder(const wire::Request& request, const std::string& group,
+                           std::function<void()> submit);
+  void MarkOrdered(uint64_t call_id);
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
@@ -226,6 +231,7 @@ class Node {
   std::map<uint64_t, OpenDelivery> open_deliveries_;       // by delivery number
   std::map<CallKey, uint64_t> open_delivery_by_call_;
   std::map<std::string, GroupMembership> membership_;  // by group
+  invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number
   std::map<NodeId, StateTransfer> state_transfers_;    // by joiner
   uint64_t next_delivery_ = 1;

@@ -8,11 +8,14 @@
 #define COHORT_TEST_FUZZ_FUZZ_NODE_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <google/protobuf/stubs/logging.h>
 
 #include "absl/status/status.h"
 #include "nso/config.h"
@@ -84,10 +87,16 @@ inline nso::Config MakeConfig(nso::NodeId self) {
   return config;
 }
 
-// Silences the component loggers once (the protocol logs every dropped envelope).
+// Silences the component loggers and protobuf's parse errors once (the protocol logs every
+// dropped envelope). COHORT_FUZZ_LOG=debug (or another level) keeps them, to study one input.
 inline void QuietLogs() {
   static bool done = [] {
-    nso::ConfigureLogging("off", "text", "fuzz");
+    const char* level = std::getenv("COHORT_FUZZ_LOG");
+    nso::ConfigureLogging(level != nullptr ? level : "off", "text", "fuzz");
+    if (level == nullptr) {
+      google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
+                                         const std::string&) {});
+    }
     return true;
   }();
   (void)done;

@@ -1,0 +1,65 @@
+#include "invocation/causal_barrier.h"
+
+namespace cohort::invocation {
+
+bool CausalBarrier::Admit(uint64_t nso, const std::string& group, uint64_t call_id,
+                          uint64_t now_ms, Submit submit) {
+  PerNso& state = nsos_[nso];
+  if (state.held.empty() && (state.unordered.empty() || state.group == group)) {
+    state.group = group;
+    state.unordered[call_id] = now_ms;
+    nso_of_call_[call_id] = nso;
+    return true;
+  }
+  state.held.push_back({group, call_id, std::move(submit)});
+  return false;
+}
+
+void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
+                            std::vector<Submit>* out) {
+  while (!state->held.empty() &&
+         (state->unordered.empty() || state->held.front().group == state->group)) {
+    Held next = std::move(state->held.front());
+    state->held.pop_front();
+    state->group = next.group;
+    state->unordered[next.call_id] = now_ms;
+    nso_of_call_[next.call_id] = nso;
+    out->push_back(std::move(next.submit));
+  }
+  if (state->unordered.empty() && state->held.empty()) nsos_.erase(nso);
+}
+
+std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint64_t now_ms) {
+  std::vector<Submit> released;
+  auto it = nso_of_call_.find(call_id);
+  if (it == nso_of_call_.end()) return released;
+  uint64_t nso = it->second;
+  nso_of_call_.erase(it);
+  auto state = nsos_.find(nso);
+  if (state == nsos_.end()) return released;
+  state->second.unordered.erase(call_id);
+  Release(nso, &state->second, now_ms, &released);
+  return released;
+}
+
+std::vector<CausalBarrier::Submit> CausalBarrier::Expire(uint64_t now_ms) {
+  std::vector<Submit> released;
+  std::vector<uint64_t> expired;
+  for (const auto& [nso, state] : nsos_) {
+    for (const auto& [call_id, admitted_ms] : state.unordered) {
+      if (now_ms >= admitted_ms + release_after_ms_) expired.push_back(call_id);
+    }
+  }
+  for (uint64_t call_id : expired) {
+    for (Submit& submit : Ordered(call_id, now_ms)) released.push_back(std::move(submit));
+  }
+  return released;
+}
+
+size_t CausalBarrier::held() const {
+  size_t count = 0;
+  for (const auto& [nso, state] : nsos_) count += state.held.size();
+  return count;
+}
+
+}  // namespace cohort::invocation

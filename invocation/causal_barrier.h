@@ -1,0 +1,59 @@
+// Causality between related requests of overlapping groups (003 section 4.4, figure 7): a client
+// NSO that sent m1 to group gy and then sends m2 to group gx must not let m2 be delivered before
+// m1 is ordered in gy, or a member of gx reacting to m2 with m3 in gy could see m3 ordered before
+// m1. The barrier holds a request to another group until the NSO's earlier requests are ordered
+// (delivered here, or reported ordered by a member); requests to the same group need no barrier,
+// since each group's order is FIFO per sender.
+//
+// Pure and bounded in time: an entry older than `release_after_ms` releases what it holds (a call
+// that never got ordered must not block its client forever).
+#ifndef COHORT_INVOCATION_CAUSAL_BARRIER_H_
+#define COHORT_INVOCATION_CAUSAL_BARRIER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cohort::invocation {
+
+class CausalBarrier {
+ public:
+  using Submit = std::function<void()>;
+
+  explicit CausalBarrier(uint64_t release_after_ms) : release_after_ms_(release_after_ms) {}
+
+  // Returns true when the request may be submitted now (it is then awaited as unordered);
+  // otherwise `submit` is held and handed back by Ordered() or Expire() later.
+  bool Admit(uint64_t nso, const std::string& group, uint64_t call_id, uint64_t now_ms,
+             Submit submit);
+  // Request `call_id` is known ordered (or finished): the submissions it released, in order.
+  std::vector<Submit> Ordered(uint64_t call_id, uint64_t now_ms);
+  // Releases past entries older than release_after_ms.
+  std::vector<Submit> Expire(uint64_t now_ms);
+
+  size_t held() const;
+
+ private:
+  struct Held {
+    std::string group;
+    uint64_t call_id = 0;
+    Submit submit;
+  };
+  struct PerNso {
+    std::string group;                        // group of the requests awaited
+    std::map<uint64_t, uint64_t> unordered;   // call id -> admitted at (ms)
+    std::deque<Held> held;
+  };
+  void Release(uint64_t nso, PerNso* state, uint64_t now_ms, std::vector<Submit>* out);
+
+  const uint64_t release_after_ms_;
+  std::map<uint64_t, PerNso> nsos_;
+  std::map<uint64_t, uint64_t> nso_of_call_;
+};
+
+}  // namespace cohort::invocation
+
+#endif  // COHORT_INVOCATION_CAUSAL_BARRIER_H_
