@@ -24,6 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
@@ -46,6 +48,13 @@ class Servant {
   // before any other delivery. Without them a replica's state is not transferred.
   void OnGetState(std::function<absl::StatusOr<std::string>()> get_state);
   void OnSetState(std::function<absl::Status(const std::string& state)> set_state);
+
+  // Group-to-group invocation (003 section 4.3), from inside a handler only: the call that this
+  // group makes while processing the current delivery. Every replica of the group makes the same
+  // call; the called group executes it once and every replica gets the same replies.
+  absl::StatusOr<GroupReplies> InvokeGroup(const std::string& group, const std::string& method,
+                                           const std::string& payload, Mode mode,
+                                           absl::Duration deadline = absl::Seconds(5));
 
   // Registers with the daemon and starts delivering. Returns once registered (or why not).
   absl::Status Start();
@@ -70,6 +79,9 @@ class Servant {
   std::unique_ptr<grpc::ClientReaderWriter<api::ServantMessage, api::ServantEvent>> stream_;
   absl::Mutex write_mu_;
   std::thread thread_;
+  // The delivery being processed (delivery thread only): numbers the group's nested calls.
+  uint64_t current_group_seq_ = 0;
+  uint32_t nested_calls_ = 0;
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);

@@ -154,6 +154,8 @@ grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::In
   options.method = request->method();
   options.payload = request->payload();
   options.deadline_ms = request->deadline_ms();
+  options.caller_group = request->caller_group();
+  options.group_call_id = request->caller_seq() * 1024 + request->caller_index();
   if (request->style() == api::OPEN) options.style = GroupConfig::Style::kOpen;
   if (request->style() == api::CLOSED) options.style = GroupConfig::Style::kClosed;
   if (request->mode() != api::MODE_UNSPECIFIED) {
@@ -235,6 +237,7 @@ grpc::Status ApiService::Serve(
     event.set_payload(std::move(delivery.payload));
     event.set_one_way(delivery.one_way);
     event.set_view_id(delivery.view_id);
+    event.set_group_seq(delivery.group_seq);
     if (!stream->Write(event)) break;
   }
   context->TryCancel();

@@ -8,6 +8,13 @@
 namespace cohort::nso {
 namespace {
 
+// FNV-1a: the same value in every daemon, whatever the standard library.
+uint64_t StableHash(const std::string& text) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
+
 invocation::Mode ToMode(GroupConfig::DefaultMode mode) {
   switch (mode) {
     case GroupConfig::DefaultMode::kOneWay: return invocation::Mode::kOneWay;
@@ -171,6 +178,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_mode(static_cast<int>(mode));
   request.set_reply_to(self_);
   request.set_deadline_ms(deadline_ms);
+  request.set_caller_group(options.caller_group);
+  request.set_group_call_id(options.group_call_id);
   bool open = style == GroupConfig::Style::kOpen;
   // 003 section 4.2, asynchronous forwarding: for wait-for-first through an open group only the
   // request manager's replica answers; the others execute silently.
@@ -190,6 +199,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // which re-issues the call in the server group and returns the replies (003 section 4.1).
     request.set_managed(true);
     call.managed_request = request;
+    call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
     calls_.emplace(key, std::move(call));
     SubmitInCausalOrder(request, group->name(), [this, group, key] {
       auto it = calls_.find(key);
@@ -235,6 +245,7 @@ void Node::RetryManagedCalls() {
                         now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms;
     if (now_ms_ < call.retry_at_ms && !manager_down) continue;
     call.manager_index++;
+    preferred_manager_[call.group] = call.manager_index;  // later calls go there at once
     Log("api")->info("group {}: call {} not answered by its request manager; retrying through {}",
                      call.group, key.second,
                      NodeName(group->members()[call.manager_index % group->members().size()]));
@@ -348,31 +359,37 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
       DeliverInvocation(group, request);
       continue;
     }
+    uint64_t group_seq = ++delivered_seq_[group->name()];
     for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
       if (servant.group == group->name()) {
-        servant.sink({0, group->name(), "", request.payload(), true, group->view_id()});
+        servant.sink({0, group->name(), "", request.payload(), true, group->view_id(), group_seq});
       }
     }
   }
 }
 
 void Node::DeliverInvocation(Group* group, const wire::Request& request) {
-  CallKey call{request.origin(), request.call_id()};
   bool replies = !request.one_way() &&
                  (!request.reply_from_manager_only() || request.reply_to() == self_);
-  NodeId reply_to = request.reply_to() ? request.reply_to() : request.origin();
+  ReplyTarget target{request.reply_to() ? request.reply_to() : request.origin(), request.origin(),
+                     request.origin_incarnation(), request.call_id()};
+  // A group's call (003 section 4.3) is one call whichever member of the group made it.
+  CacheId cache_id =
+      request.caller_group().empty()
+          ? CacheId{{request.origin(), request.origin_incarnation(), request.client_nso()},
+                    request.call_id()}
+          : CacheId{{0, StableHash(request.caller_group()), 0}, request.group_call_id()};
   const wire::Reply* cached = nullptr;
   invocation::ReplyCache& cache = reply_caches_[group->name()];
-  invocation::ReplyCache::ClientKey client{request.origin(), request.origin_incarnation(),
-                                           request.client_nso()};
-  switch (cache.OnDelivery(client, request.call_id(), &cached)) {
+  uint64_t group_seq = ++delivered_seq_[group->name()];
+  switch (cache.OnDelivery(cache_id.first, cache_id.second, &cached)) {
     case invocation::ReplyCache::Verdict::kAnswered:
-      if (replies) SendReply(reply_to, group->name(), *cached);
+      if (replies) SendReplyTo(target, group->name(), *cached);
       return;
     case invocation::ReplyCache::Verdict::kInProgress: {
-      auto it = open_delivery_by_call_.find(call);
+      auto it = open_delivery_by_call_.find(cache_id);
       if (replies && it != open_delivery_by_call_.end()) {
-        open_deliveries_[it->second].reply_to.push_back(reply_to);
+        open_deliveries_[it->second].targets.push_back(target);
       }
       return;
     }
@@ -391,10 +408,9 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
     }
   }
   uint64_t number = next_delivery_++;
-  open_deliveries_[number] = {call, request.origin_incarnation(), request.client_nso(), {},
-                              group->name(), servant};
-  if (replies) open_deliveries_[number].reply_to.push_back(reply_to);
-  open_delivery_by_call_[call] = number;
+  open_deliveries_[number] = {cache_id, {}, group->name(), servant};
+  if (replies) open_deliveries_[number].targets.push_back(target);
+  open_delivery_by_call_[cache_id] = number;
   if (servant == 0) {
     Answer(0, number,
            absl::UnavailableError(absl::StrCat("no servant attached for group \"", group->name(),
@@ -403,7 +419,7 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
     return;
   }
   servants_[servant].sink({number, group->name(), request.method(), request.payload(),
-                           request.one_way(), group->view_id()});
+                           request.one_way(), group->view_id(), group_seq});
 }
 
 void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload) {
@@ -415,18 +431,21 @@ void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std:
   }
   OpenDelivery open = std::move(it->second);
   open_deliveries_.erase(it);
-  open_delivery_by_call_.erase(open.call);
+  open_delivery_by_call_.erase(open.cache_id);
   wire::Reply reply;
-  reply.set_call_id(open.call.second);
-  reply.set_origin(open.call.first);
-  reply.set_origin_incarnation(open.origin_incarnation);
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(status.code()));
   reply.set_error(std::string(status.message()));
   reply.set_payload(std::move(payload));
-  reply_caches_[open.group].Completed({open.call.first, open.origin_incarnation, open.client_nso},
-                                      open.call.second, reply);
-  for (NodeId to : open.reply_to) SendReply(to, open.group, reply);
+  reply_caches_[open.group].Completed(open.cache_id.first, open.cache_id.second, reply);
+  for (const ReplyTarget& target : open.targets) SendReplyTo(target, open.group, reply);
+}
+
+void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply) {
+  reply.set_call_id(target.call_id);
+  reply.set_origin(target.origin);
+  reply.set_origin_incarnation(target.origin_incarnation);
+  SendReply(target.to, group, reply);
 }
 
 void Node::SendReply(NodeId to, const std::string& group, const wire::Reply& reply) {

@@ -35,6 +35,9 @@ struct InvokeOptions {
   uint64_t deadline_ms = 0;      // 0: the configured default
   // Open or closed group (003 section 4.1); unset: the group's default style.
   std::optional<GroupConfig::Style> style;
+  // Group-to-group (003 section 4.3): the calling group and the call's number in it.
+  std::string caller_group;
+  uint64_t group_call_id = 0;
 };
 
 struct InvokeResult {
@@ -52,6 +55,7 @@ struct ServantDelivery {
   std::string payload;
   bool one_way = false;
   uint64_t view_id = 0;
+  uint64_t group_seq = 0;        // position in the group's order, the same at every member
 };
 
 struct GroupInfo {
@@ -163,13 +167,22 @@ class Node {
     std::vector<NodeId> members;
     std::vector<NodeId> joiners;
     invocation::ReplyCache cache;  // the reply cache as of the view change
+    uint64_t delivered_seq = 0;
   };
 
-  struct OpenDelivery {  // a delivery awaiting its servant's answer
-    CallKey call;
+  // Who gets a reply, addressed with the caller's call id (several: duplicate deliveries, or
+  // every member of a calling group).
+  struct ReplyTarget {
+    NodeId to = 0;
+    NodeId origin = 0;
     uint64_t origin_incarnation = 0;
-    uint64_t client_nso = 0;
-    std::vector<NodeId> reply_to;  // who gets the reply (more than one: duplicate deliveries)
+    uint64_t call_id = 0;
+  };
+  // A call as the reply cache knows it.
+  using CacheId = std::pair<invocation::ReplyCache::ClientKey, uint64_t>;
+  struct OpenDelivery {  // a delivery awaiting its servant's answer
+    CacheId cache_id;
+    std::vector<ReplyTarget> targets;
     std::string group;
     uint64_t servant = 0;
   };
@@ -210,6 +223,7 @@ class Node {
   void OnReply(const wire::Reply& reply);
   void OnManagedReply(const wire::ManagedReply& reply);
   void SendReply(NodeId to, const std::string& group, const wire::Reply& reply);
+  void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
   void FinishCall(CallKey call, absl::Status status);
   void ExpireCalls();
   void RetryManagedCalls();
@@ -229,7 +243,9 @@ class Node {
   std::map<uint64_t, Servant> servants_;          // by servant id
   uint64_t next_servant_ = 1;
   std::map<uint64_t, OpenDelivery> open_deliveries_;       // by delivery number
-  std::map<CallKey, uint64_t> open_delivery_by_call_;
+  std::map<CacheId, uint64_t> open_delivery_by_call_;
+  std::map<std::string, uint64_t> delivered_seq_;  // by group: requests delivered so far
+  std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number

@@ -101,6 +101,7 @@ void Node::RequestState(Group* group, std::vector<NodeId> joiners) {
   request.group = group->name();
   request.joiners = std::move(joiners);
   request.cache = reply_caches_[group->name()];
+  request.delivered_seq = delivered_seq_[group->name()];
   uint64_t servant = 0;
   for (const auto& [id, candidate] : servants_) {
     if (candidate.group == group->name()) {
@@ -110,7 +111,7 @@ void Node::RequestState(Group* group, std::vector<NodeId> joiners) {
   }
   if (servant == 0) return;  // no servant here: the state is the reply cache alone (sent below)
   // The servant reads its state in delivery order, right after the last delivery of the old view.
-  open_deliveries_[number] = {{0, 0}, 0, 0, {}, group->name(), servant};
+  open_deliveries_[number] = {{{0, 0, 0}, 0}, {}, group->name(), servant};
   servants_[servant].sink({number, group->name(), kGetStateMethod, "", false, group->view_id()});
 }
 
@@ -127,6 +128,7 @@ bool Node::AnswerStateRequest(uint64_t delivery, const absl::Status& status, std
   }
   wire::GroupState state;
   state.set_view_id(request.view_id);
+  state.set_delivered_seq(request.delivered_seq);
   state.set_servant_state(std::move(payload));
   request.cache.FillAnswersFrom(reply_caches_[request.group]);
   request.cache.ToProto(&state);
@@ -265,6 +267,7 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   bytes.clear();
   bytes.shrink_to_fit();
   reply_caches_[group->name()].FromProto(state);
+  delivered_seq_[group->name()] = state.delivered_seq();
   bool installed = false;
   for (auto& [id, servant] : servants_) {
     if (servant.group != group->name()) continue;

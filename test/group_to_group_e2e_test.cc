@@ -1,0 +1,112 @@
+// Group-to-group invocation on real daemons (003 section 4.3): every member of gx calls gy while
+// processing the same request; gy executes the call once and every member of gx gets the reply.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "test/cluster.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kGroups[] = R"(groups:
+  - name: gx
+    members: [n1, n2, n3]
+  - name: gy
+    members: [n4, n5, n6]
+    ordering: sequencer
+)";
+
+struct Counter {  // a replica of gy
+  std::unique_ptr<Servant> servant;
+  std::atomic<int64_t> value{0};
+  std::atomic<int> executions{0};
+};
+
+struct Relay {  // a replica of gx: forwards "relay N" to gy as "add N"
+  std::unique_ptr<Servant> servant;
+};
+
+bool Ready(Client* client, const std::string& group, const std::string& method) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto result = client->Invoke(group, method, "0", Mode::kAll, absl::Seconds(2), Style::kOpen);
+    if (result.ok() && result->replies.size() == 3) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member gets the reply",
+          "[e2e][invocation]") {
+  test::Cluster cluster({6, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Counter>> counters;
+  for (int i = 4; i <= 6; ++i) {
+    auto counter = std::make_unique<Counter>();
+    auto created = Servant::Create(cluster.ClientAddress(i), "gy");
+    REQUIRE(created.ok());
+    counter->servant = std::move(*created);
+    Counter* raw = counter.get();
+    counter->servant->Serve("add", [raw](const std::string& payload) -> absl::StatusOr<std::string> {
+      int64_t delta = 0;
+      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
+      raw->executions++;
+      return absl::StrCat(raw->value += delta);
+    });
+    REQUIRE(counter->servant->Start().ok());
+    counters.push_back(std::move(counter));
+  }
+  std::vector<std::unique_ptr<Relay>> relays;
+  for (int i = 1; i <= 3; ++i) {
+    auto relay = std::make_unique<Relay>();
+    auto created = Servant::Create(cluster.ClientAddress(i), "gx");
+    REQUIRE(created.ok());
+    relay->servant = std::move(*created);
+    Servant* servant = relay->servant.get();
+    servant->Serve("relay", [servant](const std::string& payload) -> absl::StatusOr<std::string> {
+      auto replies = servant->InvokeGroup("gy", "add", payload, Mode::kAll, absl::Seconds(10));
+      if (!replies.ok()) return replies.status();
+      if (replies->replies.size() != 3) return absl::InternalError("gy did not answer in full");
+      return replies->replies[0].payload;
+    });
+    REQUIRE(servant->Start().ok());
+    relays.push_back(std::move(relay));
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  auto gy_client = Client::Connect(cluster.ClientAddress(4));
+  REQUIRE(gy_client.ok());
+  REQUIRE(Ready(gy_client->get(), "gy", "add"));
+  for (const auto& counter : counters) counter->executions = 0;
+
+  auto first = (*client)->Invoke("gx", "relay", "5", Mode::kAll, absl::Seconds(20));
+  INFO(first.status().ToString());
+  REQUIRE(first.ok());
+  REQUIRE(first->replies.size() == 3);
+  for (const Reply& reply : first->replies) {
+    INFO(reply.member << ": " << reply.status.ToString());
+    CHECK(reply.status.ok());
+    CHECK(reply.payload == "5");  // not 5, 10, 15: gy executed the group's call once
+  }
+  auto second = (*client)->Invoke("gx", "relay", "2", Mode::kAll, absl::Seconds(20));
+  REQUIRE(second.ok());
+  for (const Reply& reply : second->replies) CHECK(reply.payload == "7");
+  for (const auto& counter : counters) {
+    CHECK(counter->value.load() == 7);
+    CHECK(counter->executions.load() == 2);  // once per gx request, at each gy replica
+  }
+}
+
+}  // namespace cohort
