@@ -185,3 +185,23 @@ TEST_CASE("003 s4.1: a request manager killed mid-call: the retry returns the or
 }
 
 }  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("bad input: a deadline too short gets DEADLINE_EXCEEDED; the daemon keeps serving",
+          "[e2e][invocation]") {
+  Fixture fixture;
+  fixture.Start("cons");
+  auto client = Client::Connect(fixture.cluster.ClientAddress(2));
+  REQUIRE(client.ok());
+  for (const auto& replica : fixture.replicas) replica->slow_ms = 300;
+  auto late = (*client)->Invoke("cons", "add", "1", Mode::kAll, absl::Milliseconds(50));
+  CHECK(late.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK_THAT(std::string(late.status().message()), Catch::Contains("within 50 ms"));
+  for (const auto& replica : fixture.replicas) replica->slow_ms = 0;
+  auto next = (*client)->Invoke("cons", "add", "1", Mode::kAll, absl::Seconds(10));
+  REQUIRE(next.ok());
+  CHECK(next->replies.size() == 3);
+}
+
+}  // namespace cohort
