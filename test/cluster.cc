@@ -127,8 +127,20 @@ std::string Cluster::ClientAddress(int index) const {
 bool Cluster::StartNode(int index) {
   std::string log = dir_ + "/n" + std::to_string(index) + ".log";
   pids_[index - 1] = Spawn({Runfile("tools/cohortd"), "--config", ConfigPath(index)}, log);
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    if (CanConnect(client_ports_[index - 1])) return true;
+  // Ready when this daemon (not some other process that took the port) says it serves.
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    int status = 0;
+    if (waitpid(pids_[index - 1], &status, WNOHANG) == pids_[index - 1]) {
+      pids_[index - 1] = 0;
+      return false;  // it exited: could not bind its ports, or a bad config
+    }
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find(" ready: peers on ") != std::string::npos &&
+        CanConnect(client_ports_[index - 1])) {
+      return true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return false;

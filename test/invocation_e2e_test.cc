@@ -74,7 +74,9 @@ struct Fixture {
     REQUIRE(cluster.Start());
     for (int i = 1; i <= 3; ++i) {
       replicas.push_back(std::make_unique<Replica>());
-      REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), group).ok());
+      absl::Status started = replicas.back()->Start(cluster.ClientAddress(i), group);
+      INFO("replica " << i << ": " << started.ToString());
+      REQUIRE(started.ok());
     }
     auto probe = Client::Connect(cluster.ClientAddress(1));
     REQUIRE(probe.ok());

@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
     cohort::nso::Log("daemon")->error("{}", std::string(started.message()));
     return 1;
   }
+  // One line on stdout whatever the log level, for scripts and tests waiting for readiness.
+  std::printf("cohortd %s ready: peers on %s, clients on %s\n", config->node.c_str(),
+              config->listen_peer.c_str(), config->listen_client.c_str());
+  std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
