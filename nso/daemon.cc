@@ -243,6 +243,31 @@ std::string Daemon::RenderMetrics() {
   return out.text();
 }
 
+void Daemon::Drain(uint64_t timeout_ms) {
+  if (!loop_ || stopped_) return;
+  auto still_member = [this]() {
+    auto promise = std::make_shared<std::promise<bool>>();
+    std::future<bool> result = promise->get_future();
+    bool posted = loop_->Post([this, promise] {
+      bool member = false;
+      for (const Group* group : node_->groups()) member = member || group->is_member();
+      promise->set_value(member);
+    });
+    return posted && result.get();
+  };
+  loop_->Post([this] {
+    for (const Group* group : node_->groups()) {
+      if (!group->is_member()) continue;
+      absl::Status left = node_->LeaveGroup(group->name());
+      Log("daemon")->info("drain: leaving group {}: {}", group->name(), left.ToString());
+    }
+  });
+  uint64_t deadline_ms = MonotonicNowMs() + timeout_ms;
+  while (MonotonicNowMs() < deadline_ms && still_member()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 void Daemon::Shutdown() {
   if (stopped_ || !loop_) return;
   stopped_ = true;

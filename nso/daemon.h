@@ -35,6 +35,9 @@ class Daemon {
   absl::Status Start();
   // Graceful: stops accepting, finishes queued work, cancels calls in flight with a status.
   void Shutdown();
+  // Leaves every group this daemon is a member of (a view change each, agreed by the others)
+  // and waits until it is out of them or `timeout_ms` passed. For SIGTERM and drains.
+  void Drain(uint64_t timeout_ms);
 
   // Samples the protocol state on the protocol thread; UNAVAILABLE if it does not answer in time.
   absl::StatusOr<NodeSnapshot> Snapshot(absl::Duration timeout = absl::Seconds(1));

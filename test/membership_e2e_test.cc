@@ -126,6 +126,29 @@ TEST_CASE("004 s5: a member killed with SIGKILL is excluded after the exclusion 
   for (const Reply& reply : all->replies) CHECK(reply.payload == "6");
 }
 
+TEST_CASE("SIGTERM: the daemon leaves the group and the others install a new view at once",
+          "[e2e][membership]") {
+  test::Cluster cluster({3, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<Replica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(Ready(client->get(), 3));
+  auto stopped_at = std::chrono::steady_clock::now();
+  cluster.Stop(3);  // SIGTERM, and wait for the exit
+  REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 2; }));
+  auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - stopped_at).count();
+  CHECK(left_ms < 900);  // a leave, not an exclusion (the exclusion timeout is 1000 ms)
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  CHECK(all->replies.size() == 2);
+}
+
 TEST_CASE("primary partition: a member frozen past the exclusion timeout is excluded, then "
           "rejoins with state transfer", "[e2e][membership]") {
   test::Cluster cluster({3, kGroups, "", "warn"});

@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
   while (!g_stop) absl::SleepFor(absl::Milliseconds(50));
+  // Graceful: leave the groups (the others install a view without this daemon at once, instead
+  // of waiting for the exclusion timeout), then stop.
+  cohort::nso::Log("daemon")->info("signal received: draining");
+  daemon.Drain(3000);
   daemon.Shutdown();
   cohort::nso::Log("daemon")->info("stopped");
   return 0;

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "invocation/servant.h"
@@ -119,7 +120,7 @@ class KvStore {
       size_t colon = state.find(':', at);
       if (colon == std::string::npos || colon == at || colon - at > 20) return false;
       uint64_t length = 0;
-      if (!absl::SimpleAtoi(std::string_view(state).substr(at, colon - at), &length)) return false;
+      if (!absl::SimpleAtoi(absl::string_view(state).substr(at, colon - at), &length)) return false;
       if (length > state.size() - colon - 1) return false;
       *out = state.substr(colon + 1, length);
       at = colon + 1 + length;
