@@ -251,13 +251,19 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
     membership.state_last_seen = true;
   }
   if (!membership.state_last_seen) return;
-  std::string bytes;
+  uint64_t contiguous = 0;
   for (const auto& [offset, piece] : membership.state_chunks) {
-    if (offset != bytes.size()) return;  // a gap: more chunks to come
-    bytes += piece;
+    if (offset != contiguous) return;  // a gap: more chunks to come
+    contiguous += piece.size();
   }
-  if (bytes.size() != membership.state_end) return;
-  membership.state_chunks.clear();
+  if (contiguous != membership.state_end) return;
+  // Assemble without holding the state twice: each chunk is released once copied.
+  std::string bytes;
+  bytes.reserve(contiguous);
+  for (auto it = membership.state_chunks.begin(); it != membership.state_chunks.end();) {
+    bytes += it->second;
+    it = membership.state_chunks.erase(it);
+  }
   wire::GroupState state;
   if (!state.ParseFromString(bytes)) {
     Log("membership")->error("group {}: undecodable state for view {}: asking again",
