@@ -1,6 +1,10 @@
 #include "invocation/client.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "nso/status.h"
@@ -22,7 +26,22 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
 }
 
+absl::StatusOr<std::string> ReadPemFile(const std::string& what, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": cannot read \"", path, "\": ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
+
+void AddCallCredentials(grpc::ClientContext* context, const ConnectOptions& options) {
+  if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
+}
 
 std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address) {
   grpc::ChannelArguments arguments;
@@ -31,19 +50,61 @@ std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& address,
+                                                             const ConnectOptions& options) {
+  bool tls = options.tls || !options.ca_file.empty() || !options.ca_pem.empty();
+  if (!tls) return DaemonChannel(address);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.ca_pem;
+  if (!options.ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadPemFile("CA file", options.ca_file);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+  }
+  if (!options.cert_file.empty() || !options.key_file.empty()) {
+    absl::StatusOr<std::string> cert = ReadPemFile("certificate file", options.cert_file);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadPemFile("key file", options.key_file);
+    if (!key.ok()) return key.status();
+    ssl.pem_cert_chain = *cert;
+    ssl.pem_private_key = *key;
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetMaxSendMessageSize(-1);
+  if (!options.server_name.empty()) arguments.SetSslTargetNameOverride(options.server_name);
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), arguments);
+}
+
 Client::Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name)
     : channel_(std::move(channel)),
       stub_(api::Cohort::NewStub(channel_)),
       nso_(nso),
       node_name_(std::move(node_name)) {}
 
+void Client::Prepare(grpc::ClientContext* context) const {
+  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
                                                         const std::string& client_name,
                                                         absl::Duration timeout) {
-  auto channel = DaemonChannel(address);
+  ConnectOptions options;
+  options.client_name = client_name;
+  options.timeout = timeout;
+  return Connect(address, options);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
+                                                        const ConnectOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> opened = DaemonChannel(address, options);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<grpc::Channel> channel = *std::move(opened);
+  const std::string& client_name = options.client_name;
   auto stub = api::Cohort::NewStub(channel);
   grpc::ClientContext context;
-  SetDeadline(&context, timeout);
+  SetDeadline(&context, options.timeout);
+  AddCallCredentials(&context, options);
   context.set_wait_for_ready(true);
   api::AttachRequest request;
   request.set_client_name(client_name);
@@ -53,7 +114,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
     return absl::Status(nso::FromGrpcStatus(status).code(),
                         absl::StrCat("attach to daemon at ", address, ": ", status.error_message()));
   }
-  return std::unique_ptr<Client>(new Client(std::move(channel), reply.nso(), reply.node_name()));
+  std::unique_ptr<Client> client(new Client(std::move(channel), reply.nso(), reply.node_name()));
+  client->token_ = options.token;
+  return client;
 }
 
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
@@ -70,6 +133,7 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
   request.set_deadline_ms(static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX)));
   grpc::ClientContext context;
+  Prepare(&context);
   // The daemon enforces the deadline and answers with what it has; the transport gets slack.
   SetDeadline(&context, deadline + absl::Seconds(2));
   api::InvokeReply reply;
@@ -111,6 +175,7 @@ absl::Status Client::Multicast(const std::string& group, const std::string& payl
   request.set_group(group);
   request.set_payload(payload);
   grpc::ClientContext context;
+  Prepare(&context);
   SetDeadline(&context, absl::Seconds(5));
   api::Empty reply;
   return nso::FromGrpcStatus(stub_->Multicast(&context, request, &reply));
@@ -121,6 +186,7 @@ absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
   request.set_nso(nso_);
   request.set_group(group);
   grpc::ClientContext context;
+  Prepare(&context);
   SetDeadline(&context, absl::Seconds(5));
   api::GroupDetailsReply reply;
   grpc::Status status = stub_->GroupDetails(&context, request, &reply);
@@ -141,6 +207,7 @@ absl::Status Client::JoinGroup(const std::string& group) {
   request.set_nso(nso_);
   request.set_group(group);
   grpc::ClientContext context;
+  Prepare(&context);
   SetDeadline(&context, absl::Seconds(5));
   api::Empty reply;
   return nso::FromGrpcStatus(stub_->JoinGroup(&context, request, &reply));
@@ -151,6 +218,7 @@ absl::Status Client::LeaveGroup(const std::string& group) {
   request.set_nso(nso_);
   request.set_group(group);
   grpc::ClientContext context;
+  Prepare(&context);
   SetDeadline(&context, absl::Seconds(5));
   api::Empty reply;
   return nso::FromGrpcStatus(stub_->LeaveGroup(&context, request, &reply));

@@ -59,8 +59,28 @@ struct View {
   std::string liveness;
 };
 
+// How to reach a daemon: TLS (when the daemon's YAML has a tls section) and the bearer token
+// (when it has auth.tokens). The default is plaintext without a token.
+struct ConnectOptions {
+  std::string client_name;                    // for the daemon's logs
+  absl::Duration timeout = absl::Seconds(5);  // Connect: attach within this long
+  bool tls = false;          // TLS; implied by a CA
+  std::string ca_file;       // PEM CA that signed the daemon's certificate (tls.ca_file)
+  std::string ca_pem;        // or the PEM text itself
+  std::string cert_file;     // optional client certificate and key (PEM)
+  std::string key_file;
+  std::string server_name;   // check the daemon's certificate for this name, not the address host
+  std::string token;         // sent as metadata "authorization: Bearer <token>" on every call
+};
+
+// Adds the options' bearer token (if any) to a call's metadata.
+void AddCallCredentials(grpc::ClientContext* context, const ConnectOptions& options);
+
 class Client {
  public:
+  // Connects with TLS and/or a token (options.client_name and options.timeout as below).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+                                                         const ConnectOptions& options);
   // Connects and attaches (gets an NSO). Fails if the daemon does not answer within `timeout`.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& address, const std::string& client_name = "",
@@ -93,6 +113,8 @@ class Client {
 
  private:
   Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name);
+  // A context with the token's metadata.
+  void Prepare(grpc::ClientContext* context) const;
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
@@ -101,10 +123,15 @@ class Client {
   std::unique_ptr<api::Cohort::Stub> stub_;
   uint64_t nso_;
   std::string node_name_;
+  std::string token_;
 };
 
-// Opens a channel to a daemon's client address with Cohort's message size limits.
+// Opens a channel to a daemon's client address with Cohort's message size limits (plaintext).
 std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address);
+// The same with the options' TLS settings; an error when a PEM file cannot be read. The token is
+// not part of the channel: add it per call (AddCallCredentials) or use Client.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& address,
+                                                             const ConnectOptions& options);
 
 }  // namespace cohort
 

@@ -13,9 +13,21 @@ namespace cohort {
 absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& address,
                                                          const std::string& group,
                                                          const std::string& name) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, name);
+  ConnectOptions options;
+  options.client_name = name;
+  return Create(address, group, options);
+}
+
+absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& address,
+                                                         const std::string& group,
+                                                         const ConnectOptions& options) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
   if (!client.ok()) return client.status();
-  return std::unique_ptr<Servant>(new Servant(DaemonChannel(address), (*client)->nso(), group));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = DaemonChannel(address, options);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<Servant> servant(new Servant(*std::move(channel), (*client)->nso(), group));
+  servant->token_ = options.token;
+  return servant;
 }
 
 Servant::Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group)
@@ -42,6 +54,7 @@ void Servant::OnSetState(std::function<absl::Status(const std::string&)> set_sta
 }
 
 absl::Status Servant::Start() {
+  if (!token_.empty()) context_.AddMetadata("authorization", "Bearer " + token_);
   stream_ = stub_->Serve(&context_);
   api::ServantMessage message;
   message.mutable_register_()->set_nso(nso_);
@@ -82,6 +95,7 @@ absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
   request.set_caller_seq(current_group_seq_);
   request.set_caller_index(nested_calls_++);
   grpc::ClientContext context;
+  if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoMilliseconds(deadline + absl::Seconds(2)));
   api::InvokeReply reply;

@@ -38,6 +38,10 @@ class Servant {
   static absl::StatusOr<std::unique_ptr<Servant>> Create(const std::string& address,
                                                          const std::string& group,
                                                          const std::string& name = "");
+  // With TLS and/or a bearer token (options.client_name names the servant).
+  static absl::StatusOr<std::unique_ptr<Servant>> Create(const std::string& address,
+                                                         const std::string& group,
+                                                         const ConnectOptions& options);
   ~Servant();
 
   // Registers a method; call before Start. An unknown method is answered UNIMPLEMENTED.
@@ -71,6 +75,7 @@ class Servant {
   std::unique_ptr<api::Cohort::Stub> stub_;
   const uint64_t nso_;
   const std::string group_;
+  std::string token_;
   std::map<std::string, Handler> handlers_;
   MulticastHandler multicast_handler_;
   std::function<absl::StatusOr<std::string>()> get_state_;

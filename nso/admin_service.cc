@@ -4,8 +4,15 @@
 
 namespace cohort::nso {
 
-grpc::Status AdminService::Status(grpc::ServerContext*, const api::StatusRequest*,
+grpc::Status AdminService::Authenticated(grpc::ServerContext* context) const {
+  if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
+  std::string caller;
+  return policy_->Authenticate(*context, &caller);
+}
+
+grpc::Status AdminService::Status(grpc::ServerContext* context, const api::StatusRequest*,
                                   api::StatusReply* reply) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
   absl::StatusOr<NodeSnapshot> snapshot = snapshot_();
   if (!snapshot.ok()) return ToGrpcStatus(snapshot.status());
   fill_status_(reply);
@@ -17,8 +24,9 @@ grpc::Status AdminService::Status(grpc::ServerContext*, const api::StatusRequest
   return grpc::Status::OK;
 }
 
-grpc::Status AdminService::ListGroups(grpc::ServerContext*, const api::StatusRequest*,
+grpc::Status AdminService::ListGroups(grpc::ServerContext* context, const api::StatusRequest*,
                                       api::ListGroupsReply* reply) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
   absl::StatusOr<NodeSnapshot> snapshot = snapshot_();
   if (!snapshot.ok()) return ToGrpcStatus(snapshot.status());
   for (const GroupSnapshot& group : snapshot->groups) {
@@ -36,6 +44,29 @@ grpc::Status AdminService::ListGroups(grpc::ServerContext*, const api::StatusReq
     out->set_is_member(group.is_member);
     out->set_has_majority(group.HasMajority());
     out->set_ordering(group.ordering);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminService::Drain(grpc::ServerContext* context, const api::DrainRequest* request,
+                                 api::DrainReply* reply) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
+  if (!drain_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "drain not available");
+  absl::StatusOr<NodeSnapshot> before = snapshot_();
+  if (!before.ok()) return ToGrpcStatus(before.status());
+  for (const GroupSnapshot& group : before->groups) {
+    if (!group.is_member) continue;
+    if (policy_ != nullptr && context != nullptr) {
+      grpc::Status allowed = policy_->Check(*context, group.name, Right::kAdmin);
+      if (!allowed.ok()) return allowed;
+    }
+    reply->add_left(group.name);
+  }
+  drain_(request->timeout_ms() == 0 ? 5000 : request->timeout_ms());
+  absl::StatusOr<NodeSnapshot> after = snapshot_();
+  if (!after.ok()) return ToGrpcStatus(after.status());
+  for (const GroupSnapshot& group : after->groups) {
+    if (group.is_member) reply->add_still_member(group.name);
   }
   return grpc::Status::OK;
 }

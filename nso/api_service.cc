@@ -6,6 +6,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "nso/logging.h"
@@ -67,7 +68,102 @@ std::string CodeLabel(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
+// Equal in time independent of where the first difference is.
+bool SameSecret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 }  // namespace
+
+const char* RightName(Right right) {
+  switch (right) {
+    case Right::kJoin: return "join";
+    case Right::kInvoke: return "invoke";
+    case Right::kAdmin: return "admin";
+  }
+  return "?";
+}
+
+void AccessPolicy::Update(const Config& config) {
+  std::map<std::string, AclConfig, std::less<>> acls;
+  for (const GroupConfig& group : config.groups) {
+    if (group.acl.present) acls[group.name] = group.acl;
+  }
+  absl::MutexLock lock(&mu_);
+  tokens_ = config.tokens;
+  acls_ = std::move(acls);
+}
+
+bool AccessPolicy::auth_enabled() const {
+  absl::MutexLock lock(&mu_);
+  return !tokens_.empty();
+}
+
+grpc::Status AccessPolicy::Authenticate(const grpc::ServerContext& context,
+                                        std::string* caller) const {
+  caller->clear();
+  absl::MutexLock lock(&mu_);
+  if (tokens_.empty()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this daemon requires metadata \"authorization: Bearer <token>\"");
+  }
+  std::string value(it->second.data(), it->second.size());
+  constexpr absl::string_view kBearer = "Bearer ";
+  if (value.size() <= kBearer.size() || !absl::StartsWith(value, kBearer)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "authorization metadata must be \"Bearer <token>\"");
+  }
+  std::string token = value.substr(kBearer.size());
+  const TokenConfig* found = nullptr;
+  for (const TokenConfig& t : tokens_) {
+    if (SameSecret(t.token, token) && found == nullptr) found = &t;
+  }
+  if (found == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "unknown bearer token");
+  }
+  *caller = found->name;
+  return grpc::Status::OK;
+}
+
+grpc::Status AccessPolicy::Check(const grpc::ServerContext& context, const std::string& group,
+                                 Right right) const {
+  std::string caller;
+  grpc::Status authenticated = Authenticate(context, &caller);
+  if (!authenticated.ok()) return authenticated;
+  absl::MutexLock lock(&mu_);
+  auto it = acls_.find(group);
+  if (it == acls_.end()) return grpc::Status::OK;
+  const AclConfig& acl = it->second;
+  const std::vector<std::string>& allowed =
+      right == Right::kJoin ? acl.join : right == Right::kInvoke ? acl.invoke : acl.admin;
+  for (const std::string& name : allowed) {
+    if (name == "*" || (!caller.empty() && name == caller)) return grpc::Status::OK;
+  }
+  return grpc::Status(
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat(caller.empty() ? std::string("an anonymous caller")
+                                  : absl::StrCat("\"", caller, "\""),
+                   " may not ", RightName(right), " group \"", group, "\" (groups[].acl.",
+                   RightName(right), ")"));
+}
+
+grpc::Status ApiService::Allowed(grpc::ServerContext* context, const std::string& group,
+                                 Right right) const {
+  if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
+  return policy_->Check(*context, group, right);
+}
+
+grpc::Status ApiService::Authenticated(grpc::ServerContext* context) const {
+  if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
+  std::string caller;
+  return policy_->Authenticate(*context, &caller);
+}
 
 absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
   auto promise = std::make_shared<std::promise<absl::Status>>();
@@ -78,8 +174,9 @@ absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
   return result.get();
 }
 
-grpc::Status ApiService::Attach(grpc::ServerContext*, const api::AttachRequest* request,
+grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachRequest* request,
                                 api::AttachReply* reply) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<uint64_t> nso = node_->Attach(request->client_name());
     if (!nso.ok()) return nso.status();
@@ -90,25 +187,36 @@ grpc::Status ApiService::Attach(grpc::ServerContext*, const api::AttachRequest* 
   }));
 }
 
-grpc::Status ApiService::CreateGroup(grpc::ServerContext*, const api::CreateGroupRequest* request,
-                                     api::Empty*) {
+grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
+                                     const api::CreateGroupRequest* request, api::Empty*) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
   return ToGrpcStatus(absl::UnimplementedError(absl::StrCat(
       "CreateGroup(\"", request->group(), "\"): groups are declared in the daemons' YAML "
       "(groups:) in this version")));
 }
 
-grpc::Status ApiService::JoinGroup(grpc::ServerContext*, const api::GroupRequest* request,
+grpc::Status ApiService::JoinGroup(grpc::ServerContext* context, const api::GroupRequest* request,
                                    api::Empty*) {
+  if (grpc::Status allowed = Allowed(context, request->group(), Right::kJoin); !allowed.ok()) {
+    return allowed;
+  }
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status { return node_->JoinGroup(request->group()); }));
 }
 
-grpc::Status ApiService::LeaveGroup(grpc::ServerContext*, const api::GroupRequest* request,
+grpc::Status ApiService::LeaveGroup(grpc::ServerContext* context, const api::GroupRequest* request,
                                     api::Empty*) {
+  if (grpc::Status allowed = Allowed(context, request->group(), Right::kJoin); !allowed.ok()) {
+    return allowed;
+  }
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status { return node_->LeaveGroup(request->group()); }));
 }
 
-grpc::Status ApiService::GroupDetails(grpc::ServerContext*, const api::GroupRequest* request,
+grpc::Status ApiService::GroupDetails(grpc::ServerContext* context,
+                                      const api::GroupRequest* request,
                                       api::GroupDetailsReply* reply) {
+  if (grpc::Status allowed = Allowed(context, request->group(), Right::kInvoke); !allowed.ok()) {
+    return allowed;
+  }
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<GroupInfo> info = node_->GroupDetails(request->group());
     if (!info.ok()) return info.status();
@@ -127,8 +235,11 @@ grpc::Status ApiService::GroupDetails(grpc::ServerContext*, const api::GroupRequ
   }));
 }
 
-grpc::Status ApiService::Multicast(grpc::ServerContext*, const api::MulticastRequest* request,
-                                   api::Empty*) {
+grpc::Status ApiService::Multicast(grpc::ServerContext* context,
+                                   const api::MulticastRequest* request, api::Empty*) {
+  if (grpc::Status allowed = Allowed(context, request->group(), Right::kInvoke); !allowed.ok()) {
+    return allowed;
+  }
   grpc::Status status = ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     return node_->Multicast(request->nso(), request->group(), request->payload());
   }));
@@ -136,8 +247,11 @@ grpc::Status ApiService::Multicast(grpc::ServerContext*, const api::MulticastReq
   return status;
 }
 
-grpc::Status ApiService::Invoke(grpc::ServerContext*, const api::InvokeRequest* request,
+grpc::Status ApiService::Invoke(grpc::ServerContext* context, const api::InvokeRequest* request,
                                 api::InvokeReply* reply) {
+  if (grpc::Status allowed = Allowed(context, request->group(), Right::kInvoke); !allowed.ok()) {
+    return allowed;
+  }
   auto start = std::chrono::steady_clock::now();
   grpc::Status status = InvokeOnLoop(request, reply);
   if (metrics_ != nullptr) {
@@ -191,11 +305,17 @@ grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::In
 grpc::Status ApiService::Serve(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>* stream) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
   api::ServantMessage first;
   if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no register");
+
   if (!first.has_register_()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first servant message must be a register");
+  }
+  if (grpc::Status allowed = Allowed(context, first.register_().group(), Right::kJoin);
+      !allowed.ok()) {
+    return allowed;
   }
   auto queue = std::make_shared<ServantQueue>();
   uint64_t servant = 0;

@@ -4,6 +4,13 @@
 #define COHORT_NSO_API_SERVICE_H_
 
 #include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "nso/config.h"
 
 #include "nso/event_loop.h"
 #include "nso/metrics.h"
@@ -12,9 +19,34 @@
 
 namespace cohort::nso {
 
+// What a caller may do with a group (groups[].acl in the YAML).
+enum class Right { kJoin, kInvoke, kAdmin };
+const char* RightName(Right right);
+
+// Bearer tokens (auth.tokens) and group ACLs (groups[].acl), checked per call; replaced as a whole
+// by Update (SIGHUP) while calls run. With no tokens every caller is anonymous and only "*"
+// entries of an acl match.
+class AccessPolicy {
+ public:
+  void Update(const Config& config);
+  // OK and the token's name in *caller ("" when authentication is off), else UNAUTHENTICATED.
+  grpc::Status Authenticate(const grpc::ServerContext& context, std::string* caller) const;
+  // Authenticate, then PERMISSION_DENIED unless the group's acl grants `right` to the caller.
+  // A group without an acl (or unknown to the config) allows every right.
+  grpc::Status Check(const grpc::ServerContext& context, const std::string& group,
+                     Right right) const;
+  bool auth_enabled() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<TokenConfig> tokens_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, AclConfig, std::less<>> acls_ ABSL_GUARDED_BY(mu_);
+};
+
 class ApiService final : public api::Cohort::Service {
  public:
-  ApiService(Node* node, EventLoop* loop) : node_(node), loop_(loop) {}
+  ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
+      : node_(node), loop_(loop), policy_(policy) {}
   // Optional: count invocations and multicasts, with latency (set before serving).
   void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
 
@@ -35,8 +67,13 @@ class ApiService final : public api::Cohort::Service {
   absl::Status RunOnLoop(std::function<absl::Status()> fn);
   grpc::Status InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply);
 
+  // OK when there is no policy, else policy_->Check.
+  grpc::Status Allowed(grpc::ServerContext* context, const std::string& group, Right right) const;
+  grpc::Status Authenticated(grpc::ServerContext* context) const;
+
   Node* node_;
   EventLoop* loop_;
+  const AccessPolicy* policy_;
   InvocationMetrics* metrics_ = nullptr;
 };
 

@@ -24,6 +24,16 @@ struct PeerConfig {
   std::string address;  // host:port, that peer's listen.peer
 };
 
+// groups[].acl: which applications (auth.tokens[].name, or "*" for anyone) may do what with a
+// group. A group without an acl allows everything to every authenticated caller; inside an acl a
+// right that is not listed is denied to everyone.
+struct AclConfig {
+  bool present = false;
+  std::vector<std::string> join;    // JoinGroup, LeaveGroup, Serve (host a replica)
+  std::vector<std::string> invoke;  // Invoke, Multicast, GroupDetails
+  std::vector<std::string> admin;   // Admin.Drain (needs admin on every group this daemon hosts)
+};
+
 // One object group the cluster hosts (groups[]).
 struct GroupConfig {
   // How the group orders requests (003, 004).
@@ -47,6 +57,7 @@ struct GroupConfig {
   // file does not override them. suspect_timeout_ms < exclude_timeout_ms.
   int64_t suspect_timeout_ms = 50;
   int64_t exclude_timeout_ms = 10000;
+  AclConfig acl;
 };
 
 // Two timeouts: an aggressive one on which consensus moves on, a conservative one on which the
@@ -71,6 +82,25 @@ struct LimitsConfig {
   int64_t max_nsos = 1000000;                   // >= 1
 };
 
+// tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and
+// verifies the other against ca_file); applications verify the daemon against ca_file.
+struct TlsConfig {
+  bool enabled = false;           // false: no tls section (warned at start) or insecure: true
+  bool explicit_insecure = false;  // insecure: true was written
+  std::string ca_file;    // PEM CA bundle: verifies peers (both ways)
+  std::string cert_file;  // PEM certificate chain of this daemon (server and peer client)
+  std::string key_file;   // PEM private key of cert_file
+  std::string server_name;  // optional: the name peers' certificates are checked against
+                            // instead of the host of peers[].address
+};
+
+// auth.tokens[]: an application's bearer token (metadata "authorization: Bearer <token>").
+struct TokenConfig {
+  std::string name;   // [A-Za-z0-9_.-]{1,64}, unique; used in groups[].acl
+  std::string token;  // the secret (read from token_file when given)
+  std::string token_file;
+};
+
 struct Config {
   std::string node;          // this daemon's name, one of peers[].name
   uint32_t node_id = 0;      // resolved: the id of peers[] entry named `node`
@@ -86,6 +116,9 @@ struct Config {
   std::vector<GroupConfig> groups;
   // metrics.listen: host:port of the Prometheus HTTP endpoint (GET /metrics); empty = off.
   std::string metrics_listen;
+  TlsConfig tls;
+  // auth.tokens: empty = no authentication (every call is anonymous).
+  std::vector<TokenConfig> tokens;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;

@@ -47,8 +47,27 @@ groups:                       # [] groups this cluster hosts
     default_mode: all         # [all] one_way|first|majority|all: replies a call waits for
     suspect_timeout_ms: 50    # [failure_detector.suspect_timeout_ms] per-group override
     exclude_timeout_ms: 10000 # [failure_detector.exclude_timeout_ms] per-group override
+    acl:                      # [absent = every right to every caller] who may do what, by
+                              #   auth.tokens[].name or "*" (anyone); a right not listed: nobody
+      join: [ops]             # JoinGroup, LeaveGroup, Serve (host a replica of the group)
+      invoke: ["*"]           # Invoke, Multicast, GroupDetails
+      admin: [ops]            # Admin.Drain (needs admin on every group this daemon hosts)
 metrics:                      # [absent = off] Prometheus text metrics over HTTP
   listen: 127.0.0.1:9101      # required in the section: host:port serving GET /metrics and /healthz
+tls:                          # [absent = plaintext, with a warning in the log] set in production
+  ca_file: /etc/cohort/ca.pem       # required: CA that signs every daemon's certificate
+  cert_file: /etc/cohort/node.pem   # required: this daemon's certificate (server and peer client)
+  key_file: /etc/cohort/node.key    # required: its private key
+  server_name: cohort               # [host of the address] name peer certificates are checked for
+  # insecure: true                  # instead of the files: plaintext on purpose (still warned)
+                              # peers use mutual TLS: a daemon without a certificate from ca_file
+                              #   cannot connect; applications verify the daemon with ca_file
+auth:                         # [absent = no authentication] bearer tokens of applications
+  tokens:                     # each call carries metadata "authorization: Bearer <token>"
+    - {name: app1, token_file: /etc/cohort/app1.token}   # or token: "..." inline
+                              # name: [A-Za-z0-9_.-]{1,64}, unique; tokens unique
+
+SIGHUP re-reads the file and applies auth and groups[].acl; a broken file is logged and ignored.
 
 Durations (*_ms) are whole milliseconds in 1..86400000 unless noted; counts are in 1..2147483647.
 Every error names the file, the line and the key, e.g.

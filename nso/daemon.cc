@@ -1,7 +1,11 @@
 #include "nso/daemon.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <future>
+#include <sstream>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -23,17 +27,70 @@ constexpr char kAdminService[] = "cohort.api.Admin";
 constexpr char kLivenessService[] = "cohort.liveness";
 
 std::unique_ptr<grpc::Server> StartServer(const std::string& address,
+                                          std::shared_ptr<grpc::ServerCredentials> credentials,
                                           std::vector<grpc::Service*> services,
                                           int max_message_bytes) {
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(address, std::move(credentials), &bound_port);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (bound_port == 0) return nullptr;
+  if (!server || bound_port == 0) return nullptr;
   return server;
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(key, ": cannot read \"", path, "\": ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::FailedPreconditionError(absl::StrCat(key, ": \"", path, "\" is not PEM"));
+  }
+  return text.str();
+}
+
+// The credentials of the two servers and of the peer dialer (all insecure without tls).
+struct Credentials {
+  std::shared_ptr<grpc::ServerCredentials> peer_server;
+  std::shared_ptr<grpc::ServerCredentials> client_server;
+  std::shared_ptr<grpc::ChannelCredentials> peer_dialer;
+};
+
+absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls) {
+  Credentials credentials;
+  if (!tls.enabled) {
+    credentials.peer_server = grpc::InsecureServerCredentials();
+    credentials.client_server = grpc::InsecureServerCredentials();
+    credentials.peer_dialer = grpc::InsecureChannelCredentials();
+    return credentials;
+  }
+  absl::StatusOr<std::string> ca = ReadPem("tls.ca_file", tls.ca_file);
+  if (!ca.ok()) return ca.status();
+  absl::StatusOr<std::string> cert = ReadPem("tls.cert_file", tls.cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem("tls.key_file", tls.key_file);
+  if (!key.ok()) return key.status();
+  // Peers: mutual TLS, a dialer without a certificate from the CA is refused in the handshake.
+  grpc::SslServerCredentialsOptions peer(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  peer.pem_root_certs = *ca;
+  peer.pem_key_cert_pairs.push_back({*key, *cert});
+  credentials.peer_server = grpc::SslServerCredentials(peer);
+  // Applications: server-side TLS; they authenticate with bearer tokens (auth.tokens).
+  grpc::SslServerCredentialsOptions client(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  client.pem_key_cert_pairs.push_back({*key, *cert});
+  credentials.client_server = grpc::SslServerCredentials(client);
+  grpc::SslCredentialsOptions dialer;
+  dialer.pem_root_certs = *ca;
+  dialer.pem_private_key = *key;
+  dialer.pem_cert_chain = *cert;
+  credentials.peer_dialer = grpc::SslCredentials(dialer);
+  return credentials;
 }
 
 // On the protocol thread.
@@ -72,12 +129,26 @@ Daemon::~Daemon() { Shutdown(); }
 
 absl::Status Daemon::Start() {
   started_ms_ = MonotonicNowMs();
+  absl::StatusOr<Credentials> credentials = MakeCredentials(config_.tls);
+  if (!credentials.ok()) return credentials.status();
+  if (!config_.tls.enabled) {
+    Log("daemon")->warn(
+        "running without TLS: {}; peer and client traffic is plaintext and unauthenticated "
+        "between daemons (production configs set tls.ca_file, tls.cert_file, tls.key_file)",
+        config_.tls.explicit_insecure ? "tls.insecure is true" : "the config has no tls section");
+  }
+  policy_.Update(config_);
+  if (config_.tokens.empty()) {
+    Log("daemon")->info("no auth.tokens: application calls are not authenticated");
+  }
   GrpcTransportOptions options;
   options.self = config_.node_id;
   options.cluster = config_.cluster;
   for (const PeerConfig& peer : config_.peers) {
     if (peer.id != config_.node_id) options.peer_addresses[peer.id] = peer.address;
   }
+  options.credentials = credentials->peer_dialer;
+  options.ssl_target_name = config_.tls.server_name;
   transport_ = std::make_unique<GrpcTransport>(options);
   uint64_t incarnation = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
@@ -88,7 +159,7 @@ absl::Status Daemon::Start() {
   transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
     loop_->Post([this, from, envelope = std::move(envelope)] { node_->Receive(from, envelope); });
   });
-  api_ = std::make_unique<ApiService>(node_.get(), loop_.get());
+  api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);
   admin_ = std::make_unique<AdminService>(
       [this] { return Snapshot(); },
@@ -102,24 +173,28 @@ absl::Status Daemon::Start() {
         reply->set_listen_peer(config_.listen_peer);
         reply->set_listen_client(config_.listen_client);
         reply->set_metrics_listen(config_.metrics_listen);
-      });
+      },
+      [this](uint64_t timeout_ms) { Drain(timeout_ms); }, &policy_);
   // The standard grpc.health.v1.Health service and server reflection (grpcurl list/describe).
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   // Frames carry batches of payloads: allow the payload limit plus room for headers.
   int max_message_bytes = static_cast<int>(
       std::min<int64_t>(config_.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
-  peer_server_ = StartServer(config_.listen_peer, {transport_.get()}, max_message_bytes);
+  const char* hint = config_.tls.enabled ? " (address in use, or a bad tls key/certificate?)"
+                                          : " (address in use?)";
+  peer_server_ = StartServer(config_.listen_peer, credentials->peer_server, {transport_.get()},
+                             max_message_bytes);
   if (!peer_server_) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on listen.peer ", config_.listen_peer, " (address in use?)"));
+        absl::StrCat("cannot listen on listen.peer ", config_.listen_peer, hint));
   }
-  client_server_ =
-      StartServer(config_.listen_client, {api_.get(), admin_.get()}, max_message_bytes);
+  client_server_ = StartServer(config_.listen_client, credentials->client_server,
+                               {api_.get(), admin_.get()}, max_message_bytes);
   if (!client_server_) {
     peer_server_->Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on listen.client ",
-                                               config_.listen_client, " (address in use?)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on listen.client ", config_.listen_client, hint));
   }
   if (!config_.metrics_listen.empty()) {
     http_ = std::make_unique<HttpServer>([this](const std::string& path) -> HttpResponse {
@@ -146,8 +221,9 @@ absl::Status Daemon::Start() {
   loop_->Start();
   transport_->Start();
   monitor_ = std::thread([this] { MonitorLoop(); });
-  Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}", config_.node,
+  Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}{}", config_.node,
                       config_.node_id, config_.listen_peer, config_.listen_client,
+                      config_.tls.enabled ? " (TLS, mutual TLS between peers)" : " (plaintext)",
                       config_.metrics_listen.empty()
                           ? std::string()
                           : absl::StrCat(", metrics on http://", config_.metrics_listen,
@@ -265,6 +341,53 @@ void Daemon::Drain(uint64_t timeout_ms) {
   uint64_t deadline_ms = MonotonicNowMs() + timeout_ms;
   while (MonotonicNowMs() < deadline_ms && still_member()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void Daemon::Reload(const Config& fresh) {
+  std::vector<std::string> ignored;
+  const FailureDetectorConfig& a = config_.failure_detector;
+  const FailureDetectorConfig& b = fresh.failure_detector;
+  if (a.suspect_timeout_ms != b.suspect_timeout_ms || a.exclude_timeout_ms != b.exclude_timeout_ms ||
+      a.heartbeat_interval_ms != b.heartbeat_interval_ms) {
+    ignored.push_back("failure_detector");
+  }
+  bool groups_changed = config_.groups.size() != fresh.groups.size();
+  for (size_t i = 0; !groups_changed && i < fresh.groups.size(); ++i) {
+    const GroupConfig& x = config_.groups[i];
+    const GroupConfig& y = fresh.groups[i];
+    groups_changed = x.name != y.name || x.members != y.members ||
+                     x.suspect_timeout_ms != y.suspect_timeout_ms ||
+                     x.exclude_timeout_ms != y.exclude_timeout_ms || x.ordering != y.ordering ||
+                     x.liveness != y.liveness || x.silence_ms != y.silence_ms ||
+                     x.style != y.style || x.default_mode != y.default_mode;
+  }
+  if (groups_changed) ignored.push_back("groups (other than acl)");
+  const TlsConfig& t = config_.tls;
+  const TlsConfig& u = fresh.tls;
+  if (t.enabled != u.enabled || t.ca_file != u.ca_file || t.cert_file != u.cert_file ||
+      t.key_file != u.key_file || t.server_name != u.server_name) {
+    ignored.push_back("tls");
+  }
+  if (config_.listen_peer != fresh.listen_peer || config_.listen_client != fresh.listen_client ||
+      config_.metrics_listen != fresh.metrics_listen) {
+    ignored.push_back("listen/metrics");
+  }
+  bool peers_changed = config_.peers.size() != fresh.peers.size();
+  for (size_t i = 0; !peers_changed && i < fresh.peers.size(); ++i) {
+    peers_changed = config_.peers[i].name != fresh.peers[i].name ||
+                    config_.peers[i].id != fresh.peers[i].id ||
+                    config_.peers[i].address != fresh.peers[i].address;
+  }
+  if (peers_changed) ignored.push_back("peers");
+  policy_.Update(fresh);
+  size_t acls = 0;
+  for (const GroupConfig& group : fresh.groups) acls += group.acl.present ? 1 : 0;
+  Log("daemon")->info("reload: applied {} auth token(s) and {} group acl(s)", fresh.tokens.size(),
+                      acls);
+  if (!ignored.empty()) {
+    Log("daemon")->warn("reload: changes to {} are not applied until a restart",
+                        absl::StrJoin(ignored, ", "));
   }
 }
 

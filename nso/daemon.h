@@ -38,6 +38,10 @@ class Daemon {
   // Leaves every group this daemon is a member of (a view change each, agreed by the others)
   // and waits until it is out of them or `timeout_ms` passed. For SIGTERM and drains.
   void Drain(uint64_t timeout_ms);
+  // SIGHUP: applies auth.tokens and groups[].acl of `fresh` (a config of the same file, already
+  // loaded and checked) at once to new calls. Other changes (failure detector timeouts, tls,
+  // peers, groups) need a restart; they are logged as not applied.
+  void Reload(const Config& fresh);
 
   // Samples the protocol state on the protocol thread; UNAVAILABLE if it does not answer in time.
   absl::StatusOr<NodeSnapshot> Snapshot(absl::Duration timeout = absl::Seconds(1));
@@ -54,6 +58,7 @@ class Daemon {
   void SetServing(bool serving, const std::string& why);
 
   const Config config_;
+  AccessPolicy policy_;
   std::unique_ptr<GrpcTransport> transport_;
   std::unique_ptr<Node> node_;
   std::unique_ptr<EventLoop> loop_;

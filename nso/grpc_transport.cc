@@ -2,6 +2,9 @@
 
 #include <chrono>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+
 #include "nso/logging.h"
 
 namespace cohort::nso {
@@ -71,8 +74,13 @@ void GrpcTransport::DialLoop(NodeId peer) {
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max_ms));
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(options_.peer_addresses.at(peer),
-                                           grpc::InsecureChannelCredentials(), arguments);
+  if (!options_.ssl_target_name.empty()) {
+    arguments.SetSslTargetNameOverride(options_.ssl_target_name);
+  }
+  auto channel = grpc::CreateCustomChannel(
+      options_.peer_addresses.at(peer),
+      options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), arguments);
+  std::string last_failure;  // logged once per distinct failure
   auto stub = wire::Peer::NewStub(channel);
   PeerLink* link = links_.at(peer).get();
   uint32_t backoff_ms = options_.backoff_min_ms;
@@ -90,6 +98,7 @@ void GrpcTransport::DialLoop(NodeId peer) {
         answer.has_hello() && answer.hello().node() == peer) {
       Log("peer")->info("connected to node {} at {}", peer, options_.peer_addresses.at(peer));
       backoff_ms = options_.backoff_min_ms;
+      last_failure.clear();
       uint64_t generation = link->Attach();
       std::thread writer([&] { link->ServeWrites(&adapter, generation); });
       ReadFrames(peer, &adapter);
@@ -103,6 +112,21 @@ void GrpcTransport::DialLoop(NodeId peer) {
     grpc::Status status = stream->Finish();
     if (!status.ok() && status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       Log("peer")->error("node {} refused us: {}", peer, status.error_message());
+    } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED &&
+               status.error_message() != last_failure && !stopping_) {
+      // A TLS failure (the peer's certificate is not from our CA, or it refused ours) is an
+      // operator's problem: a warning. Connection refused while a peer starts is routine.
+      last_failure = status.error_message();
+      std::string lower = absl::AsciiStrToLower(last_failure);
+      bool tls = absl::StrContains(lower, "ssl") || absl::StrContains(lower, "handshake") ||
+                 absl::StrContains(lower, "certificate") || absl::StrContains(lower, "tls");
+      if (tls) {
+        Log("peer")->warn("TLS failure with node {} at {}: {}", peer,
+                          options_.peer_addresses.at(peer), last_failure);
+      } else {
+        Log("peer")->info("cannot reach node {} at {}: {}", peer,
+                          options_.peer_addresses.at(peer), last_failure);
+      }
     }
     for (uint32_t slept_ms = 0; slept_ms < backoff_ms && !stopping_; slept_ms += 10) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -29,6 +29,12 @@ struct GrpcTransportOptions {
   size_t link_queue_max = 65536;                  // envelopes queued per peer while it is down
   uint32_t backoff_min_ms = 20;
   uint32_t backoff_max_ms = 1000;
+  // Credentials of the dialer (mutual TLS: grpc::SslCredentials with this daemon's certificate);
+  // nullptr: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // When non-empty, peers' certificates are checked against this name instead of the host of
+  // their address (tls.server_name).
+  std::string ssl_target_name;
 };
 
 struct TransportCounters {

@@ -33,7 +33,8 @@ Node::Node(const Config& config, Transport* transport, uint64_t incarnation, uin
       self_(config.node_id),
       incarnation_(incarnation),
       now_ms_(now_ms),
-      causal_barrier_(config.limits.default_deadline_ms) {
+      // A request never ordered (its group unreachable) holds the next ones for at most this long.
+      causal_barrier_(std::max<int64_t>(config.limits.default_deadline_ms / 5, 200)) {
   for (const GroupConfig& group_config : config_.groups) {
     std::vector<NodeId> members;
     for (const std::string& member : group_config.members) {
@@ -149,6 +150,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   if (!found.ok()) return fail(found.status());
   Group* group = *found;
   if (options.method.empty()) return fail(absl::InvalidArgumentError("method name is empty"));
+  if (options.method[0] == '$') {  // kGetStateMethod, kSetStateMethod: the daemon's own
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("method \"", options.method, "\" is reserved (names starting with '$')")));
+  }
   if (static_cast<int64_t>(options.payload.size()) > config_.limits.max_payload_bytes) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("payload of ", options.payload.size(), " bytes exceeds limits.max_payload_bytes (",

@@ -401,3 +401,16 @@ TEST_CASE("the help text documents every key", "[config]") {
 
 }  // namespace
 }  // namespace cohort::nso
+
+namespace cohort::nso {
+
+TEST_CASE("a stray comma at block level is refused, not a hang (found by fuzzing)", "[config]") {
+  for (const char* text : {",", "  ,", "# c\n,", "[a],", "a: b\n---\n,"}) {
+    absl::StatusOr<Config> result = ParseConfig(text, "fuzz.yaml");
+    INFO(text);
+    CHECK_FALSE(result.ok());
+    CHECK(std::string(result.status().message()).rfind("fuzz.yaml:", 0) == 0);
+  }
+}
+
+}  // namespace cohort::nso

@@ -16,9 +16,13 @@
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
+#include "test/counter_replica.h"
 
 namespace cohort {
 namespace {
+
+using Replica = test::CounterReplica;
+using test::WaitHealthy;
 
 // n1..n3 host the groups; n4 hosts no member, so its clients call from outside the server group.
 constexpr char kGroups[] = R"(groups:
@@ -29,42 +33,6 @@ constexpr char kGroups[] = R"(groups:
     members: [n1, n2, n3]
     ordering: sequencer
 )";
-
-struct Replica {
-  std::unique_ptr<Servant> servant;
-  std::atomic<int64_t> value{0};
-  std::atomic<int> executions{0};
-  std::atomic<int> slow_ms{0};
-
-  absl::Status Start(const std::string& address, const std::string& group) {
-    auto created = Servant::Create(address, group);
-    if (!created.ok()) return created.status();
-    servant = std::move(*created);
-    servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
-      executions++;
-      if (int ms = slow_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      int64_t delta = 0;
-      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
-      return absl::StrCat(value += delta);
-    });
-    servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
-      return absl::StrCat(value.load());
-    });
-    return servant->Start();
-  }
-};
-
-bool WaitHealthy(Client* client, const std::string& group) {
-  for (int attempt = 0; attempt < 400; ++attempt) {
-    auto view = client->GroupDetails(group);
-    if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
-                                  [](const ViewMember& m) { return m.suspected; })) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return false;
-}
 
 struct Fixture {
   test::Cluster cluster{{4, kGroups, "", "warn"}};

@@ -17,10 +17,17 @@
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
+#include "test/counter_replica.h"
 #include "test/ops_test_util.h"
 
 namespace cohort {
 namespace {
+
+using Replica = test::CounterReplica;
+
+bool Ready(Client* client, size_t replies) {
+  return test::WaitAllReply(client, "counter", replies);
+}
 
 constexpr char kGroups[] = R"(failure_detector:
   suspect_timeout_ms: 50
@@ -33,35 +40,6 @@ groups:
     members: [n1, n2, n3]
     liveness: event
 )";
-
-struct Replica {
-  std::unique_ptr<Servant> servant;
-  std::atomic<int64_t> value{0};
-  std::atomic<int> state_installs{0};
-
-  absl::Status Start(const std::string& address) {
-    auto created = Servant::Create(address, "counter");
-    if (!created.ok()) return created.status();
-    servant = std::move(*created);
-    servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
-      int64_t delta = 0;
-      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
-      return absl::StrCat(value += delta);
-    });
-    servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
-      return absl::StrCat(value.load());
-    });
-    servant->OnGetState([this]() -> absl::StatusOr<std::string> { return absl::StrCat(value.load()); });
-    servant->OnSetState([this](const std::string& state) -> absl::Status {
-      int64_t installed = 0;
-      if (!absl::SimpleAtoi(state, &installed)) return absl::InvalidArgumentError("bad state");
-      value = installed;
-      state_installs++;
-      return absl::OkStatus();
-    });
-    return servant->Start();
-  }
-};
 
 // Polls `client` until `predicate(view)` holds, up to `limit_ms`.
 template <typename Predicate>
@@ -80,15 +58,6 @@ std::vector<std::string> Names(const View& view) {
   return names;
 }
 
-bool Ready(Client* client, int replies) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    auto result = client->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(2));
-    if (result.ok() && static_cast<int>(result->replies.size()) == replies) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST_CASE("004 s5: a member killed with SIGKILL is excluded after the exclusion timeout",
@@ -98,7 +67,7 @@ TEST_CASE("004 s5: a member killed with SIGKILL is excluded after the exclusion 
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 1; i <= 3; ++i) {
     replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
   }
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
@@ -133,7 +102,7 @@ TEST_CASE("SIGTERM: the daemon leaves the group and the others install a new vie
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 1; i <= 3; ++i) {
     replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
   }
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
@@ -156,7 +125,7 @@ TEST_CASE("primary partition: a member frozen past the exclusion timeout is excl
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 1; i <= 3; ++i) {
     replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
   }
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
@@ -182,7 +151,7 @@ TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
   std::vector<std::unique_ptr<Replica>> replicas;
   for (int i = 1; i <= 3; ++i) {
     replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
   }
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
@@ -191,7 +160,7 @@ TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
 
   // n4 is not in the YAML's members: its servant attaching makes it ask to join.
   Replica fresh;
-  REQUIRE(fresh.Start(cluster.ClientAddress(4)).ok());
+  REQUIRE(fresh.Start(cluster.ClientAddress(4), "counter").ok());
   REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 4; }));
   REQUIRE(Ready(client->get(), 4));
   CHECK(fresh.state_installs.load() == 1);

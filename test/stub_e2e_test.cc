@@ -16,9 +16,13 @@
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
+#include "test/counter_replica.h"
 
 namespace cohort {
 namespace {
+
+using test::CounterReplica;
+using test::WaitHealthy;
 
 constexpr char kGroups[] = R"(groups:
   - name: counter
@@ -28,27 +32,6 @@ constexpr char kGroups[] = R"(groups:
     members: [n1, n2, n3]
     ordering: sequencer
 )";
-
-// A replicated counter servant hosted by one daemon.
-struct CounterReplica {
-  std::unique_ptr<Servant> servant;
-  std::atomic<int64_t> value{0};
-
-  absl::Status Start(const std::string& address, const std::string& group) {
-    auto created = Servant::Create(address, group, "counter");
-    if (!created.ok()) return created.status();
-    servant = std::move(*created);
-    servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
-      int64_t delta = 0;
-      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
-      return absl::StrCat(value += delta);
-    });
-    servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
-      return absl::StrCat(value.load());
-    });
-    return servant->Start();
-  }
-};
 
 struct Fixture {
   test::Cluster cluster{{3, kGroups, "", "warn"}};
@@ -62,19 +45,6 @@ struct Fixture {
     }
   }
 };
-
-// Waits until the daemon at `client` suspects no member of `group` (peer streams are up).
-bool WaitHealthy(Client* client, const std::string& group) {
-  for (int attempt = 0; attempt < 400; ++attempt) {
-    auto view = client->GroupDetails(group);
-    if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
-                                  [](const ViewMember& m) { return m.suspected; })) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return false;
-}
 
 std::set<std::string> Members(const GroupReplies& replies) {
   std::set<std::string> members;

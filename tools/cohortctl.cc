@@ -10,18 +10,24 @@
 //     multicast GROUP PAYLOAD      totally ordered multicast to every servant of GROUP
 //     watch GROUP [--count N] [--seconds S] [--interval-ms N]
 //                                  prints the view now and on every change (view id or suspicion)
+//     drain                        leave every group (view changes), then return; the daemon runs on
+//   Security: --ca-file PEM (TLS), --server-name NAME, --cert-file/--key-file (client certificate),
+//   --token T or --token-file F (or $COHORT_TOKEN): "authorization: Bearer T" on every call.
 // Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,7 +49,10 @@ constexpr char kUsage[] =
     "  multicast GROUP PAYLOAD       totally ordered multicast to the group's servants\n"
     "  watch GROUP [--count N] [--seconds S] [--interval-ms N]\n"
     "                                print the view now and whenever it changes\n"
-    "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n";
+    "  drain                         leave every group (others install views without it), return\n"
+    "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n"
+    "TLS: --ca-file PEM [--server-name NAME] [--cert-file PEM --key-file PEM].\n"
+    "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "cohortctl: %s\n%s", problem.c_str(), kUsage);
@@ -69,12 +78,20 @@ struct Options {
   int count = 0;          // watch: stop after this many printed views (0 = no limit)
   double seconds = 0;     // watch: stop after this long (0 = no limit)
   int interval_ms = 100;  // watch: poll period
+  cohort::ConnectOptions connect;  // TLS and token
   std::vector<std::string> args;
 };
+
+std::shared_ptr<grpc::Channel> ChannelOrExit(const Options& options) {
+  auto channel = cohort::DaemonChannel(options.address, options.connect);
+  if (!channel.ok()) std::exit(Fail(channel.status()));
+  return *std::move(channel);
+}
 
 void SetDeadline(grpc::ClientContext* context, const Options& options) {
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(options.timeout_ms));
+  cohort::AddCallCredentials(context, options.connect);
 }
 
 std::string MemberList(const google::protobuf::RepeatedPtrField<cohort::api::Member>& members) {
@@ -84,7 +101,7 @@ std::string MemberList(const google::protobuf::RepeatedPtrField<cohort::api::Mem
 }
 
 int Status(const Options& options) {
-  auto stub = cohort::api::Admin::NewStub(cohort::DaemonChannel(options.address));
+  auto stub = cohort::api::Admin::NewStub(ChannelOrExit(options));
   grpc::ClientContext context;
   SetDeadline(&context, options);
   cohort::api::StatusReply reply;
@@ -108,7 +125,7 @@ int Health(const Options& options) {
   using cohort::grpcstd::HealthCheckResponse;
   HealthCheckResponse::ServingStatus serving = HealthCheckResponse::UNKNOWN;
   grpc::Status status =
-      cohort::grpcstd::HealthCheck(cohort::DaemonChannel(options.address).get(),
+      cohort::grpcstd::HealthCheck(ChannelOrExit(options).get(),
                                    options.args.empty() ? "" : options.args[0], &serving,
                                    options.timeout_ms);
   if (!status.ok()) return Fail(status);
@@ -119,14 +136,14 @@ int Health(const Options& options) {
 int Services(const Options& options) {
   std::vector<std::string> services;
   grpc::Status status = cohort::grpcstd::ListServices(
-      cohort::DaemonChannel(options.address).get(), &services, options.timeout_ms);
+      ChannelOrExit(options).get(), &services, options.timeout_ms);
   if (!status.ok()) return Fail(status);
   for (const std::string& service : services) std::printf("%s\n", service.c_str());
   return 0;
 }
 
 int Groups(const Options& options) {
-  auto stub = cohort::api::Admin::NewStub(cohort::DaemonChannel(options.address));
+  auto stub = cohort::api::Admin::NewStub(ChannelOrExit(options));
   grpc::ClientContext context;
   SetDeadline(&context, options);
   cohort::api::ListGroupsReply reply;
@@ -145,8 +162,10 @@ int Groups(const Options& options) {
 }
 
 std::unique_ptr<cohort::Client> ConnectOrExit(const Options& options) {
-  auto client = cohort::Client::Connect(options.address, "cohortctl",
-                                        absl::Milliseconds(options.timeout_ms));
+  cohort::ConnectOptions connect = options.connect;
+  connect.client_name = "cohortctl";
+  connect.timeout = absl::Milliseconds(options.timeout_ms);
+  auto client = cohort::Client::Connect(options.address, connect);
   if (!client.ok()) std::exit(Fail(client.status()));
   return *std::move(client);
 }
@@ -245,12 +264,38 @@ int Watch(const Options& options) {
   }
 }
 
+int Drain(const Options& options) {
+  if (!options.args.empty()) return Usage("drain takes no arguments");
+  auto stub = cohort::api::Admin::NewStub(ChannelOrExit(options));
+  grpc::ClientContext context;
+  SetDeadline(&context, options);
+  // The daemon waits up to --timeout-ms for the view changes; the call gets more.
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(options.timeout_ms + 5000));
+  cohort::api::DrainRequest request;
+  request.set_timeout_ms(static_cast<uint32_t>(options.timeout_ms));
+  cohort::api::DrainReply reply;
+  grpc::Status status = stub->Drain(&context, request, &reply);
+  if (!status.ok()) return Fail(status);
+  std::printf("drained: left %s\n",
+              reply.left().empty() ? "no group" : absl::StrJoin(reply.left(), ",").c_str());
+  if (!reply.still_member().empty()) {
+    std::printf("still member of %s (timeout)\n",
+                absl::StrJoin(reply.still_member(), ",").c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options;
   if (const char* env = std::getenv("COHORT_ADDRESS"); env != nullptr && *env) {
     options.address = env;
+  }
+  if (const char* env = std::getenv("COHORT_TOKEN"); env != nullptr && *env) {
+    options.connect.token = env;
   }
   std::string command;
   for (int i = 1; i < argc; ++i) {
@@ -283,6 +328,23 @@ int main(int argc, char** argv) {
     } else if (arg == "--interval-ms") {
       number(arg, &n);
       options.interval_ms = std::max(10, static_cast<int>(n));
+    } else if (arg == "--ca-file") {
+      options.connect.ca_file = value(arg);
+    } else if (arg == "--server-name") {
+      options.connect.server_name = value(arg);
+    } else if (arg == "--cert-file") {
+      options.connect.cert_file = value(arg);
+    } else if (arg == "--key-file") {
+      options.connect.key_file = value(arg);
+    } else if (arg == "--token") {
+      options.connect.token = value(arg);
+    } else if (arg == "--token-file") {
+      std::string path = value(arg);
+      std::ifstream in(path);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) return Usage("--token-file: cannot read " + path);
+      options.connect.token = std::string(absl::StripAsciiWhitespace(text.str()));
     } else if (arg.rfind("--", 0) == 0) {
       return Usage("unknown flag " + arg);
     } else if (command.empty()) {
@@ -299,5 +361,6 @@ int main(int argc, char** argv) {
   if (command == "invoke") return Invoke(options);
   if (command == "multicast") return Multicast(options);
   if (command == "watch") return Watch(options);
+  if (command == "drain") return Drain(options);
   return Usage(command.empty() ? "a command is required" : "unknown command " + command);
 }

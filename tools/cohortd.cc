@@ -14,8 +14,10 @@
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
+volatile std::sig_atomic_t g_reload = 0;
 
-void OnSignal(int) { g_stop = 1; }  // async-signal-safe: the main thread polls the flag
+void OnSignal(int) { g_stop = 1; }  // async-signal-safe: the main thread polls the flags
+void OnHangup(int) { g_reload = 1; }
 
 constexpr char kUsage[] =
     "usage: cohortd --config FILE.yaml\n"
@@ -23,7 +25,8 @@ constexpr char kUsage[] =
     "       cohortd --help\n\n"
     "The Cohort replica daemon: hosts NewTop service objects for attached clients and the groups\n"
     "of the configuration file. Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime error,\n"
-    "2 bad command line or configuration.\n\n"
+    "2 bad command line or configuration. SIGHUP re-reads the file and applies auth tokens and\n"
+    "group ACLs (a file with errors is logged and ignored).\n\n"
     "Configuration file keys:\n\n";
 
 }  // namespace
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   cohort::nso::ConfigureLogging(config->log_level, config->log_format, config->node);
+  std::signal(SIGHUP, OnHangup);  // before Start: an early SIGHUP must not kill the daemon
   cohort::nso::Daemon daemon(*config);
   absl::Status started = daemon.Start();
   if (!started.ok()) {
@@ -73,7 +77,22 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
-  while (!g_stop) absl::SleepFor(absl::Milliseconds(50));
+  while (!g_stop) {
+    absl::SleepFor(absl::Milliseconds(50));
+    if (!g_reload) continue;
+    g_reload = 0;
+    absl::StatusOr<cohort::nso::Config> fresh = cohort::nso::LoadConfigFile(config_path);
+    if (!fresh.ok()) {
+      cohort::nso::Log("daemon")->error("SIGHUP: reload failed, keeping the running config: {}",
+                                        std::string(fresh.status().message()));
+    } else if (fresh->node != config->node) {
+      cohort::nso::Log("daemon")->error(
+          "SIGHUP: reload failed, keeping the running config: node changed from {} to {}",
+          config->node, fresh->node);
+    } else {
+      daemon.Reload(*fresh);
+    }
+  }
   // Graceful: leave the groups (the others install a view without this daemon at once, instead
   // of waiting for the exclusion timeout), then stop.
   cohort::nso::Log("daemon")->info("signal received: draining");

@@ -1,0 +1,80 @@
+// Test helpers shared by the real-daemon tests: a replicated counter servant and waits for a
+// group to be ready.
+#ifndef COHORT_TEST_COUNTER_REPLICA_H_
+#define COHORT_TEST_COUNTER_REPLICA_H_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+
+namespace cohort::test {
+
+// A replica of a counter: "add N" adds and answers the new value, "get" answers it; its state is
+// transferred to joiners. `slow_ms` delays "add"; `executions` counts them.
+struct CounterReplica {
+  std::unique_ptr<Servant> servant;
+  std::atomic<int64_t> value{0};
+  std::atomic<int> executions{0};
+  std::atomic<int> slow_ms{0};
+  std::atomic<int> state_installs{0};
+
+  absl::Status Start(const std::string& address, const std::string& group) {
+    auto created = Servant::Create(address, group, "counter");
+    if (!created.ok()) return created.status();
+    servant = std::move(*created);
+    servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
+      executions++;
+      if (int ms = slow_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      int64_t delta = 0;
+      if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
+      return absl::StrCat(value += delta);
+    });
+    servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
+      return absl::StrCat(value.load());
+    });
+    servant->OnGetState([this]() -> absl::StatusOr<std::string> { return absl::StrCat(value.load()); });
+    servant->OnSetState([this](const std::string& state) -> absl::Status {
+      int64_t installed = 0;
+      if (!absl::SimpleAtoi(state, &installed)) return absl::InvalidArgumentError("bad state");
+      value = installed;
+      state_installs++;
+      return absl::OkStatus();
+    });
+    return servant->Start();
+  }
+};
+
+// Until the daemon of `client` suspects no member of `group`.
+inline bool WaitHealthy(Client* client, const std::string& group) {
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    auto view = client->GroupDetails(group);
+    if (view.ok() && std::none_of(view->members.begin(), view->members.end(),
+                                  [](const ViewMember& m) { return m.suspected; })) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
+// Until a wait-for-all "get" to `group` is answered by `replies` members.
+inline bool WaitAllReply(Client* client, const std::string& group, size_t replies) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto result = client->Invoke(group, "get", "", Mode::kAll, absl::Seconds(2));
+    if (result.ok() && result->replies.size() == replies) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace cohort::test
+
+#endif  // COHORT_TEST_COUNTER_REPLICA_H_

@@ -1,0 +1,120 @@
+// The security keys of the daemon's YAML (issue 8): tls, auth.tokens and groups[].acl, strict like
+// the rest of the loader (errors name file:line:key).
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "absl/status/status.h"
+#include "nso/config.h"
+
+namespace cohort::nso {
+namespace {
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+// Five lines: lines of text appended to it start at line 6.
+const std::string kBase =
+    "node: n1\n"
+    "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
+    "peers:\n"
+    "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"
+    "  - {name: n2, id: 2, address: 127.0.0.1:7102}\n";
+
+std::string ErrorOf(const std::string& yaml) {
+  absl::StatusOr<Config> config = ParseConfig(yaml, "config.yaml");
+  REQUIRE_FALSE(config.ok());
+  REQUIRE(config.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(config.status().message());
+}
+
+Config ParseOk(const std::string& yaml) {
+  absl::StatusOr<Config> config = ParseConfig(yaml, "config.yaml");
+  INFO(config.status().ToString());
+  REQUIRE(config.ok());
+  return *std::move(config);
+}
+
+TEST_CASE("no tls section is plaintext, not explicit; tls files or insecure: true", "[config]") {
+  Config plain = ParseOk(kBase);
+  CHECK_FALSE(plain.tls.enabled);
+  CHECK_FALSE(plain.tls.explicit_insecure);
+  CHECK(plain.tokens.empty());
+
+  Config insecure = ParseOk(kBase + "tls: {insecure: true}\n");
+  CHECK_FALSE(insecure.tls.enabled);
+  CHECK(insecure.tls.explicit_insecure);
+
+  Config tls = ParseOk(kBase +
+                       "tls: {ca_file: /c/ca.pem, cert_file: /c/n1.pem, key_file: /c/n1.key,"
+                       " server_name: cohort}\n");
+  CHECK(tls.tls.enabled);
+  CHECK(tls.tls.ca_file == "/c/ca.pem");
+  CHECK(tls.tls.cert_file == "/c/n1.pem");
+  CHECK(tls.tls.key_file == "/c/n1.key");
+  CHECK(tls.tls.server_name == "cohort");
+}
+
+TEST_CASE("tls errors name file, line and key", "[config]") {
+  CHECK_THAT(ErrorOf(kBase + "tls: {ca_file: /ca.pem, cert_file: /n1.pem}\n"),
+             StartsWith("config.yaml:6: tls.key_file: missing required key"));
+  CHECK_THAT(ErrorOf(kBase + "tls:\n  insecure: true\n  ca_file: /ca.pem\n"),
+             StartsWith("config.yaml:8: tls.ca_file: must not be set with tls.insecure: true"));
+  CHECK_THAT(ErrorOf(kBase + "tls:\n  insecure: maybe\n"),
+             StartsWith("config.yaml:7: tls.insecure: must be true or false"));
+  CHECK_THAT(ErrorOf(kBase + "tls: {ca_fle: x}\n"),
+             Contains("tls.ca_fle: unknown key \"ca_fle\" (did you mean \"ca_file\"?)"));
+}
+
+TEST_CASE("auth tokens inline or from a file; acl names are token names or *", "[config]") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string token_file = std::string(tmp ? tmp : "/tmp") + "/app2.token";
+  std::ofstream(token_file) << "  file-secret\n";
+  Config config = ParseOk(kBase +
+                          "auth:\n"
+                          "  tokens:\n"
+                          "    - {name: app1, token: inline-secret}\n"
+                          "    - {name: app2, token_file: " + token_file + "}\n"
+                          "groups:\n"
+                          "  - name: g\n"
+                          "    members: [n1]\n"
+                          "    acl: {join: [app1], invoke: [\"*\"]}\n"
+                          "  - {name: h, members: [n1]}\n");
+  REQUIRE(config.tokens.size() == 2);
+  CHECK(config.tokens[0].token == "inline-secret");
+  CHECK(config.tokens[1].name == "app2");
+  CHECK(config.tokens[1].token == "file-secret");
+  const GroupConfig* g = config.FindGroup("g");
+  REQUIRE(g != nullptr);
+  CHECK(g->acl.present);
+  CHECK(g->acl.join == std::vector<std::string>{"app1"});
+  CHECK(g->acl.invoke == std::vector<std::string>{"*"});
+  CHECK(g->acl.admin.empty());
+  CHECK_FALSE(config.FindGroup("h")->acl.present);
+}
+
+TEST_CASE("auth and acl errors name file, line and key", "[config]") {
+  CHECK_THAT(ErrorOf(kBase + "auth:\n  tokens:\n    - {name: a}\n"),
+             StartsWith("config.yaml:8: auth.tokens[0]: needs exactly one of token and token_file"));
+  CHECK_THAT(ErrorOf(kBase + "auth:\n  tokens:\n    - {name: a, token: x, token_file: /f}\n"),
+             Contains("auth.tokens[0]: needs exactly one of token and token_file"));
+  CHECK_THAT(ErrorOf(kBase + "auth:\n  tokens:\n    - {name: a, token_file: /nonexistent/t}\n"),
+             StartsWith("config.yaml:8: auth.tokens[0].token_file: cannot read \"/nonexistent/t\""));
+  CHECK_THAT(ErrorOf(kBase + "auth:\n  tokens:\n    - {name: a, token: x}\n    - {name: a, token: y}\n"),
+             StartsWith("config.yaml:9: auth.tokens[1].name: duplicate token name \"a\""));
+  CHECK_THAT(ErrorOf(kBase + "auth:\n  tokens:\n    - {name: a, token: x}\n    - {name: b, token: x}\n"),
+             Contains("auth.tokens[1]: the same token as auth.tokens[0]"));
+  CHECK_THAT(ErrorOf(kBase + "auth: {tokens: []}\n"),
+             Contains("auth.tokens: must be a non-empty list of tokens"));
+  CHECK_THAT(ErrorOf(kBase + "auth:\n  tokens:\n    - {name: a, token: x}\n"
+                             "groups:\n  - name: g\n    members: [n1]\n"
+                             "    acl:\n      invoke: [a, b]\n"),
+             StartsWith("config.yaml:13: groups[0].acl.invoke[1]: \"b\" is not an "
+                        "auth.tokens[].name (or \"*\")"));
+  CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: [n1]\n    acl: {read: [\"*\"]}\n"),
+             Contains("groups[0].acl.read: unknown key \"read\""));
+}
+
+}  // namespace
+}  // namespace cohort::nso

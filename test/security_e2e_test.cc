@@ -1,0 +1,259 @@
+// Security on real daemons (issue 8): mutual TLS between peers (a daemon whose certificate comes
+// from another CA never gets into the others' views), TLS for applications, bearer tokens
+// (UNAUTHENTICATED without or with a wrong one), group ACLs (PERMISSION_DENIED naming the group
+// and the right), SIGHUP reloading the ACLs (a broken file is ignored), and cohortctl drain.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "test/cluster.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+using Catch::Matchers::Contains;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// The log of daemon `index` (test/cluster.cc writes nN.log next to nN.yaml).
+std::string LogOf(const test::Cluster& cluster, int index) {
+  return ReadText(Replace(cluster.ConfigPath(index), ".yaml", ".log"));
+}
+
+// The pid of the cohortd running with `config_path` (the cluster does not expose it).
+pid_t PidOf(const std::string& config_path) {
+  DIR* proc = opendir("/proc");
+  pid_t found = 0;
+  while (dirent* entry = readdir(proc)) {
+    pid_t pid = std::atoi(entry->d_name);
+    if (pid <= 0) continue;
+    std::string cmdline = ReadText("/proc/" + std::string(entry->d_name) + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find("cohortd") != std::string::npos &&
+        cmdline.find(" " + config_path) != std::string::npos) {
+      found = pid;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+std::string TmpDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp ? tmp : "/tmp";
+}
+
+// tools/make-test-ca into a fresh directory.
+std::string MakeCa(const std::string& name) {
+  std::string dir = TmpDir() + "/" + name;
+  std::string out;
+  REQUIRE(test::RunProcess({test::Runfile("tools/make-test-ca"), dir}, &out) == 0);
+  return dir;
+}
+
+std::vector<std::string> MemberNames(const View& view) {
+  std::vector<std::string> names;
+  for (const ViewMember& m : view.members) names.push_back(m.name + (m.suspected ? "?" : ""));
+  return names;
+}
+
+std::vector<std::string> ViewAt(const std::string& address, const ConnectOptions& options,
+                                const std::string& group) {
+  auto client = Client::Connect(address, options);
+  if (!client.ok()) return {"<" + client.status().ToString() + ">"};
+  auto view = (*client)->GroupDetails(group);
+  if (!view.ok()) return {"<" + view.status().ToString() + ">"};
+  return MemberNames(*view);
+}
+
+template <typename F>
+bool Eventually(F condition, double seconds) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
+
+TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins", "[security][e2e]") {
+  std::string ca = MakeCa("ca-tls");
+  test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+                         "tls: {ca_file: " + ca + "/ca.pem, cert_file: " + ca +
+                             "/daemon.pem, key_file: " + ca + "/daemon.key}\n"
+                             "failure_detector: {exclude_timeout_ms: 1500}\n",
+                         "info"});
+  // n3 knows the cluster's CA but its own certificate is signed by another CA.
+  WriteText(cluster.ConfigPath(3),
+            Replace(Replace(ReadText(cluster.ConfigPath(3)), "/daemon.pem", "/rogue.pem"),
+                    "/daemon.key", "/rogue.key"));
+  REQUIRE(cluster.Start());
+
+  ConnectOptions tls;
+  tls.ca_file = ca + "/ca.pem";
+  // n1 and n2 talk over mutual TLS; n3 is excluded and never comes back.
+  const std::vector<std::string> majority = {"n1", "n2"};
+  REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), tls, "g") == majority; }, 15));
+  for (int i = 0; i < 20; ++i) {
+    CHECK(ViewAt(cluster.ClientAddress(1), tls, "g") == majority);
+    CHECK(ViewAt(cluster.ClientAddress(2), tls, "g") == majority);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string log1 = LogOf(cluster, 1);
+  CHECK_THAT(log1, Contains("connected to node 2"));
+  CHECK_THAT(log1, Contains("TLS failure with node 3"));
+  CHECK(log1.find("connected to node 3") == std::string::npos);
+  CHECK(LogOf(cluster, 2).find("connected to node 3") == std::string::npos);
+  CHECK(LogOf(cluster, 3).find("node 1 connected") == std::string::npos);
+
+  // Applications: TLS works, plaintext to a TLS port does not, nor a CA that did not sign it.
+  auto client = Client::Connect(cluster.ClientAddress(1), tls);
+  REQUIRE(client.ok());
+  CHECK((*client)->GroupDetails("g").ok());
+  ConnectOptions plaintext;
+  plaintext.timeout = absl::Milliseconds(500);
+  CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), plaintext).ok());
+  ConnectOptions wrong_ca;
+  wrong_ca.ca_file = ca + "/rogue-ca.pem";
+  wrong_ca.timeout = absl::Milliseconds(500);
+  CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), wrong_ca).ok());
+}
+
+std::string SecurityYaml(const std::string& locked_invoke) {
+  return "groups:\n"
+         "  - name: open\n    members: [n1]\n"
+         "    acl: {join: [\"*\"], invoke: [\"*\"], admin: [\"*\"]}\n"
+         "  - name: locked\n    members: [n1]\n"
+         "    acl: {join: [\"*\"], invoke: [" + locked_invoke + "], admin: [app1]}\n";
+}
+
+TEST_CASE("tokens: UNAUTHENTICATED without or with a wrong one; ACLs; SIGHUP reload",
+          "[security][e2e]") {
+  std::string token_file = TmpDir() + "/app2.token";
+  WriteText(token_file, "token-two\n");
+  const std::string auth = "auth:\n  tokens:\n    - {name: app1, token: token-one}\n"
+                           "    - {name: app2, token_file: " + token_file + "}\n";
+  test::Cluster cluster({1, SecurityYaml("app1"), auth, "info"});
+  REQUIRE(cluster.Start());
+  const std::string address = cluster.ClientAddress(1);
+
+  ConnectOptions app1;
+  app1.token = "token-one";
+  ConnectOptions app2;
+  app2.token = "token-two";
+  std::vector<std::unique_ptr<Servant>> servants;
+  for (const char* group : {"open", "locked"}) {
+    auto servant = Servant::Create(address, group, app1);
+    REQUIRE(servant.ok());
+    (*servant)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
+    REQUIRE((*servant)->Start().ok());
+    servants.push_back(*std::move(servant));
+  }
+
+  ConnectOptions none;
+  CHECK(Client::Connect(address, none).status().code() == absl::StatusCode::kUnauthenticated);
+  ConnectOptions wrong;
+  wrong.token = "token-three";
+  CHECK(Client::Connect(address, wrong).status().code() == absl::StatusCode::kUnauthenticated);
+  CHECK(Servant::Create(address, "open", wrong).status().code() ==
+        absl::StatusCode::kUnauthenticated);
+
+  auto c1 = Client::Connect(address, app1);
+  REQUIRE(c1.ok());
+  auto c2 = Client::Connect(address, app2);
+  REQUIRE(c2.ok());
+  CHECK((*c1)->Invoke("locked", "echo", "a", Mode::kAll).ok());
+  CHECK((*c2)->Invoke("open", "echo", "b", Mode::kAll).ok());
+  absl::Status denied = (*c2)->Invoke("locked", "echo", "c", Mode::kAll).status();
+  CHECK(denied.code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(std::string(denied.message()), Contains("group \"locked\""));
+  CHECK_THAT(std::string(denied.message()), Contains("invoke"));
+  CHECK((*c2)->Multicast("locked", "m").code() == absl::StatusCode::kPermissionDenied);
+  CHECK((*c2)->Multicast("open", "m").ok());
+
+  // cohortctl carries the token; drain needs admin on every group the daemon hosts.
+  const std::string ctl = test::Runfile("tools/cohortctl") + " --address " + address + " ";
+  std::string out;
+  CHECK(test::RunCapture(ctl + "status", &out) == 1);
+  CHECK_THAT(out, Contains("UNAUTHENTICATED"));
+  CHECK(test::RunCapture(ctl + "--token token-two status", &out) == 0);
+  CHECK(test::RunCapture(ctl + "--token-file " + token_file + " drain", &out) == 1);
+  CHECK_THAT(out, Contains("PERMISSION_DENIED"));
+  CHECK_THAT(out, Contains("admin group \"locked\""));
+
+  // SIGHUP with a changed ACL: app2 may invoke locked, app1 no longer.
+  const std::string config_path = cluster.ConfigPath(1);
+  const std::string original = ReadText(config_path);
+  pid_t pid = PidOf(config_path);
+  REQUIRE(pid > 0);
+  WriteText(config_path, Replace(original, "invoke: [app1]", "invoke: [app2]"));
+  REQUIRE(kill(pid, SIGHUP) == 0);
+  CHECK(Eventually([&] { return (*c2)->Invoke("locked", "echo", "d", Mode::kAll).ok(); }, 5));
+  CHECK((*c1)->Invoke("locked", "echo", "e", Mode::kAll).status().code() ==
+        absl::StatusCode::kPermissionDenied);
+
+  // A broken file on SIGHUP is logged and ignored: the daemon keeps the last good config.
+  WriteText(config_path, original + "acl_typo: 1\n");
+  REQUIRE(kill(pid, SIGHUP) == 0);
+  CHECK(Eventually([&] { return LogOf(cluster, 1).find("reload failed") != std::string::npos; },
+                   5));
+  CHECK_THAT(LogOf(cluster, 1), Contains("acl_typo"));
+  CHECK((*c2)->Invoke("locked", "echo", "f", Mode::kAll).ok());
+  CHECK((*c1)->Invoke("locked", "echo", "g", Mode::kAll).status().code() ==
+        absl::StatusCode::kPermissionDenied);
+}
+
+TEST_CASE("cohortctl drain: the others install a view without the daemon", "[security][e2e]") {
+  test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+                         "failure_detector: {exclude_timeout_ms: 60000}\n", "warn"});
+  REQUIRE(cluster.Start());
+  ConnectOptions plain;
+  const std::vector<std::string> all = {"n1", "n2", "n3"};  // and nobody suspected
+  for (int i = 1; i <= 3; ++i) {
+    REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(i), plain, "g") == all; }, 10));
+  }
+  std::string out;
+  auto start = std::chrono::steady_clock::now();
+  int drained = test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                                     cluster.ClientAddress(3) + " --timeout-ms 5000 drain",
+                                 &out);
+  INFO(out);
+  REQUIRE(drained == 0);
+  CHECK_THAT(out, Contains("drained: left g"));
+  const std::vector<std::string> rest = {"n1", "n2"};
+  CHECK(Eventually([&] { return ViewAt(cluster.ClientAddress(1), plain, "g") == rest; }, 5));
+  CHECK(Eventually([&] { return ViewAt(cluster.ClientAddress(2), plain, "g") == rest; }, 5));
+  // Well before the exclusion timeout (60 s): the view change came from the drain.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  CHECK(cluster.Running(3));
+}
+
+}  // namespace
+}  // namespace cohort
