@@ -40,6 +40,8 @@ class FailureDetector {
   // Monitoring off: nobody becomes suspected. Turning it on restarts every silence count at now.
   void SetMonitoring(bool on, uint64_t now_ms);
   void SetMonitored(const std::vector<NodeId>& monitored, uint64_t now_ms);
+  // New timeouts (a configuration reload); they apply from the next Tick.
+  void SetOptions(FailureDetectorOptions options) { options_ = options; }
 
   bool suspected(NodeId node) const;
   bool excluded(NodeId node) const;

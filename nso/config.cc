@@ -595,7 +595,8 @@ absl::Status ReadGroup(Reader* reader, const Value& item, const FailureDetectorC
 }
 
 // tls: {ca_file, cert_file, key_file[, server_name]} or {insecure: true}. The files are read when
-// the daemon starts (cohortd --check validates a config without its secrets).
+// the daemon starts (cohortd --check validates a config without its secrets). The section is
+// required; RequireTls refuses a file without it, after every other check.
 absl::Status ReadTls(const MapView& top, TlsConfig* tls) {
   return ReadSection(top, "tls", Presence::kOptional, kTlsKeys, [tls](const MapView& m) {
     bool insecure = false;
@@ -623,6 +624,17 @@ absl::Status ReadTls(const MapView& top, TlsConfig* tls) {
     tls->enabled = true;
     return absl::OkStatus();
   });
+}
+
+// Plaintext only when the file says so: a config with neither TLS files nor insecure: true (no tls
+// section, or an empty one) is refused. Checked last so that other errors keep their lines.
+absl::Status RequireTls(const Reader& reader, const TlsConfig& tls) {
+  if (tls.enabled || tls.explicit_insecure) return absl::OkStatus();
+  return reader.ErrorAtLine(
+      0, "tls",
+      "missing required section: add `tls: {ca_file: CA.pem, cert_file: NODE.pem, key_file: "
+      "NODE.key}` (tools/make-test-ca makes test certificates), or `tls: {insecure: true}` to run "
+      "plaintext and unauthenticated between daemons on purpose");
 }
 
 bool HasSpace(absl::string_view text) {
@@ -889,6 +901,7 @@ absl::StatusOr<Config> ReadDocument(Reader* reader, const YAML::Node& root) {
   Config config;
   CONFIG_RETURN_IF_ERROR(ReadTop(*top, &config));
   CONFIG_RETURN_IF_ERROR(CheckConfig(*reader, &config));
+  CONFIG_RETURN_IF_ERROR(RequireTls(*reader, config.tls));
   return config;
 }
 

@@ -85,7 +85,7 @@ struct LimitsConfig {
 // tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and
 // verifies the other against ca_file); applications verify the daemon against ca_file.
 struct TlsConfig {
-  bool enabled = false;           // false: no tls section (warned at start) or insecure: true
+  bool enabled = false;           // false: insecure: true (warned at start); the section is required
   bool explicit_insecure = false;  // insecure: true was written
   std::string ca_file;    // PEM CA bundle: verifies peers (both ways)
   std::string cert_file;  // PEM certificate chain of this daemon (server and peer client)

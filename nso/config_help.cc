@@ -54,12 +54,14 @@ groups:                       # [] groups this cluster hosts
       admin: [ops]            # Admin.Drain (needs admin on every group this daemon hosts)
 metrics:                      # [absent = off] Prometheus text metrics over HTTP
   listen: 127.0.0.1:9101      # required in the section: host:port serving GET /metrics and /healthz
-tls:                          # [absent = plaintext, with a warning in the log] set in production
+tls:                          # required: the TLS files, or {insecure: true}; a file without a
+                              #   tls section is refused (exit code 2)
   ca_file: /etc/cohort/ca.pem       # required: CA that signs every daemon's certificate
   cert_file: /etc/cohort/node.pem   # required: this daemon's certificate (server and peer client)
   key_file: /etc/cohort/node.key    # required: its private key
   server_name: cohort               # [host of the address] name peer certificates are checked for
-  # insecure: true                  # instead of the files: plaintext on purpose (still warned)
+  # insecure: true                  # instead of the files: plaintext on purpose, logged as a
+                                    #   warning at start (tests, demos, a trusted loopback)
                               # peers use mutual TLS: a daemon without a certificate from ca_file
                               #   cannot connect; applications verify the daemon with ca_file
 auth:                         # [absent = no authentication] bearer tokens of applications

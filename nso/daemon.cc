@@ -132,10 +132,11 @@ absl::Status Daemon::Start() {
   absl::StatusOr<Credentials> credentials = MakeCredentials(config_.tls);
   if (!credentials.ok()) return credentials.status();
   if (!config_.tls.enabled) {
+    // The loader refuses a config without a tls section: plaintext only with insecure: true.
     Log("daemon")->warn(
-        "running without TLS: {}; peer and client traffic is plaintext and unauthenticated "
-        "between daemons (production configs set tls.ca_file, tls.cert_file, tls.key_file)",
-        config_.tls.explicit_insecure ? "tls.insecure is true" : "the config has no tls section");
+        "running without TLS: tls.insecure is true; peer and client traffic is plaintext and "
+        "unauthenticated between daemons (production configs set tls.ca_file, tls.cert_file, "
+        "tls.key_file)");
   }
   policy_.Update(config_);
   if (config_.tokens.empty()) {
@@ -331,15 +332,25 @@ void Daemon::Drain(uint64_t timeout_ms) {
     });
     return posted && result.get();
   };
-  loop_->Post([this] {
-    for (const Group* group : node_->groups()) {
-      if (!group->is_member()) continue;
-      absl::Status left = node_->LeaveGroup(group->name());
-      Log("daemon")->info("drain: leaving group {}: {}", group->name(), left.ToString());
-    }
-  });
+  auto leave_all = [this] {
+    loop_->Post([this] {
+      for (const Group* group : node_->groups()) {
+        if (!group->is_member()) continue;
+        absl::Status left = node_->LeaveGroup(group->name());
+        Log("daemon")->info("drain: leaving group {}: {}", group->name(), left.ToString());
+      }
+    });
+  };
+  leave_all();
   uint64_t deadline_ms = MonotonicNowMs() + timeout_ms;
+  uint64_t again_ms = MonotonicNowMs() + 250;
   while (MonotonicNowMs() < deadline_ms && still_member()) {
+    // A leave proposed without a majority in sight (members still suspected at start-up) is
+    // refused; ask again until it goes through.
+    if (MonotonicNowMs() >= again_ms) {
+      leave_all();
+      again_ms = MonotonicNowMs() + 250;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -348,21 +359,20 @@ void Daemon::Reload(const Config& fresh) {
   std::vector<std::string> ignored;
   const FailureDetectorConfig& a = config_.failure_detector;
   const FailureDetectorConfig& b = fresh.failure_detector;
-  if (a.suspect_timeout_ms != b.suspect_timeout_ms || a.exclude_timeout_ms != b.exclude_timeout_ms ||
-      a.heartbeat_interval_ms != b.heartbeat_interval_ms) {
-    ignored.push_back("failure_detector");
+  if (a.heartbeat_interval_ms != b.heartbeat_interval_ms) {
+    ignored.push_back("failure_detector.heartbeat_interval_ms");
   }
   bool groups_changed = config_.groups.size() != fresh.groups.size();
   for (size_t i = 0; !groups_changed && i < fresh.groups.size(); ++i) {
     const GroupConfig& x = config_.groups[i];
     const GroupConfig& y = fresh.groups[i];
-    groups_changed = x.name != y.name || x.members != y.members ||
-                     x.suspect_timeout_ms != y.suspect_timeout_ms ||
-                     x.exclude_timeout_ms != y.exclude_timeout_ms || x.ordering != y.ordering ||
-                     x.liveness != y.liveness || x.silence_ms != y.silence_ms ||
-                     x.style != y.style || x.default_mode != y.default_mode;
+    groups_changed = x.name != y.name || x.members != y.members || x.ordering != y.ordering ||
+                     x.liveness != y.liveness || x.style != y.style ||
+                     x.default_mode != y.default_mode;
   }
-  if (groups_changed) ignored.push_back("groups (other than acl)");
+  if (groups_changed) ignored.push_back("groups (other than acl and timeouts)");
+  // Failure-detector timeouts and silence periods apply at once, on the protocol thread.
+  loop_->Post([this, fresh] { node_->ApplyTimeouts(fresh); });
   const TlsConfig& t = config_.tls;
   const TlsConfig& u = fresh.tls;
   if (t.enabled != u.enabled || t.ca_file != u.ca_file || t.cert_file != u.cert_file ||

@@ -129,6 +129,17 @@ bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
   return first || known->second == envelope.incarnation();
 }
 
+void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,
+                        int64_t silence_ms) {
+  group_config_.suspect_timeout_ms = suspect_timeout_ms;
+  group_config_.exclude_timeout_ms = exclude_timeout_ms;
+  group_config_.silence_ms = silence_ms;
+  membership::FailureDetectorOptions options;
+  options.suspect_timeout_ms = suspect_timeout_ms;
+  options.exclude_timeout_ms = exclude_timeout_ms;
+  detector_->SetOptions(options);
+}
+
 void Group::NoteView(NodeId from, uint64_t view_id) {
   if (view_id > highest_view_heard_) {
     highest_view_heard_ = view_id;

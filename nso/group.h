@@ -72,6 +72,9 @@ class Group {
   // messages among them are re-broadcast in the next view.
   void Delivered(const consensus::Delivery& delivery);
 
+  // A configuration reload: new failure-detector timeouts and silence period for this group.
+  void SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms, int64_t silence_ms);
+
   // Sends an envelope to a node, filling in the header (version, group, sender, view).
   void SendTo(NodeId to, wire::Envelope envelope);
 
@@ -111,7 +114,7 @@ class Group {
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope);
 
-  const GroupConfig group_config_;
+  GroupConfig group_config_;   // timeouts may change on reload (SetTimeouts)
   const Config& config_;
   const NodeId self_;
   Transport* const transport_;

@@ -69,6 +69,18 @@ std::vector<const Group*> Node::groups() const {
   return out;
 }
 
+void Node::ApplyTimeouts(const Config& fresh) {
+  for (const GroupConfig& group_config : fresh.groups) {
+    auto it = groups_.find(group_config.name);
+    if (it == groups_.end()) continue;
+    it->second->SetTimeouts(group_config.suspect_timeout_ms, group_config.exclude_timeout_ms,
+                            group_config.silence_ms);
+    Log("membership")->info("group {}: timeouts now suspect {} ms, exclude {} ms, silence {} ms",
+                            group_config.name, group_config.suspect_timeout_ms,
+                            group_config.exclude_timeout_ms, group_config.silence_ms);
+  }
+}
+
 // ---- NSOs -------------------------------------------------------------------------------------
 
 absl::StatusOr<uint64_t> Node::Attach(const std::string& client_name) {

@@ -94,6 +94,8 @@ class Node {
   absl::Status Detach(uint64_t nso);
 
   absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
+  // A configuration reload: the groups' failure-detector timeouts and silence periods.
+  void ApplyTimeouts(const Config& fresh);
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);

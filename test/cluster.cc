@@ -108,6 +108,8 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
         << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
         << client_ports_[i] << "\n"
         << peers.str() << options_.extra_yaml << "\n" << options_.groups_yaml << "\n";
+    // The loader requires a tls section: plaintext on purpose unless the test sets its own.
+    if (options_.extra_yaml.find("tls:") == std::string::npos) out << "tls: {insecure: true}\n";
     if (options_.metrics) out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i] << "}\n";
   }
 }
@@ -176,6 +178,10 @@ void Cluster::Pause(int index) {
 
 void Cluster::Resume(int index) {
   if (pids_[index - 1] > 0) kill(pids_[index - 1], SIGCONT);
+}
+
+void Cluster::Signal(int index, int signal_number) {
+  if (pids_[index - 1] > 0) kill(pids_[index - 1], signal_number);
 }
 
 bool Cluster::Running(int index) const { return pids_[index - 1] > 0; }

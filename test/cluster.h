@@ -20,7 +20,8 @@ std::string Runfile(const std::string& path);
 struct ClusterOptions {
   int size = 3;
   std::string groups_yaml;  // the `groups:` section, members named n1..nN
-  std::string extra_yaml;   // more top-level keys (failure_detector:, consensus:, limits:)
+  std::string extra_yaml;   // more top-level keys (failure_detector:, consensus:, limits:, tls:;
+                            // without tls: the configs get tls: {insecure: true})
   std::string log_level = "warn";
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
 };
@@ -37,6 +38,7 @@ class Cluster {
   void Stop(int index);         // SIGTERM and wait
   void Pause(int index);        // SIGSTOP
   void Resume(int index);       // SIGCONT
+  void Signal(int index, int signal_number);
   bool Running(int index) const;
 
   std::string ClientAddress(int index) const;

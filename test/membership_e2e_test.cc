@@ -4,6 +4,9 @@
 // event-driven group is silent.
 #include <catch2/catch.hpp>
 
+#include <csignal>
+#include <fstream>
+#include <sstream>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -116,6 +119,35 @@ TEST_CASE("SIGTERM: the daemon leaves the group and the others install a new vie
   auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
   REQUIRE(all.ok());
   CHECK(all->replies.size() == 2);
+}
+
+TEST_CASE("SIGHUP reloads the failure-detector timeouts", "[e2e][membership]") {
+  std::string groups = kGroups;
+  groups.replace(groups.find("exclude_timeout_ms: 1000"), 24, "exclude_timeout_ms: 60000");
+  test::Cluster cluster({3, groups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Replica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<Replica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(Ready(client->get(), 3));
+  for (int i = 1; i <= 3; ++i) {  // back to a 1 s exclusion timeout, without a restart
+    std::ifstream in(cluster.ConfigPath(i));
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string yaml = text.str();
+    yaml.replace(yaml.find("exclude_timeout_ms: 60000"), 25, "exclude_timeout_ms: 1000");
+    std::ofstream(cluster.ConfigPath(i)) << yaml;
+    cluster.Signal(i, SIGHUP);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster.Kill(3);
+  // Excluded after about 1 s, not 60 s.
+  CHECK(WaitForView(client->get(), [](const View& view) { return view.members.size() == 2; },
+                    10000));
 }
 
 TEST_CASE("primary partition: a member frozen past the exclusion timeout is excluded, then "
