@@ -168,11 +168,24 @@ grpc::Status GrpcTransport::Exchange(
   }
   Log("peer")->info("node {} connected from {}", peer, context->peer());
   PeerLink* link = links_.at(peer).get();
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, fresh] = inbound_.try_emplace(peer, context);
+    if (!fresh) {
+      it->second->TryCancel();
+      it->second = context;
+    }
+  }
   uint64_t generation = link->Attach();
   std::thread writer([&] { link->ServeWrites(&adapter, generation); });
   ReadFrames(peer, &adapter);
   link->Detach(generation);
   writer.join();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = inbound_.find(peer);
+    if (it != inbound_.end() && it->second == context) inbound_.erase(it);
+  }
   Log("peer")->info("stream from node {} closed", peer);
   return grpc::Status::OK;
 }

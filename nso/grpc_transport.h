@@ -80,6 +80,9 @@ class GrpcTransport final : public Transport, public wire::Peer::Service {
   Receiver receiver_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::map<NodeId, std::shared_ptr<grpc::ClientContext>> dial_contexts_ ABSL_GUARDED_BY(mu_);
+  // The inbound stream serving each lower-id peer; a newer stream from the same peer cancels it
+  // (a restarted peer, or one that reconnected: the old stream must not linger half-attached).
+  std::map<NodeId, grpc::ServerContext*> inbound_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> dialers_;
 };
 

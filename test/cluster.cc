@@ -126,8 +126,14 @@ std::string Cluster::ClientAddress(int index) const {
   return "127.0.0.1:" + std::to_string(client_ports_[index - 1]);
 }
 
+std::string Cluster::PeerAddress(int index) const {
+  return "127.0.0.1:" + std::to_string(peer_ports_[index - 1]);
+}
+
+std::string Cluster::LogPath(int index) const { return dir_ + "/n" + std::to_string(index) + ".log"; }
+
 bool Cluster::StartNode(int index) {
-  std::string log = dir_ + "/n" + std::to_string(index) + ".log";
+  std::string log = LogPath(index);
   pids_[index - 1] = Spawn({Runfile("tools/cohortd"), "--config", ConfigPath(index)}, log);
   // Ready when this daemon (not some other process that took the port) says it serves.
   for (int attempt = 0; attempt < 400; ++attempt) {

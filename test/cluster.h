@@ -42,6 +42,8 @@ class Cluster {
   bool Running(int index) const;
 
   std::string ClientAddress(int index) const;
+  std::string PeerAddress(int index) const;
+  std::string LogPath(int index) const;
   std::string ConfigPath(int index) const;
   int MetricsPort(int index) const { return metrics_ports_[index - 1]; }
   int size() const { return options_.size; }

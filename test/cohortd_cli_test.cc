@@ -23,7 +23,8 @@ TEST_CASE("cohortd refuses a broken file with exit code 2, naming file, line and
                                "node: n1\n"
                                "listen:\n  peer: 127.0.0.1:7101\n  client: 127.0.0.1:7201\n"
                                "peers:\n  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"
-                               "groups:\n  - name: g\n    members: [n1]\n    ordering: paxos\n");
+                               "groups:\n  - name: g\n    members: [n1]\n    ordering: paxos\n"
+                               "tls: {insecure: true}\n");
   std::string output;
   int code = test::RunProcess({test::Runfile("tools/cohortd"), "--config", path}, &output);
   CHECK(code == 2);
@@ -36,7 +37,8 @@ TEST_CASE("cohortd refuses unknown keys and missing files", "[cli]") {
   std::string path = WriteFile("unknown.yaml",
                                "node: n1\nnodee: n2\n"
                                "listen:\n  peer: 127.0.0.1:7101\n  client: 127.0.0.1:7201\n"
-                               "peers:\n  - {name: n1, id: 1, address: 127.0.0.1:7101}\n");
+                               "peers:\n  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"
+                               "tls: {insecure: true}\n");
   std::string output;
   CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--config", path}, &output) == 2);
   CHECK_THAT(output, Catch::Contains("nodee"));
@@ -44,6 +46,21 @@ TEST_CASE("cohortd refuses unknown keys and missing files", "[cli]") {
                          &output) == 2);
   CHECK_THAT(output, Catch::Contains("/nonexistent.yaml"));
   CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--bogus"}, &output) == 2);
+}
+
+TEST_CASE("cohortd refuses a file without a tls section with exit code 2", "[cli]") {
+  std::string path = WriteFile("no_tls.yaml",
+                               "node: n1\n"
+                               "listen:\n  peer: 127.0.0.1:7101\n  client: 127.0.0.1:7201\n"
+                               "peers:\n  - {name: n1, id: 1, address: 127.0.0.1:7101}\n");
+  std::string output;
+  CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--config", path}, &output) == 2);
+  CHECK_THAT(output, Catch::Contains(path + ": tls: missing required section"));
+  CHECK_THAT(output, Catch::Contains("tls: {insecure: true}"));
+  CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--check", path},
+                         &output) == 2);
+  CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--help"}, &output) == 0);
+  CHECK_THAT(output, Catch::Contains("a file without a"));
 }
 
 TEST_CASE("cohortd --help documents every key", "[cli]") {

@@ -1,5 +1,6 @@
 // Tests of the daemon's YAML configuration loader (nso/config.h): a full file, defaults, and one
 // test per kind of bad file, each checking that the error names the file, the line and the key.
+#include <fstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -87,6 +88,13 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK(store.suspect_timeout_ms == 40);
   CHECK(store.exclude_timeout_ms == 5000);
 
+  CHECK(config.tls.enabled);
+  CHECK_FALSE(config.tls.explicit_insecure);
+  CHECK(config.tls.ca_file == "/etc/cohort/ca.pem");
+  CHECK(config.tls.cert_file == "/etc/cohort/n2.pem");
+  CHECK(config.tls.key_file == "/etc/cohort/n2.key");
+  CHECK(config.tls.server_name == "cohort");
+
   CHECK(config.FindPeer("n3") == &config.peers[2]);
   CHECK(config.FindPeer("n9") == nullptr);
   CHECK(config.FindPeerById(1) == &config.peers[0]);
@@ -116,6 +124,33 @@ TEST_CASE("a minimal file gets the documented defaults", "[config]") {
   CHECK(config.limits.default_deadline_ms == 5000);
   CHECK(config.limits.max_nsos == 1000000);
   CHECK(config.groups.empty());
+  CHECK_FALSE(config.tls.enabled);
+  CHECK(config.tls.explicit_insecure);
+}
+
+// Issue 8: plaintext only when the file says so.
+const std::string kInsecure = "tls: {insecure: true}\n";
+
+TEST_CASE("a file without a tls section is refused, naming the file and both fixes", "[config]") {
+  for (const std::string& text : {kBase, kBase + "tls:\n", kBase + "groups: []\n"}) {
+    INFO(text);
+    std::string message = ErrorOf(text);
+    CHECK_THAT(message, StartsWith("config.yaml: tls: missing required section"));
+    CHECK_THAT(message, Contains("tls: {ca_file: CA.pem, cert_file: NODE.pem, key_file: NODE.key}"));
+    CHECK_THAT(message, Contains("tls: {insecure: true}"));
+  }
+  // From a file: the error names its path.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(tmp ? tmp : "/tmp") + "/no_tls.yaml";
+  std::ofstream(path) << kBase;
+  absl::StatusOr<Config> loaded = LoadConfigFile(path);
+  REQUIRE(loaded.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(loaded.status().message()), StartsWith(path + ": tls: missing required"));
+  // Other errors come first, with their lines.
+  CHECK_THAT(ErrorOf(kBase + "log_level: loud\n"), StartsWith("config.yaml:6: log_level:"));
+  // Either form is accepted.
+  CHECK(ParseOk(kBase + kInsecure).tls.explicit_insecure);
+  CHECK(ParseOk(kBase + "tls: {ca_file: a, cert_file: b, key_file: c}\n").tls.enabled);
 }
 
 TEST_CASE("003 s3: the silence period must be below the suspicion timeout", "[config]") {
@@ -127,7 +162,7 @@ TEST_CASE("003 s3: the silence period must be below the suspicion timeout", "[co
 }
 
 TEST_CASE("a group with only name and members gets the defaults", "[config]") {
-  Config config = ParseOk(kBase +
+  Config config = ParseOk(kBase + kInsecure +
                           "groups:\n"
                           "  - name: g\n"
                           "    members: [n1, n2]\n");
@@ -393,10 +428,12 @@ TEST_CASE("the help text documents every key", "[config]") {
         "exclude_timeout_ms:", "heartbeat_interval_ms:", "consensus:", "optimisation_1:",
         "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
         "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "groups:", "members:",
-        "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:"}) {
+        "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "ca_file:",
+        "cert_file:", "key_file:", "server_name:", "insecure: true"}) {
     INFO(key);
     CHECK_THAT(help, Contains(key));
   }
+  CHECK_THAT(help, Contains("a file without a"));
 }
 
 }  // namespace

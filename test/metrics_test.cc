@@ -20,7 +20,8 @@ const std::string kBase =
     "node: n1\n"
     "listen: {peer: 127.0.0.1:7101, client: 127.0.0.1:7201}\n"
     "peers:\n"
-    "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n";
+    "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"
+    "tls: {insecure: true}\n";
 
 TEST_CASE("the writer renders families and escaped labels", "[metrics]") {
   PromWriter out;
@@ -114,7 +115,7 @@ TEST_CASE("metrics.listen is optional and checked", "[metrics][config]") {
 
   absl::StatusOr<Config> bad = ParseConfig(kBase + "metrics:\n  listen: nope\n", "c.yaml");
   REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(std::string(bad.status().message()), Contains("c.yaml:6: metrics.listen"));
+  CHECK_THAT(std::string(bad.status().message()), Contains("c.yaml:7: metrics.listen"));
 
   absl::StatusOr<Config> clash =
       ParseConfig(kBase + "metrics: {listen: 127.0.0.1:7201}\n", "c.yaml");

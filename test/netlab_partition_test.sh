@@ -32,6 +32,7 @@ peers:
   - {name: n2, id: 2, address: "$NETLAB_NET.2:7101"}
   - {name: n3, id: 3, address: "$NETLAB_NET.3:7101"}
 failure_detector: {suspect_timeout_ms: 100, exclude_timeout_ms: 1500}
+tls: {insecure: true}
 groups:
   - {name: counter, members: [n1, n2, n3]}
 YAML

@@ -48,7 +48,7 @@ class PythonClientTest(unittest.TestCase):
             path = os.path.join(cls.dir, "n%d.yaml" % (i + 1))
             with open(path, "w") as f:
                 f.write("node: n%d\nlog_level: warn\nlisten: {peer: 127.0.0.1:%d, "
-                        "client: 127.0.0.1:%d}\npeers:\n%sgroups:\n"
+                        "client: 127.0.0.1:%d}\ntls: {insecure: true}\npeers:\n%sgroups:\n"
                         "  - {name: echo, members: [n1, n2, n3]}\n"
                         % (i + 1, peer[i], cls.client_ports[i], peers))
             log = open(os.path.join(cls.dir, "n%d.log" % (i + 1)), "w")

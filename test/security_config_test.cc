@@ -36,15 +36,18 @@ Config ParseOk(const std::string& yaml) {
   return *std::move(config);
 }
 
-TEST_CASE("no tls section is plaintext, not explicit; tls files or insecure: true", "[config]") {
-  Config plain = ParseOk(kBase);
-  CHECK_FALSE(plain.tls.enabled);
-  CHECK_FALSE(plain.tls.explicit_insecure);
-  CHECK(plain.tokens.empty());
+const std::string kInsecure = "tls: {insecure: true}\n";
 
-  Config insecure = ParseOk(kBase + "tls: {insecure: true}\n");
+TEST_CASE("no tls section is refused; tls files or insecure: true", "[config]") {
+  CHECK_THAT(ErrorOf(kBase), StartsWith("config.yaml: tls: missing required section: add `tls: "
+                                        "{ca_file: CA.pem, cert_file: NODE.pem, key_file: "
+                                        "NODE.key}`"));
+  CHECK_THAT(ErrorOf(kBase), Contains("or `tls: {insecure: true}`"));
+
+  Config insecure = ParseOk(kBase + kInsecure);
   CHECK_FALSE(insecure.tls.enabled);
   CHECK(insecure.tls.explicit_insecure);
+  CHECK(insecure.tokens.empty());
 
   Config tls = ParseOk(kBase +
                        "tls: {ca_file: /c/ca.pem, cert_file: /c/n1.pem, key_file: /c/n1.key,"
@@ -71,7 +74,7 @@ TEST_CASE("auth tokens inline or from a file; acl names are token names or *", "
   const char* tmp = std::getenv("TEST_TMPDIR");
   std::string token_file = std::string(tmp ? tmp : "/tmp") + "/app2.token";
   std::ofstream(token_file) << "  file-secret\n";
-  Config config = ParseOk(kBase +
+  Config config = ParseOk(kBase + kInsecure +
                           "auth:\n"
                           "  tokens:\n"
                           "    - {name: app1, token: inline-secret}\n"
