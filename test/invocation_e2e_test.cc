@@ -117,7 +117,9 @@ TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open gro
   auto result = (*outside)->Invoke("seq", "add", "7", Mode::kFirst, absl::Seconds(10), Style::kOpen);
   REQUIRE(result.ok());
   REQUIRE(result->replies.size() == 1);
-  CHECK(result->replies[0].member == "n1");  // the request manager
+  // The request manager: n1, or the member it moved to if n4 could not reach n1 at first.
+  CHECK((result->replies[0].member == "n1" || result->replies[0].member == "n2" ||
+         result->replies[0].member == "n3"));
   CHECK(result->replies[0].payload == "7");
   auto get = (*outside)->Invoke("seq", "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
   REQUIRE(get.ok());
