@@ -56,11 +56,15 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
 void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* out) {
   if (!envelope.has_sequencer() || from == self_ || !IsMember(from)) return;
   const wire::SequencerMessage& message = envelope.sequencer();
-  if (frozen_) {
-    // The old view's sequencer still resends its log to lagging members; nothing else.
-    if (message.kind() == Kind::NEED && message.epoch() == epoch_ && is_sequencer()) {
-      SendOrdered(from, std::min<uint64_t>(message.first_order(), log_.size()), out);
-    }
+  const bool prefix_request = message.kind() == Kind::NEED && message.log_epoch() == UINT32_MAX;
+  if (frozen_ || prefix_request) {
+    // Committed entries are final, so any member may give them to a laggard; a frozen order (its
+    // view ended here) does nothing else.
+    if (message.kind() == Kind::NEED) AnswerCommittedPrefix(from, message.first_order(), out);
+    return;
+  }
+  if (message.kind() == Kind::ORDERED && message.log_epoch() == UINT32_MAX) {
+    OnCommittedPrefix(message, out);
     return;
   }
   if (message.epoch() < epoch_) {
@@ -109,6 +113,44 @@ void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
     *ordered.mutable_batch()->add_messages() = log_[i];
   }
   Send(to, std::move(ordered), out);
+}
+
+void SequencerOrder::AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* out) {
+  if (first >= commit_) return;
+  wire::SequencerMessage committed;
+  committed.set_kind(Kind::ORDERED);
+  committed.set_epoch(epoch_);
+  committed.set_first_order(first);
+  committed.set_committed(commit_);
+  committed.set_log_epoch(UINT32_MAX);  // a committed prefix (OnCommittedPrefix)
+  for (uint64_t i = first; i < commit_ && i < first + options_.batch_messages_max; ++i) {
+    *committed.mutable_batch()->add_messages() = log_[i];
+  }
+  Send(to, std::move(committed), out);
+}
+
+void SequencerOrder::OnCommittedPrefix(const wire::SequencerMessage& message, Outbox* out) {
+  const uint64_t first = message.first_order();
+  const uint64_t count = message.batch().messages_size();
+  if (first > commit_ || first + count > message.committed()) return;  // not contiguous / final
+  bool changed = false;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t at = first + i;
+    if (at < commit_) continue;  // ours is committed too, hence identical
+    if (at < log_.size()) {
+      if (log_[at].SerializeAsString() != message.batch().messages(i).SerializeAsString()) {
+        log_[at] = message.batch().messages(i);
+        changed = true;
+      }
+    } else {
+      log_.push_back(message.batch().messages(i));
+    }
+  }
+  // Our uncommitted entries after a replaced one came from another epoch's log: drop them.
+  if (changed && log_.size() > first + count) log_.resize(first + count);
+  commit_ = std::max(commit_, first + count);
+  RebuildLogSeq();
+  Deliver(out);
 }
 
 void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
@@ -325,7 +367,19 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
     need.set_kind(Kind::NEED);
     need.set_epoch(epoch_);
     need.set_first_order(log_epoch_ != epoch_ ? commit_ : log_.size());
-    Send(Sequencer(epoch_), std::move(need), out);
+    Send(Sequencer(epoch_), need, out);
+  }
+  // Also ask one other member in turn for committed entries past our commit point: a member
+  // that knows more (its view may already have ended) answers with them (OnCommittedPrefix).
+  if (members_.size() > 1 && (log_epoch_ != epoch_ || log_.size() > commit_)) {
+    need_cursor_ = (need_cursor_ + 1) % members_.size();
+    if (members_[need_cursor_] == self_) need_cursor_ = (need_cursor_ + 1) % members_.size();
+    wire::SequencerMessage ask;
+    ask.set_kind(Kind::NEED);
+    ask.set_epoch(epoch_);
+    ask.set_first_order(commit_);
+    ask.set_log_epoch(UINT32_MAX);  // a committed-prefix request, never an epoch-state request
+    Send(members_[need_cursor_], std::move(ask), out);
   }
 }
 

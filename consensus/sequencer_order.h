@@ -69,6 +69,9 @@ class SequencerOrder final : public TotalOrder {
   void SkipSuspectedSequencers(Outbox* out);
   void OnForward(const wire::SequencerMessage& message, Outbox* out);
   void OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out);
+  // Committed entries from any member (a frozen order answering a laggard): they are final.
+  void OnCommittedPrefix(const wire::SequencerMessage& message, Outbox* out);
+  void AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* out);
   void OnNeed(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   void OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   void OnEpochState(NodeId from, const wire::SequencerMessage& message, Outbox* out);
@@ -96,6 +99,7 @@ class SequencerOrder final : public TotalOrder {
   uint32_t log_epoch_ = 0;              // epoch whose sequencer wrote log_ (a prefix of its log)
   std::vector<wire::DataMessage> log_;  // index = order number
   uint64_t commit_ = 0;                 // log_[0, commit_) is committed; commit_ <= log_.size()
+  size_t need_cursor_ = 0;              // round-robin target of committed-prefix requests
   uint64_t delivered_ = 0;              // log_[0, delivered_) handed out
   std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq
   std::map<NodeId, uint64_t> log_seq_;  // origin -> highest seq in log_ (the sequencer appends)

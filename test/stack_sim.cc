@@ -422,7 +422,14 @@ StackSimResult StackSim::Run() {
   Heal();
   // Liveness: every node ends in one view with all nodes, and new calls from every node complete.
   uint64_t limit_ms = net_.now_ms() + options_.settle_limit_ms;
-  while (result_.ok && !Settled() && net_.now_ms() < limit_ms) net_.RunUntil(net_.now_ms() + 20);
+  // Settled and still settled after longer than an exclusion timeout: no view change in flight.
+  auto stable = [&] {
+    if (!Settled()) return false;
+    uint64_t view = replicas_.begin()->second.view_id;
+    net_.RunUntil(net_.now_ms() + options_.exclude_timeout_ms + 500);
+    return Settled() && replicas_.begin()->second.view_id == view;
+  };
+  while (result_.ok && net_.now_ms() < limit_ms && !stable()) net_.RunUntil(net_.now_ms() + 20);
   if (result_.ok && !Settled()) {
     std::string views;
     for (auto& [id, replica] : replicas_) {
