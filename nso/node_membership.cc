@@ -31,6 +31,12 @@ absl::Status Node::LeaveGroup(const std::string& name) {
   if (!group.ok()) return group.status();
   membership_[name].want_member = false;
   if (!(*group)->is_member()) return absl::OkStatus();
+  if ((*group)->members().size() == 1) {  // the last member: nobody to agree with
+    std::vector<consensus::Delivery> none;
+    (*group)->InstallView((*group)->view_id() + 1, {}, &none);
+    Log("membership")->info("group {}: left by its last member", name);
+    return absl::OkStatus();
+  }
   if (!(*group)->HasMajority()) {
     return absl::UnavailableError(absl::StrCat("group \"", name, "\": no majority to agree on ",
                                                "the view without ", config_.node));

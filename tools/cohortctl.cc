@@ -7,25 +7,38 @@
 //     groups                       every group: view id, members (suspected ones marked), majority
 //     view GROUP                   the current view of GROUP with each member's suspicion state
 //     invoke GROUP METHOD PAYLOAD [--mode first|majority|all|one_way]
-//     multicast GROUP PAYLOAD      totally ordered multicast to every servant of GROUP
+//            [--descriptor-set FILE [--json-type MESSAGE] [--reply-type MESSAGE]]
+//     multicast GROUP PAYLOAD [--descriptor-set FILE --json-type MESSAGE]
+//                                  totally ordered multicast to every servant of GROUP
+//   Typed stubs (issue 5): with --json-type the PAYLOAD is JSON for that protobuf message, turned
+//   into its binary form with the FileDescriptorSet of --descriptor-set (protoc --include_imports
+//   --descriptor_set_out=FILE x.proto); with --reply-type replies are printed as JSON.
 //     watch GROUP [--count N] [--seconds S] [--interval-ms N]
 //                                  prints the view now and on every change (view id or suspicion)
 //     drain                        leave every group (view changes), then return; the daemon runs on
 //   Security: --ca-file PEM (TLS), --server-name NAME, --cert-file/--key-file (client certificate),
 //   --token T or --token-file F (or $COHORT_TOKEN): "authorization: Bearer T" on every call.
 // Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+#include <google/protobuf/descriptor_database.h>
+#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -46,13 +59,20 @@ constexpr char kUsage[] =
     "  groups                        every group: view, members, suspicion, majority\n"
     "  view GROUP                    the current view of GROUP and its members' suspicion state\n"
     "  invoke GROUP METHOD PAYLOAD [--mode first|majority|all|one_way]\n"
-    "  multicast GROUP PAYLOAD       totally ordered multicast to the group's servants\n"
+    "         [--descriptor-set FILE [--json-type MESSAGE] [--reply-type MESSAGE]]\n"
+    "  multicast GROUP PAYLOAD [--descriptor-set FILE --json-type MESSAGE]\n"
+    "                                totally ordered multicast to the group's servants\n"
     "  watch GROUP [--count N] [--seconds S] [--interval-ms N]\n"
     "                                print the view now and whenever it changes\n"
     "  drain                         leave every group (others install views without it), return\n"
     "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n"
     "TLS: --ca-file PEM [--server-name NAME] [--cert-file PEM --key-file PEM].\n"
-    "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n";
+    "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n"
+    "Typed stubs: --json-type MESSAGE makes PAYLOAD JSON for that protobuf message (sent in its\n"
+    "binary form); --reply-type MESSAGE prints replies as JSON. Both need --descriptor-set FILE,\n"
+    "from protoc --include_imports --descriptor_set_out=FILE x.proto. Example:\n"
+    "  cohortctl invoke counter Add '{\"delta\": 5}' --descriptor-set counter.protoset \\\n"
+    "      --json-type cohort.examples.AddRequest --reply-type cohort.examples.Value\n";
 
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "cohortctl: %s\n%s", problem.c_str(), kUsage);
@@ -79,8 +99,76 @@ struct Options {
   double seconds = 0;     // watch: stop after this long (0 = no limit)
   int interval_ms = 100;  // watch: poll period
   cohort::ConnectOptions connect;  // TLS and token
+  std::string descriptor_set;      // FileDescriptorSet for --json-type / --reply-type
+  std::string json_type;           // full name of the request message: PAYLOAD is its JSON
+  std::string reply_type;          // full name of the reply message: replies printed as JSON
   std::vector<std::string> args;
 };
+
+// Protobuf messages described by a FileDescriptorSet, built at run time (no generated code).
+class Messages {
+ public:
+  // Exits with a usage error (2) when the file cannot be read or does not describe valid files.
+  explicit Messages(const std::string& path) : pool_(&database_) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    if (!in) std::exit(Usage("--descriptor-set: cannot read " + path));
+    google::protobuf::FileDescriptorSet set;
+    if (!set.ParseFromString(bytes.str()) || set.file_size() == 0) {
+      std::exit(Usage("--descriptor-set: " + path +
+                      " is not a FileDescriptorSet (protoc --include_imports "
+                      "--descriptor_set_out=FILE x.proto)"));
+    }
+    for (const google::protobuf::FileDescriptorProto& file : set.file()) {
+      if (!database_.Add(file)) std::exit(Usage("--descriptor-set: bad file " + file.name()));
+    }
+  }
+
+  // A new empty message of type `name` (full name, e.g. cohort.examples.AddRequest), or exit 2.
+  std::unique_ptr<google::protobuf::Message> New(const std::string& flag, const std::string& name) {
+    const google::protobuf::Descriptor* descriptor = pool_.FindMessageTypeByName(name);
+    if (descriptor == nullptr) {
+      std::exit(Usage(flag + ": no message " + name +
+                      " in --descriptor-set (full name with the package, and did protoc get "
+                      "--include_imports?)"));
+    }
+    return std::unique_ptr<google::protobuf::Message>(factory_.GetPrototype(descriptor)->New());
+  }
+
+ private:
+  google::protobuf::SimpleDescriptorDatabase database_;
+  google::protobuf::DescriptorPool pool_;
+  google::protobuf::DynamicMessageFactory factory_;
+};
+
+// PAYLOAD as given, or with --json-type its JSON turned into the message's binary form (exit 2
+// when it does not parse).
+std::string PayloadOrExit(const Options& options, const std::string& text) {
+  if (options.json_type.empty()) return text;
+  Messages messages(options.descriptor_set);
+  std::unique_ptr<google::protobuf::Message> message = messages.New("--json-type", options.json_type);
+  auto parsed = google::protobuf::util::JsonStringToMessage(text, message.get());
+  if (!parsed.ok()) {
+    std::exit(Usage("PAYLOAD is not JSON for " + options.json_type + ": " +
+                    std::string(parsed.message().data(), parsed.message().size())));
+  }
+  std::string bytes;
+  if (!message->SerializeToString(&bytes)) std::exit(Usage("cannot serialise the payload"));
+  return bytes;
+}
+
+// Usage problem with the typed-payload flags, or "".
+std::string CheckTypedFlags(const Options& options) {
+  if ((!options.json_type.empty() || !options.reply_type.empty()) &&
+      options.descriptor_set.empty()) {
+    return "--json-type and --reply-type need --descriptor-set FILE";
+  }
+  if (!options.descriptor_set.empty() && options.json_type.empty() && options.reply_type.empty()) {
+    return "--descriptor-set is used with --json-type and/or --reply-type";
+  }
+  return "";
+}
 
 std::shared_ptr<grpc::Channel> ChannelOrExit(const Options& options) {
   auto channel = cohort::DaemonChannel(options.address, options.connect);
@@ -196,37 +284,62 @@ int Invoke(const Options& options) {
       {"majority", cohort::Mode::kMajority}, {"all", cohort::Mode::kAll}};
   auto mode = kModes.find(options.mode);
   if (mode == kModes.end()) return Usage("--mode must be first, majority, all or one_way");
+  if (std::string problem = CheckTypedFlags(options); !problem.empty()) return Usage(problem);
+  const std::string payload = PayloadOrExit(options, options.args[2]);
+  std::unique_ptr<Messages> reply_messages;
+  std::unique_ptr<google::protobuf::Message> reply_message;
+  if (!options.reply_type.empty()) {
+    reply_messages = std::make_unique<Messages>(options.descriptor_set);
+    reply_message = reply_messages->New("--reply-type", options.reply_type);
+  }
   auto client = ConnectOrExit(options);
   const std::string& group = options.args[0];
   if (mode->second == cohort::Mode::kOneWay) {
-    absl::Status sent = client->Send(group, options.args[1], options.args[2]);
+    absl::Status sent = client->Send(group, options.args[1], payload);
     if (!sent.ok()) return Fail(sent);
     std::printf("sent (one-way)\n");
     return 0;
   }
   absl::Duration deadline = absl::Milliseconds(options.timeout_ms);
   auto result = options.mode_given
-                    ? client->Invoke(group, options.args[1], options.args[2], mode->second,
-                                     deadline)
-                    : client->InvokeDefault(group, options.args[1], options.args[2], deadline);
+                    ? client->Invoke(group, options.args[1], payload, mode->second, deadline)
+                    : client->InvokeDefault(group, options.args[1], payload, deadline);
   if (!result.ok()) return Fail(result.status());
   std::printf("view %llu, %zu of %u wanted replies\n",
               static_cast<unsigned long long>(result->view_id), result->replies.size(),
               result->wanted);
+  int code = 0;
   for (const cohort::Reply& reply : result->replies) {
-    if (reply.status.ok()) {
+    if (!reply.status.ok()) {
+      std::printf("%s: error %s\n", reply.member.c_str(), reply.status.ToString().c_str());
+    } else if (reply_message == nullptr) {
       std::printf("%s: %s\n", reply.member.c_str(), reply.payload.c_str());
     } else {
-      std::printf("%s: error %s\n", reply.member.c_str(), reply.status.ToString().c_str());
+      // Default values printed too: {"value": "0"} rather than {}.
+      google::protobuf::util::JsonPrintOptions print;
+      print.always_print_primitive_fields = true;
+      std::string json;
+      reply_message->Clear();
+      if (!reply_message->ParseFromString(reply.payload) ||
+          !google::protobuf::util::MessageToJsonString(*reply_message, &json, print).ok()) {
+        std::printf("%s: error the reply (%zu bytes) is not a %s\n", reply.member.c_str(),
+                    reply.payload.size(), options.reply_type.c_str());
+        code = 1;
+        continue;
+      }
+      std::printf("%s: %s\n", reply.member.c_str(), json.c_str());
     }
   }
-  return 0;
+  return code;
 }
 
 int Multicast(const Options& options) {
   if (options.args.size() != 2) return Usage("multicast GROUP PAYLOAD");
+  if (!options.reply_type.empty()) return Usage("multicast has no replies: no --reply-type");
+  if (std::string problem = CheckTypedFlags(options); !problem.empty()) return Usage(problem);
+  const std::string payload = PayloadOrExit(options, options.args[1]);
   auto client = ConnectOrExit(options);
-  absl::Status sent = client->Multicast(options.args[0], options.args[1]);
+  absl::Status sent = client->Multicast(options.args[0], payload);
   if (!sent.ok()) return Fail(sent);
   std::printf("multicast to %s\n", options.args[0].c_str());
   return 0;
@@ -345,6 +458,12 @@ int main(int argc, char** argv) {
       text << in.rdbuf();
       if (!in) return Usage("--token-file: cannot read " + path);
       options.connect.token = std::string(absl::StripAsciiWhitespace(text.str()));
+    } else if (arg == "--descriptor-set") {
+      options.descriptor_set = value(arg);
+    } else if (arg == "--json-type") {
+      options.json_type = value(arg);
+    } else if (arg == "--reply-type") {
+      options.reply_type = value(arg);
     } else if (arg.rfind("--", 0) == 0) {
       return Usage("unknown flag " + arg);
     } else if (command.empty()) {

@@ -30,6 +30,7 @@ Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string gr
     out << "node: n" << i + 1 << "\n"
         << "cluster: bench\n"
         << "log_level: warn\n"
+        << "tls: {insecure: true}\n"  // loopback benchmark: plaintext on purpose
         << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
         << client_ports_[i] << "\n"
         << peers.str() << groups_yaml << "\n";

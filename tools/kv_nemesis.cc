@@ -1,0 +1,686 @@
+// kv-nemesis: records a history of the replicated key-value servant (tools/kv_store.h) under
+// faults, for the linearizability checker tools/lincheck (Porcupine).
+//
+//   kv-nemesis --nodes 3 --seconds 10 --dir /tmp/run1 [--clients 4] [--keys 4] [--seed S]
+//              [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]
+//
+// It starts N cohortd daemons on loopback (ports picked by the kernel, one YAML per daemon in
+// DIR, exclusion timeout 1000 ms), attaches one KvStore servant in this process to each daemon
+// (group `kv`, consensus), and runs:
+//   * client threads doing put / get / cas through the stub library (cohort::Client) with
+//     wait-for-majority and a short deadline, each call against a random daemon that is up;
+//   * a nemesis thread that, whenever the group is healthy (a wait-for-all get answered by all N
+//     replicas), picks 1..(N-1)/2 daemons (fewer than half at once) and for each one: kill -9 then
+//     restart after a while (the servant is re-attached; the daemon rejoins by a view change with
+//     state transfer), or SIGSTOP past the exclusion timeout then SIGCONT (a host cut off: excluded,
+//     then re-added with state transfer), or a short SIGSTOP (its messages delayed, suspected but
+//     not excluded); or it pauses.
+// Files in DIR: history.jsonl (one JSON line per client operation, format in tools/lincheck/
+// main.go), schedule.log (every fault with its time in ms since the start), nK.yaml and nK.log.
+// At the end it heals everything, waits for a healthy group, reads every key with wait-for-all
+// (recorded in the history, so a lost acknowledged write makes it non-linearizable), checks that
+// every replica holds the same map, and stops every daemon (children also die with this process:
+// PR_SET_PDEATHSIG). Exit 0 when the run completed and the replicas agree, 1 otherwise, 2 for a
+// bad command line.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "tools/kv_store.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const Clock::time_point g_start = Clock::now();
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - g_start).count();
+}
+int64_t NowMs() { return NowNs() / 1000000; }
+void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// ---- processes (the approach of test/cluster.cc, which is testonly) ----
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  int port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+bool CanConnect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return ok;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  dup2(fd, 1);
+  dup2(fd, 2);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+std::string ReadFrom(const std::string& path, size_t offset) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string all = text.str();
+  return offset < all.size() ? all.substr(offset) : "";
+}
+
+size_t FileSize(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? static_cast<size_t>(st.st_size) : 0;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// ---- the cluster ----
+
+enum class State { kUp, kKilled, kStopped };
+
+struct Node {
+  int peer_port = 0, client_port = 0;
+  pid_t pid = 0;
+  State state = State::kUp;
+  int incarnation = 0;  // bumped at each restart: clients reconnect
+  std::unique_ptr<cohort::kv::KvStore> store;
+  std::unique_ptr<cohort::Servant> servant;
+};
+
+struct Options {
+  int nodes = 3;
+  int seconds = 10;
+  int clients = 4;
+  int keys = 4;
+  int deadline_ms = 1000;
+  uint64_t seed = 0;
+  std::string dir;
+  std::string cohortd;
+  std::string log_level = "warn";
+};
+
+class Run {
+ public:
+  explicit Run(Options options) : o_(std::move(options)), rng_(o_.seed) {
+    nodes_.resize(o_.nodes);
+    for (Node& node : nodes_) {
+      node.peer_port = FreePort();
+      node.client_port = FreePort();
+    }
+    std::ostringstream peers;
+    peers << "peers:\n";
+    for (int i = 0; i < o_.nodes; ++i) {
+      peers << "  - {name: n" << i + 1 << ", id: " << i + 1 << ", address: 127.0.0.1:"
+            << nodes_[i].peer_port << "}\n";
+    }
+    std::vector<std::string> members;
+    for (int i = 1; i <= o_.nodes; ++i) members.push_back(absl::StrCat("n", i));
+    for (int i = 0; i < o_.nodes; ++i) {
+      std::ofstream out(Config(i));
+      out << "node: n" << i + 1 << "\nlog_level: " << o_.log_level << "\n"
+          << "listen:\n  peer: 127.0.0.1:" << nodes_[i].peer_port
+          << "\n  client: 127.0.0.1:" << nodes_[i].client_port << "\n"
+          << peers.str()
+          << "failure_detector:\n  suspect_timeout_ms: 50\n  exclude_timeout_ms: 1000\n"
+          << "groups:\n  - name: kv\n    members: [" << absl::StrJoin(members, ", ") << "]\n"
+          << "    ordering: consensus\n"
+          << "tls: {insecure: true}\n";
+    }
+    schedule_.open(o_.dir + "/schedule.log");
+    history_.open(o_.dir + "/history.jsonl");
+  }
+
+  ~Run() { Shutdown(); }
+
+  std::string Config(int i) const { return absl::StrCat(o_.dir, "/n", i + 1, ".yaml"); }
+  std::string Log(int i) const { return absl::StrCat(o_.dir, "/n", i + 1, ".log"); }
+  std::string Address(int i) const { return absl::StrCat("127.0.0.1:", nodes_[i].client_port); }
+  std::string Name(int i) const { return absl::StrCat("n", i + 1); }
+
+  void Note(const std::string& text) {
+    std::lock_guard<std::mutex> lock(file_mu_);
+    schedule_ << "t_ms=" << NowMs() << " " << text << "\n";
+    schedule_.flush();
+  }
+
+  // Starts daemon i and waits until it serves; then attaches a fresh servant to it.
+  bool StartNode(int i) {
+    size_t offset = FileSize(Log(i));
+    pid_t pid = Spawn({o_.cohortd, "--config", Config(i)}, Log(i));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      nodes_[i].pid = pid;
+    }
+    bool ready = false;
+    for (int attempt = 0; attempt < 400 && !ready; ++attempt) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        std::lock_guard<std::mutex> lock(mu_);
+        nodes_[i].pid = 0;
+        return false;
+      }
+      ready = ReadFrom(Log(i), offset).find(" ready: peers on ") != std::string::npos &&
+              CanConnect(nodes_[i].client_port);
+      if (!ready) SleepMs(25);
+    }
+    if (!ready) return false;
+    auto store = std::make_unique<cohort::kv::KvStore>();
+    std::unique_ptr<cohort::Servant> servant;
+    for (int attempt = 0; attempt < 20 && servant == nullptr; ++attempt) {
+      auto created = cohort::Servant::Create(Address(i), "kv", absl::StrCat("kv-", Name(i)));
+      if (created.ok()) {
+        store->RegisterWith(created->get());
+        absl::Status started = (*created)->Start();
+        if (started.ok()) {
+          servant = std::move(*created);
+          break;
+        }
+        Note(absl::StrCat("servant on ", Name(i), ": ", started.ToString()));
+      } else {
+        Note(absl::StrCat("servant on ", Name(i), ": ", created.status().ToString()));
+      }
+      SleepMs(100);
+    }
+    if (servant == nullptr) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_[i].store = std::move(store);
+    nodes_[i].servant = std::move(servant);
+    nodes_[i].state = State::kUp;
+    nodes_[i].incarnation++;
+    return true;
+  }
+
+  void Kill(int i) {
+    pid_t pid;
+    std::unique_ptr<cohort::Servant> servant;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      nodes_[i].state = State::kKilled;
+      pid = nodes_[i].pid;
+      nodes_[i].pid = 0;
+      servant = std::move(nodes_[i].servant);
+    }
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (servant) servant->Stop();
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_[i].store.reset();  // no stable storage: the restarted replica starts empty
+  }
+
+  void Freeze(int i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_[i].state = State::kStopped;
+    if (nodes_[i].pid > 0) kill(nodes_[i].pid, SIGSTOP);
+  }
+
+  void Thaw(int i) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (nodes_[i].pid > 0) kill(nodes_[i].pid, SIGCONT);
+    nodes_[i].state = State::kUp;
+  }
+
+  // A wait-for-all get through some daemon that is up, answered by every replica.
+  bool Healthy() {
+    std::vector<int> up = UpNodes();
+    if (static_cast<int>(up.size()) < o_.nodes) return false;
+    int i = up[std::uniform_int_distribution<int>(0, up.size() - 1)(rng_)];
+    auto client = cohort::Client::Connect(Address(i), "nemesis-probe", absl::Seconds(1));
+    if (!client.ok()) {
+      last_unhealthy_ = absl::StrCat("connect to ", Name(i), ": ", client.status().ToString());
+      return false;
+    }
+    auto result = (*client)->Invoke("kv", "get", "health", cohort::Mode::kAll, absl::Seconds(2));
+    if (!result.ok()) {
+      last_unhealthy_ = absl::StrCat("get at ", Name(i), ": ", result.status().ToString());
+      return false;
+    }
+    if (static_cast<int>(result->replies.size()) != o_.nodes) {
+      last_unhealthy_ = absl::StrCat("get at ", Name(i), ": ", result->replies.size(), " replies");
+      return false;
+    }
+    return true;
+  }
+
+  bool WaitHealthy(int limit_ms) {
+    int64_t until = NowMs() + limit_ms;
+    while (NowMs() < until) {
+      if (Healthy()) return true;
+      SleepMs(100);
+    }
+    return false;
+  }
+
+  std::vector<int> UpNodes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int> up;
+    for (int i = 0; i < o_.nodes; ++i) {
+      if (nodes_[i].state == State::kUp && nodes_[i].pid > 0) up.push_back(i);
+    }
+    return up;
+  }
+
+  void Record(int client, const std::string& op, const std::string& key, const std::string& value,
+              const std::string& expected, const std::string& outcome, bool found,
+              const std::string& result, int64_t call_ns, int64_t return_ns,
+              const std::string& error) {
+    std::lock_guard<std::mutex> lock(file_mu_);
+    history_ << "{\"client\":" << client << ",\"op\":\"" << op << "\",\"key\":" << JsonString(key)
+             << ",\"value\":" << JsonString(value) << ",\"expected\":" << JsonString(expected)
+             << ",\"outcome\":\"" << outcome << "\",\"ok\":" << (outcome == "unknown" ? "false" : "true")
+             << ",\"found\":" << (found ? "true" : "false") << ",\"result\":" << JsonString(result)
+             << ",\"call_ns\":" << call_ns << ",\"return_ns\":" << return_ns;
+    if (!error.empty()) history_ << ",\"error\":" << JsonString(error);
+    history_ << "}\n";
+    counts_[op + " " + outcome]++;
+  }
+
+  // One operation through `client`; records it. Returns false when the client should reconnect.
+  bool Operate(int id, cohort::Client* client, std::mt19937_64& rng,
+               std::map<std::string, std::string>& seen, int* seq, cohort::Mode mode) {
+    std::string key = absl::StrCat("k", std::uniform_int_distribution<int>(0, o_.keys - 1)(rng));
+    int dice = std::uniform_int_distribution<int>(0, 99)(rng);
+    std::string op = dice < 35 ? "put" : dice < 75 ? "get" : "cas";
+    std::string value = op == "get" ? "" : absl::StrCat("c", id, ".", (*seq)++);
+    std::string expected;
+    if (op == "cas") expected = seen.count(key) ? seen[key] : "-";
+    std::string payload = op == "put" ? absl::StrCat(key, "=", value)
+                          : op == "get" ? key
+                                        : absl::StrCat(key, " ", expected, " ", value);
+    int64_t call = NowNs();
+    auto result = client->Invoke("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms));
+    int64_t ret = NowNs();
+    if (!result.ok() || result->replies.empty() || result->replies.size() < result->wanted) {
+      std::string error = result.ok() ? "too few replies" : result.status().ToString();
+      Record(id, op, key, value, expected, "unknown", false, "", call, ret, error);
+      return false;
+    }
+    const cohort::Reply& first = result->replies.front();
+    for (const cohort::Reply& reply : result->replies) {
+      if (reply.status.code() != first.status.code() || reply.payload != first.payload) {
+        divergent_++;
+        Note(absl::StrCat("DIVERGENT replies to ", op, " ", payload, ": ", first.member, " ",
+                          first.status.ToString(), " ", first.payload, " vs ", reply.member, " ",
+                          reply.status.ToString(), " ", reply.payload));
+      }
+    }
+    if (op == "put") {
+      if (!first.status.ok()) {
+        Record(id, op, key, value, expected, "unknown", false, "", call, ret, first.status.ToString());
+        return true;
+      }
+      seen[key] = value;
+      Record(id, op, key, value, expected, "ok", false, "", call, ret, "");
+    } else if (op == "get") {
+      if (first.status.ok()) {
+        seen[key] = first.payload;
+        Record(id, op, key, value, expected, "ok", true, first.payload, call, ret, "");
+      } else if (first.status.code() == absl::StatusCode::kNotFound) {
+        seen.erase(key);
+        Record(id, op, key, value, expected, "ok", false, "", call, ret, "");
+      } else {
+        Record(id, op, key, value, expected, "unknown", false, "", call, ret, first.status.ToString());
+      }
+    } else {
+      if (first.status.ok()) {
+        seen[key] = value;
+        Record(id, op, key, value, expected, "ok", false, "", call, ret, "");
+      } else if (first.status.code() == absl::StatusCode::kFailedPrecondition) {
+        std::string message(first.status.message());
+        size_t at = message.rfind(", found ");
+        std::string found = at == std::string::npos ? "?" : message.substr(at + 8);
+        if (found == "-") seen.erase(key); else seen[key] = found;
+        Record(id, op, key, value, expected, "fail", false, found, call, ret, "");
+      } else {
+        Record(id, op, key, value, expected, "unknown", false, "", call, ret, first.status.ToString());
+      }
+    }
+    return true;
+  }
+
+  void ClientLoop(int id) {
+    std::mt19937_64 rng(o_.seed * 1000 + id + 1);
+    std::map<std::string, std::string> seen;  // last value this client saw per key
+    std::map<int, std::pair<int, std::unique_ptr<cohort::Client>>> clients;  // node -> (inc, client)
+    int seq = 0;
+    while (!stop_clients_) {
+      std::vector<int> up = UpNodes();
+      if (up.empty()) {
+        SleepMs(20);
+        continue;
+      }
+      int i = up[std::uniform_int_distribution<int>(0, up.size() - 1)(rng)];
+      int incarnation;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        incarnation = nodes_[i].incarnation;
+      }
+      auto& slot = clients[i];
+      if (slot.second == nullptr || slot.first != incarnation) {
+        slot.second.reset();
+        auto connected = cohort::Client::Connect(Address(i), absl::StrCat("kv-client-", id),
+                                                 absl::Milliseconds(o_.deadline_ms));
+        if (!connected.ok()) {
+          SleepMs(20);
+          continue;
+        }
+        slot = {incarnation, std::move(*connected)};
+      }
+      if (!Operate(id, slot.second.get(), rng, seen, &seq, cohort::Mode::kMajority)) {
+        slot.second.reset();
+        SleepMs(10);
+      }
+    }
+  }
+
+  void NemesisLoop() {
+    const int max_down = (o_.nodes - 1) / 2;
+    while (!Over()) {
+      if (!WaitHealthy(2000)) {
+        if (Over()) break;
+        if (NowMs() - last_healthy_ms_ > 20000) {
+          Note("not healthy for 20 s");
+          last_healthy_ms_ = NowMs();
+        }
+        continue;
+      }
+      last_healthy_ms_ = NowMs();
+      if (Over()) break;
+      int kind = std::uniform_int_distribution<int>(0, 99)(rng_);
+      if (kind < 15) {
+        int ms = std::uniform_int_distribution<int>(200, 1500)(rng_);
+        Note(absl::StrCat("pause ", ms, " ms"));
+        faults_["pause"]++;
+        SleepMs(ms);
+        continue;
+      }
+      int count = std::uniform_int_distribution<int>(1, max_down)(rng_);
+      std::vector<int> order(o_.nodes);
+      for (int i = 0; i < o_.nodes; ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), rng_);
+      order.resize(count);
+      // Per victim: kill -9 + restart, cut (SIGSTOP past the exclusion timeout), or delay (short
+      // SIGSTOP: suspected, not excluded).
+      std::vector<int> how(count);
+      std::vector<int> until(count);
+      for (int v = 0; v < count; ++v) {
+        int r = std::uniform_int_distribution<int>(0, 99)(rng_);
+        how[v] = r < 45 ? 0 : r < 80 ? 1 : 2;
+        until[v] = how[v] == 0   ? std::uniform_int_distribution<int>(100, 2500)(rng_)
+                   : how[v] == 1 ? std::uniform_int_distribution<int>(1200, 3000)(rng_)
+                                 : std::uniform_int_distribution<int>(30, 400)(rng_);
+        int i = order[v];
+        if (how[v] == 0) {
+          Kill(i);
+          Note(absl::StrCat("kill -9 ", Name(i), " (restart in ", until[v], " ms)"));
+          faults_["kill"]++;
+        } else {
+          Freeze(i);
+          Note(absl::StrCat(how[v] == 1 ? "cut (SIGSTOP) " : "delay (SIGSTOP) ", Name(i), " for ",
+                            until[v], " ms"));
+          faults_[how[v] == 1 ? "cut" : "delay"]++;
+        }
+      }
+      int64_t began = NowMs();
+      std::vector<bool> healed(count, false);
+      for (int done = 0; done < count;) {
+        int next = -1;
+        for (int v = 0; v < count; ++v) {
+          if (!healed[v] && (next < 0 || until[v] < until[next])) next = v;
+        }
+        int64_t wait = began + until[next] - NowMs();
+        if (wait > 0) SleepMs(static_cast<int>(wait));
+        int i = order[next];
+        if (how[next] == 0) {
+          int64_t t0 = NowMs();
+          bool ok = StartNode(i);
+          Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
+                            NowMs() - t0, " ms"));
+          if (!ok) failed_restarts_++;
+        } else {
+          Thaw(i);
+          Note(absl::StrCat("resume (SIGCONT) ", Name(i)));
+        }
+        healed[next] = true;
+        done++;
+      }
+      int64_t t0 = NowMs();
+      bool healthy = WaitHealthy(15000);
+      Note(healthy ? absl::StrCat("healthy (all ", o_.nodes, " replicas answer) after ",
+                                  NowMs() - t0, " ms")
+                   : "NOT healthy 15 s after healing: " + last_unhealthy_);
+      if (healthy) last_healthy_ms_ = NowMs();
+    }
+  }
+
+  int Go() {
+    for (int i = 0; i < o_.nodes; ++i) {
+      if (!StartNode(i)) {
+        std::fprintf(stderr, "kv-nemesis: could not start %s (see %s)\n", Name(i).c_str(),
+                     Log(i).c_str());
+        return 1;
+      }
+    }
+    if (!WaitHealthy(20000)) {
+      std::fprintf(stderr, "kv-nemesis: the group never became healthy\n");
+      return 1;
+    }
+    Note(absl::StrCat("start: ", o_.nodes, " daemons, ", o_.clients, " clients, ", o_.keys,
+                      " keys, seed ", o_.seed, ", deadline ", o_.deadline_ms, " ms"));
+    last_healthy_ms_ = NowMs();
+    std::vector<std::thread> threads;
+    for (int c = 0; c < o_.clients; ++c) threads.emplace_back([this, c] { ClientLoop(c); });
+    // The nemesis runs on this thread: daemons are forked from it, and PR_SET_PDEATHSIG fires
+    // when the forking *thread* ends. It finishes its current fault and heals it.
+    end_ms_ = NowMs() + o_.seconds * 1000;
+    NemesisLoop();
+    Note("nemesis stopped; every daemon running");
+    stop_clients_ = true;
+    for (std::thread& thread : threads) thread.join();
+
+    // Final reads: wait-for-all, recorded (a lost acknowledged write shows up in the check).
+    bool healthy = WaitHealthy(15000);
+    Note(healthy ? "final: healthy" : "final: NOT healthy after 15 s: " + last_unhealthy_);
+    int final_reads = 0;
+    if (healthy) {
+      auto client = cohort::Client::Connect(Address(0), "final-reader", absl::Seconds(2));
+      std::mt19937_64 rng(1);
+      std::map<std::string, std::string> seen;
+      int seq = 0;
+      for (int k = 0; client.ok() && k < o_.keys; ++k) {
+        for (int attempt = 0; attempt < 5; ++attempt) {
+          std::string key = absl::StrCat("k", k);
+          int64_t call = NowNs();
+          auto result = (*client)->Invoke("kv", "get", key, cohort::Mode::kAll, absl::Seconds(3));
+          int64_t ret = NowNs();
+          if (!result.ok() || static_cast<int>(result->replies.size()) < o_.nodes) continue;
+          (void)seq;
+          bool found = result->replies.front().status.ok();
+          std::string value = found ? result->replies.front().payload : "";
+          for (const cohort::Reply& reply : result->replies) {
+            if (reply.status.ok() != found || (found && reply.payload != value)) divergent_++;
+          }
+          Record(o_.clients, "get", key, "", "", "ok", found, value, call, ret, "");
+          final_reads++;
+          break;
+        }
+      }
+    }
+    // Every replica holds the same map (a majority acknowledged each call: allow a moment).
+    bool agree = false;
+    for (int attempt = 0; attempt < 100 && !agree; ++attempt) {
+      std::lock_guard<std::mutex> lock(mu_);
+      agree = true;
+      auto first = nodes_[0].store ? nodes_[0].store->Snapshot() : std::map<std::string, std::string>();
+      for (int i = 1; i < o_.nodes; ++i) {
+        if (!nodes_[i].store || nodes_[i].store->Snapshot() != first) agree = false;
+      }
+      if (!agree) SleepMs(50);
+    }
+    Note(agree ? "final: every replica holds the same map" : "final: replicas DIFFER");
+    std::string counts;
+    for (const auto& [k, v] : counts_) absl::StrAppend(&counts, counts.empty() ? "" : ", ", k, " ", v);
+    std::string faults;
+    for (const auto& [k, v] : faults_) absl::StrAppend(&faults, faults.empty() ? "" : ", ", k, " ", v);
+    std::printf("kv-nemesis: nodes %d, %d s, ops: %s; faults: %s; final reads %d/%d; divergent "
+                "replies %d; failed restarts %d; replicas agree: %s\n",
+                o_.nodes, o_.seconds, counts.c_str(), faults.c_str(), final_reads, o_.keys,
+                divergent_.load(), failed_restarts_, agree ? "yes" : "NO");
+    Shutdown();
+    return healthy && agree && divergent_ == 0 && final_reads == o_.keys ? 0 : 1;
+  }
+
+  void Shutdown() {
+    std::vector<std::unique_ptr<cohort::Servant>> servants;
+    std::vector<pid_t> pids;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Node& node : nodes_) {
+        if (node.servant) servants.push_back(std::move(node.servant));
+        if (node.pid > 0) pids.push_back(node.pid);
+        node.pid = 0;
+      }
+    }
+    for (auto& servant : servants) servant->Stop();
+    for (pid_t pid : pids) {
+      kill(pid, SIGCONT);
+      kill(pid, SIGTERM);
+    }
+    for (pid_t pid : pids) {
+      bool gone = false;
+      for (int attempt = 0; attempt < 60 && !gone; ++attempt) {
+        gone = waitpid(pid, nullptr, WNOHANG) == pid;
+        if (!gone) SleepMs(50);
+      }
+      if (!gone) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  }
+
+ private:
+  Options o_;
+  std::mt19937_64 rng_;  // nemesis thread (and setup) only
+  std::mutex mu_;        // nodes_
+  std::vector<Node> nodes_;
+  std::mutex file_mu_;
+  std::ofstream schedule_, history_;
+  std::map<std::string, int> counts_;  // under file_mu_
+  std::map<std::string, int> faults_;  // nemesis thread
+  std::atomic<bool> stop_clients_{false};
+  bool Over() const { return NowMs() >= end_ms_; }
+  std::atomic<int> divergent_{0};
+  int failed_restarts_ = 0;
+  int64_t last_healthy_ms_ = 0;
+  int64_t end_ms_ = 0;
+  std::string last_unhealthy_;  // why the last Healthy() was false
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.seed = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  std::string self = argv[0];
+  size_t slash = self.rfind('/');
+  o.cohortd = (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/cohortd";
+  for (int i = 1; i < argc; i += 2) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "kv-nemesis: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    std::string value = argv[i + 1];
+    if (flag == "--nodes") o.nodes = std::atoi(value.c_str());
+    else if (flag == "--seconds") o.seconds = std::atoi(value.c_str());
+    else if (flag == "--clients") o.clients = std::atoi(value.c_str());
+    else if (flag == "--keys") o.keys = std::atoi(value.c_str());
+    else if (flag == "--deadline-ms") o.deadline_ms = std::atoi(value.c_str());
+    else if (flag == "--seed") o.seed = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--dir") o.dir = value;
+    else if (flag == "--cohortd") o.cohortd = value;
+    else if (flag == "--log-level") o.log_level = value;
+    else {
+      std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1) {
+    std::fprintf(stderr,
+                 "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
+                 " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n");
+    return 2;
+  }
+  mkdir(o.dir.c_str(), 0755);
+  signal(SIGPIPE, SIG_IGN);
+  std::printf("kv-nemesis: seed %llu, dir %s\n", static_cast<unsigned long long>(o.seed),
+              o.dir.c_str());
+  std::fflush(stdout);
+  Run run(o);
+  return run.Go();
+}
