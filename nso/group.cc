@@ -32,6 +32,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   members.erase(std::unique(members.begin(), members.end()), members.end());
   incarnations_.clear();
   restarts_flagged_.clear();
+  if (view_id > view_id_) counters_.view_changes++;
   view_id_ = view_id;
   members_ = std::move(members);
   peers_.clear();

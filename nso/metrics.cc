@@ -132,6 +132,8 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             [](const GroupSnapshot& g) { return g.counters.heartbeats_sent; });
   per_group("cohort_group_envelopes_sent_total", "counter", "Group envelopes sent to members.",
             [](const GroupSnapshot& g) { return g.counters.envelopes_sent; });
+  per_group("cohort_view_changes_total", "counter", "Views installed after the first.",
+            [](const GroupSnapshot& g) { return g.counters.view_changes; });
   per_group("cohort_suspicions_total", "counter",
             "Members suspected by the aggressive timeout (OGS s5).",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });
