@@ -267,7 +267,8 @@ class Run {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
-    if (servant) servant->Stop();
+    if (servant) servant->Stop();  // cancels the stream only
+    servant.reset();                // joins its delivery thread, which uses the store
     std::lock_guard<std::mutex> lock(mu_);
     nodes_[i].store.reset();  // no stable storage: the restarted replica starts empty
   }
@@ -359,9 +360,28 @@ class Run {
       Record(id, op, key, value, expected, "unknown", false, "", call, ret, error);
       return false;
     }
-    const cohort::Reply& first = result->replies.front();
+    // A member whose daemon has no servant attached (a restarted daemon, before its servant
+    // re-attaches) answers UNAVAILABLE "no servant attached": not an answer of the store.
+    std::vector<const cohort::Reply*> answers;
     for (const cohort::Reply& reply : result->replies) {
-      if (reply.status.code() != first.status.code() || reply.payload != first.payload) {
+      if (NoServant(reply)) {
+        no_servant_replies_++;
+        Note(absl::StrCat("reply without servant to ", op, " ", payload, " from ", reply.member,
+                          " (counted in the ", result->wanted, " wanted of view ",
+                          result->view_id, ": ", result->replies.size(), " replies)"));
+      } else {
+        answers.push_back(&reply);
+      }
+    }
+    if (answers.empty()) {
+      Record(id, op, key, value, expected, "unknown", false, "", call, ret, "no servant answered");
+      return false;
+    }
+    const cohort::Reply& first = *answers.front();
+    for (const cohort::Reply* answer : answers) {
+      const cohort::Reply& reply = *answer;
+      if (reply.status.code() != first.status.code() ||
+          reply.status.message() != first.status.message() || reply.payload != first.payload) {
         divergent_++;
         Note(absl::StrCat("DIVERGENT replies to ", op, " ", payload, ": ", first.member, " ",
                           first.status.ToString(), " ", first.payload, " vs ", reply.member, " ",
@@ -400,6 +420,11 @@ class Run {
       }
     }
     return true;
+  }
+
+  static bool NoServant(const cohort::Reply& reply) {
+    return reply.status.code() == absl::StatusCode::kUnavailable &&
+           reply.status.message().find("no servant attached") != absl::string_view::npos;
   }
 
   void ClientLoop(int id) {
@@ -587,9 +612,10 @@ class Run {
     std::string faults;
     for (const auto& [k, v] : faults_) absl::StrAppend(&faults, faults.empty() ? "" : ", ", k, " ", v);
     std::printf("kv-nemesis: nodes %d, %d s, ops: %s; faults: %s; final reads %d/%d; divergent "
-                "replies %d; failed restarts %d; replicas agree: %s\n",
+                "replies %d; replies without servant %d; failed restarts %d; replicas agree: %s\n",
                 o_.nodes, o_.seconds, counts.c_str(), faults.c_str(), final_reads, o_.keys,
-                divergent_.load(), failed_restarts_, agree ? "yes" : "NO");
+                divergent_.load(), no_servant_replies_.load(), failed_restarts_,
+                agree ? "yes" : "NO");
     Shutdown();
     return healthy && agree && divergent_ == 0 && final_reads == o_.keys ? 0 : 1;
   }
@@ -635,6 +661,7 @@ class Run {
   std::atomic<bool> stop_clients_{false};
   bool Over() const { return NowMs() >= end_ms_; }
   std::atomic<int> divergent_{0};
+  std::atomic<int> no_servant_replies_{0};
   int failed_restarts_ = 0;
   int64_t last_healthy_ms_ = 0;
   int64_t end_ms_ = 0;

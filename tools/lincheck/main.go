@@ -1,7 +1,7 @@
 // lincheck: checks a history recorded by tools/kv_nemesis.cc against a sequential key-value
 // specification with Porcupine (github.com/anishathalye/porcupine), partitioned by key.
 //
-//	lincheck [-timeout 120s] [-html out.html] HISTORY.jsonl
+//	lincheck [-timeout 60s] [-html out.html] HISTORY.jsonl
 //
 // Prints "linearizable" (exit 0), "NOT linearizable" (exit 1), "unknown: checker timed out"
 // (exit 2); 3 for a bad command line or an unreadable history.
@@ -21,7 +21,8 @@
 // Unknown outcomes: a get that failed is dropped (it observed nothing); a put or cas that failed
 // may have taken effect at any time after its call, so its return time is +infinity and the model
 // accepts it whether or not it took effect (a put that is linearized after every other operation
-// is indistinguishable from one that never happened).
+// is indistinguishable from one that never happened). Unknown writes whose value nobody observed
+// are dropped before the search (dropUnobserved says why that is sound).
 package main
 
 import (
@@ -72,53 +73,61 @@ func notSet(v string) string {
 	return v
 }
 
-// The per-key state is the key's value, "" when not set.
-var kvModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(input).key
-			if _, seen := byKey[k]; !seen {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
+func partitionByKey(history []porcupine.Operation) [][]porcupine.Operation {
+	byKey := map[string][]porcupine.Operation{}
+	var keys []string
+	for _, op := range history {
+		k := op.Input.(input).key
+		if _, seen := byKey[k]; !seen {
+			keys = append(keys, k)
 		}
-		sort.Strings(keys)
-		var out [][]porcupine.Operation
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() interface{} { return "" },
-	Step: func(state, in, out interface{}) (bool, interface{}) {
+		byKey[k] = append(byKey[k], op)
+	}
+	sort.Strings(keys)
+	var out [][]porcupine.Operation
+	for _, k := range keys {
+		out = append(out, byKey[k])
+	}
+	return out
+}
+
+// The per-key state is the key's value, "" when not set. The model is nondeterministic only for a
+// cas of unknown outcome linearized where it matches: it may have taken effect or not (the call
+// may never have been executed).
+var kvModel = porcupine.NondeterministicModel{
+	Partition: partitionByKey,
+	Init:      func() []interface{} { return []interface{}{""} },
+	Step: func(state, in, out interface{}) []interface{} {
 		s := state.(string)
 		i := in.(input)
 		o := out.(output)
+		ok := func(next string) []interface{} { return []interface{}{next} }
 		switch i.op {
 		case "put":
-			return true, i.value
+			return ok(i.value)
 		case "get":
-			if o.found {
-				return o.result == s, s
+			if o.found && o.result == s || !o.found && s == "" {
+				return ok(s)
 			}
-			return s == "", s
 		case "cas":
 			match := s == i.expected
 			switch o.outcome {
 			case "ok":
-				return match, i.value
-			case "fail":
-				return !match && o.result == s, s
-			default: // unknown: took effect iff linearized at a point where it matched
 				if match {
-					return true, i.value
+					return ok(i.value)
 				}
-				return true, s
+			case "fail":
+				if !match && o.result == s {
+					return ok(s)
+				}
+			default:
+				if match {
+					return []interface{}{i.value, s}
+				}
+				return ok(s)
 			}
 		}
-		return false, s
+		return nil
 	},
 	DescribeOperation: func(in, out interface{}) string {
 		i := in.(input)
@@ -139,12 +148,48 @@ var kvModel = porcupine.Model{
 	DescribeState: func(state interface{}) string { return fmt.Sprintf("%q", state.(string)) },
 }
 
+// dropUnobserved removes the put and cas operations of unknown outcome whose value (unique per
+// write) no operation of the history observes: no get returned it, no cas expected it, no failed
+// cas found it. That is sound: in a linearization with such a write W, every operation between W
+// and the next write that takes effect would observe W's value, so there is none but writes and
+// unknown cas that do not take effect, and removing W leaves a linearization; conversely W can
+// always be linearized last (its return time is +infinity). Without this, every unknown write
+// stays pending to the end of the history and Porcupine's search grows exponentially.
+func dropUnobserved(ops []porcupine.Operation) ([]porcupine.Operation, int) {
+	observed := map[[2]string]bool{}
+	for _, op := range ops {
+		i := op.Input.(input)
+		o := op.Output.(output)
+		switch {
+		case i.op == "get" && o.found:
+			observed[[2]string{i.key, o.result}] = true
+		case i.op == "cas" && o.outcome == "fail":
+			observed[[2]string{i.key, o.result}] = true
+			observed[[2]string{i.key, i.expected}] = true
+		case i.op == "cas":
+			observed[[2]string{i.key, i.expected}] = true
+		}
+	}
+	var kept []porcupine.Operation
+	dropped := 0
+	for _, op := range ops {
+		i := op.Input.(input)
+		o := op.Output.(output)
+		if o.outcome == "unknown" && i.op != "get" && !observed[[2]string{i.key, i.value}] {
+			dropped++
+			continue
+		}
+		kept = append(kept, op)
+	}
+	return kept, dropped
+}
+
 func main() {
-	timeout := flag.Duration("timeout", 120*time.Second, "give up (exit 2) after this long")
+	timeout := flag.Duration("timeout", 60*time.Second, "give up (exit 2) after this long")
 	html := flag.String("html", "", "write Porcupine's visualization of the history to this file")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: lincheck [-timeout 120s] [-html out.html] HISTORY.jsonl")
+		fmt.Fprintln(os.Stderr, "usage: lincheck [-timeout 60s] [-html out.html] HISTORY.jsonl")
 		os.Exit(3)
 	}
 	f, err := os.Open(flag.Arg(0))
@@ -208,11 +253,14 @@ func main() {
 		summary = append(summary, fmt.Sprintf("%s=%d", k, counts[k]))
 	}
 	sort.Strings(summary)
-	fmt.Fprintf(os.Stderr, "lincheck: %d operations checked %v\n", len(ops), summary)
+	ops, dropped := dropUnobserved(ops)
+	fmt.Fprintf(os.Stderr, "lincheck: %d operations checked (%d unknown writes never observed, dropped) %v\n",
+		len(ops), dropped, summary)
 
-	result, info := porcupine.CheckOperationsVerbose(kvModel, ops, *timeout)
+	model := kvModel.ToModel()
+	result, info := porcupine.CheckOperationsVerbose(model, ops, *timeout)
 	if *html != "" && result != porcupine.Ok {
-		if err := porcupine.VisualizePath(kvModel, info, *html); err != nil {
+		if err := porcupine.VisualizePath(model, info, *html); err != nil {
 			fmt.Fprintln(os.Stderr, "lincheck: visualization:", err)
 		}
 	}
