@@ -372,15 +372,37 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
       notice.set_ordered_notice(true);
       SendReply(request.origin(), group->name(), notice);
     }
-    if (!request.method().empty()) {
-      DeliverInvocation(group, request);
+    if (!HasServant(group->name())) {
+      // A member with no servant attached yet (it starts before its application, or restarted):
+      // the group's object is not here to execute anything, so the requests wait for it, in
+      // order, rather than being answered or lost (found by the linearizability checks).
+      if (membership.no_servant.size() < kNoServantBufferMax) {
+        membership.no_servant.push_back(request);
+      } else if (!membership.no_servant_overflow) {
+        membership.no_servant_overflow = true;
+        Log("group")->warn("group {}: no servant attached and {} requests waiting: later ones "
+                           "are dropped; the servant will get the state by rejoining",
+                           group->name(), kNoServantBufferMax);
+      }
       continue;
     }
-    uint64_t group_seq = ++delivered_seq_[group->name()];
-    for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
-      if (servant.group == group->name()) {
-        servant.sink({0, group->name(), "", request.payload(), true, group->view_id(), group_seq});
-      }
+    DeliverRequest(group, request);
+  }
+}
+
+bool Node::HasServant(const std::string& group) const {
+  for (const auto& [id, servant] : servants_) {
+    if (servant.group == group) return true;
+  }
+  return false;
+}
+
+void Node::DeliverRequest(Group* group, const wire::Request& request) {
+  if (!request.method().empty()) return DeliverInvocation(group, request);
+  uint64_t group_seq = ++delivered_seq_[group->name()];
+  for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
+    if (servant.group == group->name()) {
+      servant.sink({0, group->name(), "", request.payload(), true, group->view_id(), group_seq});
     }
   }
 }
@@ -549,6 +571,16 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
                         (*group)->view_id()});
     membership.pending_servant_state.reset();
   }
+  // Requests ordered while no servant was here, in order, after the state.
+  std::vector<wire::Request> waiting = std::move(membership.no_servant);
+  membership.no_servant.clear();
+  for (const wire::Request& request : waiting) DeliverRequest(*group, request);
+  if (membership.no_servant_overflow) {
+    membership.no_servant_overflow = false;
+    Log("membership")->warn("group {}: requests were dropped while no servant was attached: "
+                            "rejoining to get the state", group_name);
+    SendJoinRequest(*group);
+  }
   if (!(*group)->is_member()) {
     Log("membership")->info("group {}: not a member of view {}: asking to join", group_name,
                             (*group)->view_id());
@@ -612,7 +644,8 @@ void Node::Tick(uint64_t now_ms) {
     DeliverAll(group.get(), std::move(deliveries));
     for (NodeId gone : group->TakeExclusions()) ProposeViewChange(group.get(), {gone}, {});
     for (NodeId restarted : group->TakeRestarts()) {
-      ProposeViewChange(group.get(), {restarted}, {restarted});
+      // Re-admitted with the state of a member whose servant holds it.
+      if (HasServant(name)) ProposeViewChange(group.get(), {restarted}, {restarted});
     }
     TickMembership(group.get());
   }

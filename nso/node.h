@@ -75,6 +75,8 @@ struct GroupInfo {
 // member that transfers it, and installed at the joiner before any other delivery.
 inline constexpr char kGetStateMethod[] = "$get_state";
 inline constexpr char kSetStateMethod[] = "$set_state";
+// Requests a member without a servant keeps for it (beyond: it rejoins with state transfer).
+inline constexpr size_t kNoServantBufferMax = 100000;
 
 class Node {
  public:
@@ -150,6 +152,8 @@ class Node {
     uint64_t behind_since_ms = 0;   // last time this node was not behind
     std::map<NodeId, uint64_t> last_notice_ms;  // VIEW_NOTICE rate limit per node
     std::optional<std::string> pending_servant_state;  // arrived before any servant attached
+    std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)
+    bool no_servant_overflow = false;
   };
   // A state sent to a joiner, resent until the joiner is heard in the new view (chunks may be
   // lost; the transfer must not depend on a new view change, which needs a majority).
@@ -202,6 +206,8 @@ class Node {
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
+  void DeliverRequest(Group* group, const wire::Request& request);
+  bool HasServant(const std::string& group) const;
 
   // Membership (node_membership.cc).
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);

@@ -208,10 +208,11 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
 
 void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessage& message) {
   if (!group->is_member()) return;
-  // One member answers: the lowest-id one not suspected (another takes over if it is).
-  if (group->RequestManager() != self_) {
-    Log("membership")->debug("group {}: join request of node {} left to node {}", group->name(),
-                             from, group->RequestManager());
+  // A member whose servant holds the state answers (it will send the state); several may
+  // propose, and only the first change applies (the others name a view that has passed).
+  if (!HasServant(group->name())) {
+    Log("membership")->debug("group {}: join request of node {}: no servant here to give the "
+                             "state", group->name(), from);
     return;
   }
   auto transfer = state_transfers_.find(from);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two short nemesis runs of the kv servant (3 then 5 daemons, 5 s of faults each), each history
 # checked for linearizability by tools/lincheck (Porcupine). The checker is built offline from
-# tools/lincheck with its vendored module (GOFLAGS=-mod=vendor, GOPROXY=off); `go` is found on
+# tools/lincheck; its one dependency (Porcupine) comes from the Go module proxy into a module cache
+# kept in /var/tmp/cohort-gomodcache between runs; `go` is found on
 # PATH or in /usr/local/go/bin. More runs: tools/lincheck-runs RUNS (RELIABILITY.md).
 set -euo pipefail
 root="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-cohort}"
@@ -14,7 +15,8 @@ if [ -z "$go_bin" ]; then
 fi
 cp -rL "$root/tools/lincheck" "$tmp/lincheck-src"
 (cd "$tmp/lincheck-src" &&
-  HOME="$tmp" GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GOFLAGS=-mod=vendor GOPROXY=off \
+  HOME="$tmp" GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GOFLAGS=-mod=mod \
+  GOMODCACHE=/var/tmp/cohort-gomodcache \
   GOTOOLCHAIN=local "$go_bin" build -o "$tmp/lincheck" .)
 # The checker is not vacuous: a history recorded by a nemesis run (a stale cas answer from a
 # restarted replica, RELIABILITY.md "Found") must be reported NOT linearizable.
