@@ -12,15 +12,6 @@
 namespace cohort {
 namespace {
 
-api::Mode ToApiMode(Mode mode) {
-  switch (mode) {
-    case Mode::kOneWay: return api::ONE_WAY;
-    case Mode::kFirst: return api::WAIT_FIRST;
-    case Mode::kMajority: return api::WAIT_MAJORITY;
-    case Mode::kAll: return api::WAIT_ALL;
-  }
-  return api::MODE_UNSPECIFIED;
-}
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
@@ -132,12 +123,29 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   if (style == Style::kClosed) request.set_style(api::CLOSED);
   int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
   request.set_deadline_ms(static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX)));
+  return internal::InvokeRpc(stub_.get(), request, deadline, token_);
+}
+
+namespace internal {
+
+api::Mode ToApiMode(Mode mode) {
+  switch (mode) {
+    case Mode::kOneWay: return api::ONE_WAY;
+    case Mode::kFirst: return api::WAIT_FIRST;
+    case Mode::kMajority: return api::WAIT_MAJORITY;
+    case Mode::kAll: return api::WAIT_ALL;
+  }
+  return api::MODE_UNSPECIFIED;
+}
+
+absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::InvokeRequest& request,
+                                       absl::Duration deadline, const std::string& token) {
   grpc::ClientContext context;
-  Prepare(&context);
-  // The daemon enforces the deadline and answers with what it has; the transport gets slack.
-  SetDeadline(&context, deadline + absl::Seconds(2));
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  context.set_deadline(std::chrono::system_clock::now() +
+                       absl::ToChronoMilliseconds(deadline + absl::Seconds(2)));
   api::InvokeReply reply;
-  grpc::Status status = stub_->Invoke(&context, request, &reply);
+  grpc::Status status = stub->Invoke(&context, request, &reply);
   if (!status.ok()) return nso::FromGrpcStatus(status);
   GroupReplies result;
   result.view_id = reply.view_id();
@@ -151,10 +159,12 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   return result;
 }
 
+}  // namespace internal
+
 absl::StatusOr<GroupReplies> Client::Invoke(const std::string& group, const std::string& method,
                                             const std::string& payload, Mode mode,
                                             absl::Duration deadline, Style style) {
-  return Call(group, method, payload, ToApiMode(mode), deadline, style);
+  return Call(group, method, payload, internal::ToApiMode(mode), deadline, style);
 }
 
 absl::StatusOr<GroupReplies> Client::InvokeDefault(const std::string& group,
@@ -203,17 +213,17 @@ absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
 }
 
 absl::Status Client::JoinGroup(const std::string& group) {
-  api::GroupRequest request;
-  request.set_nso(nso_);
-  request.set_group(group);
-  grpc::ClientContext context;
-  Prepare(&context);
-  SetDeadline(&context, absl::Seconds(5));
-  api::Empty reply;
-  return nso::FromGrpcStatus(stub_->JoinGroup(&context, request, &reply));
+  return GroupCall(group, &api::Cohort::Stub::JoinGroup);
 }
 
 absl::Status Client::LeaveGroup(const std::string& group) {
+  return GroupCall(group, &api::Cohort::Stub::LeaveGroup);
+}
+
+absl::Status Client::GroupCall(
+    const std::string& group,
+    grpc::Status (api::Cohort::Stub::*rpc)(grpc::ClientContext*, const api::GroupRequest&,
+                                           api::Empty*)) {
   api::GroupRequest request;
   request.set_nso(nso_);
   request.set_group(group);
@@ -221,7 +231,7 @@ absl::Status Client::LeaveGroup(const std::string& group) {
   Prepare(&context);
   SetDeadline(&context, absl::Seconds(5));
   api::Empty reply;
-  return nso::FromGrpcStatus(stub_->LeaveGroup(&context, request, &reply));
+  return nso::FromGrpcStatus((stub_.get()->*rpc)(&context, request, &reply));
 }
 
 }  // namespace cohort

@@ -115,6 +115,11 @@ class Client {
   Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name);
   // A context with the token's metadata.
   void Prepare(grpc::ClientContext* context) const;
+  // JoinGroup / LeaveGroup: the same request, another RPC.
+  absl::Status GroupCall(const std::string& group,
+                         grpc::Status (api::Cohort::Stub::*rpc)(grpc::ClientContext*,
+                                                                const api::GroupRequest&,
+                                                                api::Empty*));
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
@@ -133,6 +138,15 @@ std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address);
 absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& address,
                                                              const ConnectOptions& options);
 
+namespace internal {
+
+api::Mode ToApiMode(Mode mode);
+// One Invoke RPC: the daemon enforces `deadline`, the RPC gets 2 s of slack; the reply converted.
+// Shared by Client and Servant (group-to-group calls).
+absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::InvokeRequest& request,
+                                       absl::Duration deadline, const std::string& token);
+
+}  // namespace internal
 }  // namespace cohort
 
 #endif  // COHORT_INVOCATION_CLIENT_H_

@@ -82,35 +82,14 @@ absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
   request.set_group(group);
   request.set_method(method);
   request.set_payload(payload);
-  switch (mode) {
-    case Mode::kOneWay: request.set_mode(api::ONE_WAY); break;
-    case Mode::kFirst: request.set_mode(api::WAIT_FIRST); break;
-    case Mode::kMajority: request.set_mode(api::WAIT_MAJORITY); break;
-    case Mode::kAll: request.set_mode(api::WAIT_ALL); break;
-  }
+  request.set_mode(internal::ToApiMode(mode));
   request.set_deadline_ms(static_cast<uint32_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline))));
   // Through the called group's request manager (open group), as 003 section 4.3 describes.
   request.set_style(api::OPEN);
   request.set_caller_group(group_);
   request.set_caller_seq(current_group_seq_);
   request.set_caller_index(nested_calls_++);
-  grpc::ClientContext context;
-  if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
-  context.set_deadline(std::chrono::system_clock::now() +
-                       absl::ToChronoMilliseconds(deadline + absl::Seconds(2)));
-  api::InvokeReply reply;
-  grpc::Status status = stub_->Invoke(&context, request, &reply);
-  if (!status.ok()) return nso::FromGrpcStatus(status);
-  GroupReplies result;
-  result.view_id = reply.view_id();
-  result.wanted = reply.wanted();
-  for (const api::ReplyFrom& from : reply.replies()) {
-    result.replies.push_back({from.member(), from.node(),
-                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
-                                           from.error()),
-                              from.payload()});
-  }
-  return result;
+  return internal::InvokeRpc(stub_.get(), request, deadline, token_);
 }
 
 absl::Status Servant::Wait() {
