@@ -110,6 +110,12 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
         << peers.str() << options_.extra_yaml << "\n" << options_.groups_yaml << "\n";
     // The loader requires a tls section: plaintext on purpose unless the test sets its own.
     if (options_.extra_yaml.find("tls:") == std::string::npos) out << "tls: {insecure: true}\n";
+    // Tests run two at a time on a 2-core machine: a heartbeat can be late by more than the
+    // 50 ms default, so test clusters suspect after 150 ms unless the test sets its own.
+    if (options_.extra_yaml.find("failure_detector") == std::string::npos &&
+        options_.groups_yaml.find("failure_detector") == std::string::npos) {
+      out << "failure_detector: {suspect_timeout_ms: 150}\n";
+    }
     if (options_.metrics) out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i] << "}\n";
   }
 }
