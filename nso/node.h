@@ -150,6 +150,7 @@ class Node {
     uint64_t awaiting_since_ms = 0;
     uint64_t last_join_request_ms = 0;
     uint64_t behind_since_ms = 0;   // last time this node was not behind
+    std::map<NodeId, uint64_t> added_at_ms;  // when each member was last added by a view change
     std::map<NodeId, uint64_t> last_notice_ms;  // VIEW_NOTICE rate limit per node
     std::optional<std::string> pending_servant_state;  // arrived before any servant attached
     std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)

@@ -83,6 +83,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   std::vector<NodeId> state_to;
   for (NodeId node : joiners) {
     if (node != self_) state_to.push_back(node);
+    membership_[group->name()].added_at_ms[node] = now_ms_;
   }
   if (provider == self_ && !state_to.empty()) {
     RequestState(group, state_to);
@@ -213,6 +214,15 @@ void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessag
   if (!HasServant(group->name())) {
     Log("membership")->debug("group {}: join request of node {}: no servant here to give the "
                              "state", group->name(), from);
+    return;
+  }
+  // Just added, its state on the way: a repeated request must not re-add it again (the joiner asks
+  // again by itself if the state never comes).
+  GroupMembership& membership = membership_[group->name()];
+  auto added = membership.added_at_ms.find(from);
+  uint64_t patience_ms = std::max<uint64_t>(group->config().exclude_timeout_ms, 2000);
+  if (group->IsMember(from) && added != membership.added_at_ms.end() &&
+      now_ms_ < added->second + patience_ms) {
     return;
   }
   auto transfer = state_transfers_.find(from);
