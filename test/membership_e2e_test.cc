@@ -61,20 +61,29 @@ std::vector<std::string> Names(const View& view) {
   return names;
 }
 
+// Starts the cluster, a counter replica on its first `replicas_wanted` daemons and a client at n1;
+// returns once a wait-for-all call is answered by all of them.
+std::unique_ptr<Client> StartCounterGroup(test::Cluster* cluster, int replicas_wanted,
+                                          std::vector<std::unique_ptr<Replica>>* replicas) {
+  REQUIRE(cluster->Start());
+  for (int i = 1; i <= replicas_wanted; ++i) {
+    replicas->push_back(std::make_unique<Replica>());
+    REQUIRE(replicas->back()->Start(cluster->ClientAddress(i), "counter").ok());
+  }
+  auto client = Client::Connect(cluster->ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(Ready(client->get(), replicas_wanted));
+  return std::move(*client);
+}
+
 }  // namespace
 
 TEST_CASE("004 s5: a member killed with SIGKILL is excluded after the exclusion timeout",
           "[e2e][membership]") {
   test::Cluster cluster({3, kGroups, "", "warn"});
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(Ready(client->get(), 3));
+  std::unique_ptr<Client> client_owner = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = &client_owner;
   REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
   auto before = (*client)->GroupDetails("counter");
   REQUIRE(before.ok());
@@ -102,15 +111,9 @@ TEST_CASE("004 s5: a member killed with SIGKILL is excluded after the exclusion 
 TEST_CASE("SIGTERM: the daemon leaves the group and the others install a new view at once",
           "[e2e][membership]") {
   test::Cluster cluster({3, kGroups, "", "warn"});
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(Ready(client->get(), 3));
+  std::unique_ptr<Client> client_owner = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = &client_owner;
   auto stopped_at = std::chrono::steady_clock::now();
   cluster.Stop(3);  // SIGTERM, and wait for the exit
   REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 2; }));
@@ -126,15 +129,9 @@ TEST_CASE("SIGHUP reloads the failure-detector timeouts", "[e2e][membership]") {
   std::string groups = kGroups;
   groups.replace(groups.find("exclude_timeout_ms: 1000"), 24, "exclude_timeout_ms: 60000");
   test::Cluster cluster({3, groups, "", "warn"});
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(Ready(client->get(), 3));
+  std::unique_ptr<Client> client_owner = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = &client_owner;
   for (int i = 1; i <= 3; ++i) {  // back to a 1 s exclusion timeout, without a restart
     std::ifstream in(cluster.ConfigPath(i));
     std::stringstream text;
@@ -154,15 +151,9 @@ TEST_CASE("SIGHUP reloads the failure-detector timeouts", "[e2e][membership]") {
 TEST_CASE("primary partition: a member frozen past the exclusion timeout is excluded, then "
           "rejoins with state transfer", "[e2e][membership]") {
   test::Cluster cluster({3, kGroups, "", "warn"});
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(Ready(client->get(), 3));
+  std::unique_ptr<Client> client_owner = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = &client_owner;
   cluster.Pause(3);  // n3 is cut off: it neither sends nor receives
   REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 2; }));
   for (int i = 0; i < 20; ++i) REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll).ok());
@@ -180,15 +171,9 @@ TEST_CASE("primary partition: a member frozen past the exclusion timeout is excl
 TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
           "[e2e][membership]") {
   test::Cluster cluster({4, kGroups, "", "warn"});
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<Replica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<Replica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(Ready(client->get(), 3));
+  std::unique_ptr<Client> client_owner = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = &client_owner;
   for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
 
   // n4 is not in the YAML's members: its servant attaching makes it ask to join.
