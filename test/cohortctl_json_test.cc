@@ -16,6 +16,7 @@
 #include "invocation/servant.h"
 #include "invocation/typed.h"
 #include "test/cluster.h"
+#include "test/typed_counter_fixture.h"
 #include "test/ops_test_util.h"
 
 namespace cohort {
@@ -27,63 +28,10 @@ using examples::CounterGroup;
 using examples::GetRequest;
 using examples::Value;
 
-constexpr char kGroups[] = R"(groups:
-  - name: counter
-    members: [n1, n2, n3]
-    ordering: consensus
-)";
-
-class CounterReplica : public examples::CounterServant {
- public:
-  absl::StatusOr<Value> Add(const AddRequest& request) override {
-    if (request.delta() < 0) return absl::InvalidArgumentError("Add: delta must not be negative");
-    value_ += request.delta();
-    return Current();
-  }
-  absl::StatusOr<Value> Get(const GetRequest&) override { return Current(); }
-
- private:
-  Value Current() const {
-    Value value;
-    value.set_value(value_);
-    return value;
-  }
-  int64_t value_ = 0;
+struct Fixture : test::TypedCounterFixture {
+  void Start() { TypedCounterFixture::Start(1); }
 };
 
-// Ready when all three replicas answer a Get (which changes nothing).
-bool WaitReady(Client* client) {
-  CounterGroup probe(client, "counter");
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    auto replies = probe.Get(GetRequest(), Mode::kAll, absl::Seconds(2));
-    if (replies.ok() && replies->replies.size() == 3) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-struct Fixture {
-  test::Cluster cluster{{3, kGroups, "", "warn"}};
-  std::vector<std::unique_ptr<CounterReplica>> replicas;
-  std::vector<std::unique_ptr<Servant>> servants;
-  std::unique_ptr<Client> client;
-
-  void Start() {
-    REQUIRE(cluster.Start());
-    for (int i = 1; i <= 3; ++i) {
-      auto servant = Servant::Create(cluster.ClientAddress(i), "counter");
-      REQUIRE(servant.ok());
-      replicas.push_back(std::make_unique<CounterReplica>());
-      replicas.back()->RegisterWith(servant->get());
-      REQUIRE((*servant)->Start().ok());
-      servants.push_back(std::move(*servant));
-    }
-    auto connected = Client::Connect(cluster.ClientAddress(1), "probe");
-    REQUIRE(connected.ok());
-    client = std::move(*connected);
-    REQUIRE(WaitReady(client.get()));
-  }
-};
 
 // cohortctl against daemon 2 with the counter's descriptor set.
 std::string Ctl(const Fixture& fixture) {

@@ -16,6 +16,7 @@
 #include "invocation/servant.h"
 #include "invocation/typed.h"
 #include "test/cluster.h"
+#include "test/typed_counter_fixture.h"
 
 namespace cohort {
 namespace {
@@ -25,67 +26,10 @@ using examples::CounterGroup;
 using examples::GetRequest;
 using examples::Value;
 
-constexpr char kGroups[] = R"(groups:
-  - name: counter
-    members: [n1, n2, n3]
-    ordering: consensus
-)";
-
-// The typed replica: deliveries arrive one at a time in total order, so no lock is needed.
-class CounterReplica : public examples::CounterServant {
- public:
-  absl::StatusOr<Value> Add(const AddRequest& request) override {
-    if (request.delta() < 0) return absl::InvalidArgumentError("Add: delta must not be negative");
-    value_ += request.delta();
-    return Current();
-  }
-  absl::StatusOr<Value> Get(const GetRequest&) override { return Current(); }
-
- private:
-  Value Current() const {
-    Value value;
-    value.set_value(value_);
-    return value;
-  }
-  int64_t value_ = 0;
+struct Fixture : test::TypedCounterFixture {
+  void Start() { TypedCounterFixture::Start(2); }
 };
 
-// Ready when every member is trusted by the client's daemon and answers: a member that is merely
-// not suspected yet (GroupDetails) may not have been heard from, and the daemon fails fast with
-// UNAVAILABLE until it has (nso/node.cc). Get changes nothing, so probing with it is harmless.
-bool WaitReady(Client* client, const std::string& group) {
-  CounterGroup probe(client, group);
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    auto replies = probe.Get(GetRequest(), Mode::kAll, absl::Seconds(2));
-    if (replies.ok() && replies->replies.size() == 3) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-// Declared so that the servants (which call into the replicas) stop before the replicas go.
-struct Fixture {
-  test::Cluster cluster{{3, kGroups, "", "warn"}};
-  std::vector<std::unique_ptr<CounterReplica>> replicas;
-  std::vector<std::unique_ptr<Servant>> servants;
-  std::unique_ptr<Client> client;
-
-  void Start() {
-    REQUIRE(cluster.Start());
-    for (int i = 1; i <= 3; ++i) {
-      auto servant = Servant::Create(cluster.ClientAddress(i), "counter");
-      REQUIRE(servant.ok());
-      replicas.push_back(std::make_unique<CounterReplica>());
-      replicas.back()->RegisterWith(servant->get());
-      REQUIRE((*servant)->Start().ok());
-      servants.push_back(std::move(*servant));
-    }
-    auto connected = Client::Connect(cluster.ClientAddress(2), "typed-client");
-    REQUIRE(connected.ok());
-    client = std::move(*connected);
-    REQUIRE(WaitReady(client.get(), "counter"));
-  }
-};
 
 AddRequest Delta(int64_t delta) {
   AddRequest request;
