@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "tools/subprocess.h"
+
 namespace cohort::test {
 
-// A free TCP port on 127.0.0.1 (bound once, then released).
-int FreePort();
+using subprocess::FreePort;  // a free TCP port on 127.0.0.1
 
 // The path of a data dependency (a binary built by Bazel) from the test's runfiles.
 std::string Runfile(const std::string& path);

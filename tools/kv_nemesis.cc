@@ -53,6 +53,7 @@
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "tools/kv_store.h"
+#include "tools/subprocess.h"
 
 namespace {
 
@@ -65,47 +66,10 @@ int64_t NowNs() {
 int64_t NowMs() { return NowNs() / 1000000; }
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-// ---- processes (the approach of test/cluster.cc, which is testonly) ----
+using cohort::subprocess::CanConnect;
+using cohort::subprocess::FreePort;
+using cohort::subprocess::Spawn;
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  int port = ntohs(address.sin_port);
-  close(fd);
-  return port;
-}
-
-bool CanConnect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  close(fd);
-  return ok;
-}
-
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
-  int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  dup2(fd, 1);
-  dup2(fd, 2);
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  execv(args[0], args.data());
-  _exit(127);
-}
 
 std::string ReadFrom(const std::string& path, size_t offset) {
   std::ifstream in(path);

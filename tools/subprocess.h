@@ -1,0 +1,23 @@
+// Child daemons for tests and tools on loopback: a free port, a connect probe, and spawning a
+// child that dies with its parent (PR_SET_PDEATHSIG), so no process is left behind.
+#ifndef COHORT_TOOLS_SUBPROCESS_H_
+#define COHORT_TOOLS_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace cohort::subprocess {
+
+// A free TCP port on 127.0.0.1 (bound once, then released).
+int FreePort();
+// True when something accepts connections on 127.0.0.1:port.
+bool CanConnect(int port);
+// Starts argv[0] (a path) with `argv`; stdout and stderr append to `log_path` (unless empty).
+// The child is killed when the thread that spawned it ends.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path);
+
+}  // namespace cohort::subprocess
+
+#endif  // COHORT_TOOLS_SUBPROCESS_H_
