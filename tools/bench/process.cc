@@ -1,4 +1,5 @@
 #include "tools/bench/process.h"
+#include "tools/subprocess.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -108,18 +109,7 @@ void KillAllChildren() {
   }
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  int port = ntohs(address.sin_port);
-  close(fd);
-  return port;
-}
+int FreePort() { return subprocess::FreePort(); }
 
 bool WaitForPort(int port, absl::Duration timeout) {
   absl::Time end = absl::Now() + timeout;
