@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "invocation/client.h"
@@ -53,6 +54,15 @@ void Servant::OnSetState(std::function<absl::Status(const std::string&)> set_sta
   set_state_ = std::move(set_state);
 }
 
+void Servant::OnGetStateStream(std::function<absl::Status(const StateWriter&)> get_state) {
+  get_state_stream_ = std::move(get_state);
+}
+
+void Servant::OnSetStateChunk(
+    std::function<absl::Status(uint64_t, const std::string&, bool)> set_state) {
+  set_state_chunk_ = std::move(set_state);
+}
+
 absl::Status Servant::Start() {
   if (!token_.empty()) context_.AddMetadata("authorization", "Bearer " + token_);
   stream_ = stub_->Serve(&context_);
@@ -98,10 +108,11 @@ absl::Status Servant::Wait() {
   return end_status_;
 }
 
-void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result) {
+void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more) {
   api::ServantMessage message;
   api::ServantMessage::Answer* answer = message.mutable_answer();
   answer->set_delivery(delivery);
+  answer->set_more(more);
   answer->set_status_code(static_cast<int>(result.status().code()));
   if (result.ok()) {
     answer->set_payload(*result);
@@ -112,6 +123,49 @@ void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& resul
   stream_->Write(message);
 }
 
+// The state is answered in chunks of at most this size (the daemons stream it on in chunks).
+constexpr size_t kStateChunkBytes = 256 * 1024;
+
+void Servant::SendState(uint64_t delivery) {
+  if (get_state_stream_) {
+    // One chunk is held back so the last one can say so.
+    std::optional<std::string> held;
+    StateWriter write = [&](std::string chunk) {
+      for (size_t at = 0; at < chunk.size(); at += kStateChunkBytes) {
+        if (held) Answer(delivery, *held, true);
+        held = chunk.size() <= kStateChunkBytes ? std::move(chunk)
+                                                : chunk.substr(at, kStateChunkBytes);
+      }
+    };
+    absl::Status status = get_state_stream_(write);
+    if (!status.ok()) return Answer(delivery, status);
+    return Answer(delivery, held ? std::move(*held) : std::string(), false);
+  }
+  absl::StatusOr<std::string> state = get_state_ ? get_state_() : std::string();
+  if (!state.ok()) return Answer(delivery, state.status());
+  size_t at = 0;
+  while (state->size() - at > kStateChunkBytes) {
+    Answer(delivery, state->substr(at, kStateChunkBytes), true);
+    at += kStateChunkBytes;
+  }
+  Answer(delivery, at == 0 ? std::move(*state) : state->substr(at), false);
+}
+
+void Servant::TakeStateChunk(const api::ServantEvent& event) {
+  absl::Status status;
+  if (set_state_chunk_) {
+    status = set_state_chunk_(event.state_offset(), event.payload(), event.state_last());
+  } else {
+    if (event.state_offset() == 0) partial_state_.clear();
+    partial_state_ += event.payload();
+    if (!event.state_last()) return;
+    if (set_state_) status = set_state_(partial_state_);
+    partial_state_.clear();
+    partial_state_.shrink_to_fit();
+  }
+  if (!status.ok()) std::fprintf(stderr, "cohort servant: SetState: %s\n", status.ToString().c_str());
+}
+
 void Servant::DeliveryLoop() {
   api::ServantEvent event;
   while (stream_->Read(&event)) {
@@ -120,14 +174,11 @@ void Servant::DeliveryLoop() {
       continue;
     }
     if (event.method() == "$get_state") {  // nso::kGetStateMethod
-      Answer(event.delivery(), get_state_ ? get_state_() : absl::StatusOr<std::string>(""));
+      SendState(event.delivery());
       continue;
     }
     if (event.method() == "$set_state") {  // nso::kSetStateMethod
-      if (set_state_) {
-        absl::Status status = set_state_(event.payload());
-        if (!status.ok()) std::fprintf(stderr, "cohort servant: SetState: %s\n", status.ToString().c_str());
-      }
+      TakeStateChunk(event);
       continue;
     }
     current_group_seq_ = event.group_seq();

@@ -50,8 +50,17 @@ class Servant {
   // State transfer to a joining replica (membership): GetState is read at a view change, in
   // delivery order, at the member that transfers the state; SetState installs it at the joiner
   // before any other delivery. Without them a replica's state is not transferred.
+  // The library sends the string in chunks, and assembles the received chunks for SetState.
   void OnGetState(std::function<absl::StatusOr<std::string>()> get_state);
   void OnSetState(std::function<absl::Status(const std::string& state)> set_state);
+  // Large states, streamed: neither the library nor the daemons ever hold the whole state.
+  // GetStateStream calls `write` once per chunk (any size; the library cuts big ones), in order;
+  // SetStateChunk gets them in order: `offset` 0 starts a new state (drop any partial one),
+  // `last` ends it. A streaming hook replaces the plain one on its side.
+  using StateWriter = std::function<void(std::string chunk)>;
+  void OnGetStateStream(std::function<absl::Status(const StateWriter& write)> get_state);
+  void OnSetStateChunk(
+      std::function<absl::Status(uint64_t offset, const std::string& chunk, bool last)> set_state);
 
   // Group-to-group invocation (003 section 4.3), from inside a handler only: the call that this
   // group makes while processing the current delivery. Every replica of the group makes the same
@@ -69,7 +78,9 @@ class Servant {
  private:
   Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group);
   void DeliveryLoop();
-  void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result);
+  void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
+  void SendState(uint64_t delivery);
+  void TakeStateChunk(const api::ServantEvent& event);
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<api::Cohort::Stub> stub_;
@@ -80,6 +91,9 @@ class Servant {
   MulticastHandler multicast_handler_;
   std::function<absl::StatusOr<std::string>()> get_state_;
   std::function<absl::Status(const std::string&)> set_state_;
+  std::function<absl::Status(const StateWriter&)> get_state_stream_;
+  std::function<absl::Status(uint64_t, const std::string&, bool)> set_state_chunk_;
+  std::string partial_state_;  // delivery thread only: chunks so far, for a plain SetState
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<api::ServantMessage, api::ServantEvent>> stream_;
   absl::Mutex write_mu_;

@@ -341,9 +341,9 @@ grpc::Status ApiService::Serve(
       if (!message.has_answer()) continue;
       const api::ServantMessage::Answer& answer = message.answer();
       absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
-      loop_->Post([this, servant, number = answer.delivery(), status,
-                   payload = answer.payload()]() mutable {
-        node_->Answer(servant, number, status, std::move(payload));
+      loop_->Post([this, servant, number = answer.delivery(), status, more = answer.more(),
+                   payload = std::move(*message.mutable_answer()->mutable_payload())]() mutable {
+        node_->Answer(servant, number, status, std::move(payload), more);
       });
     }
     queue->Close();
@@ -358,6 +358,8 @@ grpc::Status ApiService::Serve(
     event.set_one_way(delivery.one_way);
     event.set_view_id(delivery.view_id);
     event.set_group_seq(delivery.group_seq);
+    event.set_state_offset(delivery.state_offset);
+    event.set_state_last(delivery.state_last);
     if (!stream->Write(event)) break;
   }
   context->TryCancel();

@@ -340,7 +340,7 @@ void Node::Submit(Group* group, const wire::Request& request) {
 void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
   GroupMembership& membership = membership_[group->name()];
   for (size_t i = 0; i < deliveries.size(); ++i) {
-    if (membership.awaiting_state) {  // a joiner delivers nothing before the state arrives
+    if (membership.joiner.awaiting_state()) {  // a joiner delivers nothing before its state
       membership.buffered.push_back(std::move(deliveries[i]));
       continue;
     }
@@ -461,8 +461,9 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
                            request.one_way(), group->view_id(), group_seq});
 }
 
-void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload) {
-  if (AnswerStateRequest(delivery, status, payload)) return;
+void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
+                  bool more) {
+  if (AnswerStateRequest(delivery, status, payload, more)) return;
   auto it = open_deliveries_.find(delivery);
   if (it == open_deliveries_.end() || it->second.servant != servant) {
     Log("api")->warn("servant {} answered unknown delivery {}: ignored", servant, delivery);
@@ -564,13 +565,13 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   uint64_t id = next_servant_++;
   servants_[id] = {nso, group_name, std::move(sink)};
   Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
-  GroupMembership& membership = membership_[group_name];
-  membership.want_member = true;
-  if (membership.pending_servant_state) {  // state that arrived before any servant did
-    servants_[id].sink({0, group_name, kSetStateMethod, *membership.pending_servant_state, true,
-                        (*group)->view_id()});
-    membership.pending_servant_state.reset();
-  }
+  GroupMembership& membership = MembershipOf(*group);
+  membership.joiner.set_want_member(true);
+  // State that arrived before any servant did, in order.
+  std::vector<membership::StateReceiver::ServantChunk> state =
+      std::move(membership.pending_servant_state);
+  membership.pending_servant_state.clear();
+  GiveStateToServant(*group, std::move(state));
   // Requests ordered while no servant was here, in order, after the state.
   std::vector<wire::Request> waiting = std::move(membership.no_servant);
   membership.no_servant.clear();

@@ -19,6 +19,9 @@
 #include "invocation/causal_barrier.h"
 #include "invocation/reply_cache.h"
 #include "invocation/reply_collector.h"
+#include "membership/joining.h"
+#include "membership/state_transfer.h"
+#include "membership/view.h"
 #include "nso/config.h"
 #include "nso/group.h"
 #include "nso/transport.h"
@@ -56,6 +59,10 @@ struct ServantDelivery {
   bool one_way = false;
   uint64_t view_id = 0;
   uint64_t group_seq = 0;        // position in the group's order, the same at every member
+  // "$set_state" is streamed: `payload` starts at `state_offset` (0: a new state begins, forget
+  // any partial one); `state_last` ends it.
+  uint64_t state_offset = 0;
+  bool state_last = false;
 };
 
 struct GroupInfo {
@@ -108,7 +115,9 @@ class Node {
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
   absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink);
   void UnregisterServant(uint64_t servant);
-  void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload);
+  // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
+  void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
+              bool more = false);
 
   NodeId self() const { return self_; }
   const std::string& name() const { return config_.node; }
@@ -138,44 +147,28 @@ class Node {
     std::string group;
     ServantSink sink;
   };
-  // Per group: joining, and state transfer (004 section 5; issue: state transfer).
+  // Per group: joining, and state transfer (membership/joining.h, membership/state_transfer.h).
   struct GroupMembership {
-    bool want_member = false;      // a servant is attached here: (re)join when not a member
-    bool awaiting_state = false;   // joined a view, its state has not arrived yet
+    membership::Joiner joiner;          // this node wanting in, or catching up
+    membership::Admission admission;    // answering others' join requests
+    membership::StateReceiver receiver; // the state of the view this node joined
     std::vector<consensus::Delivery> buffered;  // deliveries held until the state is installed
-    std::map<uint64_t, std::string> state_chunks;  // GroupState chunks so far, by offset
-    uint64_t state_end = 0;        // size of the GroupState, once its last chunk arrived
-    bool state_last_seen = false;
-    uint64_t state_view = 0;
-    uint64_t awaiting_since_ms = 0;
-    uint64_t last_join_request_ms = 0;
-    uint64_t behind_since_ms = 0;   // last time this node was not behind
-    std::map<NodeId, uint64_t> added_at_ms;  // when each member was last added by a view change
-    std::map<NodeId, uint64_t> last_notice_ms;  // VIEW_NOTICE rate limit per node
-    std::optional<std::string> pending_servant_state;  // arrived before any servant attached
+    // The servant's state that arrived before any servant attached, in order.
+    std::vector<membership::StateReceiver::ServantChunk> pending_servant_state;
     std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)
     bool no_servant_overflow = false;
   };
-  // A state sent to a joiner, resent until the joiner is heard in the new view (chunks may be
-  // lost; the transfer must not depend on a new view change, which needs a majority).
-  struct StateTransfer {
-    std::string group;
-    uint64_t view_id = 0;
-    std::vector<NodeId> members;
-    std::shared_ptr<const std::string> bytes;
-    uint64_t resend_at_ms = 0;
-    uint64_t give_up_at_ms = 0;
-  };
-
-  // A state snapshot requested from the servant at a view change (provider side).
+  // A state snapshot requested from the servant at a view change (provider side); the transfer
+  // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
   struct StateRequest {
     std::string group;
-    uint64_t view_id = 0;
-    std::vector<NodeId> members;
+    membership::View view;
     std::vector<NodeId> joiners;
     invocation::ReplyCache cache;  // the reply cache as of the view change
     uint64_t delivered_seq = 0;
+    bool started = false;          // the first chunk came: the sender exists
   };
+  using TransferKey = std::pair<std::string, uint64_t>;  // (group, view id)
 
   // Who gets a reply, addressed with the caller's call id (several: duplicate deliveries, or
   // every member of a calling group).
@@ -222,12 +215,14 @@ class Node {
   void SendJoinRequest(Group* group);
   void SendViewNotice(Group* group, NodeId to);
   void TickMembership(Group* group);
-  void RequestState(Group* group, std::vector<NodeId> joiners);
-  void SendState(const std::string& group, uint64_t view_id, const std::vector<NodeId>& members,
-                 const std::vector<NodeId>& joiners, const wire::GroupState& state);
-  void SendStateChunks(NodeId joiner, const StateTransfer& transfer);
+  GroupMembership& MembershipOf(const Group* group);
+  void RequestState(Group* group, membership::View view, std::vector<NodeId> joiners);
+  void SendStatePieces(const membership::StateSender& sender, const std::string& group,
+                       const std::vector<membership::StatePiece>& pieces);
   void ResendStates(Group* group);
-  bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload);
+  bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload,
+                          bool more);
+  void GiveStateToServant(Group* group, std::vector<membership::StateReceiver::ServantChunk> chunks);
   void DeliverInvocation(Group* group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);
   void OnManagedReply(const wire::ManagedReply& reply);
@@ -258,7 +253,7 @@ class Node {
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number
-  std::map<NodeId, StateTransfer> state_transfers_;    // by joiner
+  std::map<TransferKey, membership::StateSender> state_senders_;
   uint64_t next_delivery_ = 1;
 };
 

@@ -1,7 +1,10 @@
-// Node: group membership at run time. Views change by ordering a ViewChange in the old view
-// (004 section 5: the membership is agreed by consensus among the current view), so members that
-// move from view v to v + 1 delivered the same messages in v (virtual synchrony). A joiner
-// receives the group's state from one member before any delivery of its first view.
+// Node: group membership at run time, the glue between the pure state machines of membership/
+// (views, joining, state transfer) and the Node's groups, servants and transport.
+//
+// Views change by ordering a ViewChange in the old view (004 section 5: the membership is agreed
+// by consensus among the current view), so members that move from view v to v + 1 delivered the
+// same messages in v (virtual synchrony). A joiner receives the group's state from one member
+// before any delivery of its first view (membership/state_transfer.h).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -12,16 +15,23 @@
 namespace cohort::nso {
 namespace {
 
-constexpr size_t kStateChunkBytes = 256 * 1024;
-
 std::string Names(const std::vector<NodeId>& nodes) { return absl::StrJoin(nodes, ","); }
 
 }  // namespace
 
+Node::GroupMembership& Node::MembershipOf(const Group* group) {
+  GroupMembership& membership = membership_[group->name()];
+  membership::JoinTimeouts timeouts = membership::JoinTimeoutsFor(
+      group->config().suspect_timeout_ms, group->config().exclude_timeout_ms);
+  membership.joiner.SetTimeouts(timeouts);
+  membership.admission.SetTimeouts(timeouts);
+  return membership;
+}
+
 absl::Status Node::JoinGroup(const std::string& name) {
   absl::StatusOr<Group*> group = FindGroup(name);
   if (!group.ok()) return group.status();
-  membership_[name].want_member = true;
+  MembershipOf(*group).joiner.set_want_member(true);
   if (!(*group)->is_member()) SendJoinRequest(*group);
   return absl::OkStatus();
 }
@@ -29,7 +39,7 @@ absl::Status Node::JoinGroup(const std::string& name) {
 absl::Status Node::LeaveGroup(const std::string& name) {
   absl::StatusOr<Group*> group = FindGroup(name);
   if (!group.ok()) return group.status();
-  membership_[name].want_member = false;
+  MembershipOf(*group).joiner.set_want_member(false);
   if (!(*group)->is_member()) return absl::OkStatus();
   if ((*group)->members().size() == 1) {  // the last member: nobody to agree with
     std::vector<consensus::Delivery> none;
@@ -60,52 +70,46 @@ void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vect
 
 bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
                            std::vector<consensus::Delivery>* next_view) {
-  if (change.from_view() != group->view_id()) return false;  // stale: the view already changed
-  std::vector<NodeId> old_members = group->members();
-  std::vector<NodeId> members;
-  for (NodeId member : old_members) {
-    if (std::find(change.remove().begin(), change.remove().end(), member) == change.remove().end()) {
-      members.push_back(member);
-    }
-  }
-  std::vector<NodeId> joiners(change.add().begin(), change.add().end());
-  for (NodeId node : joiners) members.push_back(node);
-  std::sort(members.begin(), members.end());
-  members.erase(std::unique(members.begin(), members.end()), members.end());
-  if (members.empty()) return false;
-  uint64_t view_id = group->view_id() + 1;
+  membership::ViewChangeProposal proposal{change.from_view(),
+                                          {change.remove().begin(), change.remove().end()},
+                                          {change.add().begin(), change.add().end()},
+                                          change.provider()};
+  std::optional<membership::NextView> next =
+      membership::ApplyChange({group->view_id(), group->members()}, proposal);
+  if (!next) return false;  // stale (the view already changed) or empty
   Log("membership")->info("group {}: view {} installed: members [{}] (removed [{}], added [{}])",
-                          group->name(), view_id, Names(members),
-                          Names({change.remove().begin(), change.remove().end()}), Names(joiners));
+                          group->name(), next->view.id, Names(next->view.members),
+                          Names(proposal.remove), Names(next->joiners));
   // The state goes to the joiners from the member that proposed the change: it was up to date
   // then (a lagging member could not give it). If it fails, the joiner asks again.
-  NodeId provider = change.provider();
+  GroupMembership& membership = MembershipOf(group);
   std::vector<NodeId> state_to;
-  for (NodeId node : joiners) {
+  for (NodeId node : next->joiners) {
     if (node != self_) state_to.push_back(node);
-    membership_[group->name()].added_at_ms[node] = now_ms_;
+    membership.admission.Added(node, now_ms_);
   }
-  if (provider == self_ && !state_to.empty()) {
-    RequestState(group, state_to);
-    state_requests_.rbegin()->second.view_id = view_id;
-    state_requests_.rbegin()->second.members = members;
+  if (proposal.provider == self_ && !state_to.empty()) {
+    RequestState(group, next->view, std::move(state_to));
   }
   // Wait-for-all no longer waits for removed members (issue 5).
   std::vector<CallKey> complete;
   for (auto& [key, call] : calls_) {
     if (call.group != group->name()) continue;
-    for (NodeId gone : change.remove()) call.collector.MemberGone(gone);
+    for (NodeId gone : proposal.remove) call.collector.MemberGone(gone);
     if (call.collector.complete()) complete.push_back(key);
   }
-  group->InstallView(view_id, members, next_view);
+  group->InstallView(next->view.id, next->view.members, next_view);
   for (const CallKey& key : complete) FinishCall(key, absl::OkStatus());
   return true;
 }
 
-void Node::RequestState(Group* group, std::vector<NodeId> joiners) {
+// ---- state transfer, provider side ------------------------------------------------------------
+
+void Node::RequestState(Group* group, membership::View view, std::vector<NodeId> joiners) {
   uint64_t number = next_delivery_++;
   StateRequest& request = state_requests_[number];
   request.group = group->name();
+  request.view = std::move(view);
   request.joiners = std::move(joiners);
   request.cache = reply_caches_[group->name()];
   request.delivered_seq = delivered_seq_[group->name()];
@@ -116,83 +120,114 @@ void Node::RequestState(Group* group, std::vector<NodeId> joiners) {
       break;
     }
   }
-  if (servant == 0) return;  // no servant here: the state is the reply cache alone (sent below)
+  if (servant == 0) {
+    // No servant here, so no state to give (an empty one would wipe the joiner's object): the
+    // joiner asks again in time, and a member with a servant answers.
+    state_requests_.erase(number);
+    return;
+  }
   // The servant reads its state in delivery order, right after the last delivery of the old view.
   open_deliveries_[number] = {{{0, 0, 0}, 0}, {}, group->name(), servant};
   servants_[servant].sink({number, group->name(), kGetStateMethod, "", false, group->view_id()});
 }
 
-bool Node::AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload) {
+bool Node::AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload,
+                              bool more) {
   auto it = state_requests_.find(delivery);
   if (it == state_requests_.end()) return false;
-  open_deliveries_.erase(delivery);
-  StateRequest request = std::move(it->second);
-  state_requests_.erase(it);
+  StateRequest& request = it->second;
+  TransferKey key{request.group, request.view.id};
   if (!status.ok()) {
     Log("membership")->error("group {}: servant could not give its state: {}", request.group,
                              status.ToString());
-    return true;  // the joiner times out and asks again
+    state_senders_.erase(key);  // the joiner times out and asks again
+    open_deliveries_.erase(delivery);
+    state_requests_.erase(it);
+    return true;
   }
-  wire::GroupState state;
-  state.set_view_id(request.view_id);
-  state.set_delivered_seq(request.delivered_seq);
-  state.set_servant_state(std::move(payload));
-  request.cache.FillAnswersFrom(reply_caches_[request.group]);
-  request.cache.ToProto(&state);
-  SendState(request.group, request.view_id, request.members, request.joiners, state);
+  if (!request.started) {
+    // The daemon's part, taken now: the servant answered every earlier delivery before reading
+    // its state, so their replies are in the cache (003: a retried call is answered, not re-run).
+    wire::GroupState meta;
+    meta.set_view_id(request.view.id);
+    meta.set_delivered_seq(request.delivered_seq);
+    request.cache.FillAnswersFrom(reply_caches_[request.group]);
+    request.cache.ToProto(&meta);
+    Group* group = groups_.at(request.group).get();
+    membership::JoinTimeouts timeouts = membership::JoinTimeoutsFor(
+        group->config().suspect_timeout_ms, group->config().exclude_timeout_ms);
+    state_senders_.erase(key);
+    auto [sender, inserted] = state_senders_.emplace(
+        key, membership::StateSender(request.view, request.joiners, meta.SerializeAsString(),
+                                     now_ms_, timeouts.retry_ms, now_ms_ + 60000));
+    request.started = true;
+    request.cache = invocation::ReplyCache();  // sent: not held twice
+    SendStatePieces(sender->second, request.group, sender->second.pieces());
+  }
+  auto sender = state_senders_.find(key);
+  if (sender != state_senders_.end()) {
+    size_t bytes = payload.size();
+    SendStatePieces(sender->second, request.group, sender->second.Append(std::move(payload), !more));
+    if (!more) {
+      Log("membership")->info("group {}: state of view {} ({} + {} bytes) sent to nodes [{}]",
+                              request.group, request.view.id, sender->second.meta_size(),
+                              bytes, Names(request.joiners));
+    }
+  }
+  if (!more) {
+    open_deliveries_.erase(delivery);
+    state_requests_.erase(it);
+  }
   return true;
 }
 
-void Node::SendState(const std::string& group_name, uint64_t view_id,
-                     const std::vector<NodeId>& members, const std::vector<NodeId>& joiners,
-                     const wire::GroupState& state) {
-  auto bytes = std::make_shared<const std::string>(state.SerializeAsString());
-  for (NodeId joiner : joiners) {
-    StateTransfer& transfer = state_transfers_[joiner];
-    transfer = {group_name, view_id, members, bytes, 0, now_ms_ + 60000};
-    SendStateChunks(joiner, transfer);
-    Log("membership")->info("group {}: state of view {} ({} bytes) sent to node {}", group_name,
-                            view_id, bytes->size(), joiner);
+void Node::SendStatePieces(const membership::StateSender& sender, const std::string& group_name,
+                           const std::vector<membership::StatePiece>& pieces) {
+  Group* group = groups_.at(group_name).get();
+  // Every chunk names the view and its members, so chunks may arrive in any order (the first to
+  // arrive installs the view at the joiner).
+  for (NodeId joiner : sender.joiners()) {
+    for (const membership::StatePiece& piece : pieces) {
+      wire::Envelope chunk;
+      wire::MembershipMessage* message = chunk.mutable_membership();
+      message->set_kind(wire::MembershipMessage::STATE_CHUNK);
+      message->set_view_id(sender.view().id);
+      for (NodeId member : sender.view().members) message->add_members(member);
+      message->set_chunk_offset(piece.offset);
+      message->set_meta_size(sender.meta_size());
+      message->set_state(*piece.bytes);
+      message->set_last_chunk(piece.last);
+      group->SendTo(joiner, std::move(chunk));
+    }
   }
-}
-
-void Node::SendStateChunks(NodeId joiner, const StateTransfer& transfer) {
-  Group* group = groups_.at(transfer.group).get();
-  const std::string& bytes = *transfer.bytes;
-  // Large states are streamed in chunks. Every chunk names the view and its members, so chunks
-  // may arrive in any order (the first to arrive installs the view at the joiner).
-  size_t offset = 0;
-  do {
-    wire::Envelope chunk;
-    wire::MembershipMessage* piece = chunk.mutable_membership();
-    piece->set_kind(wire::MembershipMessage::STATE_CHUNK);
-    piece->set_view_id(transfer.view_id);
-    for (NodeId member : transfer.members) piece->add_members(member);
-    piece->set_chunk_offset(offset);
-    piece->set_state(bytes.substr(offset, kStateChunkBytes));
-    piece->set_last_chunk(offset + kStateChunkBytes >= bytes.size());
-    group->SendTo(joiner, std::move(chunk));
-    offset += kStateChunkBytes;
-  } while (offset < bytes.size());
 }
 
 void Node::ResendStates(Group* group) {
-  uint64_t resend_ms = std::max<uint64_t>(4 * group->config().suspect_timeout_ms, 200);
-  for (auto it = state_transfers_.begin(); it != state_transfers_.end();) {
-    StateTransfer& transfer = it->second;
-    bool done = transfer.group == group->name() &&
-                (group->view_id() != transfer.view_id || group->HeardInView(it->first));
-    if (done || now_ms_ >= transfer.give_up_at_ms) {
-      it = state_transfers_.erase(it);
+  // Resent until the joiner acknowledges it (STATE_ACK) or leaves the view: chunks may be lost,
+  // and the transfer must not depend on a new view change (which needs a majority). The view may
+  // have moved on meanwhile: a joiner without its state delivers nothing, not even the next view
+  // change, so it stays behind, unable to help agree on anything, until its state arrives.
+  for (auto it = state_senders_.begin(); it != state_senders_.end();) {
+    membership::StateSender& sender = it->second;
+    if (it->first.first != group->name()) {
+      ++it;
       continue;
     }
-    if (transfer.group == group->name() && now_ms_ >= transfer.resend_at_ms) {
-      if (transfer.resend_at_ms != 0) SendStateChunks(it->first, transfer);
-      transfer.resend_at_ms = now_ms_ + resend_ms;
+    std::vector<NodeId> heard;
+    for (NodeId joiner : sender.joiners()) {
+      if (!group->IsMember(joiner)) heard.push_back(joiner);
     }
+    for (NodeId joiner : heard) sender.JoinerDone(joiner);
+    if (sender.done(now_ms_)) {
+      it = state_senders_.erase(it);
+      continue;
+    }
+    if (sender.ResendDue(now_ms_)) SendStatePieces(sender, group->name(), sender.pieces());
     ++it;
   }
 }
+
+// ---- joining and state transfer, joiner side ---------------------------------------------------
 
 void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelope) {
   const wire::MembershipMessage& message = envelope.membership();
@@ -201,6 +236,11 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
     case wire::MembershipMessage::NEW_VIEW: return OnNewView(group, from, message);
     case wire::MembershipMessage::STATE_CHUNK: return OnStateChunk(group, from, message);
     case wire::MembershipMessage::VIEW_NOTICE: return;  // noted by Group::NoteView
+    case wire::MembershipMessage::STATE_ACK: {
+      auto sender = state_senders_.find({group->name(), message.view_id()});
+      if (sender != state_senders_.end()) sender->second.JoinerDone(from);
+      return;
+    }
     default:
       Log("membership")->warn("group {}: membership message of kind {} from node {} ignored",
                               group->name(), static_cast<int>(message.kind()), from);
@@ -216,18 +256,12 @@ void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessag
                              "state", group->name(), from);
     return;
   }
-  // Just added, its state on the way: a repeated request must not re-add it again (the joiner asks
-  // again by itself if the state never comes).
-  GroupMembership& membership = membership_[group->name()];
-  auto added = membership.added_at_ms.find(from);
-  uint64_t patience_ms = std::max<uint64_t>(group->config().exclude_timeout_ms, 2000);
-  if (group->IsMember(from) && added != membership.added_at_ms.end() &&
-      now_ms_ < added->second + patience_ms) {
-    return;
+  bool sending = false;
+  for (const auto& [key, sender] : state_senders_) {
+    if (key.first == group->name() && sender.joiners().count(from)) sending = true;
   }
-  auto transfer = state_transfers_.find(from);
-  if (transfer != state_transfers_.end() && transfer->second.group == group->name()) {
-    Log("membership")->debug("group {}: join request of node {}: state transfer under way",
+  if (!MembershipOf(group).admission.ShouldPropose(from, group->IsMember(from), sending, now_ms_)) {
+    Log("membership")->debug("group {}: join request of node {}: its state is on the way",
                              group->name(), from);
     return;
   }
@@ -247,12 +281,10 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   if (std::find(members.begin(), members.end(), self_) == members.end()) return;
   Log("membership")->info("group {}: joined view {} (members [{}]); awaiting state from node {}",
                           group->name(), message.view_id(), Names(members), from);
-  GroupMembership& membership = membership_[group->name()];
-  membership.awaiting_state = true;
-  membership.awaiting_since_ms = now_ms_;
+  GroupMembership& membership = MembershipOf(group);
+  membership.joiner.JoinedView(message.view_id(), now_ms_);
+  membership.receiver.Begin(message.view_id());
   membership.buffered.clear();
-  membership.state_chunks.clear();
-  membership.state_view = message.view_id();
   std::vector<consensus::Delivery> deliveries;
   group->InstallView(message.view_id(), std::move(members), &deliveries);
   DeliverAll(group, std::move(deliveries));  // buffered until the state is installed
@@ -260,74 +292,89 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
 
 void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage& message) {
   OnNewView(group, from, message);  // the first chunk to arrive installs the view
-  GroupMembership& membership = membership_[group->name()];
-  if (!membership.awaiting_state || message.view_id() != membership.state_view) return;
-  membership.state_chunks[message.chunk_offset()] = message.state();
-  if (message.last_chunk()) {
-    membership.state_end = message.chunk_offset() + message.state().size();
-    membership.state_last_seen = true;
-  }
-  if (!membership.state_last_seen) return;
-  uint64_t contiguous = 0;
-  for (const auto& [offset, piece] : membership.state_chunks) {
-    if (offset != contiguous) return;  // a gap: more chunks to come
-    contiguous += piece.size();
-  }
-  if (contiguous != membership.state_end) return;
-  // Assemble without holding the state twice: each chunk is released once copied.
-  std::string bytes;
-  bytes.reserve(contiguous);
-  for (auto it = membership.state_chunks.begin(); it != membership.state_chunks.end();) {
-    bytes += it->second;
-    it = membership.state_chunks.erase(it);
-  }
-  wire::GroupState state;
-  if (!state.ParseFromString(bytes)) {
-    Log("membership")->error("group {}: undecodable state for view {}: asking again",
-                             group->name(), message.view_id());
+  GroupMembership& membership = MembershipOf(group);
+  if (!membership.joiner.awaiting_state() || message.view_id() != membership.joiner.state_view()) {
+    // Installed already, or this node has moved past that view: the provider may stop.
+    wire::Envelope ack;
+    ack.mutable_membership()->set_kind(wire::MembershipMessage::STATE_ACK);
+    ack.mutable_membership()->set_view_id(message.view_id());
+    group->SendTo(from, std::move(ack));
     return;
   }
-  bytes.clear();
-  bytes.shrink_to_fit();
-  reply_caches_[group->name()].FromProto(state);
-  delivered_seq_[group->name()] = state.delivered_seq();
-  bool installed = false;
+  membership::StateReceiver::Output out;
+  absl::Status added = membership.receiver.Add(message.view_id(), message.chunk_offset(),
+                                               message.state(), message.last_chunk(),
+                                               message.meta_size(), &out);
+  if (!added.ok()) {
+    Log("membership")->warn("group {}: state chunk from node {} dropped: {}", group->name(), from,
+                            added.ToString());
+    return;
+  }
+  if (out.meta) {
+    wire::GroupState meta;
+    if (!meta.ParseFromString(*out.meta)) {
+      // Cannot happen with a correct provider; the joiner gives up in time and asks again.
+      Log("membership")->error("group {}: undecodable state for view {} from node {}",
+                               group->name(), message.view_id(), from);
+      membership.receiver.Begin(message.view_id());
+      return;
+    }
+    reply_caches_[group->name()].FromProto(meta);
+    delivered_seq_[group->name()] = meta.delivered_seq();
+    Log("membership")->info("group {}: state of view {}: {} cached replies, {} deliveries so far",
+                            group->name(), message.view_id(), meta.replies_size(),
+                            meta.delivered_seq());
+  }
+  GiveStateToServant(group, std::move(out.servant));
+  if (!out.complete) return;
+  Log("membership")->info("group {}: state of view {} installed", group->name(),
+                          message.view_id());
+  wire::Envelope ack;
+  ack.mutable_membership()->set_kind(wire::MembershipMessage::STATE_ACK);
+  ack.mutable_membership()->set_view_id(message.view_id());
+  group->SendTo(from, std::move(ack));
+  membership.joiner.StateInstalled();
+  std::vector<consensus::Delivery> buffered = std::move(membership.buffered);
+  membership.buffered.clear();
+  DeliverAll(group, std::move(buffered));
+}
+
+void Node::GiveStateToServant(Group* group,
+                              std::vector<membership::StateReceiver::ServantChunk> chunks) {
+  if (chunks.empty()) return;
+  GroupMembership& membership = membership_[group->name()];
   for (auto& [id, servant] : servants_) {
     if (servant.group != group->name()) continue;
-    servant.sink({0, group->name(), kSetStateMethod, state.servant_state(), true, group->view_id()});
-    installed = true;
-    break;
+    for (auto& chunk : chunks) {
+      ServantDelivery delivery{0, group->name(), kSetStateMethod, std::move(chunk.bytes), true,
+                               group->view_id()};
+      delivery.state_offset = chunk.offset;
+      delivery.state_last = chunk.last;
+      servant.sink(std::move(delivery));
+    }
+    return;
   }
-  if (!installed) membership.pending_servant_state = state.servant_state();
-  Log("membership")->info("group {}: state of view {} installed ({} cached replies)",
-                          group->name(), message.view_id(), state.replies_size());
-  membership.awaiting_state = false;
-  DeliverAll(group, std::move(membership.buffered));
-  membership.buffered.clear();
+  // No servant yet: kept, in order, for the first to attach (a new state replaces a partial one).
+  if (chunks.front().offset == 0) membership.pending_servant_state.clear();
+  for (auto& chunk : chunks) membership.pending_servant_state.push_back(std::move(chunk));
 }
 
 void Node::SendJoinRequest(Group* group) {
-  GroupMembership& membership = membership_[group->name()];
-  membership.last_join_request_ms = now_ms_;
-  // To every daemon of the cluster: this node does not know the members of the views it missed,
-  // and only the lowest-id trusted member of the current view answers.
-  std::vector<NodeId> targets;
-  for (const PeerConfig& peer : config_.peers) targets.push_back(peer.id);
+  MembershipOf(group).joiner.Asked(now_ms_);
+  // To every daemon of the cluster: this node does not know the members of the views it missed.
   Log("membership")->info("group {}: asking to join (this node is in view {}, heard view {})",
                           group->name(), group->view_id(), group->highest_view_heard());
-  for (NodeId target : targets) {
-    if (target == self_) continue;
+  for (const PeerConfig& peer : config_.peers) {
+    if (peer.id == self_) continue;
     wire::Envelope envelope;
     envelope.mutable_membership()->set_kind(wire::MembershipMessage::JOIN_REQUEST);
     envelope.mutable_membership()->set_view_id(group->view_id());
-    group->SendTo(target, std::move(envelope));
+    group->SendTo(peer.id, std::move(envelope));
   }
 }
 
 void Node::SendViewNotice(Group* group, NodeId to) {
-  uint64_t& last_ms = membership_[group->name()].last_notice_ms[to];
-  if (last_ms != 0 && now_ms_ < last_ms + 100) return;
-  last_ms = now_ms_;
+  if (!MembershipOf(group).admission.NoticeDue(to, now_ms_)) return;
   wire::Envelope envelope;
   envelope.mutable_membership()->set_kind(wire::MembershipMessage::VIEW_NOTICE);
   group->SendTo(to, std::move(envelope));
@@ -335,25 +382,16 @@ void Node::SendViewNotice(Group* group, NodeId to) {
 
 void Node::TickMembership(Group* group) {
   ResendStates(group);
-  GroupMembership& membership = membership_[group->name()];
-  uint64_t retry_ms = std::max<uint64_t>(4 * group->config().suspect_timeout_ms, 200);
-  if (membership.awaiting_state &&
-      now_ms_ >= membership.awaiting_since_ms + std::max<uint64_t>(group->config().exclude_timeout_ms, 2000)) {
-    Log("membership")->warn("group {}: no state for view {}: asking to join again", group->name(),
-                            membership.state_view);
-    membership.awaiting_state = false;
-    membership.buffered.clear();
-    SendJoinRequest(group);
-    return;
+  GroupMembership& membership = MembershipOf(group);
+  switch (membership.joiner.Tick(now_ms_, group->is_member(),
+                                 group->highest_view_heard() > group->view_id())) {
+    case membership::Joiner::Action::kNone: return;
+    case membership::Joiner::Action::kStateLateAsk:
+      Log("membership")->warn("group {}: no state for view {} yet: asking to be re-added",
+                              group->name(), membership.joiner.state_view());
+      return SendJoinRequest(group);
+    case membership::Joiner::Action::kAskToJoin: return SendJoinRequest(group);
   }
-  if (membership.awaiting_state || now_ms_ < membership.last_join_request_ms + retry_ms) return;
-  // Behind: this node missed view changes (excluded, partitioned away, restarted). It first gets
-  // a chance to catch up through the others' retired order, then asks to be re-added.
-  bool behind = group->highest_view_heard() > group->view_id() &&
-                now_ms_ >= membership.behind_since_ms + 4 * retry_ms;
-  if (group->highest_view_heard() <= group->view_id()) membership.behind_since_ms = now_ms_;
-  bool outside = !group->is_member() && membership.want_member;
-  if (behind || outside) SendJoinRequest(group);
 }
 
 }  // namespace cohort::nso

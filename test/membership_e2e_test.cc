@@ -189,6 +189,94 @@ TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
   CHECK(fresh.value.load() == 31);
 }
 
+// A replica whose state is a large blob, transferred with the streaming hooks: neither the
+// servant library nor the daemons hold it whole; the joiner's servant sees it chunk by chunk.
+struct BlobReplica {
+  std::unique_ptr<Servant> servant;
+  std::string blob;                       // delivery thread only
+  std::atomic<int> chunks_in{0};
+  std::atomic<size_t> largest_chunk{0};
+  std::atomic<int> installs{0};
+  std::string incoming;                   // delivery thread only
+
+  absl::Status Start(const std::string& address) {
+    auto created = Servant::Create(address, "counter", "blob");
+    if (!created.ok()) return created.status();
+    servant = std::move(*created);
+    // "fill N SEED": the blob becomes N deterministic bytes (the payload itself stays small).
+    servant->Serve("fill", [this](const std::string& payload) -> absl::StatusOr<std::string> {
+      size_t size = 0;
+      if (!absl::SimpleAtoi(payload, &size)) return absl::InvalidArgumentError("size");
+      blob.resize(size);
+      for (size_t i = 0; i < size; ++i) blob[i] = static_cast<char>((i * 2654435761u) >> 13);
+      return absl::StrCat(blob.size());
+    });
+    servant->Serve("digest", [this](const std::string&) -> absl::StatusOr<std::string> {
+      uint64_t hash = 1469598103934665603ULL;
+      for (unsigned char c : blob) hash = (hash ^ c) * 1099511628211ULL;
+      return absl::StrCat(blob.size(), ":", hash);
+    });
+    servant->OnGetStateStream([this](const Servant::StateWriter& write) -> absl::Status {
+      for (size_t at = 0; at < blob.size(); at += 100000) write(blob.substr(at, 100000));
+      return absl::OkStatus();
+    });
+    servant->OnSetStateChunk([this](uint64_t offset, const std::string& chunk, bool last) {
+      if (offset == 0) incoming.clear();
+      if (offset != incoming.size()) return absl::DataLossError("state chunk out of order");
+      incoming += chunk;
+      chunks_in++;
+      largest_chunk = std::max<size_t>(largest_chunk.load(), chunk.size());
+      if (last) {
+        blob = std::move(incoming);
+        incoming.clear();
+        installs++;
+      }
+      return absl::OkStatus();
+    });
+    return servant->Start();
+  }
+};
+
+TEST_CASE("a large state is streamed to a joiner in chunks", "[e2e][membership]") {
+  test::Cluster cluster({4, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<BlobReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<BlobReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i)).ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  constexpr size_t kBlob = 6 << 20;  // 6 MiB: 24 chunks of 256 KiB between the daemons
+  bool filled = false;  // once the three members are up and in one view
+  for (int attempt = 0; attempt < 100 && !filled; ++attempt) {
+    auto fill = (*client)->Invoke("counter", "fill", absl::StrCat(kBlob), Mode::kAll,
+                                  absl::Seconds(10));
+    filled = fill.ok() && fill->replies.size() == 3;
+    if (!filled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(filled);
+  auto digest = (*client)->Invoke("counter", "digest", "", Mode::kFirst, absl::Seconds(5));
+  REQUIRE(digest.ok());
+  std::string expected = digest->replies.at(0).payload;
+
+  BlobReplica fresh;
+  REQUIRE(fresh.Start(cluster.ClientAddress(4)).ok());
+  REQUIRE(WaitForView(client->get(), [](const View& view) { return view.members.size() == 4; }));
+  bool all_equal = false;
+  for (int attempt = 0; attempt < 100 && !all_equal; ++attempt) {
+    auto all = (*client)->Invoke("counter", "digest", "", Mode::kAll, absl::Seconds(5));
+    all_equal = all.ok() && all->replies.size() == 4 &&
+                std::all_of(all->replies.begin(), all->replies.end(),
+                            [&](const Reply& reply) { return reply.payload == expected; });
+    if (!all_equal) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(all_equal);
+  CHECK(fresh.installs.load() == 1);
+  CHECK(fresh.chunks_in.load() >= static_cast<int>(kBlob / (256 * 1024)));
+  CHECK(fresh.largest_chunk.load() <= 256 * 1024);
+}
+
 TEST_CASE("003 s3: an idle event-driven group sends nothing", "[e2e][membership]") {
   test::ClusterOptions options{3, kGroups, "", "warn"};
   options.metrics = true;

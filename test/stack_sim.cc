@@ -30,6 +30,7 @@ struct Replica {
   uint64_t servant = 0;
   int64_t value = 0;
   std::vector<std::string> applied;  // call ids applied by the servant, in order
+  std::string incoming_state;        // state chunks received so far (streamed state transfer)
   uint64_t view_id = 0;
   std::vector<NodeId> view_members;
   uint64_t crashed_at_ms = 0;
@@ -204,10 +205,26 @@ void StackSim::OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery d
   Replica& replica = replicas_[id];
   if (!replica.alive || replica.incarnation != incarnation) return;
   if (delivery.method == nso::kGetStateMethod) {
+    // Streamed in three parts (the last possibly empty), as a large state would be.
     std::string state = absl::StrCat(replica.value, "|", absl::StrJoin(replica.applied, ","));
-    return replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(), state);
+    size_t third = state.size() / 3;
+    replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(),
+                         state.substr(0, third), true);
+    replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(),
+                         state.substr(third, third), true);
+    return replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(),
+                                state.substr(2 * third), false);
   }
   if (delivery.method == nso::kSetStateMethod) {
+    if (delivery.state_offset == 0) replica.incoming_state.clear();
+    if (delivery.state_offset != replica.incoming_state.size()) {
+      return Fail(absl::StrCat("node ", id, ": state chunk at ", delivery.state_offset,
+                               " after ", replica.incoming_state.size(), " bytes"));
+    }
+    replica.incoming_state += delivery.payload;
+    if (!delivery.state_last) return;
+    delivery.payload = std::move(replica.incoming_state);
+    replica.incoming_state.clear();
     CheckPrefix(replica.applied, absl::StrCat("node ", id, " before state transfer"));
     result_.state_transfers++;
     amnesiac_.erase(id);

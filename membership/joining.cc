@@ -1,0 +1,51 @@
+#include "membership/joining.h"
+
+#include <algorithm>
+
+namespace cohort::membership {
+
+JoinTimeouts JoinTimeoutsFor(uint64_t suspect_timeout_ms, uint64_t exclude_timeout_ms) {
+  return {std::max<uint64_t>(4 * suspect_timeout_ms, 200),
+          std::max<uint64_t>(exclude_timeout_ms, 2000)};
+}
+
+void Joiner::JoinedView(uint64_t view_id, uint64_t now_ms) {
+  awaiting_state_ = true;
+  state_view_ = view_id;
+  awaiting_since_ms_ = now_ms;
+}
+
+Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind) {
+  if (awaiting_state_ && now_ms >= awaiting_since_ms_ + timeouts_.state_patience_ms) {
+    // Still nothing delivered without the state: ask to be re-added (with a state) and go on
+    // waiting; a late state of this view is still taken.
+    awaiting_since_ms_ = now_ms;
+    last_request_ms_ = now_ms;
+    return Action::kStateLateAsk;
+  }
+  if (awaiting_state_ || now_ms < last_request_ms_ + timeouts_.retry_ms) return Action::kNone;
+  // Behind: first a chance to catch up through the others' retired order, then ask to be re-added.
+  bool long_behind = behind && now_ms >= behind_since_ms_ + 4 * timeouts_.retry_ms;
+  if (!behind) behind_since_ms_ = now_ms;
+  bool outside = !member && want_member_;
+  if (!long_behind && !outside) return Action::kNone;
+  last_request_ms_ = now_ms;
+  return Action::kAskToJoin;
+}
+
+bool Admission::ShouldPropose(NodeId node, bool is_member, bool sending_state,
+                              uint64_t now_ms) const {
+  if (sending_state) return false;
+  auto added = added_at_ms_.find(node);
+  return !(is_member && added != added_at_ms_.end() &&
+           now_ms < added->second + timeouts_.state_patience_ms);
+}
+
+bool Admission::NoticeDue(NodeId node, uint64_t now_ms) {
+  uint64_t& last_ms = last_notice_ms_[node];
+  if (last_ms != 0 && now_ms < last_ms + 100) return false;
+  last_ms = now_ms;
+  return true;
+}
+
+}  // namespace cohort::membership

@@ -1,0 +1,80 @@
+// Joining a group and catching up (004 section 5; issue 4). Two pure state machines:
+//
+// - Joiner (the node that wants in): asks to join when it wants to be a member and is not, when
+//   it is behind (it heard a newer view than its own: it was excluded, partitioned away or
+//   restarted), and again when its state does not arrive in time. Requests are rate-limited.
+// - Admission (a member): decides whether to answer a join request with a view change, so that
+//   repeated requests of a node whose state is on its way do not re-add it again and again.
+//
+// No I/O, no clock: time comes in as now_ms; decisions come out as return values.
+#ifndef COHORT_MEMBERSHIP_JOINING_H_
+#define COHORT_MEMBERSHIP_JOINING_H_
+
+#include <cstdint>
+#include <map>
+
+#include "membership/view.h"
+
+namespace cohort::membership {
+
+struct JoinTimeouts {
+  uint64_t retry_ms = 200;        // between join requests
+  uint64_t state_patience_ms = 2000;  // a joiner waits this long for its state, then asks again
+};
+
+// Timeouts from a group's failure-detector settings: a request is retried after a few suspicion
+// timeouts; the state may take up to an exclusion timeout (the provider may have crashed and
+// must be excluded first).
+JoinTimeouts JoinTimeoutsFor(uint64_t suspect_timeout_ms, uint64_t exclude_timeout_ms);
+
+class Joiner {
+ public:
+  enum class Action { kNone, kAskToJoin, kStateLateAsk };
+
+  void SetTimeouts(JoinTimeouts timeouts) { timeouts_ = timeouts; }
+  void set_want_member(bool want) { want_member_ = want; }
+  bool want_member() const { return want_member_; }
+  bool awaiting_state() const { return awaiting_state_; }
+  uint64_t state_view() const { return state_view_; }
+
+  // This node was told (by a chunk or NEW_VIEW) that it is in view `view_id`; its state follows.
+  // Until StateInstalled(), the node delivers nothing (it would apply requests to no state).
+  void JoinedView(uint64_t view_id, uint64_t now_ms);
+  void StateInstalled() { awaiting_state_ = false; }
+  // A join request went out now.
+  void Asked(uint64_t now_ms) { last_request_ms_ = now_ms; }
+
+  // `member`: this node is in its current view; `behind`: it heard a newer view than its own.
+  Action Tick(uint64_t now_ms, bool member, bool behind);
+
+ private:
+  JoinTimeouts timeouts_;
+  bool want_member_ = false;
+  bool awaiting_state_ = false;
+  uint64_t state_view_ = 0;
+  uint64_t awaiting_since_ms_ = 0;
+  uint64_t last_request_ms_ = 0;
+  uint64_t behind_since_ms_ = 0;  // last time this node was not behind
+};
+
+class Admission {
+ public:
+  void SetTimeouts(JoinTimeouts timeouts) { timeouts_ = timeouts; }
+  // A view change added `node` now (its state is on the way).
+  void Added(NodeId node, uint64_t now_ms) { added_at_ms_[node] = now_ms; }
+  // Should this member propose a view change for a join request from `node`? Not while a node
+  // just added waits for its state (it asks again by itself if the state never comes), nor while
+  // this member is still sending it a state.
+  bool ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms) const;
+  // Rate limit of "you are behind" notices to a node that speaks an old view.
+  bool NoticeDue(NodeId node, uint64_t now_ms);
+
+ private:
+  JoinTimeouts timeouts_;
+  std::map<NodeId, uint64_t> added_at_ms_;
+  std::map<NodeId, uint64_t> last_notice_ms_;
+};
+
+}  // namespace cohort::membership
+
+#endif  // COHORT_MEMBERSHIP_JOINING_H_

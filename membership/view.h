@@ -1,0 +1,48 @@
+// Group views and their changes (004 section 5; 003 section 3). A view is numbered; the next view
+// is computed from a ViewChange that was delivered in the total order of the current view, so
+// every member that installs view v + 1 computes the same members from the same change, after the
+// same deliveries of view v (virtual synchrony).
+//
+// Pure functions: no I/O, no clock.
+#ifndef COHORT_MEMBERSHIP_VIEW_H_
+#define COHORT_MEMBERSHIP_VIEW_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace cohort::membership {
+
+using NodeId = uint32_t;
+
+struct View {
+  uint64_t id = 1;
+  std::vector<NodeId> members;  // sorted, unique
+};
+
+// A proposed change of the view `from_view`: exclusions, leaves and joins at once. A restarted
+// member (new incarnation) is removed and added in the same change, and gets the state again.
+struct ViewChangeProposal {
+  uint64_t from_view = 0;
+  std::vector<NodeId> remove;
+  std::vector<NodeId> add;
+  NodeId provider = 0;  // the member that sends the state to the joiners (the proposer)
+};
+
+struct NextView {
+  View view;
+  std::vector<NodeId> removed;  // members of the old view that are gone (not re-added)
+  std::vector<NodeId> joiners;  // members that need the state (added, or removed and re-added)
+};
+
+// The view that follows `current` after `change` is delivered, or nullopt when the change is
+// stale (it names another view: several members may propose the same exclusion, only the first
+// delivered applies) or would leave the group empty.
+std::optional<NextView> ApplyChange(const View& current, const ViewChangeProposal& change);
+
+// 004 section 5 (primary partition): `count` members out of a view of `view_size` may decide.
+inline bool IsMajority(size_t count, size_t view_size) { return count >= view_size / 2 + 1; }
+
+}  // namespace cohort::membership
+
+#endif  // COHORT_MEMBERSHIP_VIEW_H_

@@ -1,0 +1,241 @@
+// The pure membership state machines (membership/): views, joining, streamed state transfer.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "membership/joining.h"
+#include "membership/state_transfer.h"
+#include "membership/view.h"
+
+namespace cohort::membership {
+namespace {
+
+std::vector<NodeId> V(std::initializer_list<NodeId> nodes) { return nodes; }
+
+// Sends `sender`'s pieces to `receiver` (some dropped, reordered and duplicated by `rng`), and
+// collects what the receiver releases.
+struct Delivered {
+  std::string meta;
+  bool meta_seen = false;
+  std::string servant;
+  bool complete = false;
+  int lasts = 0;
+};
+
+void Feed(StateReceiver* receiver, const StateSender& sender, const std::vector<StatePiece>& pieces,
+          Delivered* delivered) {
+  for (const StatePiece& piece : pieces) {
+    StateReceiver::Output out;
+    REQUIRE(receiver->Add(sender.view().id, piece.offset, *piece.bytes, piece.last,
+                          sender.meta_size(), &out)
+                .ok());
+    if (out.meta) {
+      CHECK_FALSE(delivered->meta_seen);
+      delivered->meta = *out.meta;
+      delivered->meta_seen = true;
+    }
+    for (const auto& chunk : out.servant) {
+      CHECK(chunk.offset == delivered->servant.size());  // in order, no gap, no repeat
+      delivered->servant += chunk.bytes;
+      if (chunk.last) delivered->lasts++;
+    }
+    if (out.complete) delivered->complete = true;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a view change removes, adds, and re-adds a restarted member", "[view]") {
+  View view{4, V({1, 2, 3})};
+  auto next = ApplyChange(view, {4, V({3}), V({5}), 1});
+  REQUIRE(next);
+  CHECK(next->view.id == 5);
+  CHECK(next->view.members == V({1, 2, 5}));
+  CHECK(next->removed == V({3}));
+  CHECK(next->joiners == V({5}));
+
+  auto readd = ApplyChange(view, {4, V({2}), V({2}), 1});
+  REQUIRE(readd);
+  CHECK(readd->view.members == V({1, 2, 3}));
+  CHECK(readd->removed.empty());
+  CHECK(readd->joiners == V({2}));
+}
+
+TEST_CASE("a stale or emptying view change is not applied", "[view]") {
+  View view{4, V({1, 2})};
+  CHECK_FALSE(ApplyChange(view, {3, V({2}), {}, 1}));  // proposed in view 3: passed
+  CHECK_FALSE(ApplyChange(view, {4, V({1, 2}), {}, 1}));
+  CHECK(IsMajority(2, 3));
+  CHECK_FALSE(IsMajority(1, 2));
+  CHECK(IsMajority(3, 4));
+  CHECK_FALSE(IsMajority(2, 4));
+}
+
+TEST_CASE("a state is streamed in chunks and released in order", "[state]") {
+  std::string meta(1000, 'm');
+  std::string servant_state;
+  for (int i = 0; i < 3 * static_cast<int>(kStateChunkBytes) + 17; ++i) {
+    servant_state += static_cast<char>('a' + i % 26);
+  }
+  StateSender sender({7, V({1, 2, 3})}, V({3}), meta, 0, 100, 60000);
+  CHECK(sender.meta_size() == 1000);
+  CHECK_FALSE(sender.complete());
+  // The servant streams its state in two parts; big parts are cut to kStateChunkBytes.
+  std::vector<StatePiece> first = sender.Append(servant_state.substr(0, kStateChunkBytes + 5), false);
+  std::vector<StatePiece> rest = sender.Append(servant_state.substr(kStateChunkBytes + 5), true);
+  CHECK(sender.complete());
+  for (const StatePiece& piece : sender.pieces()) CHECK(piece.bytes->size() <= kStateChunkBytes);
+  CHECK(sender.pieces().size() == 1 + first.size() + rest.size());
+  CHECK(sender.pieces().back().last);
+
+  StateReceiver receiver;
+  receiver.Begin(7);
+  Delivered delivered;
+  Feed(&receiver, sender, sender.pieces(), &delivered);
+  CHECK(delivered.complete);
+  CHECK(delivered.meta == meta);
+  CHECK(delivered.servant == servant_state);
+  CHECK(delivered.lasts == 1);
+  CHECK(receiver.buffered_bytes() == 0);
+  // A resend after completion changes nothing.
+  Delivered again;
+  Feed(&receiver, sender, sender.pieces(), &again);
+  CHECK_FALSE(again.complete);
+  CHECK(again.servant.empty());
+}
+
+TEST_CASE("lost, reordered and duplicated chunks: resends complete the state exactly once",
+          "[state]") {
+  for (uint32_t seed = 1; seed <= 50; ++seed) {
+    std::mt19937 rng(seed);
+    std::string meta(std::uniform_int_distribution<int>(0, 300000)(rng), 'm');
+    std::string servant_state(std::uniform_int_distribution<int>(0, 900000)(rng), 's');
+    for (size_t i = 0; i < servant_state.size(); i += 997) servant_state[i] = char('0' + i % 10);
+    StateSender sender({3, V({1, 2})}, V({2}), meta, 0, 100, 60000);
+    StateReceiver receiver;
+    receiver.Begin(3);
+    Delivered delivered;
+    size_t at = 0;
+    while (at < servant_state.size() || !sender.complete()) {
+      size_t size = std::uniform_int_distribution<size_t>(0, 400000)(rng);
+      bool last = at + size >= servant_state.size();
+      sender.Append(servant_state.substr(at, size), last);
+      at += size;
+    }
+    for (int round = 0; round < 40 && !delivered.complete; ++round) {
+      std::vector<StatePiece> wire;
+      for (const StatePiece& piece : sender.pieces()) {
+        if (rng() % 3 == 0) continue;              // lost
+        wire.push_back(piece);
+        if (rng() % 4 == 0) wire.push_back(piece);  // duplicated
+      }
+      std::shuffle(wire.begin(), wire.end(), rng);
+      Feed(&receiver, sender, wire, &delivered);
+    }
+    INFO("seed " << seed);
+    REQUIRE(delivered.complete);
+    CHECK(delivered.meta == meta);
+    CHECK(delivered.servant == servant_state);
+    CHECK(delivered.lasts == 1);
+  }
+}
+
+TEST_CASE("an empty state is one chunk that says it is the last", "[state]") {
+  StateSender sender({2, V({1, 2})}, V({2}), "", 0, 100, 60000);
+  sender.Append("", true);
+  StateReceiver receiver;
+  receiver.Begin(2);
+  Delivered delivered;
+  Feed(&receiver, sender, sender.pieces(), &delivered);
+  CHECK(delivered.complete);
+  CHECK(delivered.meta_seen);
+  CHECK(delivered.servant.empty());
+  CHECK(delivered.lasts == 1);
+}
+
+TEST_CASE("inconsistent chunks are refused with a reason, and a new view starts over", "[state]") {
+  StateReceiver receiver;
+  receiver.Begin(5);
+  StateReceiver::Output out;
+  absl::Status other_view = receiver.Add(4, 0, "x", false, 1, &out);
+  CHECK(absl::IsFailedPrecondition(other_view));
+  CHECK(other_view.message().find("view 4") != std::string::npos);
+  REQUIRE(receiver.Add(5, 10, "abc", true, 2, &out).ok());  // ahead of a gap: held
+  CHECK(receiver.buffered_bytes() == 3);
+  CHECK(absl::IsInvalidArgument(receiver.Add(5, 0, "x", false, 3, &out)));  // meta size changed
+  CHECK(absl::IsInvalidArgument(receiver.Add(5, 11, "abcdef", false, 2, &out)));  // past the end
+  CHECK(absl::IsInvalidArgument(receiver.Add(5, 0, "ab", true, 2, &out)));  // a second end
+  CHECK(absl::IsInvalidArgument(receiver.Add(5, ~0ull - 1, "abc", false, 2, &out)));  // overflow
+  CHECK_FALSE(out.meta);
+  CHECK(out.servant.empty());
+  receiver.Begin(6);
+  CHECK(receiver.buffered_bytes() == 0);
+  REQUIRE(receiver.Add(6, 0, "mmxyz", true, 2, &out).ok());
+  REQUIRE(out.meta);
+  CHECK(*out.meta == "mm");
+  REQUIRE(out.servant.size() == 1);
+  CHECK(out.servant[0].bytes == "xyz");
+  CHECK(out.servant[0].last);
+  CHECK(out.complete);
+}
+
+TEST_CASE("the provider resends until each joiner is done, then stops", "[state]") {
+  StateSender sender({3, V({1, 2, 3})}, V({2, 3}), "meta", 0, 100, 5000);
+  CHECK_FALSE(sender.ResendDue(99));
+  CHECK(sender.ResendDue(100));
+  CHECK_FALSE(sender.ResendDue(150));
+  sender.JoinerDone(2);
+  CHECK_FALSE(sender.done(200));
+  CHECK(sender.ResendDue(200));
+  sender.JoinerDone(3);
+  CHECK(sender.done(201));
+  CHECK_FALSE(sender.ResendDue(400));
+  StateSender silent({3, V({1, 2})}, V({2}), "meta", 0, 100, 5000);
+  CHECK(silent.done(5000));  // a joiner that never answers asks again by itself
+}
+
+TEST_CASE("a joiner asks to join, waits for its state, and asks again when it is late",
+          "[join]") {
+  Joiner joiner;
+  joiner.SetTimeouts({200, 2000});
+  CHECK(joiner.Tick(1000, false, false) == Joiner::Action::kNone);  // does not want in
+  joiner.set_want_member(true);
+  CHECK(joiner.Tick(1000, false, false) == Joiner::Action::kAskToJoin);
+  CHECK(joiner.Tick(1100, false, false) == Joiner::Action::kNone);  // rate-limited
+  CHECK(joiner.Tick(1200, false, false) == Joiner::Action::kAskToJoin);
+  joiner.JoinedView(4, 1250);
+  CHECK(joiner.awaiting_state());
+  CHECK(joiner.state_view() == 4);
+  CHECK(joiner.Tick(3000, true, false) == Joiner::Action::kNone);
+  CHECK(joiner.Tick(3250, true, false) == Joiner::Action::kStateLateAsk);
+  CHECK(joiner.awaiting_state());  // still delivers nothing without a state
+  CHECK(joiner.Tick(3300, true, false) == Joiner::Action::kNone);
+  joiner.StateInstalled();
+  CHECK_FALSE(joiner.awaiting_state());
+  CHECK(joiner.Tick(9000, true, false) == Joiner::Action::kNone);  // a member, up to date
+}
+
+TEST_CASE("a member that is behind first gets a chance to catch up, then asks", "[join]") {
+  Joiner joiner;
+  joiner.SetTimeouts({200, 2000});
+  CHECK(joiner.Tick(1000, true, false) == Joiner::Action::kNone);
+  CHECK(joiner.Tick(1500, true, true) == Joiner::Action::kNone);
+  CHECK(joiner.Tick(1799, true, true) == Joiner::Action::kNone);
+  CHECK(joiner.Tick(1800, true, true) == Joiner::Action::kAskToJoin);
+}
+
+TEST_CASE("a member does not re-add a joiner whose state is on its way", "[join]") {
+  Admission admission;
+  admission.SetTimeouts(JoinTimeoutsFor(50, 1000));  // patience: max(1000, 2000)
+  admission.Added(7, 100);
+  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000));
+  CHECK(admission.ShouldPropose(7, true, false, 2100));
+  CHECK_FALSE(admission.ShouldPropose(7, true, true, 5000));  // still sending it a state
+  CHECK(admission.ShouldPropose(8, false, false, 1000));
+  CHECK(admission.NoticeDue(3, 10));
+  CHECK_FALSE(admission.NoticeDue(3, 50));
+  CHECK(admission.NoticeDue(3, 110));
+}
+
+}  // namespace cohort::membership
