@@ -21,9 +21,14 @@ void FailureDetector::Heard(NodeId node, uint64_t now_ms, std::vector<SuspicionE
   auto it = states_.find(node);
   if (it == states_.end()) return;
   State& state = it->second;
-  if (state.suspected && !state.excluded) {
+  // Heard again, even after its exclusion timeout fired: trusted again, and the exclusion is
+  // re-armed. The view change already proposed may still remove it; if not, keeping it suspected
+  // would leave two sides of a healed partition suspecting each other for good (each skipping
+  // the other's sequencer epochs: cohort-sim --stack --seeds 6052 --ordering sequencer).
+  if (state.suspected) {
     out->push_back({node, SuspicionEvent::Kind::kTrust, now_ms - state.last_heard_ms});
     state.suspected = false;
+    state.excluded = false;
   }
   state.last_heard_ms = now_ms;
 }

@@ -643,7 +643,12 @@ void Node::Tick(uint64_t now_ms) {
     std::vector<consensus::Delivery> deliveries;
     group->Tick(now_ms_, app_pending, &deliveries);
     DeliverAll(group.get(), std::move(deliveries));
-    for (NodeId gone : group->TakeExclusions()) ProposeViewChange(group.get(), {gone}, {});
+    // Primary partition (004 section 5): only a member that trusts a majority of its view
+    // proposes exclusions; a member cut off from the majority waits to be excluded instead of
+    // proposing a view of its minority.
+    for (NodeId gone : group->TakeExclusions()) {
+      if (group->HasMajority()) ProposeViewChange(group.get(), {gone}, {});
+    }
     for (NodeId restarted : group->TakeRestarts()) {
       // Re-admitted with the state of a member whose servant holds it.
       if (HasServant(name)) ProposeViewChange(group.get(), {restarted}, {restarted});

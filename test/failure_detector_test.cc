@@ -59,4 +59,26 @@ TEST_CASE("003 s3: with monitoring off (idle event-driven group) nobody is suspe
   CHECK(events.size() == 1);
 }
 
+
+TEST_CASE("a member heard after its exclusion fired is trusted again, and can be excluded again",
+          "[fd]") {
+  // The proposed view change may still remove it; until then a healed partition must not leave
+  // both sides suspecting each other for good.
+  FailureDetector detector({50, 1000}, {2}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Tick(1000, &events);
+  REQUIRE(events.size() == 2);  // suspected, then excluded
+  CHECK(detector.excluded(2));
+  events.clear();
+  detector.Heard(2, 1500, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kTrust);
+  CHECK_FALSE(detector.suspected(2));
+  CHECK_FALSE(detector.excluded(2));
+  CHECK(detector.trusted_count() == 1);
+  events.clear();
+  detector.Tick(2500, &events);
+  REQUIRE(events.size() == 2);
+  CHECK(events[1].kind == Kind::kExclude);
+}
 }  // namespace cohort::membership
