@@ -340,10 +340,6 @@ void Node::Submit(Group* group, const wire::Request& request) {
 void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
   GroupMembership& membership = membership_[group->name()];
   for (size_t i = 0; i < deliveries.size(); ++i) {
-    if (membership.joiner.awaiting_state()) {  // a joiner delivers nothing before its state
-      membership.buffered.push_back(std::move(deliveries[i]));
-      continue;
-    }
     group->Delivered(deliveries[i]);
     wire::GroupMessage message;
     if (!message.ParseFromString(deliveries[i].payload)) {
@@ -353,41 +349,57 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
     }
     if (message.has_view_change()) {
       // The view ends here: whatever the old order delivers after this point is discarded at
-      // every member, and its senders re-broadcast it in the new view.
+      // every member, and its senders re-broadcast it in the new view. A joiner still waiting
+      // for its state follows the view changes too (it helps agree on the next views; its
+      // requests wait), so a provider's crash cannot leave it behind for good.
       std::vector<consensus::Delivery> next_view;
       if (ApplyViewChange(group, message.view_change(), &next_view)) {
         return DeliverAll(group, std::move(next_view));
       }
       continue;
     }
-    const wire::Request& request = message.request();
-    if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
-      MarkOrdered(request.call_id());
-    } else if (request.notify_ordered()) {
-      wire::Reply notice;
-      notice.set_call_id(request.call_id());
-      notice.set_origin(request.origin());
-      notice.set_origin_incarnation(request.origin_incarnation());
-      notice.set_replier(self_);
-      notice.set_ordered_notice(true);
-      SendReply(request.origin(), group->name(), notice);
-    }
-    if (!HasServant(group->name())) {
-      // A member with no servant attached yet (it starts before its application, or restarted):
-      // the group's object is not here to execute anything, so the requests wait for it, in
-      // order, rather than being answered or lost (found by the linearizability checks).
-      if (membership.no_servant.size() < kNoServantBufferMax) {
-        membership.no_servant.push_back(request);
-      } else if (!membership.no_servant_overflow) {
-        membership.no_servant_overflow = true;
-        Log("group")->warn("group {}: no servant attached and {} requests waiting: later ones "
-                           "are dropped; the servant will get the state by rejoining",
-                           group->name(), kNoServantBufferMax);
-      }
+    if (membership.joiner.awaiting_state()) {  // no request is applied before the state arrives
+      membership.buffered.push_back(std::move(*message.mutable_request()));
       continue;
     }
-    DeliverRequest(group, request);
+    ApplyRequest(group, message.request());
   }
+}
+
+void Node::ApplyRequest(Group* group, const wire::Request& request) {
+  GroupMembership& membership = membership_[group->name()];
+  if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
+    MarkOrdered(request.call_id());
+  } else if (request.notify_ordered()) {
+    wire::Reply notice;
+    notice.set_call_id(request.call_id());
+    notice.set_origin(request.origin());
+    notice.set_origin_incarnation(request.origin_incarnation());
+    notice.set_replier(self_);
+    notice.set_ordered_notice(true);
+    SendReply(request.origin(), group->name(), notice);
+  }
+  if (!HasServant(group->name())) {
+    // A member with no servant attached yet (it starts before its application, or restarted):
+    // the group's object is not here to execute anything, so the requests wait for it, in
+    // order, rather than being answered or lost (found by the linearizability checks).
+    if (membership.no_servant.size() < kNoServantBufferMax) {
+      membership.no_servant.push_back(request);
+    } else if (!membership.no_servant_overflow) {
+      membership.no_servant_overflow = true;
+      Log("group")->warn("group {}: no servant attached and {} requests waiting: later ones "
+                         "are dropped; the servant will get the state by rejoining",
+                         group->name(), kNoServantBufferMax);
+    }
+    return;
+  }
+  DeliverRequest(group, request);
+}
+
+bool Node::CanGiveState(const Group* group) {
+  // Its servant holds the group's state: it is attached, and this node is not itself waiting
+  // for a state (a joiner whose provider crashed must not hand on an empty object).
+  return HasServant(group->name()) && !membership_[group->name()].joiner.awaiting_state();
 }
 
 bool Node::HasServant(const std::string& group) const {
@@ -651,7 +663,7 @@ void Node::Tick(uint64_t now_ms) {
     }
     for (NodeId restarted : group->TakeRestarts()) {
       // Re-admitted with the state of a member whose servant holds it.
-      if (HasServant(name)) ProposeViewChange(group.get(), {restarted}, {restarted});
+      if (CanGiveState(group.get())) ProposeViewChange(group.get(), {restarted}, {restarted});
     }
     TickMembership(group.get());
   }

@@ -152,7 +152,7 @@ class Node {
     membership::Joiner joiner;          // this node wanting in, or catching up
     membership::Admission admission;    // answering others' join requests
     membership::StateReceiver receiver; // the state of the view this node joined
-    std::vector<consensus::Delivery> buffered;  // deliveries held until the state is installed
+    std::vector<wire::Request> buffered;  // ordered requests held until the state is installed
     // The servant's state that arrived before any servant attached, in order.
     std::vector<membership::StateReceiver::ServantChunk> pending_servant_state;
     std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)
@@ -200,8 +200,11 @@ class Node {
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
+  // An ordered request: noted as ordered, and executed by the servant (or kept for it).
+  void ApplyRequest(Group* group, const wire::Request& request);
   void DeliverRequest(Group* group, const wire::Request& request);
   bool HasServant(const std::string& group) const;
+  bool CanGiveState(const Group* group);
 
   // Membership (node_membership.cc).
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);

@@ -88,8 +88,16 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     if (node != self_) state_to.push_back(node);
     membership.admission.Added(node, now_ms_);
   }
-  if (proposal.provider == self_ && !state_to.empty()) {
+  if (proposal.provider == self_ && !state_to.empty() && CanGiveState(group)) {
     RequestState(group, next->view, std::move(state_to));
+  }
+  if (membership.joiner.awaiting_state() &&
+      std::find(next->joiners.begin(), next->joiners.end(), self_) != next->joiners.end()) {
+    // Re-added while still waiting for a state (its provider crashed): the state of the new
+    // view comes instead, and holds every request of the old views.
+    membership.joiner.JoinedView(next->view.id, now_ms_);
+    membership.receiver.Begin(next->view.id);
+    membership.buffered.clear();
   }
   // Wait-for-all no longer waits for removed members (issue 5).
   std::vector<CallKey> complete;
@@ -251,9 +259,9 @@ void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessag
   if (!group->is_member()) return;
   // A member whose servant holds the state answers (it will send the state); several may
   // propose, and only the first change applies (the others name a view that has passed).
-  if (!HasServant(group->name())) {
-    Log("membership")->debug("group {}: join request of node {}: no servant here to give the "
-                             "state", group->name(), from);
+  if (!CanGiveState(group)) {
+    Log("membership")->debug("group {}: join request of node {}: no state here to give",
+                             group->name(), from);
     return;
   }
   bool sending = false;
@@ -334,9 +342,9 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   ack.mutable_membership()->set_view_id(message.view_id());
   group->SendTo(from, std::move(ack));
   membership.joiner.StateInstalled();
-  std::vector<consensus::Delivery> buffered = std::move(membership.buffered);
+  std::vector<wire::Request> buffered = std::move(membership.buffered);
   membership.buffered.clear();
-  DeliverAll(group, std::move(buffered));
+  for (const wire::Request& request : buffered) ApplyRequest(group, request);
 }
 
 void Node::GiveStateToServant(Group* group,
