@@ -257,6 +257,16 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
 
 void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessage& message) {
   if (!group->is_member()) return;
+  if (group->IsMember(from) && message.view_id() < group->view_id()) {
+    // It is in this view and does not know it (the state that would have told it never came:
+    // its provider crashed). Told, it takes part in agreeing on the next views while it waits,
+    // so the view can still change (and re-add it with a state) when the rest is no majority.
+    wire::Envelope view;
+    view.mutable_membership()->set_kind(wire::MembershipMessage::NEW_VIEW);
+    view.mutable_membership()->set_view_id(group->view_id());
+    for (NodeId member : group->members()) view.mutable_membership()->add_members(member);
+    group->SendTo(from, std::move(view));
+  }
   // A member whose servant holds the state answers (it will send the state); several may
   // propose, and only the first change applies (the others name a view that has passed).
   if (!CanGiveState(group)) {

@@ -1,0 +1,169 @@
+// Issue 4, state transfer: the member that proposed a join (and so owes the joiner its state)
+// crashes before sending it. Real Nodes over the simulated network: group g of n1, n2; only n2
+// has a servant at first (n1 keeps the ordered requests for its servant to come); n3's servant
+// attaches and asks to join; n2, the only member that can give a state, proposes and crashes as
+// its servant is asked for the state. Then n1's servant attaches. View 2 = {n1, n2, n3} without
+// n2 is no majority unless n3 takes part, so n3 must follow the view changes while it waits for
+// its state (before: it stayed in view 2 for good); it is then re-added with n1's state.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+#include "nso/sim_network.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+
+nso::Config MakeConfig(NodeId id) {
+  nso::Config config;
+  config.node = absl::StrCat("n", id);
+  config.node_id = id;
+  for (NodeId peer = 1; peer <= 3; ++peer) {
+    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
+  }
+  nso::GroupConfig g;
+  g.name = "g";
+  g.members = {"n1", "n2"};
+  g.silence_ms = 10;
+  g.suspect_timeout_ms = 50;
+  g.exclude_timeout_ms = 500;
+  config.groups = {g};
+  return config;
+}
+
+struct Run {
+  explicit Run(uint64_t seed) : net(Options(seed)) {
+    for (NodeId id = 1; id <= 3; ++id) {
+      nodes[id] = std::make_unique<nso::Node>(MakeConfig(id), net.Endpoint(id), id, 0);
+      net.Endpoint(id)->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
+        if (!net.crashed(id)) nodes[id]->Receive(from, envelope);
+      });
+      client[id] = *nodes[id]->Attach("client");
+      Tick(id);
+    }
+  }
+
+  static nso::SimNetworkOptions Options(uint64_t seed) {
+    nso::SimNetworkOptions options;
+    options.seed = seed;
+    options.delay_min_ms = 1;
+    options.delay_max_ms = 5;
+    return options;
+  }
+
+  void Tick(NodeId id) {
+    net.After(5, [this, id] {
+      if (!net.crashed(id)) nodes[id]->Tick(net.now_ms());
+      Tick(id);
+    });
+  }
+
+  // A counter servant at `id`: "add" adds one; the state is the value.
+  void Serve(NodeId id) {
+    uint64_t nso = *nodes[id]->Attach("counter");
+    servants[id] = *nodes[id]->RegisterServant(nso, "g", [this, id](nso::ServantDelivery d) {
+      if (net.crashed(id)) return;
+      if (d.method == nso::kGetStateMethod) {
+        if (id == 2 && crash_provider) {  // the provider dies before it can answer
+          net.Crash(2);
+          provider_crashed = true;
+          return;
+        }
+        net.After(0, [this, id, number = d.delivery] {
+          nodes[id]->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(value[id]));
+        });
+        return;
+      }
+      if (d.method == nso::kSetStateMethod) {
+        incoming[id] += d.payload;
+        if (d.state_last) {
+          REQUIRE(absl::SimpleAtoi(incoming[id], &value[id]));
+          incoming[id].clear();
+          state_installs[id]++;
+        }
+        return;
+      }
+      value[id]++;
+      if (!d.one_way) {
+        net.After(0, [this, id, number = d.delivery, v = value[id]] {
+          nodes[id]->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
+        });
+      }
+    });
+  }
+
+  // An "add" from n1; the replies' values, or empty when it failed.
+  std::vector<std::string> Add(invocation::Mode mode) {
+    nso::InvokeOptions options;
+    options.group = "g";
+    options.method = "add";
+    options.mode = mode;
+    options.mode_given = true;
+    options.deadline_ms = 2000;
+    std::vector<std::string> out;
+    bool done = false;
+    nodes[1]->Invoke(client[1], options, [&](nso::InvokeResult result) {
+      done = true;
+      if (!result.status.ok()) return;
+      for (const auto& reply : result.replies) out.push_back(reply.payload);
+    });
+    while (!done) net.RunUntil(net.now_ms() + 10);
+    return out;
+  }
+
+  nso::SimNetwork net;
+  std::map<NodeId, std::unique_ptr<nso::Node>> nodes;
+  std::map<NodeId, uint64_t> client;
+  std::map<NodeId, uint64_t> servants;
+  std::map<NodeId, int64_t> value;
+  std::map<NodeId, std::string> incoming;
+  std::map<NodeId, int> state_installs;
+  bool crash_provider = false;
+  bool provider_crashed = false;
+};
+
+}  // namespace
+
+TEST_CASE("a joiner whose state provider crashes is re-added with another member's state",
+          "[membership][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    Run run(seed);
+    run.Serve(2);
+    run.net.RunUntil(100);
+    for (int i = 0; i < 5; ++i) REQUIRE(run.Add(invocation::Mode::kFirst).size() == 1);
+    run.crash_provider = true;
+    run.Serve(3);  // n3 asks to join; n2 proposes (n1 has no servant: no state to give)
+    for (int waited = 0; waited < 5000 && !run.provider_crashed; waited += 10) {
+      run.net.RunUntil(run.net.now_ms() + 10);
+    }
+    REQUIRE(run.provider_crashed);
+    run.Serve(1);  // gets the five requests n1 kept for it
+    run.net.RunUntil(run.net.now_ms() + 50);
+    REQUIRE(run.value[1] == 5);
+    for (int waited = 0; waited < 30000 && run.state_installs[3] == 0; waited += 10) {
+      run.net.RunUntil(run.net.now_ms() + 10);
+    }
+    REQUIRE(run.state_installs[3] == 1);
+    CHECK(run.value[3] == 5);
+    std::vector<std::string> replies;
+    for (int attempt = 0; attempt < 50 && replies.size() != 2; ++attempt) {
+      replies = run.Add(invocation::Mode::kAll);  // n1 and n3: n2 is excluded
+    }
+    REQUIRE(replies.size() == 2);
+    CHECK(replies[0] == replies[1]);
+    CHECK(run.value[1] == run.value[3]);
+    CHECK(run.nodes[1]->GroupDetails("g")->members.size() == 2);
+  }
+}
+
+}  // namespace cohort
