@@ -33,6 +33,8 @@ struct Replica {
   uint64_t view_id = 0;
   std::vector<NodeId> view_members;
   uint64_t crashed_at_ms = 0;
+  int32_t drift_ppm = 0;       // the node's clock rate error (StackSimOptions::drift_ppm_max)
+  uint64_t clock_offset_ms = 0;
 };
 
 class StackSim {
@@ -40,7 +42,17 @@ class StackSim {
   explicit StackSim(const StackSimOptions& options)
       : options_(options), net_(NetOptions(options)), rng_(options.seed * 7919 + 17) {
     result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
-    for (NodeId id = 1; id <= result_.nodes; ++id) replicas_[id];
+    // A generator of its own, so the clocks do not change the rest of a seed's schedule.
+    nso::Rng clock_rng(options.seed * 104729 + 3);
+    for (NodeId id = 1; id <= result_.nodes; ++id) {
+      Replica& replica = replicas_[id];
+      const uint64_t span = 2 * uint64_t{options.drift_ppm_max};
+      replica.drift_ppm = static_cast<int32_t>(clock_rng.Uniform(span + 1)) -
+                          static_cast<int32_t>(options.drift_ppm_max);
+      replica.clock_offset_ms = clock_rng.Uniform(options.clock_offset_ms_max + 1);
+      result_.drift_ppm_min = std::min(result_.drift_ppm_min, replica.drift_ppm);
+      result_.drift_ppm_max = std::max(result_.drift_ppm_max, replica.drift_ppm);
+    }
   }
 
   StackSimResult Run();
@@ -54,6 +66,13 @@ class StackSim {
     return net;
   }
   nso::Config MakeConfig(NodeId id) const;
+  // What node `id`'s clock reads now (monotonic: the rate stays within +-100%).
+  uint64_t LocalMs(NodeId id) const {
+    const Replica& replica = replicas_.at(id);
+    const uint64_t now_ms = net_.now_ms();
+    const int64_t skew_ms = static_cast<int64_t>(now_ms) * replica.drift_ppm / 1000000;
+    return replica.clock_offset_ms + now_ms + skew_ms;
+  }
   void Boot(NodeId id);
   void Crash(NodeId id);
   void ScheduleTick(NodeId id, uint64_t incarnation);
@@ -131,7 +150,7 @@ void StackSim::Boot(NodeId id) {
   replica.view_id = 0;
   nso::Transport* transport = net_.Endpoint(id);
   replica.node = std::make_unique<nso::Node>(MakeConfig(id), transport,
-                                             id * 1000 + replica.incarnation, net_.now_ms());
+                                             id * 1000 + replica.incarnation, LocalMs(id));
   transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
     Replica& r = replicas_[id];
     if (r.alive && r.node) r.node->Receive(from, envelope);
@@ -153,7 +172,7 @@ void StackSim::ScheduleTick(NodeId id, uint64_t incarnation) {
   net_.After(kTickMs, [this, id, incarnation] {
     Replica& replica = replicas_[id];
     if (!replica.alive || replica.incarnation != incarnation) return;
-    replica.node->Tick(net_.now_ms());
+    replica.node->Tick(LocalMs(id));
     RecordView(id);
     ScheduleTick(id, incarnation);
   });
