@@ -784,6 +784,7 @@ class Run {
     // Final reads: wait-for-all, recorded (a lost acknowledged write shows up in the check).
     bool healthy = WaitHealthy(15000);
     Note(healthy ? "final: healthy" : "final: NOT healthy after 15 s: " + last_unhealthy_);
+    if (!healthy) Diagnose();
     int final_reads = 0;
     if (healthy) {
       auto client = cohort::Client::Connect(Address(0), "final-reader", absl::Seconds(2));
@@ -836,6 +837,27 @@ class Run {
                 agree ? "yes" : "NO", lost);
     Shutdown();
     return healthy && agree && divergent_ == 0 && final_reads == o_.keys && lost == 0 ? 0 : 1;
+  }
+
+  // The group did not recover: is each daemon reachable, and what are its threads doing?
+  // (nK.stacks: every thread's backtrace, when gdb is installed.)
+  void Diagnose() {
+    for (int i = 0; i < o_.nodes; ++i) {
+      bool reachable = netlab() ? CanConnect(Host(i), nodes_[i].client_port)
+                                : CanConnect(nodes_[i].client_port);
+      Note(absl::StrCat("diagnosis: ", Name(i), " accepts TCP connections: ",
+                        reachable ? "yes" : "NO"));
+      pid_t pid;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pid = nodes_[i].pid;
+      }
+      if (pid > 0 && access("/usr/bin/gdb", X_OK) == 0) {
+        RunCommand({"/usr/bin/gdb", "-q", "-batch", "-p", std::to_string(pid), "-ex",
+                    "thread apply all bt 30"},
+                   absl::StrCat(o_.dir, "/", Name(i), ".stacks"));
+      }
+    }
   }
 
   void Shutdown() {
