@@ -155,6 +155,14 @@ class Node {
     std::optional<std::string> pending_servant_state;  // arrived before any servant attached
     std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)
     bool no_servant_overflow = false;
+    // The last servant detached while this daemon was a member: the replica (the servant's
+    // object) is gone, so the member must not count as one. It leaves the group (a view change
+    // without it, proposed again until it is out), drops the group's deliveries meanwhile instead
+    // of keeping them for a later servant (which would apply them to an empty object), and
+    // provides no state to joiners. Once out, a servant attaching (again) rejoins with state
+    // transfer. Cleared when this daemon is no longer a member.
+    bool servant_lost = false;
+    uint64_t leave_proposed_ms = 0;
   };
   // A state sent to a joiner, resent until the joiner is heard in the new view (chunks may be
   // lost; the transfer must not depend on a new view change, which needs a majority).
@@ -208,7 +216,13 @@ class Node {
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
   void DeliverRequest(Group* group, const wire::Request& request);
+  // A servant attached here holds the group's replicated state (false while servant_lost).
   bool HasServant(const std::string& group) const;
+  bool AnyServantAttached(const std::string& group) const;
+  // The group's last servant here detached: its state is gone; leave the group (see
+  // GroupMembership::servant_lost).
+  void OnServantLost(const std::string& group);
+  void TickServantLost(Group* group);
 
   // Membership (node_membership.cc).
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);

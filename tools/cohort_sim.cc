@@ -104,7 +104,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
                   uint64_t crash_one_at_ms, bool slow_only, uint32_t drift_ppm) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
-           transfers = 0;
+           transfers = 0, servant_crashes = 0;
   int32_t drift_seen_min = 0, drift_seen_max = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     cohort::sim::StackSimOptions options;
@@ -121,6 +121,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     acknowledged += result.calls_acknowledged;
     views += result.views_installed;
     transfers += result.state_transfers;
+    servant_crashes += result.servant_crashes;
     drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
     drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
     if (!result.ok) {
@@ -133,10 +134,13 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
                   cohort::sim::OrderingName(ordering), DriftFlag(drift_ppm).c_str());
     }
   }
-  std::printf("stack, ordering %s: seeds run %llu, faults injected %llu, calls %llu "
-              "(acknowledged %llu), views installed %llu, state transfers %llu, violations %llu\n",
+  std::printf("stack, ordering %s: seeds run %llu, faults injected %llu (servant crashes %llu), "
+              "calls %llu (acknowledged %llu), views installed %llu, state transfers %llu, "
+              "violations %llu\n",
               cohort::sim::OrderingName(ordering), static_cast<unsigned long long>(seeds),
-              static_cast<unsigned long long>(faults), static_cast<unsigned long long>(calls),
+              static_cast<unsigned long long>(faults),
+              static_cast<unsigned long long>(servant_crashes),
+              static_cast<unsigned long long>(calls),
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
               static_cast<unsigned long long>(violations));
