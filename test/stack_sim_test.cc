@@ -12,7 +12,7 @@ namespace {
 
 void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
   nso::ConfigureLogging("off", "text", "");
-  uint64_t views = 0, transfers = 0, acknowledged = 0;
+  uint64_t views = 0, transfers = 0, acknowledged = 0, servant_crashes = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
     StackSimResult result = RunStackSimulation(options);
@@ -23,10 +23,13 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
     views += result.views_installed;
     transfers += result.state_transfers;
     acknowledged += result.calls_acknowledged;
+    servant_crashes += result.servant_crashes;
   }
-  // The schedules did exercise view changes, state transfers and acknowledged calls.
+  // The schedules did exercise view changes, state transfers, servant crashes and acknowledged
+  // calls.
   CHECK(views > (last - first + 1));
   CHECK(transfers > 0);
+  CHECK(servant_crashes > 0);
   CHECK(acknowledged > 0);
 }
 

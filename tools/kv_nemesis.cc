@@ -15,7 +15,8 @@
 //     restart after a while (the servant is re-attached; the daemon rejoins by a view change with
 //     state transfer), or SIGSTOP past the exclusion timeout then SIGCONT (a host cut off: excluded,
 //     then re-added with state transfer), or a short SIGSTOP (its messages delayed, suspected but
-//     not excluded); or it pauses.
+//     not excluded), or kills its servant only (the daemon stays up; a new servant attaches later
+//     and gets the state); or it pauses.
 //
 // With --netlab PATH (root; PATH is ../shared/netlab/netlab) the daemons run on fake hosts made by
 // netlab instead of loopback: host hK holds daemon nK and a kv-servant process attached to it
@@ -363,6 +364,26 @@ class Run {
     nodes_[i].store.reset();  // no stable storage: the restarted replica starts empty
   }
 
+  // The application crashes, not the daemon: the servant (and its store) is gone.
+  void CrashServant(int i) {
+    pid_t servant_pid;
+    std::unique_ptr<cohort::Servant> servant;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      servant_pid = nodes_[i].servant_pid;
+      nodes_[i].servant_pid = 0;
+      servant = std::move(nodes_[i].servant);
+    }
+    if (servant_pid > 0) {
+      kill(servant_pid, SIGKILL);
+      waitpid(servant_pid, nullptr, 0);
+    }
+    if (servant) servant->Stop();
+    servant.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes_[i].store.reset();
+  }
+
   void Freeze(int i) {
     std::lock_guard<std::mutex> lock(mu_);
     nodes_[i].state = State::kStopped;
@@ -489,7 +510,9 @@ class Run {
       return false;
     }
     // A member whose daemon has no servant attached (a restarted daemon, before its servant
-    // re-attaches) answers UNAVAILABLE "no servant attached": not an answer of the store.
+    // re-attaches) answers UNAVAILABLE "no servant attached", and one whose servant crashed
+    // answers the calls it had handed to it "servant detached before answering": not answers of
+    // the store.
     std::vector<const cohort::Reply*> answers;
     for (const cohort::Reply& reply : result->replies) {
       if (NoServant(reply)) {
@@ -550,9 +573,13 @@ class Run {
     return true;
   }
 
+  // Not an answer of a store: the member's daemon had no servant attached, or its servant went
+  // away (crashed) before answering.
   static bool NoServant(const cohort::Reply& reply) {
     return reply.status.code() == absl::StatusCode::kUnavailable &&
-           reply.status.message().find("no servant attached") != absl::string_view::npos;
+           (reply.status.message().find("no servant attached") != absl::string_view::npos ||
+            reply.status.message().find("servant detached before answering") !=
+                absl::string_view::npos);
   }
 
   void ClientLoop(int id) {
@@ -678,7 +705,7 @@ class Run {
     Note("delays cleared");
   }
 
-  enum class Failure { kKill, kFreezeLong, kFreezeShort, kCutHost };
+  enum class Failure { kKill, kFreezeLong, kFreezeShort, kCutHost, kServantCrash };
 
   // 1..(N-1)/2 daemons (fewer than half at once), each: kill -9 then restart; SIGSTOP past the
   // exclusion timeout (a frozen process: excluded, then re-added with state transfer) or a short
@@ -691,12 +718,14 @@ class Run {
     for (int v = 0; v < count; ++v) {
       int r = Uniform(0, 99);
       if (netlab()) {
-        how[v] = r < 35 ? Failure::kKill : r < 50 ? Failure::kFreezeLong
-                 : r < 65 ? Failure::kFreezeShort : Failure::kCutHost;
+        how[v] = r < 30 ? Failure::kKill : r < 45 ? Failure::kFreezeLong
+                 : r < 60 ? Failure::kFreezeShort : r < 85 ? Failure::kCutHost
+                 : Failure::kServantCrash;
       } else {
-        how[v] = r < 45 ? Failure::kKill : r < 80 ? Failure::kFreezeLong : Failure::kFreezeShort;
+        how[v] = r < 40 ? Failure::kKill : r < 70 ? Failure::kFreezeLong
+                 : r < 85 ? Failure::kFreezeShort : Failure::kServantCrash;
       }
-      until[v] = how[v] == Failure::kKill          ? Uniform(100, 2500)
+      until[v] = how[v] == Failure::kKill || how[v] == Failure::kServantCrash ? Uniform(100, 2500)
                  : how[v] == Failure::kFreezeShort ? Uniform(30, 400)
                                                    : Uniform(1200, 3000);
       int i = order[v];
@@ -713,6 +742,12 @@ class Run {
           Note(absl::StrCat(how[v] == Failure::kFreezeLong ? "freeze (SIGSTOP) " : "stall (SIGSTOP) ",
                             Name(i), " for ", until[v], " ms"));
           faults_[how[v] == Failure::kFreezeLong ? "freeze" : "stall"]++;
+          break;
+        case Failure::kServantCrash:
+          CrashServant(i);
+          Note(absl::StrCat("servant crash: kill -9 the servant of ", Name(i),
+                            ", its daemon stays up (new servant in ", until[v], " ms)"));
+          faults_["servant crash"]++;
           break;
         case Failure::kCutHost:
           Lab({"cut", HostName(i)});
@@ -735,6 +770,12 @@ class Run {
         int64_t t0 = NowMs();
         bool ok = StartNode(i);
         Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
+                          NowMs() - t0, " ms"));
+        if (!ok) failed_restarts_++;
+      } else if (how[next] == Failure::kServantCrash) {
+        int64_t t0 = NowMs();
+        bool ok = netlab() ? StartServantProcess(i) : AttachServant(i);
+        Note(absl::StrCat("new servant on ", Name(i), ok ? " attached in " : " FAILED after ",
                           NowMs() - t0, " ms"));
         if (!ok) failed_restarts_++;
       } else if (how[next] == Failure::kCutHost) {
@@ -857,6 +898,19 @@ class Run {
                     "thread apply all bt 30"},
                    absl::StrCat(o_.dir, "/", Name(i), ".stacks"));
       }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (nodes_[i].store) {  // loopback: the replica is in this process
+        std::map<std::string, std::string> map = nodes_[i].store->Snapshot();
+        std::string values;
+        for (const auto& [key, value] : map) absl::StrAppend(&values, " ", key, "=", value);
+        Note(absl::StrCat("diagnosis: ", Name(i), "'s replica holds", values));
+      }
+    }
+    // Loopback: the servants' delivery threads are in this process.
+    if (!netlab() && access("/usr/bin/gdb", X_OK) == 0) {
+      RunCommand({"/usr/bin/gdb", "-q", "-batch", "-p", std::to_string(getpid()), "-ex",
+                  "thread apply all bt 30"},
+                 absl::StrCat(o_.dir, "/driver.stacks"));
     }
   }
 
