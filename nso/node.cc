@@ -339,6 +339,14 @@ void Node::Submit(Group* group, const wire::Request& request) {
 
 void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
   GroupMembership& membership = membership_[group->name()];
+  if (membership.awaiting_state && membership.servant_lost) {
+    // Re-admitted by a view change (it may never have seen the view that removed it): the state
+    // on its way replaces the one its servant lost.
+    membership.servant_lost = false;
+    membership.want_member = AnyServantAttached(group->name());
+    Log("membership")->info("group {}: re-admitted after losing its servant; the state follows",
+                            group->name());
+  }
   for (size_t i = 0; i < deliveries.size(); ++i) {
     if (membership.awaiting_state) {  // a joiner delivers nothing before the state arrives
       membership.buffered.push_back(std::move(deliveries[i]));

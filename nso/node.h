@@ -160,7 +160,8 @@ class Node {
     // without it, proposed again until it is out), drops the group's deliveries meanwhile instead
     // of keeping them for a later servant (which would apply them to an empty object), and
     // provides no state to joiners. Once out, a servant attaching (again) rejoins with state
-    // transfer. Cleared when this daemon is no longer a member.
+    // transfer. Cleared when this daemon is no longer a member, or when a view change re-admits
+    // it (awaiting the state).
     bool servant_lost = false;
     uint64_t leave_proposed_ms = 0;
   };

@@ -418,9 +418,37 @@ class Run {
     return true;
   }
 
+  // A servant whose stream ended although its daemon is up (nothing of the nemesis ended it) is
+  // noted with why, and replaced, as a supervisor would.
+  void ReviveServants() {
+    for (int i = 0; i < o_.nodes; ++i) {
+      std::string why;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Node& node = nodes_[i];
+        if (node.state != State::kUp || node.pid <= 0) continue;
+        absl::Status status;
+        if (node.servant && node.servant->Ended(&status)) {
+          why = status.ToString();
+        } else if (node.servant_pid > 0 && waitpid(node.servant_pid, nullptr, WNOHANG) == node.servant_pid) {
+          node.servant_pid = 0;
+          why = "kv-servant exited (see kv-" + Name(i) + ".log)";
+        }
+      }
+      if (why.empty()) continue;
+      Note(absl::StrCat("SERVANT STREAM ENDED on ", Name(i), " with its daemon up: ", why,
+                        "; starting a new servant"));
+      servants_revived_++;
+      CrashServant(i);
+      bool ok = netlab() ? StartServantProcess(i) : AttachServant(i);
+      Note(absl::StrCat("new servant on ", Name(i), ok ? " attached" : " FAILED"));
+    }
+  }
+
   bool WaitHealthy(int limit_ms) {
     int64_t until = NowMs() + limit_ms;
     while (NowMs() < until) {
+      ReviveServants();
       if (Healthy()) return true;
       SleepMs(100);
     }
@@ -871,11 +899,11 @@ class Run {
     std::string faults;
     for (const auto& [k, v] : faults_) absl::StrAppend(&faults, faults.empty() ? "" : ", ", k, " ", v);
     std::printf("kv-nemesis: nodes %d, %d s, ops: %s; faults: %s; final reads %d/%d; divergent "
-                "replies %d; replies without servant %d; failed restarts %d; replicas agree: %s; "
-                "acknowledged writes lost: %d\n",
+                "replies %d; replies without servant %d; failed restarts %d; servant streams "
+                "ended unasked %d; replicas agree: %s; acknowledged writes lost: %d\n",
                 o_.nodes, o_.seconds, counts.c_str(), faults.c_str(), final_reads, o_.keys,
                 divergent_.load(), no_servant_replies_.load(), failed_restarts_,
-                agree ? "yes" : "NO", lost);
+                servants_revived_, agree ? "yes" : "NO", lost);
     Shutdown();
     return healthy && agree && divergent_ == 0 && final_reads == o_.keys && lost == 0 ? 0 : 1;
   }
@@ -966,6 +994,7 @@ class Run {
   bool Over() const { return NowMs() >= end_ms_; }
   std::atomic<int> divergent_{0};
   std::atomic<int> no_servant_replies_{0};
+  int servants_revived_ = 0;  // servant streams that ended with their daemon up
   int failed_restarts_ = 0;
   int64_t last_healthy_ms_ = 0;
   int64_t end_ms_ = 0;

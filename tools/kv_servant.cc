@@ -5,11 +5,9 @@
 //   kv-servant --daemon 127.0.0.1:7201 [--group kv] [--name kv-1]
 // Then, e.g.:  cohortctl invoke kv put color=blue --mode majority
 //              cohortctl invoke kv cas "color blue green" --mode majority
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "absl/time/clock.h"
 #include "invocation/servant.h"
@@ -52,15 +50,9 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::printf("kv-servant %s serving group %s at %s\n", name.c_str(), group.c_str(), daemon.c_str());
   std::fflush(stdout);
-  std::atomic<bool> ended{false};
   absl::Status why;
-  std::thread waiter([&] {
-    why = (*servant)->Wait();
-    ended = true;
-  });
-  while (!g_stop && !ended) absl::SleepFor(absl::Milliseconds(50));
+  while (!g_stop && !(*servant)->Ended(&why)) absl::SleepFor(absl::Milliseconds(50));
   (*servant)->Stop();
-  waiter.join();
   if (!g_stop) {
     std::fprintf(stderr, "kv-servant %s: the daemon ended the stream: %s\n", name.c_str(),
                  why.ToString().c_str());
