@@ -369,8 +369,8 @@ void StackSim::Crash(NodeId id) {
 }
 
 // The fault model (issue 6): fewer than half of a view fail at once. Disabling `count` more nodes
-// must leave a majority of the latest view functional: alive, connected, holding its state and
-// in that view.
+// must leave a majority of the latest view functional: alive, connected, holding its state (a
+// servant with the state attached) and in that view.
 bool StackSim::CanDisable(uint32_t count) const {
   if (views_.empty()) return false;
   const auto& [view_id, members] = *views_.rbegin();
@@ -378,7 +378,7 @@ bool StackSim::CanDisable(uint32_t count) const {
   for (NodeId member : members) {
     const Replica& replica = replicas_.at(member);
     if (replica.alive && !cut_off_.count(member) && !amnesiac_.count(member) &&
-        replica.view_id == view_id) {
+        !servantless_.count(member) && replica.view_id == view_id) {
       functional++;
     }
   }
