@@ -171,6 +171,12 @@ class Run {
       nodes_[i].peer_port = netlab() ? 7101 : FreePort();
       nodes_[i].client_port = netlab() ? 7201 : FreePort();
     }
+    WriteConfigs();
+    schedule_.open(o_.dir + "/schedule.log");
+    history_.open(o_.dir + "/history.jsonl");
+  }
+
+  void WriteConfigs() {
     std::ostringstream peers;
     peers << "peers:\n";
     for (int i = 0; i < o_.nodes; ++i) {
@@ -190,8 +196,26 @@ class Run {
           << "    ordering: consensus\n"
           << "tls: {insecure: true}\n";
     }
-    schedule_.open(o_.dir + "/schedule.log");
-    history_.open(o_.dir + "/history.jsonl");
+  }
+
+  // Loopback: new ports for every daemon (one was taken by another process before it bound it).
+  void NewPorts() {
+    for (Node& node : nodes_) {
+      node.peer_port = FreePort();
+      node.client_port = FreePort();
+    }
+    WriteConfigs();
+  }
+
+  // A restart can find its port taken meanwhile by another process (it then exits at once,
+  // "address in use"): a few more tries.
+  bool RestartNode(int i) {
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+      if (StartNode(i)) return true;
+      Note(absl::StrCat("restart of ", Name(i), " failed (attempt ", attempt, "; see ", Log(i), ")"));
+      SleepMs(300);
+    }
+    return false;
   }
 
   bool netlab() const { return !o_.netlab.empty(); }
@@ -796,7 +820,7 @@ class Run {
       int i = order[next];
       if (how[next] == Failure::kKill) {
         int64_t t0 = NowMs();
-        bool ok = StartNode(i);
+        bool ok = RestartNode(i);
         Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
                           NowMs() - t0, " ms"));
         if (!ok) failed_restarts_++;
@@ -822,12 +846,21 @@ class Run {
       std::fprintf(stderr, "kv-nemesis: netlab up failed (see %s/netlab.log)\n", o_.dir.c_str());
       return 1;
     }
-    for (int i = 0; i < o_.nodes; ++i) {
-      if (!StartNode(i)) {
-        std::fprintf(stderr, "kv-nemesis: could not start %s (see %s)\n", Name(i).c_str(),
-                     Log(i).c_str());
+    for (int attempt = 1;; ++attempt) {
+      int failed = -1;
+      for (int i = 0; i < o_.nodes && failed < 0; ++i) {
+        if (!StartNode(i)) failed = i;
+      }
+      if (failed < 0) break;
+      if (netlab() || attempt == 3) {
+        std::fprintf(stderr, "kv-nemesis: could not start %s (see %s)\n", Name(failed).c_str(),
+                     Log(failed).c_str());
         return 1;
       }
+      // On loopback another process can take a port between FreePort() and the daemon's bind.
+      Note(absl::StrCat("start: ", Name(failed), " did not start (port taken?): new ports"));
+      Shutdown();
+      NewPorts();
     }
     if (!WaitHealthy(20000)) {
       std::fprintf(stderr, "kv-nemesis: the group never became healthy\n");

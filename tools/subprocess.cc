@@ -9,9 +9,15 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <set>
+
 namespace cohort::subprocess {
 
-int FreePort() {
+namespace {
+
+// One port picked by the kernel for 127.0.0.1 (bound once, then released).
+int KernelPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -21,6 +27,20 @@ int FreePort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   int port = ntohs(address.sin_port);
   close(fd);
+  return port;
+}
+
+}  // namespace
+
+int FreePort() {
+  // The kernel may hand the same released port out twice in a row: never give a port twice in
+  // this process (two daemons of one test on one port).
+  static std::mutex mu;
+  static std::set<int> given;
+  std::lock_guard<std::mutex> lock(mu);
+  int port = KernelPort();
+  for (int attempt = 0; attempt < 100 && given.count(port); ++attempt) port = KernelPort();
+  given.insert(port);
   return port;
 }
 

@@ -10,7 +10,9 @@
 
 namespace cohort::subprocess {
 
-// A free TCP port on 127.0.0.1 (bound once, then released).
+// A free TCP port on 127.0.0.1 (bound once, then released), never the same twice in a process.
+// Another process may still take it before it is bound: daemons do not share a port (no
+// SO_REUSEPORT), so that shows as a daemon failing to start, "address in use".
 int FreePort();
 // True when something accepts connections on 127.0.0.1:port.
 bool CanConnect(int port);
