@@ -890,17 +890,24 @@ class Run {
     int final_reads = 0;
     if (healthy) {
       auto client = cohort::Client::Connect(Address(0), "final-reader", absl::Seconds(2));
-      std::mt19937_64 rng(1);
-      std::map<std::string, std::string> seen;
-      int seq = 0;
+      // A member can be suspected for a moment even in a healthy group (e.g. while it installs
+      // a large state): a wait-for-all call then fails fast. Retry each key for a while.
+      const int64_t give_up_ms = NowMs() + 15000;
+      if (!client.ok()) Note("final reads: connect to " + Name(0) + ": " + client.status().ToString());
       for (int k = 0; client.ok() && k < o_.keys; ++k) {
-        for (int attempt = 0; attempt < 5; ++attempt) {
-          std::string key = absl::StrCat("k", k);
+        std::string key = absl::StrCat("k", k);
+        std::string last_error;
+        while (NowMs() < give_up_ms) {
           int64_t call = NowNs();
           auto result = (*client)->Invoke("kv", "get", key, cohort::Mode::kAll, absl::Seconds(3));
           int64_t ret = NowNs();
-          if (!result.ok() || static_cast<int>(result->replies.size()) < o_.nodes) continue;
-          (void)seq;
+          if (!result.ok() || static_cast<int>(result->replies.size()) < o_.nodes) {
+            last_error = result.ok() ? absl::StrCat(result->replies.size(), " replies")
+                                     : result.status().ToString();
+            SleepMs(100);
+            continue;
+          }
+          last_error.clear();
           bool found = result->replies.front().status.ok();
           std::string value = found ? result->replies.front().payload : "";
           for (const cohort::Reply& reply : result->replies) {
@@ -910,6 +917,7 @@ class Run {
           final_reads++;
           break;
         }
+        if (!last_error.empty()) Note("final read of " + key + " failed: " + last_error);
       }
     }
     // Every replica holds the same map (a majority acknowledged each call: allow a moment). With
