@@ -108,6 +108,12 @@ absl::Status Servant::Wait() {
   return end_status_;
 }
 
+bool Servant::Ended(absl::Status* why) {
+  absl::MutexLock lock(&mu_);
+  if (done_ && why != nullptr) *why = end_status_;
+  return done_;
+}
+
 void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more) {
   api::ServantMessage message;
   api::ServantMessage::Answer* answer = message.mutable_answer();

@@ -74,6 +74,9 @@ class Servant {
   void Stop();
   // Blocks until the daemon closes the stream or Stop() is called; returns why it ended.
   absl::Status Wait();
+  // Without blocking: the stream has ended (why: `*why`, when given). A supervisor starts a new
+  // servant then; it gets the group's state when its daemon re-admits it.
+  bool Ended(absl::Status* why = nullptr);
 
  private:
   Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group);

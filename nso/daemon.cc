@@ -31,6 +31,11 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address,
                                           std::vector<grpc::Service*> services,
                                           int max_message_bytes) {
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second daemon (or any process of the same user) on the
+  // same address would then start too and take half of the connections, peers' and clients' alike
+  // (seen: two test daemons given one port served it together; calls and peer frames went to
+  // either at random). One address, one daemon: the second fails to start.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int bound_port = 0;
   builder.AddListeningPort(address, std::move(credentials), &bound_port);
   builder.SetMaxReceiveMessageSize(max_message_bytes);

@@ -339,6 +339,14 @@ void Node::Submit(Group* group, const wire::Request& request) {
 
 void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
   GroupMembership& membership = membership_[group->name()];
+  if (membership.joiner.awaiting_state() && membership.servant_lost) {
+    // Re-admitted by a view change (it may never have seen the view that removed it): the state
+    // on its way replaces the one its servant lost.
+    membership.servant_lost = false;
+    membership.joiner.set_want_member(AnyServantAttached(group->name()));
+    Log("membership")->info("group {}: re-admitted after losing its servant; the state follows",
+                            group->name());
+  }
   for (size_t i = 0; i < deliveries.size(); ++i) {
     group->Delivered(deliveries[i]);
     wire::GroupMessage message;
@@ -379,6 +387,7 @@ void Node::ApplyRequest(Group* group, const wire::Request& request) {
     notice.set_ordered_notice(true);
     SendReply(request.origin(), group->name(), notice);
   }
+  if (membership.servant_lost) return;  // leaving: its replica is gone (see node.h)
   if (!HasServant(group->name())) {
     // A member with no servant attached yet (it starts before its application, or restarted):
     // the group's object is not here to execute anything, so the requests wait for it, in
@@ -402,11 +411,17 @@ bool Node::CanGiveState(const Group* group) {
   return HasServant(group->name()) && !membership_[group->name()].joiner.awaiting_state();
 }
 
-bool Node::HasServant(const std::string& group) const {
+bool Node::AnyServantAttached(const std::string& group) const {
   for (const auto& [id, servant] : servants_) {
     if (servant.group == group) return true;
   }
   return false;
+}
+
+bool Node::HasServant(const std::string& group) const {
+  auto membership = membership_.find(group);
+  if (membership != membership_.end() && membership->second.servant_lost) return false;
+  return AnyServantAttached(group);
 }
 
 void Node::DeliverRequest(Group* group, const wire::Request& request) {
@@ -594,7 +609,11 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
                             "rejoining to get the state", group_name);
     SendJoinRequest(*group);
   }
-  if (!(*group)->is_member()) {
+  if (membership.servant_lost) {
+    Log("membership")->info("group {}: servant {} attached while this daemon leaves the group "
+                            "(its previous servant's state is gone): it rejoins with state "
+                            "transfer once out", group_name, id);
+  } else if (!(*group)->is_member()) {
     Log("membership")->info("group {}: not a member of view {}: asking to join", group_name,
                             (*group)->view_id());
     SendJoinRequest(*group);
@@ -605,7 +624,8 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
 void Node::UnregisterServant(uint64_t servant) {
   auto it = servants_.find(servant);
   if (it == servants_.end()) return;
-  Log("api")->info("group {}: servant {} detached", it->second.group, servant);
+  const std::string group = it->second.group;
+  Log("api")->info("group {}: servant {} detached", group, servant);
   servants_.erase(it);
   // Deliveries it never answered get an error reply, so their callers do not wait in vain.
   std::vector<uint64_t> orphaned;
@@ -615,6 +635,46 @@ void Node::UnregisterServant(uint64_t servant) {
   for (uint64_t number : orphaned) {
     Answer(servant, number, absl::UnavailableError("servant detached before answering"), "");
   }
+  if (!AnyServantAttached(group)) OnServantLost(group);
+}
+
+// The replicated object of `group_name` at this daemon was its servant's: with the last servant
+// gone, a servant attaching later has none of it. Keeping this daemon in the view and handing the
+// new servant the requests ordered meanwhile would make it a replica that answers from an empty
+// object (found by cohort-sim --stack with servant crashes). So the daemon leaves the group, and a
+// new servant rejoins with state transfer, like a restarted daemon.
+void Node::OnServantLost(const std::string& group_name) {
+  absl::StatusOr<Group*> group = FindGroup(group_name);
+  if (!group.ok()) return;
+  GroupMembership& membership = membership_[group_name];
+  membership.no_servant.clear();
+  membership.no_servant_overflow = false;
+  membership.joiner.set_want_member(false);
+  if (!(*group)->is_member() || (*group)->members().size() == 1) return;
+  Log("membership")->warn("group {}: its last servant detached: the replica's state is gone; "
+                          "leaving the group (a servant attaching later rejoins with state "
+                          "transfer)", group_name);
+  membership.servant_lost = true;
+  membership.leave_proposed_ms = 0;
+  TickServantLost(*group);
+}
+
+void Node::TickServantLost(Group* group) {
+  GroupMembership& membership = membership_[group->name()];
+  if (!membership.servant_lost) return;
+  if (!group->is_member()) {
+    membership.servant_lost = false;
+    membership.joiner.set_want_member(AnyServantAttached(group->name()));
+    Log("membership")->info("group {}: left after losing its servant{}", group->name(),
+                            membership.joiner.want_member() ? "; a new servant is attached: rejoining" : "");
+    return;
+  }
+  // Proposed again until it applies: a proposal can be lost with its view, or wait for a majority.
+  uint64_t retry_ms = std::max<uint64_t>(group->config().exclude_timeout_ms, 500);
+  if (membership.leave_proposed_ms != 0 && now_ms_ < membership.leave_proposed_ms + retry_ms) return;
+  if (!group->HasMajority()) return;
+  membership.leave_proposed_ms = now_ms_;
+  ProposeViewChange(group, {self_}, {});
 }
 
 // ---- transport and time -----------------------------------------------------------------------
@@ -665,6 +725,7 @@ void Node::Tick(uint64_t now_ms) {
       // Re-admitted with the state of a member whose servant holds it.
       if (CanGiveState(group.get())) ProposeViewChange(group.get(), {restarted}, {restarted});
     }
+    TickServantLost(group.get());
     TickMembership(group.get());
   }
   RetryManagedCalls();

@@ -157,6 +157,15 @@ class Node {
     std::vector<membership::StateReceiver::ServantChunk> pending_servant_state;
     std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)
     bool no_servant_overflow = false;
+    // The last servant detached while this daemon was a member: the replica (the servant's
+    // object) is gone, so the member must not count as one. It leaves the group (a view change
+    // without it, proposed again until it is out), drops the group's deliveries meanwhile instead
+    // of keeping them for a later servant (which would apply them to an empty object), and
+    // provides no state to joiners. Once out, a servant attaching (again) rejoins with state
+    // transfer. Cleared when this daemon is no longer a member, or when a view change re-admits
+    // it (awaiting the state).
+    bool servant_lost = false;
+    uint64_t leave_proposed_ms = 0;
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
@@ -203,8 +212,14 @@ class Node {
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).
   void ApplyRequest(Group* group, const wire::Request& request);
   void DeliverRequest(Group* group, const wire::Request& request);
+  // A servant attached here holds the group's replicated state (false while servant_lost).
   bool HasServant(const std::string& group) const;
   bool CanGiveState(const Group* group);
+  bool AnyServantAttached(const std::string& group) const;
+  // The group's last servant here detached: its state is gone; leave the group (see
+  // GroupMembership::servant_lost).
+  void OnServantLost(const std::string& group);
+  void TickServantLost(Group* group);
 
   // Membership (node_membership.cc).
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);

@@ -91,10 +91,10 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   if (proposal.provider == self_ && !state_to.empty() && CanGiveState(group)) {
     RequestState(group, next->view, std::move(state_to));
   }
-  if (membership.joiner.awaiting_state() &&
+  if ((membership.joiner.awaiting_state() || membership.servant_lost) &&
       std::find(next->joiners.begin(), next->joiners.end(), self_) != next->joiners.end()) {
-    // Re-added while still waiting for a state (its provider crashed): the state of the new
-    // view comes instead, and holds every request of the old views.
+    // Re-added while still waiting for a state (its provider crashed), or after its servant's
+    // state was lost: the state of the new view comes, and holds every request of the old views.
     membership.joiner.JoinedView(next->view.id, now_ms_);
     membership.receiver.Begin(next->view.id);
     membership.buffered.clear();

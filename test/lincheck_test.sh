@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Two short nemesis runs of the kv servant (3 then 5 daemons, 5 s of faults each), each history
-# checked for linearizability by tools/lincheck (Porcupine). The checker is built offline from
+# checked for linearizability by tools/lincheck (Porcupine). With --netlab (//test:
+# lincheck_netlab_test; root) the daemons run on ../shared/netlab hosts and the nemesis also cuts,
+# partitions and delays hosts' links. The checker is built offline from
 # tools/lincheck; its one dependency (Porcupine) comes from the Go module proxy into a module cache
 # kept in /var/tmp/cohort-gomodcache between runs; `go` is found on
 # PATH or in /usr/local/go/bin. More runs: tools/lincheck-runs RUNS (RELIABILITY.md).
 set -euo pipefail
+mode=()
+if [ "${1:-}" = --netlab ]; then
+  mode=(--netlab)
+  # The source tree's ../shared/netlab (this script is a symlink into it).
+  repo=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+  export NETLAB="$repo/../shared/netlab/netlab"
+  [ -x "$NETLAB" ] || { echo "lincheck_test: netlab not found at $NETLAB" >&2; exit 1; }
+  [ "$(id -u)" = 0 ] || { echo "lincheck_test: --netlab needs root" >&2; exit 1; }
+fi
 root="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-cohort}"
 tmp="${TEST_TMPDIR:?}"
 go_bin="$(command -v go || true)"
@@ -34,7 +45,7 @@ fi
 # "Not done"), so it is reported here, not asserted.
 set +e
 KV_NEMESIS="$root/tools/kv-nemesis" LINCHECK_BIN="$tmp/lincheck" LINCHECK_SECONDS=5 \
-  LINCHECK_OUT="$tmp/runs" "$root/tools/lincheck-runs" 2 > "$tmp/summary" 2>&1
+  LINCHECK_OUT="$tmp/runs" "$root/tools/lincheck-runs" "${mode[@]}" 2 > "$tmp/summary" 2>&1
 set -e
 cat "$tmp/summary"
 tail -n 1 "$tmp/summary" | grep -q '^runs: 2, linearizable: 2, not linearizable: 0 '

@@ -1,6 +1,7 @@
 #include "test/stack_sim.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -28,20 +29,38 @@ struct Replica {
   uint64_t incarnation = 0;
   uint64_t client_nso = 0;
   uint64_t servant = 0;
+  uint64_t servant_generation = 0;  // a crashed servant's late deliveries are not applied
   int64_t value = 0;
   std::vector<std::string> applied;  // call ids applied by the servant, in order
   std::string incoming_state;        // state chunks received so far (streamed state transfer)
   uint64_t view_id = 0;
   std::vector<NodeId> view_members;
   uint64_t crashed_at_ms = 0;
+  int32_t drift_ppm = 0;       // the node's clock rate error (StackSimOptions::drift_ppm_max)
+  uint64_t clock_offset_ms = 0;
 };
 
 class StackSim {
  public:
   explicit StackSim(const StackSimOptions& options)
-      : options_(options), net_(NetOptions(options)), rng_(options.seed * 7919 + 17) {
+      : options_(options),
+        net_(NetOptions(options)),
+        rng_(options.seed * 7919 + 17),
+        servant_rng_(options.seed * 15485863 + 5) {
     result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
-    for (NodeId id = 1; id <= result_.nodes; ++id) replicas_[id];
+    // A generator of its own, so the clocks do not change the rest of a seed's schedule.
+    nso::Rng clock_rng(options.seed * 104729 + 3);
+    result_.drift_ppm_min = INT32_MAX;
+    result_.drift_ppm_max = INT32_MIN;
+    for (NodeId id = 1; id <= result_.nodes; ++id) {
+      Replica& replica = replicas_[id];
+      const uint64_t span = 2 * uint64_t{options.drift_ppm_max};
+      replica.drift_ppm = static_cast<int32_t>(clock_rng.Uniform(span + 1)) -
+                          static_cast<int32_t>(options.drift_ppm_max);
+      replica.clock_offset_ms = clock_rng.Uniform(options.clock_offset_ms_max + 1);
+      result_.drift_ppm_min = std::min(result_.drift_ppm_min, replica.drift_ppm);
+      result_.drift_ppm_max = std::max(result_.drift_ppm_max, replica.drift_ppm);
+    }
   }
 
   StackSimResult Run();
@@ -55,10 +74,22 @@ class StackSim {
     return net;
   }
   nso::Config MakeConfig(NodeId id) const;
+  // What node `id`'s clock reads now (monotonic: the rate stays within +-100%).
+  uint64_t LocalMs(NodeId id) const {
+    const Replica& replica = replicas_.at(id);
+    const uint64_t now_ms = net_.now_ms();
+    const int64_t skew_ms = static_cast<int64_t>(now_ms) * replica.drift_ppm / 1000000;
+    return replica.clock_offset_ms + now_ms + skew_ms;
+  }
   void Boot(NodeId id);
   void Crash(NodeId id);
   void ScheduleTick(NodeId id, uint64_t incarnation);
-  void OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery delivery);
+  // A fresh servant (no state) attaches to node id's daemon.
+  void AttachServant(NodeId id);
+  // The servant crashes; its daemon stays up. A new one attaches after a while.
+  void CrashServant(NodeId id);
+  void MaybeCrashServant();
+  void OnServant(NodeId id, uint64_t generation, nso::ServantDelivery delivery);
   void Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style style);
   void RecordView(NodeId id);
   void CheckPrefix(const std::vector<std::string>& log, const std::string& what);
@@ -80,17 +111,20 @@ class StackSim {
     std::set<NodeId> all = crashed_;
     all.insert(cut_off_.begin(), cut_off_.end());
     all.insert(amnesiac_.begin(), amnesiac_.end());
+    all.insert(servantless_.begin(), servantless_.end());
     return all.size();
   }
 
   const StackSimOptions options_;
   nso::SimNetwork net_;
   nso::Rng rng_;
+  nso::Rng servant_rng_;  // servant crashes
   StackSimResult result_;
   std::map<NodeId, Replica> replicas_;
   std::set<NodeId> crashed_;
   std::set<NodeId> cut_off_;   // the minority side of the current partition
   std::set<NodeId> amnesiac_;  // restarted, state not transferred yet
+  std::set<NodeId> servantless_;  // daemon up, its servant crashed, no new one attached yet
   std::map<uint64_t, std::vector<NodeId>> views_;  // view id -> members, as first installed
   std::vector<std::string> reference_;             // longest applied sequence seen
   std::set<std::string> acknowledged_;
@@ -132,29 +166,78 @@ void StackSim::Boot(NodeId id) {
   replica.view_id = 0;
   nso::Transport* transport = net_.Endpoint(id);
   replica.node = std::make_unique<nso::Node>(MakeConfig(id), transport,
-                                             id * 1000 + replica.incarnation, net_.now_ms());
+                                             id * 1000 + replica.incarnation, LocalMs(id));
   transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
     Replica& r = replicas_[id];
     if (r.alive && r.node) r.node->Receive(from, envelope);
   });
   uint64_t incarnation = replica.incarnation;
-  uint64_t servant_nso = *replica.node->Attach("servant");
-  replica.servant = *replica.node->RegisterServant(
-      servant_nso, kGroup, [this, id, incarnation](nso::ServantDelivery delivery) {
-        // The servant runs after the current step, in delivery order (like the real stream).
-        net_.After(0, [this, id, incarnation, delivery = std::move(delivery)]() mutable {
-          OnServant(id, incarnation, std::move(delivery));
-        });
-      });
+  servantless_.erase(id);
+  AttachServant(id);
   replica.client_nso = *replica.node->Attach("client");
   ScheduleTick(id, incarnation);
+}
+
+void StackSim::AttachServant(NodeId id) {
+  Replica& replica = replicas_[id];
+  uint64_t generation = ++replica.servant_generation;
+  replica.value = 0;
+  replica.applied.clear();
+  uint64_t servant_nso = *replica.node->Attach("servant");
+  replica.servant = *replica.node->RegisterServant(
+      servant_nso, kGroup, [this, id, generation](nso::ServantDelivery delivery) {
+        // The servant runs after the current step, in delivery order (like the real stream).
+        net_.After(0, [this, id, generation, delivery = std::move(delivery)]() mutable {
+          OnServant(id, generation, std::move(delivery));
+        });
+      });
+}
+
+void StackSim::CrashServant(NodeId id) {
+  Replica& replica = replicas_[id];
+  if (trace_) {
+    std::fprintf(stderr, "t=%llu SERVANT CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
+  }
+  CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its servant's crash"));
+  replica.node->UnregisterServant(replica.servant);
+  replica.servant = 0;
+  replica.servant_generation++;
+  replica.applied.clear();
+  replica.value = 0;
+  servantless_.insert(id);
+  amnesiac_.erase(id);
+  result_.faults++;
+  result_.servant_crashes++;
+  uint64_t incarnation = replica.incarnation;
+  net_.After(50 + servant_rng_.Uniform(1450), [this, id, incarnation] {
+    Replica& r = replicas_[id];
+    if (!r.alive || r.incarnation != incarnation || !servantless_.count(id)) return;
+    if (trace_) {
+      std::fprintf(stderr, "t=%llu SERVANT ATTACH node %u\n", (unsigned long long)net_.now_ms(), id);
+    }
+    servantless_.erase(id);
+    amnesiac_.insert(id);  // until the group's state is installed in the new servant
+    AttachServant(id);
+  });
+}
+
+void StackSim::MaybeCrashServant() {
+  if (servant_rng_.Uniform(4) != 0) return;
+  NodeId id = 1 + servant_rng_.Uniform(result_.nodes);
+  const Replica& replica = replicas_[id];
+  if (!replica.alive || crashed_.count(id) || cut_off_.count(id) || servantless_.count(id) ||
+      amnesiac_.count(id)) {
+    return;
+  }
+  if (disabled() >= (result_.nodes - 1) / 2 || !CanDisable(1)) return;
+  CrashServant(id);
 }
 
 void StackSim::ScheduleTick(NodeId id, uint64_t incarnation) {
   net_.After(kTickMs, [this, id, incarnation] {
     Replica& replica = replicas_[id];
     if (!replica.alive || replica.incarnation != incarnation) return;
-    replica.node->Tick(net_.now_ms());
+    replica.node->Tick(LocalMs(id));
     RecordView(id);
     ScheduleTick(id, incarnation);
   });
@@ -201,9 +284,9 @@ void StackSim::CheckPrefix(const std::vector<std::string>& log, const std::strin
   if (log.size() > reference_.size()) reference_ = log;
 }
 
-void StackSim::OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery delivery) {
+void StackSim::OnServant(NodeId id, uint64_t generation, nso::ServantDelivery delivery) {
   Replica& replica = replicas_[id];
-  if (!replica.alive || replica.incarnation != incarnation) return;
+  if (!replica.alive || replica.servant_generation != generation) return;
   if (delivery.method == nso::kGetStateMethod) {
     // Streamed in three parts (the last possibly empty), as a large state would be.
     std::string state = absl::StrCat(replica.value, "|", absl::StrJoin(replica.applied, ","));
@@ -238,8 +321,8 @@ void StackSim::OnServant(NodeId id, uint64_t incarnation, nso::ServantDelivery d
   }
   if (delivery.method != "add") return;
   if (trace_) {
-    std::fprintf(stderr, "t=%llu node %u inc %llu view %llu applies %s at position %zu\n",
-                 (unsigned long long)net_.now_ms(), id, (unsigned long long)incarnation,
+    std::fprintf(stderr, "t=%llu node %u servant %llu view %llu applies %s at position %zu\n",
+                 (unsigned long long)net_.now_ms(), id, (unsigned long long)generation,
                  (unsigned long long)delivery.view_id, delivery.payload.c_str(),
                  replica.applied.size());
   }
@@ -303,8 +386,8 @@ void StackSim::Crash(NodeId id) {
 }
 
 // The fault model (issue 6): fewer than half of a view fail at once. Disabling `count` more nodes
-// must leave a majority of the latest view functional: alive, connected, holding its state and
-// in that view.
+// must leave a majority of the latest view functional: alive, connected, holding its state (a
+// servant with the state attached) and in that view.
 bool StackSim::CanDisable(uint32_t count) const {
   if (views_.empty()) return false;
   const auto& [view_id, members] = *views_.rbegin();
@@ -312,7 +395,7 @@ bool StackSim::CanDisable(uint32_t count) const {
   for (NodeId member : members) {
     const Replica& replica = replicas_.at(member);
     if (replica.alive && !cut_off_.count(member) && !amnesiac_.count(member) &&
-        replica.view_id == view_id) {
+        !servantless_.count(member) && replica.view_id == view_id) {
       functional++;
     }
   }
@@ -328,6 +411,7 @@ void StackSim::InjectFault() {
         NodeId victim = rng_.Uniform(2) == 0 ? 1 : 1 + rng_.Uniform(n);
         if (!crashed_.count(victim) && !cut_off_.count(victim)) {
           amnesiac_.erase(victim);
+          servantless_.erase(victim);
           Crash(victim);
         }
       }
@@ -379,6 +463,7 @@ void StackSim::Chaos() {
   uint64_t end_ms = net_.now_ms() + options_.chaos_ms;
   uint64_t next_fault_ms = net_.now_ms() + 100 + rng_.Uniform(300);
   uint64_t next_slow_ms = net_.now_ms();
+  uint64_t next_servant_fault_ms = net_.now_ms() + 100 + servant_rng_.Uniform(300);
   while (net_.now_ms() < end_ms && result_.ok) {
     uint64_t step_end = net_.now_ms() + options_.call_every_ms;
     std::vector<NodeId> alive;
@@ -397,6 +482,10 @@ void StackSim::Chaos() {
     if (options_.faults && net_.now_ms() >= next_fault_ms) {
       InjectFault();
       next_fault_ms = net_.now_ms() + 100 + rng_.Uniform(300);
+    }
+    if (options_.faults && options_.servant_crashes && net_.now_ms() >= next_servant_fault_ms) {
+      MaybeCrashServant();
+      next_servant_fault_ms = net_.now_ms() + 100 + servant_rng_.Uniform(300);
     }
     if (options_.slow_only && net_.now_ms() >= next_slow_ms) {
       // Bursts of delay above the suspicion timeout but well below the exclusion timeout.
@@ -420,6 +509,11 @@ void StackSim::Heal() {
     pending_exclusion_.erase(id);
   }
   crashed_.clear();
+  for (NodeId id : std::set<NodeId>(servantless_)) {
+    servantless_.erase(id);
+    amnesiac_.insert(id);
+    AttachServant(id);
+  }
 }
 
 bool StackSim::Settled() {

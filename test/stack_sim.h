@@ -1,8 +1,11 @@
 // Deterministic simulation of the whole stack (STYLE.md example 3): real Nodes (NSOs, groups,
 // total order, failure detector, membership, invocation, reply cache) over the simulated network
 // and clock, with replicated-counter servants and clients invoking in every mode. Faults: crashes
-// (fewer than half of the nodes at once) and restarts, partitions and heals, loss, duplication
-// and delay. After the faults stop it checks liveness; throughout it checks safety:
+// (fewer than half of the nodes at once) and restarts, servant crashes under a live daemon,
+// partitions and heals, loss, duplication,
+// delay and clock drift (every node reads its own clock: a seeded offset and rate, so its
+// failure-detector, silence, retransmission and deadline timers fire early or late relative to
+// the other nodes'). After the faults stop it checks liveness; throughout it checks safety:
 //   views: every node that installed view v installed the same members;
 //   order and virtual synchrony: every replica's sequence of applied calls is a prefix of one
 //     common sequence (state transfer included), with no call applied twice;
@@ -22,6 +25,10 @@ struct StackSimOptions {
   uint32_t nodes = 0;             // 0: 3 to 5, chosen by the seed
   bool sequencer = false;         // ordering of the group
   bool faults = true;             // crashes, restarts, partitions, loss
+  // With faults: a servant (the application object) crashes while its daemon stays up, and a
+  // fresh one, without state, attaches 50-1500 ms later. Its own generator: the other faults of
+  // a seed stay the same with or without.
+  bool servant_crashes = true;
   bool slow_only = false;         // only delays: bursts above the suspicion timeout, below exclusion
   uint64_t chaos_ms = 4000;       // simulated time with faults
   uint64_t settle_limit_ms = 30000;
@@ -29,6 +36,12 @@ struct StackSimOptions {
   uint64_t exclude_timeout_ms = 800;
   uint32_t call_every_ms = 15;    // a client call every this often (simulated)
   uint64_t crash_one_at_ms = 0;   // > 0: crash one node (not node 1) at this time, nothing else
+  // Clock drift: node k's clock reads offset_k + t * (1'000'000 + drift_ppm_k) / 1'000'000 at
+  // simulated time t, with drift_ppm_k uniform in [-drift_ppm_max, +drift_ppm_max] and offset_k
+  // in [0, clock_offset_ms_max], both from the seed (a restart keeps the machine's clock).
+  // 0: every node reads the simulated clock.
+  uint32_t drift_ppm_max = 50000;  // +-5%
+  uint64_t clock_offset_ms_max = 1000000;
 };
 
 struct StackSimResult {
@@ -40,7 +53,10 @@ struct StackSimResult {
   uint64_t calls_acknowledged = 0;
   uint64_t views_installed = 0;    // highest view id reached
   uint64_t state_transfers = 0;
+  uint64_t servant_crashes = 0;
   uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
+  int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
+  int32_t drift_ppm_max = 0;
   uint64_t end_ms = 0;
 };
 

@@ -12,7 +12,7 @@ namespace {
 
 void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
   nso::ConfigureLogging("off", "text", "");
-  uint64_t views = 0, transfers = 0, acknowledged = 0;
+  uint64_t views = 0, transfers = 0, acknowledged = 0, servant_crashes = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
     StackSimResult result = RunStackSimulation(options);
@@ -23,10 +23,13 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
     views += result.views_installed;
     transfers += result.state_transfers;
     acknowledged += result.calls_acknowledged;
+    servant_crashes += result.servant_crashes;
   }
-  // The schedules did exercise view changes, state transfers and acknowledged calls.
+  // The schedules did exercise view changes, state transfers, servant crashes and acknowledged
+  // calls.
   CHECK(views > (last - first + 1));
   CHECK(transfers > 0);
+  CHECK(servant_crashes > 0);
   CHECK(acknowledged > 0);
 }
 
@@ -58,22 +61,59 @@ TEST_CASE("004 s5: no member is excluded while it is only slow", "[sim][membersh
   }
 }
 
-TEST_CASE("004 s5: a crashed member is excluded within the exclusion timeout plus one consensus",
-          "[sim][membership]") {
+// The exclusion comes when the survivors' clocks have counted exclude_timeout_ms of silence; a
+// clock that runs at rate r counts it in exclude_timeout_ms / r of simulated time.
+void CheckCrashToView(uint32_t drift_ppm_max) {
   nso::ConfigureLogging("off", "text", "");
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     StackSimOptions options;
     options.seed = seed;
     options.faults = false;
     options.crash_one_at_ms = 500;
+    options.drift_ppm_max = drift_ppm_max;
     StackSimResult result = RunStackSimulation(options);
     INFO("seed " << seed << ": " << result.violation);
     REQUIRE(result.ok);
     CHECK(result.views_installed >= 2);
+    const uint64_t fastest_ms =
+        options.exclude_timeout_ms * 1000000 / (1000000 + uint64_t{drift_ppm_max});
+    const uint64_t slowest_ms =
+        options.exclude_timeout_ms * 1000000 / (1000000 - uint64_t{drift_ppm_max});
     // Silence is counted from the last message heard, a few ms before the crash.
-    CHECK(result.crash_to_view_ms_max + 20 >= options.exclude_timeout_ms);
-    CHECK(result.crash_to_view_ms_max <= options.exclude_timeout_ms + 150);
+    CHECK(result.crash_to_view_ms_max + 20 >= fastest_ms);
+    CHECK(result.crash_to_view_ms_max <= slowest_ms + 150);
   }
+}
+
+TEST_CASE("004 s5: a crashed member is excluded within the exclusion timeout plus one consensus",
+          "[sim][membership]") {
+  CheckCrashToView(0);
+}
+
+TEST_CASE("004 s5: the same when every node's clock drifts by up to 5%", "[sim][membership]") {
+  CheckCrashToView(50000);
+}
+
+TEST_CASE("clock drift: the nodes' clocks differ in rate, and the run replays from its seed",
+          "[sim][membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  StackSimOptions options;
+  options.seed = 7;
+  options.nodes = 5;
+  StackSimResult first = RunStackSimulation(options);
+  StackSimResult again = RunStackSimulation(options);
+  REQUIRE(first.ok);
+  CHECK(first.drift_ppm_min < 0);
+  CHECK(first.drift_ppm_max > 0);
+  CHECK(first.drift_ppm_min >= -50000);
+  CHECK(first.drift_ppm_max <= 50000);
+  CHECK(again.calls_acknowledged == first.calls_acknowledged);
+  CHECK(again.views_installed == first.views_installed);
+  CHECK(again.end_ms == first.end_ms);
+  options.drift_ppm_max = 0;
+  StackSimResult flat = RunStackSimulation(options);
+  CHECK(flat.drift_ppm_min == 0);
+  CHECK(flat.drift_ppm_max == 0);
 }
 
 }  // namespace cohort::sim

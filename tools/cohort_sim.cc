@@ -3,9 +3,12 @@
 //   cohort-sim --table
 //       steps to decision and messages per consensus for n = 3, 5, 7 under each of the 8
 //       combinations of optimisations (004 section 4), failure-free, fixed per-message delay.
+//   cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--drift-ppm PPM]
+//       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift.
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
 //       the random fault simulation (test/order_sim.h) over seeds A..B; prints seeds run,
 //       faults injected, violations, and the command that replays any failing seed.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -90,15 +93,23 @@ int RunSeeds(uint64_t first, uint64_t last, Ordering ordering) {
   return violations == 0 ? 0 : 1;
 }
 
+// The replay flag for a drift other than the default.
+std::string DriftFlag(uint32_t drift_ppm) {
+  if (drift_ppm == cohort::sim::StackSimOptions{}.drift_ppm_max) return "";
+  return " --drift-ppm " + std::to_string(drift_ppm);
+}
+
 // The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
 int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose,
-                  uint64_t crash_one_at_ms, bool slow_only) {
+                  uint64_t crash_one_at_ms, bool slow_only, uint32_t drift_ppm) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
-           transfers = 0;
+           transfers = 0, servant_crashes = 0;
+  int32_t drift_seen_min = 0, drift_seen_max = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     cohort::sim::StackSimOptions options;
     options.seed = seed;
+    options.drift_ppm_max = drift_ppm;
     options.sequencer = ordering == Ordering::kSequencer;
     if (crash_one_at_ms || slow_only) options.faults = false;
     options.crash_one_at_ms = crash_one_at_ms;
@@ -110,22 +121,33 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     acknowledged += result.calls_acknowledged;
     views += result.views_installed;
     transfers += result.state_transfers;
+    servant_crashes += result.servant_crashes;
+    drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
+    drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
     if (!result.ok) {
       ++violations;
-      std::printf("seed %llu (%u nodes): %s\n  replay: cohort-sim --stack --seeds %llu..%llu "
-                  "--ordering %s --verbose\n",
-                  static_cast<unsigned long long>(seed), result.nodes, result.violation.c_str(),
+      std::printf("seed %llu (%u nodes, clocks %+d..%+d ppm): %s\n  replay: cohort-sim --stack "
+                  "--seeds %llu..%llu --ordering %s%s --verbose\n",
+                  static_cast<unsigned long long>(seed), result.nodes, result.drift_ppm_min,
+                  result.drift_ppm_max, result.violation.c_str(),
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
-                  cohort::sim::OrderingName(ordering));
+                  cohort::sim::OrderingName(ordering), DriftFlag(drift_ppm).c_str());
     }
   }
-  std::printf("stack, ordering %s: seeds run %llu, faults injected %llu, calls %llu "
-              "(acknowledged %llu), views installed %llu, state transfers %llu, violations %llu\n",
+  std::printf("stack, ordering %s: seeds run %llu, faults injected %llu (servant crashes %llu), "
+              "calls %llu (acknowledged %llu), views installed %llu, state transfers %llu, "
+              "violations %llu\n",
               cohort::sim::OrderingName(ordering), static_cast<unsigned long long>(seeds),
-              static_cast<unsigned long long>(faults), static_cast<unsigned long long>(calls),
+              static_cast<unsigned long long>(faults),
+              static_cast<unsigned long long>(servant_crashes),
+              static_cast<unsigned long long>(calls),
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
               static_cast<unsigned long long>(violations));
+  std::printf("clock drift: every node's clock rate within +-%u ppm and offset up to %llu ms "
+              "(rates drawn: %+d..%+d ppm)\n",
+              drift_ppm, static_cast<unsigned long long>(cohort::sim::StackSimOptions{}.clock_offset_ms_max),
+              drift_seen_min, drift_seen_max);
   return violations == 0 ? 0 : 1;
 }
 
@@ -134,7 +156,9 @@ int Usage() {
                "usage: cohort-sim --table\n"
                "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
                "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
-               "                  [--crash-one-at MS | --slow-only]\n");
+               "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
+               "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
+               "               (default 50000 = 5%; 0: one clock for all)\n");
   return 2;
 }
 
@@ -143,6 +167,7 @@ int Usage() {
 int main(int argc, char** argv) {
   bool table = false, stack = false, verbose = false, slow_only = false;
   uint64_t crash_one_at_ms = 0;
+  uint32_t drift_ppm = cohort::sim::StackSimOptions{}.drift_ppm_max;
   std::string seeds;
   Ordering ordering = Ordering::kConsensus;
   for (int i = 1; i < argc; ++i) {
@@ -157,6 +182,10 @@ int main(int argc, char** argv) {
       slow_only = true;
     } else if (arg == "--crash-one-at" && i + 1 < argc) {
       crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--drift-ppm" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value >= 500000) return Usage();  // a clock must move forward
+      drift_ppm = static_cast<uint32_t>(value);
     } else if (arg == "--seeds" && i + 1 < argc) {
       seeds = argv[++i];
     } else if (arg == "--ordering" && i + 1 < argc) {
@@ -175,6 +204,7 @@ int main(int argc, char** argv) {
   if (table) return PrintTable();
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
-  if (stack) return RunStackSeeds(first, last, ordering, verbose, crash_one_at_ms, slow_only);
+  if (stack) return RunStackSeeds(first, last, ordering, verbose, crash_one_at_ms, slow_only,
+                                 drift_ppm);
   return RunSeeds(first, last, ordering);
 }

@@ -1,6 +1,7 @@
 // kv-servant: one replica of the replicated key-value store (tools/kv_store.h documents the
 // methods put / get / cas, their payloads, answers and errors, and the state transfer format).
-// Attaches to one daemon and serves a group (default `kv`) until SIGINT or SIGTERM.
+// Attaches to one daemon and serves a group (default `kv`) until SIGINT or SIGTERM, or until the
+// daemon ends the stream (exit 1: a supervisor restarts it, and it gets the state again).
 //   kv-servant --daemon 127.0.0.1:7201 [--group kv] [--name kv-1]
 // Then, e.g.:  cohortctl invoke kv put color=blue --mode majority
 //              cohortctl invoke kv cas "color blue green" --mode majority
@@ -49,7 +50,13 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::printf("kv-servant %s serving group %s at %s\n", name.c_str(), group.c_str(), daemon.c_str());
   std::fflush(stdout);
-  while (!g_stop) absl::SleepFor(absl::Milliseconds(50));
+  absl::Status why;
+  while (!g_stop && !(*servant)->Ended(&why)) absl::SleepFor(absl::Milliseconds(50));
   (*servant)->Stop();
+  if (!g_stop) {
+    std::fprintf(stderr, "kv-servant %s: the daemon ended the stream: %s\n", name.c_str(),
+                 why.ToString().c_str());
+    return 1;
+  }
   return 0;
 }

@@ -6,11 +6,18 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#include <mutex>
+#include <set>
 
 namespace cohort::subprocess {
 
-int FreePort() {
+namespace {
+
+// One port picked by the kernel for 127.0.0.1 (bound once, then released).
+int KernelPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -23,12 +30,39 @@ int FreePort() {
   return port;
 }
 
+}  // namespace
+
+int FreePort() {
+  // The kernel may hand the same released port out twice in a row: never give a port twice in
+  // this process (two daemons of one test on one port).
+  static std::mutex mu;
+  static std::set<int> given;
+  std::lock_guard<std::mutex> lock(mu);
+  int port = KernelPort();
+  for (int attempt = 0; attempt < 100 && given.count(port); ++attempt) port = KernelPort();
+  given.insert(port);
+  return port;
+}
+
 bool CanConnect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return ok;
+}
+
+bool CanConnect(const std::string& ipv4, int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  if (inet_pton(AF_INET, ipv4.c_str(), &address.sin_addr) != 1) return false;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{1, 0};  // bounds connect(): a host behind a cut never answers
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   close(fd);
   return ok;

@@ -10,10 +10,14 @@
 
 namespace cohort::subprocess {
 
-// A free TCP port on 127.0.0.1 (bound once, then released).
+// A free TCP port on 127.0.0.1 (bound once, then released), never the same twice in a process.
+// Another process may still take it before it is bound: daemons do not share a port (no
+// SO_REUSEPORT), so that shows as a daemon failing to start, "address in use".
 int FreePort();
 // True when something accepts connections on 127.0.0.1:port.
 bool CanConnect(int port);
+// True when something accepts connections on ipv4:port within about a second.
+bool CanConnect(const std::string& ipv4, int port);
 // Starts argv[0] (a path) with `argv`; stdout and stderr append to `log_path` (unless empty).
 // The child is killed when the thread that spawned it ends.
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path);
