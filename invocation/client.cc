@@ -67,11 +67,16 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), arguments);
 }
 
-Client::Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name)
+Client::Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name,
+               std::string token)
     : channel_(std::move(channel)),
       stub_(api::Cohort::NewStub(channel_)),
       nso_(nso),
-      node_name_(std::move(node_name)) {}
+      node_name_(std::move(node_name)),
+      token_(std::move(token)),
+      calls_(std::make_unique<internal::CallStream>(stub_.get(), token_)) {}
+
+Client::~Client() = default;
 
 void Client::Prepare(grpc::ClientContext* context) const {
   if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
@@ -105,9 +110,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
     return absl::Status(nso::FromGrpcStatus(status).code(),
                         absl::StrCat("attach to daemon at ", address, ": ", status.error_message()));
   }
-  std::unique_ptr<Client> client(new Client(std::move(channel), reply.nso(), reply.node_name()));
-  client->token_ = options.token;
-  return client;
+  return std::unique_ptr<Client>(
+      new Client(std::move(channel), reply.nso(), reply.node_name(), options.token));
 }
 
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
@@ -123,7 +127,8 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   if (style == Style::kClosed) request.set_style(api::CLOSED);
   int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
   request.set_deadline_ms(static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX)));
-  return internal::InvokeRpc(stub_.get(), request, deadline, token_);
+  // Pipelined on the client's one stream; the daemon enforces `deadline`, 2 s of slack here.
+  return calls_->Invoke(request, deadline + absl::Seconds(2));
 }
 
 namespace internal {
@@ -147,16 +152,7 @@ absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::Invok
   api::InvokeReply reply;
   grpc::Status status = stub->Invoke(&context, request, &reply);
   if (!status.ok()) return nso::FromGrpcStatus(status);
-  GroupReplies result;
-  result.view_id = reply.view_id();
-  result.wanted = reply.wanted();
-  for (const api::ReplyFrom& from : reply.replies()) {
-    result.replies.push_back({from.member(), from.node(),
-                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
-                                           from.error()),
-                              from.payload()});
-  }
-  return result;
+  return ToGroupReplies(reply);
 }
 
 }  // namespace internal

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "invocation/call_stream.h"
 #include "invocation/reply_collector.h"
 #include "proto/api.grpc.pb.h"
 
@@ -85,8 +86,11 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& address, const std::string& client_name = "",
       absl::Duration timeout = absl::Seconds(5));
+  ~Client();
 
-  // A group invocation. Errors: NOT_FOUND (unknown group), UNAVAILABLE (not enough members for
+  // A group invocation (Invoke, InvokeDefault, Send): every call of this Client travels on ONE
+  // stream to the daemon, many in flight at once (pipelining); concurrent callers do not wait for
+  // each other. Errors: NOT_FOUND (unknown group), UNAVAILABLE (not enough members for
   // the mode), DEADLINE_EXCEEDED (the mode was not met in time; the message says how many replies
   // came), INVALID_ARGUMENT (payload over the daemon's limit, empty method).
   absl::StatusOr<GroupReplies> Invoke(const std::string& group, const std::string& method,
@@ -112,7 +116,8 @@ class Client {
   const std::string& node_name() const { return node_name_; }
 
  private:
-  Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name);
+  Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name,
+         std::string token);
   // A context with the token's metadata.
   void Prepare(grpc::ClientContext* context) const;
   // JoinGroup / LeaveGroup: the same request, another RPC.
@@ -129,6 +134,7 @@ class Client {
   uint64_t nso_;
   std::string node_name_;
   std::string token_;
+  std::unique_ptr<internal::CallStream> calls_;  // the pipelined invocations
 };
 
 // Opens a channel to a daemon's client address with Cohort's message size limits (plaintext).
