@@ -41,8 +41,9 @@ size_t EventLoop::QueueDepth() const {
 
 void EventLoop::Run() {
   uint64_t next_tick_ms = MonotonicNowMs() + tick_ms_;
+  std::vector<Task> batch;
   while (true) {
-    std::deque<Task> batch;
+    batch.clear();
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -522,6 +522,7 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
 }
 
 int Main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as cohortd does
   if (argc == 5 && std::string(argv[1]) == "--role") {
     int port = 0;
     if (!absl::SimpleAtoi(argv[4], &port)) return 2;
