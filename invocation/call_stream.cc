@@ -16,20 +16,6 @@ struct CallStream::Pending {
   absl::StatusOr<GroupReplies> result;
 };
 
-GroupReplies ToGroupReplies(const api::InvokeReply& reply) {
-  GroupReplies result;
-  result.view_id = reply.view_id();
-  result.wanted = reply.wanted();
-  result.replies.reserve(reply.replies_size());
-  for (const api::ReplyFrom& from : reply.replies()) {
-    result.replies.push_back({from.member(), from.node(),
-                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
-                                           from.error()),
-                              from.payload()});
-  }
-  return result;
-}
-
 CallStream::CallStream(api::Cohort::Stub* stub, std::string token)
     : stub_(stub), token_(std::move(token)) {}
 

@@ -68,9 +68,6 @@ class CallStream {
   absl::Mutex write_mu_;  // one writer at a time on the stream
 };
 
-// The reply of an Invoke (unary or pipelined) as the stub library returns it.
-GroupReplies ToGroupReplies(const api::InvokeReply& reply);
-
 }  // namespace internal
 }  // namespace cohort
 

@@ -197,17 +197,7 @@ grpc::Status ApiService::GroupDetails(grpc::ServerContext* context,
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<GroupInfo> info = node_->GroupDetails(request->group());
     if (!info.ok()) return info.status();
-    reply->set_group(info->name);
-    reply->set_view_id(info->view_id);
-    for (const auto& member : info->members) {
-      api::Member* out = reply->add_members();
-      out->set_name(member.name);
-      out->set_node(member.node);
-      out->set_suspected(member.suspected);
-    }
-    reply->set_ordering(std::string(ToString(info->config->ordering)));
-    reply->set_liveness(std::string(ToString(info->config->liveness)));
-    reply->set_style(info->config->style == GroupConfig::Style::kOpen ? api::OPEN : api::CLOSED);
+    ToGroupDetailsReply(*info, reply);
     return absl::OkStatus();
   }));
 }
@@ -256,6 +246,20 @@ absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request)
     options.mode_given = true;
   }
   return options;
+}
+
+void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {
+  reply->set_group(info.name);
+  reply->set_view_id(info.view_id);
+  for (const auto& member : info.members) {
+    api::Member* out = reply->add_members();
+    out->set_name(member.name);
+    out->set_node(member.node);
+    out->set_suspected(member.suspected);
+  }
+  reply->set_ordering(std::string(ToString(info.config->ordering)));
+  reply->set_liveness(std::string(ToString(info.config->liveness)));
+  reply->set_style(info.config->style == GroupConfig::Style::kOpen ? api::OPEN : api::CLOSED);
 }
 
 void ToInvokeReply(InvokeResult result, api::InvokeReply* reply) {

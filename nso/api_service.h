@@ -46,6 +46,8 @@ class AccessPolicy {
 // Shared by the unary Invoke and the pipelined InvokeStream (api_pipeline.cc).
 absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request);
 void ToInvokeReply(InvokeResult result, api::InvokeReply* reply);
+// On the protocol thread (GroupInfo points into the node's config).
+void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);
 // Metric labels: the mode's name, the status code's name.
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);

@@ -49,6 +49,10 @@ class Daemon {
   bool serving() const { return serving_; }
   // The Prometheus text of GET /metrics.
   std::string RenderMetrics();
+  // For in-process clients and servants (an embedded node, nso/embedded.h): the node may only be
+  // touched by tasks posted to the loop. Valid between Start and Shutdown.
+  Node* node() { return node_.get(); }
+  EventLoop* loop() { return loop_.get(); }
   // The port metrics.listen bound (0 when off).
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
