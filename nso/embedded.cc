@@ -2,11 +2,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "nso/local_backend.h"
+#include "nso/logging.h"
 
 namespace cohort {
 
 absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(nso::Config config) {
   std::string name = config.node;
+  nso::ConfigureLogging(config.log_level, config.log_format, config.node);  // as cohortd does
   auto daemon = std::make_unique<nso::Daemon>(std::move(config));
   absl::Status started = daemon->Start();
   if (!started.ok()) {

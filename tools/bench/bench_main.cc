@@ -9,7 +9,8 @@
 //    attached to member n2 and calls with Style::kClosed; open: the client is attached to the
 //    extra daemon, which hosts no member, and calls with Style::kOpen (through a request manager;
 //    wait-for-first uses asynchronous forwarding).
-// 3. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
+// 3. Embedded mode: the same calls from a member node running inside the bench process.
+// 4. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
+#include "nso/embedded.h"
 #include "tools/bench/daemons.h"
 #include "tools/bench/floors.h"
 #include "tools/bench/process.h"
@@ -55,7 +57,7 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
-  --skip LIST           any of floors,groups,failover
+  --skip LIST           any of floors,groups,embedded,failover
   --json FILE           write every result as JSON
   --plot DIR            write DIR/bench.csv and DIR/bench.gp; PNGs if gnuplot is installed
   --cohortd PATH        the daemon binary (default: from this binary's runfiles)
@@ -142,7 +144,7 @@ int ParseOptions(int argc, char** argv, Options* options) {
     } else if (arg == "--skip") {
       if (!take(&value)) return fail("--skip: want a list");
       for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        if (part != "floors" && part != "groups" && part != "failover") {
+        if (part != "floors" && part != "groups" && part != "embedded" && part != "failover") {
           return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
         }
         options->skip.insert(std::string(part));
@@ -222,7 +224,14 @@ struct EchoReplica {
   std::atomic<int64_t> delivered{0};
 
   absl::Status Start(const std::string& address, const std::string& group, int index) {
-    auto created = Servant::Create(address, group, absl::StrCat("bench-servant-", index));
+    return Serve(Servant::Create(address, group, absl::StrCat("bench-servant-", index)));
+  }
+  // Hosted by an embedded node of this process.
+  absl::Status StartEmbedded(EmbeddedNode* node, const std::string& group) {
+    return Serve(node->CreateServant(group, "bench-embedded-servant"));
+  }
+
+  absl::Status Serve(absl::StatusOr<std::unique_ptr<Servant>> created) {
     if (!created.ok()) return created.status();
     servant = std::move(*created);
     servant->Serve("echo", [this](const std::string& payload) -> absl::StatusOr<std::string> {
@@ -398,6 +407,69 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
   }
 }
 
+// ---- embedded mode ------------------------------------------------------------------------------
+
+// Group calls from an EMBEDDED member (003 section 3): n = 3, members n1 and n3 are cohortd
+// processes, n2 is a node inside this process with its own echo servant; the client is that
+// node's in-process Client (closed style), so the only gRPC left is between the daemons and the
+// two remote servants.
+void MeasureEmbedded(const Options& options, const std::string& cohortd, const std::string& dir,
+                     Report* report) {
+  const std::string group = "bench";
+  const int n = 3;
+  const int embedded = 2;
+  std::string payload(options.payload, 'x');
+  for (const char* ordering : {"consensus", "sequencer"}) {
+    std::string cluster_dir = absl::StrCat(dir, "/embedded-", ordering);
+    std::filesystem::create_directories(cluster_dir);
+    Daemons daemons(cohortd, cluster_dir, n, GroupsYaml(group, n, ordering));
+    std::string error;
+    Progress(absl::StrCat("embedded n=3 ", ordering, ": 2 daemons + n2 in this process"));
+    if (!daemons.Start(&error, embedded)) {
+      Progress("cluster failed: " + error);
+      continue;
+    }
+    auto node = EmbeddedNode::StartFromFile(daemons.ConfigPath(embedded));
+    if (!node.ok()) {
+      Progress("embedded node: " + node.status().ToString());
+      continue;
+    }
+    std::vector<std::unique_ptr<EchoReplica>> replicas;
+    bool ok = true;
+    for (int i = 1; i <= n && ok; ++i) {
+      replicas.push_back(std::make_unique<EchoReplica>());
+      absl::Status started = i == embedded
+                                 ? replicas.back()->StartEmbedded(node->get(), group)
+                                 : replicas.back()->Start(daemons.ClientAddress(i), group, i);
+      if (!started.ok()) {
+        Progress(absl::StrCat("servant at n", i, ": ", started.ToString()));
+        ok = false;
+      }
+    }
+    auto client = (*node)->Connect("bench-embedded-client");
+    if (ok && client.ok()) {
+      absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
+      if (!ready.ok()) Progress("group not ready (embedded): " + ready.ToString());
+      for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
+        if (!ready.ok()) break;
+        Progress(absl::StrCat("n=3 ", ordering, " embedded ", BenchModeName(mode)));
+        GroupResult result;
+        result.n = n;
+        result.ordering = ordering;
+        result.style = "embed";
+        result.mode = BenchModeName(mode);
+        result.attached_to = "n2 (in-process)";
+        result.series = Measure(options, GroupCalls(client->get(), group, mode, Style::kClosed, payload));
+        report->groups.push_back(std::move(result));
+      }
+    }
+    if (client.ok()) client->reset();
+    replicas.clear();  // servants before the node
+    (*node)->Shutdown();
+    daemons.KillAll();
+  }
+}
+
 // ---- failover -----------------------------------------------------------------------------------
 
 struct FailoverScenario {
@@ -548,7 +620,8 @@ int Main(int argc, char** argv) {
   report.window_s = options.window_ms / 1000.0;
 
   std::string cohortd;
-  if (!options.skip.count("groups") || !options.skip.count("failover")) {
+  if (!options.skip.count("groups") || !options.skip.count("embedded") ||
+      !options.skip.count("failover")) {
     cohortd = FindCohortd(options.cohortd);
     if (cohortd.empty()) {
       std::cerr << "cohort-bench: cannot find cohortd; build //tools:cohortd or pass --cohortd\n";
@@ -562,6 +635,7 @@ int Main(int argc, char** argv) {
   }
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
   if (!options.skip.count("groups")) MeasureGroups(options, cohortd, dir, &report);
+  if (!options.skip.count("embedded")) MeasureEmbedded(options, cohortd, dir, &report);
   if (!options.skip.count("failover")) MeasureFailover(options, cohortd, dir, &report);
   KillAllChildren();
   report.total_seconds = absl::ToDoubleSeconds(absl::Now() - begin);

@@ -45,8 +45,9 @@ std::string Daemons::ClientAddress(int index) const {
   return absl::StrCat("127.0.0.1:", client_ports_[index - 1]);
 }
 
-bool Daemons::Start(std::string* error) {
+bool Daemons::Start(std::string* error, int in_process) {
   for (int i = 1; i <= total_; ++i) {
+    if (i == in_process) continue;
     pids_[i - 1] = Spawn({cohortd_, "--config", ConfigPath(i)}, LogPath(i));
     if (pids_[i - 1] <= 0) {
       *error = absl::StrCat("cannot start ", cohortd_);
@@ -54,6 +55,7 @@ bool Daemons::Start(std::string* error) {
     }
   }
   for (int i = 1; i <= total_; ++i) {
+    if (i == in_process) continue;
     if (!WaitForPort(client_ports_[i - 1], absl::Seconds(10))) {
       *error = absl::StrCat("daemon n", i, " did not open its client port within 10 s; see ",
                             LogPath(i));

@@ -19,16 +19,18 @@ class Daemons {
   Daemons& operator=(const Daemons&) = delete;
 
   // Starts every daemon (from the main thread) and waits until each answers on its client port.
-  bool Start(std::string* error);
+  // `in_process` (1..total): that node is not spawned; the bench runs it embedded from
+  // ConfigPath(in_process).
+  bool Start(std::string* error, int in_process = 0);
   void Signal(int index, int signal);  // index from 1; SIGKILL reaps it
   void KillAll();
 
   std::string ClientAddress(int index) const;
   std::string LogPath(int index) const;
+  std::string ConfigPath(int index) const;
   int total() const { return total_; }
 
  private:
-  std::string ConfigPath(int index) const;
 
   std::string cohortd_;
   std::string dir_;

@@ -77,6 +77,16 @@ std::vector<Target> Targets(const Report& report) {
     targets.push_back({"all, closed, consensus, n=3: p50 / etcd sequential put p50", "-", "<= 0.5",
                        "not measured (no etcd in this run)"});
   }
+  // The same two latency targets from an embedded member (003 section 3: client and NSO in one
+  // address space), for comparison with the daemon-mode paths above.
+  for (const auto& [mode, limit] : {std::pair<const char*, double>{"first", 1.2}, {"all", 2.0}}) {
+    const GroupResult* g = Find(report, 3, "consensus", "embed", mode);
+    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
+    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
+    targets.push_back({absl::StrCat(mode, ", embedded member (closed), consensus, n=3: p50 / grpc_echo_p50"),
+                       measured ? Num(ratio, 2) : "-", absl::StrCat("<= ", Num(limit, 1)),
+                       verdict(measured, ratio <= limit)});
+  }
   int i64 = CallerIndex(report, 64);
   for (const char* ordering : {"consensus", "sequencer"}) {
     const GroupResult* g = Find(report, 3, ordering, "closed", "all");
