@@ -1,7 +1,7 @@
 // cohort-bench: measures Cohort against its floors in one run (issue 7).
 //
-//   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,16,64] [--payload 100] [--json FILE]
-//                [--plot DIR] [--skip floors,groups,failover] [--cohortd PATH]
+//   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,4,16,64,256] [--payload 100] [--json FILE]
+//                [--plot DIR] [--skip floors,groups,embedded,failover,memory] [--cohortd PATH]
 //
 // 1. Floors: a plain gRPC unary echo and a raw TCP ping-pong to a child process.
 // 2. Its own cohortd daemons on loopback (n members + 1 non-member), one in-process echo servant
@@ -11,6 +11,7 @@
 //    wait-for-first uses asynchronous forwarding).
 // 3. Embedded mode: the same calls from a member node running inside the bench process.
 // 4. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
+// 5. Memory: bytes per idle attached NSO and per idle group (RSS delta, tools/bench/memory.h).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@
 #include "nso/embedded.h"
 #include "tools/bench/daemons.h"
 #include "tools/bench/floors.h"
+#include "tools/bench/memory.h"
 #include "tools/bench/process.h"
 #include "tools/bench/report.h"
 #include "tools/bench/workload.h"
@@ -52,14 +54,17 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
 
   --quick               ~1 minute run: --sizes 3,7, --callers 1,64, shorter windows
   --sizes LIST          group sizes n (default 3,5,7; each 2..9)
-  --callers LIST        concurrent callers for throughput (default 1,16,64; each 1..256)
+  --callers LIST        concurrent callers for throughput (default 1,4,16,64,256; each 1..256)
   --payload BYTES       request payload size (default 100, like 003 section 5.2)
   --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
-  --skip LIST           any of floors,groups,embedded,failover
+  --skip LIST           any of floors,groups,embedded,failover,memory
+  --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
+  --memory-groups G     single-member groups for the per-group memory figure (default 10000)
   --json FILE           write every result as JSON
-  --plot DIR            write DIR/bench.csv and DIR/bench.gp; PNGs if gnuplot is installed
+  --plot DIR            PNG charts of latency and throughput against callers per n (gnuplot),
+                        with their data DIR/bench.csv and script DIR/bench.gp
   --cohortd PATH        the daemon binary (default: from this binary's runfiles)
   --keep                keep the temporary directory (daemon YAML and logs)
   --help
@@ -76,6 +81,8 @@ struct Options {
   int64_t seq_ms = -1;
   int64_t window_ms = -1;
   std::set<std::string> skip;
+  int64_t memory_nsos = 100000;
+  int64_t memory_groups = 10000;
   std::string json;
   std::string plot;
   std::string cohortd;
@@ -144,11 +151,16 @@ int ParseOptions(int argc, char** argv, Options* options) {
     } else if (arg == "--skip") {
       if (!take(&value)) return fail("--skip: want a list");
       for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        if (part != "floors" && part != "groups" && part != "embedded" && part != "failover") {
+        if (part != "floors" && part != "groups" && part != "embedded" && part != "failover" &&
+            part != "memory") {
           return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
         }
         options->skip.insert(std::string(part));
       }
+    } else if (arg == "--memory-nsos") {
+      if (!take_int(1, 10000000, &options->memory_nsos)) return fail("--memory-nsos: want 1..10000000");
+    } else if (arg == "--memory-groups") {
+      if (!take_int(2, 1000000, &options->memory_groups)) return fail("--memory-groups: want 2..1000000");
     } else if (arg == "--json") {
       if (!take(&options->json)) return fail("--json: want a file");
     } else if (arg == "--plot") {
@@ -160,7 +172,9 @@ int ParseOptions(int argc, char** argv, Options* options) {
     }
   }
   if (options->sizes.empty()) options->sizes = options->quick ? std::vector<int>{3, 7} : std::vector<int>{3, 5, 7};
-  if (options->callers.empty()) options->callers = options->quick ? std::vector<int>{1, 64} : std::vector<int>{1, 16, 64};
+  if (options->callers.empty()) {
+    options->callers = options->quick ? std::vector<int>{1, 64} : std::vector<int>{1, 4, 16, 64, 256};
+  }
   if (options->seq_calls < 0) options->seq_calls = options->quick ? 5000 : 20000;
   if (options->seq_ms < 0) options->seq_ms = options->quick ? 400 : 1000;
   if (options->window_ms < 0) options->window_ms = options->quick ? 500 : 1000;
@@ -621,7 +635,7 @@ int Main(int argc, char** argv) {
 
   std::string cohortd;
   if (!options.skip.count("groups") || !options.skip.count("embedded") ||
-      !options.skip.count("failover")) {
+      !options.skip.count("failover") || !options.skip.count("memory")) {
     cohortd = FindCohortd(options.cohortd);
     if (cohortd.empty()) {
       std::cerr << "cohort-bench: cannot find cohortd; build //tools:cohortd or pass --cohortd\n";
@@ -637,6 +651,11 @@ int Main(int argc, char** argv) {
   if (!options.skip.count("groups")) MeasureGroups(options, cohortd, dir, &report);
   if (!options.skip.count("embedded")) MeasureEmbedded(options, cohortd, dir, &report);
   if (!options.skip.count("failover")) MeasureFailover(options, cohortd, dir, &report);
+  if (!options.skip.count("memory")) {
+    Progress(absl::StrCat("memory: ", options.memory_nsos, " idle NSOs, ", options.memory_groups,
+                          " groups"));
+    report.memory = MeasureMemory(cohortd, dir, options.memory_nsos, options.memory_groups);
+  }
   KillAllChildren();
   report.total_seconds = absl::ToDoubleSeconds(absl::Now() - begin);
 

@@ -28,6 +28,7 @@ class Daemons {
   std::string ClientAddress(int index) const;
   std::string LogPath(int index) const;
   std::string ConfigPath(int index) const;
+  pid_t Pid(int index) const { return pids_[index - 1]; }  // 0 when not running
   int total() const { return total_; }
 
  private:

@@ -1,11 +1,14 @@
 #include "tools/bench/report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -118,8 +121,15 @@ std::vector<Target> Targets(const Report& report) {
                        measured ? absl::StrCat(Num(f.stall_ms, 1), " ms") : "none after",
                        "<= 150 ms", measured ? verdict(true, f.stall_ms <= 150) : "NOT MET"});
   }
-  targets.push_back({"memory: 100,000 idle NSOs, bytes per NSO", "-", "<= 2 KiB",
-                     "not measured by cohort-bench"});
+  const MemoryResult& m = report.memory;
+  targets.push_back({absl::StrCat("memory: ", m.nsos ? m.nsos : 100000,
+                                  " idle attached NSOs, bytes per NSO (RSS delta)"),
+                     m.measured ? Num(m.bytes_per_nso, 0) : "-", "<= 2048",
+                     verdict(m.measured, m.bytes_per_nso <= 2048)});
+  targets.push_back({"memory: bytes per NSO + one idle single-member group of its own",
+                     m.measured && m.groups ? Num(m.bytes_per_nso + m.bytes_per_group, 0) : "-",
+                     "<= 2048",
+                     verdict(m.measured && m.groups > 0, m.bytes_per_nso + m.bytes_per_group <= 2048)});
   return targets;
 }
 
@@ -291,6 +301,22 @@ void PrintReport(const Report& report, std::ostream& out) {
     }
   }
 
+  // Memory.
+  if (report.memory.measured || !report.memory.note.empty()) {
+    const MemoryResult& m = report.memory;
+    out << "\n== memory: one cohortd, RSS (VmRSS) delta ==\n";
+    out << absl::StrFormat("attached NSOs: %d in %.1f s, RSS %s -> %s KiB: %s bytes per NSO\n",
+                           m.nsos, m.attach_seconds, Num(m.nso_rss_before_kib),
+                           Num(m.nso_rss_after_kib), Num(m.bytes_per_nso));
+    if (m.groups > 0) {
+      out << absl::StrFormat(
+          "groups: 1 vs %d single-member event-driven groups, RSS %s vs %s KiB: %s bytes per "
+          "group\n",
+          m.groups, Num(m.one_group_rss_kib), Num(m.many_groups_rss_kib), Num(m.bytes_per_group));
+    }
+    if (!m.note.empty()) out << "  note: " << m.note << "\n";
+  }
+
   // Targets.
   out << "\n== issue 7 targets (n=3 unless stated; ratios from this run) ==\n";
   for (const Target& t : Targets(report)) {
@@ -344,7 +370,16 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
       << "}";
     first = false;
   }
-  j << "\n  ],\n  \"targets\": [";
+  const MemoryResult& m = report.memory;
+  j << "\n  ],\n  \"memory\": {\"measured\": " << (m.measured ? "true" : "false")
+    << ", \"nsos\": " << m.nsos << ", \"nso_rss_before_kib\": " << Num(m.nso_rss_before_kib)
+    << ", \"nso_rss_after_kib\": " << Num(m.nso_rss_after_kib)
+    << ", \"bytes_per_nso\": " << Num(m.bytes_per_nso, 1) << ", \"groups\": " << m.groups
+    << ", \"one_group_rss_kib\": " << Num(m.one_group_rss_kib)
+    << ", \"many_groups_rss_kib\": " << Num(m.many_groups_rss_kib)
+    << ", \"bytes_per_group\": " << Num(m.bytes_per_group, 1)
+    << ", \"note\": " << JsonString(m.note) << "}";
+  j << ",\n  \"targets\": [";
   first = true;
   for (const Target& t : Targets(report)) {
     j << (first ? "" : ",") << "\n    {\"what\": " << JsonString(t.what)
@@ -382,27 +417,46 @@ std::string WritePlots(const Report& report, const std::string& dir) {
     emit(absl::StrCat(g.ordering, "-", g.style, "-", g.mode, "-n", g.n), g.series);
   }
   csv.close();
-  // One chart per metric, like 003 section 5 graphs (RPC time and throughput against clients).
+  // Like 003 section 5's graphs (RPC time and throughput against the number of clients): one
+  // chart per group size with the floors, each ordering x style x mode a line; the embedded rows
+  // go with their n.
+  std::vector<int> sizes = report.sizes;
+  for (const GroupResult& g : report.groups) {
+    if (std::find(sizes.begin(), sizes.end(), g.n) == sizes.end()) sizes.push_back(g.n);
+  }
   std::ofstream gp(dir + "/bench.gp");
-  gp << "set datafile separator ','\nset terminal pngcairo size 1200,800\nset key outside right\n"
-        "set xlabel 'callers'\nset logscale x 2\n";
-  for (const auto& [column, file, label] :
-       {std::tuple<int, const char*, const char*>{3, "latency.png", "p50 latency (us)"},
-        {5, "throughput.png", "throughput (calls/s)"}}) {
-    gp << "set output '" << dir << "/" << file << "'\nset ylabel '" << label << "'\nplot ";
-    for (size_t i = 0; i < series_names.size(); ++i) {
-      gp << (i ? ", \\\n     " : "") << "'" << csv_path << "' using 2:(strcol(1) eq '"
-         << series_names[i] << "' ? $" << column << " : 1/0) with linespoints title '"
-         << series_names[i] << "'";
+  gp << "set datafile separator ','\nset terminal pngcairo size 1400,900 font ',10'\n"
+        "set termoption noenhanced\nset key outside right\nset grid\nset xlabel 'concurrent callers'\nset logscale x 2\n";
+  std::vector<std::string> pngs;
+  for (int n : sizes) {
+    std::vector<std::string> lines = {"grpc_echo", "tcp_pingpong"};
+    for (const std::string& name : series_names) {
+      if (absl::EndsWith(name, absl::StrCat("-n", n))) lines.push_back(name);
     }
-    gp << "\n";
+    for (const auto& [column, metric, label, log_y] :
+         {std::tuple<int, const char*, const char*, bool>{3, "latency", "p50 latency (us)", true},
+          {5, "throughput", "throughput (calls/s)", true}}) {
+      std::string png = absl::StrCat(dir, "/", metric, "-n", n, ".png");
+      pngs.push_back(png);
+      gp << "set output '" << png << "'\nset ylabel '" << label << "'\n"
+         << (log_y ? "set logscale y\n" : "unset logscale y\n")
+         << "set title '" << metric << " against callers, n = " << n
+         << " (payload " << report.payload_bytes << " B, loopback)'\nplot ";
+      bool first = true;
+      for (const std::string& name : lines) {
+        if (std::find(series_names.begin(), series_names.end(), name) == series_names.end()) continue;
+        gp << (first ? "" : ", \\\n     ") << "'" << csv_path << "' using 2:(strcol(1) eq '"
+           << name << "' ? $" << column << " : 1/0) with linespoints title '" << name << "'";
+        first = false;
+      }
+      gp << "\n";
+    }
   }
   gp.close();
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     std::string command = absl::StrCat("gnuplot '", dir, "/bench.gp' 2>/dev/null");
     if (std::system(command.c_str()) == 0) {
-      return absl::StrCat("plots: ", dir, "/latency.png and ", dir, "/throughput.png (data ",
-                          csv_path, ")");
+      return absl::StrCat("plots: ", absl::StrJoin(pngs, " "), " (data ", csv_path, ")");
     }
     return absl::StrCat("plots: gnuplot failed; data in ", csv_path, ", script ", dir, "/bench.gp");
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/memory.h"
 #include "tools/bench/workload.h"
 
 namespace cohort::bench {
@@ -66,6 +67,7 @@ struct Report {
   FloorResult grpc, tcp;
   std::vector<GroupResult> groups;
   std::vector<FailoverResult> failovers;
+  MemoryResult memory;  // measured unless --skip memory
   double total_seconds = 0;
 };
 
