@@ -1,7 +1,7 @@
 // cohort-bench: measures Cohort against its floors in one run (issue 7).
 //
 //   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,4,16,64,256] [--payload 100] [--json FILE]
-//                [--plot DIR] [--skip floors,groups,embedded,failover,memory] [--cohortd PATH]
+//                [--plot DIR] [--skip floors,groups,embedded,failover,memory,etcd] [--cohortd PATH]
 //
 // 1. Floors: a plain gRPC unary echo and a raw TCP ping-pong to a child process.
 // 2. Its own cohortd daemons on loopback (n members + 1 non-member), one in-process echo servant
@@ -12,6 +12,7 @@
 // 3. Embedded mode: the same calls from a member node running inside the bench process.
 // 4. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
 // 5. Memory: bytes per idle attached NSO and per idle group (RSS delta, tools/bench/memory.h).
+// 6. etcd: 3 members with etcd's own benchmark tool, sequential and 64-client puts (etcd.h).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@
 #include "invocation/servant.h"
 #include "nso/embedded.h"
 #include "tools/bench/daemons.h"
+#include "tools/bench/etcd.h"
 #include "tools/bench/floors.h"
 #include "tools/bench/memory.h"
 #include "tools/bench/process.h"
@@ -59,7 +61,9 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
-  --skip LIST           any of floors,groups,embedded,failover,memory
+  --skip LIST           any of floors,groups,embedded,failover,memory,etcd
+  --etcd-dir DIR        etcd and etcd-benchmark binaries (default /var/tmp/cohort-etcd/bin,
+                        where tools/bench/etcd-build puts them); absent: etcd is skipped
   --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
   --memory-groups G     single-member groups for the per-group memory figure (default 10000)
   --json FILE           write every result as JSON
@@ -83,6 +87,7 @@ struct Options {
   std::set<std::string> skip;
   int64_t memory_nsos = 100000;
   int64_t memory_groups = 10000;
+  std::string etcd_dir = "/var/tmp/cohort-etcd/bin";
   std::string json;
   std::string plot;
   std::string cohortd;
@@ -152,7 +157,7 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take(&value)) return fail("--skip: want a list");
       for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         if (part != "floors" && part != "groups" && part != "embedded" && part != "failover" &&
-            part != "memory") {
+            part != "memory" && part != "etcd") {
           return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
         }
         options->skip.insert(std::string(part));
@@ -161,6 +166,8 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take_int(1, 10000000, &options->memory_nsos)) return fail("--memory-nsos: want 1..10000000");
     } else if (arg == "--memory-groups") {
       if (!take_int(2, 1000000, &options->memory_groups)) return fail("--memory-groups: want 2..1000000");
+    } else if (arg == "--etcd-dir") {
+      if (!take(&options->etcd_dir)) return fail("--etcd-dir: want a directory");
     } else if (arg == "--json") {
       if (!take(&options->json)) return fail("--json: want a file");
     } else if (arg == "--plot") {
@@ -650,6 +657,15 @@ int Main(int argc, char** argv) {
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
   if (!options.skip.count("groups")) MeasureGroups(options, cohortd, dir, &report);
   if (!options.skip.count("embedded")) MeasureEmbedded(options, cohortd, dir, &report);
+  if (!options.skip.count("etcd")) {
+    Progress("etcd: 3 members, sequential and 64-client puts");
+    std::string etcd_logs = dir + "/etcd";
+    std::filesystem::create_directories(etcd_logs);
+    report.etcd = MeasureEtcd(options.etcd_dir, etcd_logs, options.payload, options.quick);
+    if (!report.etcd.measured) Progress("etcd " + report.etcd.note);
+  } else {
+    report.etcd.note = "skipped (--skip etcd)";
+  }
   if (!options.skip.count("failover")) MeasureFailover(options, cohortd, dir, &report);
   if (!options.skip.count("memory")) {
     Progress(absl::StrCat("memory: ", options.memory_nsos, " idle NSOs, ", options.memory_groups,

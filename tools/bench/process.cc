@@ -102,6 +102,21 @@ void KillChild(pid_t pid) {
   Unregister(pid);
 }
 
+int WaitChild(pid_t pid, absl::Duration timeout) {
+  if (pid <= 0) return -1;
+  absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      Unregister(pid);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  KillChild(pid);
+  return -1;
+}
+
 void KillAllChildren() {
   for (auto& slot : g_children) {
     pid_t pid = slot.load();

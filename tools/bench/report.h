@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/etcd.h"
 #include "tools/bench/memory.h"
 #include "tools/bench/workload.h"
 
@@ -68,6 +69,7 @@ struct Report {
   std::vector<GroupResult> groups;
   std::vector<FailoverResult> failovers;
   MemoryResult memory;  // measured unless --skip memory
+  EtcdResult etcd;      // measured unless --skip etcd or etcd is not built
   double total_seconds = 0;
 };
 
