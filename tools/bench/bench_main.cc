@@ -15,6 +15,7 @@
 // 6. etcd: 3 members with etcd's own benchmark tool, sequential and 64-client puts (etcd.h).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,6 +67,11 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
                         where tools/bench/etcd-build puts them); absent: etcd is skipped
   --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
   --memory-groups G     single-member groups for the per-group memory figure (default 10000)
+  --netlab DELAY_MS     run the daemons in network namespaces (../shared/netlab, root needed):
+                        node I in host hI, every daemon host's link delayed DELAY_MS each way
+                        (daemon to daemon +2x, bench to daemon +1x one way); floors and group
+                        calls only (not one-way, embedded, failover, memory, etcd)
+  --netlab-script PATH  the netlab script (default /work/shared/netlab/netlab)
   --json FILE           write every result as JSON
   --plot DIR            PNG charts of latency and throughput against callers per n (gnuplot),
                         with their data DIR/bench.csv and script DIR/bench.gp
@@ -73,7 +79,8 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --keep                keep the temporary directory (daemon YAML and logs)
   --help
 
-Roles used internally: --role echo-server --port P | --role tcp-server --port P
+Roles used internally: --role echo-server --port P | --role tcp-server --port P |
+  --role echo-servant --address A --group G
 )";
 
 struct Options {
@@ -88,6 +95,9 @@ struct Options {
   int64_t memory_nsos = 100000;
   int64_t memory_groups = 10000;
   std::string etcd_dir = "/var/tmp/cohort-etcd/bin";
+  int64_t netlab_delay_ms = -1;  // --netlab: daemons in network namespaces, links delayed
+  std::string netlab = "/work/shared/netlab/netlab";
+  bool netlab_inside = false;    // this process is the re-executed bench inside the lab
   std::string json;
   std::string plot;
   std::string cohortd;
@@ -166,6 +176,12 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take_int(1, 10000000, &options->memory_nsos)) return fail("--memory-nsos: want 1..10000000");
     } else if (arg == "--memory-groups") {
       if (!take_int(2, 1000000, &options->memory_groups)) return fail("--memory-groups: want 2..1000000");
+    } else if (arg == "--netlab") {
+      if (!take_int(0, 10000, &options->netlab_delay_ms)) return fail("--netlab: want a delay in ms, 0..10000");
+    } else if (arg == "--netlab-script") {
+      if (!take(&options->netlab)) return fail("--netlab-script: want a path");
+    } else if (arg == "--netlab-inside") {
+      options->netlab_inside = true;
     } else if (arg == "--etcd-dir") {
       if (!take(&options->etcd_dir)) return fail("--etcd-dir: want a directory");
     } else if (arg == "--json") {
@@ -347,7 +363,7 @@ double DrainOneWay(const EchoReplica& replica, int64_t before, const LoadResult&
 }
 
 void MeasureGroups(const Options& options, const std::string& cohortd, const std::string& dir,
-                   Report* report) {
+                   const NetlabPlacement* placement, Report* report) {
   const std::string group = "bench";
   std::string payload(options.payload, 'x');
   for (int n : options.sizes) {
@@ -355,7 +371,7 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
       std::string cluster_dir = absl::StrCat(dir, "/groups-n", n, "-", ordering);
       std::filesystem::create_directories(cluster_dir);
       // n members and one more daemon that hosts no member: the open-style entry point.
-      Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, ordering));
+      Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, ordering), placement);
       std::string error;
       Progress(absl::StrCat("cluster n=", n, " ", ordering, ": starting ", n + 1, " daemons"));
       if (!daemons.Start(&error)) {
@@ -365,6 +381,12 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
       std::vector<std::unique_ptr<EchoReplica>> replicas;
       bool ok = true;
       for (int i = 1; i <= n && ok; ++i) {
+        if (placement != nullptr) {  // in the member's own host, like the daemon
+          daemons.SpawnBeside(i, {SelfExe(), "--role", "echo-servant", "--address",
+                                  daemons.ClientAddress(i), "--group", group},
+                              absl::StrCat(cluster_dir, "/servant-n", i, ".log"));
+          continue;
+        }
         replicas.push_back(std::make_unique<EchoReplica>());
         absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
         if (!started.ok()) {
@@ -389,6 +411,8 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           continue;
         }
         for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll, Mode::kOneWay}) {
+          // One-way's delivered rate is counted by in-process servants; not in the lab.
+          if (mode == Mode::kOneWay && placement != nullptr) continue;
           Progress(absl::StrCat("n=", n, " ", ordering, " ", style, " ", BenchModeName(mode)));
           GroupResult result;
           result.n = n;
@@ -614,6 +638,72 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
   }
 }
 
+// ---- netlab -------------------------------------------------------------------------------------
+
+constexpr char kNetlabPrefix[] = "cbench";  // a lab of its own, beside the tests' "cohort" lab
+constexpr char kNetlabNet[] = "10.79.0";
+
+// A servant process for a daemon in a netlab host (--role echo-servant): echoes until killed.
+int RunEchoServant(const std::string& address, const std::string& group) {
+  EchoReplica replica;
+  absl::Status started = absl::UnavailableError("not started");
+  for (int attempt = 0; attempt < 100 && !started.ok(); ++attempt) {
+    started = replica.Start(address, group, 0);
+    if (!started.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!started.ok()) {
+    std::cerr << "echo-servant: " << started << "\n";
+    return 1;
+  }
+  return replica.servant->Wait().ok() ? 0 : 1;
+}
+
+int RunNetlabCommand(const Options& options, std::vector<std::string> args) {
+  args.insert(args.begin(), options.netlab);
+  return WaitChild(Spawn(args, ""), absl::Seconds(120));
+}
+
+// --netlab: sets up the lab (node I in host hI, links of the daemon hosts delayed), runs this
+// bench again inside one more host with --netlab-inside, and takes the lab down afterwards.
+int RunInNetlab(const Options& options, int argc, char** argv) {
+  if (geteuid() != 0) {
+    std::cerr << "cohort-bench: --netlab needs root (network namespaces); run it as root\n";
+    return 2;
+  }
+  if (access(options.netlab.c_str(), X_OK) != 0) {
+    std::cerr << "cohort-bench: --netlab: no netlab script at " << options.netlab
+              << " (--netlab-script PATH)\n";
+    return 2;
+  }
+  setenv("NETLAB_PREFIX", kNetlabPrefix, 1);
+  setenv("NETLAB_NET", kNetlabNet, 1);
+  int max_n = *std::max_element(options.sizes.begin(), options.sizes.end());
+  int bench_host = max_n + 2;  // daemons in h1..h(max_n + 1)
+  Progress(absl::StrCat("netlab: ", bench_host, " hosts (", kNetlabNet, ".x), delay ",
+                        options.netlab_delay_ms, " ms each way on h1..h", max_n + 1));
+  if (RunNetlabCommand(options, {"up", std::to_string(bench_host)}) != 0) {
+    std::cerr << "cohort-bench: netlab up failed\n";
+    RunNetlabCommand(options, {"down", "--kill"});
+    return 1;
+  }
+  int code = 0;
+  for (int host = 1; host <= max_n + 1 && options.netlab_delay_ms > 0 && code == 0; ++host) {
+    code = RunNetlabCommand(options, {"delay", absl::StrCat("h", host),
+                                      std::to_string(options.netlab_delay_ms)});
+  }
+  if (code == 0) {
+    std::vector<std::string> inner = {options.netlab, "exec", absl::StrCat("h", bench_host),
+                                      SelfExe()};
+    for (int i = 1; i < argc; ++i) inner.push_back(argv[i]);
+    inner.push_back("--netlab-inside");
+    code = WaitChild(Spawn(inner, ""), absl::Hours(3));
+  } else {
+    std::cerr << "cohort-bench: netlab delay failed\n";
+  }
+  RunNetlabCommand(options, {"down", "--kill"});
+  return code;
+}
+
 int Main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as cohortd does
   if (argc == 5 && std::string(argv[1]) == "--role") {
@@ -623,9 +713,13 @@ int Main(int argc, char** argv) {
     if (std::string(argv[2]) == "tcp-server") return RunTcpEchoServer(port);
     return 2;
   }
+  if (argc == 7 && std::string(argv[1]) == "--role" && std::string(argv[2]) == "echo-servant") {
+    return RunEchoServant(argv[4], argv[6]);
+  }
   Options options;
   if (int code = ParseOptions(argc, argv, &options); code != 0) return code < 0 ? 0 : code;
   InstallChildCleanup();
+  if (options.netlab_delay_ms >= 0 && !options.netlab_inside) return RunInNetlab(options, argc, argv);
 
   Report report;
   absl::Time begin = absl::Now();
@@ -655,7 +749,15 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
-  if (!options.skip.count("groups")) MeasureGroups(options, cohortd, dir, &report);
+  std::optional<NetlabPlacement> placement;
+  if (options.netlab_inside) {
+    placement = NetlabPlacement{options.netlab, kNetlabNet};
+    report.netlab_delay_ms = options.netlab_delay_ms;
+    for (const char* part : {"embedded", "failover", "memory", "etcd"}) options.skip.insert(part);
+  }
+  if (!options.skip.count("groups")) {
+    MeasureGroups(options, cohortd, dir, placement ? &*placement : nullptr, &report);
+  }
   if (!options.skip.count("embedded")) MeasureEmbedded(options, cohortd, dir, &report);
   if (!options.skip.count("etcd")) {
     Progress("etcd: 3 members, sequential and 64-client puts");

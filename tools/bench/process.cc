@@ -127,13 +127,17 @@ void KillAllChildren() {
 int FreePort() { return subprocess::FreePort(); }
 
 bool WaitForPort(int port, absl::Duration timeout) {
+  return WaitForAddress("127.0.0.1", port, timeout);
+}
+
+bool WaitForAddress(const std::string& ipv4, int port, absl::Duration timeout) {
   absl::Time end = absl::Now() + timeout;
   while (absl::Now() < end) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, ipv4.c_str(), &address.sin_addr);
     bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
     close(fd);
     if (ok) return true;

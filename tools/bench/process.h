@@ -31,6 +31,8 @@ int WaitChild(pid_t pid, absl::Duration timeout);
 int FreePort();
 // True once something accepts connections on 127.0.0.1:port, false after `timeout`.
 bool WaitForPort(int port, absl::Duration timeout);
+// The same for ipv4:port (a netlab host).
+bool WaitForAddress(const std::string& ipv4, int port, absl::Duration timeout);
 
 // This executable (for re-executing itself in a server role).
 std::string SelfExe();

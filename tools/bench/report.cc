@@ -207,7 +207,14 @@ std::string JsonSeries(const Series& s, const Report& report) {
 void PrintReport(const Report& report, std::ostream& out) {
   const double grpc_p50 = report.grpc.measured ? report.grpc.series.sequential.p50_us : 0;
   const double tcp_p50 = report.tcp.measured ? report.tcp.series.sequential.p50_us : 0;
-  out << "\ncohort-bench: payload " << report.payload_bytes << " B, loopback, sequential latency "
+  std::string where =
+      report.netlab_delay_ms < 0
+          ? std::string("loopback")
+          : absl::StrCat("netlab hosts (daemon links delayed ", report.netlab_delay_ms,
+                         " ms each way: daemon-daemon +", 2 * report.netlab_delay_ms,
+                         " ms one way; floors on the bench host's loopback)");
+  out << "\ncohort-bench: payload " << report.payload_bytes << " B, " << where
+      << ", sequential latency "
       << "from <= " << report.seq_calls << " calls / " << Num(report.seq_time_s, 1)
       << " s, throughput windows " << Num(report.window_s, 1) << " s" << (report.quick ? " (--quick)" : "")
       << "\n\n";
@@ -360,6 +367,7 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
   j << "{\n  \"tool\": \"cohort-bench\",\n  \"started_at\": " << JsonString(report.started_at)
     << ",\n  \"command_line\": " << JsonString(report.command_line)
     << ",\n  \"quick\": " << (report.quick ? "true" : "false")
+    << ",\n  \"netlab_delay_ms\": " << report.netlab_delay_ms
     << ",\n  \"payload_bytes\": " << report.payload_bytes
     << ",\n  \"sizes\": [" << absl::StrJoin(report.sizes, ", ") << "]"
     << ",\n  \"callers\": [" << absl::StrJoin(report.callers, ", ") << "]"

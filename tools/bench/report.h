@@ -60,6 +60,7 @@ struct Report {
   std::string started_at;
   std::string command_line;
   bool quick = false;
+  int64_t netlab_delay_ms = -1;  // >= 0: daemons in netlab hosts with this delay (--netlab)
   int payload_bytes = 0;
   std::vector<int> sizes;
   std::vector<int> callers;
