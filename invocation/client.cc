@@ -70,6 +70,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
 
 namespace {
 
+constexpr size_t kStreamedCallBytesMax = 1 << 20;
+
 // The client's NSO in a cohortd daemon, over gRPC: invocations pipelined on one stream, the rest
 // unary calls.
 class RemoteClient final : public internal::ClientBackend {
@@ -82,6 +84,12 @@ class RemoteClient final : public internal::ClientBackend {
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
+    // A large call goes as a unary RPC of its own: pipelining gains nothing there, and a message
+    // over the daemon's size limit then fails alone (RESOURCE_EXHAUSTED) instead of breaking the
+    // stream that the other calls share.
+    if (request.ByteSizeLong() > kStreamedCallBytesMax) {
+      return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
+    }
     return calls_.Invoke(request, wait);
   }
   absl::Status Multicast(const api::MulticastRequest& request) override {

@@ -20,6 +20,7 @@
 #include "nso/config.h"
 #include "nso/event_loop.h"
 #include "nso/grpc_transport.h"
+#include "nso/tcp_transport.h"
 #include "nso/http_server.h"
 #include "nso/metrics.h"
 #include "nso/node.h"
@@ -63,7 +64,7 @@ class Daemon {
 
   const Config config_;
   AccessPolicy policy_;
-  std::unique_ptr<GrpcTransport> transport_;
+  std::unique_ptr<PeerTransport> transport_;  // gRPC streams or raw TCP (peer_transport)
   std::unique_ptr<Node> node_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<ApiService> api_;

@@ -67,6 +67,7 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
                         where tools/bench/etcd-build puts them); absent: etcd is skipped
   --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
   --memory-groups G     single-member groups for the per-group memory figure (default 10000)
+  --peer-transport T    grpc or tcp: the daemons' peer_transport (default: cohortd's default)
   --netlab DELAY_MS     run the daemons in network namespaces (../shared/netlab, root needed):
                         node I in host hI, every daemon host's link delayed DELAY_MS each way
                         (daemon to daemon +2x, bench to daemon +1x one way); floors and group
@@ -82,6 +83,9 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
 Roles used internally: --role echo-server --port P | --role tcp-server --port P |
   --role echo-servant --address A --group G
 )";
+
+// --peer-transport: written into every daemon's YAML (empty: cohortd's default).
+std::string g_peer_transport;
 
 struct Options {
   bool quick = false;
@@ -176,6 +180,10 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take_int(1, 10000000, &options->memory_nsos)) return fail("--memory-nsos: want 1..10000000");
     } else if (arg == "--memory-groups") {
       if (!take_int(2, 1000000, &options->memory_groups)) return fail("--memory-groups: want 2..1000000");
+    } else if (arg == "--peer-transport") {
+      if (!take(&g_peer_transport) || (g_peer_transport != "grpc" && g_peer_transport != "tcp")) {
+        return fail("--peer-transport: want grpc or tcp");
+      }
     } else if (arg == "--netlab") {
       if (!take_int(0, 10000, &options->netlab_delay_ms)) return fail("--netlab: want a delay in ms, 0..10000");
     } else if (arg == "--netlab-script") {
@@ -283,7 +291,8 @@ std::string GroupsYaml(const std::string& group, int n, const std::string& order
   std::vector<std::string> members;
   for (int i = 1; i <= n; ++i) members.push_back(absl::StrCat("n", i));
   // Every call names its style explicitly; everything else stays at cohortd's defaults.
-  return absl::StrCat("groups:\n  - name: ", group, "\n    members: [", absl::StrJoin(members, ", "),
+  return absl::StrCat(g_peer_transport.empty() ? "" : absl::StrCat("peer_transport: ", g_peer_transport, "\n"),
+                      "groups:\n  - name: ", group, "\n    members: [", absl::StrJoin(members, ", "),
                       "]\n    ordering: ", ordering, "\n");
 }
 
