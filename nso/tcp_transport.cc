@@ -292,12 +292,15 @@ void TcpTransport::OnEvents(int fd, uint32_t events) {
 }
 
 bool TcpTransport::ReadSome(Connection* connection) {
+  // Into one reused buffer, then appended: no zero-filling of a fresh chunk per read (perf).
+  read_buffer_.resize(kReadChunk);
   while (true) {
-    size_t before = connection->in.size();
-    connection->in.resize(before + kReadChunk);
-    ssize_t got = read(connection->fd, connection->in.data() + before, kReadChunk);
-    connection->in.resize(before + std::max<ssize_t>(got, 0));
-    if (got > 0) continue;
+    ssize_t got = read(connection->fd, read_buffer_.data(), read_buffer_.size());
+    if (got > 0) {
+      connection->in.append(read_buffer_.data(), static_cast<size_t>(got));
+      if (static_cast<size_t>(got) < read_buffer_.size()) break;  // drained (saves an EAGAIN)
+      continue;
+    }
     if (got == 0) {
       HandleFrames(connection);
       return false;  // the peer closed

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "nso/event_loop.h"
@@ -90,6 +91,7 @@ class TcpTransport final : public PeerTransport {
   int listen_fd_ = -1;
   std::map<NodeId, std::unique_ptr<Link>> links_;              // fixed after construction
   std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
+  std::vector<char> read_buffer_;                              // loop thread
 };
 
 }  // namespace cohort::nso
