@@ -39,7 +39,7 @@ struct TcpTransportOptions {
   size_t write_buffer_max = 64 << 20;  // bytes unsent to a peer (frozen?) beyond which frames drop
   size_t frame_bytes_max = 256 << 20;  // a longer frame closes the connection
   uint32_t backoff_min_ms = 20;
-  uint32_t backoff_max_ms = 1000;
+  uint32_t backoff_max_ms = 250;  // a refused dial costs nothing: a restarted peer is found fast
 };
 
 class TcpTransport final : public PeerTransport {

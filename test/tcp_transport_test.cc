@@ -50,7 +50,7 @@ class Endpoint {
 
   // Sends heartbeats numbered first..first+count-1 from the protocol thread, as the Node does.
   void SendHeartbeats(NodeId self, NodeId to, int first, int count, NodeId claimed_sender = 0) {
-    loop_.Post([=] {
+    loop_.Post([=, this] {
       for (int i = first; i < first + count; ++i) {
         wire::Envelope envelope;
         envelope.set_version(wire::VERSION_1);
