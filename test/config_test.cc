@@ -437,6 +437,20 @@ TEST_CASE("the help text documents every key", "[config]") {
 }
 
 }  // namespace
+
+TEST_CASE("peer_transport: auto is tcp in plaintext and grpc with TLS; tcp with TLS is refused",
+          "[config]") {
+  const std::string tls = "tls: {ca_file: a, cert_file: b, key_file: c}\n";
+  CHECK(ParseOk(kBase + kInsecure).peer_transport == "tcp");
+  CHECK(ParseOk(kBase + tls).peer_transport == "grpc");
+  CHECK(ParseOk(kBase + kInsecure + "peer_transport: grpc\n").peer_transport == "grpc");
+  CHECK(ParseOk(kBase + kInsecure + "peer_transport: tcp\n").peer_transport == "tcp");
+  CHECK(ParseOk(kBase + tls + "peer_transport: auto\n").peer_transport == "grpc");
+  CHECK_THAT(ErrorOf(kBase + tls + "peer_transport: tcp\n"),
+             Contains("peer_transport: tcp has no TLS"));
+  CHECK_THAT(ErrorOf(kBase + kInsecure + "peer_transport: udp\n"), Contains("peer_transport"));
+}
+
 }  // namespace cohort::nso
 
 namespace cohort::nso {
