@@ -1,6 +1,7 @@
 #include "invocation/call_stream.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -11,7 +12,7 @@ namespace cohort::internal {
 
 // A caller waiting for its result; lives on the caller's stack.
 struct CallStream::Pending {
-  const Stream* stream = nullptr;  // the stream the call was written to
+  const Stream* stream = nullptr;  // the stream the call was queued on
   absl::Notification done;
   absl::StatusOr<GroupReplies> result;
 };
@@ -34,7 +35,7 @@ std::shared_ptr<CallStream::Stream> CallStream::Current() {
   absl::MutexLock lock(&mu_);
   if (stream_ != nullptr && !stream_->broken) return stream_;
   if (stream_ != nullptr) {
-    // Broken: its reader has failed its calls and is finishing; it needs neither lock.
+    // Broken: its reader has failed its calls and is finishing; it needs no lock of ours.
     stream_->context.TryCancel();
     if (stream_->reader.joinable()) stream_->reader.join();
   }
@@ -42,9 +43,23 @@ std::shared_ptr<CallStream::Stream> CallStream::Current() {
   if (!token_.empty()) stream->context.AddMetadata("authorization", "Bearer " + token_);
   stream->rw = stub_->InvokeStream(&stream->context);
   Stream* raw = stream.get();
+  stream->writer = std::thread([raw] { WriteCalls(raw); });
   stream->reader = std::thread([this, raw] { ReadResults(raw); });
   stream_ = stream;
   return stream;
+}
+
+void CallStream::WriteCalls(Stream* stream) {
+  std::vector<api::PipelinedCall> batch;
+  bool open = true;
+  while (stream->outgoing.TakeAll(&batch)) {
+    for (size_t i = 0; i < batch.size() && open; ++i) {
+      grpc::WriteOptions options;
+      if (i + 1 < batch.size()) options.set_buffer_hint();  // the burst goes out together
+      open = stream->rw->Write(batch[i], options);
+    }
+    // After a failed write the reader sees the stream end and fails the calls still pending.
+  }
 }
 
 void CallStream::ReadResults(Stream* stream) {
@@ -60,7 +75,7 @@ void CallStream::ReadResults(Stream* stream) {
   std::vector<Pending*> orphans;
   {
     absl::MutexLock lock(&mu_);
-    stream->broken = true;  // from now on no call is registered on it
+    stream->broken = true;  // from now on no call is queued on it
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->second->stream == stream) {
         orphans.push_back(it->second);
@@ -70,12 +85,10 @@ void CallStream::ReadResults(Stream* stream) {
       }
     }
   }
-  grpc::Status status;
-  {
-    absl::MutexLock lock(&write_mu_);  // no Write may run concurrently with Finish
-    status = stream->rw->Finish();
-    stream->finished = true;
-  }
+  stream->context.TryCancel();  // unblocks a writer stuck on a daemon that stopped reading
+  stream->outgoing.Close();
+  if (stream->writer.joinable()) stream->writer.join();
+  grpc::Status status = stream->rw->Finish();  // no Write runs any more
   absl::Status why = absl::UnavailableError(absl::StrCat(
       "the call stream to the daemon broke: ",
       status.ok() ? std::string("closed by the daemon") : status.error_message()));
@@ -113,18 +126,17 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
     call.set_call(next_call_++);
     pending_[call.call()] = &pending;
   }
+  const uint64_t id = call.call();
   *call.mutable_invoke() = request;
-  bool written = false;
-  {
-    absl::MutexLock lock(&write_mu_);
-    if (!stream->finished) written = stream->rw->Write(call);
+  if (!stream->outgoing.Push(std::move(call))) {
+    Complete(id, absl::UnavailableError("cannot reach the daemon (call stream closed)"));
   }
-  if (!written) {
-    Complete(call.call(), absl::UnavailableError("cannot reach the daemon (call stream closed)"));
-  }
-  if (!pending.done.WaitForNotificationWithTimeout(wait)) {
-    Complete(call.call(),
-             absl::DeadlineExceededError("no result from the daemon in time (call stream)"));
+  if (!pending.done.WaitForNotificationWithTimeout(wait) &&
+      Complete(id, absl::DeadlineExceededError(
+                       "no result from the daemon in time: its call stream is reset"))) {
+    // The daemon answers every call by its deadline; silence beyond the slack means it (or the
+    // stream) is stuck: start afresh rather than queue more calls behind it.
+    stream->context.TryCancel();
   }
   pending.done.WaitForNotification();  // whoever completed it has set the result
   return std::move(pending.result);
