@@ -91,3 +91,40 @@ TEST_CASE("pipelining: many callers share one client; a broken stream fails its 
 }
 
 }  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("pipelining: a frozen daemon cannot hold a caller; the stream starts afresh after it",
+          "[e2e]") {
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(2), "frozen-daemon");
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitHealthy(client->get(), "counter"));
+  REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5)).ok());
+
+  // The client's own daemon stops (SIGSTOP): nothing answers, not even the deadline. The call
+  // ends by its deadline plus the stub's 2 s of slack, not never.
+  cluster.Pause(2);
+  auto frozen = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Milliseconds(200));
+  REQUIRE_FALSE(frozen.ok());
+  CHECK(frozen.status().code() == absl::StatusCode::kDeadlineExceeded);
+  cluster.Resume(2);
+  // The stream was reset; the next calls go on a new one, to the same NSO.
+  absl::Status last;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto again = (*client)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(2));
+    last = again.status();
+    if (last.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(last.ok());
+  replicas.clear();
+}
+
+}  // namespace cohort
