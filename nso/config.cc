@@ -3,6 +3,8 @@
 // line of every key path, so that the cross-checks at the end can point at the offending line.
 #include "nso/config.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -892,7 +894,17 @@ absl::Status ReadTop(const MapView& top, Config* config) {
         "peer_transport", "tcp has no TLS: with a tls section use peer_transport: grpc (mutual "
                           "TLS between daemons), or tls: {insecure: true} for tcp");
   }
-  if (config->peer_transport == "auto") config->peer_transport = config->tls.enabled ? "grpc" : "tcp";
+  if (config->peer_transport == "auto") {
+    // The raw TCP transport resolves peer addresses on the protocol thread: only numeric IPv4
+    // addresses keep a DNS look-up from stalling it, so DNS names (Kubernetes) keep gRPC.
+    bool numeric = true;
+    for (const PeerConfig& peer : config->peers) {
+      std::string host = peer.address.substr(0, peer.address.rfind(':'));
+      in_addr parsed{};
+      numeric = numeric && inet_pton(AF_INET, host.c_str(), &parsed) == 1;
+    }
+    config->peer_transport = !config->tls.enabled && numeric ? "tcp" : "grpc";
+  }
   return ReadGroups(top, config->failure_detector, &config->groups);
 }
 
