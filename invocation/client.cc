@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "invocation/call_stream.h"
 #include "nso/status.h"
 
 namespace cohort {
@@ -67,14 +68,81 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), arguments);
 }
 
-Client::Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name)
-    : channel_(std::move(channel)),
-      stub_(api::Cohort::NewStub(channel_)),
-      nso_(nso),
-      node_name_(std::move(node_name)) {}
+namespace {
 
-void Client::Prepare(grpc::ClientContext* context) const {
-  if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
+constexpr size_t kStreamedCallBytesMax = 1 << 20;
+
+// The client's NSO in a cohortd daemon, over gRPC: invocations pipelined on one stream, the rest
+// unary calls.
+class RemoteClient final : public internal::ClientBackend {
+ public:
+  RemoteClient(std::shared_ptr<grpc::Channel> channel, std::string token)
+      : channel_(std::move(channel)),
+        stub_(api::Cohort::NewStub(channel_)),
+        token_(std::move(token)),
+        calls_(stub_.get(), token_) {}
+
+  absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                      absl::Duration wait) override {
+    // A large call goes as a unary RPC of its own: pipelining gains nothing there, and a message
+    // over the daemon's size limit then fails alone (RESOURCE_EXHAUSTED) instead of breaking the
+    // stream that the other calls share.
+    if (request.ByteSizeLong() > kStreamedCallBytesMax) {
+      return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
+    }
+    return calls_.Invoke(request, wait);
+  }
+  absl::Status Multicast(const api::MulticastRequest& request) override {
+    grpc::ClientContext context;
+    Prepare(&context);
+    api::Empty reply;
+    return nso::FromGrpcStatus(stub_->Multicast(&context, request, &reply));
+  }
+  absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) override {
+    grpc::ClientContext context;
+    Prepare(&context);
+    api::GroupDetailsReply reply;
+    grpc::Status status = stub_->GroupDetails(&context, request, &reply);
+    if (!status.ok()) return nso::FromGrpcStatus(status);
+    return reply;
+  }
+  absl::Status JoinGroup(const api::GroupRequest& request) override {
+    grpc::ClientContext context;
+    Prepare(&context);
+    api::Empty reply;
+    return nso::FromGrpcStatus(stub_->JoinGroup(&context, request, &reply));
+  }
+  absl::Status LeaveGroup(const api::GroupRequest& request) override {
+    grpc::ClientContext context;
+    Prepare(&context);
+    api::Empty reply;
+    return nso::FromGrpcStatus(stub_->LeaveGroup(&context, request, &reply));
+  }
+
+ private:
+  // The token's metadata and a 5 s deadline.
+  void Prepare(grpc::ClientContext* context) const {
+    if (!token_.empty()) context->AddMetadata("authorization", "Bearer " + token_);
+    SetDeadline(context, absl::Seconds(5));
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::Cohort::Stub> stub_;
+  std::string token_;
+  internal::CallStream calls_;  // the pipelined invocations
+};
+
+}  // namespace
+
+Client::Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso,
+               std::string node_name)
+    : backend_(std::move(backend)), nso_(nso), node_name_(std::move(node_name)) {}
+
+Client::~Client() = default;
+
+std::unique_ptr<Client> Client::WithBackend(std::unique_ptr<internal::ClientBackend> backend,
+                                            uint64_t nso, std::string node_name) {
+  return std::unique_ptr<Client>(new Client(std::move(backend), nso, std::move(node_name)));
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
@@ -91,23 +159,21 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   absl::StatusOr<std::shared_ptr<grpc::Channel>> opened = DaemonChannel(address, options);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<grpc::Channel> channel = *std::move(opened);
-  const std::string& client_name = options.client_name;
   auto stub = api::Cohort::NewStub(channel);
   grpc::ClientContext context;
   SetDeadline(&context, options.timeout);
   AddCallCredentials(&context, options);
   context.set_wait_for_ready(true);
   api::AttachRequest request;
-  request.set_client_name(client_name);
+  request.set_client_name(options.client_name);
   api::AttachReply reply;
   grpc::Status status = stub->Attach(&context, request, &reply);
   if (!status.ok()) {
     return absl::Status(nso::FromGrpcStatus(status).code(),
                         absl::StrCat("attach to daemon at ", address, ": ", status.error_message()));
   }
-  std::unique_ptr<Client> client(new Client(std::move(channel), reply.nso(), reply.node_name()));
-  client->token_ = options.token;
-  return client;
+  return WithBackend(std::make_unique<RemoteClient>(std::move(channel), options.token),
+                     reply.nso(), reply.node_name());
 }
 
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
@@ -121,12 +187,31 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   request.set_mode(mode);
   if (style == Style::kOpen) request.set_style(api::OPEN);
   if (style == Style::kClosed) request.set_style(api::CLOSED);
-  int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
-  request.set_deadline_ms(static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX)));
-  return internal::InvokeRpc(stub_.get(), request, deadline, token_);
+  request.set_deadline_ms(internal::DeadlineMs(deadline));
+  // The NSO enforces `deadline`; 2 s of slack here.
+  return backend_->Invoke(request, deadline + absl::Seconds(2));
 }
 
 namespace internal {
+
+uint32_t DeadlineMs(absl::Duration deadline) {
+  int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
+  return static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX));
+}
+
+GroupReplies ToGroupReplies(const api::InvokeReply& reply) {
+  GroupReplies result;
+  result.view_id = reply.view_id();
+  result.wanted = reply.wanted();
+  result.replies.reserve(reply.replies_size());
+  for (const api::ReplyFrom& from : reply.replies()) {
+    result.replies.push_back({from.member(), from.node(),
+                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
+                                           from.error()),
+                              from.payload()});
+  }
+  return result;
+}
 
 api::Mode ToApiMode(Mode mode) {
   switch (mode) {
@@ -147,16 +232,7 @@ absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::Invok
   api::InvokeReply reply;
   grpc::Status status = stub->Invoke(&context, request, &reply);
   if (!status.ok()) return nso::FromGrpcStatus(status);
-  GroupReplies result;
-  result.view_id = reply.view_id();
-  result.wanted = reply.wanted();
-  for (const api::ReplyFrom& from : reply.replies()) {
-    result.replies.push_back({from.member(), from.node(),
-                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
-                                           from.error()),
-                              from.payload()});
-  }
-  return result;
+  return ToGroupReplies(reply);
 }
 
 }  // namespace internal
@@ -184,54 +260,36 @@ absl::Status Client::Multicast(const std::string& group, const std::string& payl
   request.set_nso(nso_);
   request.set_group(group);
   request.set_payload(payload);
-  grpc::ClientContext context;
-  Prepare(&context);
-  SetDeadline(&context, absl::Seconds(5));
-  api::Empty reply;
-  return nso::FromGrpcStatus(stub_->Multicast(&context, request, &reply));
+  return backend_->Multicast(request);
 }
 
-absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
+api::GroupRequest Client::GroupRequestFor(const std::string& group) const {
   api::GroupRequest request;
   request.set_nso(nso_);
   request.set_group(group);
-  grpc::ClientContext context;
-  Prepare(&context);
-  SetDeadline(&context, absl::Seconds(5));
-  api::GroupDetailsReply reply;
-  grpc::Status status = stub_->GroupDetails(&context, request, &reply);
-  if (!status.ok()) return nso::FromGrpcStatus(status);
+  return request;
+}
+
+absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
+  absl::StatusOr<api::GroupDetailsReply> reply = backend_->GroupDetails(GroupRequestFor(group));
+  if (!reply.ok()) return reply.status();
   View view;
-  view.group = reply.group();
-  view.view_id = reply.view_id();
-  view.ordering = reply.ordering();
-  view.liveness = reply.liveness();
-  for (const api::Member& member : reply.members()) {
+  view.group = reply->group();
+  view.view_id = reply->view_id();
+  view.ordering = reply->ordering();
+  view.liveness = reply->liveness();
+  for (const api::Member& member : reply->members()) {
     view.members.push_back({member.name(), member.node(), member.suspected()});
   }
   return view;
 }
 
 absl::Status Client::JoinGroup(const std::string& group) {
-  return GroupCall(group, &api::Cohort::Stub::JoinGroup);
+  return backend_->JoinGroup(GroupRequestFor(group));
 }
 
 absl::Status Client::LeaveGroup(const std::string& group) {
-  return GroupCall(group, &api::Cohort::Stub::LeaveGroup);
-}
-
-absl::Status Client::GroupCall(
-    const std::string& group,
-    grpc::Status (api::Cohort::Stub::*rpc)(grpc::ClientContext*, const api::GroupRequest&,
-                                           api::Empty*)) {
-  api::GroupRequest request;
-  request.set_nso(nso_);
-  request.set_group(group);
-  grpc::ClientContext context;
-  Prepare(&context);
-  SetDeadline(&context, absl::Seconds(5));
-  api::Empty reply;
-  return nso::FromGrpcStatus((stub_.get()->*rpc)(&context, request, &reply));
+  return backend_->LeaveGroup(GroupRequestFor(group));
 }
 
 }  // namespace cohort

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "invocation/backend.h"
 #include "invocation/reply_collector.h"
 #include "proto/api.grpc.pb.h"
 
@@ -85,8 +86,11 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Connect(
       const std::string& address, const std::string& client_name = "",
       absl::Duration timeout = absl::Seconds(5));
+  ~Client();
 
-  // A group invocation. Errors: NOT_FOUND (unknown group), UNAVAILABLE (not enough members for
+  // A group invocation (Invoke, InvokeDefault, Send): every call of this Client travels on ONE
+  // stream to the daemon, many in flight at once (pipelining); concurrent callers do not wait for
+  // each other. Errors: NOT_FOUND (unknown group), UNAVAILABLE (not enough members for
   // the mode), DEADLINE_EXCEEDED (the mode was not met in time; the message says how many replies
   // came), INVALID_ARGUMENT (payload over the daemon's limit, empty method).
   absl::StatusOr<GroupReplies> Invoke(const std::string& group, const std::string& method,
@@ -111,24 +115,20 @@ class Client {
   uint64_t nso() const { return nso_; }
   const std::string& node_name() const { return node_name_; }
 
+  // For the runtime (an embedded node, nso/embedded.h): a Client over another way to its NSO.
+  static std::unique_ptr<Client> WithBackend(std::unique_ptr<internal::ClientBackend> backend,
+                                             uint64_t nso, std::string node_name);
+
  private:
-  Client(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string node_name);
-  // A context with the token's metadata.
-  void Prepare(grpc::ClientContext* context) const;
-  // JoinGroup / LeaveGroup: the same request, another RPC.
-  absl::Status GroupCall(const std::string& group,
-                         grpc::Status (api::Cohort::Stub::*rpc)(grpc::ClientContext*,
-                                                                const api::GroupRequest&,
-                                                                api::Empty*));
+  Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso, std::string node_name);
+  api::GroupRequest GroupRequestFor(const std::string& group) const;
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<api::Cohort::Stub> stub_;
+  std::unique_ptr<internal::ClientBackend> backend_;  // gRPC to a daemon, or in-process
   uint64_t nso_;
   std::string node_name_;
-  std::string token_;
 };
 
 // Opens a channel to a daemon's client address with Cohort's message size limits (plaintext).
@@ -145,6 +145,10 @@ api::Mode ToApiMode(Mode mode);
 // Shared by Client and Servant (group-to-group calls).
 absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::InvokeRequest& request,
                                        absl::Duration deadline, const std::string& token);
+// The reply of an Invoke (unary, pipelined or in-process) as the stub library returns it.
+GroupReplies ToGroupReplies(const api::InvokeReply& reply);
+// The deadline a request carries (milliseconds, at least 1).
+uint32_t DeadlineMs(absl::Duration deadline);
 
 }  // namespace internal
 }  // namespace cohort

@@ -19,6 +19,52 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
   return Create(address, group, options);
 }
 
+namespace {
+
+// A servant's registration in a cohortd daemon: the Serve stream.
+class RemoteServant final : public internal::ServantBackend {
+ public:
+  RemoteServant(std::shared_ptr<grpc::Channel> channel, std::string token)
+      : channel_(std::move(channel)), stub_(api::Cohort::NewStub(channel_)), token_(std::move(token)) {}
+
+  absl::Status Register(const api::ServantMessage::Register& request) override {
+    if (!token_.empty()) context_.AddMetadata("authorization", "Bearer " + token_);
+    stream_ = stub_->Serve(&context_);
+    api::ServantMessage message;
+    *message.mutable_register_() = request;
+    api::ServantEvent ack;
+    if (!stream_->Write(message) || !stream_->Read(&ack) || !ack.registered()) {
+      grpc::Status status = stream_->Finish();
+      return status.ok() ? absl::UnavailableError("daemon closed the servant stream")
+                         : nso::FromGrpcStatus(status);
+    }
+    return absl::OkStatus();
+  }
+  bool Next(api::ServantEvent* event) override { return stream_->Read(event); }
+  void Answer(const api::ServantMessage::Answer& answer) override {
+    api::ServantMessage message;
+    *message.mutable_answer() = answer;
+    absl::MutexLock lock(&write_mu_);
+    stream_->Write(message);
+  }
+  absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                      absl::Duration wait) override {
+    return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
+  }
+  void Cancel() override { context_.TryCancel(); }
+  absl::Status Finish() override { return nso::FromGrpcStatus(stream_->Finish()); }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::Cohort::Stub> stub_;
+  const std::string token_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<api::ServantMessage, api::ServantEvent>> stream_;
+  absl::Mutex write_mu_;  // Answer may come from several threads
+};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& address,
                                                          const std::string& group,
                                                          const ConnectOptions& options) {
@@ -26,16 +72,18 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
   if (!client.ok()) return client.status();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = DaemonChannel(address, options);
   if (!channel.ok()) return channel.status();
-  std::unique_ptr<Servant> servant(new Servant(*std::move(channel), (*client)->nso(), group));
-  servant->token_ = options.token;
-  return servant;
+  return WithBackend(std::make_unique<RemoteServant>(*std::move(channel), options.token),
+                     (*client)->nso(), group);
 }
 
-Servant::Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group)
-    : channel_(std::move(channel)),
-      stub_(api::Cohort::NewStub(channel_)),
-      nso_(nso),
-      group_(std::move(group)) {}
+std::unique_ptr<Servant> Servant::WithBackend(std::unique_ptr<internal::ServantBackend> backend,
+                                              uint64_t nso, std::string group) {
+  return std::unique_ptr<Servant>(new Servant(std::move(backend), nso, std::move(group)));
+}
+
+Servant::Servant(std::unique_ptr<internal::ServantBackend> backend, uint64_t nso,
+                 std::string group)
+    : backend_(std::move(backend)), nso_(nso), group_(std::move(group)) {}
 
 Servant::~Servant() {
   Stop();
@@ -64,24 +112,20 @@ void Servant::OnSetStateChunk(
 }
 
 absl::Status Servant::Start() {
-  if (!token_.empty()) context_.AddMetadata("authorization", "Bearer " + token_);
-  stream_ = stub_->Serve(&context_);
-  api::ServantMessage message;
-  message.mutable_register_()->set_nso(nso_);
-  message.mutable_register_()->set_group(group_);
-  for (const auto& [method, handler] : handlers_) message.mutable_register_()->add_methods(method);
-  api::ServantEvent ack;
-  if (!stream_->Write(message) || !stream_->Read(&ack) || !ack.registered()) {
-    grpc::Status status = stream_->Finish();
-    absl::Status why = status.ok() ? absl::UnavailableError("daemon closed the servant stream")
-                                   : nso::FromGrpcStatus(status);
-    return absl::Status(why.code(), absl::StrCat("serve group \"", group_, "\": ", why.message()));
+  api::ServantMessage::Register request;
+  request.set_nso(nso_);
+  request.set_group(group_);
+  for (const auto& [method, handler] : handlers_) request.add_methods(method);
+  absl::Status registered = backend_->Register(request);
+  if (!registered.ok()) {
+    return absl::Status(registered.code(), absl::StrCat("serve group \"", group_, "\": ",
+                                                        registered.message()));
   }
   thread_ = std::thread([this] { DeliveryLoop(); });
   return absl::OkStatus();
 }
 
-void Servant::Stop() { context_.TryCancel(); }
+void Servant::Stop() { backend_->Cancel(); }
 
 absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
                                                   const std::string& method,
@@ -93,13 +137,13 @@ absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
   request.set_method(method);
   request.set_payload(payload);
   request.set_mode(internal::ToApiMode(mode));
-  request.set_deadline_ms(static_cast<uint32_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline))));
+  request.set_deadline_ms(internal::DeadlineMs(deadline));
   // Through the called group's request manager (open group), as 003 section 4.3 describes.
   request.set_style(api::OPEN);
   request.set_caller_group(group_);
   request.set_caller_seq(current_group_seq_);
   request.set_caller_index(nested_calls_++);
-  return internal::InvokeRpc(stub_.get(), request, deadline, token_);
+  return backend_->Invoke(request, deadline + absl::Seconds(2));
 }
 
 absl::Status Servant::Wait() {
@@ -115,18 +159,16 @@ bool Servant::Ended(absl::Status* why) {
 }
 
 void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more) {
-  api::ServantMessage message;
-  api::ServantMessage::Answer* answer = message.mutable_answer();
-  answer->set_delivery(delivery);
-  answer->set_more(more);
-  answer->set_status_code(static_cast<int>(result.status().code()));
+  api::ServantMessage::Answer answer;
+  answer.set_delivery(delivery);
+  answer.set_more(more);
+  answer.set_status_code(static_cast<int>(result.status().code()));
   if (result.ok()) {
-    answer->set_payload(*result);
+    answer.set_payload(*result);
   } else {
-    answer->set_error(std::string(result.status().message()));
+    answer.set_error(std::string(result.status().message()));
   }
-  absl::MutexLock lock(&write_mu_);
-  stream_->Write(message);
+  backend_->Answer(answer);
 }
 
 // The state is answered in chunks of at most this size (the daemons stream it on in chunks).
@@ -174,7 +216,7 @@ void Servant::TakeStateChunk(const api::ServantEvent& event) {
 
 void Servant::DeliveryLoop() {
   api::ServantEvent event;
-  while (stream_->Read(&event)) {
+  while (backend_->Next(&event)) {
     if (event.method().empty()) {
       if (multicast_handler_) multicast_handler_(event.payload());
       continue;
@@ -197,9 +239,9 @@ void Servant::DeliveryLoop() {
                                                     event.method(), "\""));
     if (!event.one_way()) Answer(event.delivery(), result);
   }
-  grpc::Status status = stream_->Finish();
+  absl::Status status = backend_->Finish();
   absl::MutexLock lock(&mu_);
-  end_status_ = nso::FromGrpcStatus(status);
+  end_status_ = status;
   done_ = true;
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "invocation/backend.h"
 #include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
 
@@ -78,18 +79,20 @@ class Servant {
   // servant then; it gets the group's state when its daemon re-admits it.
   bool Ended(absl::Status* why = nullptr);
 
+  // For the runtime (an embedded node, nso/embedded.h): a Servant over another way to its NSO.
+  static std::unique_ptr<Servant> WithBackend(std::unique_ptr<internal::ServantBackend> backend,
+                                              uint64_t nso, std::string group);
+
  private:
-  Servant(std::shared_ptr<grpc::Channel> channel, uint64_t nso, std::string group);
+  Servant(std::unique_ptr<internal::ServantBackend> backend, uint64_t nso, std::string group);
   void DeliveryLoop();
   void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
   void SendState(uint64_t delivery);
   void TakeStateChunk(const api::ServantEvent& event);
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<api::Cohort::Stub> stub_;
+  std::unique_ptr<internal::ServantBackend> backend_;  // gRPC to a daemon, or in-process
   const uint64_t nso_;
   const std::string group_;
-  std::string token_;
   std::map<std::string, Handler> handlers_;
   MulticastHandler multicast_handler_;
   std::function<absl::StatusOr<std::string>()> get_state_;
@@ -97,9 +100,6 @@ class Servant {
   std::function<absl::Status(const StateWriter&)> get_state_stream_;
   std::function<absl::Status(uint64_t, const std::string&, bool)> set_state_chunk_;
   std::string partial_state_;  // delivery thread only: chunks so far, for a plain SetState
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<api::ServantMessage, api::ServantEvent>> stream_;
-  absl::Mutex write_mu_;
   std::thread thread_;
   // The delivery being processed (delivery thread only): numbers the group's nested calls.
   uint64_t current_group_seq_ = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "nso/handoff_queue.h"
 #include "nso/logging.h"
 #include "nso/status.h"
 
@@ -25,33 +26,7 @@ absl::StatusOr<invocation::Mode> FromApiMode(api::Mode mode) {
   }
 }
 
-// Deliveries waiting to be written to one servant's stream.
-class ServantQueue {
- public:
-  void Push(ServantDelivery delivery) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(delivery));
-  }
-  void Close() {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  // Blocks until a delivery is queued (true) or the queue is closed (false).
-  bool Pop(ServantDelivery* delivery) {
-    absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || closed_; };
-    mu_.Await(absl::Condition(&ready));
-    if (queue_.empty()) return false;
-    *delivery = std::move(queue_.front());
-    queue_.pop_front();
-    return true;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::deque<ServantDelivery> queue_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-};
+}  // namespace
 
 const char* ModeLabel(api::Mode mode) {
   switch (mode) {
@@ -67,6 +42,8 @@ const char* ModeLabel(api::Mode mode) {
 std::string CodeLabel(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
+
+namespace {
 
 // Equal in time independent of where the first difference is.
 bool SameSecret(const std::string& a, const std::string& b) {
@@ -220,17 +197,7 @@ grpc::Status ApiService::GroupDetails(grpc::ServerContext* context,
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<GroupInfo> info = node_->GroupDetails(request->group());
     if (!info.ok()) return info.status();
-    reply->set_group(info->name);
-    reply->set_view_id(info->view_id);
-    for (const auto& member : info->members) {
-      api::Member* out = reply->add_members();
-      out->set_name(member.name);
-      out->set_node(member.node);
-      out->set_suspected(member.suspected);
-    }
-    reply->set_ordering(std::string(ToString(info->config->ordering)));
-    reply->set_liveness(std::string(ToString(info->config->liveness)));
-    reply->set_style(info->config->style == GroupConfig::Style::kOpen ? api::OPEN : api::CLOSED);
+    ToGroupDetailsReply(*info, reply);
     return absl::OkStatus();
   }));
 }
@@ -262,26 +229,59 @@ grpc::Status ApiService::Invoke(grpc::ServerContext* context, const api::InvokeR
   return status;
 }
 
-grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply) {
+absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request) {
   InvokeOptions options;
-  options.group = request->group();
-  options.method = request->method();
-  options.payload = request->payload();
-  options.deadline_ms = request->deadline_ms();
-  options.caller_group = request->caller_group();
-  options.group_call_id = request->caller_seq() * 1024 + request->caller_index();
-  if (request->style() == api::OPEN) options.style = GroupConfig::Style::kOpen;
-  if (request->style() == api::CLOSED) options.style = GroupConfig::Style::kClosed;
-  if (request->mode() != api::MODE_UNSPECIFIED) {
-    absl::StatusOr<invocation::Mode> mode = FromApiMode(request->mode());
-    if (!mode.ok()) return ToGrpcStatus(mode.status());
+  options.group = request.group();
+  options.method = request.method();
+  options.payload = request.payload();
+  options.deadline_ms = request.deadline_ms();
+  options.caller_group = request.caller_group();
+  options.group_call_id = request.caller_seq() * 1024 + request.caller_index();
+  if (request.style() == api::OPEN) options.style = GroupConfig::Style::kOpen;
+  if (request.style() == api::CLOSED) options.style = GroupConfig::Style::kClosed;
+  if (request.mode() != api::MODE_UNSPECIFIED) {
+    absl::StatusOr<invocation::Mode> mode = FromApiMode(request.mode());
+    if (!mode.ok()) return mode.status();
     options.mode = *mode;
     options.mode_given = true;
   }
+  return options;
+}
+
+void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {
+  reply->set_group(info.name);
+  reply->set_view_id(info.view_id);
+  for (const auto& member : info.members) {
+    api::Member* out = reply->add_members();
+    out->set_name(member.name);
+    out->set_node(member.node);
+    out->set_suspected(member.suspected);
+  }
+  reply->set_ordering(std::string(ToString(info.config->ordering)));
+  reply->set_liveness(std::string(ToString(info.config->liveness)));
+  reply->set_style(info.config->style == GroupConfig::Style::kOpen ? api::OPEN : api::CLOSED);
+}
+
+void ToInvokeReply(InvokeResult result, api::InvokeReply* reply) {
+  reply->set_view_id(result.view_id);
+  reply->set_wanted(result.wanted);
+  for (auto& member_reply : result.replies) {
+    api::ReplyFrom* out = reply->add_replies();
+    out->set_member(std::move(member_reply.member));
+    out->set_node(member_reply.node);
+    out->set_status_code(static_cast<int>(member_reply.status.code()));
+    out->set_error(std::string(member_reply.status.message()));
+    out->set_payload(std::move(member_reply.payload));
+  }
+}
+
+grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply) {
+  absl::StatusOr<InvokeOptions> options = ToInvokeOptions(*request);
+  if (!options.ok()) return ToGrpcStatus(options.status());
   auto promise = std::make_shared<std::promise<InvokeResult>>();
   std::future<InvokeResult> future = promise->get_future();
   uint64_t nso = request->nso();
-  bool posted = loop_->Post([this, nso, options = std::move(options), promise]() mutable {
+  bool posted = loop_->Post([this, nso, options = *std::move(options), promise]() mutable {
     node_->Invoke(nso, std::move(options),
                   [promise](InvokeResult result) { promise->set_value(std::move(result)); });
   });
@@ -289,17 +289,9 @@ grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::In
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon overloaded or shutting down");
   }
   InvokeResult result = future.get();
-  reply->set_view_id(result.view_id);
-  reply->set_wanted(result.wanted);
-  for (const auto& member_reply : result.replies) {
-    api::ReplyFrom* out = reply->add_replies();
-    out->set_member(member_reply.member);
-    out->set_node(member_reply.node);
-    out->set_status_code(static_cast<int>(member_reply.status.code()));
-    out->set_error(std::string(member_reply.status.message()));
-    out->set_payload(member_reply.payload);
-  }
-  return ToGrpcStatus(result.status);
+  absl::Status status = result.status;
+  ToInvokeReply(std::move(result), reply);
+  return ToGrpcStatus(status);
 }
 
 grpc::Status ApiService::Serve(
@@ -317,7 +309,7 @@ grpc::Status ApiService::Serve(
       !allowed.ok()) {
     return allowed;
   }
-  auto queue = std::make_shared<ServantQueue>();
+  auto queue = std::make_shared<HandoffQueue<ServantDelivery>>();
   uint64_t servant = 0;
   absl::Status registered = RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<uint64_t> id = node_->RegisterServant(
@@ -348,19 +340,26 @@ grpc::Status ApiService::Serve(
     }
     queue->Close();
   });
-  ServantDelivery delivery;
+  std::vector<ServantDelivery> deliveries;
   api::ServantEvent event;
-  while (queue->Pop(&delivery)) {
-    event.set_delivery(delivery.delivery);
-    event.set_group(delivery.group);
-    event.set_method(delivery.method);
-    event.set_payload(std::move(delivery.payload));
-    event.set_one_way(delivery.one_way);
-    event.set_view_id(delivery.view_id);
-    event.set_group_seq(delivery.group_seq);
-    event.set_state_offset(delivery.state_offset);
-    event.set_state_last(delivery.state_last);
-    if (!stream->Write(event)) break;
+  bool open = true;
+  while (open && queue->TakeAll(&deliveries)) {
+    for (size_t i = 0; i < deliveries.size() && open; ++i) {
+      ServantDelivery& delivery = deliveries[i];
+      event.set_delivery(delivery.delivery);
+      event.set_group(delivery.group);
+      event.set_method(delivery.method);
+      event.set_payload(std::move(delivery.payload));
+      event.set_one_way(delivery.one_way);
+      event.set_view_id(delivery.view_id);
+      event.set_group_seq(delivery.group_seq);
+      event.set_state_offset(delivery.state_offset);
+      event.set_state_last(delivery.state_last);
+      // A burst goes out as one batch: every write but the last may wait for the next one.
+      grpc::WriteOptions options;
+      if (i + 1 < deliveries.size()) options.set_buffer_hint();
+      open = stream->Write(event, options);
+    }
   }
   context->TryCancel();
   reader.join();

@@ -43,6 +43,15 @@ class AccessPolicy {
   std::map<std::string, AclConfig, std::less<>> acls_ ABSL_GUARDED_BY(mu_);
 };
 
+// Shared by the unary Invoke and the pipelined InvokeStream (api_pipeline.cc).
+absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request);
+void ToInvokeReply(InvokeResult result, api::InvokeReply* reply);
+// On the protocol thread (GroupInfo points into the node's config).
+void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);
+// Metric labels: the mode's name, the status code's name.
+const char* ModeLabel(api::Mode mode);
+std::string CodeLabel(grpc::StatusCode code);
+
 class ApiService final : public api::Cohort::Service {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
@@ -59,6 +68,11 @@ class ApiService final : public api::Cohort::Service {
                             api::GroupDetailsReply*) override;
   grpc::Status Multicast(grpc::ServerContext*, const api::MulticastRequest*, api::Empty*) override;
   grpc::Status Invoke(grpc::ServerContext*, const api::InvokeRequest*, api::InvokeReply*) override;
+  // Pipelining: calls read from the stream are handed to the protocol thread without waiting;
+  // a writer thread sends each result as it completes (api_pipeline.cc).
+  grpc::Status InvokeStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<api::PipelinedResult, api::PipelinedCall>*) override;
   grpc::Status Serve(grpc::ServerContext*,
                      grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>*) override;
 

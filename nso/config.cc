@@ -3,6 +3,8 @@
 // line of every key path, so that the cross-checks at the end can point at the offending line.
 #include "nso/config.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -49,7 +51,7 @@ constexpr size_t kMaxNameLength = 64;
 const std::vector<absl::string_view> kTopKeys = {
     "node",       "cluster",          "listen",    "peers",  "log_level",
     "log_format", "failure_detector", "consensus", "limits", "groups", "metrics",
-    "tls",        "auth"};
+    "tls",        "auth",             "peer_transport"};
 const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file",
                                                  "server_name", "insecure"};
 const std::vector<absl::string_view> kAuthKeys = {"tokens"};
@@ -84,6 +86,8 @@ const EnumNames<absl::string_view> kLogLevelNames = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"},
     {"warn", "warn"},   {"error", "error"}, {"off", "off"}};
 const EnumNames<absl::string_view> kLogFormatNames = {{"text", "text"}, {"json", "json"}};
+const EnumNames<absl::string_view> kPeerTransportNames = {
+    {"auto", "auto"}, {"grpc", "grpc"}, {"tcp", "tcp"}};
 
 enum class Presence { kRequired, kOptional };
 
@@ -883,6 +887,24 @@ absl::Status ReadTop(const MapView& top, Config* config) {
   CONFIG_RETURN_IF_ERROR(ReadMetrics(top, config));
   CONFIG_RETURN_IF_ERROR(ReadTls(top, &config->tls));
   CONFIG_RETURN_IF_ERROR(ReadAuth(top, &config->tokens));
+  CONFIG_RETURN_IF_ERROR(
+      ReadEnumString(top, "peer_transport", kPeerTransportNames, &config->peer_transport));
+  if (config->peer_transport == "tcp" && config->tls.enabled) {
+    return top.reader()->ErrorAt(
+        "peer_transport", "tcp has no TLS: with a tls section use peer_transport: grpc (mutual "
+                          "TLS between daemons), or tls: {insecure: true} for tcp");
+  }
+  if (config->peer_transport == "auto") {
+    // The raw TCP transport resolves peer addresses on the protocol thread: only numeric IPv4
+    // addresses keep a DNS look-up from stalling it, so DNS names (Kubernetes) keep gRPC.
+    bool numeric = true;
+    for (const PeerConfig& peer : config->peers) {
+      std::string host = peer.address.substr(0, peer.address.rfind(':'));
+      in_addr parsed{};
+      numeric = numeric && inet_pton(AF_INET, host.c_str(), &parsed) == 1;
+    }
+    config->peer_transport = !config->tls.enabled && numeric ? "tcp" : "grpc";
+  }
   return ReadGroups(top, config->failure_detector, &config->groups);
 }
 

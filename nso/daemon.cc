@@ -147,24 +147,44 @@ absl::Status Daemon::Start() {
   if (config_.tokens.empty()) {
     Log("daemon")->info("no auth.tokens: application calls are not authenticated");
   }
-  GrpcTransportOptions options;
-  options.self = config_.node_id;
-  options.cluster = config_.cluster;
-  for (const PeerConfig& peer : config_.peers) {
-    if (peer.id != config_.node_id) options.peer_addresses[peer.id] = peer.address;
+  loop_ = std::make_unique<EventLoop>(kTickMs, kLoopQueueMax,
+                                      [this](uint64_t now_ms) { node_->Tick(now_ms); });
+  GrpcTransport* grpc_transport = nullptr;
+  if (config_.peer_transport == "tcp") {
+    // Raw TCP on the protocol thread: envelopes arrive on it, no hand-off (issue 7).
+    TcpTransportOptions options;
+    options.self = config_.node_id;
+    options.cluster = config_.cluster;
+    options.listen = config_.listen_peer;
+    for (const PeerConfig& peer : config_.peers) {
+      if (peer.id != config_.node_id) options.peer_addresses[peer.id] = peer.address;
+    }
+    auto tcp = std::make_unique<TcpTransport>(options, loop_.get());
+    if (absl::Status listening = tcp->Listen(); !listening.ok()) return listening;
+    TcpTransport* raw = tcp.get();
+    loop_->SetFlush([raw] { raw->Flush(); });
+    tcp->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
+    transport_ = std::move(tcp);
+  } else {
+    GrpcTransportOptions options;
+    options.self = config_.node_id;
+    options.cluster = config_.cluster;
+    for (const PeerConfig& peer : config_.peers) {
+      if (peer.id != config_.node_id) options.peer_addresses[peer.id] = peer.address;
+    }
+    options.credentials = credentials->peer_dialer;
+    options.ssl_target_name = config_.tls.server_name;
+    auto grpc = std::make_unique<GrpcTransport>(options);
+    grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) {
+      loop_->Post([this, from, envelope = std::move(envelope)] { node_->Receive(from, envelope); });
+    });
+    grpc_transport = grpc.get();
+    transport_ = std::move(grpc);
   }
-  options.credentials = credentials->peer_dialer;
-  options.ssl_target_name = config_.tls.server_name;
-  transport_ = std::make_unique<GrpcTransport>(options);
   uint64_t incarnation = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   node_ = std::make_unique<Node>(config_, transport_.get(), incarnation, MonotonicNowMs());
-  loop_ = std::make_unique<EventLoop>(kTickMs, kLoopQueueMax,
-                                      [this](uint64_t now_ms) { node_->Tick(now_ms); });
-  transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
-    loop_->Post([this, from, envelope = std::move(envelope)] { node_->Receive(from, envelope); });
-  });
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);
   admin_ = std::make_unique<AdminService>(
@@ -189,16 +209,18 @@ absl::Status Daemon::Start() {
       std::min<int64_t>(config_.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
   const char* hint = config_.tls.enabled ? " (address in use, or a bad tls key/certificate?)"
                                           : " (address in use?)";
-  peer_server_ = StartServer(config_.listen_peer, credentials->peer_server, {transport_.get()},
-                             max_message_bytes);
-  if (!peer_server_) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on listen.peer ", config_.listen_peer, hint));
+  if (grpc_transport != nullptr) {
+    peer_server_ = StartServer(config_.listen_peer, credentials->peer_server, {grpc_transport},
+                               max_message_bytes);
+    if (!peer_server_) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on listen.peer ", config_.listen_peer, hint));
+    }
   }
   client_server_ = StartServer(config_.listen_client, credentials->client_server,
                                {api_.get(), admin_.get()}, max_message_bytes);
   if (!client_server_) {
-    peer_server_->Shutdown();
+    if (peer_server_) peer_server_->Shutdown();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on listen.client ", config_.listen_client, hint));
   }
@@ -217,7 +239,7 @@ absl::Status Daemon::Start() {
     if (!http_started.ok()) {
       http_.reset();
       client_server_->Shutdown();
-      peer_server_->Shutdown();
+      if (peer_server_) peer_server_->Shutdown();
       return http_started;
     }
   }
@@ -229,7 +251,9 @@ absl::Status Daemon::Start() {
   monitor_ = std::thread([this] { MonitorLoop(); });
   Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}{}", config_.node,
                       config_.node_id, config_.listen_peer, config_.listen_client,
-                      config_.tls.enabled ? " (TLS, mutual TLS between peers)" : " (plaintext)",
+                      config_.tls.enabled ? " (TLS, mutual TLS between peers)"
+                      : config_.peer_transport == "tcp" ? " (plaintext, raw TCP between peers)"
+                                                        : " (plaintext)",
                       config_.metrics_listen.empty()
                           ? std::string()
                           : absl::StrCat(", metrics on http://", config_.metrics_listen,

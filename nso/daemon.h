@@ -20,6 +20,7 @@
 #include "nso/config.h"
 #include "nso/event_loop.h"
 #include "nso/grpc_transport.h"
+#include "nso/tcp_transport.h"
 #include "nso/http_server.h"
 #include "nso/metrics.h"
 #include "nso/node.h"
@@ -49,6 +50,10 @@ class Daemon {
   bool serving() const { return serving_; }
   // The Prometheus text of GET /metrics.
   std::string RenderMetrics();
+  // For in-process clients and servants (an embedded node, nso/embedded.h): the node may only be
+  // touched by tasks posted to the loop. Valid between Start and Shutdown.
+  Node* node() { return node_.get(); }
+  EventLoop* loop() { return loop_.get(); }
   // The port metrics.listen bound (0 when off).
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
@@ -59,7 +64,7 @@ class Daemon {
 
   const Config config_;
   AccessPolicy policy_;
-  std::unique_ptr<GrpcTransport> transport_;
+  std::unique_ptr<PeerTransport> transport_;  // gRPC streams or raw TCP (peer_transport)
   std::unique_ptr<Node> node_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<ApiService> api_;

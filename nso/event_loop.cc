@@ -1,8 +1,10 @@
 #include "nso/event_loop.h"
 
-#include <chrono>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
-#include "absl/time/time.h"
+#include <chrono>
 
 namespace cohort::nso {
 
@@ -13,9 +15,20 @@ uint64_t MonotonicNowMs() {
 }
 
 EventLoop::EventLoop(uint32_t tick_ms, size_t queue_max, TickFn on_tick)
-    : tick_ms_(tick_ms), queue_max_(queue_max), on_tick_(std::move(on_tick)) {}
+    : tick_ms_(tick_ms), queue_max_(queue_max), on_tick_(std::move(on_tick)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event);
+}
 
-EventLoop::~EventLoop() { Stop(); }
+EventLoop::~EventLoop() {
+  Stop();
+  close(wake_fd_);
+  close(epoll_fd_);
+}
 
 void EventLoop::Start() { thread_ = std::thread([this] { Run(); }); }
 
@@ -24,13 +37,25 @@ void EventLoop::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  Wake();
   if (thread_.joinable()) thread_.join();
 }
 
+void EventLoop::Wake() {
+  uint64_t one = 1;
+  ssize_t written = write(wake_fd_, &one, sizeof(one));
+  (void)written;  // a full counter already wakes the loop
+}
+
 bool EventLoop::Post(Task task) {
-  absl::MutexLock lock(&mu_);
-  if (stopping_ || queue_.size() >= queue_max_) return false;
-  queue_.push_back(std::move(task));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || queue_.size() >= queue_max_) return false;
+    queue_.push_back(std::move(task));
+  }
+  // The loop sets sleeping_ before its last look at the queue (under mu_): either it saw this
+  // task, or this load sees sleeping_ and wakes it.
+  if (sleeping_.load()) Wake();
   return true;
 }
 
@@ -39,21 +64,66 @@ size_t EventLoop::QueueDepth() const {
   return queue_.size();
 }
 
+bool EventLoop::Watch(int fd, uint32_t epoll_events, IoHandler handler) {
+  epoll_event event{};
+  event.events = epoll_events;
+  event.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) return false;
+  handlers_[fd] = std::move(handler);
+  return true;
+}
+
+void EventLoop::Rewatch(int fd, uint32_t epoll_events) {
+  epoll_event event{};
+  event.events = epoll_events;
+  event.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &event);
+}
+
+void EventLoop::Unwatch(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  handlers_.erase(fd);
+}
+
+void EventLoop::WaitAndServe(uint64_t next_tick_ms) {
+  sleeping_.store(true);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!queue_.empty() || stopping_) {
+      sleeping_.store(false);
+      return;
+    }
+  }
+  uint64_t now_ms = MonotonicNowMs();
+  int timeout_ms = now_ms >= next_tick_ms ? 0 : static_cast<int>(next_tick_ms - now_ms);
+  constexpr int kEventsMax = 64;  // more ready descriptors wait for the next round
+  epoll_event events[kEventsMax];
+  int ready = epoll_wait(epoll_fd_, events, kEventsMax, timeout_ms);
+  sleeping_.store(false);
+  for (int i = 0; i < ready; ++i) {
+    int fd = events[i].data.fd;
+    if (fd == wake_fd_) {
+      uint64_t count = 0;
+      ssize_t got = read(wake_fd_, &count, sizeof(count));
+      (void)got;
+      continue;
+    }
+    auto it = handlers_.find(fd);  // a handler may have unwatched another descriptor
+    if (it == handlers_.end()) continue;
+    IoHandler handler = it->second;  // it may unwatch itself
+    handler(events[i].events);
+  }
+}
+
 void EventLoop::Run() {
   uint64_t next_tick_ms = MonotonicNowMs() + tick_ms_;
+  std::vector<Task> batch;
   while (true) {
-    std::deque<Task> batch;
+    batch.clear();
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
-      };
-      uint64_t now_ms = MonotonicNowMs();
-      if (now_ms < next_tick_ms) {
-        mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(next_tick_ms - now_ms));
-      }
       batch.swap(queue_);
-      if (stopping_ && batch.empty()) return;
+      if (stopping_ && batch.empty()) break;
     }
     for (Task& task : batch) task();
     uint64_t now_ms = MonotonicNowMs();
@@ -61,7 +131,10 @@ void EventLoop::Run() {
       on_tick_(now_ms);
       next_tick_ms = now_ms + tick_ms_;
     }
+    if (flush_) flush_();
+    WaitAndServe(next_tick_ms);
   }
+  if (flush_) flush_();
 }
 
 }  // namespace cohort::nso

@@ -1,12 +1,20 @@
 // The protocol thread: one per daemon, it owns all protocol state (ARCHITECTURE.md, "one protocol
 // thread"). gRPC threads hand it work with Post(); it runs Tick callbacks every `tick_ms`.
+//
+// It waits in epoll, so it can also own sockets (the raw TCP peer transport, nso/tcp_transport.h):
+// file descriptors watched with Watch() are served on this thread, without a hand-off to another
+// thread (003/001: no thread switch on the hot path). A Post() to a sleeping loop writes an
+// eventfd; the flush callback runs after every batch of work, before the loop sleeps again (the
+// transport sends what the batch produced, one write per peer).
 #ifndef COHORT_NSO_EVENT_LOOP_H_
 #define COHORT_NSO_EVENT_LOOP_H_
 
+#include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -20,6 +28,7 @@ class EventLoop {
  public:
   using Task = std::function<void()>;
   using TickFn = std::function<void(uint64_t now_ms)>;
+  using IoHandler = std::function<void(uint32_t epoll_events)>;
 
   // `queue_max` bounds the work queue: Post() refuses (returns false) beyond it.
   EventLoop(uint32_t tick_ms, size_t queue_max, TickFn on_tick);
@@ -31,14 +40,30 @@ class EventLoop {
   bool Post(Task task);
   size_t QueueDepth() const;
 
+  // On the loop thread (or before Start): serve `fd` (EPOLLIN/EPOLLOUT...) with `handler` on the
+  // loop thread until Unwatch. False if epoll refuses the descriptor.
+  bool Watch(int fd, uint32_t epoll_events, IoHandler handler);
+  void Rewatch(int fd, uint32_t epoll_events);
+  void Unwatch(int fd);
+  // Before Start: runs on the loop thread after every batch of work (tasks, I/O, tick).
+  void SetFlush(std::function<void()> flush) { flush_ = std::move(flush); }
+
  private:
   void Run();
+  void Wake();
+  // Waits for I/O, a task or the next tick; serves ready descriptors.
+  void WaitAndServe(uint64_t next_tick_ms);
 
   const uint32_t tick_ms_;
   const size_t queue_max_;
   TickFn on_tick_;
+  std::function<void()> flush_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: a Post to a sleeping loop
+  std::atomic<bool> sleeping_{false};
+  std::map<int, IoHandler> handlers_;  // loop thread only
   mutable absl::Mutex mu_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Task> queue_ ABSL_GUARDED_BY(mu_);  // swapped with the running batch: no allocation
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

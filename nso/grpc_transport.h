@@ -41,31 +41,23 @@ struct GrpcTransportOptions {
   std::string ssl_target_name;
 };
 
-struct TransportCounters {
-  std::atomic<uint64_t> frames_sent{0};
-  std::atomic<uint64_t> envelopes_sent{0};
-  std::atomic<uint64_t> envelopes_received{0};
-  std::atomic<uint64_t> envelopes_rejected{0};
-  std::atomic<uint64_t> bytes_sent{0};
-};
-
-class GrpcTransport final : public Transport, public wire::Peer::Service {
+class GrpcTransport final : public PeerTransport, public wire::Peer::Service {
  public:
   explicit GrpcTransport(GrpcTransportOptions options);
   ~GrpcTransport() override;
 
   // Starts the dialers towards peers with a higher node id. Register `this` as a service on the
   // peer gRPC server before calling it.
-  void Start();
-  void Shutdown();
+  void Start() override;
+  void Shutdown() override;
 
   void Send(NodeId to, wire::Envelope envelope) override;
   void SetReceiver(Receiver receiver) override;
 
   // True while a stream to `peer` is up.
-  bool Connected(NodeId peer) const;
+  bool Connected(NodeId peer) const override;
   bool Reachable(NodeId peer) const override { return Connected(peer); }
-  const TransportCounters& counters() const { return counters_; }
+  const TransportCounters& counters() const override { return counters_; }
 
   // wire::Peer::Service: an inbound stream from a lower-id peer.
   grpc::Status Exchange(grpc::ServerContext* context,

@@ -4,6 +4,7 @@
 #ifndef COHORT_NSO_TRANSPORT_H_
 #define COHORT_NSO_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -28,6 +29,26 @@ class Transport {
   // False when the transport knows `peer` is unreachable now (its stream is down). A hint only:
   // true does not mean a message will arrive.
   virtual bool Reachable(NodeId peer) const { return true; }
+};
+
+// Counters of a daemon's peer transport (metrics).
+struct TransportCounters {
+  std::atomic<uint64_t> frames_sent{0};
+  std::atomic<uint64_t> envelopes_sent{0};
+  std::atomic<uint64_t> envelopes_received{0};
+  std::atomic<uint64_t> envelopes_rejected{0};
+  std::atomic<uint64_t> bytes_sent{0};
+};
+
+// A transport between daemons as a daemon runs it: gRPC streams (nso/grpc_transport.h) or raw
+// TCP on the protocol thread (nso/tcp_transport.h), chosen by peer_transport in the YAML.
+class PeerTransport : public Transport {
+ public:
+  virtual void Start() = 0;
+  virtual void Shutdown() = 0;
+  // True while a connection to `peer` is up; any thread.
+  virtual bool Connected(NodeId peer) const = 0;
+  virtual const TransportCounters& counters() const = 0;
 };
 
 }  // namespace cohort::nso

@@ -78,7 +78,9 @@ wire::Envelope Heartbeat(const std::string& group, uint32_t sender, uint64_t vie
 
 TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the daemon serves on",
           "[e2e][bad-input]") {
-  test::Cluster cluster({3, kGroups, "", "info"});
+  // The gRPC peer service is what this test feeds bad input (the raw TCP transport has its own
+  // test, tcp_transport_test).
+  test::Cluster cluster({3, kGroups, "peer_transport: grpc\n", "info"});
   REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
   for (int i = 1; i <= 3; ++i) {

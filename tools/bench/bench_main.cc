@@ -1,7 +1,7 @@
 // cohort-bench: measures Cohort against its floors in one run (issue 7).
 //
-//   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,16,64] [--payload 100] [--json FILE]
-//                [--plot DIR] [--skip floors,groups,failover] [--cohortd PATH]
+//   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,4,16,64,256] [--payload 100] [--json FILE]
+//                [--plot DIR] [--skip floors,groups,embedded,failover,memory,etcd] [--cohortd PATH]
 //
 // 1. Floors: a plain gRPC unary echo and a raw TCP ping-pong to a child process.
 // 2. Its own cohortd daemons on loopback (n members + 1 non-member), one in-process echo servant
@@ -9,9 +9,13 @@
 //    attached to member n2 and calls with Style::kClosed; open: the client is attached to the
 //    extra daemon, which hosts no member, and calls with Style::kOpen (through a request manager;
 //    wait-for-first uses asynchronous forwarding).
-// 3. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
+// 3. Embedded mode: the same calls from a member node running inside the bench process.
+// 4. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
+// 5. Memory: bytes per idle attached NSO and per idle group (RSS delta, tools/bench/memory.h).
+// 6. etcd: 3 members with etcd's own benchmark tool, sequential and 64-client puts (etcd.h).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,8 +39,11 @@
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
+#include "nso/embedded.h"
 #include "tools/bench/daemons.h"
+#include "tools/bench/etcd.h"
 #include "tools/bench/floors.h"
+#include "tools/bench/memory.h"
 #include "tools/bench/process.h"
 #include "tools/bench/report.h"
 #include "tools/bench/workload.h"
@@ -50,20 +57,35 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
 
   --quick               ~1 minute run: --sizes 3,7, --callers 1,64, shorter windows
   --sizes LIST          group sizes n (default 3,5,7; each 2..9)
-  --callers LIST        concurrent callers for throughput (default 1,16,64; each 1..256)
+  --callers LIST        concurrent callers for throughput (default 1,4,16,64,256; each 1..256)
   --payload BYTES       request payload size (default 100, like 003 section 5.2)
   --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
-  --skip LIST           any of floors,groups,failover
+  --skip LIST           any of floors,groups,embedded,failover,memory,etcd
+  --etcd-dir DIR        etcd and etcd-benchmark binaries (default /var/tmp/cohort-etcd/bin,
+                        where tools/bench/etcd-build puts them); absent: etcd is skipped
+  --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
+  --memory-groups G     single-member groups for the per-group memory figure (default 10000)
+  --peer-transport T    grpc or tcp: the daemons' peer_transport (default: cohortd's default)
+  --netlab DELAY_MS     run the daemons in network namespaces (../shared/netlab, root needed):
+                        node I in host hI, every daemon host's link delayed DELAY_MS each way
+                        (daemon to daemon +2x, bench to daemon +1x one way); floors and group
+                        calls only (not one-way, embedded, failover, memory, etcd)
+  --netlab-script PATH  the netlab script (default /work/shared/netlab/netlab)
   --json FILE           write every result as JSON
-  --plot DIR            write DIR/bench.csv and DIR/bench.gp; PNGs if gnuplot is installed
+  --plot DIR            PNG charts of latency and throughput against callers per n (gnuplot),
+                        with their data DIR/bench.csv and script DIR/bench.gp
   --cohortd PATH        the daemon binary (default: from this binary's runfiles)
   --keep                keep the temporary directory (daemon YAML and logs)
   --help
 
-Roles used internally: --role echo-server --port P | --role tcp-server --port P
+Roles used internally: --role echo-server --port P | --role tcp-server --port P |
+  --role echo-servant --address A --group G
 )";
+
+// --peer-transport: written into every daemon's YAML (empty: cohortd's default).
+std::string g_peer_transport;
 
 struct Options {
   bool quick = false;
@@ -74,6 +96,12 @@ struct Options {
   int64_t seq_ms = -1;
   int64_t window_ms = -1;
   std::set<std::string> skip;
+  int64_t memory_nsos = 100000;
+  int64_t memory_groups = 10000;
+  std::string etcd_dir = "/var/tmp/cohort-etcd/bin";
+  int64_t netlab_delay_ms = -1;  // --netlab: daemons in network namespaces, links delayed
+  std::string netlab = "/work/shared/netlab/netlab";
+  bool netlab_inside = false;    // this process is the re-executed bench inside the lab
   std::string json;
   std::string plot;
   std::string cohortd;
@@ -142,11 +170,28 @@ int ParseOptions(int argc, char** argv, Options* options) {
     } else if (arg == "--skip") {
       if (!take(&value)) return fail("--skip: want a list");
       for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        if (part != "floors" && part != "groups" && part != "failover") {
+        if (part != "floors" && part != "groups" && part != "embedded" && part != "failover" &&
+            part != "memory" && part != "etcd") {
           return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
         }
         options->skip.insert(std::string(part));
       }
+    } else if (arg == "--memory-nsos") {
+      if (!take_int(1, 10000000, &options->memory_nsos)) return fail("--memory-nsos: want 1..10000000");
+    } else if (arg == "--memory-groups") {
+      if (!take_int(2, 1000000, &options->memory_groups)) return fail("--memory-groups: want 2..1000000");
+    } else if (arg == "--peer-transport") {
+      if (!take(&g_peer_transport) || (g_peer_transport != "grpc" && g_peer_transport != "tcp")) {
+        return fail("--peer-transport: want grpc or tcp");
+      }
+    } else if (arg == "--netlab") {
+      if (!take_int(0, 10000, &options->netlab_delay_ms)) return fail("--netlab: want a delay in ms, 0..10000");
+    } else if (arg == "--netlab-script") {
+      if (!take(&options->netlab)) return fail("--netlab-script: want a path");
+    } else if (arg == "--netlab-inside") {
+      options->netlab_inside = true;
+    } else if (arg == "--etcd-dir") {
+      if (!take(&options->etcd_dir)) return fail("--etcd-dir: want a directory");
     } else if (arg == "--json") {
       if (!take(&options->json)) return fail("--json: want a file");
     } else if (arg == "--plot") {
@@ -158,7 +203,9 @@ int ParseOptions(int argc, char** argv, Options* options) {
     }
   }
   if (options->sizes.empty()) options->sizes = options->quick ? std::vector<int>{3, 7} : std::vector<int>{3, 5, 7};
-  if (options->callers.empty()) options->callers = options->quick ? std::vector<int>{1, 64} : std::vector<int>{1, 16, 64};
+  if (options->callers.empty()) {
+    options->callers = options->quick ? std::vector<int>{1, 64} : std::vector<int>{1, 4, 16, 64, 256};
+  }
   if (options->seq_calls < 0) options->seq_calls = options->quick ? 5000 : 20000;
   if (options->seq_ms < 0) options->seq_ms = options->quick ? 400 : 1000;
   if (options->window_ms < 0) options->window_ms = options->quick ? 500 : 1000;
@@ -222,7 +269,14 @@ struct EchoReplica {
   std::atomic<int64_t> delivered{0};
 
   absl::Status Start(const std::string& address, const std::string& group, int index) {
-    auto created = Servant::Create(address, group, absl::StrCat("bench-servant-", index));
+    return Serve(Servant::Create(address, group, absl::StrCat("bench-servant-", index)));
+  }
+  // Hosted by an embedded node of this process.
+  absl::Status StartEmbedded(EmbeddedNode* node, const std::string& group) {
+    return Serve(node->CreateServant(group, "bench-embedded-servant"));
+  }
+
+  absl::Status Serve(absl::StatusOr<std::unique_ptr<Servant>> created) {
     if (!created.ok()) return created.status();
     servant = std::move(*created);
     servant->Serve("echo", [this](const std::string& payload) -> absl::StatusOr<std::string> {
@@ -237,7 +291,8 @@ std::string GroupsYaml(const std::string& group, int n, const std::string& order
   std::vector<std::string> members;
   for (int i = 1; i <= n; ++i) members.push_back(absl::StrCat("n", i));
   // Every call names its style explicitly; everything else stays at cohortd's defaults.
-  return absl::StrCat("groups:\n  - name: ", group, "\n    members: [", absl::StrJoin(members, ", "),
+  return absl::StrCat(g_peer_transport.empty() ? "" : absl::StrCat("peer_transport: ", g_peer_transport, "\n"),
+                      "groups:\n  - name: ", group, "\n    members: [", absl::StrJoin(members, ", "),
                       "]\n    ordering: ", ordering, "\n");
 }
 
@@ -317,7 +372,7 @@ double DrainOneWay(const EchoReplica& replica, int64_t before, const LoadResult&
 }
 
 void MeasureGroups(const Options& options, const std::string& cohortd, const std::string& dir,
-                   Report* report) {
+                   const NetlabPlacement* placement, Report* report) {
   const std::string group = "bench";
   std::string payload(options.payload, 'x');
   for (int n : options.sizes) {
@@ -325,7 +380,7 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
       std::string cluster_dir = absl::StrCat(dir, "/groups-n", n, "-", ordering);
       std::filesystem::create_directories(cluster_dir);
       // n members and one more daemon that hosts no member: the open-style entry point.
-      Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, ordering));
+      Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, ordering), placement);
       std::string error;
       Progress(absl::StrCat("cluster n=", n, " ", ordering, ": starting ", n + 1, " daemons"));
       if (!daemons.Start(&error)) {
@@ -335,6 +390,12 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
       std::vector<std::unique_ptr<EchoReplica>> replicas;
       bool ok = true;
       for (int i = 1; i <= n && ok; ++i) {
+        if (placement != nullptr) {  // in the member's own host, like the daemon
+          daemons.SpawnBeside(i, {SelfExe(), "--role", "echo-servant", "--address",
+                                  daemons.ClientAddress(i), "--group", group},
+                              absl::StrCat(cluster_dir, "/servant-n", i, ".log"));
+          continue;
+        }
         replicas.push_back(std::make_unique<EchoReplica>());
         absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
         if (!started.ok()) {
@@ -359,6 +420,8 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           continue;
         }
         for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll, Mode::kOneWay}) {
+          // One-way's delivered rate is counted by in-process servants; not in the lab.
+          if (mode == Mode::kOneWay && placement != nullptr) continue;
           Progress(absl::StrCat("n=", n, " ", ordering, " ", style, " ", BenchModeName(mode)));
           GroupResult result;
           result.n = n;
@@ -395,6 +458,69 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
       replicas.clear();  // detach servants before their daemons go
       daemons.KillAll();
     }
+  }
+}
+
+// ---- embedded mode ------------------------------------------------------------------------------
+
+// Group calls from an EMBEDDED member (003 section 3): n = 3, members n1 and n3 are cohortd
+// processes, n2 is a node inside this process with its own echo servant; the client is that
+// node's in-process Client (closed style), so the only gRPC left is between the daemons and the
+// two remote servants.
+void MeasureEmbedded(const Options& options, const std::string& cohortd, const std::string& dir,
+                     Report* report) {
+  const std::string group = "bench";
+  const int n = 3;
+  const int embedded = 2;
+  std::string payload(options.payload, 'x');
+  for (const char* ordering : {"consensus", "sequencer"}) {
+    std::string cluster_dir = absl::StrCat(dir, "/embedded-", ordering);
+    std::filesystem::create_directories(cluster_dir);
+    Daemons daemons(cohortd, cluster_dir, n, GroupsYaml(group, n, ordering));
+    std::string error;
+    Progress(absl::StrCat("embedded n=3 ", ordering, ": 2 daemons + n2 in this process"));
+    if (!daemons.Start(&error, embedded)) {
+      Progress("cluster failed: " + error);
+      continue;
+    }
+    auto node = EmbeddedNode::StartFromFile(daemons.ConfigPath(embedded));
+    if (!node.ok()) {
+      Progress("embedded node: " + node.status().ToString());
+      continue;
+    }
+    std::vector<std::unique_ptr<EchoReplica>> replicas;
+    bool ok = true;
+    for (int i = 1; i <= n && ok; ++i) {
+      replicas.push_back(std::make_unique<EchoReplica>());
+      absl::Status started = i == embedded
+                                 ? replicas.back()->StartEmbedded(node->get(), group)
+                                 : replicas.back()->Start(daemons.ClientAddress(i), group, i);
+      if (!started.ok()) {
+        Progress(absl::StrCat("servant at n", i, ": ", started.ToString()));
+        ok = false;
+      }
+    }
+    auto client = (*node)->Connect("bench-embedded-client");
+    if (ok && client.ok()) {
+      absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
+      if (!ready.ok()) Progress("group not ready (embedded): " + ready.ToString());
+      for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
+        if (!ready.ok()) break;
+        Progress(absl::StrCat("n=3 ", ordering, " embedded ", BenchModeName(mode)));
+        GroupResult result;
+        result.n = n;
+        result.ordering = ordering;
+        result.style = "embed";
+        result.mode = BenchModeName(mode);
+        result.attached_to = "n2 (in-process)";
+        result.series = Measure(options, GroupCalls(client->get(), group, mode, Style::kClosed, payload));
+        report->groups.push_back(std::move(result));
+      }
+    }
+    if (client.ok()) client->reset();
+    replicas.clear();  // servants before the node
+    (*node)->Shutdown();
+    daemons.KillAll();
   }
 }
 
@@ -521,7 +647,74 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
   }
 }
 
+// ---- netlab -------------------------------------------------------------------------------------
+
+constexpr char kNetlabPrefix[] = "cbench";  // a lab of its own, beside the tests' "cohort" lab
+constexpr char kNetlabNet[] = "10.79.0";
+
+// A servant process for a daemon in a netlab host (--role echo-servant): echoes until killed.
+int RunEchoServant(const std::string& address, const std::string& group) {
+  EchoReplica replica;
+  absl::Status started = absl::UnavailableError("not started");
+  for (int attempt = 0; attempt < 100 && !started.ok(); ++attempt) {
+    started = replica.Start(address, group, 0);
+    if (!started.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!started.ok()) {
+    std::cerr << "echo-servant: " << started << "\n";
+    return 1;
+  }
+  return replica.servant->Wait().ok() ? 0 : 1;
+}
+
+int RunNetlabCommand(const Options& options, std::vector<std::string> args) {
+  args.insert(args.begin(), options.netlab);
+  return WaitChild(Spawn(args, ""), absl::Seconds(120));
+}
+
+// --netlab: sets up the lab (node I in host hI, links of the daemon hosts delayed), runs this
+// bench again inside one more host with --netlab-inside, and takes the lab down afterwards.
+int RunInNetlab(const Options& options, int argc, char** argv) {
+  if (geteuid() != 0) {
+    std::cerr << "cohort-bench: --netlab needs root (network namespaces); run it as root\n";
+    return 2;
+  }
+  if (access(options.netlab.c_str(), X_OK) != 0) {
+    std::cerr << "cohort-bench: --netlab: no netlab script at " << options.netlab
+              << " (--netlab-script PATH)\n";
+    return 2;
+  }
+  setenv("NETLAB_PREFIX", kNetlabPrefix, 1);
+  setenv("NETLAB_NET", kNetlabNet, 1);
+  int max_n = *std::max_element(options.sizes.begin(), options.sizes.end());
+  int bench_host = max_n + 2;  // daemons in h1..h(max_n + 1)
+  Progress(absl::StrCat("netlab: ", bench_host, " hosts (", kNetlabNet, ".x), delay ",
+                        options.netlab_delay_ms, " ms each way on h1..h", max_n + 1));
+  if (RunNetlabCommand(options, {"up", std::to_string(bench_host)}) != 0) {
+    std::cerr << "cohort-bench: netlab up failed\n";
+    RunNetlabCommand(options, {"down", "--kill"});
+    return 1;
+  }
+  int code = 0;
+  for (int host = 1; host <= max_n + 1 && options.netlab_delay_ms > 0 && code == 0; ++host) {
+    code = RunNetlabCommand(options, {"delay", absl::StrCat("h", host),
+                                      std::to_string(options.netlab_delay_ms)});
+  }
+  if (code == 0) {
+    std::vector<std::string> inner = {options.netlab, "exec", absl::StrCat("h", bench_host),
+                                      SelfExe()};
+    for (int i = 1; i < argc; ++i) inner.push_back(argv[i]);
+    inner.push_back("--netlab-inside");
+    code = WaitChild(Spawn(inner, ""), absl::Hours(3));
+  } else {
+    std::cerr << "cohort-bench: netlab delay failed\n";
+  }
+  RunNetlabCommand(options, {"down", "--kill"});
+  return code;
+}
+
 int Main(int argc, char** argv) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as cohortd does
   if (argc == 5 && std::string(argv[1]) == "--role") {
     int port = 0;
     if (!absl::SimpleAtoi(argv[4], &port)) return 2;
@@ -529,9 +722,13 @@ int Main(int argc, char** argv) {
     if (std::string(argv[2]) == "tcp-server") return RunTcpEchoServer(port);
     return 2;
   }
+  if (argc == 7 && std::string(argv[1]) == "--role" && std::string(argv[2]) == "echo-servant") {
+    return RunEchoServant(argv[4], argv[6]);
+  }
   Options options;
   if (int code = ParseOptions(argc, argv, &options); code != 0) return code < 0 ? 0 : code;
   InstallChildCleanup();
+  if (options.netlab_delay_ms >= 0 && !options.netlab_inside) return RunInNetlab(options, argc, argv);
 
   Report report;
   absl::Time begin = absl::Now();
@@ -547,7 +744,8 @@ int Main(int argc, char** argv) {
   report.window_s = options.window_ms / 1000.0;
 
   std::string cohortd;
-  if (!options.skip.count("groups") || !options.skip.count("failover")) {
+  if (!options.skip.count("groups") || !options.skip.count("embedded") ||
+      !options.skip.count("failover") || !options.skip.count("memory")) {
     cohortd = FindCohortd(options.cohortd);
     if (cohortd.empty()) {
       std::cerr << "cohort-bench: cannot find cohortd; build //tools:cohortd or pass --cohortd\n";
@@ -560,8 +758,31 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
-  if (!options.skip.count("groups")) MeasureGroups(options, cohortd, dir, &report);
+  std::optional<NetlabPlacement> placement;
+  if (options.netlab_inside) {
+    placement = NetlabPlacement{options.netlab, kNetlabNet};
+    report.netlab_delay_ms = options.netlab_delay_ms;
+    for (const char* part : {"embedded", "failover", "memory", "etcd"}) options.skip.insert(part);
+  }
+  if (!options.skip.count("groups")) {
+    MeasureGroups(options, cohortd, dir, placement ? &*placement : nullptr, &report);
+  }
+  if (!options.skip.count("embedded")) MeasureEmbedded(options, cohortd, dir, &report);
+  if (!options.skip.count("etcd")) {
+    Progress("etcd: 3 members, sequential and 64-client puts");
+    std::string etcd_logs = dir + "/etcd";
+    std::filesystem::create_directories(etcd_logs);
+    report.etcd = MeasureEtcd(options.etcd_dir, etcd_logs, options.payload, options.quick);
+    if (!report.etcd.measured) Progress("etcd " + report.etcd.note);
+  } else {
+    report.etcd.note = "skipped (--skip etcd)";
+  }
   if (!options.skip.count("failover")) MeasureFailover(options, cohortd, dir, &report);
+  if (!options.skip.count("memory")) {
+    Progress(absl::StrCat("memory: ", options.memory_nsos, " idle NSOs, ", options.memory_groups,
+                          " groups"));
+    report.memory = MeasureMemory(cohortd, dir, options.memory_nsos, options.memory_groups);
+  }
   KillAllChildren();
   report.total_seconds = absl::ToDoubleSeconds(absl::Now() - begin);
 

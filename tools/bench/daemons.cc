@@ -11,17 +11,20 @@
 
 namespace cohort::bench {
 
-Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string groups_yaml)
+Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string groups_yaml,
+                 const NetlabPlacement* placement)
     : cohortd_(std::move(cohortd)), dir_(std::move(dir)), total_(total) {
+  if (placement != nullptr) placement_ = *placement;
   for (int i = 0; i < total_; ++i) {
-    peer_ports_.push_back(FreePort());
-    client_ports_.push_back(FreePort());
+    // In a netlab host every node has the host to itself: fixed ports.
+    peer_ports_.push_back(placement_ ? 7101 : FreePort());
+    client_ports_.push_back(placement_ ? 7201 : FreePort());
     pids_.push_back(0);
   }
   std::ostringstream peers;
   peers << "peers:\n";
   for (int i = 0; i < total_; ++i) {
-    peers << "  - {name: n" << i + 1 << ", id: " << i + 1 << ", address: 127.0.0.1:"
+    peers << "  - {name: n" << i + 1 << ", id: " << i + 1 << ", address: " << Host(i + 1) << ":"
           << peer_ports_[i] << "}\n";
   }
   // Every timeout and optimisation stays at cohortd's defaults: the bench measures, not tunes.
@@ -31,8 +34,8 @@ Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string gr
         << "cluster: bench\n"
         << "log_level: warn\n"
         << "tls: {insecure: true}\n"  // loopback benchmark: plaintext on purpose
-        << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
-        << client_ports_[i] << "\n"
+        << "listen:\n  peer: " << Host(i + 1) << ":" << peer_ports_[i] << "\n  client: "
+        << Host(i + 1) << ":" << client_ports_[i] << "\n"
         << peers.str() << groups_yaml << "\n";
   }
 }
@@ -41,20 +44,34 @@ Daemons::~Daemons() { KillAll(); }
 
 std::string Daemons::ConfigPath(int index) const { return absl::StrCat(dir_, "/n", index, ".yaml"); }
 std::string Daemons::LogPath(int index) const { return absl::StrCat(dir_, "/n", index, ".log"); }
-std::string Daemons::ClientAddress(int index) const {
-  return absl::StrCat("127.0.0.1:", client_ports_[index - 1]);
+std::string Daemons::Host(int index) const {
+  return placement_ ? absl::StrCat(placement_->net, ".", index) : std::string("127.0.0.1");
 }
 
-bool Daemons::Start(std::string* error) {
+std::string Daemons::ClientAddress(int index) const {
+  return absl::StrCat(Host(index), ":", client_ports_[index - 1]);
+}
+
+pid_t Daemons::SpawnBeside(int index, const std::vector<std::string>& argv,
+                           const std::string& log) {
+  if (!placement_) return Spawn(argv, log);
+  std::vector<std::string> in_host = {placement_->netlab, "exec", absl::StrCat("h", index)};
+  in_host.insert(in_host.end(), argv.begin(), argv.end());
+  return Spawn(in_host, log);
+}
+
+bool Daemons::Start(std::string* error, int in_process) {
   for (int i = 1; i <= total_; ++i) {
-    pids_[i - 1] = Spawn({cohortd_, "--config", ConfigPath(i)}, LogPath(i));
+    if (i == in_process) continue;
+    pids_[i - 1] = SpawnBeside(i, {cohortd_, "--config", ConfigPath(i)}, LogPath(i));
     if (pids_[i - 1] <= 0) {
       *error = absl::StrCat("cannot start ", cohortd_);
       return false;
     }
   }
   for (int i = 1; i <= total_; ++i) {
-    if (!WaitForPort(client_ports_[i - 1], absl::Seconds(10))) {
+    if (i == in_process) continue;
+    if (!WaitForAddress(Host(i), client_ports_[i - 1], absl::Seconds(10))) {
       *error = absl::StrCat("daemon n", i, " did not open its client port within 10 s; see ",
                             LogPath(i));
       return false;

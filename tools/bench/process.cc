@@ -102,6 +102,21 @@ void KillChild(pid_t pid) {
   Unregister(pid);
 }
 
+int WaitChild(pid_t pid, absl::Duration timeout) {
+  if (pid <= 0) return -1;
+  absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      Unregister(pid);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  KillChild(pid);
+  return -1;
+}
+
 void KillAllChildren() {
   for (auto& slot : g_children) {
     pid_t pid = slot.load();
@@ -112,13 +127,17 @@ void KillAllChildren() {
 int FreePort() { return subprocess::FreePort(); }
 
 bool WaitForPort(int port, absl::Duration timeout) {
+  return WaitForAddress("127.0.0.1", port, timeout);
+}
+
+bool WaitForAddress(const std::string& ipv4, int port, absl::Duration timeout) {
   absl::Time end = absl::Now() + timeout;
   while (absl::Now() < end) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, ipv4.c_str(), &address.sin_addr);
     bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
     close(fd);
     if (ok) return true;

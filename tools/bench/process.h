@@ -23,11 +23,16 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log_path);
 void SignalChild(pid_t pid, int signal);
 void KillChild(pid_t pid);
 void KillAllChildren();
+// Waits for a registered child to exit and returns its exit code; after `timeout` it is killed
+// and -1 is returned (-1 also for a death by signal).
+int WaitChild(pid_t pid, absl::Duration timeout);
 
 // A free TCP port on 127.0.0.1 (bound once, then released).
 int FreePort();
 // True once something accepts connections on 127.0.0.1:port, false after `timeout`.
 bool WaitForPort(int port, absl::Duration timeout);
+// The same for ipv4:port (a netlab host).
+bool WaitForAddress(const std::string& ipv4, int port, absl::Duration timeout);
 
 // This executable (for re-executing itself in a server role).
 std::string SelfExe();

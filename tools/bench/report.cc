@@ -1,11 +1,14 @@
 #include "tools/bench/report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -74,8 +77,23 @@ std::vector<Target> Targets(const Report& report) {
     double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
     targets.push_back({"all, closed group, consensus, n=3: p50 / grpc_echo_p50",
                        measured ? Num(ratio, 2) : "-", "<= 2.0", verdict(measured, ratio <= 2.0)});
-    targets.push_back({"all, closed, consensus, n=3: p50 / etcd sequential put p50", "-", "<= 0.5",
-                       "not measured (no etcd in this run)"});
+    const EtcdResult& e = report.etcd;
+    bool with_etcd = g && g->series.sequential.calls > 0 && e.measured && e.sequential.p50_us > 0;
+    double etcd_ratio = with_etcd ? g->series.sequential.p50_us / e.sequential.p50_us : 0;
+    targets.push_back({"all, closed, consensus, n=3: p50 / etcd sequential put p50",
+                       with_etcd ? Num(etcd_ratio, 2) : "-", "<= 0.5",
+                       with_etcd ? verdict(true, etcd_ratio <= 0.5)
+                                 : "not measured (no etcd in this run)"});
+  }
+  // The same two latency targets from an embedded member (003 section 3: client and NSO in one
+  // address space), for comparison with the daemon-mode paths above.
+  for (const auto& [mode, limit] : {std::pair<const char*, double>{"first", 1.2}, {"all", 2.0}}) {
+    const GroupResult* g = Find(report, 3, "consensus", "embed", mode);
+    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
+    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
+    targets.push_back({absl::StrCat(mode, ", embedded member (closed), consensus, n=3: p50 / grpc_echo_p50"),
+                       measured ? Num(ratio, 2) : "-", absl::StrCat("<= ", Num(limit, 1)),
+                       verdict(measured, ratio <= limit)});
   }
   int i64 = CallerIndex(report, 64);
   for (const char* ordering : {"consensus", "sequencer"}) {
@@ -90,8 +108,16 @@ std::vector<Target> Targets(const Report& report) {
                        measured ? Num(ratio, 2) : "-", ">= 1.0",
                        measured ? verdict(true, ratio >= 1.0) : "not measured (needs 64 in --callers)"});
   }
-  targets.push_back({"all, 64 callers: ops/s / etcd 64-client put ops/s", "-", ">= 3.0",
-                     "not measured (no etcd in this run)"});
+  {
+    const GroupResult* g = Find(report, 3, "consensus", "closed", "all");
+    const EtcdResult& e = report.etcd;
+    bool measured = g && i64 >= 0 && e.measured && e.concurrent.throughput > 0;
+    double ratio = measured ? g->series.by_callers[i64].throughput / e.concurrent.throughput : 0;
+    targets.push_back({"all, closed, consensus, n=3, 64 callers: ops/s / etcd 64-client put ops/s",
+                       measured ? Num(ratio, 2) : "-", ">= 3.0",
+                       measured ? verdict(true, ratio >= 3.0)
+                                : "not measured (no etcd in this run, or 64 not in --callers)"});
+  }
   for (const char* ordering : {"consensus", "sequencer"}) {
     const GroupResult* g3 = Find(report, 3, ordering, "closed", "all");
     const GroupResult* g7 = Find(report, 7, ordering, "closed", "all");
@@ -108,8 +134,15 @@ std::vector<Target> Targets(const Report& report) {
                        measured ? absl::StrCat(Num(f.stall_ms, 1), " ms") : "none after",
                        "<= 150 ms", measured ? verdict(true, f.stall_ms <= 150) : "NOT MET"});
   }
-  targets.push_back({"memory: 100,000 idle NSOs, bytes per NSO", "-", "<= 2 KiB",
-                     "not measured by cohort-bench"});
+  const MemoryResult& m = report.memory;
+  targets.push_back({absl::StrCat("memory: ", m.nsos ? m.nsos : 100000,
+                                  " idle attached NSOs, bytes per NSO (RSS delta)"),
+                     m.measured ? Num(m.bytes_per_nso, 0) : "-", "<= 2048",
+                     verdict(m.measured, m.bytes_per_nso <= 2048)});
+  targets.push_back({"memory: bytes per NSO + one idle single-member group of its own",
+                     m.measured && m.groups ? Num(m.bytes_per_nso + m.bytes_per_group, 0) : "-",
+                     "<= 2048",
+                     verdict(m.measured && m.groups > 0, m.bytes_per_nso + m.bytes_per_group <= 2048)});
   return targets;
 }
 
@@ -174,7 +207,14 @@ std::string JsonSeries(const Series& s, const Report& report) {
 void PrintReport(const Report& report, std::ostream& out) {
   const double grpc_p50 = report.grpc.measured ? report.grpc.series.sequential.p50_us : 0;
   const double tcp_p50 = report.tcp.measured ? report.tcp.series.sequential.p50_us : 0;
-  out << "\ncohort-bench: payload " << report.payload_bytes << " B, loopback, sequential latency "
+  std::string where =
+      report.netlab_delay_ms < 0
+          ? std::string("loopback")
+          : absl::StrCat("netlab hosts (daemon links delayed ", report.netlab_delay_ms,
+                         " ms each way: daemon-daemon +", 2 * report.netlab_delay_ms,
+                         " ms one way; floors on the bench host's loopback)");
+  out << "\ncohort-bench: payload " << report.payload_bytes << " B, " << where
+      << ", sequential latency "
       << "from <= " << report.seq_calls << " calls / " << Num(report.seq_time_s, 1)
       << " s, throughput windows " << Num(report.window_s, 1) << " s" << (report.quick ? " (--quick)" : "")
       << "\n\n";
@@ -281,6 +321,39 @@ void PrintReport(const Report& report, std::ostream& out) {
     }
   }
 
+  // etcd.
+  {
+    const EtcdResult& e = report.etcd;
+    out << "\n== etcd " << e.version << ": 3 members on 127.0.0.1, data on tmpfs, etcd's "
+        << "benchmark tool, put of " << report.payload_bytes << " B values ==\n";
+    if (e.measured) {
+      out << absl::StrFormat("%-22s %9s %9s %10s\n", "run", "p50_us", "p99_us", "ops/s");
+      for (const EtcdRun* run : {&e.sequential, &e.concurrent}) {
+        out << absl::StrFormat("%-22s %9s %9s %10s\n",
+                               absl::StrCat("put, ", run->clients, " client(s)"), Num(run->p50_us),
+                               Num(run->p99_us), Num(run->throughput));
+      }
+    } else {
+      out << "etcd " << e.note << "\n";
+    }
+  }
+
+  // Memory.
+  if (report.memory.measured || !report.memory.note.empty()) {
+    const MemoryResult& m = report.memory;
+    out << "\n== memory: one cohortd, RSS (VmRSS) delta ==\n";
+    out << absl::StrFormat("attached NSOs: %d in %.1f s, RSS %s -> %s KiB: %s bytes per NSO\n",
+                           m.nsos, m.attach_seconds, Num(m.nso_rss_before_kib),
+                           Num(m.nso_rss_after_kib), Num(m.bytes_per_nso));
+    if (m.groups > 0) {
+      out << absl::StrFormat(
+          "groups: 1 vs %d single-member event-driven groups, RSS %s vs %s KiB: %s bytes per "
+          "group\n",
+          m.groups, Num(m.one_group_rss_kib), Num(m.many_groups_rss_kib), Num(m.bytes_per_group));
+    }
+    if (!m.note.empty()) out << "  note: " << m.note << "\n";
+  }
+
   // Targets.
   out << "\n== issue 7 targets (n=3 unless stated; ratios from this run) ==\n";
   for (const Target& t : Targets(report)) {
@@ -294,6 +367,7 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
   j << "{\n  \"tool\": \"cohort-bench\",\n  \"started_at\": " << JsonString(report.started_at)
     << ",\n  \"command_line\": " << JsonString(report.command_line)
     << ",\n  \"quick\": " << (report.quick ? "true" : "false")
+    << ",\n  \"netlab_delay_ms\": " << report.netlab_delay_ms
     << ",\n  \"payload_bytes\": " << report.payload_bytes
     << ",\n  \"sizes\": [" << absl::StrJoin(report.sizes, ", ") << "]"
     << ",\n  \"callers\": [" << absl::StrJoin(report.callers, ", ") << "]"
@@ -334,7 +408,26 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
       << "}";
     first = false;
   }
-  j << "\n  ],\n  \"targets\": [";
+  const EtcdResult& e = report.etcd;
+  j << "\n  ],\n  \"etcd\": {\"measured\": " << (e.measured ? "true" : "false")
+    << ", \"version\": " << JsonString(e.version) << ", \"note\": " << JsonString(e.note);
+  for (const auto& [name, run] : {std::pair<const char*, const EtcdRun*>{"sequential", &e.sequential},
+                                  {"clients_64", &e.concurrent}}) {
+    j << ", " << JsonString(name) << ": {\"clients\": " << run->clients << ", \"total\": "
+      << run->total << ", \"p50_us\": " << Num(run->p50_us, 1) << ", \"p99_us\": "
+      << Num(run->p99_us, 1) << ", \"ops_per_s\": " << Num(run->throughput, 1) << "}";
+  }
+  j << "}";
+  const MemoryResult& m = report.memory;
+  j << ",\n  \"memory\": {\"measured\": " << (m.measured ? "true" : "false")
+    << ", \"nsos\": " << m.nsos << ", \"nso_rss_before_kib\": " << Num(m.nso_rss_before_kib)
+    << ", \"nso_rss_after_kib\": " << Num(m.nso_rss_after_kib)
+    << ", \"bytes_per_nso\": " << Num(m.bytes_per_nso, 1) << ", \"groups\": " << m.groups
+    << ", \"one_group_rss_kib\": " << Num(m.one_group_rss_kib)
+    << ", \"many_groups_rss_kib\": " << Num(m.many_groups_rss_kib)
+    << ", \"bytes_per_group\": " << Num(m.bytes_per_group, 1)
+    << ", \"note\": " << JsonString(m.note) << "}";
+  j << ",\n  \"targets\": [";
   first = true;
   for (const Target& t : Targets(report)) {
     j << (first ? "" : ",") << "\n    {\"what\": " << JsonString(t.what)
@@ -372,27 +465,46 @@ std::string WritePlots(const Report& report, const std::string& dir) {
     emit(absl::StrCat(g.ordering, "-", g.style, "-", g.mode, "-n", g.n), g.series);
   }
   csv.close();
-  // One chart per metric, like 003 section 5 graphs (RPC time and throughput against clients).
+  // Like 003 section 5's graphs (RPC time and throughput against the number of clients): one
+  // chart per group size with the floors, each ordering x style x mode a line; the embedded rows
+  // go with their n.
+  std::vector<int> sizes = report.sizes;
+  for (const GroupResult& g : report.groups) {
+    if (std::find(sizes.begin(), sizes.end(), g.n) == sizes.end()) sizes.push_back(g.n);
+  }
   std::ofstream gp(dir + "/bench.gp");
-  gp << "set datafile separator ','\nset terminal pngcairo size 1200,800\nset key outside right\n"
-        "set xlabel 'callers'\nset logscale x 2\n";
-  for (const auto& [column, file, label] :
-       {std::tuple<int, const char*, const char*>{3, "latency.png", "p50 latency (us)"},
-        {5, "throughput.png", "throughput (calls/s)"}}) {
-    gp << "set output '" << dir << "/" << file << "'\nset ylabel '" << label << "'\nplot ";
-    for (size_t i = 0; i < series_names.size(); ++i) {
-      gp << (i ? ", \\\n     " : "") << "'" << csv_path << "' using 2:(strcol(1) eq '"
-         << series_names[i] << "' ? $" << column << " : 1/0) with linespoints title '"
-         << series_names[i] << "'";
+  gp << "set datafile separator ','\nset terminal pngcairo size 1400,900 font ',10'\n"
+        "set termoption noenhanced\nset key outside right\nset grid\nset xlabel 'concurrent callers'\nset logscale x 2\n";
+  std::vector<std::string> pngs;
+  for (int n : sizes) {
+    std::vector<std::string> lines = {"grpc_echo", "tcp_pingpong"};
+    for (const std::string& name : series_names) {
+      if (absl::EndsWith(name, absl::StrCat("-n", n))) lines.push_back(name);
     }
-    gp << "\n";
+    for (const auto& [column, metric, label, log_y] :
+         {std::tuple<int, const char*, const char*, bool>{3, "latency", "p50 latency (us)", true},
+          {5, "throughput", "throughput (calls/s)", true}}) {
+      std::string png = absl::StrCat(dir, "/", metric, "-n", n, ".png");
+      pngs.push_back(png);
+      gp << "set output '" << png << "'\nset ylabel '" << label << "'\n"
+         << (log_y ? "set logscale y\n" : "unset logscale y\n")
+         << "set title '" << metric << " against callers, n = " << n
+         << " (payload " << report.payload_bytes << " B, loopback)'\nplot ";
+      bool first = true;
+      for (const std::string& name : lines) {
+        if (std::find(series_names.begin(), series_names.end(), name) == series_names.end()) continue;
+        gp << (first ? "" : ", \\\n     ") << "'" << csv_path << "' using 2:(strcol(1) eq '"
+           << name << "' ? $" << column << " : 1/0) with linespoints title '" << name << "'";
+        first = false;
+      }
+      gp << "\n";
+    }
   }
   gp.close();
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     std::string command = absl::StrCat("gnuplot '", dir, "/bench.gp' 2>/dev/null");
     if (std::system(command.c_str()) == 0) {
-      return absl::StrCat("plots: ", dir, "/latency.png and ", dir, "/throughput.png (data ",
-                          csv_path, ")");
+      return absl::StrCat("plots: ", absl::StrJoin(pngs, " "), " (data ", csv_path, ")");
     }
     return absl::StrCat("plots: gnuplot failed; data in ", csv_path, ", script ", dir, "/bench.gp");
   }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/etcd.h"
+#include "tools/bench/memory.h"
 #include "tools/bench/workload.h"
 
 namespace cohort::bench {
@@ -58,6 +60,7 @@ struct Report {
   std::string started_at;
   std::string command_line;
   bool quick = false;
+  int64_t netlab_delay_ms = -1;  // >= 0: daemons in netlab hosts with this delay (--netlab)
   int payload_bytes = 0;
   std::vector<int> sizes;
   std::vector<int> callers;
@@ -66,6 +69,8 @@ struct Report {
   FloorResult grpc, tcp;
   std::vector<GroupResult> groups;
   std::vector<FailoverResult> failovers;
+  MemoryResult memory;  // measured unless --skip memory
+  EtcdResult etcd;      // measured unless --skip etcd or etcd is not built
   double total_seconds = 0;
 };
 

@@ -1,0 +1,56 @@
+// What the stub library's Client and Servant need from "their NSO" (003 section 3), behind one
+// interface with two implementations: over gRPC to a cohortd daemon (client.cc, servant.cc), or
+// in the same address space as an embedded node (nso/embedded.h), the fastest configuration of
+// 003 section 3. The messages are those of proto/api.proto either way, so both paths share the
+// conversions and behave alike.
+#ifndef COHORT_INVOCATION_BACKEND_H_
+#define COHORT_INVOCATION_BACKEND_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/api.pb.h"
+
+namespace cohort {
+
+struct GroupReplies;
+
+namespace internal {
+
+// A client's NSO. Thread-safe: many threads call one Client at once.
+class ClientBackend {
+ public:
+  virtual ~ClientBackend() = default;
+  // Waits at most `wait` for the result (the NSO enforces the call's own deadline).
+  virtual absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                              absl::Duration wait) = 0;
+  virtual absl::Status Multicast(const api::MulticastRequest& request) = 0;
+  virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
+  virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;
+  virtual absl::Status LeaveGroup(const api::GroupRequest& request) = 0;
+};
+
+// A servant's registration and its delivery stream.
+class ServantBackend {
+ public:
+  virtual ~ServantBackend() = default;
+  // Registers for the group; OK once deliveries will follow.
+  virtual absl::Status Register(const api::ServantMessage::Register& request) = 0;
+  // Blocks for the next delivery, in the group's total order; false once the stream ended.
+  virtual bool Next(api::ServantEvent* event) = 0;
+  virtual void Answer(const api::ServantMessage::Answer& answer) = 0;
+  // A group-to-group call from inside a handler (003 section 4.3).
+  virtual absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                              absl::Duration wait) = 0;
+  // Ends the stream: Next returns false soon after. Safe from any thread, more than once.
+  virtual void Cancel() = 0;
+  // Why the stream ended (after Next returned false).
+  virtual absl::Status Finish() = 0;
+};
+
+}  // namespace internal
+}  // namespace cohort
+
+#endif  // COHORT_INVOCATION_BACKEND_H_

@@ -1,0 +1,172 @@
+#include "nso/local_backend.h"
+
+#include <atomic>
+#include <future>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "invocation/client.h"
+#include "nso/api_service.h"
+#include "nso/handoff_queue.h"
+
+namespace cohort::nso {
+namespace {
+
+// One invocation from this address space: posted to the protocol thread, answered by callback.
+// In-process callers are the node's own application: no token or ACL applies.
+absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
+                                         const api::InvokeRequest& request, absl::Duration wait) {
+  absl::StatusOr<InvokeOptions> options = ToInvokeOptions(request);
+  if (!options.ok()) return options.status();
+  struct Waiter {
+    absl::Notification done;
+    InvokeResult result;
+  };
+  auto waiter = std::make_shared<Waiter>();  // outlives a caller that gave up
+  bool posted = loop->Post([node, nso = request.nso(), options = *std::move(options),
+                            waiter]() mutable {
+    node->Invoke(nso, std::move(options), [waiter](InvokeResult result) {
+      waiter->result = std::move(result);
+      waiter->done.Notify();
+    });
+  });
+  if (!posted) return absl::UnavailableError("node overloaded or shutting down");
+  if (!waiter->done.WaitForNotificationWithTimeout(wait)) {
+    return absl::DeadlineExceededError("no result from the embedded node in time");
+  }
+  InvokeResult& result = waiter->result;
+  if (!result.status.ok()) return result.status;
+  GroupReplies replies;
+  replies.view_id = result.view_id;
+  replies.wanted = result.wanted;
+  replies.replies.reserve(result.replies.size());
+  for (invocation::MemberReply& reply : result.replies) {
+    replies.replies.push_back(
+        {std::move(reply.member), reply.node, std::move(reply.status), std::move(reply.payload)});
+  }
+  return replies;
+}
+
+class LocalClient final : public internal::ClientBackend {
+ public:
+  LocalClient(Node* node, EventLoop* loop) : node_(node), loop_(loop) {}
+
+  absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                      absl::Duration wait) override {
+    return LocalInvoke(node_, loop_, request, wait);
+  }
+  absl::Status Multicast(const api::MulticastRequest& request) override {
+    return RunOnLoop(loop_, [&] {
+      return node_->Multicast(request.nso(), request.group(), request.payload());
+    });
+  }
+  absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) override {
+    api::GroupDetailsReply reply;
+    absl::Status status = RunOnLoop(loop_, [&]() -> absl::Status {
+      absl::StatusOr<GroupInfo> info = node_->GroupDetails(request.group());
+      if (!info.ok()) return info.status();
+      ToGroupDetailsReply(*info, &reply);
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    return reply;
+  }
+  absl::Status JoinGroup(const api::GroupRequest& request) override {
+    return RunOnLoop(loop_, [&] { return node_->JoinGroup(request.group()); });
+  }
+  absl::Status LeaveGroup(const api::GroupRequest& request) override {
+    return RunOnLoop(loop_, [&] { return node_->LeaveGroup(request.group()); });
+  }
+
+ private:
+  Node* const node_;
+  EventLoop* const loop_;
+};
+
+class LocalServant final : public internal::ServantBackend {
+ public:
+  LocalServant(Node* node, EventLoop* loop)
+      : node_(node), loop_(loop), queue_(std::make_shared<HandoffQueue<ServantDelivery>>()) {}
+  ~LocalServant() override { Cancel(); }
+
+  absl::Status Register(const api::ServantMessage::Register& request) override {
+    std::shared_ptr<HandoffQueue<ServantDelivery>> queue = queue_;
+    return RunOnLoop(loop_, [&]() -> absl::Status {
+      absl::StatusOr<uint64_t> id = node_->RegisterServant(
+          request.nso(), request.group(),
+          [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); });
+      if (!id.ok()) return id.status();
+      servant_ = *id;  // written before RunOnLoop returns, read by this object's user threads
+      return absl::OkStatus();
+    });
+  }
+  bool Next(api::ServantEvent* event) override {  // the servant's delivery thread only
+    if (next_ == batch_.size()) {
+      next_ = 0;
+      if (!queue_->TakeAll(&batch_)) return false;
+    }
+    ServantDelivery& delivery = batch_[next_++];
+    event->set_delivery(delivery.delivery);
+    event->set_group(std::move(delivery.group));
+    event->set_method(std::move(delivery.method));
+    event->set_payload(std::move(delivery.payload));
+    event->set_one_way(delivery.one_way);
+    event->set_view_id(delivery.view_id);
+    event->set_group_seq(delivery.group_seq);
+    event->set_state_offset(delivery.state_offset);
+    event->set_state_last(delivery.state_last);
+    return true;
+  }
+  void Answer(const api::ServantMessage::Answer& answer) override {
+    absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
+    loop_->Post([node = node_, servant = servant_, number = answer.delivery(), status,
+                 more = answer.more(), payload = answer.payload()]() mutable {
+      node->Answer(servant, number, status, std::move(payload), more);
+    });
+  }
+  absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                      absl::Duration wait) override {
+    return LocalInvoke(node_, loop_, request, wait);
+  }
+  void Cancel() override {
+    if (cancelled_.exchange(true)) return;
+    queue_->Close();
+    if (servant_ != 0) {
+      loop_->Post([node = node_, servant = servant_] { node->UnregisterServant(servant); });
+    }
+  }
+  absl::Status Finish() override {
+    return cancelled_ ? absl::CancelledError("servant stopped") : absl::OkStatus();
+  }
+
+ private:
+  Node* const node_;
+  EventLoop* const loop_;
+  std::shared_ptr<HandoffQueue<ServantDelivery>> queue_;
+  uint64_t servant_ = 0;  // set by Register, before the delivery thread starts
+  std::atomic<bool> cancelled_{false};
+  std::vector<ServantDelivery> batch_;  // delivery thread only
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = promise->get_future();
+  if (!loop->Post([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
+    return absl::UnavailableError("node overloaded or shutting down: request queue full");
+  }
+  return result.get();
+}
+
+std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop) {
+  return std::make_unique<LocalClient>(node, loop);
+}
+
+std::unique_ptr<internal::ServantBackend> MakeLocalServant(Node* node, EventLoop* loop) {
+  return std::make_unique<LocalServant>(node, loop);
+}
+
+}  // namespace cohort::nso

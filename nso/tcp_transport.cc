@@ -1,0 +1,476 @@
+#include "nso/tcp_transport.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "nso/logging.h"
+
+namespace cohort::nso {
+namespace {
+
+constexpr size_t kLengthBytes = 4;
+constexpr size_t kReadChunk = 64 * 1024;
+
+wire::PeerFrame HelloFrame(NodeId self, const std::string& cluster) {
+  wire::PeerFrame frame;
+  frame.mutable_hello()->set_version(wire::VERSION_1);
+  frame.mutable_hello()->set_node(self);
+  frame.mutable_hello()->set_cluster(cluster);
+  return frame;
+}
+
+void PutLength(uint32_t length, std::string* out) {
+  char bytes[kLengthBytes] = {static_cast<char>(length & 0xff),
+                              static_cast<char>((length >> 8) & 0xff),
+                              static_cast<char>((length >> 16) & 0xff),
+                              static_cast<char>((length >> 24) & 0xff)};
+  out->append(bytes, kLengthBytes);
+}
+
+uint32_t GetLength(const char* bytes) {
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
+         static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
+}
+
+// "host:port" resolved to an IPv4 socket address; empty on failure (*error says why).
+bool Resolve(const std::string& address, bool passive, sockaddr_storage* out, socklen_t* length,
+             std::string* error) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    *error = absl::StrCat("\"", address, "\" is not host:port");
+    return false;
+  }
+  std::string host = address.substr(0, colon);
+  std::string port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* found = nullptr;
+  int code = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
+  if (code != 0 || found == nullptr) {
+    *error = absl::StrCat("cannot resolve \"", address, "\": ", gai_strerror(code));
+    return false;
+  }
+  std::memcpy(out, found->ai_addr, found->ai_addrlen);
+  *length = found->ai_addrlen;
+  freeaddrinfo(found);
+  return true;
+}
+
+void NoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+struct TcpTransport::Connection {
+  int fd = -1;
+  NodeId peer = 0;          // 0: an inbound connection before its Hello
+  bool connecting = false;  // dialed, connect() not finished
+  bool hello_done = false;  // Hello received (and, inbound, answered)
+  bool want_write = false;  // EPOLLOUT watched
+  std::string in;           // bytes read, not yet a complete frame
+  std::string out;          // bytes to write, from out_offset
+  size_t out_offset = 0;
+};
+
+struct TcpTransport::Link {
+  NodeId peer = 0;
+  std::string address;
+  bool dialer = false;      // this node has the lower id: it dials
+  int fd = -1;              // the connection serving the link (dialing or established)
+  bool established = false;
+  std::deque<wire::Envelope> pending;  // sent since the last flush, or while down (bounded)
+  uint64_t retry_at_ms = 0;
+  uint32_t backoff_ms = 0;
+  std::string last_failure;  // logged once per distinct failure
+  std::atomic<bool> connected{false};
+  uint64_t dropped = 0;
+};
+
+TcpTransport::TcpTransport(TcpTransportOptions options, EventLoop* loop)
+    : options_(std::move(options)), loop_(loop) {
+  for (const auto& [peer, address] : options_.peer_addresses) {
+    auto link = std::make_unique<Link>();
+    link->peer = peer;
+    link->address = address;
+    link->dialer = options_.self < peer;
+    link->backoff_ms = options_.backoff_min_ms;
+    links_[peer] = std::move(link);
+  }
+}
+
+TcpTransport::~TcpTransport() { Shutdown(); }
+
+absl::Status TcpTransport::Listen() {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  std::string error;
+  if (!Resolve(options_.listen, /*passive=*/true, &address, &length, &error)) {
+    return absl::InvalidArgumentError(absl::StrCat("listen.peer: ", error));
+  }
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      listen(listen_fd_, 128) != 0) {
+    std::string why = std::strerror(errno);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    listen_fd_ = -1;
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on listen.peer ", options_.listen, ": ", why));
+  }
+  return absl::OkStatus();
+}
+
+void TcpTransport::Start() {
+  loop_->Post([this] {
+    if (listen_fd_ >= 0) loop_->Watch(listen_fd_, EPOLLIN, [this](uint32_t) { Accept(); });
+    uint64_t now_ms = MonotonicNowMs();
+    for (auto& [peer, link] : links_) {
+      if (link->dialer) Dial(link.get(), now_ms);
+    }
+  });
+}
+
+void TcpTransport::Shutdown() {
+  for (auto& [fd, connection] : connections_) close(fd);
+  connections_.clear();
+  for (auto& [peer, link] : links_) {
+    link->fd = -1;
+    link->established = false;
+    link->connected = false;
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+bool TcpTransport::Connected(NodeId peer) const {
+  auto it = links_.find(peer);
+  return it != links_.end() && it->second->connected.load();
+}
+
+void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
+  auto it = links_.find(to);
+  if (it == links_.end()) {
+    Log("peer")->warn("send to unknown node {} dropped", to);
+    return;
+  }
+  Link* link = it->second.get();
+  if (link->pending.size() >= options_.link_queue_max) {
+    link->pending.pop_front();
+    if (link->dropped++ % 10000 == 0) {
+      Log("peer")->warn("queue to node {} full ({} envelopes): dropping oldest", to,
+                        options_.link_queue_max);
+    }
+  }
+  link->pending.push_back(std::move(envelope));
+}
+
+void TcpTransport::Flush() {
+  uint64_t now_ms = 0;
+  for (auto& [peer, owned] : links_) {
+    Link* link = owned.get();
+    if (!link->established) {
+      if (link->dialer && link->fd < 0) {
+        if (now_ms == 0) now_ms = MonotonicNowMs();
+        if (now_ms >= link->retry_at_ms) Dial(link, now_ms);
+      }
+      continue;
+    }
+    if (link->pending.empty()) continue;
+    auto found = connections_.find(link->fd);
+    if (found == connections_.end()) continue;
+    Connection* connection = found->second.get();
+    // Everything the batch sent to this peer in one frame and one write (004 section 3.2).
+    wire::PeerFrame frame;
+    wire::Frame* batch = frame.mutable_frame();
+    batch->mutable_envelopes()->Reserve(static_cast<int>(link->pending.size()));
+    for (wire::Envelope& envelope : link->pending) *batch->add_envelopes() = std::move(envelope);
+    counters_.frames_sent++;
+    counters_.envelopes_sent += link->pending.size();
+    link->pending.clear();
+    if (!Queue(connection, frame)) {
+      if (link->dropped++ % 1000 == 0) {
+        Log("peer")->warn("node {} is not reading ({} bytes unsent): frame dropped", peer,
+                          connection->out.size() - connection->out_offset);
+      }
+      continue;
+    }
+    if (!WriteSome(connection)) Close(connection->fd, "write failed");
+  }
+}
+
+void TcpTransport::Dial(Link* link, uint64_t now_ms) {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  std::string error;
+  int fd = -1;
+  if (Resolve(link->address, /*passive=*/false, &address, &length, &error)) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      NoDelay(fd);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 &&
+          errno != EINPROGRESS) {
+        error = std::strerror(errno);
+        close(fd);
+        fd = -1;
+      }
+    } else {
+      error = std::strerror(errno);
+    }
+  }
+  if (fd < 0) {
+    if (error != link->last_failure) {
+      link->last_failure = error;
+      Log("peer")->info("cannot reach node {} at {}: {}", link->peer, link->address, error);
+    }
+    link->retry_at_ms = now_ms + link->backoff_ms;
+    link->backoff_ms = std::min(link->backoff_ms * 2, options_.backoff_max_ms);
+    return;
+  }
+  auto connection = std::make_unique<Connection>();
+  connection->fd = fd;
+  connection->peer = link->peer;
+  connection->connecting = true;
+  connection->want_write = true;
+  Connection* raw = connection.get();
+  connections_[fd] = std::move(connection);
+  link->fd = fd;
+  Queue(raw, HelloFrame(options_.self, options_.cluster));
+  loop_->Watch(fd, EPOLLIN | EPOLLOUT, [this, fd](uint32_t events) { OnEvents(fd, events); });
+}
+
+void TcpTransport::Accept() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: all taken; other errors: try on the next event
+    NoDelay(fd);
+    auto connection = std::make_unique<Connection>();
+    connection->fd = fd;
+    connections_[fd] = std::move(connection);
+    loop_->Watch(fd, EPOLLIN, [this, fd](uint32_t events) { OnEvents(fd, events); });
+  }
+}
+
+void TcpTransport::OnEvents(int fd, uint32_t events) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection* connection = it->second.get();
+  if (connection->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+    int error = 0;
+    socklen_t length = sizeof(error);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) {
+      auto link = links_.find(connection->peer);
+      if (link != links_.end() && link->second->last_failure != std::strerror(error)) {
+        link->second->last_failure = std::strerror(error);
+        Log("peer")->info("cannot reach node {} at {}: {}", connection->peer,
+                          link->second->address, std::strerror(error));
+      }
+      return Close(fd, nullptr);
+    }
+    connection->connecting = false;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    if (!ReadSome(connection)) return Close(fd, "closed");
+    // Handling frames may have closed this connection (a newer one from the same peer).
+    if (connections_.find(fd) == connections_.end()) return;
+  }
+  if ((events & EPOLLOUT) && !WriteSome(connection)) return Close(fd, "write failed");
+}
+
+bool TcpTransport::ReadSome(Connection* connection) {
+  // Into one reused buffer, then appended: no zero-filling of a fresh chunk per read (perf).
+  read_buffer_.resize(kReadChunk);
+  while (true) {
+    ssize_t got = read(connection->fd, read_buffer_.data(), read_buffer_.size());
+    if (got > 0) {
+      connection->in.append(read_buffer_.data(), static_cast<size_t>(got));
+      if (static_cast<size_t>(got) < read_buffer_.size()) break;  // drained (saves an EAGAIN)
+      continue;
+    }
+    if (got == 0) {
+      HandleFrames(connection);
+      return false;  // the peer closed
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return false;
+  }
+  return HandleFrames(connection);
+}
+
+bool TcpTransport::HandleFrames(Connection* connection) {
+  size_t offset = 0;
+  std::string& in = connection->in;
+  bool ok = true;
+  wire::PeerFrame frame;
+  while (in.size() - offset >= kLengthBytes) {
+    uint32_t length = GetLength(in.data() + offset);
+    if (length > options_.frame_bytes_max) {
+      Log("peer")->warn("frame of {} bytes from node {} refused", length, connection->peer);
+      ok = false;
+      break;
+    }
+    if (in.size() - offset - kLengthBytes < length) break;
+    frame.Clear();
+    if (!frame.ParseFromArray(in.data() + offset + kLengthBytes, static_cast<int>(length))) {
+      Log("peer")->warn("undecodable frame from node {}: connection closed", connection->peer);
+      ok = false;
+      break;
+    }
+    offset += kLengthBytes + length;
+    if (!connection->hello_done) {
+      if (!frame.has_hello() || !OnHello(connection, frame.hello())) {
+        ok = false;
+        break;
+      }
+      continue;
+    }
+    if (frame.has_frame()) Deliver(connection->peer, frame.mutable_frame());
+  }
+  in.erase(0, offset);
+  return ok;
+}
+
+bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
+  std::string why;
+  NodeId peer = hello.node();
+  if (hello.version() != wire::VERSION_1) {
+    why = absl::StrCat("unsupported wire version ", hello.version());
+  } else if (hello.cluster() != options_.cluster) {
+    why = absl::StrCat("cluster \"", hello.cluster(), "\" is not \"", options_.cluster, "\"");
+  } else if (links_.count(peer) == 0) {
+    why = absl::StrCat("node ", peer, " is not a configured peer");
+  } else if (connection->peer != 0 && peer != connection->peer) {
+    why = absl::StrCat("dialed node ", connection->peer, " but node ", peer, " answered");
+  } else if (connection->peer == 0 && peer >= options_.self) {
+    why = absl::StrCat("node ", peer, " must not dial node ", options_.self,
+                       " (the lower id dials)");
+  }
+  if (!why.empty()) {
+    Log("peer")->warn("refused peer connection: {}", why);
+    return false;
+  }
+  Link* link = links_.at(peer).get();
+  if (connection->peer == 0) {  // inbound: a newer connection from the peer replaces the old one
+    if (link->fd >= 0 && link->fd != connection->fd) Close(link->fd, "replaced");
+    connection->peer = peer;
+    link->fd = connection->fd;
+    Queue(connection, HelloFrame(options_.self, options_.cluster));
+    if (!WriteSome(connection)) return false;
+  }
+  connection->hello_done = true;
+  link->established = true;
+  link->connected = true;
+  link->backoff_ms = options_.backoff_min_ms;
+  link->last_failure.clear();
+  Log("peer")->info("connected to node {} (tcp)", peer);
+  return true;
+}
+
+void TcpTransport::Deliver(NodeId peer, wire::Frame* frame) {
+  for (wire::Envelope& envelope : *frame->mutable_envelopes()) {
+    if (!AcceptEnvelope(peer, envelope)) continue;
+    counters_.envelopes_received++;
+    if (receiver_) receiver_(peer, std::move(envelope));
+  }
+}
+
+bool TcpTransport::AcceptEnvelope(NodeId peer, const wire::Envelope& envelope) {
+  std::string why;
+  if (envelope.version() != wire::VERSION_1) {
+    why = absl::StrCat("unsupported version ", envelope.version());
+  } else if (envelope.sender_node() != peer) {
+    why = absl::StrCat("claims to be node ", envelope.sender_node());
+  } else if (envelope.body_case() == wire::Envelope::BODY_NOT_SET) {
+    why = "empty body";
+  }
+  if (why.empty()) return true;
+  if (counters_.envelopes_rejected++ % 1000 == 0) {
+    Log("peer")->warn("dropped envelope from node {} (group \"{}\"): {}", peer, envelope.group(),
+                      why);
+  }
+  return false;
+}
+
+bool TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
+  size_t bytes = frame.ByteSizeLong();
+  if (connection->out.size() - connection->out_offset + bytes > options_.write_buffer_max) {
+    return false;
+  }
+  if (connection->out_offset > 0 && connection->out_offset == connection->out.size()) {
+    connection->out.clear();
+    connection->out_offset = 0;
+  }
+  PutLength(static_cast<uint32_t>(bytes), &connection->out);
+  frame.AppendToString(&connection->out);
+  counters_.bytes_sent += bytes + kLengthBytes;
+  return true;
+}
+
+bool TcpTransport::WriteSome(Connection* connection) {
+  if (connection->connecting) return true;  // EPOLLOUT will say when connect() is done
+  std::string& out = connection->out;
+  while (connection->out_offset < out.size()) {
+    ssize_t sent = send(connection->fd, out.data() + connection->out_offset,
+                        out.size() - connection->out_offset, MSG_NOSIGNAL);
+    if (sent > 0) {
+      connection->out_offset += sent;
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return false;
+  }
+  if (connection->out_offset == out.size()) {
+    out.clear();
+    connection->out_offset = 0;
+  } else if (connection->out_offset > out.size() / 2) {
+    out.erase(0, connection->out_offset);
+    connection->out_offset = 0;
+  }
+  bool want_write = !out.empty();
+  if (want_write != connection->want_write) {
+    connection->want_write = want_write;
+    loop_->Rewatch(connection->fd, EPOLLIN | (want_write ? EPOLLOUT : 0));
+  }
+  return true;
+}
+
+void TcpTransport::Close(int fd, const char* why) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  NodeId peer = it->second->peer;
+  loop_->Unwatch(fd);
+  close(fd);
+  connections_.erase(it);
+  auto link_it = links_.find(peer);
+  if (link_it == links_.end() || link_it->second->fd != fd) return;
+  Link* link = link_it->second.get();
+  bool was_established = link->established;
+  link->fd = -1;
+  link->established = false;
+  link->connected = false;
+  if (link->dialer) {
+    link->retry_at_ms = MonotonicNowMs() + link->backoff_ms;
+    link->backoff_ms = std::min(link->backoff_ms * 2, options_.backoff_max_ms);
+  }
+  if (was_established && why != nullptr) {
+    Log("peer")->info("connection to node {} closed ({})", peer, why);
+  }
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,99 @@
+// The raw TCP peer transport (issue 7; 001 sections 5-6 and 000: no thread switch, no copy per
+// message beyond the one serialisation, many messages per write): one TCP connection per pair of
+// daemons (the lower node id dials, the connection carries both directions), served ON THE
+// PROTOCOL THREAD through its epoll (nso/event_loop.h). Frames are a 4-byte little-endian length
+// and a wire::PeerFrame, the same messages as the gRPC peer stream: a Hello each way first, then
+// Frames of envelopes. Everything a batch of protocol work sends to one peer leaves in one Frame
+// and one write when the batch ends (EventLoop::SetFlush), so there is batching without any delay.
+//
+// Plaintext only (the loader refuses peer_transport: tcp with TLS). Best effort like every
+// Transport: a broken connection loses what was in flight; the protocols retransmit.
+//
+// Threads: Send, SetReceiver's receiver and everything else run on the loop thread; Connected,
+// Reachable and counters may be read from any thread. Listen before the loop starts; Shutdown
+// after it stopped.
+#ifndef COHORT_NSO_TCP_TRANSPORT_H_
+#define COHORT_NSO_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "nso/event_loop.h"
+#include "nso/transport.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::nso {
+
+struct TcpTransportOptions {
+  NodeId self = 0;
+  std::string cluster;
+  std::string listen;                            // host:port (listen.peer)
+  std::map<NodeId, std::string> peer_addresses;  // every peer but self
+  size_t link_queue_max = 65536;      // envelopes kept per peer while it is not connected
+  size_t write_buffer_max = 64 << 20;  // bytes unsent to a peer (frozen?) beyond which frames drop
+  size_t frame_bytes_max = 256 << 20;  // a longer frame closes the connection
+  uint32_t backoff_min_ms = 20;
+  uint32_t backoff_max_ms = 250;  // a refused dial costs nothing: a restarted peer is found fast
+};
+
+class TcpTransport final : public PeerTransport {
+ public:
+  TcpTransport(TcpTransportOptions options, EventLoop* loop);
+  ~TcpTransport() override;
+
+  // Binds and listens on options.listen; call before the loop starts.
+  absl::Status Listen();
+  // Starts accepting and dialing (posted to the loop).
+  void Start() override;
+  // Closes every connection; call once the loop has stopped.
+  void Shutdown() override;
+
+  void Send(NodeId to, wire::Envelope envelope) override;  // loop thread
+  void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+  bool Reachable(NodeId peer) const override { return Connected(peer); }
+  bool Connected(NodeId peer) const override;
+  const TransportCounters& counters() const override { return counters_; }
+
+  // Loop thread, after every batch of work: one frame per peer with what the batch sent, written
+  // at once; redials peers whose backoff has passed.
+  void Flush();
+
+ private:
+  struct Connection;  // one socket, before or after its Hello
+  struct Link;        // one peer
+
+  void Accept();
+  void Dial(Link* link, uint64_t now_ms);
+  void OnEvents(int fd, uint32_t events);
+  // Reads what is there; false when the connection must close.
+  bool ReadSome(Connection* connection);
+  // Handles the complete frames at the start of connection->in; false to close.
+  bool HandleFrames(Connection* connection);
+  bool OnHello(Connection* connection, const wire::Hello& hello);
+  void Deliver(NodeId peer, wire::Frame* frame);
+  bool AcceptEnvelope(NodeId peer, const wire::Envelope& envelope);
+  // Appends a length-prefixed frame to the connection's output (false if over the bound).
+  bool Queue(Connection* connection, const wire::PeerFrame& frame);
+  // Writes what it can; watches EPOLLOUT while something is left. False on error.
+  bool WriteSome(Connection* connection);
+  void Close(int fd, const char* why);
+
+  const TcpTransportOptions options_;
+  EventLoop* const loop_;
+  Receiver receiver_;
+  TransportCounters counters_;
+  int listen_fd_ = -1;
+  std::map<NodeId, std::unique_ptr<Link>> links_;              // fixed after construction
+  std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
+  std::vector<char> read_buffer_;                              // loop thread
+};
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_TCP_TRANSPORT_H_

@@ -1,0 +1,188 @@
+// The raw TCP peer transport (peer_transport: tcp, issue 7): two transports in this process, each
+// served by its own protocol thread, over loopback.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "nso/event_loop.h"
+#include "nso/tcp_transport.h"
+#include "tools/subprocess.h"
+
+namespace cohort::nso {
+namespace {
+
+// One daemon's transport on its own protocol thread; records what it receives.
+class Endpoint {
+ public:
+  Endpoint(NodeId self, int port, NodeId peer, int peer_port) : loop_(2, 1 << 16, [](uint64_t) {}) {
+    TcpTransportOptions options;
+    options.self = self;
+    options.cluster = "test";
+    options.listen = "127.0.0.1:" + std::to_string(port);
+    options.peer_addresses[peer] = "127.0.0.1:" + std::to_string(peer_port);
+    transport_ = std::make_unique<TcpTransport>(options, &loop_);
+    listening_ = transport_->Listen();
+    loop_.SetFlush([this] { transport_->Flush(); });
+    transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
+      absl::MutexLock lock(&mu_);
+      received_.emplace_back(from, std::move(envelope));
+    });
+    loop_.Start();
+    transport_->Start();
+  }
+  ~Endpoint() {
+    loop_.Stop();
+    transport_->Shutdown();
+  }
+
+  const absl::Status& listening() const { return listening_; }
+  TcpTransport& transport() { return *transport_; }
+
+  // Sends heartbeats numbered first..first+count-1 from the protocol thread, as the Node does.
+  void SendHeartbeats(NodeId self, NodeId to, int first, int count, NodeId claimed_sender = 0) {
+    loop_.Post([=, this] {
+      for (int i = first; i < first + count; ++i) {
+        wire::Envelope envelope;
+        envelope.set_version(wire::VERSION_1);
+        envelope.set_group("g");
+        envelope.set_sender_node(claimed_sender ? claimed_sender : self);
+        envelope.mutable_heartbeat()->set_sent_ms(i);
+        transport_->Send(to, std::move(envelope));
+      }
+    });
+  }
+  // The sent_ms of every heartbeat received so far.
+  std::vector<uint64_t> Received() {
+    absl::MutexLock lock(&mu_);
+    std::vector<uint64_t> numbers;
+    for (const auto& [from, envelope] : received_) numbers.push_back(envelope.heartbeat().sent_ms());
+    return numbers;
+  }
+
+ private:
+  EventLoop loop_;
+  std::unique_ptr<TcpTransport> transport_;
+  absl::Status listening_;
+  absl::Mutex mu_;
+  std::vector<std::pair<NodeId, wire::Envelope>> received_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename Predicate>
+bool Eventually(Predicate predicate) {
+  for (int i = 0; i < 500; ++i) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return predicate();
+}
+
+std::vector<uint64_t> Range(int first, int count) {
+  std::vector<uint64_t> numbers;
+  for (int i = first; i < first + count; ++i) numbers.push_back(i);
+  return numbers;
+}
+
+// Connects to the port, writes `bytes`, and reports whether the other side closed the connection.
+bool ClosedAfterWriting(int port, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return false;
+  }
+  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char buffer[256];
+  bool closed = false;
+  while (true) {
+    ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
+    if (got == 0) {
+      closed = true;
+      break;
+    }
+    if (got < 0) break;  // timeout: still open
+  }
+  close(fd);
+  return closed;
+}
+
+std::string Framed(const wire::PeerFrame& frame) {
+  std::string body = frame.SerializeAsString();
+  uint32_t length = body.size();
+  std::string out = {static_cast<char>(length & 0xff), static_cast<char>((length >> 8) & 0xff),
+                     static_cast<char>((length >> 16) & 0xff),
+                     static_cast<char>((length >> 24) & 0xff)};
+  return out + body;
+}
+
+}  // namespace
+
+TEST_CASE("tcp transport: both directions in order, bad input refused, reconnect after restart",
+          "[transport]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  auto one = std::make_unique<Endpoint>(1, port1, 2, port2);  // node 1 dials node 2
+  auto two = std::make_unique<Endpoint>(2, port2, 1, port1);
+  REQUIRE(one->listening().ok());
+  REQUIRE(two->listening().ok());
+  REQUIRE(Eventually([&] { return one->transport().Connected(2) && two->transport().Connected(1); }));
+
+  // Envelopes arrive once each, in the order sent, both ways (the dialer's and the acceptor's).
+  one->SendHeartbeats(1, 2, 1, 200);
+  two->SendHeartbeats(2, 1, 1, 200);
+  REQUIRE(Eventually([&] { return two->Received().size() >= 200 && one->Received().size() >= 200; }));
+  CHECK(two->Received() == Range(1, 200));
+  CHECK(one->Received() == Range(1, 200));
+  // Batching: fewer frames than envelopes (what one batch of protocol work sends is one frame).
+  CHECK(one->transport().counters().envelopes_sent.load() == 200);
+  CHECK(one->transport().counters().frames_sent.load() < 200);
+
+  // An envelope claiming another sender is dropped and counted.
+  one->SendHeartbeats(1, 2, 1000, 1, /*claimed_sender=*/7);
+  one->SendHeartbeats(1, 2, 201, 1);
+  REQUIRE(Eventually([&] { return two->Received().size() >= 201; }));
+  CHECK(two->Received().back() == 201);
+  CHECK(two->transport().counters().envelopes_rejected.load() == 1);
+
+  // Bad input on the peer port closes that connection only.
+  CHECK(ClosedAfterWriting(port2, std::string("\xff\xff\xff\xff garbage", 12)));
+  CHECK(ClosedAfterWriting(port2, std::string("\x05\x00\x00\x00\x01\x02\x03\x04\x05", 9)));
+  wire::PeerFrame stranger;
+  stranger.mutable_hello()->set_version(wire::VERSION_1);
+  stranger.mutable_hello()->set_node(9);  // not a configured peer
+  stranger.mutable_hello()->set_cluster("test");
+  CHECK(ClosedAfterWriting(port2, Framed(stranger)));
+  wire::PeerFrame other_cluster = stranger;
+  other_cluster.mutable_hello()->set_node(1);
+  other_cluster.mutable_hello()->set_cluster("elsewhere");
+  CHECK(ClosedAfterWriting(port2, Framed(other_cluster)));
+  one->SendHeartbeats(1, 2, 202, 1);
+  REQUIRE(Eventually([&] { return two->Received().size() >= 202; }));
+  CHECK(two->Received().back() == 202);
+
+  // Node 2 restarts on the same port: node 1 notices, redials, and traffic flows again.
+  two.reset();
+  REQUIRE(Eventually([&] { return !one->transport().Connected(2); }));
+  two = std::make_unique<Endpoint>(2, port2, 1, port1);
+  REQUIRE(two->listening().ok());
+  REQUIRE(Eventually([&] { return one->transport().Connected(2); }));
+  one->SendHeartbeats(1, 2, 300, 5);
+  REQUIRE(Eventually([&] { return two->Received().size() >= 5; }));
+  CHECK(two->Received() == Range(300, 5));
+}
+
+}  // namespace cohort::nso
