@@ -12,14 +12,6 @@ namespace {
 
 constexpr size_t kFrameMaxEnvelopes = 4096;
 
-wire::PeerFrame HelloFrame(NodeId self, const std::string& cluster) {
-  wire::PeerFrame frame;
-  frame.mutable_hello()->set_version(wire::VERSION_1);
-  frame.mutable_hello()->set_node(self);
-  frame.mutable_hello()->set_cluster(cluster);
-  return frame;
-}
-
 }  // namespace
 
 GrpcTransport::GrpcTransport(GrpcTransportOptions options) : options_(std::move(options)) {

@@ -240,6 +240,8 @@ class Node {
   void ResendStates(Group* group);
   bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload,
                           bool more);
+  // "I need no more of the state of `view_id`" (installed, or moved past it).
+  void SendStateAck(Group* group, NodeId provider, uint64_t view_id);
   void GiveStateToServant(Group* group, std::vector<membership::StateReceiver::ServantChunk> chunks);
   void DeliverInvocation(Group* group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);

@@ -313,11 +313,7 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   GroupMembership& membership = MembershipOf(group);
   if (!membership.joiner.awaiting_state() || message.view_id() != membership.joiner.state_view()) {
     // Installed already, or this node has moved past that view: the provider may stop.
-    wire::Envelope ack;
-    ack.mutable_membership()->set_kind(wire::MembershipMessage::STATE_ACK);
-    ack.mutable_membership()->set_view_id(message.view_id());
-    group->SendTo(from, std::move(ack));
-    return;
+    return SendStateAck(group, from, message.view_id());
   }
   membership::StateReceiver::Output out;
   absl::Status added = membership.receiver.Add(message.view_id(), message.chunk_offset(),
@@ -347,14 +343,18 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   if (!out.complete) return;
   Log("membership")->info("group {}: state of view {} installed", group->name(),
                           message.view_id());
-  wire::Envelope ack;
-  ack.mutable_membership()->set_kind(wire::MembershipMessage::STATE_ACK);
-  ack.mutable_membership()->set_view_id(message.view_id());
-  group->SendTo(from, std::move(ack));
+  SendStateAck(group, from, message.view_id());
   membership.joiner.StateInstalled();
   std::vector<wire::Request> buffered = std::move(membership.buffered);
   membership.buffered.clear();
   for (const wire::Request& request : buffered) ApplyRequest(group, request);
+}
+
+void Node::SendStateAck(Group* group, NodeId provider, uint64_t view_id) {
+  wire::Envelope ack;
+  ack.mutable_membership()->set_kind(wire::MembershipMessage::STATE_ACK);
+  ack.mutable_membership()->set_view_id(view_id);
+  group->SendTo(provider, std::move(ack));
 }
 
 void Node::GiveStateToServant(Group* group,

@@ -19,14 +19,6 @@ namespace {
 constexpr size_t kLengthBytes = 4;
 constexpr size_t kReadChunk = 64 * 1024;
 
-wire::PeerFrame HelloFrame(NodeId self, const std::string& cluster) {
-  wire::PeerFrame frame;
-  frame.mutable_hello()->set_version(wire::VERSION_1);
-  frame.mutable_hello()->set_node(self);
-  frame.mutable_hello()->set_cluster(cluster);
-  return frame;
-}
-
 void PutLength(uint32_t length, std::string* out) {
   char bytes[kLengthBytes] = {static_cast<char>(length & 0xff),
                               static_cast<char>((length >> 8) & 0xff),

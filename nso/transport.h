@@ -7,12 +7,22 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "proto/wire.pb.h"
 
 namespace cohort::nso {
 
 using NodeId = uint32_t;
+
+// The first frame a daemon sends on a peer connection (gRPC stream or TCP): who is calling.
+inline wire::PeerFrame HelloFrame(NodeId self, const std::string& cluster) {
+  wire::PeerFrame frame;
+  frame.mutable_hello()->set_version(wire::VERSION_1);
+  frame.mutable_hello()->set_node(self);
+  frame.mutable_hello()->set_cluster(cluster);
+  return frame;
+}
 
 class Transport {
  public:

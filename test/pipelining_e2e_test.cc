@@ -25,16 +25,22 @@ constexpr char kGroups[] = R"(groups:
     ordering: consensus
 )";
 
+// Starts the cluster and a counter replica on each of its three daemons.
+void StartCounters(test::Cluster* cluster,
+                   std::vector<std::unique_ptr<test::CounterReplica>>* replicas) {
+  REQUIRE(cluster->Start());
+  for (int i = 1; i <= 3; ++i) {
+    replicas->push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas->back()->Start(cluster->ClientAddress(i), "counter").ok());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("pipelining: many callers share one client; a broken stream fails its calls", "[e2e]") {
   test::Cluster cluster{{3, kGroups, "", "warn"}};
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
+  StartCounters(&cluster, &replicas);
   auto client = Client::Connect(cluster.ClientAddress(2), "pipelined");
   REQUIRE(client.ok());
   REQUIRE(test::WaitHealthy(client->get(), "counter"));
@@ -97,12 +103,8 @@ namespace cohort {
 TEST_CASE("pipelining: a frozen daemon cannot hold a caller; the stream starts afresh after it",
           "[e2e]") {
   test::Cluster cluster{{3, kGroups, "", "warn"}};
-  REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
+  StartCounters(&cluster, &replicas);
   auto client = Client::Connect(cluster.ClientAddress(2), "frozen-daemon");
   REQUIRE(client.ok());
   REQUIRE(test::WaitHealthy(client->get(), "counter"));
