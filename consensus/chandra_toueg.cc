@@ -207,6 +207,11 @@ void ChandraToueg::OnDecision(NodeId from, const wire::ConsensusMessage& message
   }
 }
 
+void ChandraToueg::Learn(const wire::MessageBatch& decision, uint32_t round) {
+  started_ = true;
+  Decide(decision, round);
+}
+
 void ChandraToueg::AnswerStaleRound(NodeId from, const wire::ConsensusMessage& message,
                                     ConsensusSends* out) {
   if (from != Coordinator(message.round())) return;
@@ -225,7 +230,11 @@ void ChandraToueg::AnswerWithDecision(NodeId to, ConsensusSends* out) {
 void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
   if (decided_) return;
   decided_ = true;
-  decision_ = value;
+  decision_ = value;  // `value` may be one of the members cleared below: copied first
+  // From now on the instance only answers with its decision: the rest is memory.
+  estimates_.clear();
+  proposal_.Clear();
+  estimate_.Clear();
   decision_round_ = round;
   decision_steps_ = steps_;
   move_pending_ = false;

@@ -60,6 +60,13 @@ class ChandraToueg {
   void Step(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   void Tick(uint64_t now_ms, ConsensusSends* out);
   void Suspect(NodeId node, bool suspected, ConsensusSends* out);
+  // A decision learnt from a member that decided already (catch-up): the instance is decided
+  // with it, without taking part or relaying it (the others have it).
+  void Learn(const wire::MessageBatch& decision, uint32_t round);
+  // Decided: sends the decision to `to` (at most once per retransmit_ms per member).
+  void ResendDecision(NodeId to, ConsensusSends* out) {
+    if (decided_) AnswerWithDecision(to, out);
+  }
   // Advances the clock without retransmitting (decided instances kept to answer laggards).
   void SetNow(uint64_t now_ms) { now_ms_ = now_ms > now_ms_ ? now_ms : now_ms_; }
 

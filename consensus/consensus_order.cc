@@ -3,6 +3,10 @@
 #include <algorithm>
 
 namespace cohort::consensus {
+namespace {
+constexpr uint64_t kCatchUpWindow = 32;          // decisions per catch-up answer
+constexpr uint64_t kEarlyDecisionsAhead = 1024;  // later decisions kept while catching up
+}  // namespace
 
 ConsensusOrder::ConsensusOrder(NodeId self, std::vector<NodeId> members,
                                ConsensusOrderOptions options)
@@ -102,17 +106,31 @@ void ConsensusOrder::OnDiffusion(const wire::Diffusion& diffusion, Outbox* out) 
 void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& message,
                                  Outbox* out) {
   const uint64_t instance = message.instance();
+  if (instance > highest_instance_heard_) {
+    highest_instance_heard_ = instance;
+    highest_instance_sender_ = from;
+  }
+  // Any consensus message about instance k comes from a member that delivered every instance
+  // before k (it only runs its next instance; decided ones only answer with their decision).
+  uint64_t& known = member_next_[from];
+  known = std::max(known, instance);
   if (frozen_) {
     // Only decided instances answer (with their decision); nothing new is decided.
     auto decided = instances_.find(instance);
-    if (instance >= next_instance_ || decided == instances_.end()) return;
+    if (instance >= next_instance_) return;
+    if (decided == instances_.end()) return ReportBeyondLog(from, message, out);
     ConsensusSends sends;
-    decided->second->SetNow(now_ms_);
-    decided->second->Step(from, message, &sends);
+    if (message.kind() == wire::ConsensusMessage::ESTIMATE && message.round() == 0) {
+      AnswerCatchUp(from, instance, &sends);
+    } else {
+      decided->second->SetNow(now_ms_);
+      decided->second->Step(from, message, &sends);
+    }
     Flush(sends, out);
     return;
   }
   if (instance > next_instance_) {
+    if (message.kind() == wire::ConsensusMessage::DECISION) KeepEarlyDecision(from, message);
     SendCatchUpRequest(from, out);  // we missed decisions: ask the sender
     return;
   }
@@ -120,12 +138,37 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
     MaybeStartInstance(/*even_if_empty=*/true, out);  // learnt that instance k started
   }
   auto it = instances_.find(instance);
-  if (it == instances_.end()) return;  // older than the log, or a request we cannot answer
+  if (it == instances_.end()) {  // older than the log, or a request we cannot answer
+    if (instance < next_instance_) ReportBeyondLog(from, message, out);
+    return;
+  }
   ConsensusSends sends;
-  it->second->SetNow(now_ms_);  // decided instances rate-limit their answers by it
-  it->second->Step(from, message, &sends);
+  if (instance < next_instance_ && message.kind() == wire::ConsensusMessage::ESTIMATE &&
+      message.round() == 0) {
+    AnswerCatchUp(from, instance, &sends);
+  } else {
+    it->second->SetNow(now_ms_);  // decided instances rate-limit their answers by it
+    it->second->Step(from, message, &sends);
+  }
   Flush(sends, out);
   DeliverDecided(out);
+}
+
+void ConsensusOrder::AnswerCatchUp(NodeId to, uint64_t instance, ConsensusSends* sends) {
+  for (uint64_t k = instance; k < next_instance_ && k < instance + kCatchUpWindow; ++k) {
+    auto it = instances_.find(k);
+    if (it == instances_.end()) return;
+    it->second->SetNow(now_ms_);
+    it->second->ResendDecision(to, sends);
+  }
+}
+
+void ConsensusOrder::KeepEarlyDecision(NodeId from, const wire::ConsensusMessage& message) {
+  (void)from;
+  if (message.instance() >= next_instance_ + kEarlyDecisionsAhead) return;
+  EarlyDecision& early = early_decisions_[message.instance()];
+  early.value = message.value();
+  early.round = message.round();
 }
 
 void ConsensusOrder::SendCatchUpRequest(NodeId to, Outbox* out) {
@@ -144,20 +187,76 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
   // Bounded: each pass decides one instance, and only a started instance can be decided.
   for (;;) {
     ChandraToueg* current = Current();
-    if (current == nullptr || !current->decided()) return;
+    if (current == nullptr || !current->decided()) {
+      // Catching up: a decision of this instance may have come ahead of its turn.
+      auto early = early_decisions_.find(next_instance_);
+      if (early == early_decisions_.end()) return;
+      if (current == nullptr) {
+        auto instance = std::make_unique<ChandraToueg>(self_, members_, next_instance_,
+                                                       options_.consensus, suspected_, &counters_);
+        current = instance.get();
+        instances_[next_instance_] = std::move(instance);
+      }
+      current->Learn(early->second.value, early->second.round);
+      early_decisions_.erase(early);
+    }
     InstanceRecord record;
     record.instance = next_instance_;
     record.round = current->decision_round();
     record.steps = current->decision_steps();
     record.messages = current->decision().messages_size();
     records_.push_back(record);
-    if (records_.size() > options_.decided_log_max) records_.pop_front();
+    if (records_.size() > options_.records_max) records_.pop_front();
     DeliverBatch(current->decision(), out);
+    const size_t bytes = current->decision().ByteSizeLong();
+    decided_sizes_[next_instance_] = bytes;
+    decided_bytes_ += bytes;
     ++next_instance_;
+    early_decisions_.erase(early_decisions_.begin(), early_decisions_.lower_bound(next_instance_));
     catch_up_sent_ = false;  // a member catching up asks for the next decision at once
-    while (instances_.size() > options_.decided_log_max) instances_.erase(instances_.begin());
+    PruneDecided();
+    if (highest_instance_heard_ > next_instance_ && early_decisions_.count(next_instance_) == 0) {
+      // Known to be behind (a later instance is running): ask for the next window now rather
+      // than wait for the next message of a later instance.
+      SendCatchUpRequest(highest_instance_sender_, out);
+    }
     MaybeStartInstance(/*even_if_empty=*/false, out);
   }
+}
+
+void ConsensusOrder::PruneDecided() {
+  uint64_t everyone_past = next_instance_;  // every member delivered all instances below it
+  for (NodeId member : members_) {
+    if (member == self_) continue;
+    auto it = member_next_.find(member);
+    everyone_past = std::min(everyone_past, it == member_next_.end() ? 0 : it->second);
+  }
+  while (!instances_.empty()) {
+    const uint64_t oldest = instances_.begin()->first;
+    if (oldest >= next_instance_) return;  // the running instance stays
+    const bool over_bounds = instances_.size() > options_.decided_log_max ||
+                             decided_bytes_ > options_.decided_log_bytes_max;
+    if (oldest >= everyone_past && !over_bounds) return;
+    instances_.erase(instances_.begin());
+    auto size = decided_sizes_.find(oldest);
+    if (size != decided_sizes_.end()) {
+      decided_bytes_ -= size->second;
+      decided_sizes_.erase(size);
+    }
+  }
+}
+
+void ConsensusOrder::ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message,
+                                     Outbox* out) {
+  // Only a catch-up request from where the member stands now: any other message about a pruned
+  // instance is a late one (a relay, a retransmission) from a member that has moved on.
+  const bool catch_up = message.kind() == wire::ConsensusMessage::ESTIMATE && message.round() == 0;
+  if (!catch_up || member_next_[from] != message.instance()) return;
+  ++unanswerable_requests_;
+  auto [last, first] = beyond_log_reported_ms_.try_emplace(from, now_ms_);
+  if (!first && now_ms_ < last->second + options_.probe_ms) return;
+  last->second = now_ms_;
+  out->beyond_log.push_back(from);
 }
 
 void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) {
@@ -232,6 +331,26 @@ void ConsensusOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
     Flush(sends, out);
     DeliverDecided(out);
   }
+}
+
+std::string ConsensusOrder::Describe() const {
+  std::string text = "consensus instance " + std::to_string(next_instance_);
+  auto it = instances_.find(next_instance_);
+  if (it == instances_.end()) {
+    text += " not started";
+  } else {
+    text += " in round " + std::to_string(it->second->round()) +
+            (it->second->decided() ? " (decided)" : "");
+  }
+  text += ", highest heard " + std::to_string(highest_instance_heard_) + ", " +
+          std::to_string(unordered_.size()) + " messages unordered, " +
+          std::to_string(unanswerable_requests_) + " catch-up requests older than the log";
+  if (!suspected_.empty()) {
+    text += ", suspecting";
+    for (NodeId node : suspected_) text += " " + std::to_string(node);
+  }
+  if (frozen_) text += ", frozen";
+  return text;
 }
 
 bool ConsensusOrder::HasPending() const {

@@ -12,8 +12,9 @@
 //   Loss: own undelivered messages are diffused again every retransmit_ms; the instance
 //     retransmits its phase messages; a member that learns of a later instance asks the sender
 //     for the decision of its current one (ESTIMATE with round 0), and an idle member probes one
-//     member every probe_ms the same way. Decided instances are kept (decided_log_max of them)
-//     to answer such requests; a member further behind needs a state transfer (membership/).
+//     member every probe_ms the same way. Decided instances are kept to answer such requests
+//     until every member has moved past them (ConsensusOrderOptions::decided_log_max has the
+//     bounds); a member asking beyond them is reported to be re-admitted with the state.
 //
 // Pure state machine (see total_order.h). Not thread-safe.
 #ifndef COHORT_CONSENSUS_CONSENSUS_ORDER_H_
@@ -38,7 +39,15 @@ struct ConsensusOrderOptions {
   ConsensusOptions consensus;           // optimisations 1-3, round_delay_ms, retransmit_ms
   size_t batch_messages_max = 1024;     // most messages one instance orders
   size_t unordered_messages_max = 65536;  // others' messages beyond it are dropped (resent later)
-  size_t decided_log_max = 1024;        // decided instances kept to answer laggards
+  // Decided instances are kept to answer laggards until every member has moved past them (a
+  // member's consensus message about instance k shows it delivered every instance before k), so
+  // a member that fell behind by any amount while it was slow or cut off for less than the
+  // exclusion timeout can still catch up. Bounds on what a member that never moves on (crashed,
+  // until its exclusion) can hold: beyond either, the oldest decided instances go, and a member
+  // asking for one of them is reported (Outbox::beyond_log) to be re-admitted with the state.
+  size_t decided_log_max = 65536;
+  size_t decided_log_bytes_max = 64 << 20;
+  size_t records_max = 1024;            // InstanceRecords kept (recent_instances)
   uint64_t probe_ms = 500;              // idle catch-up probe period
 };
 
@@ -65,7 +74,8 @@ class ConsensusOrder final : public TotalOrder {
 
   // The lowest instance not yet decided here.
   uint64_t next_instance() const { return next_instance_; }
-  // The most recent decided instances (at most decided_log_max), oldest first.
+  std::string Describe() const override;
+  // The most recent decided instances (at most records_max), oldest first.
   const std::deque<InstanceRecord>& recent_instances() const { return records_; }
 
  private:
@@ -79,6 +89,15 @@ class ConsensusOrder final : public TotalOrder {
   void DeliverDecided(Outbox* out);
   void DeliverBatch(const wire::MessageBatch& batch, Outbox* out);
   void SendCatchUpRequest(NodeId to, Outbox* out);
+  // Answers a catch-up request for `instance` (decided here) with its decision and those of the
+  // next kCatchUpWindow - 1 decided instances: a laggard catches up a window per round trip.
+  void AnswerCatchUp(NodeId to, uint64_t instance, ConsensusSends* sends);
+  // A decision of a later instance than the next one, kept (bounded) until its turn.
+  void KeepEarlyDecision(NodeId from, const wire::ConsensusMessage& message);
+  // Drops decided instances every member has moved past, and any beyond the bounds.
+  void PruneDecided();
+  // `from` asked about an instance this member no longer holds (rate-limited per member).
+  void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void Flush(const ConsensusSends& sends, Outbox* out);
   void Diffuse(const wire::MessageBatch& batch, Outbox* out);
   bool IsMember(NodeId node) const;
@@ -96,7 +115,8 @@ class ConsensusOrder final : public TotalOrder {
   std::map<MessageId, std::string> unordered_;  // received, not delivered
 
   uint64_t next_instance_ = 1;
-  // Instance next_instance_ (when started) and up to decided_log_max decided ones before it.
+  // Instance next_instance_ (when started) and the decided ones before it still kept
+  // (PruneDecided); decided_bytes_ is the size of the decisions kept.
   std::map<uint64_t, std::unique_ptr<ChandraToueg>> instances_;
   std::deque<InstanceRecord> records_;
 
@@ -105,6 +125,18 @@ class ConsensusOrder final : public TotalOrder {
   bool catch_up_sent_ = false;
   uint64_t last_probe_ms_ = 0;
   size_t probe_cursor_ = 0;
+  struct EarlyDecision {
+    wire::MessageBatch value;
+    uint32_t round = 0;
+  };
+  std::map<uint64_t, EarlyDecision> early_decisions_;  // by instance, > next_instance_
+  NodeId highest_instance_sender_ = 0;
+  size_t decided_bytes_ = 0;
+  std::map<uint64_t, size_t> decided_sizes_;   // instance -> its decision's size
+  std::map<NodeId, uint64_t> member_next_;     // member -> it delivered every instance below this
+  std::map<NodeId, uint64_t> beyond_log_reported_ms_;
+  uint64_t highest_instance_heard_ = 0;  // from any member (Describe)
+  uint64_t unanswerable_requests_ = 0;   // catch-up requests older than the decided log
 };
 
 }  // namespace cohort::consensus

@@ -394,6 +394,21 @@ void SequencerOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
   if (node == Sequencer(epoch_)) EnterEpoch(epoch_ + 1, out);
 }
 
+std::string SequencerOrder::Describe() const {
+  std::string text = "sequencer epoch " + std::to_string(epoch_) + " (sequencer " +
+                     std::to_string(Sequencer(epoch_)) +
+                     (established_ ? ", established" : ", not established") + "), log " +
+                     std::to_string(log_.size()) + ", committed " + std::to_string(commit_) +
+                     ", delivered " + std::to_string(delivered_) + ", own pending " +
+                     std::to_string(own_.size());
+  if (!suspected_.empty()) {
+    text += ", suspecting";
+    for (NodeId node : suspected_) text += " " + std::to_string(node);
+  }
+  if (frozen_) text += ", frozen";
+  return text;
+}
+
 bool SequencerOrder::HasPending() const { return !own_.empty() || delivered_ < log_.size(); }
 
 void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out) {

@@ -56,6 +56,7 @@ class SequencerOrder final : public TotalOrder {
   NodeId Sequencer(uint32_t epoch) const { return members_[epoch % members_.size()]; }
   bool is_sequencer() const { return Sequencer(epoch_) == self_ && established_; }
   uint64_t committed() const { return commit_; }
+  std::string Describe() const override;
 
  private:
   using Kind = wire::SequencerMessage;

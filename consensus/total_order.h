@@ -31,6 +31,9 @@ struct Delivery {
 struct Outbox {
   std::vector<std::pair<NodeId, wire::Envelope>> sends;
   std::vector<Delivery> deliveries;
+  // Members that asked for decisions this member no longer holds: they cannot catch up from the
+  // order and need the state (the runtime re-admits them by a view change with state transfer).
+  std::vector<NodeId> beyond_log;
 };
 
 // Counters kept per group (issue: counters for every consensus).
@@ -72,6 +75,9 @@ class TotalOrder {
   virtual bool HasPending() const = 0;
 
   virtual const OrderCounters& counters() const = 0;
+
+  // One line on where the protocol stands (for the daemon's "ordering stalled" warning).
+  virtual std::string Describe() const = 0;
 };
 
 }  // namespace cohort::consensus

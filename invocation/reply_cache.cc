@@ -41,6 +41,13 @@ void ReplyCache::FillAnswersFrom(const ReplyCache& live) {
 
 void ReplyCache::ToProto(wire::GroupState* state) const {
   for (const auto& [client, entry] : clients_) {
+    if (entry.forgotten_below > 0) {
+      wire::GroupState::ClientWindow* window = state->add_windows();
+      window->set_origin(std::get<0>(client));
+      window->set_origin_incarnation(std::get<1>(client));
+      window->set_client_nso(std::get<2>(client));
+      window->set_forgotten_below(entry.forgotten_below);
+    }
     for (const auto& [call_id, reply] : entry.calls) {
       wire::GroupState::CachedReply* out = state->add_replies();
       out->set_origin(std::get<0>(client));
@@ -62,6 +69,10 @@ void ReplyCache::FromProto(const wire::GroupState& state) {
     } else {
       entry.calls[cached.call_id()] = std::nullopt;
     }
+  }
+  for (const wire::GroupState::ClientWindow& window : state.windows()) {
+    clients_[{window.origin(), window.origin_incarnation(), window.client_nso()}].forgotten_below =
+        window.forgotten_below();
   }
 }
 

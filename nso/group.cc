@@ -48,6 +48,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   for (NodeId peer : peers_) last_sent_ms_.try_emplace(peer, 0);
   std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
+  last_progress_ms_ = now_ms_;
   if (!IsMember(self_)) return;
   order_ = MakeTotalOrder(group_config_, config_, members_);
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
@@ -232,6 +233,12 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
     if (to == self_) continue;
     SendInView(view_id, to, std::move(envelope));
   }
+  if (view_id == view_id_ && !outbox->deliveries.empty()) last_progress_ms_ = now_ms_;
+  if (view_id == view_id_) {  // a laggard of a retired view learns of the new one by itself
+    for (NodeId node : outbox->beyond_log) {
+      if (node != self_ && IsMember(node)) beyond_log_.push_back(node);
+    }
+  }
   for (auto& delivery : outbox->deliveries) deliveries->push_back(std::move(delivery));
 }
 
@@ -241,6 +248,10 @@ void Group::Delivered(const consensus::Delivery& delivery) {
 
 const consensus::OrderCounters* Group::order_counters() const {
   return order_ ? &order_->counters() : nullptr;
+}
+
+std::string Group::DescribeOrder() const {
+  return order_ != nullptr ? order_->Describe() : std::string("no order (not a member)");
 }
 
 bool Group::HasPending() const { return order_ != nullptr && order_->HasPending(); }

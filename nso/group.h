@@ -82,6 +82,9 @@ class Group {
   std::vector<NodeId> TakeExclusions() { return std::move(exclusions_); }
   // Members heard with a new incarnation (restarted, state lost) since the last call.
   std::vector<NodeId> TakeRestarts() { return std::move(restarts_); }
+  // Members of the current view the order can no longer bring up to date (Outbox::beyond_log)
+  // since the last call: they need the state, by a view change re-admitting them.
+  std::vector<NodeId> TakeBeyondLog() { return std::move(beyond_log_); }
   // Any envelope of this group from `from` names the view its sender is in.
   void NoteView(NodeId from, uint64_t view_id);
   // The highest view id heard from another node (> view_id() means this node is behind).
@@ -94,6 +97,10 @@ class Group {
   const GroupCounters& counters() const { return counters_; }
   const consensus::OrderCounters* order_counters() const;
   bool HasPending() const;
+  // Last time this member's order delivered something (or the view was installed), and one line
+  // on where the order stands: for the daemon's "ordering stalled" warning (node_watchdog.cc).
+  uint64_t last_progress_ms() const { return last_progress_ms_; }
+  std::string DescribeOrder() const;
 
  private:
   struct Retired {
@@ -126,6 +133,8 @@ class Group {
   std::unique_ptr<membership::FailureDetector> detector_;
   std::map<uint64_t, Retired> retired_;                   // by view id
   std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
+  uint64_t last_progress_ms_ = 0;
+  std::vector<NodeId> beyond_log_;
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer
   std::vector<NodeId> exclusions_;
   std::vector<NodeId> restarts_;

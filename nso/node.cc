@@ -721,12 +721,21 @@ void Node::Tick(uint64_t now_ms) {
     for (NodeId gone : group->TakeExclusions()) {
       if (group->HasMajority()) ProposeViewChange(group.get(), {gone}, {});
     }
+    for (NodeId laggard : group->TakeBeyondLog()) {
+      // It fell behind further than the decisions kept for it: only the state can bring it up
+      // to date, as for a restarted member.
+      if (!CanGiveState(group.get()) || !group->HasMajority()) continue;
+      Log("membership")->warn("group {}: node {} is behind the decisions kept for it: "
+                              "re-admitting it with the state", name, laggard);
+      ProposeViewChange(group.get(), {laggard}, {laggard});
+    }
     for (NodeId restarted : group->TakeRestarts()) {
       // Re-admitted with the state of a member whose servant holds it.
       if (CanGiveState(group.get())) ProposeViewChange(group.get(), {restarted}, {restarted});
     }
     TickServantLost(group.get());
     TickMembership(group.get());
+    TickWatchdog(group.get());
   }
   RetryManagedCalls();
   ExpireCalls();

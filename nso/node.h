@@ -166,6 +166,7 @@ class Node {
     // it (awaiting the state).
     bool servant_lost = false;
     uint64_t leave_proposed_ms = 0;
+    uint64_t stall_warned_ms = 0;  // node_watchdog.cc
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
@@ -220,6 +221,8 @@ class Node {
   // GroupMembership::servant_lost).
   void OnServantLost(const std::string& group);
   void TickServantLost(Group* group);
+  // Warns (at most every 5 s) when a group's work has made no progress for 2 s (node_watchdog.cc).
+  void TickWatchdog(Group* group);
 
   // Membership (node_membership.cc).
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);

@@ -1,0 +1,36 @@
+// The daemon's stall warning: a group whose work waits and makes no progress for 2 s gets one
+// warning line (at most every 5 s) saying where its order and its deliveries stand. Nothing is
+// changed by it; it names the stuck part when a replica stops applying (issue 6 diagnostics).
+#include <algorithm>
+
+#include "nso/logging.h"
+#include "nso/node.h"
+
+namespace cohort::nso {
+namespace {
+constexpr uint64_t kStallMs = 2000;
+constexpr uint64_t kWarnEveryMs = 5000;
+}  // namespace
+
+void Node::TickWatchdog(Group* group) {
+  if (!group->is_member()) return;
+  GroupMembership& membership = membership_[group->name()];
+  const bool order_waits = group->HasPending();
+  const bool requests_wait = !membership.buffered.empty() || !membership.no_servant.empty();
+  const size_t open = std::count_if(open_deliveries_.begin(), open_deliveries_.end(),
+                                    [&](const auto& entry) { return entry.second.group == group->name(); });
+  if (!order_waits && !requests_wait && open == 0) return;
+  if (now_ms_ < group->last_progress_ms() + kStallMs) return;
+  if (membership.stall_warned_ms != 0 && now_ms_ < membership.stall_warned_ms + kWarnEveryMs) return;
+  membership.stall_warned_ms = now_ms_;
+  Log("group")->warn(
+      "group {}: no delivery for {} ms in view {} while work waits: {}; {} requests held for the "
+      "state ({}), {} for a servant, {} deliveries awaiting the servant's answer{}{}",
+      group->name(), now_ms_ - group->last_progress_ms(), group->view_id(), group->DescribeOrder(),
+      membership.buffered.size(),
+      membership.joiner.awaiting_state() ? "awaiting state" : "state installed",
+      membership.no_servant.size(), open, HasServant(group->name()) ? "" : ", no servant attached",
+      membership.servant_lost ? ", servant lost (leaving)" : "");
+}
+
+}  // namespace cohort::nso
