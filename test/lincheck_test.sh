@@ -40,12 +40,12 @@ if [ "$rc" -ne 1 ]; then
   exit 1
 fi
 # What this test asserts: every recorded history is linearizable (no acknowledged write lost, no
-# stale read). lincheck-runs also exits non-zero when a run's group did not become healthy again
-# within 15 s after the faults stopped: that liveness problem is known and open (RELIABILITY.md,
-# "Not done"), so it is reported here, not asserted.
+# stale read), and every run was clean: the group became healthy again within 15 s after the
+# faults stopped, the final reads succeeded and every replica holds the same map (the liveness
+# failure of sessions 1-2, a lagging member that never caught up, is fixed: RELIABILITY.md).
 set +e
 KV_NEMESIS="$root/tools/kv-nemesis" LINCHECK_BIN="$tmp/lincheck" LINCHECK_SECONDS=5 \
   LINCHECK_OUT="$tmp/runs" "$root/tools/lincheck-runs" "${mode[@]}" 2 > "$tmp/summary" 2>&1
 set -e
 cat "$tmp/summary"
-tail -n 1 "$tmp/summary" | grep -q '^runs: 2, linearizable: 2, not linearizable: 0 '
+tail -n 1 "$tmp/summary" | grep -q '^runs: 2, linearizable: 2, not linearizable: 0 .*driver runs not clean: 0)$'
