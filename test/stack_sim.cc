@@ -558,6 +558,12 @@ StackSimResult StackSim::Run() {
     net_.RunUntil(net_.now_ms() + 20);
   }
   net_.RunUntil(net_.now_ms() + 500);
+  // Every call ever made has completed (with its replies or an error, at its deadline at the
+  // latest): nothing stays pending once the faults have stopped. (A crashed node's Node completes
+  // its calls as CANCELLED when it is destroyed.)
+  if (result_.ok && outstanding_ > 0) {
+    Fail(absl::StrCat("after healing, ", outstanding_, " calls never completed"));
+  }
   if (result_.ok && result_.calls_acknowledged < acknowledged_before + result_.nodes) {
     Fail(absl::StrCat("after healing, only ", result_.calls_acknowledged - acknowledged_before,
                       " of ", result_.nodes, " wait-for-all calls completed; last failure ",

@@ -10,8 +10,9 @@
 //   order and virtual synchrony: every replica's sequence of applied calls is a prefix of one
 //     common sequence (state transfer included), with no call applied twice;
 //   exactly once: every acknowledged call is applied exactly once in the final sequence;
-//   liveness: once healed, all live nodes share one view holding all of them, and new calls
-//     from every node complete.
+//   liveness: once healed, all live nodes share one view holding all of them, every call made
+//     during the run has completed (replies or an error, by its deadline), and new calls from
+//     every node complete.
 #ifndef COHORT_TEST_STACK_SIM_H_
 #define COHORT_TEST_STACK_SIM_H_
 
