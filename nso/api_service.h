@@ -52,9 +52,11 @@ void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);
 
-// InvokeStream uses gRPC's callback API (a reactor, api_pipeline.cc); the other methods are
-// synchronous handlers.
-class ApiService final : public api::Cohort::WithCallbackMethod_InvokeStream<api::Cohort::Service> {
+// The two streams, InvokeStream and Serve, use gRPC's callback API (reactors: api_pipeline.cc,
+// api_serve.cc); the other methods are synchronous handlers.
+class ApiService final
+    : public api::Cohort::WithCallbackMethod_InvokeStream<
+          api::Cohort::WithCallbackMethod_Serve<api::Cohort::Service>> {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
       : node_(node), loop_(loop), policy_(policy) {}
@@ -75,11 +77,14 @@ class ApiService final : public api::Cohort::WithCallbackMethod_InvokeStream<api
   // progress (api_pipeline.cc).
   grpc::ServerBidiReactor<api::PipelinedCall, api::PipelinedResult>* InvokeStream(
       grpc::CallbackServerContext* context) override;
-  grpc::Status Serve(grpc::ServerContext*,
-                     grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>*) override;
+  // A servant's registration and deliveries: the protocol thread starts each delivery's write
+  // itself when no write is in progress (api_serve.cc).
+  grpc::ServerBidiReactor<api::ServantMessage, api::ServantEvent>* Serve(
+      grpc::CallbackServerContext* context) override;
 
  private:
-  class Pipeline;  // one InvokeStream (api_pipeline.cc)
+  class Pipeline;       // one InvokeStream (api_pipeline.cc)
+  class ServantStream;  // one Serve (api_serve.cc)
 
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);
