@@ -517,6 +517,10 @@ void StackSim::Heal() {
 }
 
 bool StackSim::Settled() {
+  // Recovered: one full view, and every replica holds the group's state (a restarted node or a
+  // new servant whose state has not arrived is still recovering: a joiner whose provider could
+  // not give the state asks again after its state-late timeout, membership/joining.h).
+  if (!amnesiac_.empty()) return false;
   uint64_t view = 0;
   for (auto& [id, replica] : replicas_) {
     if (replica.view_members.size() != result_.nodes) return false;
