@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "invocation/client.h"
 #include "nso/status.h"
 
@@ -21,6 +24,8 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
 
 namespace {
 
+constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
+
 // A servant's registration in a cohortd daemon: the Serve stream.
 class RemoteServant final : public internal::ServantBackend {
  public:
@@ -33,8 +38,27 @@ class RemoteServant final : public internal::ServantBackend {
     api::ServantMessage message;
     *message.mutable_register_() = request;
     api::ServantEvent ack;
-    if (!stream_->Write(message) || !stream_->Read(&ack) || !ack.registered()) {
+    // The stream lives as long as the servant, so it has no deadline; the registration does: a
+    // daemon that does not acknowledge it in time (stopped, or stuck) gets the stream cancelled,
+    // and Start returns an error the application can retry instead of hanging.
+    absl::Notification answered;
+    bool timed_out = false;
+    std::thread watchdog([this, &answered, &timed_out] {
+      if (!answered.WaitForNotificationWithTimeout(kRegisterTimeout)) {
+        timed_out = true;
+        context_.TryCancel();
+      }
+    });
+    const bool ok = stream_->Write(message) && stream_->Read(&ack) && ack.registered();
+    answered.Notify();
+    watchdog.join();
+    if (!ok) {
       grpc::Status status = stream_->Finish();
+      if (timed_out) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the daemon did not acknowledge the registration within ",
+            absl::FormatDuration(kRegisterTimeout)));
+      }
       return status.ok() ? absl::UnavailableError("daemon closed the servant stream")
                          : nso::FromGrpcStatus(status);
     }
