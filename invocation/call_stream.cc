@@ -43,39 +43,22 @@ std::shared_ptr<CallStream::Stream> CallStream::Current() {
   if (!token_.empty()) stream->context.AddMetadata("authorization", "Bearer " + token_);
   stream->rw = stub_->InvokeStream(&stream->context);
   Stream* raw = stream.get();
+  stream->writer = std::thread([raw] { WriteCalls(raw); });
   stream->reader = std::thread([this, raw] { ReadResults(raw); });
   stream_ = stream;
   return stream;
 }
 
-bool CallStream::Send(Stream* stream, api::PipelinedCall call) {
+void CallStream::WriteCalls(Stream* stream) {
   std::vector<api::PipelinedCall> batch;
-  {
-    absl::MutexLock lock(&stream->write_mu);
-    if (stream->closed) return false;
-    if (stream->writing) {
-      stream->queued.push_back(std::move(call));  // the writer sends it before it stops
-      return true;
-    }
-    stream->writing = true;
-    batch.push_back(std::move(call));
-  }
   bool open = true;
-  while (true) {
+  while (stream->outgoing.TakeAll(&batch)) {
     for (size_t i = 0; i < batch.size() && open; ++i) {
       grpc::WriteOptions options;
       if (i + 1 < batch.size()) options.set_buffer_hint();  // the burst goes out together
       open = stream->rw->Write(batch[i], options);
     }
     // After a failed write the reader sees the stream end and fails the calls still pending.
-    batch.clear();
-    absl::MutexLock lock(&stream->write_mu);
-    if (!open || stream->closed) stream->queued.clear();
-    if (stream->queued.empty()) {
-      stream->writing = false;
-      return true;
-    }
-    batch.swap(stream->queued);
   }
 }
 
@@ -103,14 +86,8 @@ void CallStream::ReadResults(Stream* stream) {
     }
   }
   stream->context.TryCancel();  // unblocks a writer stuck on a daemon that stopped reading
-  {
-    absl::MutexLock lock(&stream->write_mu);
-    stream->closed = true;
-    auto idle = [stream]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream->write_mu) {
-      return !stream->writing;
-    };
-    stream->write_mu.Await(absl::Condition(&idle));
-  }
+  stream->outgoing.Close();
+  if (stream->writer.joinable()) stream->writer.join();
   grpc::Status status = stream->rw->Finish();  // no Write runs any more
   absl::Status why = absl::UnavailableError(absl::StrCat(
       "the call stream to the daemon broke: ",
@@ -151,7 +128,7 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
   }
   const uint64_t id = call.call();
   *call.mutable_invoke() = request;
-  if (!Send(stream.get(), std::move(call))) {
+  if (!stream->outgoing.Push(std::move(call))) {
     Complete(id, absl::UnavailableError("cannot reach the daemon (call stream closed)"));
   }
   if (!pending.done.WaitForNotificationWithTimeout(wait) &&

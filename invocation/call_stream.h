@@ -1,16 +1,11 @@
 // Pipelining for the client stub library (issue 7; 000 MinORB: many outstanding calls per
-// connection): ONE InvokeStream to the daemon carries every invocation of a Client. A caller that
-// finds no write in progress writes its call itself, on its own thread (no hand-off); one that
-// finds a write in progress queues its call, and the writer sends everything queued before it
-// gives up the role (a burst goes out as one batch of writes). A reader thread matches each result
-// to its caller by call number. A caller never waits for its result beyond its wait: if no result
-// came in time, the call fails DEADLINE_EXCEEDED and the stream is cancelled (the daemon enforces
-// every call's deadline itself, so silence past the slack means the daemon or the stream is
-// stuck). A write blocks only when HTTP/2 flow control is out of credit, which calls of at most
-// kStreamedCallBytesMax (client.cc; larger ones go unary, with a deadline) reach only with many
-// calls outstanding at once, and then the other callers' timeouts cancel the stream, which ends
-// the blocked write. A broken stream fails the calls on it with UNAVAILABLE and the next call
-// opens a new one.
+// connection): ONE InvokeStream to the daemon carries every invocation of a Client. Callers queue
+// their call and wait; a writer thread sends what is queued (a burst as one batch of writes), a
+// reader thread matches each result to its caller by call number. A caller never blocks on the
+// stream beyond its wait: if no result came in time, the call fails DEADLINE_EXCEEDED and the
+// stream is cancelled (the daemon enforces every call's deadline itself, so silence past the slack
+// means the daemon or the stream is stuck). A broken stream fails the calls on it with UNAVAILABLE
+// and the next call opens a new one.
 #ifndef COHORT_INVOCATION_CALL_STREAM_H_
 #define COHORT_INVOCATION_CALL_STREAM_H_
 
@@ -19,7 +14,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -27,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "nso/handoff_queue.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
@@ -39,7 +34,7 @@ class CallStream {
  public:
   // `stub` outlives this object; `token` is sent as a bearer token when non-empty.
   CallStream(api::Cohort::Stub* stub, std::string token);
-  ~CallStream();  // cancels the stream and joins its reader; no call may be in progress
+  ~CallStream();  // cancels the stream and joins its threads; no call may be in progress
   CallStream(const CallStream&) = delete;
   CallStream& operator=(const CallStream&) = delete;
 
@@ -53,21 +48,18 @@ class CallStream {
   struct Stream {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReaderWriter<api::PipelinedCall, api::PipelinedResult>> rw;
-    std::thread reader;
+    nso::HandoffQueue<api::PipelinedCall> outgoing;  // to the writer thread
+    std::thread reader;  // joins the writer when the stream ends
+    std::thread writer;
     bool broken = false;  // guarded by CallStream::mu_: no call may be registered on it
-    absl::Mutex write_mu;
-    std::vector<api::PipelinedCall> queued ABSL_GUARDED_BY(write_mu);  // for the writer
-    bool writing ABSL_GUARDED_BY(write_mu) = false;  // a caller holds the writer role
-    bool closed ABSL_GUARDED_BY(write_mu) = false;   // the stream is finishing: no more writes
   };
 
   // The stream to send on, opened if there is none or the last one broke.
   std::shared_ptr<Stream> Current();
-  // Sends `call` on the caller's thread when no write is in progress (then also whatever other
-  // callers queue meanwhile), else queues it for the writer. False once the stream is finishing.
-  static bool Send(Stream* stream, api::PipelinedCall call);
+  // Writer thread: sends queued calls until the queue closes (a failed write drains the rest).
+  static void WriteCalls(Stream* stream);
   // Reader thread: completes calls as their results arrive; once the stream ends, fails the calls
-  // still waiting on it, waits out a write in progress and finishes the stream.
+  // still waiting on it, stops the writer and finishes the stream.
   void ReadResults(Stream* stream);
   // Removes the call from the pending map and completes it with `result`; false if someone else
   // already did (the reader, a broken stream, a timeout).

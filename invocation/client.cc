@@ -70,10 +70,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
 
 namespace {
 
-// Calls up to this size are pipelined. Callers write them on the stream themselves
-// (call_stream.h), and a write of one such call can never by itself run out of HTTP/2 flow-control
-// credit (64 KiB to start with), so a frozen daemon cannot hold a lone caller in a write.
-constexpr size_t kStreamedCallBytesMax = 32 << 10;
+constexpr size_t kStreamedCallBytesMax = 1 << 20;
 
 // The client's NSO in a cohortd daemon, over gRPC: invocations pipelined on one stream, the rest
 // unary calls.
@@ -87,10 +84,9 @@ class RemoteClient final : public internal::ClientBackend {
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
-    // A large call goes as a unary RPC of its own (with a deadline): pipelining gains nothing
-    // there, a message over the daemon's size limit then fails alone (RESOURCE_EXHAUSTED) instead
-    // of breaking the stream that the other calls share, and no write on the stream can wait long
-    // for flow-control credit.
+    // A large call goes as a unary RPC of its own: pipelining gains nothing there, and a message
+    // over the daemon's size limit then fails alone (RESOURCE_EXHAUSTED) instead of breaking the
+    // stream that the other calls share.
     if (request.ByteSizeLong() > kStreamedCallBytesMax) {
       return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "nso/handoff_queue.h"
 #include "nso/logging.h"
 #include "nso/status.h"
 
@@ -78,7 +79,7 @@ bool AccessPolicy::auth_enabled() const {
   return !tokens_.empty();
 }
 
-grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
+grpc::Status AccessPolicy::Authenticate(const grpc::ServerContext& context,
                                         std::string* caller) const {
   caller->clear();
   absl::MutexLock lock(&mu_);
@@ -107,7 +108,7 @@ grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
   return grpc::Status::OK;
 }
 
-grpc::Status AccessPolicy::Check(const grpc::ServerContextBase& context, const std::string& group,
+grpc::Status AccessPolicy::Check(const grpc::ServerContext& context, const std::string& group,
                                  Right right) const {
   std::string caller;
   grpc::Status authenticated = Authenticate(context, &caller);
@@ -129,13 +130,13 @@ grpc::Status AccessPolicy::Check(const grpc::ServerContextBase& context, const s
                    RightName(right), ")"));
 }
 
-grpc::Status ApiService::Allowed(grpc::ServerContextBase* context, const std::string& group,
+grpc::Status ApiService::Allowed(grpc::ServerContext* context, const std::string& group,
                                  Right right) const {
   if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
   return policy_->Check(*context, group, right);
 }
 
-grpc::Status ApiService::Authenticated(grpc::ServerContextBase* context) const {
+grpc::Status ApiService::Authenticated(grpc::ServerContext* context) const {
   if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
   std::string caller;
   return policy_->Authenticate(*context, &caller);
@@ -291,6 +292,79 @@ grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::In
   absl::Status status = result.status;
   ToInvokeReply(std::move(result), reply);
   return ToGrpcStatus(status);
+}
+
+grpc::Status ApiService::Serve(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>* stream) {
+  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
+  api::ServantMessage first;
+  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no register");
+
+  if (!first.has_register_()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first servant message must be a register");
+  }
+  if (grpc::Status allowed = Allowed(context, first.register_().group(), Right::kJoin);
+      !allowed.ok()) {
+    return allowed;
+  }
+  auto queue = std::make_shared<HandoffQueue<ServantDelivery>>();
+  uint64_t servant = 0;
+  absl::Status registered = RunOnLoop([&]() -> absl::Status {
+    absl::StatusOr<uint64_t> id = node_->RegisterServant(
+        first.register_().nso(), first.register_().group(),
+        [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); });
+    if (!id.ok()) return id.status();
+    servant = *id;
+    return absl::OkStatus();
+  });
+  if (!registered.ok()) return ToGrpcStatus(registered);
+  api::ServantEvent ack;
+  ack.set_registered(true);
+  ack.set_group(first.register_().group());
+  if (!stream->Write(ack)) {
+    loop_->Post([this, servant] { node_->UnregisterServant(servant); });
+    return grpc::Status(grpc::StatusCode::CANCELLED, "servant gone");
+  }
+  std::thread reader([&] {
+    api::ServantMessage message;
+    while (stream->Read(&message)) {
+      if (!message.has_answer()) continue;
+      const api::ServantMessage::Answer& answer = message.answer();
+      absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
+      loop_->Post([this, servant, number = answer.delivery(), status, more = answer.more(),
+                   payload = std::move(*message.mutable_answer()->mutable_payload())]() mutable {
+        node_->Answer(servant, number, status, std::move(payload), more);
+      });
+    }
+    queue->Close();
+  });
+  std::vector<ServantDelivery> deliveries;
+  api::ServantEvent event;
+  bool open = true;
+  while (open && queue->TakeAll(&deliveries)) {
+    for (size_t i = 0; i < deliveries.size() && open; ++i) {
+      ServantDelivery& delivery = deliveries[i];
+      event.set_delivery(delivery.delivery);
+      event.set_group(delivery.group);
+      event.set_method(delivery.method);
+      event.set_payload(std::move(delivery.payload));
+      event.set_one_way(delivery.one_way);
+      event.set_view_id(delivery.view_id);
+      event.set_group_seq(delivery.group_seq);
+      event.set_state_offset(delivery.state_offset);
+      event.set_state_last(delivery.state_last);
+      // A burst goes out as one batch: every write but the last may wait for the next one.
+      grpc::WriteOptions options;
+      if (i + 1 < deliveries.size()) options.set_buffer_hint();
+      open = stream->Write(event, options);
+    }
+  }
+  context->TryCancel();
+  reader.join();
+  loop_->Post([this, servant] { node_->UnregisterServant(servant); });
+  return grpc::Status::OK;
 }
 
 }  // namespace cohort::nso

@@ -30,10 +30,10 @@ class AccessPolicy {
  public:
   void Update(const Config& config);
   // OK and the token's name in *caller ("" when authentication is off), else UNAUTHENTICATED.
-  grpc::Status Authenticate(const grpc::ServerContextBase& context, std::string* caller) const;
+  grpc::Status Authenticate(const grpc::ServerContext& context, std::string* caller) const;
   // Authenticate, then PERMISSION_DENIED unless the group's acl grants `right` to the caller.
   // A group without an acl (or unknown to the config) allows every right.
-  grpc::Status Check(const grpc::ServerContextBase& context, const std::string& group,
+  grpc::Status Check(const grpc::ServerContext& context, const std::string& group,
                      Right right) const;
   bool auth_enabled() const;
 
@@ -52,11 +52,7 @@ void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);
 
-// The two streams, InvokeStream and Serve, use gRPC's callback API (reactors: api_pipeline.cc,
-// api_serve.cc); the other methods are synchronous handlers.
-class ApiService final
-    : public api::Cohort::WithCallbackMethod_InvokeStream<
-          api::Cohort::WithCallbackMethod_Serve<api::Cohort::Service>> {
+class ApiService final : public api::Cohort::Service {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
       : node_(node), loop_(loop), policy_(policy) {}
@@ -73,27 +69,21 @@ class ApiService final
   grpc::Status Multicast(grpc::ServerContext*, const api::MulticastRequest*, api::Empty*) override;
   grpc::Status Invoke(grpc::ServerContext*, const api::InvokeRequest*, api::InvokeReply*) override;
   // Pipelining: calls read from the stream are handed to the protocol thread without waiting;
-  // the protocol thread's completion starts the result's write itself when no write is in
-  // progress (api_pipeline.cc).
-  grpc::ServerBidiReactor<api::PipelinedCall, api::PipelinedResult>* InvokeStream(
-      grpc::CallbackServerContext* context) override;
-  // A servant's registration and deliveries: the protocol thread starts each delivery's write
-  // itself when no write is in progress (api_serve.cc).
-  grpc::ServerBidiReactor<api::ServantMessage, api::ServantEvent>* Serve(
-      grpc::CallbackServerContext* context) override;
+  // a writer thread sends each result as it completes (api_pipeline.cc).
+  grpc::Status InvokeStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<api::PipelinedResult, api::PipelinedCall>*) override;
+  grpc::Status Serve(grpc::ServerContext*,
+                     grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>*) override;
 
  private:
-  class Pipeline;       // one InvokeStream (api_pipeline.cc)
-  class ServantStream;  // one Serve (api_serve.cc)
-
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);
   grpc::Status InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply);
 
   // OK when there is no policy, else policy_->Check.
-  grpc::Status Allowed(grpc::ServerContextBase* context, const std::string& group,
-                       Right right) const;
-  grpc::Status Authenticated(grpc::ServerContextBase* context) const;
+  grpc::Status Allowed(grpc::ServerContext* context, const std::string& group, Right right) const;
+  grpc::Status Authenticated(grpc::ServerContext* context) const;
 
   Node* node_;
   EventLoop* loop_;
