@@ -151,8 +151,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   request.set_one_way(true);
   request.set_notify_ordered(!(*group)->is_member());
   Group* target = *group;
-  SubmitInCausalOrder(request, CausalLane(target, target->RequestManager()),
-                      [this, target, request] { Submit(target, request); });
+  SubmitInCausalOrder(request, group_name, [this, target, request] { Submit(target, request); });
   return absl::OkStatus();
 }
 
@@ -205,8 +204,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_notify_ordered(!group->is_member());
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
-    SubmitInCausalOrder(request, CausalLane(group, group->RequestManager()),
-                        [this, group, request] { Submit(group, request); });
+    SubmitInCausalOrder(request, group->name(), [this, group, request] { Submit(group, request); });
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
   CallKey key{self_, request.call_id()};
@@ -219,28 +217,17 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     request.set_managed(true);
     call.managed_request = request;
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
-    const NodeId manager = group->members()[call.manager_index % group->members().size()];
     calls_.emplace(key, std::move(call));
-    SubmitInCausalOrder(request, CausalLane(group, manager), [this, group, key] {
+    SubmitInCausalOrder(request, group->name(), [this, group, key] {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendManaged(group, &it->second);  // unless it expired meanwhile
     });
     return;
   }
   calls_.emplace(key, std::move(call));
-  SubmitInCausalOrder(request, CausalLane(group, /*via=*/0), [this, group, key, request] {
+  SubmitInCausalOrder(request, group->name(), [this, group, key, request] {
     if (calls_.count(key)) Submit(group, request);
   });
-}
-
-std::string Node::CausalLane(const Group* group, NodeId via) const {
-  // A member orders its NSOs' calls itself: one route. A non-member's calls reach the group's
-  // order through a request manager (`via`) or, closed calls, multicast to every member (via 0);
-  // FIFO per sender holds along one route only, so a change of route waits, like a change of
-  // group, until the calls before it are ordered (003 section 4.4; found by invocation_e2e_test:
-  // a one-way call through the manager was ordered after the closed call made after it).
-  if (group->is_member()) return group->name();
-  return absl::StrCat(group->name(), "|", via == 0 ? std::string("multicast") : NodeName(via));
 }
 
 void Node::SubmitInCausalOrder(const wire::Request& request, const std::string& group,

@@ -202,8 +202,6 @@ class Node {
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);
   // Through the causal barrier of the request's NSO (003 figure 7).
-  // The causal barrier's lane of a call: its group, and for a non-member the route it takes.
-  std::string CausalLane(const Group* group, NodeId via) const;
   void SubmitInCausalOrder(const wire::Request& request, const std::string& group,
                            std::function<void()> submit);
   void MarkOrdered(uint64_t call_id);

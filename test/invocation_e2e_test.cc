@@ -96,10 +96,12 @@ TEST_CASE("003 s2.1/4.1: every mode x open/closed x ordering, callers inside and
           REQUIRE(client->Invoke(group, "add", "1", Mode::kOneWay, absl::Seconds(10), style).ok());
           expected++;
           // A one-way call returns once accepted, before it is ordered: a later call of the same
-          // client is ordered after it (FIFO per client, whichever route each takes: for a client
-          // outside the group the one-way goes through a request manager and a closed call to
-          // every member), while another client's call need not be. The get is from this client.
-          auto synced = client->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), style);
+          // client along the same route is ordered after it (FIFO per sender), while another
+          // client's call need not be. The get is from this client, and open: for a client
+          // outside the group it goes through the request manager like the one-way call (a closed
+          // call from outside is multicast to every member, another route: RELIABILITY.md,
+          // "Limits").
+          auto synced = client->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
           INFO("get after one-way: " << synced.status().ToString());
           REQUIRE(synced.ok());
           for (const Reply& reply : synced->replies) CHECK(reply.payload == absl::StrCat(expected));
