@@ -130,7 +130,7 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
     return;
   }
   if (instance > next_instance_) {
-    if (message.kind() == wire::ConsensusMessage::DECISION) KeepEarlyDecision(from, message);
+    if (message.kind() == wire::ConsensusMessage::DECISION) KeepEarlyDecision(message);
     SendCatchUpRequest(from, out);  // we missed decisions: ask the sender
     return;
   }
@@ -163,8 +163,7 @@ void ConsensusOrder::AnswerCatchUp(NodeId to, uint64_t instance, ConsensusSends*
   }
 }
 
-void ConsensusOrder::KeepEarlyDecision(NodeId from, const wire::ConsensusMessage& message) {
-  (void)from;
+void ConsensusOrder::KeepEarlyDecision(const wire::ConsensusMessage& message) {
   if (message.instance() >= next_instance_ + kEarlyDecisionsAhead) return;
   EarlyDecision& early = early_decisions_[message.instance()];
   early.value = message.value();
@@ -200,13 +199,6 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
       current->Learn(early->second.value, early->second.round);
       early_decisions_.erase(early);
     }
-    InstanceRecord record;
-    record.instance = next_instance_;
-    record.round = current->decision_round();
-    record.steps = current->decision_steps();
-    record.messages = current->decision().messages_size();
-    records_.push_back(record);
-    if (records_.size() > options_.records_max) records_.pop_front();
     DeliverBatch(current->decision(), out);
     const size_t bytes = current->decision().ByteSizeLong();
     decided_sizes_[next_instance_] = bytes;

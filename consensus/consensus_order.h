@@ -21,7 +21,6 @@
 #define COHORT_CONSENSUS_CONSENSUS_ORDER_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -47,16 +46,7 @@ struct ConsensusOrderOptions {
   // asking for one of them is reported (Outbox::beyond_log) to be re-admitted with the state.
   size_t decided_log_max = 65536;
   size_t decided_log_bytes_max = 64 << 20;
-  size_t records_max = 1024;            // InstanceRecords kept (recent_instances)
   uint64_t probe_ms = 500;              // idle catch-up probe period
-};
-
-// One decided instance, as seen by this member.
-struct InstanceRecord {
-  uint64_t instance = 0;
-  uint32_t round = 0;   // round of the decision
-  uint32_t steps = 0;   // communication steps to this member's decision (004 section 4)
-  uint32_t messages = 0;  // messages in the decided batch
 };
 
 class ConsensusOrder final : public TotalOrder {
@@ -75,8 +65,6 @@ class ConsensusOrder final : public TotalOrder {
   // The lowest instance not yet decided here.
   uint64_t next_instance() const { return next_instance_; }
   std::string Describe() const override;
-  // The most recent decided instances (at most records_max), oldest first.
-  const std::deque<InstanceRecord>& recent_instances() const { return records_; }
 
  private:
   using MessageId = std::pair<NodeId, uint64_t>;  // (origin, seq)
@@ -93,7 +81,7 @@ class ConsensusOrder final : public TotalOrder {
   // next kCatchUpWindow - 1 decided instances: a laggard catches up a window per round trip.
   void AnswerCatchUp(NodeId to, uint64_t instance, ConsensusSends* sends);
   // A decision of a later instance than the next one, kept (bounded) until its turn.
-  void KeepEarlyDecision(NodeId from, const wire::ConsensusMessage& message);
+  void KeepEarlyDecision(const wire::ConsensusMessage& message);
   // Drops decided instances every member has moved past, and any beyond the bounds.
   void PruneDecided();
   // `from` asked about an instance this member no longer holds (rate-limited per member).
@@ -118,7 +106,6 @@ class ConsensusOrder final : public TotalOrder {
   // Instance next_instance_ (when started) and the decided ones before it still kept
   // (PruneDecided); decided_bytes_ is the size of the decisions kept.
   std::map<uint64_t, std::unique_ptr<ChandraToueg>> instances_;
-  std::deque<InstanceRecord> records_;
 
   uint64_t last_diffusion_ms_ = 0;
   uint64_t last_catch_up_ms_ = 0;
