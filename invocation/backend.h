@@ -30,6 +30,8 @@ class ClientBackend {
   virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;
   virtual absl::Status LeaveGroup(const api::GroupRequest& request) = 0;
+  // "local", "grpc" or "in-process" (Client::via).
+  virtual const char* via() const = 0;
 };
 
 // A servant's registration and its delivery stream.

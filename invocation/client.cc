@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "invocation/call_stream.h"
+#include "invocation/local_calls.h"
 #include "nso/status.h"
 
 namespace cohort {
@@ -76,11 +77,15 @@ constexpr size_t kStreamedCallBytesMax = 1 << 20;
 // unary calls.
 class RemoteClient final : public internal::ClientBackend {
  public:
-  RemoteClient(std::shared_ptr<grpc::Channel> channel, std::string token)
+  // `local`: the daemon's local fast path for invocations (null: gRPC only).
+  RemoteClient(std::shared_ptr<grpc::Channel> channel, std::string token,
+               std::unique_ptr<internal::LocalCalls> local)
       : channel_(std::move(channel)),
         stub_(api::Cohort::NewStub(channel_)),
         token_(std::move(token)),
-        calls_(stub_.get(), token_) {}
+        calls_(stub_.get(), token_),
+        local_(std::move(local)) {}
+  const char* via() const override { return local_ ? "local" : "grpc"; }
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
@@ -89,6 +94,10 @@ class RemoteClient final : public internal::ClientBackend {
     // stream that the other calls share.
     if (request.ByteSizeLong() > kStreamedCallBytesMax) {
       return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
+    }
+    if (local_) {
+      std::optional<absl::StatusOr<GroupReplies>> result = local_->Invoke(request, wait);
+      if (result.has_value()) return *std::move(result);
     }
     return calls_.Invoke(request, wait);
   }
@@ -129,7 +138,8 @@ class RemoteClient final : public internal::ClientBackend {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<api::Cohort::Stub> stub_;
   std::string token_;
-  internal::CallStream calls_;  // the pipelined invocations
+  internal::CallStream calls_;  // the pipelined invocations (gRPC)
+  std::unique_ptr<internal::LocalCalls> local_;  // or on the local fast path
 };
 
 }  // namespace
@@ -172,9 +182,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
     return absl::Status(nso::FromGrpcStatus(status).code(),
                         absl::StrCat("attach to daemon at ", address, ": ", status.error_message()));
   }
-  return WithBackend(std::make_unique<RemoteClient>(std::move(channel), options.token),
-                     reply.nso(), reply.node_name());
+  // The local fast path when the daemon offers it and it answers from here (same host); a
+  // refusal or an unreachable socket is not an error: the calls go over gRPC.
+  internal::LocalEndpoint endpoint{reply.local_api(), reply.local_key(), options.token};
+  std::unique_ptr<internal::LocalCalls> local;
+  if (options.local && !endpoint.address.empty()) {
+    absl::StatusOr<std::unique_ptr<internal::LocalLink>> link =
+        internal::LocalLink::Open(endpoint, absl::Seconds(2));
+    if (link.ok()) local = std::make_unique<internal::LocalCalls>(endpoint, *std::move(link));
+  }
+  const bool local_used = local != nullptr;
+  std::unique_ptr<Client> client = WithBackend(
+      std::make_unique<RemoteClient>(std::move(channel), options.token, std::move(local)),
+      reply.nso(), reply.node_name());
+  if (local_used) client->local_endpoint_ = std::move(endpoint);
+  return client;
 }
+
+const char* Client::via() const { return backend_->via(); }
 
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
                                           const std::string& payload, api::Mode mode,

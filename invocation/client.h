@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "invocation/backend.h"
+#include "invocation/local_link.h"
 #include "invocation/reply_collector.h"
 #include "proto/api.grpc.pb.h"
 
@@ -72,6 +73,10 @@ struct ConnectOptions {
   std::string key_file;
   std::string server_name;   // check the daemon's certificate for this name, not the address host
   std::string token;         // sent as metadata "authorization: Bearer <token>" on every call
+  // Invocations and servant traffic over the daemon's local fast path (a Unix socket, served on
+  // its protocol thread; nso/local_api.h) when the daemon offers one and it can be reached from
+  // here (same host); else, or with false, everything goes over gRPC.
+  bool local = true;
 };
 
 // Adds the options' bearer token (if any) to a call's metadata.
@@ -114,6 +119,10 @@ class Client {
 
   uint64_t nso() const { return nso_; }
   const std::string& node_name() const { return node_name_; }
+  // How invocations reach the NSO: "local" (the daemon's Unix socket), "grpc" or "in-process".
+  const char* via() const;
+  // The daemon's local fast path this client uses (address empty when none).
+  const internal::LocalEndpoint& local_endpoint() const { return local_endpoint_; }
 
   // For the runtime (an embedded node, nso/embedded.h): a Client over another way to its NSO.
   static std::unique_ptr<Client> WithBackend(std::unique_ptr<internal::ClientBackend> backend,
@@ -129,6 +138,7 @@ class Client {
   std::unique_ptr<internal::ClientBackend> backend_;  // gRPC to a daemon, or in-process
   uint64_t nso_;
   std::string node_name_;
+  internal::LocalEndpoint local_endpoint_;
 };
 
 // Opens a channel to a daemon's client address with Cohort's message size limits (plaintext).

@@ -87,6 +87,99 @@ class RemoteServant final : public internal::ServantBackend {
   absl::Mutex write_mu_;  // Answer may come from several threads
 };
 
+// A servant's registration over the daemon's local fast path (nso/local_api.h): deliveries and
+// answers as LocalFrames on a Unix socket served by the daemon's protocol thread. Group-to-group
+// calls from a handler go over gRPC.
+class LocalServant final : public internal::ServantBackend {
+ public:
+  LocalServant(internal::LocalEndpoint endpoint, std::shared_ptr<grpc::Channel> channel,
+               std::string token)
+      : endpoint_(std::move(endpoint)), channel_(std::move(channel)),
+        stub_(api::Cohort::NewStub(channel_)), token_(std::move(token)) {}
+
+  absl::Status Register(const api::ServantMessage::Register& request) override {
+    absl::StatusOr<std::unique_ptr<internal::LocalLink>> link =
+        internal::LocalLink::Open(endpoint_, kRegisterTimeout);
+    if (!link.ok()) return link.status();
+    {
+      absl::MutexLock lock(&mu_);
+      link_ = *std::move(link);
+      if (cancelled_) link_->Shutdown();
+    }
+    api::LocalFrame frame;
+    *frame.mutable_servant()->mutable_register_() = request;
+    if (absl::Status written = link_->Write(frame); !written.ok()) return written;
+    api::LocalFrame ack;
+    if (!link_->ReadWithin(&ack, kRegisterTimeout)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the daemon did not acknowledge the registration within ",
+                       absl::FormatDuration(kRegisterTimeout)));
+    }
+    if (ack.has_error()) return ErrorFrom(ack.error());
+    if (!ack.has_event() || !ack.event().registered()) {
+      return absl::UnavailableError("unexpected answer to the registration");
+    }
+    return absl::OkStatus();
+  }
+  bool Next(api::ServantEvent* event) override {
+    api::LocalFrame frame;
+    while (link_->Read(&frame)) {
+      if (frame.has_event()) {
+        *event = std::move(*frame.mutable_event());
+        return true;
+      }
+      if (frame.has_error()) {
+        absl::MutexLock lock(&mu_);
+        end_ = ErrorFrom(frame.error());
+        break;
+      }
+    }
+    return false;
+  }
+  void Answer(const api::ServantMessage::Answer& answer) override {
+    api::LocalFrame frame;
+    *frame.mutable_servant()->mutable_answer() = answer;
+    link_->Write(frame).IgnoreError();  // a broken link ends Next: the servant stops
+  }
+  absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
+                                      absl::Duration wait) override {
+    return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
+  }
+  void Cancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (link_) link_->Shutdown();
+  }
+  absl::Status Finish() override {
+    absl::MutexLock lock(&mu_);
+    if (!end_.ok()) return end_;
+    return cancelled_ ? absl::CancelledError("servant stopped")
+                      : absl::UnavailableError("the daemon closed the servant's local link");
+  }
+
+ private:
+  // The daemon's error text (its status, e.g. "NOT_FOUND: unknown group ...") as a status.
+  static absl::Status ErrorFrom(const std::string& text) {
+    for (int code = 1; code <= 16; ++code) {
+      std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+      if (text.rfind(name + ": ", 0) == 0) {
+        return absl::Status(static_cast<absl::StatusCode>(code), text.substr(name.size() + 2));
+      }
+    }
+    return absl::UnavailableError(text);
+  }
+
+  const internal::LocalEndpoint endpoint_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<api::Cohort::Stub> stub_;
+  const std::string token_;
+  // Set by Register (under mu_, for Cancel) before the delivery thread starts.
+  std::unique_ptr<internal::LocalLink> link_;
+  absl::Mutex mu_;
+  absl::Status end_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& address,
@@ -96,6 +189,11 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
   if (!client.ok()) return client.status();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = DaemonChannel(address, options);
   if (!channel.ok()) return channel.status();
+  if (!(*client)->local_endpoint().address.empty()) {  // the client reached the fast path
+    return WithBackend(std::make_unique<LocalServant>((*client)->local_endpoint(),
+                                                      *std::move(channel), options.token),
+                       (*client)->nso(), group);
+  }
   return WithBackend(std::make_unique<RemoteServant>(*std::move(channel), options.token),
                      (*client)->nso(), group);
 }

@@ -82,8 +82,7 @@ bool AccessPolicy::auth_enabled() const {
 grpc::Status AccessPolicy::Authenticate(const grpc::ServerContext& context,
                                         std::string* caller) const {
   caller->clear();
-  absl::MutexLock lock(&mu_);
-  if (tokens_.empty()) return grpc::Status::OK;
+  if (!auth_enabled()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
@@ -96,7 +95,16 @@ grpc::Status AccessPolicy::Authenticate(const grpc::ServerContext& context,
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "authorization metadata must be \"Bearer <token>\"");
   }
-  std::string token = value.substr(kBearer.size());
+  return AuthenticateToken(value.substr(kBearer.size()), caller);
+}
+
+grpc::Status AccessPolicy::AuthenticateToken(const std::string& token, std::string* caller) const {
+  caller->clear();
+  absl::MutexLock lock(&mu_);
+  if (tokens_.empty()) return grpc::Status::OK;
+  if (token.empty()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this daemon requires a bearer token");
+  }
   const TokenConfig* found = nullptr;
   for (const TokenConfig& t : tokens_) {
     if (SameSecret(t.token, token) && found == nullptr) found = &t;
@@ -113,6 +121,11 @@ grpc::Status AccessPolicy::Check(const grpc::ServerContext& context, const std::
   std::string caller;
   grpc::Status authenticated = Authenticate(context, &caller);
   if (!authenticated.ok()) return authenticated;
+  return CheckCaller(caller, group, right);
+}
+
+grpc::Status AccessPolicy::CheckCaller(const std::string& caller, const std::string& group,
+                                       Right right) const {
   absl::MutexLock lock(&mu_);
   auto it = acls_.find(group);
   if (it == acls_.end()) return grpc::Status::OK;
@@ -160,6 +173,10 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
     reply->set_nso(*nso);
     reply->set_node(node_->self());
     reply->set_node_name(node_->name());
+    if (!local_api_.empty()) {
+      reply->set_local_api(local_api_);
+      reply->set_local_key(local_key_);
+    }
     return absl::OkStatus();
   }));
 }

@@ -36,6 +36,11 @@ class AccessPolicy {
   grpc::Status Check(const grpc::ServerContext& context, const std::string& group,
                      Right right) const;
   bool auth_enabled() const;
+  // The same for the local fast path (nso/local_api.h), which carries the token itself: `token`
+  // is the bare token ("" = none given); the caller's name comes back in *caller.
+  grpc::Status AuthenticateToken(const std::string& token, std::string* caller) const;
+  // Whether the caller named `caller` ("" = anonymous) has `right` on `group`.
+  grpc::Status CheckCaller(const std::string& caller, const std::string& group, Right right) const;
 
  private:
   mutable absl::Mutex mu_;
@@ -58,6 +63,11 @@ class ApiService final : public api::Cohort::Service {
       : node_(node), loop_(loop), policy_(policy) {}
   // Optional: count invocations and multicasts, with latency (set before serving).
   void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
+  // Optional: the local fast path Attach offers (nso/local_api.h; set before serving).
+  void set_local_api(std::string address, uint64_t key) {
+    local_api_ = std::move(address);
+    local_key_ = key;
+  }
 
   grpc::Status Attach(grpc::ServerContext*, const api::AttachRequest*, api::AttachReply*) override;
   grpc::Status CreateGroup(grpc::ServerContext*, const api::CreateGroupRequest*,
@@ -89,6 +99,8 @@ class ApiService final : public api::Cohort::Service {
   EventLoop* loop_;
   const AccessPolicy* policy_;
   InvocationMetrics* metrics_ = nullptr;
+  std::string local_api_;
+  uint64_t local_key_ = 0;
 };
 
 }  // namespace cohort::nso

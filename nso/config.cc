@@ -57,7 +57,7 @@ const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_fi
 const std::vector<absl::string_view> kAuthKeys = {"tokens"};
 const std::vector<absl::string_view> kTokenKeys = {"name", "token", "token_file"};
 const std::vector<absl::string_view> kAclKeys = {"join", "invoke", "admin"};
-const std::vector<absl::string_view> kListenKeys = {"peer", "client"};
+const std::vector<absl::string_view> kListenKeys = {"peer", "client", "local"};
 const std::vector<absl::string_view> kMetricsKeys = {"listen"};
 const std::vector<absl::string_view> kPeerKeys = {"name", "id", "address"};
 const std::vector<absl::string_view> kFailureDetectorKeys = {
@@ -460,7 +460,19 @@ absl::Status ReadSection(const MapView& map, absl::string_view key, Presence pre
 absl::Status ReadListen(const MapView& top, Config* config) {
   return ReadSection(top, "listen", Presence::kRequired, kListenKeys, [config](const MapView& m) {
     CONFIG_RETURN_IF_ERROR(ReadAddress(m, "peer", &config->listen_peer));
-    return ReadAddress(m, "client", &config->listen_client);
+    CONFIG_RETURN_IF_ERROR(ReadAddress(m, "client", &config->listen_client));
+    // local: auto | off | an absolute path for the Unix socket of the local fast path.
+    return ReadKey(m, "local", Presence::kOptional, [config](const Reader& r, const Value& v) {
+      std::string local;
+      CONFIG_RETURN_IF_ERROR(ParseString(r, v, &local));
+      if (local != "auto" && local != "off" && (local.empty() || local[0] != '/' ||
+                                                local.size() > 100)) {
+        return r.ErrorAtLine(v.line, v.path, absl::StrCat("must be auto, off or an absolute path of at most 100 "
+                                         "characters for a Unix socket, got \"", local, "\""));
+      }
+      config->listen_local = local;
+      return absl::OkStatus();
+    });
   });
 }
 

@@ -107,6 +107,9 @@ struct Config {
   std::string cluster = "cohort";  // peers with another cluster name are refused
   std::string listen_peer;    // host:port for daemon-to-daemon traffic
   std::string listen_client;  // host:port for the application gRPC API
+  // listen.local: the local fast path for clients and servants on this host (nso/local_api.h):
+  // "auto" (an abstract Unix socket named after the daemon), "off", or a socket file path.
+  std::string listen_local = "auto";
   std::vector<PeerConfig> peers;  // every daemon of the cluster, this one included
   std::string log_level = "info";  // trace|debug|info|warn|error|off (for ConfigureLogging)
   std::string log_format = "text";  // text|json

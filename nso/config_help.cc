@@ -14,6 +14,8 @@ cluster: cohort               # [cohort] cluster name; peers with another cluste
 listen:                       # required
   peer: 127.0.0.1:7101        # required: host:port for daemon-to-daemon traffic
   client: 127.0.0.1:7201      # required: host:port for the application gRPC API
+  local: auto                 # [auto] the local fast path for clients on this host: auto (an
+                              # abstract Unix socket), off, or an absolute socket file path
 peers:                        # required, non-empty: every daemon of the cluster, this one included
   - {name: n1, id: 1, address: 127.0.0.1:7101}
                               # name: [A-Za-z0-9_.-]{1,64}, unique

@@ -162,7 +162,7 @@ absl::Status Daemon::Start() {
     auto tcp = std::make_unique<TcpTransport>(options, loop_.get());
     if (absl::Status listening = tcp->Listen(); !listening.ok()) return listening;
     TcpTransport* raw = tcp.get();
-    loop_->SetFlush([raw] { raw->Flush(); });
+    loop_->AddFlush([raw] { raw->Flush(); });
     tcp->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
     transport_ = std::move(tcp);
   } else {
@@ -187,6 +187,21 @@ absl::Status Daemon::Start() {
   node_ = std::make_unique<Node>(config_, transport_.get(), incarnation, MonotonicNowMs());
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);
+  // Frames carry batches of payloads: allow the payload limit plus room for headers.
+  int max_message_bytes = static_cast<int>(
+      std::min<int64_t>(config_.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
+  if (config_.listen_local != "off") {
+    LocalApiOptions local;
+    local.listen = config_.listen_local;
+    local.node_name = config_.node;
+    local.frame_bytes_max = static_cast<size_t>(max_message_bytes);
+    local_api_ = std::make_unique<LocalApi>(local, node_.get(), loop_.get(), &policy_,
+                                            &invocation_metrics_);
+    if (absl::Status listening = local_api_->Listen(); !listening.ok()) return listening;
+    LocalApi* raw = local_api_.get();
+    loop_->AddFlush([raw] { raw->Flush(); });
+    api_->set_local_api(local_api_->address(), local_api_->key());
+  }
   admin_ = std::make_unique<AdminService>(
       [this] { return Snapshot(); },
       [this](api::StatusReply* reply) {
@@ -204,9 +219,6 @@ absl::Status Daemon::Start() {
   // The standard grpc.health.v1.Health service and server reflection (grpcurl list/describe).
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  // Frames carry batches of payloads: allow the payload limit plus room for headers.
-  int max_message_bytes = static_cast<int>(
-      std::min<int64_t>(config_.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
   const char* hint = config_.tls.enabled ? " (address in use, or a bad tls key/certificate?)"
                                           : " (address in use?)";
   if (grpc_transport != nullptr) {
@@ -248,6 +260,7 @@ absl::Status Daemon::Start() {
   }
   loop_->Start();
   transport_->Start();
+  if (local_api_) local_api_->Start();
   monitor_ = std::thread([this] { MonitorLoop(); });
   Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}{}", config_.node,
                       config_.node_id, config_.listen_peer, config_.listen_client,
@@ -447,6 +460,7 @@ void Daemon::Shutdown() {
   // flight with CANCELLED, so the servers below have no handler left waiting for it.
   loop_->Stop();
   node_.reset();
+  if (local_api_) local_api_->Shutdown();  // clients see the socket close: their calls fail
   if (client_server_) client_server_->Shutdown(deadline);
   transport_->Shutdown();
   if (peer_server_) peer_server_->Shutdown(deadline);

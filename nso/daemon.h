@@ -23,6 +23,7 @@
 #include "nso/tcp_transport.h"
 #include "nso/http_server.h"
 #include "nso/metrics.h"
+#include "nso/local_api.h"
 #include "nso/node.h"
 
 namespace cohort::nso {
@@ -68,6 +69,7 @@ class Daemon {
   std::unique_ptr<Node> node_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<ApiService> api_;
+  std::unique_ptr<LocalApi> local_api_;  // listen.local (null when off)
   std::unique_ptr<grpc::Server> peer_server_;
   std::unique_ptr<grpc::Server> client_server_;
   std::unique_ptr<AdminService> admin_;

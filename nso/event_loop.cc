@@ -131,10 +131,10 @@ void EventLoop::Run() {
       on_tick_(now_ms);
       next_tick_ms = now_ms + tick_ms_;
     }
-    if (flush_) flush_();
+    for (auto& flush : flushes_) flush();
     WaitAndServe(next_tick_ms);
   }
-  if (flush_) flush_();
+  for (auto& flush : flushes_) flush();
 }
 
 }  // namespace cohort::nso

@@ -45,8 +45,9 @@ class EventLoop {
   bool Watch(int fd, uint32_t epoll_events, IoHandler handler);
   void Rewatch(int fd, uint32_t epoll_events);
   void Unwatch(int fd);
-  // Before Start: runs on the loop thread after every batch of work (tasks, I/O, tick).
-  void SetFlush(std::function<void()> flush) { flush_ = std::move(flush); }
+  // Before Start: runs on the loop thread after every batch of work (tasks, I/O, tick), in the
+  // order added (the peer transport, the local fast path).
+  void AddFlush(std::function<void()> flush) { flushes_.push_back(std::move(flush)); }
 
  private:
   void Run();
@@ -57,7 +58,7 @@ class EventLoop {
   const uint32_t tick_ms_;
   const size_t queue_max_;
   TickFn on_tick_;
-  std::function<void()> flush_;
+  std::vector<std::function<void()>> flushes_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: a Post to a sleeping loop
   std::atomic<bool> sleeping_{false};

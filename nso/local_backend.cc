@@ -50,6 +50,7 @@ absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
 
 class LocalClient final : public internal::ClientBackend {
  public:
+  const char* via() const override { return "in-process"; }
   LocalClient(Node* node, EventLoop* loop) : node_(node), loop_(loop) {}
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,

@@ -11,27 +11,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "nso/framing.h"
 #include "nso/logging.h"
 
 namespace cohort::nso {
 namespace {
 
-constexpr size_t kLengthBytes = 4;
+constexpr size_t kLengthBytes = kFrameLengthBytes;
 constexpr size_t kReadChunk = 64 * 1024;
-
-void PutLength(uint32_t length, std::string* out) {
-  char bytes[kLengthBytes] = {static_cast<char>(length & 0xff),
-                              static_cast<char>((length >> 8) & 0xff),
-                              static_cast<char>((length >> 16) & 0xff),
-                              static_cast<char>((length >> 24) & 0xff)};
-  out->append(bytes, kLengthBytes);
-}
-
-uint32_t GetLength(const char* bytes) {
-  const auto* b = reinterpret_cast<const unsigned char*>(bytes);
-  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
-         static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
-}
 
 // "host:port" resolved to an IPv4 socket address; empty on failure (*error says why).
 bool Resolve(const std::string& address, bool passive, sockaddr_storage* out, socklen_t* length,
@@ -310,7 +297,7 @@ bool TcpTransport::HandleFrames(Connection* connection) {
   bool ok = true;
   wire::PeerFrame frame;
   while (in.size() - offset >= kLengthBytes) {
-    uint32_t length = GetLength(in.data() + offset);
+    uint32_t length = GetFrameLength(in.data() + offset);
     if (length > options_.frame_bytes_max) {
       Log("peer")->warn("frame of {} bytes from node {} refused", length, connection->peer);
       ok = false;
@@ -407,7 +394,7 @@ bool TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
     connection->out.clear();
     connection->out_offset = 0;
   }
-  PutLength(static_cast<uint32_t>(bytes), &connection->out);
+  PutFrameLength(static_cast<uint32_t>(bytes), &connection->out);
   frame.AppendToString(&connection->out);
   counters_.bytes_sent += bytes + kLengthBytes;
   return true;

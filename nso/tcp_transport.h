@@ -4,7 +4,7 @@
 // PROTOCOL THREAD through its epoll (nso/event_loop.h). Frames are a 4-byte little-endian length
 // and a wire::PeerFrame, the same messages as the gRPC peer stream: a Hello each way first, then
 // Frames of envelopes. Everything a batch of protocol work sends to one peer leaves in one Frame
-// and one write when the batch ends (EventLoop::SetFlush), so there is batching without any delay.
+// and one write when the batch ends (EventLoop::AddFlush), so there is batching without any delay.
 //
 // Plaintext only (the loader refuses peer_transport: tcp with TLS). Best effort like every
 // Transport: a broken connection loses what was in flight; the protocols retransmit.

@@ -32,7 +32,7 @@ class Endpoint {
     options.peer_addresses[peer] = "127.0.0.1:" + std::to_string(peer_port);
     transport_ = std::make_unique<TcpTransport>(options, &loop_);
     listening_ = transport_->Listen();
-    loop_.SetFlush([this] { transport_->Flush(); });
+    loop_.AddFlush([this] { transport_->Flush(); });
     transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
       absl::MutexLock lock(&mu_);
       received_.emplace_back(from, std::move(envelope));

@@ -1,0 +1,149 @@
+#include "invocation/local_link.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nso/framing.h"
+
+namespace cohort::internal {
+namespace {
+
+constexpr uint32_t kLocalVersion = 1;
+constexpr size_t kFrameBytesMax = 1u << 30;  // a longer length is garbage: the link breaks
+constexpr size_t kReadChunk = 64 * 1024;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Open(const LocalEndpoint& endpoint,
+                                                           absl::Duration timeout) {
+  if (!absl::StartsWith(endpoint.address, "unix:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local fast path \"", endpoint.address, "\" is not unix:<name>"));
+  }
+  std::string name = endpoint.address.substr(5);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (name.empty() || name.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad local socket name \"", name, "\""));
+  }
+  std::memcpy(address.sun_path, name.data(), name.size());
+  if (name[0] == '@') address.sun_path[0] = '\0';
+  socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    std::string why = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", endpoint.address, ": ", why));
+  }
+  // A daemon that stops taking frames for this long is stuck: the write fails, the link breaks.
+  timeval send_timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  std::unique_ptr<LocalLink> link(new LocalLink(fd));
+  api::LocalFrame hello;
+  hello.mutable_hello()->set_version(kLocalVersion);
+  hello.mutable_hello()->set_key(endpoint.key);
+  hello.mutable_hello()->set_token(endpoint.token);
+  if (absl::Status written = link->Write(hello); !written.ok()) return written;
+  api::LocalFrame answer;
+  if (!link->ReadWithin(&answer, timeout)) {
+    return absl::UnavailableError(
+        absl::StrCat("no hello from the daemon at ", endpoint.address));
+  }
+  if (answer.has_error()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the daemon at ", endpoint.address, " refused: ", answer.error()));
+  }
+  if (!answer.has_hello() || answer.hello().version() != kLocalVersion) {
+    return absl::UnavailableError(absl::StrCat("unexpected answer from ", endpoint.address));
+  }
+  return link;
+}
+
+LocalLink::~LocalLink() {
+  Shutdown();
+  close(fd_);
+}
+
+void LocalLink::Shutdown() {
+  if (!shut_.exchange(true)) shutdown(fd_, SHUT_RDWR);
+}
+
+absl::Status LocalLink::Write(const api::LocalFrame& frame) {
+  absl::MutexLock lock(&write_mu_);
+  out_.clear();
+  nso::AppendFrame(frame, &out_);
+  size_t offset = 0;
+  while (offset < out_.size()) {
+    ssize_t sent = send(fd_, out_.data() + offset, out_.size() - offset, MSG_NOSIGNAL);
+    if (sent > 0) {
+      offset += static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) continue;
+    std::string why = sent < 0 ? std::strerror(errno) : "closed";
+    Shutdown();  // a partial frame cannot be taken back: the link is done
+    return absl::UnavailableError(absl::StrCat("local link to the daemon broke: ", why));
+  }
+  if (out_.capacity() > (1 << 20)) out_ = std::string();  // do not keep a large call's buffer
+  return absl::OkStatus();
+}
+
+bool LocalLink::Fill(int timeout_ms) {
+  while (true) {
+    size_t have = in_.size() - in_offset_;
+    if (have >= nso::kFrameLengthBytes) {
+      uint32_t length = nso::GetFrameLength(in_.data() + in_offset_);
+      if (length > kFrameBytesMax) return false;
+      if (have - nso::kFrameLengthBytes >= length) return true;
+    }
+    if (in_offset_ > 0) {
+      in_.erase(0, in_offset_);
+      in_offset_ = 0;
+    }
+    if (timeout_ms >= 0) {
+      pollfd ready{fd_, POLLIN, 0};
+      int got = poll(&ready, 1, timeout_ms);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+    }
+    if (!chunk_) chunk_ = std::make_unique<char[]>(kReadChunk);  // reused: no zero-fill per read
+    ssize_t got = read(fd_, chunk_.get(), kReadChunk);
+    if (got > 0) {
+      in_.append(chunk_.get(), static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
+bool LocalLink::Read(api::LocalFrame* frame) { return ReadWithin(frame, absl::InfiniteDuration()); }
+
+bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {
+  int timeout_ms = timeout == absl::InfiniteDuration()
+                       ? -1
+                       : static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
+  if (!Fill(timeout_ms)) {
+    Shutdown();
+    return false;
+  }
+  uint32_t length = nso::GetFrameLength(in_.data() + in_offset_);
+  bool ok = frame->ParseFromArray(in_.data() + in_offset_ + nso::kFrameLengthBytes,
+                                  static_cast<int>(length));
+  in_offset_ += nso::kFrameLengthBytes + length;
+  if (!ok) Shutdown();
+  return ok;
+}
+
+}  // namespace cohort::internal

@@ -1,0 +1,37 @@
+// Length-prefixed frames on a byte stream (the raw TCP peer transport and the local fast path):
+// a 4-byte little-endian length, then that many bytes of one protobuf message.
+#ifndef COHORT_NSO_FRAMING_H_
+#define COHORT_NSO_FRAMING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cohort::nso {
+
+constexpr size_t kFrameLengthBytes = 4;
+
+inline void PutFrameLength(uint32_t length, std::string* out) {
+  char bytes[kFrameLengthBytes] = {static_cast<char>(length & 0xff),
+                                   static_cast<char>((length >> 8) & 0xff),
+                                   static_cast<char>((length >> 16) & 0xff),
+                                   static_cast<char>((length >> 24) & 0xff)};
+  out->append(bytes, kFrameLengthBytes);
+}
+
+inline uint32_t GetFrameLength(const char* bytes) {
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes);
+  return static_cast<uint32_t>(b[0]) | static_cast<uint32_t>(b[1]) << 8 |
+         static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
+}
+
+// Appends the message as one frame (M: a protobuf message).
+template <typename M>
+void AppendFrame(const M& message, std::string* out) {
+  PutFrameLength(static_cast<uint32_t>(message.ByteSizeLong()), out);
+  message.AppendToString(out);
+}
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_FRAMING_H_

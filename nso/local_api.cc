@@ -1,0 +1,426 @@
+#include "nso/local_api.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "nso/framing.h"
+#include "nso/logging.h"
+#include "nso/status.h"
+
+namespace cohort::nso {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadBudget = 256 * 1024;  // per readiness event: other sockets get their turn
+constexpr uint32_t kLocalVersion = 1;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Fills a sockaddr_un for "@name" (abstract) or "/path"; false if it does not fit.
+bool UnixAddress(const std::string& name, sockaddr_un* out, socklen_t* length) {
+  std::memset(out, 0, sizeof(*out));
+  out->sun_family = AF_UNIX;
+  if (name.empty() || name.size() >= sizeof(out->sun_path)) return false;
+  std::memcpy(out->sun_path, name.data(), name.size());
+  if (name[0] == '@') out->sun_path[0] = '\0';  // Linux abstract namespace: no file
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  return true;
+}
+
+}  // namespace
+
+struct LocalApi::Connection {
+  enum class Kind { kNew, kCalls, kServant };
+  uint64_t id = 0;
+  int fd = -1;
+  Kind kind = Kind::kNew;
+  bool hello_done = false;
+  bool closing = false;      // an error frame is queued: close once it is written
+  bool want_write = false;   // EPOLLOUT watched
+  std::string caller;        // the token's name ("" = anonymous)
+  std::string in;
+  std::string out;
+  size_t out_offset = 0;
+  uint64_t servant = 0;      // the registered servant (servant connections)
+  bool registering = false;  // RegisterServant runs: deliveries wait in `early`
+  std::vector<ServantDelivery> early;
+  bool dirty = false;        // in dirty_
+};
+
+LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
+                   const AccessPolicy* policy, InvocationMetrics* metrics)
+    : options_(std::move(options)), node_(node), loop_(loop), policy_(policy),
+      metrics_(metrics) {}
+
+LocalApi::~LocalApi() { Shutdown(); }
+
+absl::Status LocalApi::Listen() {
+  std::random_device random;
+  key_ = (static_cast<uint64_t>(random()) << 32) ^ random();
+  std::string name;
+  if (options_.listen == "auto") {
+    name = absl::StrCat("@cohortd-", options_.node_name, "-", getpid(), "-",
+                        absl::Hex(key_ & 0xffffff));
+  } else {
+    name = options_.listen;
+    struct stat info {};
+    if (lstat(name.c_str(), &info) == 0) {
+      if (!S_ISSOCK(info.st_mode)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("listen.local: ", name, " exists and is not a socket"));
+      }
+      unlink(name.c_str());  // a socket file left by an earlier run
+    }
+    socket_file_ = name;
+  }
+  sockaddr_un address{};
+  socklen_t length = 0;
+  if (!UnixAddress(name, &address, &length)) {
+    return absl::InvalidArgumentError(absl::StrCat("listen.local: \"", name, "\" is too long"));
+  }
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      listen(listen_fd_, 128) != 0) {
+    std::string why = std::strerror(errno);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    listen_fd_ = -1;
+    socket_file_.clear();
+    return absl::UnavailableError(absl::StrCat("cannot listen on listen.local ", name, ": ", why));
+  }
+  if (!socket_file_.empty()) chmod(socket_file_.c_str(), 0660);
+  address_ = absl::StrCat("unix:", name);
+  read_buffer_.resize(kReadChunk);
+  return absl::OkStatus();
+}
+
+void LocalApi::Start() {
+  loop_->Post([this] {
+    if (listen_fd_ >= 0) loop_->Watch(listen_fd_, EPOLLIN, [this](uint32_t) { Accept(); });
+  });
+}
+
+void LocalApi::Shutdown() {
+  for (auto& [id, connection] : connections_) close(connection->fd);
+  connections_.clear();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+  if (!socket_file_.empty()) unlink(socket_file_.c_str());
+  socket_file_.clear();
+}
+
+void LocalApi::Accept() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: all taken
+    auto connection = std::make_unique<Connection>();
+    connection->id = next_id_++;
+    connection->fd = fd;
+    uint64_t id = connection->id;
+    connections_[id] = std::move(connection);
+    loop_->Watch(fd, EPOLLIN, [this, id](uint32_t events) { OnEvents(id, events); });
+  }
+}
+
+LocalApi::Connection* LocalApi::Find(uint64_t id) {
+  auto it = connections_.find(id);
+  return it == connections_.end() ? nullptr : it->second.get();
+}
+
+void LocalApi::OnEvents(uint64_t id, uint32_t events) {
+  Connection* connection = Find(id);
+  if (connection == nullptr) return;
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    if (!ReadSome(connection)) {
+      WriteSome(connection);  // a last error frame, best effort
+      return Close(id);
+    }
+  }
+  if ((events & EPOLLOUT) && !WriteSome(connection)) return Close(id);
+}
+
+bool LocalApi::ReadSome(Connection* connection) {
+  size_t taken = 0;
+  bool open = true;
+  while (taken < kReadBudget) {
+    ssize_t got = read(connection->fd, read_buffer_.data(), read_buffer_.size());
+    if (got > 0) {
+      connection->in.append(read_buffer_.data(), static_cast<size_t>(got));
+      taken += static_cast<size_t>(got);
+      if (static_cast<size_t>(got) < read_buffer_.size()) break;  // drained
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    open = false;  // closed by the client, or an error
+    break;
+  }
+  return HandleFrames(connection) && open;
+}
+
+bool LocalApi::HandleFrames(Connection* connection) {
+  size_t offset = 0;
+  std::string& in = connection->in;
+  bool ok = !connection->closing;
+  while (ok && in.size() - offset >= kFrameLengthBytes) {
+    uint32_t length = GetFrameLength(in.data() + offset);
+    if (length > options_.frame_bytes_max) {
+      ok = Fail(connection, absl::StrCat("frame of ", length, " bytes is over the limit of ",
+                                         options_.frame_bytes_max, " bytes"));
+      break;
+    }
+    if (in.size() - offset - kFrameLengthBytes < length) break;
+    scratch_.Clear();
+    if (!scratch_.ParseFromArray(in.data() + offset + kFrameLengthBytes,
+                                 static_cast<int>(length))) {
+      ok = Fail(connection, "undecodable frame (not a cohort.api.LocalFrame)");
+      break;
+    }
+    offset += kFrameLengthBytes + length;
+    ok = HandleFrame(connection, &scratch_);
+  }
+  in.erase(0, offset);
+  return ok;
+}
+
+bool LocalApi::HandleFrame(Connection* connection, api::LocalFrame* frame) {
+  if (!connection->hello_done) {
+    if (!frame->has_hello()) return Fail(connection, "the first frame must be a hello");
+    return OnHello(connection, frame->hello());
+  }
+  switch (frame->kind_case()) {
+    case api::LocalFrame::kCall:
+      if (connection->kind == Connection::Kind::kServant) {
+        return Fail(connection, "a call on a servant connection");
+      }
+      connection->kind = Connection::Kind::kCalls;
+      return OnCall(connection, frame->mutable_call());
+    case api::LocalFrame::kServant:
+      if (connection->kind == Connection::Kind::kCalls) {
+        return Fail(connection, "a servant message on a call connection");
+      }
+      return OnServant(connection, frame->mutable_servant());
+    default:
+      return Fail(connection, absl::StrCat("unexpected frame (kind ",
+                                           static_cast<int>(frame->kind_case()), ")"));
+  }
+}
+
+bool LocalApi::OnHello(Connection* connection, const api::LocalHello& hello) {
+  if (hello.version() != kLocalVersion) {
+    return Fail(connection, absl::StrCat("unsupported local protocol version ", hello.version()));
+  }
+  if (hello.key() != key_) {
+    return Fail(connection, "wrong key: attach to this daemon first (AttachReply.local_key)");
+  }
+  if (policy_ != nullptr) {
+    grpc::Status allowed = policy_->AuthenticateToken(hello.token(), &connection->caller);
+    if (!allowed.ok()) return Fail(connection, allowed.error_message());
+  }
+  connection->hello_done = true;
+  api::LocalFrame answer;
+  answer.mutable_hello()->set_version(kLocalVersion);
+  Queue(connection, answer);
+  return true;
+}
+
+bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
+  const uint64_t id = connection->id;
+  const uint64_t number = call->call();
+  const api::Mode mode = call->invoke().mode();
+  const int64_t start_ns = metrics_ != nullptr ? NowNs() : 0;
+  if (policy_ != nullptr) {
+    grpc::Status allowed =
+        policy_->CheckCaller(connection->caller, call->invoke().group(), Right::kInvoke);
+    if (!allowed.ok()) {
+      OnResult(id, number, mode, start_ns, InvokeResult{FromGrpcStatus(allowed)});
+      return true;
+    }
+  }
+  absl::StatusOr<InvokeOptions> options = ToInvokeOptions(call->invoke());
+  if (!options.ok()) {
+    OnResult(id, number, mode, start_ns, InvokeResult{options.status()});
+    return true;
+  }
+  options->payload = std::move(*call->mutable_invoke()->mutable_payload());
+  node_->Invoke(call->invoke().nso(), *std::move(options),
+                [this, id, number, mode, start_ns](InvokeResult result) {
+                  OnResult(id, number, mode, start_ns, std::move(result));
+                });
+  return true;
+}
+
+void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t start_ns,
+                        InvokeResult result) {
+  grpc::Status status = ToGrpcStatus(result.status);
+  if (metrics_ != nullptr) {
+    metrics_->RecordInvocation(ModeLabel(mode), CodeLabel(status.error_code()),
+                               static_cast<double>(NowNs() - start_ns) / 1e9);
+  }
+  Connection* connection = Find(id);
+  if (connection == nullptr || connection->closing) return;  // the client went away
+  api::LocalFrame frame;
+  api::PipelinedResult* out = frame.mutable_result();
+  out->set_call(call);
+  out->set_status_code(status.error_code());
+  out->set_error(status.error_message());
+  ToInvokeReply(std::move(result), out->mutable_reply());
+  Queue(connection, frame);
+}
+
+bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
+  if (message->has_register_()) {
+    if (connection->kind == Connection::Kind::kServant) {
+      return Fail(connection, "a servant connection registers once");
+    }
+    connection->kind = Connection::Kind::kServant;
+    const api::ServantMessage::Register& request = message->register_();
+    if (policy_ != nullptr) {
+      grpc::Status allowed = policy_->CheckCaller(connection->caller, request.group(), Right::kJoin);
+      if (!allowed.ok()) return Fail(connection, allowed.error_message());
+    }
+    const uint64_t id = connection->id;
+    connection->registering = true;
+    absl::StatusOr<uint64_t> servant = node_->RegisterServant(
+        request.nso(), request.group(),
+        [this, id](ServantDelivery delivery) { OnDelivery(id, std::move(delivery)); });
+    connection->registering = false;
+    if (!servant.ok()) return Fail(connection, servant.status().ToString());
+    connection->servant = *servant;
+    api::LocalFrame ack;
+    ack.mutable_event()->set_registered(true);
+    ack.mutable_event()->set_group(request.group());
+    Queue(connection, ack);
+    std::vector<ServantDelivery> early = std::move(connection->early);
+    for (ServantDelivery& delivery : early) OnDelivery(id, std::move(delivery));
+    return true;
+  }
+  if (message->has_answer()) {
+    if (connection->servant == 0) return Fail(connection, "an answer before the register");
+    api::ServantMessage::Answer* answer = message->mutable_answer();
+    node_->Answer(connection->servant, answer->delivery(),
+                  absl::Status(static_cast<absl::StatusCode>(answer->status_code()),
+                               answer->error()),
+                  std::move(*answer->mutable_payload()), answer->more());
+    return true;
+  }
+  return Fail(connection, "an empty servant message");
+}
+
+void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
+  Connection* connection = Find(id);
+  if (connection == nullptr || connection->closing) return;
+  if (connection->registering) {
+    connection->early.push_back(std::move(delivery));
+    return;
+  }
+  api::LocalFrame frame;
+  api::ServantEvent* event = frame.mutable_event();
+  event->set_delivery(delivery.delivery);
+  event->set_group(std::move(delivery.group));
+  event->set_method(std::move(delivery.method));
+  event->set_payload(std::move(delivery.payload));
+  event->set_one_way(delivery.one_way);
+  event->set_view_id(delivery.view_id);
+  event->set_group_seq(delivery.group_seq);
+  event->set_state_offset(delivery.state_offset);
+  event->set_state_last(delivery.state_last);
+  Queue(connection, frame);
+}
+
+void LocalApi::Queue(Connection* connection, const api::LocalFrame& frame) {
+  if (connection->out_offset > 0 && connection->out_offset == connection->out.size()) {
+    connection->out.clear();
+    connection->out_offset = 0;
+  }
+  AppendFrame(frame, &connection->out);
+  if (!connection->dirty) {
+    connection->dirty = true;
+    dirty_.push_back(connection->id);
+  }
+}
+
+bool LocalApi::Fail(Connection* connection, const std::string& why) {
+  Log("api")->warn("local connection {} closed: {}", connection->id, why);
+  api::LocalFrame frame;
+  frame.set_error(why);
+  Queue(connection, frame);
+  connection->closing = true;
+  return false;
+}
+
+void LocalApi::Flush() {
+  // Closing a servant connection may queue frames for others: loop until nothing is left.
+  std::vector<uint64_t> dirty;
+  while (!dirty_.empty()) {
+    dirty.clear();
+    dirty.swap(dirty_);
+    for (uint64_t id : dirty) {
+      Connection* connection = Find(id);
+      if (connection == nullptr) continue;
+      connection->dirty = false;
+      if (!WriteSome(connection) || connection->closing) {
+        Close(id);
+        continue;
+      }
+      if (connection->out.size() - connection->out_offset > options_.write_buffer_max) {
+        Log("api")->warn("local connection {} does not read what it is sent ({} bytes): closed",
+                         id, connection->out.size() - connection->out_offset);
+        Close(id);
+      }
+    }
+  }
+}
+
+bool LocalApi::WriteSome(Connection* connection) {
+  std::string& out = connection->out;
+  while (connection->out_offset < out.size()) {
+    ssize_t sent = send(connection->fd, out.data() + connection->out_offset,
+                        out.size() - connection->out_offset, MSG_NOSIGNAL);
+    if (sent > 0) {
+      connection->out_offset += static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return false;
+  }
+  if (connection->out_offset == out.size()) {
+    out.clear();
+    connection->out_offset = 0;
+  } else if (connection->out_offset > out.size() / 2) {
+    out.erase(0, connection->out_offset);
+    connection->out_offset = 0;
+  }
+  bool want_write = !out.empty();
+  if (want_write != connection->want_write) {
+    connection->want_write = want_write;
+    loop_->Rewatch(connection->fd, EPOLLIN | (want_write ? EPOLLOUT : 0));
+  }
+  return true;
+}
+
+void LocalApi::Close(uint64_t id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  std::unique_ptr<Connection> connection = std::move(it->second);
+  connections_.erase(it);
+  loop_->Unwatch(connection->fd);
+  close(connection->fd);
+  // Calls of a call connection still complete in the Node; their results find no connection.
+  if (connection->servant != 0) node_->UnregisterServant(connection->servant);
+}
+
+}  // namespace cohort::nso
