@@ -50,6 +50,8 @@ class ServantBackend {
   virtual void Cancel() = 0;
   // Why the stream ended (after Next returned false).
   virtual absl::Status Finish() = 0;
+  // "local", "grpc" or "in-process" (Servant::via).
+  virtual const char* via() const = 0;
 };
 
 }  // namespace internal

@@ -76,6 +76,7 @@ class RemoteServant final : public internal::ServantBackend {
     return internal::InvokeRpc(stub_.get(), request, wait - absl::Seconds(2), token_);
   }
   void Cancel() override { context_.TryCancel(); }
+  const char* via() const override { return "grpc"; }
   absl::Status Finish() override { return nso::FromGrpcStatus(stream_->Finish()); }
 
  private:
@@ -150,6 +151,7 @@ class LocalServant final : public internal::ServantBackend {
     cancelled_ = true;
     if (link_) link_->Shutdown();
   }
+  const char* via() const override { return "local"; }
   absl::Status Finish() override {
     absl::MutexLock lock(&mu_);
     if (!end_.ok()) return end_;

@@ -73,6 +73,8 @@ class Servant {
   // Registers with the daemon and starts delivering. Returns once registered (or why not).
   absl::Status Start();
   void Stop();
+  // How deliveries reach this servant: "local" (the daemon's Unix socket), "grpc", "in-process".
+  const char* via() const { return backend_->via(); }
   // Blocks until the daemon closes the stream or Stop() is called; returns why it ended.
   absl::Status Wait();
   // Without blocking: the stream has ended (why: `*why`, when given). A supervisor starts a new

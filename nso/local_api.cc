@@ -51,6 +51,7 @@ struct LocalApi::Connection {
   bool closing = false;      // an error frame is queued: close once it is written
   bool want_write = false;   // EPOLLOUT watched
   std::string caller;        // the token's name ("" = anonymous)
+  std::string token;         // the hello's bearer token
   std::string in;
   std::string out;
   size_t out_offset = 0;
@@ -228,6 +229,7 @@ bool LocalApi::OnHello(Connection* connection, const api::LocalHello& hello) {
   if (policy_ != nullptr) {
     grpc::Status allowed = policy_->AuthenticateToken(hello.token(), &connection->caller);
     if (!allowed.ok()) return Fail(connection, allowed.error_message());
+    connection->token = hello.token();  // checked again per call: a reload may revoke it
   }
   connection->hello_done = true;
   api::LocalFrame answer;
@@ -242,8 +244,11 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
   const api::Mode mode = call->invoke().mode();
   const int64_t start_ns = metrics_ != nullptr ? NowNs() : 0;
   if (policy_ != nullptr) {
-    grpc::Status allowed =
-        policy_->CheckCaller(connection->caller, call->invoke().group(), Right::kInvoke);
+    // Like the gRPC API, every call is checked against the tokens and ACLs in force now.
+    grpc::Status allowed = policy_->AuthenticateToken(connection->token, &connection->caller);
+    if (allowed.ok()) {
+      allowed = policy_->CheckCaller(connection->caller, call->invoke().group(), Right::kInvoke);
+    }
     if (!allowed.ok()) {
       OnResult(id, number, mode, start_ns, InvokeResult{FromGrpcStatus(allowed)});
       return true;

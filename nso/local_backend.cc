@@ -90,6 +90,7 @@ class LocalServant final : public internal::ServantBackend {
   LocalServant(Node* node, EventLoop* loop)
       : node_(node), loop_(loop), queue_(std::make_shared<HandoffQueue<ServantDelivery>>()) {}
   ~LocalServant() override { Cancel(); }
+  const char* via() const override { return "in-process"; }
 
   absl::Status Register(const api::ServantMessage::Register& request) override {
     std::shared_ptr<HandoffQueue<ServantDelivery>> queue = queue_;

@@ -215,6 +215,9 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // Open group: the client/server group holds this NSO and one server, the request manager,
     // which re-issues the call in the server group and returns the replies (003 section 4.1).
     request.set_managed(true);
+    // The managed reply (or the call's end) tells this node the call was ordered: no member
+    // needs to send an ordered notice (three wake-ups of this node per call, issue 7).
+    request.set_notify_ordered(false);
     call.managed_request = request;
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
     calls_.emplace(key, std::move(call));

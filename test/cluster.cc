@@ -65,6 +65,8 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
         << "log_level: " << options_.log_level << "\n"
         << "listen:\n  peer: 127.0.0.1:" << peer_ports_[i] << "\n  client: 127.0.0.1:"
         << client_ports_[i] << "\n"
+        << (options_.listen_local.empty() ? std::string()
+                                          : "  local: " + options_.listen_local + "\n")
         << peers.str() << options_.extra_yaml << "\n" << options_.groups_yaml << "\n";
     // The loader requires a tls section: plaintext on purpose unless the test sets its own.
     if (options_.extra_yaml.find("tls:") == std::string::npos) out << "tls: {insecure: true}\n";

@@ -25,6 +25,7 @@ struct ClusterOptions {
                             // without tls: the configs get tls: {insecure: true})
   std::string log_level = "warn";
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
+  std::string listen_local;  // listen.local of every daemon ("": the default, auto)
 };
 
 class Cluster {

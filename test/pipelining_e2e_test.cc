@@ -41,7 +41,13 @@ TEST_CASE("pipelining: many callers share one client; a broken stream fails its 
   test::Cluster cluster{{3, kGroups, "", "warn"}};
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
   StartCounters(&cluster, &replicas);
-  auto client = Client::Connect(cluster.ClientAddress(2), "pipelined");
+  // Both ways to the daemon: its local fast path (Unix socket) and the gRPC InvokeStream.
+  ConnectOptions options;
+  options.client_name = "pipelined";
+  options.local = GENERATE(true, false);
+  auto client = Client::Connect(cluster.ClientAddress(2), options);
+  REQUIRE(client.ok());
+  REQUIRE(std::string((*client)->via()) == (options.local ? "local" : "grpc"));
   REQUIRE(client.ok());
   REQUIRE(test::WaitHealthy(client->get(), "counter"));
 
@@ -105,7 +111,13 @@ TEST_CASE("pipelining: a frozen daemon cannot hold a caller; the stream starts a
   test::Cluster cluster{{3, kGroups, "", "warn"}};
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
   StartCounters(&cluster, &replicas);
-  auto client = Client::Connect(cluster.ClientAddress(2), "frozen-daemon");
+  // Both ways to the daemon: its local fast path (Unix socket) and the gRPC InvokeStream.
+  ConnectOptions options;
+  options.client_name = "frozen-daemon";
+  options.local = GENERATE(true, false);
+  auto client = Client::Connect(cluster.ClientAddress(2), options);
+  REQUIRE(client.ok());
+  REQUIRE(std::string((*client)->via()) == (options.local ? "local" : "grpc"));
   REQUIRE(client.ok());
   REQUIRE(test::WaitHealthy(client->get(), "counter"));
   REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5)).ok());
