@@ -489,6 +489,18 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
   }
   servants_[servant].sink({number, group->name(), request.method(), request.payload(),
                            request.one_way(), group->view_id(), group_seq});
+  if (request.one_way()) {
+    // A one-way call gets no answer (proto/api.proto, ServantEvent.one_way): it is done once
+    // handed to the servant. The reply cache records it, so a duplicate is not executed again.
+    auto it = open_deliveries_.find(number);
+    if (it == open_deliveries_.end()) return;  // the sink answered or detached meanwhile
+    const std::string it_group = it->second.group;
+    open_deliveries_.erase(it);
+    open_delivery_by_call_.erase(cache_id);
+    wire::Reply done;
+    done.set_replier(self_);
+    reply_caches_[it_group].Completed(cache_id.first, cache_id.second, done);
+  }
 }
 
 void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,

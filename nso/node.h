@@ -122,6 +122,9 @@ class Node {
   NodeId self() const { return self_; }
   const std::string& name() const { return config_.node; }
   size_t pending_calls() const { return calls_.size(); }
+  // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
+  // are done once handed over).
+  size_t open_deliveries() const { return open_deliveries_.size(); }
   std::vector<const Group*> groups() const;
 
  private:
