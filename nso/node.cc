@@ -724,9 +724,14 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
 
 void Node::Tick(uint64_t now_ms) {
   now_ms_ = std::max(now_ms_, now_ms);
+  // Per group, counted once per tick (not a scan of every call for every group: a daemon may
+  // host thousands of groups and calls).
+  std::map<std::string, size_t, std::less<>> calls_by_group;  // copies: calls end during the loop
+  for (const auto& [key, call] : calls_) ++calls_by_group[call.group];
+  std::map<std::string, size_t, std::less<>> open_by_group;
+  for (const auto& [number, open] : open_deliveries_) ++open_by_group[open.group];
   for (auto& [name, group] : groups_) {
-    bool app_pending = std::any_of(calls_.begin(), calls_.end(),
-                                   [&](const auto& entry) { return entry.second.group == name; });
+    bool app_pending = calls_by_group.count(name) > 0;
     std::vector<consensus::Delivery> deliveries;
     group->Tick(now_ms_, app_pending, &deliveries);
     DeliverAll(group.get(), std::move(deliveries));
@@ -750,7 +755,8 @@ void Node::Tick(uint64_t now_ms) {
     }
     TickServantLost(group.get());
     TickMembership(group.get());
-    TickWatchdog(group.get());
+    auto open = open_by_group.find(name);
+    TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);
   }
   RetryManagedCalls();
   ExpireCalls();

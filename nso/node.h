@@ -225,7 +225,8 @@ class Node {
   void OnServantLost(const std::string& group);
   void TickServantLost(Group* group);
   // Warns (at most every 5 s) when a group's work has made no progress for 2 s (node_watchdog.cc).
-  void TickWatchdog(Group* group);
+  // `open`: the group's deliveries awaiting the servant's answer.
+  void TickWatchdog(Group* group, size_t open);
 
   // Membership (node_membership.cc).
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);

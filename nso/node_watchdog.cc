@@ -12,13 +12,11 @@ constexpr uint64_t kStallMs = 2000;
 constexpr uint64_t kWarnEveryMs = 5000;
 }  // namespace
 
-void Node::TickWatchdog(Group* group) {
+void Node::TickWatchdog(Group* group, size_t open) {
   if (!group->is_member()) return;
   GroupMembership& membership = membership_[group->name()];
   const bool order_waits = group->HasPending();
   const bool requests_wait = !membership.buffered.empty() || !membership.no_servant.empty();
-  const size_t open = std::count_if(open_deliveries_.begin(), open_deliveries_.end(),
-                                    [&](const auto& entry) { return entry.second.group == group->name(); });
   if (!order_waits && !requests_wait && open == 0) return;
   if (now_ms_ < group->last_progress_ms() + kStallMs) return;
   if (membership.stall_warned_ms != 0 && now_ms_ < membership.stall_warned_ms + kWarnEveryMs) return;
