@@ -94,6 +94,8 @@ class ChandraToueg {
   void OnDecision(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   // Answers a message of an earlier round sent by that round's coordinator.
   void AnswerStaleRound(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  // An ACK means its sender decided already (optimisation 3 with n == 3).
+  bool AckMeansDecided() const;
   void AnswerWithDecision(NodeId to, ConsensusSends* out);
   void Decide(const wire::MessageBatch& value, uint32_t round);
   void Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
