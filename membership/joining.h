@@ -43,6 +43,8 @@ class Joiner {
   void StateInstalled() { awaiting_state_ = false; }
   // A join request went out now.
   void Asked(uint64_t now_ms) { last_request_ms_ = now_ms; }
+  // Starts tracking at `now_ms` a node that was not behind until now (a joiner created lazily).
+  void NotBehindUntil(uint64_t now_ms) { behind_since_ms_ = now_ms; }
 
   // `member`: this node is in its current view; `behind`: it heard a newer view than its own.
   Action Tick(uint64_t now_ms, bool member, bool behind);

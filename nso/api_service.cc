@@ -67,7 +67,7 @@ const char* RightName(Right right) {
 void AccessPolicy::Update(const Config& config) {
   std::map<std::string, AclConfig, std::less<>> acls;
   for (const GroupConfig& group : config.groups) {
-    if (group.acl.present) acls[group.name] = group.acl;
+    if (group.acl) acls[group.name] = *group.acl;
   }
   absl::MutexLock lock(&mu_);
   tokens_ = config.tokens;

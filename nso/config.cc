@@ -607,7 +607,10 @@ absl::Status ReadGroup(Reader* reader, const Value& item, const FailureDetectorC
   CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "default_mode", kDefaultModeNames, &group->default_mode));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(*m, "suspect_timeout_ms", &group->suspect_timeout_ms));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(*m, "exclude_timeout_ms", &group->exclude_timeout_ms));
-  return ReadAcl(*m, &group->acl);
+  AclConfig acl;
+  CONFIG_RETURN_IF_ERROR(ReadAcl(*m, &acl));
+  if (acl.present) group->acl = std::make_shared<const AclConfig>(std::move(acl));
+  return absl::OkStatus();
 }
 
 // tls: {ca_file, cert_file, key_file[, server_name]} or {insecure: true}. The files are read when
@@ -709,12 +712,16 @@ absl::Status ReadAuth(const MapView& top, std::vector<TokenConfig>* tokens) {
 
 absl::Status ReadGroups(const MapView& top, const FailureDetectorConfig& fd,
                         std::vector<GroupConfig>* groups) {
-  return ReadList(top, "groups", Presence::kOptional, "groups", [&](const Value& item) {
-    GroupConfig group;
-    CONFIG_RETURN_IF_ERROR(ReadGroup(top.reader(), item, fd, &group));
-    groups->push_back(std::move(group));
-    return absl::OkStatus();
-  });
+  absl::Status read =
+      ReadList(top, "groups", Presence::kOptional, "groups", [&](const Value& item) {
+        GroupConfig group;
+        CONFIG_RETURN_IF_ERROR(ReadGroup(top.reader(), item, fd, &group));
+        group.members.shrink_to_fit();
+        groups->push_back(std::move(group));
+        return absl::OkStatus();
+      });
+  groups->shrink_to_fit();  // kept for the daemon's life: no growth slack (memory, issue 7)
+  return read;
 }
 
 // ---- Cross-checks -----------------------------------------------------------------------------
@@ -833,7 +840,7 @@ absl::Status CheckAclNames(const Reader& reader, const Config& config, const Acl
 absl::Status CheckGroup(const Reader& reader, const Config& config, size_t index) {
   const GroupConfig& group = config.groups[index];
   std::string path = ItemPath("groups", index);
-  CONFIG_RETURN_IF_ERROR(CheckAclNames(reader, config, group.acl, path));
+  if (group.acl) CONFIG_RETURN_IF_ERROR(CheckAclNames(reader, config, *group.acl, path));
   std::set<absl::string_view> seen;
   for (size_t i = 0; i < group.members.size(); ++i) {
     std::string member_path = ItemPath(ChildPath(path, "members"), i);

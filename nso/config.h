@@ -9,6 +9,7 @@
 #define COHORT_NSO_CONFIG_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,7 +58,8 @@ struct GroupConfig {
   // file does not override them. suspect_timeout_ms < exclude_timeout_ms.
   int64_t suspect_timeout_ms = 50;
   int64_t exclude_timeout_ms = 10000;
-  AclConfig acl;
+  // null: no acl section (shared, not copied: most groups have none, memory, issue 7).
+  std::shared_ptr<const AclConfig> acl;
 };
 
 // Two timeouts: an aggressive one on which consensus moves on, a conservative one on which the

@@ -128,7 +128,8 @@ NodeSnapshot TakeSnapshot(const Node& node) {
 
 }  // namespace
 
-Daemon::Daemon(Config config) : config_(std::move(config)) {}
+Daemon::Daemon(Config config)
+    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -184,7 +185,7 @@ absl::Status Daemon::Start() {
   uint64_t incarnation = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  node_ = std::make_unique<Node>(config_, transport_.get(), incarnation, MonotonicNowMs());
+  node_ = std::make_unique<Node>(config_owner_, transport_.get(), incarnation, MonotonicNowMs());
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);
   // Frames carry batches of payloads: allow the payload limit plus room for headers.
@@ -434,7 +435,7 @@ void Daemon::Reload(const Config& fresh) {
   if (peers_changed) ignored.push_back("peers");
   policy_.Update(fresh);
   size_t acls = 0;
-  for (const GroupConfig& group : fresh.groups) acls += group.acl.present ? 1 : 0;
+  for (const GroupConfig& group : fresh.groups) acls += group.acl ? 1 : 0;
   Log("daemon")->info("reload: applied {} auth token(s) and {} group acl(s)", fresh.tokens.size(),
                       acls);
   if (!ignored.empty()) {

@@ -63,7 +63,9 @@ class Daemon {
   void MonitorLoop();
   void SetServing(bool serving, const std::string& why);
 
-  const Config config_;
+  // Shared with the Node (one copy of the configuration in the daemon).
+  const std::shared_ptr<const Config> config_owner_;
+  const Config& config_;
   AccessPolicy policy_;
   std::unique_ptr<PeerTransport> transport_;  // gRPC streams or raw TCP (peer_transport)
   std::unique_ptr<Node> node_;

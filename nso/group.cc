@@ -19,19 +19,37 @@ Group::Group(const GroupConfig& group_config, const Config& config, std::vector<
   InstallView(1, std::move(members), &none);
 }
 
+Group::Rare& Group::rare() {
+  if (!rare_) rare_ = std::make_unique<Rare>();
+  return *rare_;
+}
+
+std::vector<NodeId> Group::TakeExclusions() {
+  return rare_ ? std::move(rare_->exclusions) : std::vector<NodeId>();
+}
+
+std::vector<NodeId> Group::TakeRestarts() {
+  return rare_ ? std::move(rare_->restarts) : std::vector<NodeId>();
+}
+
+std::vector<NodeId> Group::TakeBeyondLog() {
+  return rare_ ? std::move(rare_->beyond_log) : std::vector<NodeId>();
+}
+
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                         std::vector<consensus::Delivery>* deliveries) {
   if (order_ != nullptr) {
     order_->Freeze();
     // Kept for a lagging member to learn the decisions up to the change: until every member of
     // the new view has been heard in it, for at most a minute, and at most 8 views back.
-    retired_[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + 60000};
-    while (retired_.size() > 8) retired_.erase(retired_.begin());
+    std::map<uint64_t, Retired>& retired = rare().retired;
+    retired[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + 60000};
+    while (retired.size() > 8) retired.erase(retired.begin());
   }
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   incarnations_.clear();
-  restarts_flagged_.clear();
+  if (rare_) rare_->restarts_flagged.clear();
   if (view_id > view_id_) counters_.view_changes++;
   view_id_ = view_id;
   members_ = std::move(members);
@@ -41,16 +59,16 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   }
   // A new view starts with fresh suspicions: what was suspected or excluded was about the old one.
   membership::FailureDetectorOptions options;
-  options.suspect_timeout_ms = group_config_.suspect_timeout_ms;
-  options.exclude_timeout_ms = group_config_.exclude_timeout_ms;
+  options.suspect_timeout_ms = config().suspect_timeout_ms;
+  options.exclude_timeout_ms = config().exclude_timeout_ms;
   detector_ = std::make_unique<membership::FailureDetector>(options, peers_, now_ms_);
-  detector_->SetMonitoring(group_config_.liveness == GroupConfig::Liveness::kLively, now_ms_);
+  detector_->SetMonitoring(config().liveness == GroupConfig::Liveness::kLively, now_ms_);
   for (NodeId peer : peers_) last_sent_ms_.try_emplace(peer, 0);
   std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
   last_progress_ms_ = now_ms_;
   if (!IsMember(self_)) return;
-  order_ = MakeTotalOrder(group_config_, config_, members_);
+  order_ = MakeTotalOrder(config(), config_, members_);
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
 }
 
@@ -84,8 +102,9 @@ void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* del
 void Group::Receive(NodeId from, const wire::Envelope& envelope,
                     std::vector<consensus::Delivery>* deliveries) {
   if (envelope.view_id() != view_id_) {
-    auto retired = retired_.find(envelope.view_id());
-    if (retired == retired_.end() || envelope.has_heartbeat()) return;
+    if (!rare_) return;  // no view retired
+    auto retired = rare_->retired.find(envelope.view_id());
+    if (retired == rare_->retired.end() || envelope.has_heartbeat()) return;
     if (!SameIncarnations(from, envelope, &retired->second.incarnations)) return;
     // A lagging member of an old view: answer it; what the old order delivers now is discarded
     // here, since this node has moved past that view's end.
@@ -100,9 +119,9 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     auto known = incarnations_.find(from);
     bool sender_restarted = known != incarnations_.end() && envelope.incarnation() != 0 &&
                             known->second != envelope.incarnation();
-    if (sender_restarted && restarts_flagged_.insert(from).second) {  // once per view
+    if (sender_restarted && rare().restarts_flagged.insert(from).second) {  // once per view
       Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
-      restarts_.push_back(from);
+      rare().restarts.push_back(from);
     }
     return;  // or the sender knows an earlier incarnation of this node: wait to be re-admitted
   }
@@ -133,9 +152,10 @@ bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
 
 void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,
                         int64_t silence_ms) {
-  group_config_.suspect_timeout_ms = suspect_timeout_ms;
-  group_config_.exclude_timeout_ms = exclude_timeout_ms;
-  group_config_.silence_ms = silence_ms;
+  if (!reloaded_) reloaded_ = std::make_unique<GroupConfig>(group_config_);
+  reloaded_->suspect_timeout_ms = suspect_timeout_ms;
+  reloaded_->exclude_timeout_ms = exclude_timeout_ms;
+  reloaded_->silence_ms = silence_ms;
   membership::FailureDetectorOptions options;
   options.suspect_timeout_ms = suspect_timeout_ms;
   options.exclude_timeout_ms = exclude_timeout_ms;
@@ -154,9 +174,11 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   bool all_heard = is_member() && std::all_of(peers_.begin(), peers_.end(), [this](NodeId peer) {
     return incarnations_.count(peer) > 0;
   });
-  for (auto it = retired_.begin(); it != retired_.end();) {
+  std::map<uint64_t, Retired> none;
+  std::map<uint64_t, Retired>& retired = rare_ ? rare_->retired : none;
+  for (auto it = retired.begin(); it != retired.end();) {
     if (now_ms >= it->second.drop_at_ms || all_heard) {
-      it = retired_.erase(it);
+      it = retired.erase(it);
       continue;
     }
     consensus::Outbox outbox;
@@ -169,7 +191,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   // 003 section 3: a lively group always runs the time-silence mechanism; an event-driven group
   // only while messages are pending, and is silent when idle (no retransmissions or probes
   // either: a lagging member catches up when traffic resumes).
-  bool active = group_config_.liveness == GroupConfig::Liveness::kLively || app_pending ||
+  bool active = config().liveness == GroupConfig::Liveness::kLively || app_pending ||
                 HasPending();
   detector_->SetMonitoring(active, now_ms);
   if (!active) return;
@@ -182,7 +204,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
 
 void Group::SendHeartbeats() {
   for (NodeId peer : peers_) {
-    if (now_ms_ - last_sent_ms_[peer] < static_cast<uint64_t>(group_config_.silence_ms)) continue;
+    if (now_ms_ - last_sent_ms_[peer] < static_cast<uint64_t>(config().silence_ms)) continue;
     wire::Envelope envelope;
     envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
     counters_.heartbeats_sent++;
@@ -203,7 +225,7 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
       Flush(view_id_, &outbox, deliveries);
     } else if (event.kind == membership::SuspicionEvent::Kind::kExclude) {
       counters_.exclusions++;
-      exclusions_.push_back(event.node);
+      rare().exclusions.push_back(event.node);
       Log("membership")->warn("group {}: exclude node {} (silent {} ms): proposing view {}",
                               name(), event.node, event.silent_ms, view_id_ + 1);
     }
@@ -214,12 +236,12 @@ void Group::SendTo(NodeId to, wire::Envelope envelope) { SendInView(view_id_, to
 
 void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   envelope.set_version(wire::VERSION_1);
-  envelope.set_group(group_config_.name);
+  envelope.set_group(config().name);
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
   envelope.set_incarnation(incarnation_);
   const std::map<NodeId, uint64_t>& known =
-      view_id == view_id_ ? incarnations_ : retired_.at(view_id).incarnations;
+      view_id == view_id_ ? incarnations_ : rare().retired.at(view_id).incarnations;
   auto receiver = known.find(to);
   if (receiver != known.end()) envelope.set_receiver_incarnation(receiver->second);
   last_sent_ms_[to] = now_ms_;
@@ -236,7 +258,7 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
   if (view_id == view_id_ && !outbox->deliveries.empty()) last_progress_ms_ = now_ms_;
   if (view_id == view_id_) {  // a laggard of a retired view learns of the new one by itself
     for (NodeId node : outbox->beyond_log) {
-      if (node != self_ && IsMember(node)) beyond_log_.push_back(node);
+      if (node != self_ && IsMember(node)) rare().beyond_log.push_back(node);
     }
   }
   for (auto& delivery : outbox->deliveries) deliveries->push_back(std::move(delivery));

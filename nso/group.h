@@ -38,8 +38,8 @@ class Group {
   Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
         Transport* transport, uint64_t incarnation, uint64_t now_ms);
 
-  const std::string& name() const { return group_config_.name; }
-  const GroupConfig& config() const { return group_config_; }
+  const std::string& name() const { return config().name; }
+  const GroupConfig& config() const { return reloaded_ ? *reloaded_ : group_config_; }
   const std::vector<NodeId>& members() const { return members_; }
   uint64_t view_id() const { return view_id_; }
   bool is_member() const { return order_ != nullptr; }
@@ -79,18 +79,20 @@ class Group {
   void SendTo(NodeId to, wire::Envelope envelope);
 
   // Members the detector's exclusion timeout fired for since the last call.
-  std::vector<NodeId> TakeExclusions() { return std::move(exclusions_); }
+  std::vector<NodeId> TakeExclusions();
   // Members heard with a new incarnation (restarted, state lost) since the last call.
-  std::vector<NodeId> TakeRestarts() { return std::move(restarts_); }
+  std::vector<NodeId> TakeRestarts();
   // Members of the current view the order can no longer bring up to date (Outbox::beyond_log)
   // since the last call: they need the state, by a view change re-admitting them.
-  std::vector<NodeId> TakeBeyondLog() { return std::move(beyond_log_); }
+  std::vector<NodeId> TakeBeyondLog();
   // Any envelope of this group from `from` names the view its sender is in.
   void NoteView(NodeId from, uint64_t view_id);
   // The highest view id heard from another node (> view_id() means this node is behind).
   uint64_t highest_view_heard() const { return highest_view_heard_; }
   NodeId highest_view_sender() const { return highest_view_sender_; }
-  bool HasRetiredView(uint64_t view_id) const { return retired_.count(view_id) > 0; }
+  bool HasRetiredView(uint64_t view_id) const {
+    return rare_ != nullptr && rare_->retired.count(view_id) > 0;
+  }
   // `node` sent something in the current view (so it installed it).
   bool HeardInView(NodeId node) const { return incarnations_.count(node) > 0; }
 
@@ -121,7 +123,10 @@ class Group {
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope);
 
-  GroupConfig group_config_;   // timeouts may change on reload (SetTimeouts)
+  // The node's configuration of this group (it outlives the group: no copy per group), and the
+  // copy made only if a reload changes its timeouts (SetTimeouts).
+  const GroupConfig& group_config_;
+  std::unique_ptr<GroupConfig> reloaded_;
   const Config& config_;
   const NodeId self_;
   Transport* const transport_;
@@ -131,14 +136,20 @@ class Group {
   uint64_t now_ms_;
   std::unique_ptr<consensus::TotalOrder> order_;          // null when self is not a member
   std::unique_ptr<membership::FailureDetector> detector_;
-  std::map<uint64_t, Retired> retired_;                   // by view id
   std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
   uint64_t last_progress_ms_ = 0;
-  std::vector<NodeId> beyond_log_;
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer
-  std::vector<NodeId> exclusions_;
-  std::vector<NodeId> restarts_;
-  std::set<NodeId> restarts_flagged_;
+  // What only view changes, restarts, exclusions and laggards need, made on first use (a
+  // daemon may host many idle groups: memory, issue 7).
+  struct Rare {
+    std::map<uint64_t, Retired> retired;  // by view id
+    std::vector<NodeId> beyond_log;
+    std::vector<NodeId> exclusions;
+    std::vector<NodeId> restarts;
+    std::set<NodeId> restarts_flagged;
+  };
+  Rare& rare();
+  std::unique_ptr<Rare> rare_;
   const uint64_t incarnation_;
   std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard
   uint64_t highest_view_heard_ = 0;

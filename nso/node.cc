@@ -28,13 +28,18 @@ invocation::Mode ToMode(GroupConfig::DefaultMode mode) {
 }  // namespace
 
 Node::Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms)
-    : config_(config),
+    : Node(std::make_shared<const Config>(config), transport, incarnation, now_ms) {}
+
+Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t incarnation,
+           uint64_t now_ms)
+    : config_owner_(std::move(config)),
+      config_(*config_owner_),
       transport_(transport),
-      self_(config.node_id),
+      self_(config_.node_id),
       incarnation_(incarnation),
       now_ms_(now_ms),
       // A request never ordered (its group unreachable) holds the next ones for at most this long.
-      causal_barrier_(std::max<int64_t>(config.limits.default_deadline_ms / 5, 200)) {
+      causal_barrier_(std::max<int64_t>(config_.limits.default_deadline_ms / 5, 200)) {
   for (const GroupConfig& group_config : config_.groups) {
     std::vector<NodeId> members;
     for (const std::string& member : group_config.members) {
@@ -341,6 +346,8 @@ void Node::Submit(Group* group, const wire::Request& request) {
 }
 
 void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
+  // Nothing delivered to a group without membership state (an idle one): it gets none (memory).
+  if (deliveries.empty() && membership_.count(group->name()) == 0) return;
   GroupMembership& membership = membership_[group->name()];
   if (membership.joiner.awaiting_state() && membership.servant_lost) {
     // Re-admitted by a view change (it may never have seen the view that removed it): the state
@@ -411,7 +418,9 @@ void Node::ApplyRequest(Group* group, const wire::Request& request) {
 bool Node::CanGiveState(const Group* group) {
   // Its servant holds the group's state: it is attached, and this node is not itself waiting
   // for a state (a joiner whose provider crashed must not hand on an empty object).
-  return HasServant(group->name()) && !membership_[group->name()].joiner.awaiting_state();
+  if (!HasServant(group->name())) return false;
+  auto found = membership_.find(group->name());
+  return found == membership_.end() || !found->second.joiner.awaiting_state();
 }
 
 bool Node::AnyServantAttached(const std::string& group) const {
@@ -675,8 +684,9 @@ void Node::OnServantLost(const std::string& group_name) {
 }
 
 void Node::TickServantLost(Group* group) {
-  GroupMembership& membership = membership_[group->name()];
-  if (!membership.servant_lost) return;
+  auto found = membership_.find(group->name());
+  if (found == membership_.end() || !found->second.servant_lost) return;
+  GroupMembership& membership = found->second;
   if (!group->is_member()) {
     membership.servant_lost = false;
     membership.joiner.set_want_member(AnyServantAttached(group->name()));

@@ -92,6 +92,9 @@ class Node {
 
   // `incarnation` must differ at every start of this node (the daemon uses the wall clock).
   Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms);
+  // The same, sharing the caller's configuration instead of copying it (a daemon's).
+  Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t incarnation,
+       uint64_t now_ms);
   ~Node();
 
   // Transport input and the passage of time.
@@ -260,7 +263,8 @@ class Node {
   void RetryManagedCalls();
   std::string NodeName(NodeId node) const;
 
-  const Config config_;
+  const std::shared_ptr<const Config> config_owner_;
+  const Config& config_;
   Transport* const transport_;
   const NodeId self_;
   const uint64_t incarnation_;

@@ -400,9 +400,16 @@ void Node::SendViewNotice(Group* group, NodeId to) {
 
 void Node::TickMembership(Group* group) {
   ResendStates(group);
+  const bool behind = group->highest_view_heard() > group->view_id();
+  if (membership_.count(group->name()) == 0) {
+    // No entry yet: no servant ever wanted in, nothing was delivered; a joiner in that state does
+    // nothing unless the node is behind. Idle groups get no entry (memory, issue 7); one made now
+    // starts as a joiner that was not behind until now.
+    if (!behind) return;
+    MembershipOf(group).joiner.NotBehindUntil(now_ms_);
+  }
   GroupMembership& membership = MembershipOf(group);
-  switch (membership.joiner.Tick(now_ms_, group->is_member(),
-                                 group->highest_view_heard() > group->view_id())) {
+  switch (membership.joiner.Tick(now_ms_, group->is_member(), behind)) {
     case membership::Joiner::Action::kNone: return;
     case membership::Joiner::Action::kStateLateAsk:
       Log("membership")->warn("group {}: no state for view {} yet: asking to be re-added",

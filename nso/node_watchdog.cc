@@ -14,11 +14,13 @@ constexpr uint64_t kWarnEveryMs = 5000;
 
 void Node::TickWatchdog(Group* group, size_t open) {
   if (!group->is_member()) return;
-  GroupMembership& membership = membership_[group->name()];
+  auto found = membership_.find(group->name());  // none for an idle group: nothing waits
   const bool order_waits = group->HasPending();
-  const bool requests_wait = !membership.buffered.empty() || !membership.no_servant.empty();
+  const bool requests_wait = found != membership_.end() && (!found->second.buffered.empty() ||
+                                                            !found->second.no_servant.empty());
   if (!order_waits && !requests_wait && open == 0) return;
   if (now_ms_ < group->last_progress_ms() + kStallMs) return;
+  GroupMembership& membership = membership_[group->name()];
   if (membership.stall_warned_ms != 0 && now_ms_ < membership.stall_warned_ms + kWarnEveryMs) return;
   membership.stall_warned_ms = now_ms_;
   Log("group")->warn(

@@ -90,11 +90,12 @@ TEST_CASE("auth tokens inline or from a file; acl names are token names or *", "
   CHECK(config.tokens[1].token == "file-secret");
   const GroupConfig* g = config.FindGroup("g");
   REQUIRE(g != nullptr);
-  CHECK(g->acl.present);
-  CHECK(g->acl.join == std::vector<std::string>{"app1"});
-  CHECK(g->acl.invoke == std::vector<std::string>{"*"});
-  CHECK(g->acl.admin.empty());
-  CHECK_FALSE(config.FindGroup("h")->acl.present);
+  REQUIRE(g->acl != nullptr);
+  CHECK(g->acl->present);
+  CHECK(g->acl->join == std::vector<std::string>{"app1"});
+  CHECK(g->acl->invoke == std::vector<std::string>{"*"});
+  CHECK(g->acl->admin.empty());
+  CHECK(config.FindGroup("h")->acl == nullptr);
 }
 
 TEST_CASE("auth and acl errors name file, line and key", "[config]") {

@@ -71,7 +71,11 @@ int main(int argc, char** argv) {
   }
   cohort::nso::ConfigureLogging(config->log_level, config->log_format, config->node);
   std::signal(SIGHUP, OnHangup);  // before Start: an early SIGHUP must not kill the daemon
-  cohort::nso::Daemon daemon(*config);
+  // The daemon keeps the only copy of the configuration (one copy of every group's config).
+  const std::string node = config->node;
+  const std::string listen_peer = config->listen_peer;
+  const std::string listen_client = config->listen_client;
+  cohort::nso::Daemon daemon(*std::move(config));
   absl::Status started = daemon.Start();
   if (!started.ok()) {
     cohort::nso::Log("daemon")->error("{}", std::string(started.message()));
@@ -82,8 +86,8 @@ int main(int argc, char** argv) {
   // not hold its start-up garbage for its whole life.
   malloc_trim(0);
   // One line on stdout whatever the log level, for scripts and tests waiting for readiness.
-  std::printf("cohortd %s ready: peers on %s, clients on %s\n", config->node.c_str(),
-              config->listen_peer.c_str(), config->listen_client.c_str());
+  std::printf("cohortd %s ready: peers on %s, clients on %s\n", node.c_str(),
+              listen_peer.c_str(), listen_client.c_str());
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -96,10 +100,10 @@ int main(int argc, char** argv) {
     if (!fresh.ok()) {
       cohort::nso::Log("daemon")->error("SIGHUP: reload failed, keeping the running config: {}",
                                         std::string(fresh.status().message()));
-    } else if (fresh->node != config->node) {
+    } else if (fresh->node != node) {
       cohort::nso::Log("daemon")->error(
           "SIGHUP: reload failed, keeping the running config: node changed from {} to {}",
-          config->node, fresh->node);
+          node, fresh->node);
     } else {
       daemon.Reload(*fresh);
     }
