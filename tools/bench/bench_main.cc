@@ -1,7 +1,8 @@
 // cohort-bench: measures Cohort against its floors in one run (issue 7).
 //
 //   cohort-bench [--quick] [--sizes 3,5,7] [--callers 1,4,16,64,256] [--payload 100] [--json FILE]
-//                [--plot DIR] [--skip floors,groups,embedded,failover,memory,etcd] [--cohortd PATH]
+//                [--plot DIR] [--skip floors,groups,embedded,failover,memory,etcd,jgroups]
+//                [--cohortd PATH]
 //
 // 1. Floors: a plain gRPC unary echo and a raw TCP ping-pong to a child process.
 // 2. Its own cohortd daemons on loopback (n members + 1 non-member), one in-process echo servant
@@ -13,6 +14,7 @@
 // 4. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
 // 5. Memory: bytes per idle attached NSO and per idle group (RSS delta, tools/bench/memory.h).
 // 6. etcd: 3 members with etcd's own benchmark tool, sequential and 64-client puts (etcd.h).
+// 7. JGroups: 3 members with SEQUENCER and a driver member, wait-for-first/all (jgroups.h).
 // Every workload is bounded by a call budget and a time limit; every child dies with the bench.
 #include <signal.h>
 #include <stdlib.h>
@@ -62,9 +64,11 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
-  --skip LIST           any of floors,groups,embedded,failover,memory,etcd
+  --skip LIST           any of floors,groups,embedded,failover,memory,etcd,jgroups
   --etcd-dir DIR        etcd and etcd-benchmark binaries (default /var/tmp/cohort-etcd/bin,
                         where tools/bench/etcd-build puts them); absent: etcd is skipped
+  --jgroups-dir DIR     jgroups.jar and the compiled driver (default /var/tmp/cohort-jgroups,
+                        where tools/bench/jgroups-build puts them); absent: JGroups is skipped
   --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
   --memory-groups G     single-member groups for the per-group memory figure (default 10000)
   --peer-transport T    grpc or tcp: the daemons' peer_transport (default: cohortd's default)
@@ -99,6 +103,7 @@ struct Options {
   int64_t memory_nsos = 100000;
   int64_t memory_groups = 10000;
   std::string etcd_dir = "/var/tmp/cohort-etcd/bin";
+  std::string jgroups_dir = "/var/tmp/cohort-jgroups";
   int64_t netlab_delay_ms = -1;  // --netlab: daemons in network namespaces, links delayed
   std::string netlab = "/work/shared/netlab/netlab";
   bool netlab_inside = false;    // this process is the re-executed bench inside the lab
@@ -171,7 +176,7 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take(&value)) return fail("--skip: want a list");
       for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         if (part != "floors" && part != "groups" && part != "embedded" && part != "failover" &&
-            part != "memory" && part != "etcd") {
+            part != "memory" && part != "etcd" && part != "jgroups") {
           return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
         }
         options->skip.insert(std::string(part));
@@ -190,6 +195,8 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take(&options->netlab)) return fail("--netlab-script: want a path");
     } else if (arg == "--netlab-inside") {
       options->netlab_inside = true;
+    } else if (arg == "--jgroups-dir") {
+      if (!take(&options->jgroups_dir)) return fail("--jgroups-dir: want a directory");
     } else if (arg == "--etcd-dir") {
       if (!take(&options->etcd_dir)) return fail("--etcd-dir: want a directory");
     } else if (arg == "--json") {
@@ -762,7 +769,9 @@ int Main(int argc, char** argv) {
   if (options.netlab_inside) {
     placement = NetlabPlacement{options.netlab, kNetlabNet};
     report.netlab_delay_ms = options.netlab_delay_ms;
-    for (const char* part : {"embedded", "failover", "memory", "etcd"}) options.skip.insert(part);
+    for (const char* part : {"embedded", "failover", "memory", "etcd", "jgroups"}) {
+      options.skip.insert(part);
+    }
   }
   if (!options.skip.count("groups")) {
     MeasureGroups(options, cohortd, dir, placement ? &*placement : nullptr, &report);
@@ -776,6 +785,16 @@ int Main(int argc, char** argv) {
     if (!report.etcd.measured) Progress("etcd " + report.etcd.note);
   } else {
     report.etcd.note = "skipped (--skip etcd)";
+  }
+  if (!options.skip.count("jgroups")) {
+    Progress("JGroups: 3 members + a driver, SEQUENCER, wait-for-first and wait-for-all");
+    std::string jgroups_logs = dir + "/jgroups";
+    std::filesystem::create_directories(jgroups_logs);
+    report.jgroups =
+        MeasureJGroups(options.jgroups_dir, jgroups_logs, options.payload, options.quick);
+    if (!report.jgroups.measured) Progress("JGroups " + report.jgroups.note);
+  } else {
+    report.jgroups.note = "skipped (--skip jgroups)";
   }
   if (!options.skip.count("failover")) MeasureFailover(options, cohortd, dir, &report);
   if (!options.skip.count("memory")) {

@@ -338,6 +338,39 @@ void PrintReport(const Report& report, std::ostream& out) {
     }
   }
 
+  // JGroups, with Cohort's closed consensus n=3 calls of this run beside it.
+  {
+    const JGroupsResult& g = report.jgroups;
+    out << "\n== JGroups " << g.version << ": 3 members + a driver member on 127.0.0.1, TCP, "
+        << "SEQUENCER (total order), RpcDispatcher echo of " << report.payload_bytes
+        << " B, driver multicasts ==\n";
+    if (g.measured) {
+      out << absl::StrFormat("%-8s %9s %9s %10s %10s %16s %16s\n", "mode", "p50_us", "p99_us",
+                             "ops/s@1", "ops/s@64", "cohort_p50/jg", "cohort_ops64/jg");
+      for (const auto& [name, mode] : {std::pair<const char*, const JGroupsMode*>{"first", &g.first},
+                                       {"all", &g.all}}) {
+        const GroupResult* c = Find(report, 3, "consensus", "closed", name);
+        std::string p50_ratio = "-", ops_ratio = "-";
+        if (c != nullptr && c->series.sequential.calls > 0 && mode->p50_us > 0) {
+          p50_ratio = Num(c->series.sequential.p50_us / mode->p50_us, 2);
+        }
+        const int i64 = CallerIndex(report, 64);
+        double ops64 = c != nullptr && i64 >= 0 && static_cast<size_t>(i64) <
+                                                        c->series.by_callers.size()
+                           ? c->series.by_callers[i64].throughput
+                           : 0;
+        if (ops64 > 0 && mode->ops_64 > 0) ops_ratio = Num(ops64 / mode->ops_64, 2);
+        out << absl::StrFormat("%-8s %9s %9s %10s %10s %16s %16s\n", name, Num(mode->p50_us),
+                               Num(mode->p99_us), Num(mode->ops_1), Num(mode->ops_64), p50_ratio,
+                               ops_ratio);
+      }
+      out << "  cohort_p50/jg: Cohort's closed consensus n=3 p50 of the same mode / JGroups p50 "
+             "(< 1: Cohort faster); cohort_ops64/jg: calls/s with 64 callers, Cohort / JGroups\n";
+    } else {
+      out << "JGroups " << g.note << "\n";
+    }
+  }
+
   // Memory.
   if (report.memory.measured || !report.memory.note.empty()) {
     const MemoryResult& m = report.memory;
@@ -416,6 +449,16 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
     j << ", " << JsonString(name) << ": {\"clients\": " << run->clients << ", \"total\": "
       << run->total << ", \"p50_us\": " << Num(run->p50_us, 1) << ", \"p99_us\": "
       << Num(run->p99_us, 1) << ", \"ops_per_s\": " << Num(run->throughput, 1) << "}";
+  }
+  j << "}";
+  const JGroupsResult& jg = report.jgroups;
+  j << ",\n  \"jgroups\": {\"measured\": " << (jg.measured ? "true" : "false")
+    << ", \"version\": " << JsonString(jg.version) << ", \"note\": " << JsonString(jg.note);
+  for (const auto& [name, mode] : {std::pair<const char*, const JGroupsMode*>{"first", &jg.first},
+                                   {"all", &jg.all}}) {
+    j << ", " << JsonString(name) << ": {\"p50_us\": " << Num(mode->p50_us, 1)
+      << ", \"p99_us\": " << Num(mode->p99_us, 1) << ", \"ops_per_s_1\": " << Num(mode->ops_1, 1)
+      << ", \"ops_per_s_64\": " << Num(mode->ops_64, 1) << "}";
   }
   j << "}";
   const MemoryResult& m = report.memory;

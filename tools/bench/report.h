@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/bench/etcd.h"
+#include "tools/bench/jgroups.h"
 #include "tools/bench/memory.h"
 #include "tools/bench/workload.h"
 
@@ -71,6 +72,7 @@ struct Report {
   std::vector<FailoverResult> failovers;
   MemoryResult memory;  // measured unless --skip memory
   EtcdResult etcd;      // measured unless --skip etcd or etcd is not built
+  JGroupsResult jgroups;  // measured unless --skip jgroups or JGroups is not built
   double total_seconds = 0;
 };
 
