@@ -263,8 +263,10 @@ absl::Status Daemon::Start() {
   transport_->Start();
   if (local_api_) local_api_->Start();
   monitor_ = std::thread([this] { MonitorLoop(); });
-  Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}{}", config_.node,
+  Log("daemon")->info("node {} (id {}) serving peers on {} and clients on {}{}{}{}", config_.node,
                       config_.node_id, config_.listen_peer, config_.listen_client,
+                      local_api_ ? absl::StrCat(" (local fast path ", local_api_->address(), ")")
+                                 : std::string(),
                       config_.tls.enabled ? " (TLS, mutual TLS between peers)"
                       : config_.peer_transport == "tcp" ? " (plaintext, raw TCP between peers)"
                                                         : " (plaintext)",
