@@ -22,6 +22,9 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kReadBudget = 256 * 1024;  // per readiness event: other sockets get their turn
 constexpr uint32_t kLocalVersion = 1;
+// Calls of one connection in flight at once; beyond it a call fails RESOURCE_EXHAUSTED at once
+// (a client that does not wait for its results cannot fill the daemon's memory).
+constexpr size_t kCallsInFlightMax = 1 << 16;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -59,6 +62,7 @@ struct LocalApi::Connection {
   bool registering = false;  // RegisterServant runs: deliveries wait in `early`
   std::vector<ServantDelivery> early;
   bool dirty = false;        // in dirty_
+  size_t calls_in_flight = 0;
 };
 
 LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
@@ -125,6 +129,15 @@ void LocalApi::Shutdown() {
 void LocalApi::Accept() {
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      // Out of descriptors: the pending connection stays, and the socket stays readable; stop
+      // watching it for a while rather than spin the protocol thread (Flush resumes).
+      Log("api")->warn("local fast path: cannot accept ({}): pausing accepts for 100 ms",
+                       std::strerror(errno));
+      loop_->Rewatch(listen_fd_, 0);
+      accept_paused_until_ms_ = MonotonicNowMs() + 100;
+      return;
+    }
     if (fd < 0) return;  // EAGAIN: all taken
     auto connection = std::make_unique<Connection>();
     connection->id = next_id_++;
@@ -259,9 +272,17 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
     OnResult(id, number, mode, start_ns, InvokeResult{options.status()});
     return true;
   }
+  if (connection->calls_in_flight >= kCallsInFlightMax) {
+    OnResult(id, number, mode, start_ns,
+             InvokeResult{absl::ResourceExhaustedError(absl::StrCat(
+                 "over ", kCallsInFlightMax, " calls in flight on this connection"))});
+    return true;
+  }
+  ++connection->calls_in_flight;
   options->payload = std::move(*call->mutable_invoke()->mutable_payload());
   node_->Invoke(call->invoke().nso(), *std::move(options),
                 [this, id, number, mode, start_ns](InvokeResult result) {
+                  if (Connection* owner = Find(id)) --owner->calls_in_flight;
                   OnResult(id, number, mode, start_ns, std::move(result));
                 });
   return true;
@@ -367,6 +388,10 @@ bool LocalApi::Fail(Connection* connection, const std::string& why) {
 }
 
 void LocalApi::Flush() {
+  if (accept_paused_until_ms_ != 0 && MonotonicNowMs() >= accept_paused_until_ms_) {
+    accept_paused_until_ms_ = 0;
+    loop_->Rewatch(listen_fd_, EPOLLIN);
+  }
   // Closing a servant connection may queue frames for others: loop until nothing is left.
   std::vector<uint64_t> dirty;
   while (!dirty_.empty()) {

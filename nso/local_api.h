@@ -95,6 +95,7 @@ class LocalApi {
   std::string socket_file_;  // unlinked at Shutdown ("" for an abstract socket)
   uint64_t key_ = 0;
   int listen_fd_ = -1;
+  uint64_t accept_paused_until_ms_ = 0;  // out of descriptors: accepts resume then (Flush)
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;  // loop thread
   std::vector<uint64_t> dirty_;      // connections with output queued in this batch

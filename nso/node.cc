@@ -503,12 +503,12 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
     // handed to the servant. The reply cache records it, so a duplicate is not executed again.
     auto it = open_deliveries_.find(number);
     if (it == open_deliveries_.end()) return;  // the sink answered or detached meanwhile
-    const std::string it_group = it->second.group;
+    const std::string group_name = it->second.group;
     open_deliveries_.erase(it);
     open_delivery_by_call_.erase(cache_id);
     wire::Reply done;
     done.set_replier(self_);
-    reply_caches_[it_group].Completed(cache_id.first, cache_id.second, done);
+    reply_caches_[group_name].Completed(cache_id.first, cache_id.second, done);
   }
 }
 
