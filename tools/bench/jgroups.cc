@@ -48,6 +48,82 @@ bool Parse(const std::string& output, JGroupsResult* result) {
   return found == 6;
 }
 
+// Starts the member JVMs one at a time (the first becomes coordinator and sequencer); false with
+// *why if one does not listen in time (then none is left running).
+bool StartMembers(const std::string& java, const std::string& classpath,
+                  const std::vector<int>& ports, const std::string& initial,
+                  const std::string& log_prefix, std::vector<pid_t>* members, std::string* why) {
+  for (int i = 0; i < kMembers; ++i) {
+    members->push_back(Spawn({java, "-Djava.net.preferIPv4Stack=true", "-cp", classpath,
+                              "JGroupsBench", "member", absl::StrCat(ports[i]), initial},
+                             absl::StrCat(log_prefix, i + 1, ".log")));
+    // Until it has joined (it prints "ready"), so the first one is the coordinator/sequencer.
+    const std::string log = absl::StrCat(log_prefix, i + 1, ".log");
+    bool ready = false;
+    for (absl::Time end = absl::Now() + absl::Seconds(30); !ready && absl::Now() < end;) {
+      ready = ReadFile(log).find("ready ") != std::string::npos;
+      if (!ready) absl::SleepFor(absl::Milliseconds(50));
+    }
+    if (!ready) {
+      *why = "a JGroups member did not join within 30 s";
+      for (pid_t pid : *members) KillChild(pid);
+      members->clear();
+      return false;
+    }
+  }
+  return true;
+}
+
+// Ports for the members and the driver, and TCPPING's initial hosts.
+std::string Ports(std::vector<int>* ports) {
+  std::vector<std::string> hosts;
+  for (int i = 0; i <= kMembers; ++i) {
+    ports->push_back(FreePort());
+    hosts.push_back(absl::StrCat("127.0.0.1[", ports->back(), "]"));
+  }
+  return absl::StrJoin(hosts, ",");
+}
+
+// "stall_ms S recovered R ok_before A ok_after B failed F".
+bool ParseFailover(const std::string& output, JGroupsFailover* failover) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (w.size() != 10 || w[0] != "stall_ms") continue;
+    double stall = 0;
+    int64_t recovered = 0;
+    if (!absl::SimpleAtod(w[1], &stall) || !absl::SimpleAtoi(w[3], &recovered) ||
+        !absl::SimpleAtoi(w[5], &failover->ok_before) ||
+        !absl::SimpleAtoi(w[7], &failover->ok_after) || !absl::SimpleAtoi(w[9], &failover->failed)) {
+      return false;
+    }
+    failover->stall_ms = stall;
+    failover->recovered = recovered != 0;
+    failover->measured = true;
+    return true;
+  }
+  return false;
+}
+
+JGroupsFailover MeasureFailover(const std::string& java, const std::string& classpath,
+                                const std::string& log_dir, const char* signal, int after_ms) {
+  JGroupsFailover result;
+  std::vector<int> ports;
+  const std::string initial = Ports(&ports);
+  std::vector<pid_t> members;
+  std::string why;
+  const std::string prefix = absl::StrCat(log_dir, "/failover-", signal, "-member");
+  if (!StartMembers(java, classpath, ports, initial, prefix, &members, &why)) return result;
+  const std::string log = absl::StrCat(log_dir, "/failover-", signal, ".log");
+  pid_t driver = Spawn({java, "-Djava.net.preferIPv4Stack=true", "-cp", classpath, "JGroupsBench",
+                        "failover", absl::StrCat(ports[kMembers]), initial, absl::StrCat(kMembers),
+                        absl::StrCat(members[0]), signal, "1000", absl::StrCat(after_ms)},
+                       log);
+  WaitChild(driver, absl::Milliseconds(after_ms) + absl::Seconds(60));
+  for (pid_t pid : members) KillChild(pid);  // SIGKILL also ends a stopped member
+  ParseFailover(ReadFile(log), &result);
+  return result;
+}
+
 }  // namespace
 
 JGroupsResult MeasureJGroups(const std::string& dir, const std::string& log_dir, int payload_bytes,
@@ -65,25 +141,14 @@ JGroupsResult MeasureJGroups(const std::string& dir, const std::string& log_dir,
     result.note = "not measured: no /usr/bin/java";
     return result;
   }
-  std::vector<int> ports;
-  std::vector<std::string> hosts;
-  for (int i = 0; i <= kMembers; ++i) {
-    ports.push_back(FreePort());
-    hosts.push_back(absl::StrCat("127.0.0.1[", ports.back(), "]"));
-  }
-  const std::string initial = absl::StrJoin(hosts, ",");
   const std::string classpath = jar + ":" + dir;
+  std::vector<int> ports;
+  const std::string initial = Ports(&ports);
   std::vector<pid_t> members;
-  for (int i = 0; i < kMembers; ++i) {
-    members.push_back(Spawn({java, "-Djava.net.preferIPv4Stack=true", "-cp", classpath,
-                             "JGroupsBench", "member", absl::StrCat(ports[i]), initial},
-                            absl::StrCat(log_dir, "/member", i + 1, ".log")));
-    // One at a time: the first becomes the coordinator (and the sequencer).
-    if (!WaitForPort(ports[i], absl::Seconds(30))) {
-      result.note = "not measured: a JGroups member did not listen within 30 s";
-      for (pid_t pid : members) KillChild(pid);
-      return result;
-    }
+  std::string why;
+  if (!StartMembers(java, classpath, ports, initial, log_dir + "/member", &members, &why)) {
+    result.note = "not measured: " + why;
+    return result;
   }
   const std::string log = log_dir + "/driver.log";
   pid_t driver = Spawn({java, "-Djava.net.preferIPv4Stack=true", "-cp", classpath, "JGroupsBench",
@@ -100,6 +165,9 @@ JGroupsResult MeasureJGroups(const std::string& dir, const std::string& log_dir,
     return result;
   }
   result.measured = true;
+  result.failover_after_ms = quick ? 5000 : 10000;
+  result.kill = MeasureFailover(java, classpath, log_dir, "KILL", result.failover_after_ms);
+  result.freeze = MeasureFailover(java, classpath, log_dir, "STOP", result.failover_after_ms);
   return result;
 }
 

@@ -6,6 +6,7 @@
 #ifndef COHORT_TOOLS_BENCH_JGROUPS_H_
 #define COHORT_TOOLS_BENCH_JGROUPS_H_
 
+#include <cstdint>
 #include <string>
 
 namespace cohort::bench {
@@ -17,12 +18,24 @@ struct JGroupsMode {
   double ops_64 = 0;  // 64 callers
 };
 
+// A stream of sequential wait-for-majority calls while the first member (JGroups' coordinator and
+// sequencer) is killed -9 or frozen with SIGSTOP, as cohort-bench's own failover scenarios.
+struct JGroupsFailover {
+  bool measured = false;
+  double stall_ms = 0;     // longest gap between completions that ends after the signal
+  bool recovered = false;  // false: no call completed after the signal (stall_ms: a lower bound)
+  int64_t ok_before = 0, ok_after = 0, failed = 0;
+};
+
 struct JGroupsResult {
   bool measured = false;
   std::string version;
   std::string note;  // why not measured
   JGroupsMode first;
   JGroupsMode all;
+  JGroupsFailover kill;    // SIGKILL of the coordinator/sequencer
+  JGroupsFailover freeze;  // SIGSTOP of it
+  int failover_after_ms = 0;  // how long the stream ran after the signal
 };
 
 // `dir` holds jgroups.jar and JGroupsBench.class (tools/bench/jgroups-build); logs go to

@@ -366,6 +366,19 @@ void PrintReport(const Report& report, std::ostream& out) {
       }
       out << "  cohort_p50/jg: Cohort's closed consensus n=3 p50 of the same mode / JGroups p50 "
              "(< 1: Cohort faster); cohort_ops64/jg: calls/s with 64 callers, Cohort / JGroups\n";
+      for (const auto& [name, f] :
+           {std::pair<const char*, const JGroupsFailover*>{"SIGKILL", &g.kill},
+            {"SIGSTOP", &g.freeze}}) {
+        if (!f->measured) {
+          out << "  failover " << name << " of the coordinator/sequencer: not measured\n";
+          continue;
+        }
+        out << absl::StrFormat(
+            "  failover %s of the coordinator/sequencer, wait-for-majority stream: stall %s%s ms"
+            " (ok before %d, after %d, failed %d)\n",
+            name, f->recovered ? "" : "> ", Num(f->stall_ms), f->ok_before, f->ok_after,
+            f->failed);
+      }
     } else {
       out << "JGroups " << g.note << "\n";
     }
@@ -459,6 +472,14 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
     j << ", " << JsonString(name) << ": {\"p50_us\": " << Num(mode->p50_us, 1)
       << ", \"p99_us\": " << Num(mode->p99_us, 1) << ", \"ops_per_s_1\": " << Num(mode->ops_1, 1)
       << ", \"ops_per_s_64\": " << Num(mode->ops_64, 1) << "}";
+  }
+  for (const auto& [name, f] : {std::pair<const char*, const JGroupsFailover*>{"kill", &jg.kill},
+                                {"freeze", &jg.freeze}}) {
+    j << ", " << JsonString(name) << ": {\"measured\": " << (f->measured ? "true" : "false")
+      << ", \"stall_ms\": " << Num(f->stall_ms, 1)
+      << ", \"recovered\": " << (f->recovered ? "true" : "false")
+      << ", \"ok_before\": " << f->ok_before << ", \"ok_after\": " << f->ok_after
+      << ", \"failed\": " << f->failed << ", \"after_ms\": " << jg.failover_after_ms << "}";
   }
   j << "}";
   const MemoryResult& m = report.memory;

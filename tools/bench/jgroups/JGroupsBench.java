@@ -6,6 +6,13 @@
 //
 //   java -cp jgroups.jar:. JGroupsBench member PORT HOSTS
 //   java -cp jgroups.jar:. JGroupsBench driver PORT HOSTS MEMBERS SEQ_MS WINDOW_MS PAYLOAD CALLERS
+//   java -cp jgroups.jar:. JGroupsBench failover PORT HOSTS MEMBERS PID SIGNAL BEFORE_MS AFTER_MS
+//
+// failover: sequential wait-for-majority calls; after BEFORE_MS the driver sends SIGNAL (KILL or
+// STOP) to PID (the first member: coordinator and sequencer) and goes on for AFTER_MS; it prints
+// "stall_ms S recovered R ok_before A ok_after B failed F": the longest gap between completions
+// that ends after the signal (if no call completed after it, the time from the last completion to
+// the end, with recovered 0).
 //
 // HOSTS: the TCPPING initial hosts, e.g. 127.0.0.1[7800],127.0.0.1[7801]. The driver prints one
 // line per measurement: "first|all p50_us P p99_us Q" and "first|all callers C ops/s R".
@@ -16,11 +23,13 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jgroups.Address;
 import org.jgroups.JChannel;
 import org.jgroups.blocks.MethodCall;
 import org.jgroups.blocks.RequestOptions;
 import org.jgroups.blocks.ResponseMode;
 import org.jgroups.blocks.RpcDispatcher;
+import org.jgroups.blocks.RspFilter;
 import org.jgroups.util.RspList;
 
 public class JGroupsBench {
@@ -68,8 +77,8 @@ public class JGroupsBench {
   static void Measure(RpcDispatcher dispatcher, String name, ResponseMode mode, int seqMs,
                       int windowMs, byte[] payload, int[] callers) throws Exception {
     List<Long> took = new ArrayList<>();
-    long warm = System.nanoTime() + 500_000_000L;  // warm-up (JIT): 0.5 s or 200 calls
-    for (int i = 0; i < 200 && System.nanoTime() < warm; ++i) Invoke(dispatcher, payload, mode);
+    long warm = System.nanoTime() + 1_500_000_000L;  // warm-up (JIT): 1.5 s or 2000 calls
+    for (int i = 0; i < 2000 && System.nanoTime() < warm; ++i) Invoke(dispatcher, payload, mode);
     long end = System.nanoTime() + seqMs * 1_000_000L;
     while (System.nanoTime() < end && took.size() < 20000) {
       long start = System.nanoTime();
@@ -107,7 +116,77 @@ public class JGroupsBench {
     }
   }
 
+  static void Failover(RpcDispatcher dispatcher, int members, long pid, String signal,
+                       int beforeMs, int afterMs) throws Exception {
+    byte[] payload = new byte[100];
+    long start = System.nanoTime();
+    long signalAt = 0;
+    long last = start;
+    double stall = 0;
+    boolean recovered = false;
+    long okBefore = 0, okAfter = 0, failed = 0;
+    while (true) {
+      long now = System.nanoTime();
+      if (signalAt == 0 && now - start >= beforeMs * 1_000_000L) {
+        new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start().waitFor();
+        signalAt = System.nanoTime();
+      }
+      if (signalAt != 0 && now - signalAt >= afterMs * 1_000_000L) break;
+      boolean ok = false;
+      try {
+        // Wait-for-majority of the servers: GET_ALL cut short by a filter after a majority.
+        final int majority = members / 2 + 1;
+        RspFilter filter = new RspFilter() {
+          int accepted = 0;
+          public boolean isAcceptable(Object response, Address sender) {
+            ++accepted;
+            return true;
+          }
+          public boolean needMoreResponses() { return accepted < majority; }
+        };
+        RequestOptions options = new RequestOptions(ResponseMode.GET_ALL, 2000);
+        options.exclusionList(dispatcher.getChannel().getAddress());
+        options.rspFilter(filter);
+        RspList<byte[]> replies = dispatcher.callRemoteMethods(null, Call(payload), options);
+        ok = replies.numReceived() >= majority;
+      } catch (Exception e) {
+        ok = false;
+      }
+      long done = System.nanoTime();
+      if (!ok) {
+        ++failed;
+        continue;
+      }
+      if (signalAt == 0) {
+        ++okBefore;
+      } else {
+        ++okAfter;
+        if (done > signalAt) {
+          stall = Math.max(stall, (done - last) / 1e6);
+          recovered = true;
+        }
+      }
+      last = done;
+    }
+    if (!recovered) stall = (System.nanoTime() - last) / 1e6;
+    System.out.println("stall_ms " + Math.round(stall) + " recovered " + (recovered ? 1 : 0)
+        + " ok_before " + okBefore + " ok_after " + okAfter + " failed " + failed);
+  }
+
   public static void main(String[] args) throws Exception {
+    if (args.length >= 8 && args[0].equals("failover")) {
+      JChannel channel = Join(Integer.parseInt(args[1]), args[2]);
+      RpcDispatcher dispatcher = Serve(channel);
+      int members = Integer.parseInt(args[3]);
+      long deadline = System.currentTimeMillis() + 30000;
+      while (channel.getView().size() < members + 1 && System.currentTimeMillis() < deadline) {
+        Thread.sleep(50);
+      }
+      Failover(dispatcher, members, Long.parseLong(args[4]), args[5], Integer.parseInt(args[6]),
+               Integer.parseInt(args[7]));
+      channel.close();
+      System.exit(0);
+    }
     if (args.length >= 3 && args[0].equals("member")) {
       JChannel channel = Join(Integer.parseInt(args[1]), args[2]);
       Serve(channel);
