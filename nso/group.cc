@@ -38,8 +38,8 @@ std::vector<NodeId> Group::TakeBeyondLog() {
 
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                         std::vector<consensus::Delivery>* deliveries) {
-  if (order_ != nullptr) {
-    order_->Freeze();
+  if (member_) {
+    Order().Freeze();  // made now if unused: it answers a laggard of this view as it always did
     // Kept for a lagging member to learn the decisions up to the change: until every member of
     // the new view has been heard in it, for at most a minute, and at most 8 views back.
     std::map<uint64_t, Retired>& retired = rare().retired;
@@ -67,9 +67,14 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
   last_progress_ms_ = now_ms_;
-  if (!IsMember(self_)) return;
-  order_ = MakeTotalOrder(config(), config_, members_);
+  member_ = IsMember(self_);
+  if (!member_) return;
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
+}
+
+consensus::TotalOrder& Group::Order() {
+  if (order_ == nullptr) order_ = MakeTotalOrder(config(), config_, members_);
+  return *order_;
 }
 
 bool Group::IsMember(NodeId node) const {
@@ -94,7 +99,7 @@ NodeId Group::RequestManager() const {
 
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
   consensus::Outbox outbox;
-  uint64_t seq = order_->Broadcast(payload, &outbox);
+  uint64_t seq = Order().Broadcast(payload, &outbox);
   undelivered_[seq] = std::move(payload);
   Flush(view_id_, &outbox, deliveries);
 }
@@ -131,12 +136,12 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     Log("membership")->info("group {}: node {} trusted again after {} ms of silence", name(), from,
                             event.silent_ms);
     consensus::Outbox outbox;
-    order_->Suspect(from, false, &outbox);
+    Order().Suspect(from, false, &outbox);
     Flush(view_id_, &outbox, deliveries);
   }
   if (envelope.has_heartbeat()) return;
   consensus::Outbox outbox;
-  order_->Step(from, envelope, &outbox);
+  Order().Step(from, envelope, &outbox);
   Flush(view_id_, &outbox, deliveries);
 }
 
@@ -196,7 +201,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   detector_->SetMonitoring(active, now_ms);
   if (!active) return;
   consensus::Outbox outbox;
-  order_->Tick(now_ms, &outbox);
+  Order().Tick(now_ms, &outbox);
   Flush(view_id_, &outbox, deliveries);
   SendHeartbeats();
   Detect(now_ms, deliveries);
@@ -221,7 +226,7 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
       Log("membership")->warn("group {}: suspect node {} (silent {} ms)", name(), event.node,
                               event.silent_ms);
       consensus::Outbox outbox;
-      order_->Suspect(event.node, true, &outbox);
+      Order().Suspect(event.node, true, &outbox);
       Flush(view_id_, &outbox, deliveries);
     } else if (event.kind == membership::SuspicionEvent::Kind::kExclude) {
       counters_.exclusions++;
@@ -269,11 +274,14 @@ void Group::Delivered(const consensus::Delivery& delivery) {
 }
 
 const consensus::OrderCounters* Group::order_counters() const {
-  return order_ ? &order_->counters() : nullptr;
+  static const consensus::OrderCounters kUnused;  // an order not made yet has counted nothing
+  if (!member_) return nullptr;
+  return order_ ? &order_->counters() : &kUnused;
 }
 
 std::string Group::DescribeOrder() const {
-  return order_ != nullptr ? order_->Describe() : std::string("no order (not a member)");
+  if (!member_) return "no order (not a member)";
+  return order_ != nullptr ? order_->Describe() : std::string("no order yet (nothing ordered)");
 }
 
 bool Group::HasPending() const { return order_ != nullptr && order_->HasPending(); }

@@ -42,7 +42,9 @@ class Group {
   const GroupConfig& config() const { return reloaded_ ? *reloaded_ : group_config_; }
   const std::vector<NodeId>& members() const { return members_; }
   uint64_t view_id() const { return view_id_; }
-  bool is_member() const { return order_ != nullptr; }
+  bool is_member() const { return member_; }
+  // The current view's total order exists (it is made on first use, see Order()).
+  bool has_order() const { return order_ != nullptr; }
   bool IsMember(NodeId node) const;
   bool suspected(NodeId node) const;
   // Members that the failure detector does not suspect (self included when a member).
@@ -122,6 +124,10 @@ class Group {
   void SendHeartbeats();
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope);
+  // The current view's total order (self a member), made on first use: an idle event-driven
+  // group never touches it, and holds none (memory, issue 7). Nothing reaches an order before
+  // it is made, so a late one is in the state an early one would be in.
+  consensus::TotalOrder& Order();
 
   // The node's configuration of this group (it outlives the group: no copy per group), and the
   // copy made only if a reload changes its timeouts (SetTimeouts).
@@ -134,7 +140,8 @@ class Group {
   std::vector<NodeId> peers_;   // members but self
   uint64_t view_id_ = 1;
   uint64_t now_ms_;
-  std::unique_ptr<consensus::TotalOrder> order_;          // null when self is not a member
+  bool member_ = false;                                   // self is in the current view
+  std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
   std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
   uint64_t last_progress_ms_ = 0;
