@@ -6,6 +6,7 @@
 #ifndef COHORT_INVOCATION_BACKEND_H_
 #define COHORT_INVOCATION_BACKEND_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -40,6 +41,16 @@ class ServantBackend {
   virtual ~ServantBackend() = default;
   // Registers for the group; OK once deliveries will follow.
   virtual absl::Status Register(const api::ServantMessage::Register& request) = 0;
+  // Registers with inline dispatch: `deliver` runs on the node's protocol thread as each delivery
+  // is made, instead of deliveries being queued for Next(). Only an NSO in the same address space
+  // can do it (nso/local_backend.cc); the others answer UNIMPLEMENTED.
+  virtual absl::Status RegisterInline(const api::ServantMessage::Register& request,
+                                      std::function<void(const api::ServantEvent&)> deliver) {
+    (void)request;
+    (void)deliver;
+    return absl::UnimplementedError(
+        "inline dispatch needs the servant's NSO in its address space (an embedded node)");
+  }
   // Blocks for the next delivery, in the group's total order; false once the stream ended.
   virtual bool Next(api::ServantEvent* event) = 0;
   virtual void Answer(const api::ServantMessage::Answer& answer) = 0;

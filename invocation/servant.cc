@@ -240,21 +240,37 @@ absl::Status Servant::Start() {
   request.set_nso(nso_);
   request.set_group(group_);
   for (const auto& [method, handler] : handlers_) request.add_methods(method);
-  absl::Status registered = backend_->Register(request);
+  absl::Status registered =
+      inline_ ? backend_->RegisterInline(request, [this](const api::ServantEvent& event) { Handle(event); })
+              : backend_->Register(request);
   if (!registered.ok()) {
     return absl::Status(registered.code(), absl::StrCat("serve group \"", group_, "\": ",
                                                         registered.message()));
   }
-  thread_ = std::thread([this] { DeliveryLoop(); });
+  if (!inline_) thread_ = std::thread([this] { DeliveryLoop(); });
   return absl::OkStatus();
 }
 
-void Servant::Stop() { backend_->Cancel(); }
+void Servant::Stop() {
+  backend_->Cancel();
+  if (!inline_) return;  // the delivery thread records the end
+  absl::Status status = backend_->Finish();
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  end_status_ = status;
+  done_ = true;
+}
 
 absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
                                                   const std::string& method,
                                                   const std::string& payload, Mode mode,
                                                   absl::Duration deadline) {
+  if (inline_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "servant of group \"", group_, "\" dispatches inline: a group-to-group call from its "
+        "handler would wait for the protocol thread it runs on (use a servant without "
+        "DispatchInline)"));
+  }
   api::InvokeRequest request;
   request.set_nso(nso_);
   request.set_group(group);
@@ -338,31 +354,33 @@ void Servant::TakeStateChunk(const api::ServantEvent& event) {
   if (!status.ok()) std::fprintf(stderr, "cohort servant: SetState: %s\n", status.ToString().c_str());
 }
 
+void Servant::Handle(const api::ServantEvent& event) {
+  if (event.method().empty()) {
+    if (multicast_handler_) multicast_handler_(event.payload());
+    return;
+  }
+  if (event.method() == "$get_state") {  // nso::kGetStateMethod
+    SendState(event.delivery());
+    return;
+  }
+  if (event.method() == "$set_state") {  // nso::kSetStateMethod
+    TakeStateChunk(event);
+    return;
+  }
+  current_group_seq_ = event.group_seq();
+  nested_calls_ = 0;
+  auto it = handlers_.find(event.method());
+  absl::StatusOr<std::string> result =
+      it != handlers_.end()
+          ? it->second(event.payload())
+          : absl::UnimplementedError(absl::StrCat("group \"", group_, "\" has no method \"",
+                                                  event.method(), "\""));
+  if (!event.one_way()) Answer(event.delivery(), result);
+}
+
 void Servant::DeliveryLoop() {
   api::ServantEvent event;
-  while (backend_->Next(&event)) {
-    if (event.method().empty()) {
-      if (multicast_handler_) multicast_handler_(event.payload());
-      continue;
-    }
-    if (event.method() == "$get_state") {  // nso::kGetStateMethod
-      SendState(event.delivery());
-      continue;
-    }
-    if (event.method() == "$set_state") {  // nso::kSetStateMethod
-      TakeStateChunk(event);
-      continue;
-    }
-    current_group_seq_ = event.group_seq();
-    nested_calls_ = 0;
-    auto it = handlers_.find(event.method());
-    absl::StatusOr<std::string> result =
-        it != handlers_.end()
-            ? it->second(event.payload())
-            : absl::UnimplementedError(absl::StrCat("group \"", group_, "\" has no method \"",
-                                                    event.method(), "\""));
-    if (!event.one_way()) Answer(event.delivery(), result);
-  }
+  while (backend_->Next(&event)) Handle(event);
   absl::Status status = backend_->Finish();
   absl::MutexLock lock(&mu_);
   end_status_ = status;

@@ -38,6 +38,8 @@ class EventLoop {
   void Stop();  // runs what is queued, then joins the thread
 
   bool Post(Task task);
+  // True on the loop's own thread (a task, an I/O handler, a tick, a flush).
+  bool InLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
   size_t QueueDepth() const;
 
   // On the loop thread (or before Start): serve `fd` (EPOLLIN/EPOLLOUT...) with `handler` on the

@@ -85,6 +85,18 @@ class LocalClient final : public internal::ClientBackend {
   EventLoop* const loop_;
 };
 
+void ToEvent(ServantDelivery&& delivery, api::ServantEvent* event) {
+  event->set_delivery(delivery.delivery);
+  event->set_group(std::move(delivery.group));
+  event->set_method(std::move(delivery.method));
+  event->set_payload(std::move(delivery.payload));
+  event->set_one_way(delivery.one_way);
+  event->set_view_id(delivery.view_id);
+  event->set_group_seq(delivery.group_seq);
+  event->set_state_offset(delivery.state_offset);
+  event->set_state_last(delivery.state_last);
+}
+
 class LocalServant final : public internal::ServantBackend {
  public:
   LocalServant(Node* node, EventLoop* loop)
@@ -103,21 +115,30 @@ class LocalServant final : public internal::ServantBackend {
       return absl::OkStatus();
     });
   }
+  absl::Status RegisterInline(const api::ServantMessage::Register& request,
+                              std::function<void(const api::ServantEvent&)> deliver) override {
+    return RunOnLoop(loop_, [&]() -> absl::Status {
+      // On the protocol thread, as the node makes each delivery: no queue, no thread switch.
+      absl::StatusOr<uint64_t> id = node_->RegisterServant(
+          request.nso(), request.group(),
+          [deliver = std::move(deliver), cancelled = cancelled_flag_](ServantDelivery delivery) {
+            if (cancelled->load()) return;
+            api::ServantEvent event;
+            ToEvent(std::move(delivery), &event);
+            deliver(event);
+          });
+      if (!id.ok()) return id.status();
+      servant_ = *id;
+      inline_ = true;
+      return absl::OkStatus();
+    });
+  }
   bool Next(api::ServantEvent* event) override {  // the servant's delivery thread only
     if (next_ == batch_.size()) {
       next_ = 0;
       if (!queue_->TakeAll(&batch_)) return false;
     }
-    ServantDelivery& delivery = batch_[next_++];
-    event->set_delivery(delivery.delivery);
-    event->set_group(std::move(delivery.group));
-    event->set_method(std::move(delivery.method));
-    event->set_payload(std::move(delivery.payload));
-    event->set_one_way(delivery.one_way);
-    event->set_view_id(delivery.view_id);
-    event->set_group_seq(delivery.group_seq);
-    event->set_state_offset(delivery.state_offset);
-    event->set_state_last(delivery.state_last);
+    ToEvent(std::move(batch_[next_++]), event);
     return true;
   }
   void Answer(const api::ServantMessage::Answer& answer) override {
@@ -133,10 +154,19 @@ class LocalServant final : public internal::ServantBackend {
   }
   void Cancel() override {
     if (cancelled_.exchange(true)) return;
+    cancelled_flag_->store(true);  // an inline servant gets no delivery after this
     queue_->Close();
-    if (servant_ != 0) {
-      loop_->Post([node = node_, servant = servant_] { node->UnregisterServant(servant); });
+    if (servant_ == 0) return;
+    if (inline_ && !loop_->InLoopThread()) {
+      // Synchronously, so no inline delivery is running or will run once Cancel returns (the
+      // sink refers to the Servant, which may be destroyed next).
+      (void)RunOnLoop(loop_, [node = node_, servant = servant_] {
+        node->UnregisterServant(servant);
+        return absl::OkStatus();
+      });
+      return;
     }
+    loop_->Post([node = node_, servant = servant_] { node->UnregisterServant(servant); });
   }
   absl::Status Finish() override {
     return cancelled_ ? absl::CancelledError("servant stopped") : absl::OkStatus();
@@ -147,7 +177,10 @@ class LocalServant final : public internal::ServantBackend {
   EventLoop* const loop_;
   std::shared_ptr<HandoffQueue<ServantDelivery>> queue_;
   uint64_t servant_ = 0;  // set by Register, before the delivery thread starts
+  bool inline_ = false;   // registered by RegisterInline
   std::atomic<bool> cancelled_{false};
+  // Read by the inline sink on the protocol thread, which may outlive this object's Cancel.
+  std::shared_ptr<std::atomic<bool>> cancelled_flag_ = std::make_shared<std::atomic<bool>>(false);
   std::vector<ServantDelivery> batch_;  // delivery thread only
   size_t next_ = 0;
 };

@@ -31,10 +31,11 @@ struct EmbeddedCounter {
   std::unique_ptr<Servant> servant;
   std::atomic<int64_t> value{0};
 
-  absl::Status Start(EmbeddedNode* node) {
+  absl::Status Start(EmbeddedNode* node, bool dispatch_inline = false) {
     auto created = node->CreateServant("counter", "embedded-counter");
     if (!created.ok()) return created.status();
     servant = std::move(*created);
+    if (dispatch_inline) servant->DispatchInline();
     servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
       int64_t delta = 0;
       if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
@@ -42,6 +43,12 @@ struct EmbeddedCounter {
     });
     servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
       return absl::StrCat(value.load());
+    });
+    // A group-to-group call from the handler (003 section 4.3); its status is the reply.
+    servant->Serve("nested", [this](const std::string&) -> absl::StatusOr<std::string> {
+      auto call = servant->InvokeGroup("counter", "get", "", Mode::kFirst);
+      if (!call.ok()) return call.status();
+      return std::string("nested call answered");
     });
     return servant->Start();
   }
@@ -130,5 +137,93 @@ TEST_CASE("embedded node: a member of a group with three daemons invokes and ser
   local.servant.reset();
   replicas.clear();
   (*node)->Shutdown();
+}
+
+constexpr char kInlineGroups[] = R"(groups:
+  - name: counter
+    members: [n1, n2, n3]
+    ordering: consensus
+)";
+
+TEST_CASE("embedded nodes: inline servants keep one total order and refuse nested calls", "[e2e]") {
+  // n1..n3 are embedded nodes of this process, each with an inline servant; n4 is a cohortd.
+  test::Cluster cluster{{4, kInlineGroups, "", "warn"}};
+  REQUIRE(cluster.StartNode(4));
+  std::vector<std::unique_ptr<EmbeddedNode>> nodes;
+  std::vector<std::unique_ptr<EmbeddedCounter>> counters;
+  for (int i = 1; i <= 3; ++i) {
+    auto node = EmbeddedNode::StartFromFile(cluster.ConfigPath(i));
+    REQUIRE(node.ok());
+    nodes.push_back(*std::move(node));
+    counters.push_back(std::make_unique<EmbeddedCounter>());
+  }
+  for (int i = 0; i < 3; ++i) {
+    EmbeddedCounter& counter = *counters[i];
+    REQUIRE(counter.Start(nodes[i].get(), /*dispatch_inline=*/true).ok());
+  }
+  auto c1 = nodes[0]->Connect("app-1");
+  auto c2 = nodes[1]->Connect("app-2");
+  REQUIRE(c1.ok());
+  REQUIRE(c2.ok());
+  REQUIRE(test::WaitHealthy(c1->get(), "counter"));
+
+  SECTION("concurrent callers on two nodes: every replica applies every call in one order") {
+    constexpr int kThreads = 4;
+    constexpr int kCalls = 25;
+    std::atomic<int> failures{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 2 * kThreads; ++t) {
+      Client* client = t % 2 == 0 ? c1->get() : c2->get();
+      callers.emplace_back([&, client] {
+        for (int i = 0; i < kCalls; ++i) {
+          auto result = client->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(5));
+          if (!result.ok() || result->replies.size() < result->wanted) failures++;
+        }
+      });
+    }
+    for (std::thread& caller : callers) caller.join();
+    CHECK(failures.load() == 0);
+    auto all = (*c2)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+    REQUIRE(all.ok());
+    REQUIRE(all->replies.size() == 3);
+    for (const Reply& reply : all->replies) CHECK(reply.payload == absl::StrCat(2 * kThreads * kCalls));
+    // The replies of each add were the counter's successive values: one total order.
+    for (auto& counter : counters) CHECK(counter->value.load() == 2 * kThreads * kCalls);
+  }
+
+  SECTION("a group-to-group call from an inline handler is refused with a clear error") {
+    // Every replica's handler is refused at once (a wait would never end: it would need the
+    // protocol thread the handler runs on).
+    auto result = (*c1)->Invoke("counter", "nested", "", Mode::kAll, absl::Seconds(5));
+    REQUIRE(result.ok());
+    REQUIRE(result->replies.size() == 3);
+    for (const Reply& reply : result->replies) {
+      CHECK(reply.status.code() == absl::StatusCode::kFailedPrecondition);
+      CHECK(std::string(reply.status.message()).find("dispatches inline") != std::string::npos);
+    }
+  }
+
+  SECTION("a servant of a daemon cannot dispatch inline; Stop ends an inline servant") {
+    auto remote = Servant::Create(cluster.ClientAddress(4), "counter", "remote");
+    REQUIRE(remote.ok());
+    (*remote)->DispatchInline();
+    absl::Status started = (*remote)->Start();
+    CHECK(started.code() == absl::StatusCode::kUnimplemented);
+    CHECK(std::string(started.message()).find("embedded node") != std::string::npos);
+
+    counters[2]->servant->Stop();
+    absl::Status ended;
+    CHECK(counters[2]->servant->Ended(&ended));
+    CHECK(ended.code() == absl::StatusCode::kCancelled);
+    // n3's replica is gone: wait-for-majority still succeeds with n1 and n2.
+    auto result = (*c1)->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(5));
+    REQUIRE(result.ok());
+    CHECK(result->replies.size() >= 2);
+  }
+
+  c1->reset();
+  c2->reset();
+  counters.clear();
+  for (auto& node : nodes) node->Shutdown();
 }
 }  // namespace cohort

@@ -191,6 +191,8 @@ TEST_CASE("local fast path: nonsense on the socket gets an error naming it; the 
   REQUIRE(client.ok());
   REQUIRE(std::string((*client)->via()) == "local");
   const internal::LocalEndpoint endpoint = (*client)->local_endpoint();
+  // One full view first: the orphaned wait-for-all calls below must find every member.
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
 
   {  // the wrong key: a client that did not attach to this daemon
     RawSocket raw(endpoint.address);
@@ -266,7 +268,9 @@ TEST_CASE("local fast path: nonsense on the socket gets an error naming it; the 
   }
   // The daemon lost nothing: the good client still calls, and all 20 orphaned adds were applied
   // exactly once at every replica (the next add sees 21).
+  REQUIRE(test::WaitHealthy(client->get(), "counter"));
   auto after = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(10));
+  INFO((after.ok() ? std::string("ok") : after.status().ToString()));
   REQUIRE(after.ok());
   REQUIRE(after->replies.size() == 3);
   for (const Reply& reply : after->replies) CHECK(reply.payload == "21");

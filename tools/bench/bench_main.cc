@@ -10,7 +10,8 @@
 //    attached to member n2 and calls with Style::kClosed; open: the client is attached to the
 //    extra daemon, which hosts no member, and calls with Style::kOpen (through a request manager;
 //    wait-for-first uses asynchronous forwarding).
-// 3. Embedded mode: the same calls from a member node running inside the bench process.
+// 3. Embedded mode: the same calls from a member node running inside the bench process; and with
+//    no cohortd at all, every node an application process with its NSO and servant embedded.
 // 4. Failover: sequential wait-for-majority calls while n1 is killed -9 (or frozen).
 // 5. Memory: bytes per idle attached NSO and per idle group (RSS delta, tools/bench/memory.h).
 // 6. etcd: 3 members with etcd's own benchmark tool, sequential and 64-client puts (etcd.h).
@@ -64,7 +65,7 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --seq-calls N         call budget of a sequential-latency run (default 20000; quick 5000)
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
-  --skip LIST           any of floors,groups,embedded,failover,memory,etcd,jgroups
+  --skip LIST           any of floors,groups,embedded,apps,failover,memory,etcd,jgroups
   --etcd-dir DIR        etcd and etcd-benchmark binaries (default /var/tmp/cohort-etcd/bin,
                         where tools/bench/etcd-build puts them); absent: etcd is skipped
   --jgroups-dir DIR     jgroups.jar and the compiled driver (default /var/tmp/cohort-jgroups,
@@ -85,7 +86,7 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --help
 
 Roles used internally: --role echo-server --port P | --role tcp-server --port P |
-  --role echo-servant --address A --group G
+  --role echo-servant --address A --group G | --role app-member --config YAML --group G
 )";
 
 // --peer-transport: written into every daemon's YAML (empty: cohortd's default).
@@ -175,7 +176,7 @@ int ParseOptions(int argc, char** argv, Options* options) {
     } else if (arg == "--skip") {
       if (!take(&value)) return fail("--skip: want a list");
       for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-        if (part != "floors" && part != "groups" && part != "embedded" && part != "failover" &&
+        if (part != "floors" && part != "groups" && part != "embedded" && part != "apps" && part != "failover" &&
             part != "memory" && part != "etcd" && part != "jgroups") {
           return fail(absl::StrCat("--skip: unknown part \"", part, "\""));
         }
@@ -279,13 +280,15 @@ struct EchoReplica {
     return Serve(Servant::Create(address, group, absl::StrCat("bench-servant-", index)));
   }
   // Hosted by an embedded node of this process.
-  absl::Status StartEmbedded(EmbeddedNode* node, const std::string& group) {
-    return Serve(node->CreateServant(group, "bench-embedded-servant"));
+  absl::Status StartEmbedded(EmbeddedNode* node, const std::string& group,
+                             bool dispatch_inline = false) {
+    return Serve(node->CreateServant(group, "bench-embedded-servant"), dispatch_inline);
   }
 
-  absl::Status Serve(absl::StatusOr<std::unique_ptr<Servant>> created) {
+  absl::Status Serve(absl::StatusOr<std::unique_ptr<Servant>> created, bool dispatch_inline = false) {
     if (!created.ok()) return created.status();
     servant = std::move(*created);
+    if (dispatch_inline) servant->DispatchInline();
     servant->Serve("echo", [this](const std::string& payload) -> absl::StatusOr<std::string> {
       delivered.fetch_add(1, std::memory_order_relaxed);
       return payload;
@@ -531,6 +534,99 @@ void MeasureEmbedded(const Options& options, const std::string& cohortd, const s
   }
 }
 
+// ---- application processes (every NSO embedded) -------------------------------------------------
+
+// --role app-member: an application process with its NSO embedded (nso/embedded.h) and its echo
+// servant in the same address space, the setting of 003 section 5 ("the client (server) NSO in
+// the same address space as the client (server)"), the servant dispatched inline (the echo never
+// blocks; Servant::DispatchInline); serves until killed.
+int RunAppMember(const std::string& config, const std::string& group) {
+  auto node = EmbeddedNode::StartFromFile(config);
+  if (!node.ok()) {
+    std::cerr << "app-member: " << node.status() << "\n";
+    return 1;
+  }
+  EchoReplica replica;
+  absl::Status started = replica.StartEmbedded(node->get(), group, /*dispatch_inline=*/true);
+  if (!started.ok()) {
+    std::cerr << "app-member: servant: " << started << "\n";
+    return 1;
+  }
+  return replica.servant->Wait().ok() ? 0 : 1;
+}
+
+// Group calls with no cohortd at all: members n1..nN are application processes (--role
+// app-member), each running its own NSO with its echo servant in-process, and the bench is an
+// application too: `app-closed` calls come from member n2 embedded in this process (with its own
+// servant; every servant here dispatches inline), `app-open` calls from a non-member node n(N+1)
+// embedded in this process, through the
+// request manager (wait-for-first: asynchronous forwarding). The daemon-mode rows above measure
+// the deployment with cohortd; these measure the configuration 003 section 5 measured.
+void MeasureApps(const Options& options, const std::string& dir, Report* report) {
+  const std::string group = "bench";
+  std::string payload(options.payload, 'x');
+  const std::string self = SelfExe();
+  for (int n : options.sizes) {
+    for (const char* ordering : {"consensus", "sequencer"}) {
+      std::string cluster_dir = absl::StrCat(dir, "/apps-n", n, "-", ordering);
+      std::filesystem::create_directories(cluster_dir);
+      const int member = 2, outsider = n + 1;
+      Daemons nodes("", cluster_dir, n + 1, GroupsYaml(group, n, ordering));
+      std::string error;
+      Progress(absl::StrCat("applications n=", n, " ", ordering, ": ", n - 1,
+                            " member processes + n2 and n", outsider, " in this process"));
+      bool started = nodes.StartWith(&error, {member, outsider}, [&](int i) -> std::vector<std::string> {
+        return {self, "--role", "app-member", "--config", nodes.ConfigPath(i), "--group", group};
+      });
+      if (!started) {
+        Progress("cluster failed: " + error);
+        continue;
+      }
+      auto inside = EmbeddedNode::StartFromFile(nodes.ConfigPath(member));
+      auto outside = EmbeddedNode::StartFromFile(nodes.ConfigPath(outsider));
+      if (!inside.ok() || !outside.ok()) {
+        Progress("embedded node: " + (inside.ok() ? outside.status() : inside.status()).ToString());
+        continue;
+      }
+      EchoReplica replica;
+      absl::Status served = replica.StartEmbedded(inside->get(), group, /*dispatch_inline=*/true);
+      if (!served.ok()) {
+        Progress("servant at n2: " + served.ToString());
+        continue;
+      }
+      for (const char* style : {"app-closed", "app-open"}) {
+        bool closed = std::string(style) == "app-closed";
+        Style call_style = closed ? Style::kClosed : Style::kOpen;
+        auto client = (closed ? *inside : *outside)->Connect("bench-app-client");
+        if (!client.ok()) {
+          Progress("connect: " + client.status().ToString());
+          continue;
+        }
+        absl::Status ready = WaitReady(client->get(), group, call_style, absl::Seconds(15));
+        if (!ready.ok()) {
+          Progress(absl::StrCat("group not ready (", style, "): ", ready.ToString()));
+          continue;
+        }
+        for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
+          Progress(absl::StrCat("n=", n, " ", ordering, " ", style, " ", BenchModeName(mode)));
+          GroupResult result;
+          result.n = n;
+          result.ordering = ordering;
+          result.style = style;
+          result.mode = BenchModeName(mode);
+          result.attached_to = absl::StrCat("n", closed ? member : outsider, " (in-process)");
+          result.series = Measure(options, GroupCalls(client->get(), group, mode, call_style, payload));
+          report->groups.push_back(std::move(result));
+        }
+      }
+      replica.servant.reset();  // the servant before its node
+      (*inside)->Shutdown();
+      (*outside)->Shutdown();
+      nodes.KillAll();
+    }
+  }
+}
+
 // ---- failover -----------------------------------------------------------------------------------
 
 struct FailoverScenario {
@@ -732,6 +828,9 @@ int Main(int argc, char** argv) {
   if (argc == 7 && std::string(argv[1]) == "--role" && std::string(argv[2]) == "echo-servant") {
     return RunEchoServant(argv[4], argv[6]);
   }
+  if (argc == 7 && std::string(argv[1]) == "--role" && std::string(argv[2]) == "app-member") {
+    return RunAppMember(argv[4], argv[6]);
+  }
   Options options;
   if (int code = ParseOptions(argc, argv, &options); code != 0) return code < 0 ? 0 : code;
   InstallChildCleanup();
@@ -769,7 +868,7 @@ int Main(int argc, char** argv) {
   if (options.netlab_inside) {
     placement = NetlabPlacement{options.netlab, kNetlabNet};
     report.netlab_delay_ms = options.netlab_delay_ms;
-    for (const char* part : {"embedded", "failover", "memory", "etcd", "jgroups"}) {
+    for (const char* part : {"embedded", "apps", "failover", "memory", "etcd", "jgroups"}) {
       options.skip.insert(part);
     }
   }
@@ -777,6 +876,7 @@ int Main(int argc, char** argv) {
     MeasureGroups(options, cohortd, dir, placement ? &*placement : nullptr, &report);
   }
   if (!options.skip.count("embedded")) MeasureEmbedded(options, cohortd, dir, &report);
+  if (!options.skip.count("apps")) MeasureApps(options, dir, &report);
   if (!options.skip.count("etcd")) {
     Progress("etcd: 3 members, sequential and 64-client puts");
     std::string etcd_logs = dir + "/etcd";

@@ -61,18 +61,26 @@ pid_t Daemons::SpawnBeside(int index, const std::vector<std::string>& argv,
 }
 
 bool Daemons::Start(std::string* error, int in_process) {
+  return StartWith(error, {in_process}, [this](int i) -> std::vector<std::string> {
+    return {cohortd_, "--config", ConfigPath(i)};
+  });
+}
+
+bool Daemons::StartWith(std::string* error, const std::set<int>& in_process,
+                        const Command& command) {
   for (int i = 1; i <= total_; ++i) {
-    if (i == in_process) continue;
-    pids_[i - 1] = SpawnBeside(i, {cohortd_, "--config", ConfigPath(i)}, LogPath(i));
+    if (in_process.count(i)) continue;
+    std::vector<std::string> argv = command(i);
+    pids_[i - 1] = SpawnBeside(i, argv, LogPath(i));
     if (pids_[i - 1] <= 0) {
-      *error = absl::StrCat("cannot start ", cohortd_);
+      *error = absl::StrCat("cannot start ", argv.front());
       return false;
     }
   }
   for (int i = 1; i <= total_; ++i) {
-    if (i == in_process) continue;
+    if (in_process.count(i)) continue;
     if (!WaitForAddress(Host(i), client_ports_[i - 1], absl::Seconds(10))) {
-      *error = absl::StrCat("daemon n", i, " did not open its client port within 10 s; see ",
+      *error = absl::StrCat("node n", i, " did not open its client port within 10 s; see ",
                             LogPath(i));
       return false;
     }

@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,10 @@ class Daemons {
   // `in_process` (1..total): that node is not spawned; the bench runs it embedded from
   // ConfigPath(in_process).
   bool Start(std::string* error, int in_process = 0);
+  // The same with other programs: `command(i)` is node i's argv (its YAML is ConfigPath(i)); the
+  // nodes in `in_process` are not spawned.
+  using Command = std::function<std::vector<std::string>(int index)>;
+  bool StartWith(std::string* error, const std::set<int>& in_process, const Command& command);
   void Signal(int index, int signal);  // index from 1; SIGKILL reaps it
   void KillAll();
 

@@ -95,6 +95,23 @@ std::vector<Target> Targets(const Report& report) {
                        measured ? Num(ratio, 2) : "-", absl::StrCat("<= ", Num(limit, 1)),
                        verdict(measured, ratio <= limit)});
   }
+  // And with no daemon: every node an application process with its NSO embedded and its servant
+  // beside it (003 section 5's setting; the bench's --role app-member).
+  for (const char* ordering : {"sequencer", "consensus"}) {
+    const GroupResult* g = Find(report, 3, ordering, "app-open", "first");
+    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
+    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
+    targets.push_back({absl::StrCat("first, open group via request manager, ", ordering,
+                                    ", n=3, application processes (no cohortd): p50 / grpc_echo_p50"),
+                       measured ? Num(ratio, 2) : "-", "<= 1.2", verdict(measured, ratio <= 1.2)});
+  }
+  {
+    const GroupResult* g = Find(report, 3, "consensus", "app-closed", "all");
+    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
+    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
+    targets.push_back({"all, closed group, consensus, n=3, application processes: p50 / grpc_echo_p50",
+                       measured ? Num(ratio, 2) : "-", "<= 2.0", verdict(measured, ratio <= 2.0)});
+  }
   int i64 = CallerIndex(report, 64);
   for (const char* ordering : {"consensus", "sequencer"}) {
     const GroupResult* g = Find(report, 3, ordering, "closed", "all");
@@ -118,12 +135,14 @@ std::vector<Target> Targets(const Report& report) {
                        measured ? verdict(true, ratio >= 3.0)
                                 : "not measured (no etcd in this run, or 64 not in --callers)"});
   }
-  for (const char* ordering : {"consensus", "sequencer"}) {
-    const GroupResult* g3 = Find(report, 3, ordering, "closed", "all");
-    const GroupResult* g7 = Find(report, 7, ordering, "closed", "all");
+  for (const auto& [ordering, style] :
+       {std::pair<const char*, const char*>{"consensus", "closed"}, {"sequencer", "closed"},
+        {"consensus", "app-closed"}, {"sequencer", "app-closed"}}) {
+    const GroupResult* g3 = Find(report, 3, ordering, style, "all");
+    const GroupResult* g7 = Find(report, 7, ordering, style, "all");
     bool measured = g3 && g7 && g3->series.sequential.calls > 0 && g7->series.sequential.calls > 0;
     double ratio = measured ? g7->series.sequential.p50_us / g3->series.sequential.p50_us : 0;
-    targets.push_back({absl::StrCat("scaling, all, closed, ", ordering, ": p50(n=7) / p50(n=3)"),
+    targets.push_back({absl::StrCat("scaling, all, ", style, ", ", ordering, ": p50(n=7) / p50(n=3)"),
                        measured ? Num(ratio, 2) : "-", "<= 1.5",
                        measured ? verdict(true, ratio <= 1.5) : "not measured (needs 3 and 7 in --sizes)"});
   }
@@ -239,7 +258,7 @@ void PrintReport(const Report& report, std::ostream& out) {
   out << "\n== group calls (p50/grpc = p50 / grpc_echo_p50, p50/tcp = p50 / tcp_pingpong_p50, "
          "xgrpc@C = ops/s / grpc_echo ops/s with C callers; one_way ops/s = delivered/s) ==\n";
   std::ostringstream gh;
-  gh << absl::StrFormat("%-2s %-9s %-6s %-8s %9s %9s %8s %8s", "n", "ordering", "style", "mode",
+  gh << absl::StrFormat("%-2s %-9s %-10s %-8s %9s %9s %8s %8s", "n", "ordering", "style", "mode",
                         "p50_us", "p99_us", "p50/grpc", "p50/tcp");
   for (int c : report.callers) {
     gh << absl::StrFormat(" %10s %8s", absl::StrCat("ops/s@", c), absl::StrCat("xgrpc@", c));
@@ -248,7 +267,7 @@ void PrintReport(const Report& report, std::ostream& out) {
   out << gh.str() << "\n";
   for (const GroupResult& g : report.groups) {
     const Series& s = g.series;
-    out << absl::StrFormat("%-2d %-9s %-6s %-8s %9s %9s %8s %8s", g.n, g.ordering, g.style, g.mode,
+    out << absl::StrFormat("%-2d %-9s %-10s %-8s %9s %9s %8s %8s", g.n, g.ordering, g.style, g.mode,
                            s.sequential.calls ? Num(s.sequential.p50_us) : "-",
                            s.sequential.calls ? Num(s.sequential.p99_us) : "-",
                            Ratio(s.sequential.p50_us, grpc_p50), Ratio(s.sequential.p50_us, tcp_p50));
@@ -276,15 +295,15 @@ void PrintReport(const Report& report, std::ostream& out) {
   if (!report.sizes.empty() && !report.groups.empty()) {
     int smallest = report.sizes.front();
     out << "\n== scaling: sequential p50 at n / p50 at n=" << smallest << " ==\n";
-    out << absl::StrFormat("%-9s %-6s %-8s", "ordering", "style", "mode");
+    out << absl::StrFormat("%-9s %-10s %-8s", "ordering", "style", "mode");
     for (int n : report.sizes) out << absl::StrFormat(" %8s", absl::StrCat("n=", n));
     out << "\n";
     for (const char* ordering : {"consensus", "sequencer"}) {
-      for (const char* style : {"closed", "open"}) {
+      for (const char* style : {"closed", "open", "app-closed", "app-open"}) {
         for (const char* mode : {"first", "majority", "all", "one_way"}) {
           const GroupResult* base = Find(report, smallest, ordering, style, mode);
           if (!base) continue;
-          out << absl::StrFormat("%-9s %-6s %-8s", ordering, style, mode);
+          out << absl::StrFormat("%-9s %-10s %-8s", ordering, style, mode);
           for (int n : report.sizes) {
             const GroupResult* g = Find(report, n, ordering, style, mode);
             out << absl::StrFormat(" %8s", g ? Ratio(g->series.sequential.p50_us,
