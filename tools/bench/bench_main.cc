@@ -735,6 +735,91 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   return result;
 }
 
+// Wait-for-all across an exclusion: sequential wait-for-all calls (15 s deadline) from n2 while
+// n1 is killed -9; the call in flight then waits for the exclusion timeout (10 s by default) to
+// remove n1, calls made while n1 is suspected fail fast and are retried every 20 ms, and the first
+// call that succeeds has every reply of the new view.
+ExclusionResult RunExclusion(const Options& options, const std::string& cohortd, const std::string& dir) {
+  const int n = 3;
+  const std::string group = "bench";
+  ExclusionResult result;
+  std::string cluster_dir = absl::StrCat(dir, "/exclusion");
+  std::filesystem::create_directories(cluster_dir);
+  Daemons daemons(cohortd, cluster_dir, n, GroupsYaml(group, n, "consensus"));
+  std::string error;
+  if (!daemons.Start(&error)) {
+    result.note = "cluster failed: " + error;
+    return result;
+  }
+  std::vector<std::unique_ptr<EchoReplica>> replicas;
+  for (int i = 1; i <= n; ++i) {
+    replicas.push_back(std::make_unique<EchoReplica>());
+    absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
+    if (!started.ok()) {
+      result.note = absl::StrCat("servant at n", i, ": ", started.ToString());
+      return result;
+    }
+  }
+  auto client = Client::Connect(daemons.ClientAddress(2), "bench-exclusion");
+  if (!client.ok()) {
+    result.note = client.status().ToString();
+    return result;
+  }
+  absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
+  if (!ready.ok()) {
+    result.note = "group not ready: " + ready.ToString();
+    return result;
+  }
+  using Clock = std::chrono::steady_clock;
+  std::string payload(options.payload, 'x');
+  std::atomic<bool> killed{false};
+  Clock::time_point killed_at;
+  std::atomic<bool> stop{false};
+  std::thread stream([&] {
+    while (!stop.load()) {
+      Clock::time_point start = Clock::now();
+      auto call = (*client)->Invoke(group, "echo", payload, Mode::kAll, absl::Seconds(15),
+                                     Style::kClosed);
+      Clock::time_point done = Clock::now();
+      bool ok = call.ok() && call->replies.size() >= call->wanted;
+      if (ok && !killed.load()) {
+        ++result.ok_before;
+      } else if (ok) {
+        // Also the call in flight at the kill: it waits for the exclusion.
+        result.waited_ms = std::max(
+            result.waited_ms, std::chrono::duration<double, std::milli>(done - start).count());
+        // Counted against the view without n1 (a call n1 answered before it died is not).
+        if (result.resumed_ms < 0 && call->wanted < static_cast<uint32_t>(n)) {
+          result.resumed_ms = std::chrono::duration<double, std::milli>(done - killed_at).count();
+          result.resumed_replies = call->replies.size();
+          result.resumed_wanted = call->wanted;
+          stop.store(true);
+        }
+      } else {
+        ++result.failed_fast;
+        if (result.first_error.empty()) {
+          result.first_error = call.ok() ? absl::StrCat(call->replies.size(), " of ", call->wanted, " replies")
+                                         : call.status().ToString();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(options.quick ? 500 : 1000));
+  killed_at = Clock::now();
+  killed.store(true);
+  daemons.Signal(1, SIGKILL);
+  Clock::time_point limit = killed_at + std::chrono::seconds(20);
+  while (!stop.load() && Clock::now() < limit) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop.store(true);
+  stream.join();
+  result.measured = result.ok_before > 0;
+  if (result.resumed_ms < 0) result.note = "no wait-for-all call succeeded within 20 s of the kill";
+  replicas.clear();
+  daemons.KillAll();
+  return result;
+}
+
 void MeasureFailover(const Options& options, const std::string& cohortd, const std::string& dir,
                      Report* report) {
   const FailoverScenario scenarios[] = {
@@ -748,6 +833,8 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
     Progress(absl::StrCat("failover: ", scenario.name, " (", scenario.ordering, ", ", scenario.style, ")"));
     report->failovers.push_back(RunFailover(options, cohortd, dir, scenario));
   }
+  Progress("failover: wait-for-all across the exclusion of a killed member (~11 s)");
+  report->exclusion = RunExclusion(options, cohortd, dir);
 }
 
 // ---- netlab -------------------------------------------------------------------------------------

@@ -153,6 +153,16 @@ std::vector<Target> Targets(const Report& report) {
                        measured ? absl::StrCat(Num(f.stall_ms, 1), " ms") : "none after",
                        "<= 150 ms", measured ? verdict(true, f.stall_ms <= 150) : "NOT MET"});
   }
+  {
+    const ExclusionResult& x = report.exclusion;
+    bool resumed = x.measured && x.resumed_ms >= 0;
+    bool met = resumed && x.resumed_replies == x.resumed_wanted &&
+               x.resumed_ms <= x.exclude_timeout_ms + 1000;
+    targets.push_back({"failover, all: wait-for-all succeeds once the exclusion timeout removed the killed member",
+                       resumed ? absl::StrCat(Num(x.resumed_ms, 0), " ms") : "-",
+                       absl::StrCat("<= ", Num(x.exclude_timeout_ms + 1000, 0), " ms"),
+                       !x.measured ? "not measured" : met ? "met" : "NOT MET"});
+  }
   const MemoryResult& m = report.memory;
   targets.push_back({absl::StrCat("memory: ", m.nsos ? m.nsos : 100000,
                                   " idle attached NSOs, bytes per NSO (RSS delta)"),
@@ -340,6 +350,25 @@ void PrintReport(const Report& report, std::ostream& out) {
     }
   }
 
+  {
+    const ExclusionResult& x = report.exclusion;
+    if (x.measured || !x.note.empty()) {
+      out << "\n== failover: wait-for-all across an exclusion (consensus, closed, n=3, SIGKILL n1, "
+             "exclude_timeout_ms "
+          << Num(x.exclude_timeout_ms, 0) << ") ==\n";
+      if (x.measured) {
+        out << "  ok before the kill " << x.ok_before << "; first success after it at "
+            << (x.resumed_ms >= 0 ? absl::StrCat(Num(x.resumed_ms, 0), " ms with ", x.resumed_replies,
+                                                 " of ", x.resumed_wanted, " replies")
+                                  : std::string("-"))
+            << "; longest successful call " << Num(x.waited_ms, 0) << " ms; " << x.failed_fast
+            << " calls refused at once while n1 was suspected, not yet excluded\n";
+      }
+      if (!x.first_error.empty()) out << "  first refusal: " << x.first_error << "\n";
+      if (!x.note.empty()) out << "  note: " << x.note << "\n";
+    }
+  }
+
   // etcd.
   {
     const EtcdResult& e = report.etcd;
@@ -473,8 +502,15 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
       << "}";
     first = false;
   }
+  const ExclusionResult& x = report.exclusion;
+  j << "\n  ],\n  \"exclusion\": {\"measured\": " << (x.measured ? "true" : "false")
+    << ", \"exclude_timeout_ms\": " << Num(x.exclude_timeout_ms, 0) << ", \"ok_before\": " << x.ok_before
+    << ", \"waited_ms\": " << Num(x.waited_ms, 1) << ", \"resumed_ms\": " << Num(x.resumed_ms, 1)
+    << ", \"resumed_replies\": " << x.resumed_replies << ", \"resumed_wanted\": " << x.resumed_wanted
+    << ", \"failed_fast\": " << x.failed_fast << ", \"first_error\": " << JsonString(x.first_error)
+    << ", \"note\": " << JsonString(x.note) << "}";
   const EtcdResult& e = report.etcd;
-  j << "\n  ],\n  \"etcd\": {\"measured\": " << (e.measured ? "true" : "false")
+  j << ",\n  \"etcd\": {\"measured\": " << (e.measured ? "true" : "false")
     << ", \"version\": " << JsonString(e.version) << ", \"note\": " << JsonString(e.note);
   for (const auto& [name, run] : {std::pair<const char*, const EtcdRun*>{"sequential", &e.sequential},
                                   {"clients_64", &e.concurrent}}) {

@@ -57,6 +57,21 @@ struct FailoverResult {
   std::string note;
 };
 
+// Wait-for-all across an exclusion (n = 3, consensus, closed, default timeouts): sequential
+// wait-for-all calls with a 15 s deadline while n1 is killed -9; calls that cannot be met fail
+// fast (UNAVAILABLE while a member is suspected) and are retried after 20 ms.
+struct ExclusionResult {
+  bool measured = false;
+  double exclude_timeout_ms = 10000;
+  int64_t ok_before = 0;
+  double waited_ms = 0;     // the longest successful call that ended after the kill
+  double resumed_ms = -1;   // kill -> the first success counted against the view without n1
+  uint32_t resumed_replies = 0, resumed_wanted = 0;
+  int64_t failed_fast = 0;  // calls refused while n1 was suspected but not yet excluded
+  std::string first_error;
+  std::string note;
+};
+
 struct Report {
   std::string started_at;
   std::string command_line;
@@ -70,6 +85,7 @@ struct Report {
   FloorResult grpc, tcp;
   std::vector<GroupResult> groups;
   std::vector<FailoverResult> failovers;
+  ExclusionResult exclusion;  // measured with the failovers
   MemoryResult memory;  // measured unless --skip memory
   EtcdResult etcd;      // measured unless --skip etcd or etcd is not built
   JGroupsResult jgroups;  // measured unless --skip jgroups or JGroups is not built
