@@ -50,9 +50,13 @@ void FailureDetector::Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out) {
 
 void FailureDetector::SetMonitoring(bool on, uint64_t now_ms) {
   if (on && !monitoring_) {
+    const uint64_t idle_ms = now_ms > monitoring_off_ms_ ? now_ms - monitoring_off_ms_ : 0;
     for (auto& [node, state] : states_) {
-      if (!state.suspected) state.last_heard_ms = now_ms;
+      // Suspected: its silence goes on from where it stood when monitoring stopped.
+      state.last_heard_ms = state.suspected ? state.last_heard_ms + idle_ms : now_ms;
     }
+  } else if (!on && monitoring_) {
+    monitoring_off_ms_ = now_ms;
   }
   monitoring_ = on;
 }

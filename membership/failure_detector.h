@@ -37,7 +37,11 @@ class FailureDetector {
   void Heard(NodeId node, uint64_t now_ms, std::vector<SuspicionEvent>* out);
   void Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out);
 
-  // Monitoring off: nobody becomes suspected. Turning it on restarts every silence count at now.
+  // Monitoring off: nobody becomes suspected. Turning it on restarts the silence count of every
+  // member not suspected at now; a suspected member stays suspected, and its silence counts only
+  // the time it was watched (an idle event-driven group watches nobody: a member that was idle
+  // too is not excluded for that at the next request, a crashed one is once it has been watched
+  // in silence for the exclusion timeout in all).
   void SetMonitoring(bool on, uint64_t now_ms);
   void SetMonitored(const std::vector<NodeId>& monitored, uint64_t now_ms);
   // New timeouts (a configuration reload); they apply from the next Tick.
@@ -57,6 +61,7 @@ class FailureDetector {
   FailureDetectorOptions options_;
   std::map<NodeId, State> states_;
   bool monitoring_ = true;
+  uint64_t monitoring_off_ms_ = 0;  // when monitoring was last turned off
 };
 
 }  // namespace cohort::membership

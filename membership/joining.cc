@@ -28,6 +28,8 @@ Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind) {
   bool long_behind = behind && now_ms >= behind_since_ms_ + 4 * timeouts_.retry_ms;
   if (!behind) behind_since_ms_ = now_ms;
   bool outside = !member && want_member_;
+  // A node outside the view that does not want in (it left) has nothing to ask, behind or not.
+  if (!member && !want_member_) return Action::kNone;
   if (!long_behind && !outside) return Action::kNone;
   last_request_ms_ = now_ms;
   return Action::kAskToJoin;

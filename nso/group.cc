@@ -17,6 +17,7 @@ Group::Group(const GroupConfig& group_config, const Config& config, std::vector<
       incarnation_(incarnation) {
   std::vector<consensus::Delivery> none;
   InstallView(1, std::move(members), &none);
+  if (event_driven() && member_ && !peers_.empty()) announcements_left_ = kAnnouncements;
 }
 
 Group::Rare& Group::rare() {
@@ -121,6 +122,13 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
   }
   if (!is_member() || !IsMember(from)) return;
   if (!SameIncarnations(from, envelope, &incarnations_)) {
+    if (event_driven() && envelope.receiver_incarnation() != 0 &&
+        envelope.receiver_incarnation() != incarnation_) {
+      // The sender knows an earlier incarnation of this node: in an event-driven group nothing
+      // else may tell it of the restart (a lively group's heartbeats do), and it would go on
+      // counting this node as one with the group's state.
+      AnswerHeartbeat(from);
+    }
     auto known = incarnations_.find(from);
     bool sender_restarted = known != incarnations_.end() && envelope.incarnation() != 0 &&
                             known->second != envelope.incarnation();
@@ -139,7 +147,14 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     Order().Suspect(from, false, &outbox);
     Flush(view_id_, &outbox, deliveries);
   }
-  if (envelope.has_heartbeat()) return;
+  if (envelope.has_heartbeat()) {
+    // An idle event-driven member sends no heartbeats of its own: it answers those of a member
+    // that watches it, which would otherwise suspect it only for being idle.
+    if (envelope.heartbeat().reply_wanted() && event_driven() && !detector_->monitoring()) {
+      AnswerHeartbeat(from);
+    }
+    return;
+  }
   consensus::Outbox outbox;
   Order().Step(from, envelope, &outbox);
   Flush(view_id_, &outbox, deliveries);
@@ -168,6 +183,7 @@ void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,
 }
 
 void Group::NoteView(NodeId from, uint64_t view_id) {
+  announcements_left_ = 0;  // heard from another node: it knows this incarnation, or told its view
   if (view_id > highest_view_heard_) {
     highest_view_heard_ = view_id;
     highest_view_sender_ = from;
@@ -198,7 +214,20 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   // either: a lagging member catches up when traffic resumes).
   bool active = config().liveness == GroupConfig::Liveness::kLively || app_pending ||
                 HasPending();
+  if (active && !detector_->monitoring()) woke_up_ = true;
   detector_->SetMonitoring(active, now_ms);
+  if (announcements_left_ > 0 && now_ms >= next_announcement_ms_) {
+    // This incarnation just started (event-driven: nothing else would be sent while idle).
+    announcements_left_--;
+    next_announcement_ms_ = now_ms + std::max<uint64_t>(4 * config().suspect_timeout_ms, 200);
+    for (NodeId peer : peers_) {
+      wire::Envelope envelope;
+      envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
+      envelope.mutable_heartbeat()->set_reply_wanted(true);
+      counters_.heartbeats_sent++;
+      SendTo(peer, std::move(envelope));
+    }
+  }
   if (!active) return;
   consensus::Outbox outbox;
   Order().Tick(now_ms, &outbox);
@@ -212,9 +241,22 @@ void Group::SendHeartbeats() {
     if (now_ms_ - last_sent_ms_[peer] < static_cast<uint64_t>(config().silence_ms)) continue;
     wire::Envelope envelope;
     envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
+    if (event_driven()) envelope.mutable_heartbeat()->set_reply_wanted(true);
     counters_.heartbeats_sent++;
     SendTo(peer, std::move(envelope));
   }
+}
+
+void Group::AnswerHeartbeat(NodeId to) {
+  auto last = last_sent_ms_.find(to);
+  if (last != last_sent_ms_.end() && last->second != 0 &&
+      now_ms_ - last->second < static_cast<uint64_t>(config().silence_ms)) {
+    return;  // it heard from this node a moment ago
+  }
+  wire::Envelope envelope;
+  envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
+  counters_.heartbeats_sent++;
+  SendTo(to, std::move(envelope));
 }
 
 void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries) {

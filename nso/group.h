@@ -49,6 +49,11 @@ class Group {
   bool suspected(NodeId node) const;
   // Members that the failure detector does not suspect (self included when a member).
   uint32_t trusted_count() const;
+  // The suspicions are current: the group is lively, or an event-driven group that is watching
+  // its members now. An idle event-driven group's suspicions date from when it last watched.
+  bool suspicions_current() const {
+    return config().liveness == GroupConfig::Liveness::kLively || detector_->monitoring();
+  }
   // 004 section 5 / primary partition: a majority of the view is trusted.
   bool HasMajority() const { return trusted_count() >= members_.size() / 2 + 1; }
   // The member that orders requests for non-members: the lowest-id member not suspected.
@@ -84,6 +89,12 @@ class Group {
   std::vector<NodeId> TakeExclusions();
   // Members heard with a new incarnation (restarted, state lost) since the last call.
   std::vector<NodeId> TakeRestarts();
+  // An event-driven group that was idle became active (work arrived) since the last call.
+  bool TakeWokeUp() {
+    bool woke = woke_up_;
+    woke_up_ = false;
+    return woke;
+  }
   // Members of the current view the order can no longer bring up to date (Outbox::beyond_log)
   // since the last call: they need the state, by a view change re-admitting them.
   std::vector<NodeId> TakeBeyondLog();
@@ -122,6 +133,10 @@ class Group {
   void Flush(uint64_t view_id, consensus::Outbox* outbox,
              std::vector<consensus::Delivery>* deliveries);
   void SendHeartbeats();
+  bool event_driven() const { return config().liveness == GroupConfig::Liveness::kEvent; }
+  // An idle event-driven member answers `to`'s request for a heartbeat (Heartbeat.reply_wanted),
+  // or tells `to`, which still speaks to an earlier incarnation of this node, that it restarted.
+  void AnswerHeartbeat(NodeId to);
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope);
   // The current view's total order (self a member), made on first use: an idle event-driven
@@ -145,6 +160,14 @@ class Group {
   std::unique_ptr<membership::FailureDetector> detector_;
   std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
   uint64_t last_progress_ms_ = 0;
+  // Event-driven: a node that starts announces its (new) incarnation to the members, until it
+  // hears from one of them (at most kAnnouncements times), so a restarted member of an idle
+  // group is noticed (and re-admitted with the state) or learns of the views it missed. And
+  // whether the group went from idle to active (TakeWokeUp).
+  static constexpr uint32_t kAnnouncements = 10;
+  uint32_t announcements_left_ = 0;
+  uint64_t next_announcement_ms_ = 0;
+  bool woke_up_ = false;
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer
   // What only view changes, restarts, exclusions and laggards need, made on first use (a
   // daemon may host many idle groups: memory, issue 7).

@@ -182,7 +182,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   uint32_t wanted = invocation::RepliesWanted(mode, view_size);
   // Fail fast rather than wait for the deadline when the mode cannot be met: ordering needs a
   // majority of the view (primary partition), and the mode needs `wanted` members.
-  uint32_t reachable = group->trusted_count();
+  // An idle event-driven group's suspicions are stale (nobody watched while it was idle: a
+  // partition may have healed since); the call wakes it up and it watches again, so calls made
+  // while it is active fail fast as in a lively group.
+  uint32_t reachable = group->suspicions_current() ? group->trusted_count() : view_size;
   uint32_t needed = std::max(wanted, view_size / 2 + 1);
   if (reachable < needed) {
     return fail(absl::UnavailableError(absl::StrCat(
@@ -758,6 +761,17 @@ void Node::Tick(uint64_t now_ms) {
       Log("membership")->warn("group {}: node {} is behind the decisions kept for it: "
                               "re-admitting it with the state", name, laggard);
       ProposeViewChange(group.get(), {laggard}, {laggard});
+    }
+    if (group->TakeWokeUp() && group->is_member()) {
+      // An event-driven group woke up: a configured member outside the view (excluded while
+      // cut off or crashed) learns of the view it missed and asks to rejoin, as a lively
+      // group's member would from the heartbeats it keeps sending. Idle, it would never know.
+      for (const std::string& name : group->config().members) {
+        const PeerConfig* peer = config_.FindPeer(name);
+        if (peer != nullptr && peer->id != self_ && !group->IsMember(peer->id)) {
+          SendViewNotice(group.get(), peer->id);
+        }
+      }
     }
     for (NodeId restarted : group->TakeRestarts()) {
       // Re-admitted with the state of a member whose servant holds it.

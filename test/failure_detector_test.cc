@@ -59,6 +59,23 @@ TEST_CASE("003 s3: with monitoring off (idle event-driven group) nobody is suspe
   CHECK(events.size() == 1);
 }
 
+TEST_CASE("003 s3: a suspected member's silence counts only while the group watches", "[fd]") {
+  FailureDetector detector({50, 1000}, {2}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Tick(600, &events);  // watched in silence for 600 ms: suspected
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kSuspect);
+  events.clear();
+  detector.SetMonitoring(false, 600);  // idle for 10 s: not counted
+  detector.SetMonitoring(true, 10600);
+  CHECK(detector.suspected(2));  // still suspected when the group wakes up
+  detector.Tick(10999, &events);
+  CHECK(events.empty());  // 999 ms watched in all
+  detector.Tick(11000, &events);  // 1000 ms watched: excluded
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kExclude);
+}
+
 
 TEST_CASE("a member heard after its exclusion fired is trusted again, and can be excluded again",
           "[fd]") {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
 
@@ -132,6 +133,13 @@ class StackSim {
   uint64_t outstanding_ = 0;
   std::string last_failure_;
   const bool trace_ = std::getenv("COHORT_SIM_TRACE") != nullptr;
+  // With COHORT_SIM_TRACE, the nodes' log lines name the node and the simulated time.
+  void As(NodeId id) {
+    if (!trace_) return;
+    const char* level = std::getenv("COHORT_SIM_TRACE");
+    nso::ConfigureLogging(std::string(level).size() > 1 ? level : "info", "text",
+                          absl::StrCat("t=", net_.now_ms(), " n", id));
+  }
   std::map<NodeId, uint64_t> pending_exclusion_;  // crashed node -> crash time
 };
 
@@ -147,6 +155,8 @@ nso::Config StackSim::MakeConfig(NodeId id) const {
   }
   group.ordering = options_.sequencer ? nso::GroupConfig::Ordering::kSequencer
                                       : nso::GroupConfig::Ordering::kConsensus;
+  group.liveness = options_.event_driven ? nso::GroupConfig::Liveness::kEvent
+                                         : nso::GroupConfig::Liveness::kLively;
   group.silence_ms = 10;
   group.suspect_timeout_ms = options_.suspect_timeout_ms;
   group.exclude_timeout_ms = options_.exclude_timeout_ms;
@@ -165,11 +175,14 @@ void StackSim::Boot(NodeId id) {
   replica.applied.clear();
   replica.view_id = 0;
   nso::Transport* transport = net_.Endpoint(id);
+  As(id);
   replica.node = std::make_unique<nso::Node>(MakeConfig(id), transport,
                                              id * 1000 + replica.incarnation, LocalMs(id));
   transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
     Replica& r = replicas_[id];
-    if (r.alive && r.node) r.node->Receive(from, envelope);
+    if (!r.alive || !r.node) return;
+    As(id);
+    r.node->Receive(from, envelope);
   });
   uint64_t incarnation = replica.incarnation;
   servantless_.erase(id);
@@ -181,6 +194,7 @@ void StackSim::Boot(NodeId id) {
 void StackSim::AttachServant(NodeId id) {
   Replica& replica = replicas_[id];
   uint64_t generation = ++replica.servant_generation;
+  As(id);
   replica.value = 0;
   replica.applied.clear();
   uint64_t servant_nso = *replica.node->Attach("servant");
@@ -199,6 +213,7 @@ void StackSim::CrashServant(NodeId id) {
     std::fprintf(stderr, "t=%llu SERVANT CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
   }
   CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its servant's crash"));
+  As(id);
   replica.node->UnregisterServant(replica.servant);
   replica.servant = 0;
   replica.servant_generation++;
@@ -237,6 +252,7 @@ void StackSim::ScheduleTick(NodeId id, uint64_t incarnation) {
   net_.After(kTickMs, [this, id, incarnation] {
     Replica& replica = replicas_[id];
     if (!replica.alive || replica.incarnation != incarnation) return;
+    As(id);
     replica.node->Tick(LocalMs(id));
     RecordView(id);
     ScheduleTick(id, incarnation);
@@ -287,6 +303,7 @@ void StackSim::CheckPrefix(const std::vector<std::string>& log, const std::strin
 void StackSim::OnServant(NodeId id, uint64_t generation, nso::ServantDelivery delivery) {
   Replica& replica = replicas_[id];
   if (!replica.alive || replica.servant_generation != generation) return;
+  As(id);
   if (delivery.method == nso::kGetStateMethod) {
     // Streamed in three parts (the last possibly empty), as a large state would be.
     std::string state = absl::StrCat(replica.value, "|", absl::StrJoin(replica.applied, ","));
@@ -348,10 +365,20 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
   options.style = style;
   result_.calls++;
   outstanding_++;
+  As(id);
+  if (trace_) {
+    std::fprintf(stderr, "t=%llu CALL %s from node %u mode %d %s\n",
+                 (unsigned long long)net_.now_ms(), call.c_str(), id, static_cast<int>(mode),
+                 style == nso::GroupConfig::Style::kOpen ? "open" : "closed");
+  }
   replica.node->Invoke(replica.client_nso, options, [this, call, mode](nso::InvokeResult result) {
     outstanding_--;
     if (!result.status.ok()) {
       last_failure_ = absl::StrCat(call, ": ", result.status.ToString());
+      if (trace_) {
+        std::fprintf(stderr, "t=%llu FAILED %s\n", (unsigned long long)net_.now_ms(),
+                     last_failure_.c_str());
+      }
       return;
     }
     if (mode != invocation::Mode::kOneWay && result.replies.size() < result.wanted) {
@@ -440,6 +467,10 @@ void StackSim::InjectFault() {
         }
         if (minority.empty()) break;
         cut_off_.insert(minority.begin(), minority.end());
+        if (trace_) {
+          std::fprintf(stderr, "t=%llu PARTITION [%s] away\n", (unsigned long long)net_.now_ms(),
+                       absl::StrJoin(minority, ",").c_str());
+        }
         net_.Partition({minority});
         result_.faults++;
       }
@@ -447,6 +478,7 @@ void StackSim::InjectFault() {
     case 3:  // heal the partition
       if (!cut_off_.empty()) {
         cut_off_.clear();
+        if (trace_) std::fprintf(stderr, "t=%llu HEAL\n", (unsigned long long)net_.now_ms());
         net_.Heal();
         result_.faults++;
       }
@@ -498,6 +530,7 @@ void StackSim::Chaos() {
 }
 
 void StackSim::Heal() {
+  if (trace_) std::fprintf(stderr, "t=%llu END OF FAULTS\n", (unsigned long long)net_.now_ms());
   net_.Heal();
   cut_off_.clear();
   net_.SetLoss(0, 0);
@@ -535,6 +568,15 @@ StackSimResult StackSim::Run() {
   net_.RunUntil(200);
   Chaos();
   Heal();
+  if (options_.event_driven) {
+    // An event-driven group watches its members only while requests are pending (003 section
+    // 3): idle, nobody checks who is alive or which view the others are in, so a member excluded
+    // while cut off hears of its exclusion when the group next has traffic. Requests arrive:
+    // one from every node (whether it succeeds is not required; the calls after settling are).
+    for (NodeId id = 1; id <= result_.nodes; ++id) {
+      Call(id, invocation::Mode::kMajority, nso::GroupConfig::Style::kClosed);
+    }
+  }
   // Liveness: every node ends in one view with all nodes, and new calls from every node complete.
   uint64_t limit_ms = net_.now_ms() + options_.settle_limit_ms;
   // Settled and still settled after longer than an exclusion timeout: no view change in flight.

@@ -25,6 +25,9 @@ struct StackSimOptions {
   uint64_t seed = 1;
   uint32_t nodes = 0;             // 0: 3 to 5, chosen by the seed
   bool sequencer = false;         // ordering of the group
+  // The group is event-driven (003 section 3: its members exchange messages only while requests
+  // are pending; no heartbeats, no failure detection when idle) instead of lively.
+  bool event_driven = false;
   bool faults = true;             // crashes, restarts, partitions, loss
   // With faults: a servant (the application object) crashes while its daemon stays up, and a
   // fresh one, without state, attaches 50-1500 ms later. Its own generator: the other faults of

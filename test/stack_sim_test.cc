@@ -18,7 +18,8 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
     StackSimResult result = RunStackSimulation(options);
     INFO("seed " << seed << " (" << (options.sequencer ? "sequencer" : "consensus") << "): "
                  << result.violation << "\n  replay: cohort-sim --stack --seeds " << seed << ".."
-                 << seed << (options.sequencer ? " --ordering sequencer" : ""));
+                 << seed << (options.sequencer ? " --ordering sequencer" : "")
+                 << (options.event_driven ? " --liveness event" : ""));
     REQUIRE(result.ok);
     views += result.views_installed;
     transfers += result.state_transfers;
@@ -44,6 +45,18 @@ TEST_CASE("membership: the same with sequencer order", "[sim][membership]") {
   StackSimOptions options;
   options.sequencer = true;
   RunSeeds(1001, 1060, options);
+}
+
+// 003 s3: an event-driven group is silent when idle. Restarted members are re-admitted, members
+// excluded while cut off rejoin once requests arrive, idle members are not suspected by a member
+// with calls pending, and calls made after healing complete (stale suspicions do not refuse them).
+TEST_CASE("003 s3: the same with an event-driven group (consensus and sequencer order)",
+          "[sim][membership]") {
+  StackSimOptions options;
+  options.event_driven = true;
+  RunSeeds(1, 25, options);
+  options.sequencer = true;
+  RunSeeds(1001, 1025, options);
 }
 
 TEST_CASE("004 s5: no member is excluded while it is only slow", "[sim][membership]") {

@@ -4,7 +4,9 @@
 //       steps to decision and messages per consensus for n = 3, 5, 7 under each of the 8
 //       combinations of optimisations (004 section 4), failure-free, fixed per-message delay.
 //   cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--drift-ppm PPM]
-//       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift.
+//              [--liveness lively|event]
+//       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift; the
+//       simulated group is lively (default) or event-driven (003 section 3).
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
 //       the random fault simulation (test/order_sim.h) over seeds A..B; prints seeds run,
 //       faults injected, violations, and the command that replays any failing seed.
@@ -101,7 +103,8 @@ std::string DriftFlag(uint32_t drift_ppm) {
 
 // The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
 int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose,
-                  uint64_t crash_one_at_ms, bool slow_only, uint32_t drift_ppm) {
+                  uint64_t crash_one_at_ms, bool slow_only, uint32_t drift_ppm,
+                  bool event_driven) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0, servant_crashes = 0;
@@ -111,6 +114,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     options.seed = seed;
     options.drift_ppm_max = drift_ppm;
     options.sequencer = ordering == Ordering::kSequencer;
+    options.event_driven = event_driven;
     if (crash_one_at_ms || slow_only) options.faults = false;
     options.crash_one_at_ms = crash_one_at_ms;
     options.slow_only = slow_only;
@@ -127,17 +131,19 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     if (!result.ok) {
       ++violations;
       std::printf("seed %llu (%u nodes, clocks %+d..%+d ppm): %s\n  replay: cohort-sim --stack "
-                  "--seeds %llu..%llu --ordering %s%s --verbose\n",
+                  "--seeds %llu..%llu --ordering %s%s%s --verbose\n",
                   static_cast<unsigned long long>(seed), result.nodes, result.drift_ppm_min,
                   result.drift_ppm_max, result.violation.c_str(),
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
-                  cohort::sim::OrderingName(ordering), DriftFlag(drift_ppm).c_str());
+                  cohort::sim::OrderingName(ordering), DriftFlag(drift_ppm).c_str(),
+                  event_driven ? " --liveness event" : "");
     }
   }
-  std::printf("stack, ordering %s: seeds run %llu, faults injected %llu (servant crashes %llu), "
+  std::printf("stack, ordering %s%s: seeds run %llu, faults injected %llu (servant crashes %llu), "
               "calls %llu (acknowledged %llu), views installed %llu, state transfers %llu, "
               "violations %llu\n",
-              cohort::sim::OrderingName(ordering), static_cast<unsigned long long>(seeds),
+              cohort::sim::OrderingName(ordering), event_driven ? ", event-driven group" : "",
+              static_cast<unsigned long long>(seeds),
               static_cast<unsigned long long>(faults),
               static_cast<unsigned long long>(servant_crashes),
               static_cast<unsigned long long>(calls),
@@ -157,15 +163,17 @@ int Usage() {
                "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
                "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
                "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
+               "                  [--liveness lively|event]\n"
                "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
-               "               (default 50000 = 5%; 0: one clock for all)\n");
+               "               (default 50000 = 5%; 0: one clock for all)\n"
+               "  --liveness:  the simulated group is lively (default) or event-driven\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool table = false, stack = false, verbose = false, slow_only = false;
+  bool table = false, stack = false, verbose = false, slow_only = false, event_driven = false;
   uint64_t crash_one_at_ms = 0;
   uint32_t drift_ppm = cohort::sim::StackSimOptions{}.drift_ppm_max;
   std::string seeds;
@@ -186,6 +194,15 @@ int main(int argc, char** argv) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value >= 500000) return Usage();  // a clock must move forward
       drift_ppm = static_cast<uint32_t>(value);
+    } else if (arg == "--liveness" && i + 1 < argc) {
+      const std::string value = argv[++i];
+      if (value == "lively") {
+        event_driven = false;
+      } else if (value == "event") {
+        event_driven = true;
+      } else {
+        return Usage();
+      }
     } else if (arg == "--seeds" && i + 1 < argc) {
       seeds = argv[++i];
     } else if (arg == "--ordering" && i + 1 < argc) {
@@ -205,6 +222,6 @@ int main(int argc, char** argv) {
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
   if (stack) return RunStackSeeds(first, last, ordering, verbose, crash_one_at_ms, slow_only,
-                                 drift_ppm);
+                                 drift_ppm, event_driven);
   return RunSeeds(first, last, ordering);
 }
