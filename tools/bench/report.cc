@@ -59,7 +59,7 @@ struct Target {
 
 std::vector<Target> Targets(const Report& report) {
   std::vector<Target> targets;
-  double grpc_p50 = report.grpc.measured ? report.grpc.series.sequential.p50_us : 0;
+  double grpc_p50 = FloorP50(report.grpc, report.grpc_p50_end);
   auto verdict = [](bool measured, bool met) {
     return !measured ? std::string("not measured") : met ? std::string("met") : std::string("NOT MET");
   };
@@ -219,13 +219,13 @@ std::string JsonSeries(const Series& s, const Report& report) {
     loads.push_back(load);
   }
   std::string ratios;
-  if (report.grpc.measured && report.grpc.series.sequential.p50_us > 0) {
+  if (double grpc_p50 = FloorP50(report.grpc, report.grpc_p50_end); grpc_p50 > 0) {
     ratios += absl::StrFormat(", \"p50_over_grpc_echo_p50\": %.4f",
-                              s.sequential.p50_us / report.grpc.series.sequential.p50_us);
+                              s.sequential.p50_us / grpc_p50);
   }
-  if (report.tcp.measured && report.tcp.series.sequential.p50_us > 0) {
+  if (double tcp_p50 = FloorP50(report.tcp, report.tcp_p50_end); tcp_p50 > 0) {
     ratios += absl::StrFormat(", \"p50_over_tcp_pingpong_p50\": %.4f",
-                              s.sequential.p50_us / report.tcp.series.sequential.p50_us);
+                              s.sequential.p50_us / tcp_p50);
   }
   return absl::StrCat("{\"sequential\": ", JsonLoad(s.sequential), ratios, ", \"by_callers\": [",
                       absl::StrJoin(loads, ", "), "]}");
@@ -233,9 +233,15 @@ std::string JsonSeries(const Series& s, const Report& report) {
 
 }  // namespace
 
+double FloorP50(const FloorResult& floor, double end_p50) {
+  if (!floor.measured) return 0;
+  double start = floor.series.sequential.p50_us;
+  return end_p50 > 0 ? (start + end_p50) / 2 : start;
+}
+
 void PrintReport(const Report& report, std::ostream& out) {
-  const double grpc_p50 = report.grpc.measured ? report.grpc.series.sequential.p50_us : 0;
-  const double tcp_p50 = report.tcp.measured ? report.tcp.series.sequential.p50_us : 0;
+  const double grpc_p50 = FloorP50(report.grpc, report.grpc_p50_end);
+  const double tcp_p50 = FloorP50(report.tcp, report.tcp_p50_end);
   std::string where =
       report.netlab_delay_ms < 0
           ? std::string("loopback")
@@ -262,6 +268,12 @@ void PrintReport(const Report& report, std::ostream& out) {
                            Num(floor->series.sequential.p99_us));
     for (const LoadResult& r : floor->series.by_callers) out << absl::StrFormat(" %10s", Num(r.throughput));
     out << "\n";
+  }
+  if (report.grpc_p50_end > 0 || report.tcp_p50_end > 0) {
+    out << "again at the end of the run (p50_us): grpc_echo " << Num(report.grpc_p50_end)
+        << ", tcp_pingpong " << Num(report.tcp_p50_end) << "; the p50 ratios below divide by the "
+        << "mean of start and end: grpc_echo " << Num(grpc_p50) << ", tcp_pingpong " << Num(tcp_p50)
+        << "\n";
   }
 
   // Group calls.
@@ -502,8 +514,12 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
       << "}";
     first = false;
   }
+  j << "\n  ],\n  \"floor_p50_end\": {\"grpc_echo\": " << Num(report.grpc_p50_end, 1)
+    << ", \"tcp_pingpong\": " << Num(report.tcp_p50_end, 1) << ", \"ratios_divide_by\": {\"grpc_echo\": "
+    << Num(FloorP50(report.grpc, report.grpc_p50_end), 1) << ", \"tcp_pingpong\": "
+    << Num(FloorP50(report.tcp, report.tcp_p50_end), 1) << "}}";
   const ExclusionResult& x = report.exclusion;
-  j << "\n  ],\n  \"exclusion\": {\"measured\": " << (x.measured ? "true" : "false")
+  j << ",\n  \"exclusion\": {\"measured\": " << (x.measured ? "true" : "false")
     << ", \"exclude_timeout_ms\": " << Num(x.exclude_timeout_ms, 0) << ", \"ok_before\": " << x.ok_before
     << ", \"waited_ms\": " << Num(x.waited_ms, 1) << ", \"resumed_ms\": " << Num(x.resumed_ms, 1)
     << ", \"resumed_replies\": " << x.resumed_replies << ", \"resumed_wanted\": " << x.resumed_wanted

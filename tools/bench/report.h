@@ -83,6 +83,10 @@ struct Report {
   double seq_time_s = 0, window_s = 0;
   int64_t seq_calls = 0;
   FloorResult grpc, tcp;
+  // The floors' sequential p50 measured again at the end of the run (0: not measured). On an idle
+  // VM a ping-pong's p50 moves with how deeply idle the CPUs are, so the start and end values are
+  // both shown, and the p50 ratios (p50/grpc, p50/tcp, the latency targets) divide by their mean.
+  double grpc_p50_end = 0, tcp_p50_end = 0;
   std::vector<GroupResult> groups;
   std::vector<FailoverResult> failovers;
   ExclusionResult exclusion;  // measured with the failovers
@@ -93,6 +97,8 @@ struct Report {
 };
 
 void PrintReport(const Report& report, std::ostream& out);
+// The floor p50 the ratios divide by: the mean of the start and end values (start alone if no end).
+double FloorP50(const FloorResult& floor, double end_p50);
 bool WriteJson(const Report& report, const std::string& path, std::string* error);
 // Writes DIR/bench.csv and DIR/bench.gp; runs gnuplot (PNG) if it is installed. Returns a line
 // saying what it did.
