@@ -254,11 +254,15 @@ void Node::MarkOrdered(uint64_t call_id) {
 
 void Node::SendManaged(Group* group, Call* call) {
   const std::vector<NodeId>& members = group->members();
+  call->sent_at_ms = now_ms_;
+  call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
+  // No view known (this node left the group's only member's view): nobody to send it to; it is
+  // retried later, or ends at its deadline (found by the api fuzzer).
+  if (members.empty()) return;
   NodeId manager = members[call->manager_index % members.size()];
   call->managed_request->set_reply_to(manager);
-  call->sent_at_ms = now_ms_;
-  // Rebind at once if the manager's stream goes down (kill), or after a long silence (frozen).
-  call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
+  // Rebind at once if the manager's stream goes down (kill), or after a long silence (frozen):
+  // retry_at_ms above.
   wire::Envelope envelope;
   *envelope.mutable_forward() = *call->managed_request;
   SendEnvelope(manager, group->name(), std::move(envelope));
@@ -268,6 +272,7 @@ void Node::RetryManagedCalls() {
   for (auto& [key, call] : calls_) {
     if (!call.managed_request) continue;
     Group* group = groups_.at(call.group).get();
+    if (group->members().empty()) continue;  // no view: ExpireCalls ends it at its deadline
     NodeId manager = group->members()[call.manager_index % group->members().size()];
     bool manager_down = !transport_->Reachable(manager) &&
                         now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms;
@@ -340,6 +345,11 @@ void Node::Submit(Group* group, const wire::Request& request) {
   *envelope.mutable_forward() = request;
   if (request.method().empty() || request.one_way()) {
     // A multicast or one-way call from outside the group: one member orders it.
+    if (group->members().empty()) {  // no view known here (found by the api fuzzer)
+      Log("api")->warn("group {}: no member known; a one-way call or multicast is dropped",
+                       group->name());
+      return;
+    }
     SendEnvelope(group->RequestManager(), group->name(), std::move(envelope));
     return;
   }
