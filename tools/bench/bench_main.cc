@@ -658,6 +658,36 @@ struct FailoverScenario {
   int signal;
 };
 
+// n = 3 members n1..n3 (of `total` daemons) with echo servants and a client attached to
+// `attach`, ready for `style` calls: the set-up of the failover scenarios. Returns "" or why not.
+struct FailoverCluster {
+  std::unique_ptr<Daemons> daemons;
+  std::vector<std::unique_ptr<EchoReplica>> replicas;
+  std::unique_ptr<Client> client;
+};
+
+std::string StartFailoverCluster(const std::string& cohortd, const std::string& cluster_dir,
+                                 int total, const std::string& ordering, int attach, Style style,
+                                 const std::string& client_name, FailoverCluster* out) {
+  const int n = 3;
+  const std::string group = "bench";
+  std::filesystem::create_directories(cluster_dir);
+  out->daemons = std::make_unique<Daemons>(cohortd, cluster_dir, total, GroupsYaml(group, n, ordering));
+  std::string error;
+  if (!out->daemons->Start(&error)) return "cluster failed: " + error;
+  for (int i = 1; i <= n; ++i) {
+    out->replicas.push_back(std::make_unique<EchoReplica>());
+    absl::Status started = out->replicas.back()->Start(out->daemons->ClientAddress(i), group, i);
+    if (!started.ok()) return absl::StrCat("servant at n", i, ": ", started.ToString());
+  }
+  auto client = Client::Connect(out->daemons->ClientAddress(attach), client_name);
+  if (!client.ok()) return client.status().ToString();
+  out->client = *std::move(client);
+  absl::Status ready = WaitReady(out->client.get(), group, style, absl::Seconds(15));
+  if (!ready.ok()) return "group not ready: " + ready.ToString();
+  return "";
+}
+
 FailoverResult RunFailover(const Options& options, const std::string& cohortd, const std::string& dir,
                            const FailoverScenario& scenario) {
   const int n = 3;
@@ -669,36 +699,17 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   result.signal = scenario.signal == SIGKILL ? "SIGKILL" : "SIGSTOP";
   result.victim = "n1";
   result.n = n;
-  std::string cluster_dir = absl::StrCat(dir, "/failover-", scenario.name, "-", scenario.ordering);
-  std::filesystem::create_directories(cluster_dir);
-  Daemons daemons(cohortd, cluster_dir, n + 1, GroupsYaml(group, n, scenario.ordering));
-  std::string error;
-  if (!daemons.Start(&error)) {
-    result.note = "cluster failed: " + error;
-    return result;
-  }
-  std::vector<std::unique_ptr<EchoReplica>> replicas;
-  for (int i = 1; i <= n; ++i) {
-    replicas.push_back(std::make_unique<EchoReplica>());
-    absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
-    if (!started.ok()) {
-      result.note = absl::StrCat("servant at n", i, ": ", started.ToString());
-      return result;
-    }
-  }
   int attach = std::string(scenario.style) == "closed" ? 2 : n + 1;
   Style style = std::string(scenario.style) == "closed" ? Style::kClosed : Style::kOpen;
   result.attached_to = absl::StrCat("n", attach);
-  auto client = Client::Connect(daemons.ClientAddress(attach), "bench-failover");
-  if (!client.ok()) {
-    result.note = client.status().ToString();
-    return result;
-  }
-  absl::Status ready = WaitReady(client->get(), group, style, absl::Seconds(15));
-  if (!ready.ok()) {
-    result.note = "group not ready: " + ready.ToString();
-    return result;
-  }
+  FailoverCluster cluster;
+  result.note = StartFailoverCluster(
+      cohortd, absl::StrCat(dir, "/failover-", scenario.name, "-", scenario.ordering), n + 1,
+      scenario.ordering, attach, style, "bench-failover", &cluster);
+  if (!result.note.empty()) return result;
+  Daemons& daemons = *cluster.daemons;
+  std::vector<std::unique_ptr<EchoReplica>>& replicas = cluster.replicas;
+  Client* client = cluster.client.get();
   using Clock = std::chrono::steady_clock;
   const auto before = std::chrono::milliseconds(options.quick ? 500 : 1000);
   const auto after = std::chrono::milliseconds(options.quick ? 1500 : 2500);
@@ -709,7 +720,7 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   std::atomic<bool> stop{false};
   std::thread stream([&] {
     while (!stop.load()) {
-      auto call = (*client)->Invoke(group, "echo", payload, Mode::kMajority, absl::Seconds(2),
+      auto call = client->Invoke(group, "echo", payload, Mode::kMajority, absl::Seconds(2),
                                      style);
       Clock::time_point done = Clock::now();
       if (call.ok() && call->replies.size() >= call->wanted) {
@@ -765,33 +776,13 @@ ExclusionResult RunExclusion(const Options& options, const std::string& cohortd,
   const int n = 3;
   const std::string group = "bench";
   ExclusionResult result;
-  std::string cluster_dir = absl::StrCat(dir, "/exclusion");
-  std::filesystem::create_directories(cluster_dir);
-  Daemons daemons(cohortd, cluster_dir, n, GroupsYaml(group, n, "consensus"));
-  std::string error;
-  if (!daemons.Start(&error)) {
-    result.note = "cluster failed: " + error;
-    return result;
-  }
-  std::vector<std::unique_ptr<EchoReplica>> replicas;
-  for (int i = 1; i <= n; ++i) {
-    replicas.push_back(std::make_unique<EchoReplica>());
-    absl::Status started = replicas.back()->Start(daemons.ClientAddress(i), group, i);
-    if (!started.ok()) {
-      result.note = absl::StrCat("servant at n", i, ": ", started.ToString());
-      return result;
-    }
-  }
-  auto client = Client::Connect(daemons.ClientAddress(2), "bench-exclusion");
-  if (!client.ok()) {
-    result.note = client.status().ToString();
-    return result;
-  }
-  absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
-  if (!ready.ok()) {
-    result.note = "group not ready: " + ready.ToString();
-    return result;
-  }
+  FailoverCluster cluster;
+  result.note = StartFailoverCluster(cohortd, absl::StrCat(dir, "/exclusion"), n, "consensus", 2,
+                                     Style::kClosed, "bench-exclusion", &cluster);
+  if (!result.note.empty()) return result;
+  Daemons& daemons = *cluster.daemons;
+  std::vector<std::unique_ptr<EchoReplica>>& replicas = cluster.replicas;
+  Client* client = cluster.client.get();
   using Clock = std::chrono::steady_clock;
   std::string payload(options.payload, 'x');
   std::atomic<bool> killed{false};
@@ -800,7 +791,7 @@ ExclusionResult RunExclusion(const Options& options, const std::string& cohortd,
   std::thread stream([&] {
     while (!stop.load()) {
       Clock::time_point start = Clock::now();
-      auto call = (*client)->Invoke(group, "echo", payload, Mode::kAll, absl::Seconds(15),
+      auto call = client->Invoke(group, "echo", payload, Mode::kAll, absl::Seconds(15),
                                      Style::kClosed);
       Clock::time_point done = Clock::now();
       bool ok = call.ok() && call->replies.size() >= call->wanted;
