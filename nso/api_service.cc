@@ -265,6 +265,18 @@ absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request)
   return options;
 }
 
+void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event) {
+  event->set_delivery(delivery.delivery);
+  event->set_group(std::move(delivery.group));
+  event->set_method(std::move(delivery.method));
+  event->set_payload(std::move(delivery.payload));
+  event->set_one_way(delivery.one_way);
+  event->set_view_id(delivery.view_id);
+  event->set_group_seq(delivery.group_seq);
+  event->set_state_offset(delivery.state_offset);
+  event->set_state_last(delivery.state_last);
+}
+
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {
   reply->set_group(info.name);
   reply->set_view_id(info.view_id);
@@ -362,16 +374,7 @@ grpc::Status ApiService::Serve(
   bool open = true;
   while (open && queue->TakeAll(&deliveries)) {
     for (size_t i = 0; i < deliveries.size() && open; ++i) {
-      ServantDelivery& delivery = deliveries[i];
-      event.set_delivery(delivery.delivery);
-      event.set_group(delivery.group);
-      event.set_method(delivery.method);
-      event.set_payload(std::move(delivery.payload));
-      event.set_one_way(delivery.one_way);
-      event.set_view_id(delivery.view_id);
-      event.set_group_seq(delivery.group_seq);
-      event.set_state_offset(delivery.state_offset);
-      event.set_state_last(delivery.state_last);
+      ToServantEvent(std::move(deliveries[i]), &event);
       // A burst goes out as one batch: every write but the last may wait for the next one.
       grpc::WriteOptions options;
       if (i + 1 < deliveries.size()) options.set_buffer_hint();

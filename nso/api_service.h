@@ -53,6 +53,8 @@ absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request)
 void ToInvokeReply(InvokeResult result, api::InvokeReply* reply);
 // On the protocol thread (GroupInfo points into the node's config).
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);
+// A delivery to a servant as the API's event (the gRPC stream, the local fast path, in-process).
+void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event);
 // Metric labels: the mode's name, the status code's name.
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);

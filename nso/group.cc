@@ -220,13 +220,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     // This incarnation just started (event-driven: nothing else would be sent while idle).
     announcements_left_--;
     next_announcement_ms_ = now_ms + std::max<uint64_t>(4 * config().suspect_timeout_ms, 200);
-    for (NodeId peer : peers_) {
-      wire::Envelope envelope;
-      envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
-      envelope.mutable_heartbeat()->set_reply_wanted(true);
-      counters_.heartbeats_sent++;
-      SendTo(peer, std::move(envelope));
-    }
+    for (NodeId peer : peers_) SendHeartbeat(peer, /*reply_wanted=*/true);
   }
   if (!active) return;
   consensus::Outbox outbox;
@@ -239,12 +233,16 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
 void Group::SendHeartbeats() {
   for (NodeId peer : peers_) {
     if (now_ms_ - last_sent_ms_[peer] < static_cast<uint64_t>(config().silence_ms)) continue;
-    wire::Envelope envelope;
-    envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
-    if (event_driven()) envelope.mutable_heartbeat()->set_reply_wanted(true);
-    counters_.heartbeats_sent++;
-    SendTo(peer, std::move(envelope));
+    SendHeartbeat(peer, /*reply_wanted=*/event_driven());
   }
+}
+
+void Group::SendHeartbeat(NodeId to, bool reply_wanted) {
+  wire::Envelope envelope;
+  envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
+  if (reply_wanted) envelope.mutable_heartbeat()->set_reply_wanted(true);
+  counters_.heartbeats_sent++;
+  SendTo(to, std::move(envelope));
 }
 
 void Group::AnswerHeartbeat(NodeId to) {
@@ -253,10 +251,7 @@ void Group::AnswerHeartbeat(NodeId to) {
       now_ms_ - last->second < static_cast<uint64_t>(config().silence_ms)) {
     return;  // it heard from this node a moment ago
   }
-  wire::Envelope envelope;
-  envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
-  counters_.heartbeats_sent++;
-  SendTo(to, std::move(envelope));
+  SendHeartbeat(to, /*reply_wanted=*/false);
 }
 
 void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,13 +52,17 @@ class Group {
   uint32_t trusted_count() const;
   // The suspicions are current: the group is lively, or an event-driven group that is watching
   // its members now. An idle event-driven group's suspicions date from when it last watched.
-  bool suspicions_current() const {
-    return config().liveness == GroupConfig::Liveness::kLively || detector_->monitoring();
-  }
+  bool suspicions_current() const { return !event_driven() || detector_->monitoring(); }
   // 004 section 5 / primary partition: a majority of the view is trusted.
   bool HasMajority() const { return trusted_count() >= members_.size() / 2 + 1; }
   // The member that orders requests for non-members: the lowest-id member not suspected.
   NodeId RequestManager() const;
+  // The member a managed call's `index`-th choice of request manager names (members in view
+  // order, round robin); none while this node knows no view of the group.
+  std::optional<NodeId> ManagerAt(uint32_t index) const {
+    if (members_.empty()) return std::nullopt;
+    return members_[index % members_.size()];
+  }
 
   // A-broadcast from this member; deliveries (possibly of other messages too) are appended.
   void Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries);
@@ -133,6 +138,8 @@ class Group {
   void Flush(uint64_t view_id, consensus::Outbox* outbox,
              std::vector<consensus::Delivery>* deliveries);
   void SendHeartbeats();
+  // "I am alive" to `to`; `reply_wanted`: an idle event-driven member answers it.
+  void SendHeartbeat(NodeId to, bool reply_wanted);
   bool event_driven() const { return config().liveness == GroupConfig::Liveness::kEvent; }
   // An idle event-driven member answers `to`'s request for a heartbeat (Heartbeat.reply_wanted),
   // or tells `to`, which still speaks to an earlier incarnation of this node, that it restarted.

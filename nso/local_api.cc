@@ -12,6 +12,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "nso/api_service.h"
 #include "nso/framing.h"
 #include "nso/logging.h"
 #include "nso/status.h"
@@ -353,16 +354,7 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
     return;
   }
   api::LocalFrame frame;
-  api::ServantEvent* event = frame.mutable_event();
-  event->set_delivery(delivery.delivery);
-  event->set_group(std::move(delivery.group));
-  event->set_method(std::move(delivery.method));
-  event->set_payload(std::move(delivery.payload));
-  event->set_one_way(delivery.one_way);
-  event->set_view_id(delivery.view_id);
-  event->set_group_seq(delivery.group_seq);
-  event->set_state_offset(delivery.state_offset);
-  event->set_state_last(delivery.state_last);
+  ToServantEvent(std::move(delivery), frame.mutable_event());
   Queue(connection, frame);
 }
 

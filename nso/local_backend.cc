@@ -85,18 +85,6 @@ class LocalClient final : public internal::ClientBackend {
   EventLoop* const loop_;
 };
 
-void ToEvent(ServantDelivery&& delivery, api::ServantEvent* event) {
-  event->set_delivery(delivery.delivery);
-  event->set_group(std::move(delivery.group));
-  event->set_method(std::move(delivery.method));
-  event->set_payload(std::move(delivery.payload));
-  event->set_one_way(delivery.one_way);
-  event->set_view_id(delivery.view_id);
-  event->set_group_seq(delivery.group_seq);
-  event->set_state_offset(delivery.state_offset);
-  event->set_state_last(delivery.state_last);
-}
-
 class LocalServant final : public internal::ServantBackend {
  public:
   LocalServant(Node* node, EventLoop* loop)
@@ -124,7 +112,7 @@ class LocalServant final : public internal::ServantBackend {
           [deliver = std::move(deliver), cancelled = cancelled_flag_](ServantDelivery delivery) {
             if (cancelled->load()) return;
             api::ServantEvent event;
-            ToEvent(std::move(delivery), &event);
+            ToServantEvent(std::move(delivery), &event);
             deliver(event);
           });
       if (!id.ok()) return id.status();
@@ -138,7 +126,7 @@ class LocalServant final : public internal::ServantBackend {
       next_ = 0;
       if (!queue_->TakeAll(&batch_)) return false;
     }
-    ToEvent(std::move(batch_[next_++]), event);
+    ToServantEvent(std::move(batch_[next_++]), event);
     return true;
   }
   void Answer(const api::ServantMessage::Answer& answer) override {

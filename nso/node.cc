@@ -253,35 +253,33 @@ void Node::MarkOrdered(uint64_t call_id) {
 }
 
 void Node::SendManaged(Group* group, Call* call) {
-  const std::vector<NodeId>& members = group->members();
   call->sent_at_ms = now_ms_;
+  // Rebind at once if the manager's stream goes down (kill), or after a long silence (frozen).
   call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
-  // No view known (this node left the group's only member's view): nobody to send it to; it is
-  // retried later, or ends at its deadline (found by the api fuzzer).
-  if (members.empty()) return;
-  NodeId manager = members[call->manager_index % members.size()];
-  call->managed_request->set_reply_to(manager);
-  // Rebind at once if the manager's stream goes down (kill), or after a long silence (frozen):
-  // retry_at_ms above.
+  // No view known (this node left the view of the group's only member): it is retried later,
+  // or ends at its deadline (found by the api fuzzer).
+  std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
+  if (!manager) return;
+  call->managed_request->set_reply_to(*manager);
   wire::Envelope envelope;
   *envelope.mutable_forward() = *call->managed_request;
-  SendEnvelope(manager, group->name(), std::move(envelope));
+  SendEnvelope(*manager, group->name(), std::move(envelope));
 }
 
 void Node::RetryManagedCalls() {
   for (auto& [key, call] : calls_) {
     if (!call.managed_request) continue;
     Group* group = groups_.at(call.group).get();
-    if (group->members().empty()) continue;  // no view: ExpireCalls ends it at its deadline
-    NodeId manager = group->members()[call.manager_index % group->members().size()];
-    bool manager_down = !transport_->Reachable(manager) &&
+    std::optional<NodeId> manager = group->ManagerAt(call.manager_index);
+    if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
+    bool manager_down = !transport_->Reachable(*manager) &&
                         now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms;
     if (now_ms_ < call.retry_at_ms && !manager_down) continue;
     call.manager_index++;
     preferred_manager_[call.group] = call.manager_index;  // later calls go there at once
     Log("api")->info("group {}: call {} not answered by its request manager; retrying through {}",
                      call.group, key.second,
-                     NodeName(group->members()[call.manager_index % group->members().size()]));
+                     NodeName(*group->ManagerAt(call.manager_index)));
     SendManaged(group, &call);
   }
 }

@@ -241,31 +241,22 @@ Series Measure(const Options& options, const CallFactory& factory) {
 
 // ---- floors -------------------------------------------------------------------------------------
 
-// The floors' sequential p50 again (end of the run), to show how far it drifted.
-void MeasureFloorsAgain(const Options& options, Report* report) {
+// The floors: a full series at the start of the run; `again` (the end of the run): only the
+// sequential p50, to show how far it drifted (Report::grpc_p50_end, tcp_p50_end).
+void MeasureFloors(const Options& options, Report* report, bool again = false) {
   std::string payload(options.payload, 'x');
   std::string self = SelfExe();
   LoadLimits sequential{options.seq_calls, absl::Milliseconds(options.seq_ms), 20};
-  int grpc_port = FreePort();
-  pid_t echo = Spawn({self, "--role", "echo-server", "--port", std::to_string(grpc_port)}, "");
-  if (WaitForPort(grpc_port, absl::Seconds(10))) {
-    Progress("floor again: gRPC unary echo, sequential");
-    auto channel = DaemonChannel(absl::StrCat("127.0.0.1:", grpc_port));
-    report->grpc_p50_end = RunLoad(1, sequential, GrpcEchoCalls(channel, payload)).p50_us;
-  }
-  KillChild(echo);
-  int tcp_port = FreePort();
-  pid_t tcp = Spawn({self, "--role", "tcp-server", "--port", std::to_string(tcp_port)}, "");
-  if (WaitForPort(tcp_port, absl::Seconds(10))) {
-    Progress("floor again: raw TCP ping-pong, sequential");
-    report->tcp_p50_end = RunLoad(1, sequential, TcpEchoCalls(tcp_port, payload)).p50_us;
-  }
-  KillChild(tcp);
-}
-
-void MeasureFloors(const Options& options, Report* report) {
-  std::string payload(options.payload, 'x');
-  std::string self = SelfExe();
+  const char* label = again ? "floor again (sequential): " : "floor: ";
+  // Measures `calls` into `floor`, or only their sequential p50 into `*end_p50`.
+  auto measure = [&](const CallFactory& calls, FloorResult* floor, double* end_p50) {
+    if (again) {
+      *end_p50 = RunLoad(1, sequential, calls).p50_us;
+      return;
+    }
+    floor->series = Measure(options, calls);
+    floor->measured = true;
+  };
   int grpc_port = FreePort();
   pid_t echo = Spawn({self, "--role", "echo-server", "--port", std::to_string(grpc_port)}, "");
   int tcp_port = FreePort();
@@ -273,20 +264,18 @@ void MeasureFloors(const Options& options, Report* report) {
   report->grpc.name = "grpc_echo";
   report->tcp.name = "tcp_pingpong";
   if (WaitForPort(grpc_port, absl::Seconds(10))) {
-    Progress("floor: gRPC unary echo");
+    Progress(absl::StrCat(label, "gRPC unary echo"));
     auto channel = DaemonChannel(absl::StrCat("127.0.0.1:", grpc_port));
-    report->grpc.series = Measure(options, GrpcEchoCalls(channel, payload));
-    report->grpc.measured = true;
+    measure(GrpcEchoCalls(channel, payload), &report->grpc, &report->grpc_p50_end);
   } else {
-    Progress("floor: gRPC echo server did not start; skipped");
+    Progress(absl::StrCat(label, "gRPC echo server did not start; skipped"));
   }
   KillChild(echo);
   if (WaitForPort(tcp_port, absl::Seconds(10))) {
-    Progress("floor: raw TCP ping-pong");
-    report->tcp.series = Measure(options, TcpEchoCalls(tcp_port, payload));
-    report->tcp.measured = true;
+    Progress(absl::StrCat(label, "raw TCP ping-pong"));
+    measure(TcpEchoCalls(tcp_port, payload), &report->tcp, &report->tcp_p50_end);
   } else {
-    Progress("floor: TCP echo server did not start; skipped");
+    Progress(absl::StrCat(label, "TCP echo server did not start; skipped"));
   }
   KillChild(tcp);
 }
@@ -495,6 +484,38 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
 
 // ---- embedded mode ------------------------------------------------------------------------------
 
+// Which rows a series of calls fills (GroupResult's key).
+struct RowKey {
+  int n;
+  std::string ordering;
+  std::string style;
+  std::string attached_to;
+};
+
+// Once the group "bench" is ready for `call_style` calls from `client`: one row per mode that
+// waits for replies (first, majority, all).
+void MeasureReplyModes(const Options& options, Client* client, const RowKey& key, Style call_style,
+                       Report* report) {
+  const std::string group = "bench";
+  absl::Status ready = WaitReady(client, group, call_style, absl::Seconds(15));
+  if (!ready.ok()) {
+    Progress(absl::StrCat("group not ready (", key.style, "): ", ready.ToString()));
+    return;
+  }
+  std::string payload(options.payload, 'x');
+  for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
+    Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " ", BenchModeName(mode)));
+    GroupResult result;
+    result.n = key.n;
+    result.ordering = key.ordering;
+    result.style = key.style;
+    result.mode = BenchModeName(mode);
+    result.attached_to = key.attached_to;
+    result.series = Measure(options, GroupCalls(client, group, mode, call_style, payload));
+    report->groups.push_back(std::move(result));
+  }
+}
+
 // Group calls from an EMBEDDED member (003 section 3): n = 3, members n1 and n3 are cohortd
 // processes, n2 is a node inside this process with its own echo servant; the client is that
 // node's in-process Client (closed style), so the only gRPC left is between the daemons and the
@@ -504,7 +525,6 @@ void MeasureEmbedded(const Options& options, const std::string& cohortd, const s
   const std::string group = "bench";
   const int n = 3;
   const int embedded = 2;
-  std::string payload(options.payload, 'x');
   for (const char* ordering : {"consensus", "sequencer"}) {
     std::string cluster_dir = absl::StrCat(dir, "/embedded-", ordering);
     std::filesystem::create_directories(cluster_dir);
@@ -534,20 +554,8 @@ void MeasureEmbedded(const Options& options, const std::string& cohortd, const s
     }
     auto client = (*node)->Connect("bench-embedded-client");
     if (ok && client.ok()) {
-      absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
-      if (!ready.ok()) Progress("group not ready (embedded): " + ready.ToString());
-      for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
-        if (!ready.ok()) break;
-        Progress(absl::StrCat("n=3 ", ordering, " embedded ", BenchModeName(mode)));
-        GroupResult result;
-        result.n = n;
-        result.ordering = ordering;
-        result.style = "embed";
-        result.mode = BenchModeName(mode);
-        result.attached_to = "n2 (in-process)";
-        result.series = Measure(options, GroupCalls(client->get(), group, mode, Style::kClosed, payload));
-        report->groups.push_back(std::move(result));
-      }
+      MeasureReplyModes(options, client->get(), {n, ordering, "embed", "n2 (in-process)"},
+                        Style::kClosed, report);
     }
     if (client.ok()) client->reset();
     replicas.clear();  // servants before the node
@@ -586,7 +594,6 @@ int RunAppMember(const std::string& config, const std::string& group) {
 // the deployment with cohortd; these measure the configuration 003 section 5 measured.
 void MeasureApps(const Options& options, const std::string& dir, Report* report) {
   const std::string group = "bench";
-  std::string payload(options.payload, 'x');
   const std::string self = SelfExe();
   for (int n : options.sizes) {
     for (const char* ordering : {"consensus", "sequencer"}) {
@@ -624,22 +631,9 @@ void MeasureApps(const Options& options, const std::string& dir, Report* report)
           Progress("connect: " + client.status().ToString());
           continue;
         }
-        absl::Status ready = WaitReady(client->get(), group, call_style, absl::Seconds(15));
-        if (!ready.ok()) {
-          Progress(absl::StrCat("group not ready (", style, "): ", ready.ToString()));
-          continue;
-        }
-        for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
-          Progress(absl::StrCat("n=", n, " ", ordering, " ", style, " ", BenchModeName(mode)));
-          GroupResult result;
-          result.n = n;
-          result.ordering = ordering;
-          result.style = style;
-          result.mode = BenchModeName(mode);
-          result.attached_to = absl::StrCat("n", closed ? member : outsider, " (in-process)");
-          result.series = Measure(options, GroupCalls(client->get(), group, mode, call_style, payload));
-          report->groups.push_back(std::move(result));
-        }
+        MeasureReplyModes(options, client->get(),
+                          {n, ordering, style, absl::StrCat("n", closed ? member : outsider, " (in-process)")},
+                          call_style, report);
       }
       replica.servant.reset();  // the servant before its node
       (*inside)->Shutdown();
@@ -1002,7 +996,7 @@ int Main(int argc, char** argv) {
                           " groups"));
     report.memory = MeasureMemory(cohortd, dir, options.memory_nsos, options.memory_groups);
   }
-  if (!options.skip.count("floors")) MeasureFloorsAgain(options, &report);
+  if (!options.skip.count("floors")) MeasureFloors(options, &report, /*again=*/true);
   KillAllChildren();
   report.total_seconds = absl::ToDoubleSeconds(absl::Now() - begin);
 

@@ -63,20 +63,21 @@ std::vector<Target> Targets(const Report& report) {
   auto verdict = [](bool measured, bool met) {
     return !measured ? std::string("not measured") : met ? std::string("met") : std::string("NOT MET");
   };
-  for (const char* ordering : {"sequencer", "consensus"}) {
-    const GroupResult* g = Find(report, 3, ordering, "open", "first");
+  // A sequential p50 against the gRPC echo's.
+  auto latency = [&](const GroupResult* g, std::string what, double limit) {
     bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
     double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
-    targets.push_back({absl::StrCat("first, open group via request manager, ", ordering,
-                                    ", n=3: p50 / grpc_echo_p50"),
-                       measured ? Num(ratio, 2) : "-", "<= 1.2", verdict(measured, ratio <= 1.2)});
+    targets.push_back({std::move(what), measured ? Num(ratio, 2) : "-",
+                       absl::StrCat("<= ", Num(limit, 1)), verdict(measured, ratio <= limit)});
+  };
+  for (const char* ordering : {"sequencer", "consensus"}) {
+    latency(Find(report, 3, ordering, "open", "first"),
+            absl::StrCat("first, open group via request manager, ", ordering, ", n=3: p50 / grpc_echo_p50"),
+            1.2);
   }
   {
     const GroupResult* g = Find(report, 3, "consensus", "closed", "all");
-    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
-    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
-    targets.push_back({"all, closed group, consensus, n=3: p50 / grpc_echo_p50",
-                       measured ? Num(ratio, 2) : "-", "<= 2.0", verdict(measured, ratio <= 2.0)});
+    latency(g, "all, closed group, consensus, n=3: p50 / grpc_echo_p50", 2.0);
     const EtcdResult& e = report.etcd;
     bool with_etcd = g && g->series.sequential.calls > 0 && e.measured && e.sequential.p50_us > 0;
     double etcd_ratio = with_etcd ? g->series.sequential.p50_us / e.sequential.p50_us : 0;
@@ -88,30 +89,19 @@ std::vector<Target> Targets(const Report& report) {
   // The same two latency targets from an embedded member (003 section 3: client and NSO in one
   // address space), for comparison with the daemon-mode paths above.
   for (const auto& [mode, limit] : {std::pair<const char*, double>{"first", 1.2}, {"all", 2.0}}) {
-    const GroupResult* g = Find(report, 3, "consensus", "embed", mode);
-    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
-    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
-    targets.push_back({absl::StrCat(mode, ", embedded member (closed), consensus, n=3: p50 / grpc_echo_p50"),
-                       measured ? Num(ratio, 2) : "-", absl::StrCat("<= ", Num(limit, 1)),
-                       verdict(measured, ratio <= limit)});
+    latency(Find(report, 3, "consensus", "embed", mode),
+            absl::StrCat(mode, ", embedded member (closed), consensus, n=3: p50 / grpc_echo_p50"), limit);
   }
   // And with no daemon: every node an application process with its NSO embedded and its servant
   // beside it (003 section 5's setting; the bench's --role app-member).
   for (const char* ordering : {"sequencer", "consensus"}) {
-    const GroupResult* g = Find(report, 3, ordering, "app-open", "first");
-    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
-    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
-    targets.push_back({absl::StrCat("first, open group via request manager, ", ordering,
-                                    ", n=3, application processes (no cohortd): p50 / grpc_echo_p50"),
-                       measured ? Num(ratio, 2) : "-", "<= 1.2", verdict(measured, ratio <= 1.2)});
+    latency(Find(report, 3, ordering, "app-open", "first"),
+            absl::StrCat("first, open group via request manager, ", ordering,
+                         ", n=3, application processes (no cohortd): p50 / grpc_echo_p50"),
+            1.2);
   }
-  {
-    const GroupResult* g = Find(report, 3, "consensus", "app-closed", "all");
-    bool measured = g && grpc_p50 > 0 && g->series.sequential.calls > 0;
-    double ratio = measured ? g->series.sequential.p50_us / grpc_p50 : 0;
-    targets.push_back({"all, closed group, consensus, n=3, application processes: p50 / grpc_echo_p50",
-                       measured ? Num(ratio, 2) : "-", "<= 2.0", verdict(measured, ratio <= 2.0)});
-  }
+  latency(Find(report, 3, "consensus", "app-closed", "all"),
+          "all, closed group, consensus, n=3, application processes: p50 / grpc_echo_p50", 2.0);
   int i64 = CallerIndex(report, 64);
   for (const char* ordering : {"consensus", "sequencer"}) {
     const GroupResult* g = Find(report, 3, ordering, "closed", "all");
