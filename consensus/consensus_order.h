@@ -1,8 +1,9 @@
 // Symmetric total order (atomic broadcast) on a sequence of Chandra-Toueg consensus instances,
 // each deciding a BATCH of messages (004 section 3.2; Chandra & Toueg 1996, section 6).
 //
-//   Broadcast: the message is diffused to every member (wire Diffusion); each member keeps the
-//     set of unordered messages.
+//   Broadcast: the message is sent (wire Diffusion) to round 1's coordinator, and diffused to
+//     every member while it stays undelivered (every retransmit_ms) or if that coordinator is
+//     suspected; each member keeps the set of unordered messages it received.
 //   Instance k starts at a member once k - 1 is decided there and it has unordered messages, or
 //     when it receives a message of instance k. Its initial value is a batch of its unordered
 //     messages, FIFO-closed per origin (seq s is in only if s - 1 is delivered or in the batch).
@@ -87,7 +88,8 @@ class ConsensusOrder final : public TotalOrder {
   // `from` asked about an instance this member no longer holds (rate-limited per member).
   void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void Flush(const ConsensusSends& sends, Outbox* out);
-  void Diffuse(const wire::MessageBatch& batch, Outbox* out);
+  void Diffuse(const wire::MessageBatch& batch, Outbox* out);  // to every other member
+  void SendDiffusion(NodeId to, const wire::MessageBatch& batch, Outbox* out);
   bool IsMember(NodeId node) const;
 
   const NodeId self_;

@@ -12,6 +12,12 @@ SequencerOrder::SequencerOrder(NodeId self, std::vector<NodeId> members,
       options_(options),
       majority_(members_.size() / 2 + 1) {}
 
+bool SequencerOrder::CommitsOnAccept() const {
+  // 004 section 4.3's reasoning for the sequencer: with n <= 3 the sequencer and one member are
+  // a majority, so a member holding an entry ORDERED in the current epoch knows it committed.
+  return options_.optimisation_3 && majority_ <= 2;
+}
+
 bool SequencerOrder::IsMember(NodeId node) const {
   return std::find(members_.begin(), members_.end(), node) != members_.end();
 }
@@ -190,6 +196,7 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
     RebuildLogSeq();
   }
   commit_ = std::max(commit_, std::min<uint64_t>(message.committed(), log_.size()));
+  if (CommitsOnAccept()) commit_ = log_.size();
   if (count > 0) {
     wire::SequencerMessage ack;
     ack.set_kind(Kind::ACK);
@@ -243,6 +250,7 @@ void SequencerOrder::MaybeCommit(Outbox* out) {
   if (stable <= commit_) return;
   commit_ = stable;
   Deliver(out);
+  if (CommitsOnAccept()) return;  // the members committed as they accepted: no notice needed
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, log_.size(), out);  // a commit notice
   }

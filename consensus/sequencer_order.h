@@ -5,7 +5,8 @@
 //   appends them to its log (FIFO per origin) and sends them ORDERED with their order numbers.
 //   Members store contiguous ORDERED entries and ACK the length of their log; an entry is
 //   committed once a majority (the sequencer included) holds it in epoch e, and the sequencer
-//   announces `committed` on ORDERED. Members deliver committed entries in order-number order,
+//   announces `committed` on ORDERED (with n <= 3 and optimisation_3, a member holding an entry
+//   in epoch e knows that already: it commits on accepting it, and no notice is sent). Members deliver committed entries in order-number order,
 //   and ask NEED for gaps.
 //   Replacement: a member that suspects the sequencer moves to the next epoch whose sequencer it
 //   does not suspect; a message of a higher epoch pulls its receiver into that epoch. The new
@@ -37,6 +38,9 @@ struct SequencerOrderOptions {
   uint64_t retransmit_ms = 50;
   size_t batch_messages_max = 1024;
   size_t log_entries_max = 1 << 20;
+  // With n <= 3 a member commits what it holds as it accepts ORDERED entries, and the sequencer
+  // sends no commit notices (004 section 4.3's argument: the sequencer and it are a majority).
+  bool optimisation_3 = true;
 };
 
 class SequencerOrder final : public TotalOrder {
@@ -85,6 +89,7 @@ class SequencerOrder final : public TotalOrder {
   void RebuildLogSeq();
   void Send(NodeId to, wire::SequencerMessage message, Outbox* out);
   bool IsMember(NodeId node) const;
+  bool CommitsOnAccept() const;
 
   const NodeId self_;
   const std::vector<NodeId> members_;

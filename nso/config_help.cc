@@ -35,7 +35,8 @@ failure_detector:
 consensus:
   optimisation_1: true        # [true] 004 section 4.1
   optimisation_2: true        # [true] 004 section 4.2
-  optimisation_3: true        # [true] 004 section 4.3
+  optimisation_3: true        # [true] 004 section 4.3 (n <= 3: decide on accepting; the
+                              #   sequencer ordering's members commit on accepting too)
   round_delay_ms: 20          # [20] the delay d of optimisation 1 (0 allowed)
   batch_max_messages: 1024    # [1024] most messages ordered by one consensus instance
 limits:

@@ -1,0 +1,264 @@
+// The message-saving rules of the two total orders (issue 7's scaling target), and that each one
+// stays live when the message it saves would have been the one to survive a crash:
+//   - a Chandra-Toueg DECISION is not relayed on receipt (consensus/chandra_toueg.h);
+//   - a broadcast goes first to round 1's coordinator only (consensus/consensus_order.h);
+//   - with n <= 3 a sequencer member commits on accepting ORDERED entries, and the sequencer
+//     sends no commit notices (consensus/sequencer_order.h).
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "catch2/catch.hpp"
+#include "consensus/chandra_toueg.h"
+#include "consensus/consensus_order.h"
+#include "consensus/sequencer_order.h"
+
+namespace cohort::consensus {
+namespace {
+
+std::vector<NodeId> Members(size_t n) {
+  std::vector<NodeId> members;
+  for (NodeId id = 1; id <= n; ++id) members.push_back(id);
+  return members;
+}
+
+wire::MessageBatch Value(NodeId origin) {
+  wire::MessageBatch batch;
+  wire::DataMessage* message = batch.add_messages();
+  message->set_origin(origin);
+  message->set_seq(1);
+  message->set_payload("value of " + std::to_string(origin));
+  return batch;
+}
+
+// n instances of one consensus over a FIFO network; `drop` filters messages (true: lost).
+struct Instances {
+  using Drop = std::function<bool(NodeId from, NodeId to, const wire::ConsensusMessage&)>;
+  std::map<NodeId, std::unique_ptr<ChandraToueg>> nodes;
+  std::deque<std::tuple<NodeId, NodeId, wire::ConsensusMessage>> queue;
+  std::set<NodeId> crashed;
+  OrderCounters counters;
+  uint64_t now_ms = 0;
+  Drop drop = [](NodeId, NodeId, const wire::ConsensusMessage&) { return false; };
+
+  explicit Instances(size_t n) {
+    for (NodeId id : Members(n)) {
+      nodes[id] = std::make_unique<ChandraToueg>(id, Members(n), 1, ConsensusOptions{},
+                                                 std::set<NodeId>{}, &counters);
+    }
+  }
+  void Take(NodeId from, const ConsensusSends& sends) {
+    for (const auto& [to, message] : sends) queue.emplace_back(from, to, message);
+  }
+  void Pump() {
+    while (!queue.empty()) {
+      auto [from, to, message] = std::move(queue.front());
+      queue.pop_front();
+      if (crashed.count(from) > 0 || crashed.count(to) > 0 || drop(from, to, message)) continue;
+      ConsensusSends sends;
+      nodes[to]->Step(from, message, &sends);
+      Take(to, sends);
+    }
+  }
+  void Tick(uint64_t ms) {
+    now_ms += ms;
+    for (auto& [id, node] : nodes) {
+      if (crashed.count(id) > 0) continue;
+      ConsensusSends sends;
+      node->Tick(now_ms, &sends);
+      Take(id, sends);
+    }
+    Pump();
+  }
+  void ProposeAll() {
+    for (auto& [id, node] : nodes) {
+      ConsensusSends sends;
+      node->Propose(Value(id), now_ms, &sends);
+      Take(id, sends);
+    }
+    Pump();
+  }
+};
+
+TEST_CASE("a DECISION is sent once to each participant, not relayed", "[order]") {
+  for (size_t n : {5u, 7u}) {
+    Instances instances(n);
+    instances.ProposeAll();
+    INFO("n = " << n);
+    for (auto& [id, node] : instances.nodes) CHECK(node->decided());
+    // n - 1 proposals, n - 1 ACKs, n - 1 DECISIONs: 3(n - 1), not 3(n - 1) + (n - 1)(n - 2).
+    CHECK(instances.counters.messages_sent_decision == n - 1);
+    CHECK(instances.counters.messages_sent_proposal == n - 1);
+    CHECK(instances.counters.messages_sent_ack == n - 1);
+  }
+}
+
+TEST_CASE("participants the crashed coordinator's DECISION missed still decide its value",
+          "[order]") {
+  Instances instances(5);
+  // The coordinator (node 1) decides, its DECISION reaches node 2 only, and it crashes.
+  instances.drop = [](NodeId from, NodeId to, const wire::ConsensusMessage& message) {
+    return from == 1 && message.kind() == wire::ConsensusMessage::DECISION && to != 2;
+  };
+  instances.ProposeAll();
+  REQUIRE(instances.nodes[1]->decided());
+  REQUIRE(instances.nodes[2]->decided());
+  for (NodeId id : {3u, 4u, 5u}) REQUIRE_FALSE(instances.nodes[id]->decided());
+  instances.crashed.insert(1);
+  for (NodeId id : {2u, 3u, 4u, 5u}) {
+    ConsensusSends sends;
+    instances.nodes[id]->Suspect(1, true, &sends);
+    instances.Take(id, sends);
+  }
+  instances.Pump();
+  for (int tick = 0; tick < 10; ++tick) instances.Tick(10);
+  const std::string decided = instances.nodes[1]->decision().SerializeAsString();
+  for (NodeId id : {2u, 3u, 4u, 5u}) {
+    INFO("node " << id);
+    REQUIRE(instances.nodes[id]->decided());
+    CHECK(instances.nodes[id]->decision().SerializeAsString() == decided);
+  }
+}
+
+// Total orders of n members over a FIFO network with loss by filter; records deliveries.
+template <typename Order>
+struct Orders {
+  using Drop = std::function<bool(NodeId from, NodeId to, const wire::Envelope&)>;
+  std::map<NodeId, std::unique_ptr<Order>> nodes;
+  std::deque<std::tuple<NodeId, NodeId, wire::Envelope>> queue;
+  std::map<NodeId, std::vector<std::string>> delivered;
+  std::set<NodeId> crashed;
+  std::vector<std::tuple<NodeId, NodeId, wire::Envelope>> sent;
+  uint64_t now_ms = 0;
+  Drop drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+
+  template <typename Options>
+  Orders(size_t n, Options options) {
+    for (NodeId id : Members(n)) nodes[id] = std::make_unique<Order>(id, Members(n), options);
+  }
+  void Take(NodeId from, Outbox* out) {
+    for (auto& [to, envelope] : out->sends) {
+      sent.emplace_back(from, to, envelope);
+      queue.emplace_back(from, to, std::move(envelope));
+    }
+    for (const Delivery& delivery : out->deliveries) delivered[from].push_back(delivery.payload);
+  }
+  void Broadcast(NodeId from, const std::string& payload) {
+    Outbox out;
+    nodes[from]->Broadcast(payload, &out);
+    Take(from, &out);
+  }
+  void Pump() {
+    while (!queue.empty()) {
+      auto [from, to, envelope] = std::move(queue.front());
+      queue.pop_front();
+      if (crashed.count(from) > 0 || crashed.count(to) > 0 || drop(from, to, envelope)) continue;
+      Outbox out;
+      nodes[to]->Step(from, envelope, &out);
+      Take(to, &out);
+    }
+  }
+  void Tick(uint64_t ms) {
+    now_ms += ms;
+    for (auto& [id, node] : nodes) {
+      if (crashed.count(id) > 0) continue;
+      Outbox out;
+      node->Tick(now_ms, &out);
+      Take(id, &out);
+    }
+    Pump();
+  }
+  void SuspectEverywhere(NodeId suspect) {
+    for (auto& [id, node] : nodes) {
+      if (id == suspect || crashed.count(id) > 0) continue;
+      Outbox out;
+      node->Suspect(suspect, true, &out);
+      Take(id, &out);
+    }
+    Pump();
+  }
+  size_t DiffusionsSent() const {
+    size_t count = 0;
+    for (const auto& [from, to, envelope] : sent) count += envelope.has_data() ? 1 : 0;
+    return count;
+  }
+};
+
+TEST_CASE("a broadcast goes to round 1's coordinator first, to all when it is suspected",
+          "[order]") {
+  Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
+  orders.Broadcast(3, "from 3");
+  CHECK(orders.DiffusionsSent() == 1);
+  CHECK(std::get<1>(orders.sent.front()) == 1);  // to the coordinator of round 1
+  orders.Pump();
+  for (NodeId id = 1; id <= 5; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"from 3"});
+  orders.sent.clear();
+  orders.Broadcast(1, "from the coordinator");  // proposed at once, not diffused
+  CHECK(orders.DiffusionsSent() == 0);
+  orders.Pump();
+  CHECK(orders.delivered[4].back() == "from the coordinator");
+  orders.sent.clear();
+  orders.SuspectEverywhere(1);
+  orders.sent.clear();
+  orders.Broadcast(3, "while 1 is suspected");
+  CHECK(orders.DiffusionsSent() == 4);
+}
+
+TEST_CASE("a broadcast whose first copy died with the coordinator is still ordered", "[order]") {
+  Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
+  orders.crashed.insert(1);  // crashed, not suspected yet: the first copy goes to it and is lost
+  orders.Broadcast(3, "survives");
+  orders.Pump();
+  orders.Tick(60);  // the retransmission diffuses to every member
+  orders.SuspectEverywhere(1);
+  for (int tick = 0; tick < 20; ++tick) orders.Tick(10);
+  for (NodeId id = 2; id <= 5; ++id) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == std::vector<std::string>{"survives"});
+  }
+}
+
+TEST_CASE("with n = 3 sequencer members commit on accepting; no commit notices", "[order]") {
+  Orders<SequencerOrder> orders(3, SequencerOrderOptions{});
+  orders.Broadcast(2, "a");
+  orders.Pump();
+  for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"a"});
+  // FORWARD to the sequencer, ORDERED to 2 and 3, their ACKs: 5 messages, no notices.
+  CHECK(orders.sent.size() == 5);
+
+  // Without it (or with n = 5) members wait for the sequencer's commit notice.
+  SequencerOrderOptions off;
+  off.optimisation_3 = false;
+  Orders<SequencerOrder> plain(3, off);
+  plain.Broadcast(2, "a");
+  plain.Pump();
+  CHECK(plain.sent.size() == 7);
+  for (NodeId id = 1; id <= 3; ++id) CHECK(plain.delivered[id] == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("an entry a member committed on accepting survives the sequencer's crash", "[order]") {
+  Orders<SequencerOrder> orders(3, SequencerOrderOptions{});
+  // Node 2's ACK to the sequencer is lost: only node 2 knows (and delivered) the entry.
+  orders.drop = [](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    return from != 1 && to == 1 && envelope.sequencer().kind() == wire::SequencerMessage::ACK;
+  };
+  orders.Broadcast(3, "kept");
+  orders.Pump();
+  REQUIRE(orders.delivered[2] == std::vector<std::string>{"kept"});
+  orders.crashed.insert(1);
+  orders.drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+  orders.SuspectEverywhere(1);
+  orders.Broadcast(2, "after");
+  for (int tick = 0; tick < 20; ++tick) orders.Tick(60);
+  for (NodeId id : {2u, 3u}) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == std::vector<std::string>{"kept", "after"});
+  }
+}
+
+}  // namespace
+}  // namespace cohort::consensus
