@@ -8,10 +8,11 @@ using Kind = wire::ConsensusMessage;
 
 ChandraToueg::ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
                            ConsensusOptions options, std::set<NodeId> suspected,
-                           OrderCounters* counters)
+                           OrderCounters* counters, size_t first_coordinator)
     : self_(self),
       members_(std::move(members)),
       instance_(instance),
+      first_coordinator_(members_.empty() ? 0 : first_coordinator % members_.size()),
       options_(options),
       majority_(members_.size() / 2 + 1),
       suspected_(std::move(suspected)),

@@ -1,5 +1,6 @@
 // One instance of Chandra-Toueg consensus for the ◇S failure detector: rotating coordinator,
-// coordinator of round r = members[(r - 1) mod n] (004 section 2.3; Chandra & Toueg 1996, fig. 6).
+// coordinator of round r = members[(first + r - 1) mod n], `first` fixed per instance (004
+// section 2.3; Chandra & Toueg 1996, fig. 6: any rotation every member agrees on will do).
 //
 //   phase 1: every participant sends (estimate, timestamp) to the coordinator;
 //   phase 2: the coordinator waits for a majority of estimates and proposes the one with the
@@ -50,10 +51,12 @@ using ConsensusSends = std::vector<std::pair<NodeId, wire::ConsensusMessage>>;
 
 class ChandraToueg {
  public:
-  // `members` is the group in coordinator order; `self` must be one of them. `counters` (may be
-  // null) receives the count of messages sent by kind.
+  // `members` is the group in coordinator order, from members[first_coordinator] for round 1;
+  // `self` must be one of them. `counters` (may be null) receives the count of messages sent by
+  // kind.
   ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
-               ConsensusOptions options, std::set<NodeId> suspected, OrderCounters* counters);
+               ConsensusOptions options, std::set<NodeId> suspected, OrderCounters* counters,
+               size_t first_coordinator = 0);
 
   // Starts the instance with this node's initial value. Call once, before Step.
   void Propose(wire::MessageBatch value, uint64_t now_ms, ConsensusSends* out);
@@ -79,7 +82,9 @@ class ChandraToueg {
   // Communication steps from the start of the instance to this node's decision (004 section 4).
   uint32_t decision_steps() const { return decision_steps_; }
 
-  NodeId Coordinator(uint32_t round) const { return members_[(round - 1) % members_.size()]; }
+  NodeId Coordinator(uint32_t round) const {
+    return members_[(first_coordinator_ + round - 1) % members_.size()];
+  }
 
  private:
   enum class Phase { kWaitProposal, kReplied };
@@ -106,6 +111,7 @@ class ChandraToueg {
   const NodeId self_;
   const std::vector<NodeId> members_;
   const uint64_t instance_;
+  const size_t first_coordinator_;
   const ConsensusOptions options_;
   const size_t majority_;  // floor(n / 2) + 1
   std::set<NodeId> suspected_;

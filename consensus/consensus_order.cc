@@ -29,34 +29,23 @@ uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
   message->set_seq(seq);
   message->set_payload(payload);
   unordered_[{self_, seq}] = std::move(payload);
-  // First send: to round 1's coordinator only, the one member whose copy the normal case needs
-  // (with optimisation 2 it proposes its own unordered messages; a participant takes the batch
-  // from the proposal). Tick's retransmission diffuses to every member, so a message whose
-  // coordinator crashed still reaches the next round's estimates (issue 7: n - 2 messages fewer
-  // per broadcast, none when this member coordinates).
-  const NodeId coordinator = members_.front();
-  if (coordinator == self_) {
-    // Proposed by this member as soon as its next instance starts.
-  } else if (suspected_.count(coordinator) == 0) {
-    SendDiffusion(coordinator, batch, out);
-  } else {
-    Diffuse(batch, out);
-  }
+  // When this member coordinates round 1 of the instance it starts now, its proposal carries the
+  // message (optimisation 2): nothing to diffuse, n - 1 messages and one step fewer (issue 7).
+  // Otherwise every member gets it, so whoever coordinates the instance that orders it holds it.
+  // Tick's retransmission covers an instance this member did not start after all.
+  if (Current() != nullptr || members_[leader_] != self_) Diffuse(batch, out);
   MaybeStartInstance(/*even_if_empty=*/false, out);
   return seq;
 }
 
 void ConsensusOrder::Diffuse(const wire::MessageBatch& batch, Outbox* out) {
   for (NodeId member : members_) {
-    if (member != self_) SendDiffusion(member, batch, out);
+    if (member == self_) continue;
+    wire::Envelope envelope;
+    *envelope.mutable_data()->mutable_batch() = batch;
+    out->sends.emplace_back(member, std::move(envelope));
+    ++counters_.messages_sent_data;
   }
-}
-
-void ConsensusOrder::SendDiffusion(NodeId to, const wire::MessageBatch& batch, Outbox* out) {
-  wire::Envelope envelope;
-  *envelope.mutable_data()->mutable_batch() = batch;
-  out->sends.emplace_back(to, std::move(envelope));
-  ++counters_.messages_sent_data;
 }
 
 wire::MessageBatch ConsensusOrder::MakeBatch() const {
@@ -88,7 +77,8 @@ void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
   wire::MessageBatch batch = MakeBatch();
   if (batch.messages_size() == 0 && !even_if_empty) return;
   auto instance = std::make_unique<ChandraToueg>(self_, members_, next_instance_,
-                                                 options_.consensus, suspected_, &counters_);
+                                                 options_.consensus, suspected_, &counters_,
+                                                 leader_);
   ChandraToueg* started = instance.get();
   instances_[next_instance_] = std::move(instance);
   ConsensusSends sends;
@@ -207,7 +197,8 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
       if (early == early_decisions_.end()) return;
       if (current == nullptr) {
         auto instance = std::make_unique<ChandraToueg>(self_, members_, next_instance_,
-                                                       options_.consensus, suspected_, &counters_);
+                                                       options_.consensus, suspected_, &counters_,
+                                                       leader_);
         current = instance.get();
         instances_[next_instance_] = std::move(instance);
       }
@@ -215,6 +206,7 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
       early_decisions_.erase(early);
     }
     DeliverBatch(current->decision(), out);
+    FollowOrigin(current->decision());
     const size_t bytes = current->decision().ByteSizeLong();
     decided_sizes_[next_instance_] = bytes;
     decided_bytes_ += bytes;
@@ -229,6 +221,17 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
     }
     MaybeStartInstance(/*even_if_empty=*/false, out);
   }
+}
+
+void ConsensusOrder::FollowOrigin(const wire::MessageBatch& decision) {
+  // The next instance's round 1 is coordinated by the origin of this decision's last message:
+  // a function of the decided value, hence the same at every member. A member that keeps
+  // broadcasting (a closed group's caller, an open group's request manager) coordinates the
+  // instances that order its messages and decides in 2 steps, not 3 (issue 7).
+  if (decision.messages_size() == 0) return;
+  const NodeId origin = decision.messages(decision.messages_size() - 1).origin();
+  auto it = std::find(members_.begin(), members_.end(), origin);
+  if (it != members_.end()) leader_ = static_cast<size_t>(it - members_.begin());
 }
 
 void ConsensusOrder::PruneDecided() {

@@ -1,9 +1,13 @@
 // Symmetric total order (atomic broadcast) on a sequence of Chandra-Toueg consensus instances,
 // each deciding a BATCH of messages (004 section 3.2; Chandra & Toueg 1996, section 6).
 //
-//   Broadcast: the message is sent (wire Diffusion) to round 1's coordinator, and diffused to
-//     every member while it stays undelivered (every retransmit_ms) or if that coordinator is
-//     suspected; each member keeps the set of unordered messages it received.
+//   Broadcast: the message is diffused to every member (wire Diffusion) and again every
+//     retransmit_ms while undelivered; each member keeps the set of unordered messages. A member
+//     about to start an instance whose round 1 it coordinates diffuses nothing: its proposal
+//     carries the message.
+//   Round 1 of instance k + 1 is coordinated by the origin of the last message decided in k
+//     (the coordinator rotates from there in later rounds): a member that keeps broadcasting
+//     coordinates the instances ordering its messages.
 //   Instance k starts at a member once k - 1 is decided there and it has unordered messages, or
 //     when it receives a message of instance k. Its initial value is a batch of its unordered
 //     messages, FIFO-closed per origin (seq s is in only if s - 1 is delivered or in the batch).
@@ -77,6 +81,7 @@ class ConsensusOrder final : public TotalOrder {
   void OnConsensus(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void DeliverDecided(Outbox* out);
   void DeliverBatch(const wire::MessageBatch& batch, Outbox* out);
+  void FollowOrigin(const wire::MessageBatch& decision);  // sets leader_ for the next instance
   void SendCatchUpRequest(NodeId to, Outbox* out);
   // Answers a catch-up request for `instance` (decided here) with its decision and those of the
   // next kCatchUpWindow - 1 decided instances: a laggard catches up a window per round trip.
@@ -89,7 +94,6 @@ class ConsensusOrder final : public TotalOrder {
   void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void Flush(const ConsensusSends& sends, Outbox* out);
   void Diffuse(const wire::MessageBatch& batch, Outbox* out);  // to every other member
-  void SendDiffusion(NodeId to, const wire::MessageBatch& batch, Outbox* out);
   bool IsMember(NodeId node) const;
 
   const NodeId self_;
@@ -105,6 +109,7 @@ class ConsensusOrder final : public TotalOrder {
   std::map<MessageId, std::string> unordered_;  // received, not delivered
 
   uint64_t next_instance_ = 1;
+  size_t leader_ = 0;  // index in members_ of the round-1 coordinator of next_instance_
   // Instance next_instance_ (when started) and the decided ones before it still kept
   // (PruneDecided); decided_bytes_ is the size of the decisions kept.
   std::map<uint64_t, std::unique_ptr<ChandraToueg>> instances_;

@@ -1,7 +1,8 @@
 // The message-saving rules of the two total orders (issue 7's scaling target), and that each one
 // stays live when the message it saves would have been the one to survive a crash:
 //   - a Chandra-Toueg DECISION is not relayed on receipt (consensus/chandra_toueg.h);
-//   - a broadcast goes first to round 1's coordinator only (consensus/consensus_order.h);
+//   - the origin of the last decided message coordinates round 1 of the next instance, and
+//     diffuses nothing when it broadcasts (consensus/consensus_order.h);
 //   - with n <= 3 a sequencer member commits on accepting ORDERED entries, and the sequencer
 //     sends no commit notices (consensus/sequencer_order.h).
 #include <deque>
@@ -188,32 +189,59 @@ struct Orders {
   }
 };
 
-TEST_CASE("a broadcast goes to round 1's coordinator first, to all when it is suspected",
-          "[order]") {
+TEST_CASE("the origin of the last decided message coordinates the next instance", "[order]") {
   Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
-  orders.Broadcast(3, "from 3");
-  CHECK(orders.DiffusionsSent() == 1);
-  CHECK(std::get<1>(orders.sent.front()) == 1);  // to the coordinator of round 1
+  orders.Broadcast(3, "from 3");  // node 1 coordinates instance 1: diffused to every member
+  CHECK(orders.DiffusionsSent() == 4);
   orders.Pump();
   for (NodeId id = 1; id <= 5; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"from 3"});
+  // Node 3 coordinates instance 2: it proposes its message at once, nothing is diffused.
   orders.sent.clear();
-  orders.Broadcast(1, "from the coordinator");  // proposed at once, not diffused
+  orders.Broadcast(3, "again from 3");
+  CHECK(orders.DiffusionsSent() == 0);
+  REQUIRE_FALSE(orders.sent.empty());
+  CHECK(std::get<0>(orders.sent.front()) == 3);
+  CHECK(std::get<2>(orders.sent.front()).consensus().kind() == wire::ConsensusMessage::PROPOSAL);
+  orders.Pump();
+  for (NodeId id = 1; id <= 5; ++id) CHECK(orders.delivered[id].back() == "again from 3");
+  // Another origin diffuses to all, and leads the instance after the one ordering it.
+  orders.sent.clear();
+  orders.Broadcast(2, "from 2");
+  CHECK(orders.DiffusionsSent() == 4);
+  orders.Pump();
+  orders.sent.clear();
+  orders.Broadcast(2, "again from 2");
   CHECK(orders.DiffusionsSent() == 0);
   orders.Pump();
-  CHECK(orders.delivered[4].back() == "from the coordinator");
-  orders.sent.clear();
-  orders.SuspectEverywhere(1);
-  orders.sent.clear();
-  orders.Broadcast(3, "while 1 is suspected");
-  CHECK(orders.DiffusionsSent() == 4);
+  for (NodeId id = 1; id <= 5; ++id) {
+    CHECK(orders.delivered[id] ==
+          std::vector<std::string>{"from 3", "again from 3", "from 2", "again from 2"});
+  }
 }
 
-TEST_CASE("a broadcast whose first copy died with the coordinator is still ordered", "[order]") {
+TEST_CASE("a crashed leader's successor rounds still order the others' messages", "[order]") {
   Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
-  orders.crashed.insert(1);  // crashed, not suspected yet: the first copy goes to it and is lost
+  orders.Broadcast(3, "3 leads next");
+  orders.Pump();
+  orders.crashed.insert(3);  // the next instance's round-1 coordinator
+  orders.Broadcast(2, "ordered without 3");
+  orders.Pump();
+  orders.SuspectEverywhere(3);
+  for (int tick = 0; tick < 20; ++tick) orders.Tick(10);
+  for (NodeId id : {1u, 2u, 4u, 5u}) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] ==
+          std::vector<std::string>{"3 leads next", "ordered without 3"});
+  }
+}
+
+TEST_CASE("a broadcast whose coordinator crashed before proposing it is still ordered",
+          "[order]") {
+  Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
+  orders.crashed.insert(1);  // coordinates instance 1; crashed, not suspected yet
   orders.Broadcast(3, "survives");
   orders.Pump();
-  orders.Tick(60);  // the retransmission diffuses to every member
+  orders.Tick(60);
   orders.SuspectEverywhere(1);
   for (int tick = 0; tick < 20; ++tick) orders.Tick(10);
   for (NodeId id = 2; id <= 5; ++id) {
