@@ -224,14 +224,22 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
 }
 
 void ConsensusOrder::FollowOrigin(const wire::MessageBatch& decision) {
-  // The next instance's round 1 is coordinated by the origin of this decision's last message:
-  // a function of the decided value, hence the same at every member. A member that keeps
-  // broadcasting (a closed group's caller, an open group's request manager) coordinates the
-  // instances that order its messages and decides in 2 steps, not 3 (issue 7).
-  if (decision.messages_size() == 0) return;
-  const NodeId origin = decision.messages(decision.messages_size() - 1).origin();
-  auto it = std::find(members_.begin(), members_.end(), origin);
-  if (it != members_.end()) leader_ = static_cast<size_t>(it - members_.begin());
+  // The next instance's round 1 is coordinated by the member with the most messages in this
+  // decision (ties: the first in the batch): a function of the decided value, hence the same at
+  // every member. The member that broadcasts most (a closed group's caller, an open group's
+  // request manager) coordinates the instances that order its messages: it diffuses nothing and
+  // decides in 2 steps, not 3 (issue 7). An empty decision keeps the coordinator.
+  std::vector<size_t> counts(members_.size(), 0);
+  size_t best_count = 0;
+  for (const wire::DataMessage& message : decision.messages()) {
+    auto it = std::find(members_.begin(), members_.end(), message.origin());
+    if (it == members_.end()) continue;
+    const size_t index = static_cast<size_t>(it - members_.begin());
+    if (++counts[index] > best_count) {
+      best_count = counts[index];
+      leader_ = index;
+    }
+  }
 }
 
 void ConsensusOrder::PruneDecided() {

@@ -5,9 +5,9 @@
 //     retransmit_ms while undelivered; each member keeps the set of unordered messages. A member
 //     about to start an instance whose round 1 it coordinates diffuses nothing: its proposal
 //     carries the message.
-//   Round 1 of instance k + 1 is coordinated by the origin of the last message decided in k
-//     (the coordinator rotates from there in later rounds): a member that keeps broadcasting
-//     coordinates the instances ordering its messages.
+//   Round 1 of instance k + 1 is coordinated by the member with the most messages decided in k
+//     (ties: the first in the batch; the coordinator rotates from there in later rounds): the
+//     member that broadcasts most coordinates the instances ordering its messages.
 //   Instance k starts at a member once k - 1 is decided there and it has unordered messages, or
 //     when it receives a message of instance k. Its initial value is a batch of its unordered
 //     messages, FIFO-closed per origin (seq s is in only if s - 1 is delivered or in the batch).

@@ -1,8 +1,8 @@
 // The message-saving rules of the two total orders (issue 7's scaling target), and that each one
 // stays live when the message it saves would have been the one to survive a crash:
 //   - a Chandra-Toueg DECISION is not relayed on receipt (consensus/chandra_toueg.h);
-//   - the origin of the last decided message coordinates round 1 of the next instance, and
-//     diffuses nothing when it broadcasts (consensus/consensus_order.h);
+//   - the member with the most messages in a decision coordinates round 1 of the next instance,
+//     and diffuses nothing when it broadcasts (consensus/consensus_order.h);
 //   - with n <= 3 a sequencer member commits on accepting ORDERED entries, and the sequencer
 //     sends no commit notices (consensus/sequencer_order.h).
 #include <deque>
@@ -189,7 +189,7 @@ struct Orders {
   }
 };
 
-TEST_CASE("the origin of the last decided message coordinates the next instance", "[order]") {
+TEST_CASE("the member that broadcasts coordinates the next instance", "[order]") {
   Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
   orders.Broadcast(3, "from 3");  // node 1 coordinates instance 1: diffused to every member
   CHECK(orders.DiffusionsSent() == 4);

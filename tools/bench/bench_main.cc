@@ -650,6 +650,11 @@ struct FailoverScenario {
   const char* ordering;
   const char* style;
   int signal;
+  // Callers of the victim's own (a second client at n1). The consensus order's round-1
+  // coordinator is the member with the most messages in the previous decision, so with calls
+  // from n2 alone n2 coordinates and killing n1 would kill no coordinator: n1's callers make it
+  // coordinate most instances, the ones ordering n2's calls included.
+  int victim_callers = 0;
 };
 
 // n = 3 members n1..n3 (of `total` daemons) with echo servants and a client attached to
@@ -704,10 +709,36 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   Daemons& daemons = *cluster.daemons;
   std::vector<std::unique_ptr<EchoReplica>>& replicas = cluster.replicas;
   Client* client = cluster.client.get();
+  std::string payload(options.payload, 'x');
+  std::unique_ptr<Client> victim_client;
+  std::vector<std::thread> victim_load;
+  std::atomic<bool> stop_load{false};
+  if (scenario.victim_callers > 0) {
+    auto connected = Client::Connect(daemons.ClientAddress(1), "bench-failover-load");
+    if (!connected.ok()) {
+      result.note = "victim's callers: " + connected.status().ToString();
+      replicas.clear();
+      daemons.KillAll();
+      return result;
+    }
+    victim_client = *std::move(connected);
+    result.load = absl::StrCat("n1 runs ", scenario.victim_callers,
+                               " callers of its own (wait-for-majority), so it coordinates most "
+                               "instances, those ordering the measured calls included");
+    for (int i = 0; i < scenario.victim_callers; ++i) {
+      victim_load.emplace_back([&] {
+        while (!stop_load.load()) {
+          auto call = victim_client->Invoke(group, "echo", payload, Mode::kMajority,
+                                            absl::Seconds(2), style);
+          if (!call.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   using Clock = std::chrono::steady_clock;
   const auto before = std::chrono::milliseconds(options.quick ? 500 : 1000);
   const auto after = std::chrono::milliseconds(options.quick ? 1500 : 2500);
-  std::string payload(options.payload, 'x');
   // The stream runs on its own thread; the main thread sends the signal, so the sender is not
   // blocked in a call when its time comes.
   std::vector<Clock::time_point> completions;
@@ -735,6 +766,9 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   std::this_thread::sleep_for(after);
   stop.store(true);
   stream.join();
+  stop_load.store(true);
+  for (std::thread& caller : victim_load) caller.join();
+  victim_client.reset();
   Clock::time_point previous = start;
   std::vector<double> gaps_before, gaps_after;
   for (Clock::time_point done : completions) {
@@ -830,11 +864,11 @@ ExclusionResult RunExclusion(const Options& options, const std::string& cohortd,
 void MeasureFailover(const Options& options, const std::string& cohortd, const std::string& dir,
                      Report* report) {
   const FailoverScenario scenarios[] = {
-      {"coordinator-kill", "consensus", "closed", SIGKILL},
+      {"coordinator-kill", "consensus", "closed", SIGKILL, /*victim_callers=*/3},
       {"sequencer-kill", "sequencer", "closed", SIGKILL},
       {"request-manager-kill", "consensus", "open", SIGKILL},
       {"request-manager-kill", "sequencer", "open", SIGKILL},
-      {"coordinator-freeze", "consensus", "closed", SIGSTOP},
+      {"coordinator-freeze", "consensus", "closed", SIGSTOP, /*victim_callers=*/3},
   };
   for (const FailoverScenario& scenario : scenarios) {
     Progress(absl::StrCat("failover: ", scenario.name, " (", scenario.ordering, ", ", scenario.style, ")"));

@@ -349,6 +349,7 @@ void PrintReport(const Report& report, std::ostream& out) {
     for (const FailoverResult& f : report.failovers) {
       if (!f.first_error.empty()) out << "  first error, " << f.scenario << " " << f.ordering << ": " << f.first_error << "\n";
       if (!f.note.empty()) out << "  note, " << f.scenario << " " << f.ordering << ": " << f.note << "\n";
+      if (!f.load.empty()) out << "  load, " << f.scenario << " " << f.ordering << ": " << f.load << "\n";
     }
   }
 
@@ -493,7 +494,8 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
     j << (first ? "" : ",") << "\n    {\"scenario\": " << JsonString(f.scenario)
       << ", \"ordering\": " << JsonString(f.ordering) << ", \"style\": " << JsonString(f.style)
       << ", \"signal\": " << JsonString(f.signal) << ", \"victim\": " << JsonString(f.victim)
-      << ", \"client_attached_to\": " << JsonString(f.attached_to) << ", \"n\": " << f.n
+      << ", \"client_attached_to\": " << JsonString(f.attached_to)
+      << ", \"load\": " << JsonString(f.load) << ", \"n\": " << f.n
       << ", \"ok_before\": " << f.ok_before << ", \"ok_after\": " << f.ok_after
       << ", \"failed\": " << f.failed << ", \"baseline_gap_ms\": " << Num(f.baseline_gap_ms, 2)
       << ", \"stall_ms\": " << Num(f.stall_ms, 2)

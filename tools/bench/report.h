@@ -55,6 +55,7 @@ struct FailoverResult {
   double suspect_timeout_ms = 50;
   std::string first_error;
   std::string note;
+  std::string load;  // other calls during the scenario, if any
 };
 
 // Wait-for-all across an exclusion (n = 3, consensus, closed, default timeouts): sequential
