@@ -287,6 +287,21 @@ void Node::RetryManagedCalls() {
 void Node::StartManagedCall(Group* group, wire::Request request) {
   CallKey key{request.origin(), request.call_id()};
   if (calls_.count(key)) return;  // already managing it (a duplicate of a retry)
+  if (request.reply_from_manager_only() && group->members().size() <= 3) {
+    // Wait-for-first (003 section 4.2's asynchronous forwarding) with n <= 3: the request manager
+    // orders the request and collects nothing; every member's replica answers the caller's node
+    // directly and the first answer completes the call there. With optimisation 3 a participant
+    // decides on the proposal, the manager only on the first ACK, so a participant answers one hop
+    // earlier than a reply relayed by the manager would (issue 7); and any live member's answer
+    // completes the call if the manager dies after ordering it. (With n >= 5 the manager decides
+    // first: it alone answers, as below.) A retry through another manager orders the request
+    // again; the reply cache executes it once.
+    request.set_managed(false);
+    request.set_reply_from_manager_only(false);
+    request.set_reply_to(request.origin());
+    Submit(group, request);
+    return;
+  }
   auto mode = static_cast<invocation::Mode>(request.mode());
   uint32_t view_size = request.reply_from_manager_only() ? 1 : group->members().size();
   NodeId origin = request.origin();

@@ -119,21 +119,33 @@ TEST_CASE("003 s2.1/4.1: every mode x open/closed x ordering, callers inside and
 }
 
 TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open group is answered "
-          "by the request manager alone", "[e2e][invocation]") {
-  Fixture fixture;
-  fixture.Start("seq");
-  auto outside = Client::Connect(fixture.cluster.ClientAddress(4));
-  REQUIRE(outside.ok());
-  auto result = (*outside)->Invoke("seq", "add", "7", Mode::kFirst, absl::Seconds(10), Style::kOpen);
-  REQUIRE(result.ok());
-  REQUIRE(result->replies.size() == 1);
-  // The request manager: n1, or the member it moved to if n4 could not reach n1 at first.
-  CHECK((result->replies[0].member == "n1" || result->replies[0].member == "n2" ||
-         result->replies[0].member == "n3"));
-  CHECK(result->replies[0].payload == "7");
-  auto get = (*outside)->Invoke("seq", "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
-  REQUIRE(get.ok());
-  for (const Reply& reply : get->replies) CHECK(reply.payload == "7");  // all executed it
+          "by the first replica, straight to the caller's node", "[e2e][invocation]") {
+  for (std::string group : {"cons", "seq"}) {
+    DYNAMIC_SECTION("group " << group) {
+      Fixture fixture;
+      fixture.Start(group);
+      auto outside = Client::Connect(fixture.cluster.ClientAddress(4));
+      REQUIRE(outside.ok());
+      auto result =
+          (*outside)->Invoke(group, "add", "7", Mode::kFirst, absl::Seconds(10), Style::kOpen);
+      REQUIRE(result.ok());
+      REQUIRE(result->replies.size() == 1);
+      CHECK(result->replies[0].payload == "7");
+      // The request manager's own replica (n1) is slow now: the call does not wait for it, a
+      // replica that executed it first answers (the manager relays nothing).
+      fixture.replicas[0]->slow_ms = 4000;
+      auto second =
+          (*outside)->Invoke(group, "add", "1", Mode::kFirst, absl::Seconds(10), Style::kOpen);
+      REQUIRE(second.ok());
+      REQUIRE(second->replies.size() == 1);
+      CHECK(second->replies[0].member != "n1");
+      CHECK(second->replies[0].payload == "8");
+      fixture.replicas[0]->slow_ms = 0;
+      auto get = (*outside)->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
+      REQUIRE(get.ok());
+      for (const Reply& reply : get->replies) CHECK(reply.payload == "8");  // all executed both
+    }
+  }
 }
 
 TEST_CASE("003 s4.1: a request manager killed mid-call: the retry returns the original result "
