@@ -134,11 +134,16 @@ TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open gro
       // The request manager's own replica (n1) is slow now: the call does not wait for it, a
       // replica that executed it first answers (the manager relays nothing).
       fixture.replicas[0]->slow_ms = 4000;
+      const absl::Time start = absl::Now();
       auto second =
           (*outside)->Invoke(group, "add", "1", Mode::kFirst, absl::Seconds(10), Style::kOpen);
+      const absl::Duration took = absl::Now() - start;
       REQUIRE(second.ok());
       REQUIRE(second->replies.size() == 1);
       CHECK(second->replies[0].member != "n1");
+      // Not by a retry through another manager either: n4 retries after 10 suspect timeouts
+      // (1.5 s here); a replica's direct answer takes milliseconds (generous bound).
+      CHECK(took < absl::Milliseconds(1200));
       CHECK(second->replies[0].payload == "8");
       fixture.replicas[0]->slow_ms = 0;
       auto get = (*outside)->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
