@@ -8,7 +8,7 @@
 //   phase 3: a participant that receives the proposal adopts it (timestamp = round) and ACKs;
 //            one that suspects the coordinator NACKs; then it moves to the next round;
 //   phase 4: the coordinator that gathers a majority of ACKs decides and sends the DECISION to
-//            all. It is not relayed on receipt (CT's reliable broadcast, (n - 1)^2 messages):
+//            all. It is not relayed on receipt (CT's reliable broadcast, (n-1)(n-2) messages):
 //            a participant it missed moves on a round and any decided node answers with it.
 //
 // Optimisations (004 section 4), each an option:

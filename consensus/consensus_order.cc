@@ -206,7 +206,7 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
       early_decisions_.erase(early);
     }
     DeliverBatch(current->decision(), out);
-    FollowOrigin(current->decision());
+    ChooseNextCoordinator(current->decision());
     const size_t bytes = current->decision().ByteSizeLong();
     decided_sizes_[next_instance_] = bytes;
     decided_bytes_ += bytes;
@@ -223,7 +223,7 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
   }
 }
 
-void ConsensusOrder::FollowOrigin(const wire::MessageBatch& decision) {
+void ConsensusOrder::ChooseNextCoordinator(const wire::MessageBatch& decision) {
   // The next instance's round 1 is coordinated by the member with the most messages in this
   // decision (ties: the first in the batch): a function of the decided value, hence the same at
   // every member. The member that broadcasts most (a closed group's caller, an open group's

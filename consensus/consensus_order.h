@@ -81,7 +81,7 @@ class ConsensusOrder final : public TotalOrder {
   void OnConsensus(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void DeliverDecided(Outbox* out);
   void DeliverBatch(const wire::MessageBatch& batch, Outbox* out);
-  void FollowOrigin(const wire::MessageBatch& decision);  // sets leader_ for the next instance
+  void ChooseNextCoordinator(const wire::MessageBatch& decision);  // sets leader_ (next instance)
   void SendCatchUpRequest(NodeId to, Outbox* out);
   // Answers a catch-up request for `instance` (decided here) with its decision and those of the
   // next kCatchUpWindow - 1 decided instances: a laggard catches up a window per round trip.

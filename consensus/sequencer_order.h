@@ -6,8 +6,8 @@
 //   Members store contiguous ORDERED entries and ACK the length of their log; an entry is
 //   committed once a majority (the sequencer included) holds it in epoch e, and the sequencer
 //   announces `committed` on ORDERED (with n <= 3 and optimisation_3, a member holding an entry
-//   in epoch e knows that already: it commits on accepting it, and no notice is sent). Members deliver committed entries in order-number order,
-//   and ask NEED for gaps.
+//   in epoch e knows that already: it commits on accepting it, and no notice is sent). Members
+//   deliver committed entries in order-number order, and ask NEED for gaps.
 //   Replacement: a member that suspects the sequencer moves to the next epoch whose sequencer it
 //   does not suspect; a message of a higher epoch pulls its receiver into that epoch. The new
 //   sequencer asks every member (NEED) for its EPOCH_STATE: (log_epoch, log_length, entries from

@@ -194,7 +194,9 @@ TEST_CASE("the member that broadcasts coordinates the next instance", "[order]")
   orders.Broadcast(3, "from 3");  // node 1 coordinates instance 1: diffused to every member
   CHECK(orders.DiffusionsSent() == 4);
   orders.Pump();
-  for (NodeId id = 1; id <= 5; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"from 3"});
+  for (NodeId id = 1; id <= 5; ++id) {
+    CHECK(orders.delivered[id] == std::vector<std::string>{"from 3"});
+  }
   // Node 3 coordinates instance 2: it proposes its message at once, nothing is diffused.
   orders.sent.clear();
   orders.Broadcast(3, "again from 3");
