@@ -52,6 +52,12 @@ struct Fixture {
     // Let n4's streams to the members come up too.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
+  // A client of n4, which hosts no member: it calls from outside the server group.
+  std::unique_ptr<Client> Outside(const std::string& name = "outside") {
+    auto client = Client::Connect(cluster.ClientAddress(4), name);
+    REQUIRE(client.ok());
+    return *std::move(client);
+  }
 };
 
 uint32_t Wanted(Mode mode) {
@@ -72,11 +78,10 @@ TEST_CASE("003 s2.1/4.1: every mode x open/closed x ordering, callers inside and
       Fixture fixture;
       fixture.Start(group);
       auto inside = Client::Connect(fixture.cluster.ClientAddress(2), "inside");
-      auto outside = Client::Connect(fixture.cluster.ClientAddress(4), "outside");
       REQUIRE(inside.ok());
-      REQUIRE(outside.ok());
+      std::unique_ptr<Client> outside = fixture.Outside();
       int64_t expected = 0;
-      for (Client* client : {inside->get(), outside->get()}) {
+      for (Client* client : {inside->get(), outside.get()}) {
         for (Style style : {Style::kClosed, Style::kOpen}) {
           for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
             INFO("client " << (client == inside->get() ? "inside" : "outside") << ", "
@@ -107,7 +112,7 @@ TEST_CASE("003 s2.1/4.1: every mode x open/closed x ordering, callers inside and
           for (const Reply& reply : synced->replies) CHECK(reply.payload == absl::StrCat(expected));
         }
       }
-      auto get = (*outside)->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
+      auto get = outside->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
       REQUIRE(get.ok());
       REQUIRE(get->replies.size() == 3);
       for (const Reply& reply : get->replies) CHECK(reply.payload == absl::StrCat(expected));
@@ -124,10 +129,9 @@ TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open gro
     DYNAMIC_SECTION("group " << group) {
       Fixture fixture;
       fixture.Start(group);
-      auto outside = Client::Connect(fixture.cluster.ClientAddress(4));
-      REQUIRE(outside.ok());
+      std::unique_ptr<Client> outside = fixture.Outside();
       auto result =
-          (*outside)->Invoke(group, "add", "7", Mode::kFirst, absl::Seconds(10), Style::kOpen);
+          outside->Invoke(group, "add", "7", Mode::kFirst, absl::Seconds(10), Style::kOpen);
       REQUIRE(result.ok());
       REQUIRE(result->replies.size() == 1);
       CHECK(result->replies[0].payload == "7");
@@ -136,7 +140,7 @@ TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open gro
       fixture.replicas[0]->slow_ms = 4000;
       const absl::Time start = absl::Now();
       auto second =
-          (*outside)->Invoke(group, "add", "1", Mode::kFirst, absl::Seconds(10), Style::kOpen);
+          outside->Invoke(group, "add", "1", Mode::kFirst, absl::Seconds(10), Style::kOpen);
       const absl::Duration took = absl::Now() - start;
       REQUIRE(second.ok());
       REQUIRE(second->replies.size() == 1);
@@ -146,7 +150,7 @@ TEST_CASE("003 s4.2: asynchronous forwarding: wait-for-first through an open gro
       CHECK(took < absl::Milliseconds(1200));
       CHECK(second->replies[0].payload == "8");
       fixture.replicas[0]->slow_ms = 0;
-      auto get = (*outside)->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
+      auto get = outside->Invoke(group, "get", "", Mode::kAll, absl::Seconds(10), Style::kOpen);
       REQUIRE(get.ok());
       for (const Reply& reply : get->replies) CHECK(reply.payload == "8");  // all executed both
     }
@@ -159,15 +163,14 @@ TEST_CASE("003 s4.1: a request manager killed mid-call: the retry returns the or
     DYNAMIC_SECTION("group " << group) {
       Fixture fixture;
       fixture.Start(group);
-      auto outside = Client::Connect(fixture.cluster.ClientAddress(4));
-      REQUIRE(outside.ok());
-      REQUIRE((*outside)->Invoke(group, "add", "10", Mode::kAll, absl::Seconds(10), Style::kOpen).ok());
+      std::unique_ptr<Client> outside = fixture.Outside();
+      REQUIRE(outside->Invoke(group, "add", "10", Mode::kAll, absl::Seconds(10), Style::kOpen).ok());
       for (int i = 1; i < 3; ++i) fixture.replicas[i]->slow_ms = 600;  // n2, n3 answer late
       std::thread killer([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
         fixture.cluster.Kill(1);  // n1: the request manager of the call below
       });
-      auto result = (*outside)->Invoke(group, "add", "5", Mode::kMajority, absl::Seconds(10),
+      auto result = outside->Invoke(group, "add", "5", Mode::kMajority, absl::Seconds(10),
                                        Style::kOpen);
       killer.join();
       INFO(result.status().ToString());

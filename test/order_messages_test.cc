@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
-#include "consensus/chandra_toueg.h"
 #include "consensus/consensus_order.h"
 #include "consensus/sequencer_order.h"
 
@@ -25,104 +24,6 @@ std::vector<NodeId> Members(size_t n) {
   std::vector<NodeId> members;
   for (NodeId id = 1; id <= n; ++id) members.push_back(id);
   return members;
-}
-
-wire::MessageBatch Value(NodeId origin) {
-  wire::MessageBatch batch;
-  wire::DataMessage* message = batch.add_messages();
-  message->set_origin(origin);
-  message->set_seq(1);
-  message->set_payload("value of " + std::to_string(origin));
-  return batch;
-}
-
-// n instances of one consensus over a FIFO network; `drop` filters messages (true: lost).
-struct Instances {
-  using Drop = std::function<bool(NodeId from, NodeId to, const wire::ConsensusMessage&)>;
-  std::map<NodeId, std::unique_ptr<ChandraToueg>> nodes;
-  std::deque<std::tuple<NodeId, NodeId, wire::ConsensusMessage>> queue;
-  std::set<NodeId> crashed;
-  OrderCounters counters;
-  uint64_t now_ms = 0;
-  Drop drop = [](NodeId, NodeId, const wire::ConsensusMessage&) { return false; };
-
-  explicit Instances(size_t n) {
-    for (NodeId id : Members(n)) {
-      nodes[id] = std::make_unique<ChandraToueg>(id, Members(n), 1, ConsensusOptions{},
-                                                 std::set<NodeId>{}, &counters);
-    }
-  }
-  void Take(NodeId from, const ConsensusSends& sends) {
-    for (const auto& [to, message] : sends) queue.emplace_back(from, to, message);
-  }
-  void Pump() {
-    while (!queue.empty()) {
-      auto [from, to, message] = std::move(queue.front());
-      queue.pop_front();
-      if (crashed.count(from) > 0 || crashed.count(to) > 0 || drop(from, to, message)) continue;
-      ConsensusSends sends;
-      nodes[to]->Step(from, message, &sends);
-      Take(to, sends);
-    }
-  }
-  void Tick(uint64_t ms) {
-    now_ms += ms;
-    for (auto& [id, node] : nodes) {
-      if (crashed.count(id) > 0) continue;
-      ConsensusSends sends;
-      node->Tick(now_ms, &sends);
-      Take(id, sends);
-    }
-    Pump();
-  }
-  void ProposeAll() {
-    for (auto& [id, node] : nodes) {
-      ConsensusSends sends;
-      node->Propose(Value(id), now_ms, &sends);
-      Take(id, sends);
-    }
-    Pump();
-  }
-};
-
-TEST_CASE("a DECISION is sent once to each participant, not relayed", "[order]") {
-  for (size_t n : {5u, 7u}) {
-    Instances instances(n);
-    instances.ProposeAll();
-    INFO("n = " << n);
-    for (auto& [id, node] : instances.nodes) CHECK(node->decided());
-    // n - 1 proposals, n - 1 ACKs, n - 1 DECISIONs: 3(n - 1), not 3(n - 1) + (n - 1)(n - 2).
-    CHECK(instances.counters.messages_sent_decision == n - 1);
-    CHECK(instances.counters.messages_sent_proposal == n - 1);
-    CHECK(instances.counters.messages_sent_ack == n - 1);
-  }
-}
-
-TEST_CASE("participants the crashed coordinator's DECISION missed still decide its value",
-          "[order]") {
-  Instances instances(5);
-  // The coordinator (node 1) decides, its DECISION reaches node 2 only, and it crashes.
-  instances.drop = [](NodeId from, NodeId to, const wire::ConsensusMessage& message) {
-    return from == 1 && message.kind() == wire::ConsensusMessage::DECISION && to != 2;
-  };
-  instances.ProposeAll();
-  REQUIRE(instances.nodes[1]->decided());
-  REQUIRE(instances.nodes[2]->decided());
-  for (NodeId id : {3u, 4u, 5u}) REQUIRE_FALSE(instances.nodes[id]->decided());
-  instances.crashed.insert(1);
-  for (NodeId id : {2u, 3u, 4u, 5u}) {
-    ConsensusSends sends;
-    instances.nodes[id]->Suspect(1, true, &sends);
-    instances.Take(id, sends);
-  }
-  instances.Pump();
-  for (int tick = 0; tick < 10; ++tick) instances.Tick(10);
-  const std::string decided = instances.nodes[1]->decision().SerializeAsString();
-  for (NodeId id : {2u, 3u, 4u, 5u}) {
-    INFO("node " << id);
-    REQUIRE(instances.nodes[id]->decided());
-    CHECK(instances.nodes[id]->decision().SerializeAsString() == decided);
-  }
 }
 
 // Total orders of n members over a FIFO network with loss by filter; records deliveries.
@@ -188,6 +89,53 @@ struct Orders {
     return count;
   }
 };
+
+OrderCounters Total(const Orders<ConsensusOrder>& orders) {
+  OrderCounters total;
+  for (const auto& [id, node] : orders.nodes) {
+    total.messages_sent_proposal += node->counters().messages_sent_proposal;
+    total.messages_sent_ack += node->counters().messages_sent_ack;
+    total.messages_sent_decision += node->counters().messages_sent_decision;
+  }
+  return total;
+}
+
+TEST_CASE("a DECISION is sent once to each participant, not relayed", "[order]") {
+  for (size_t n : {5u, 7u}) {
+    Orders<ConsensusOrder> orders(n, ConsensusOrderOptions{});
+    orders.Broadcast(1, "one instance");  // node 1 coordinates it
+    orders.Pump();
+    INFO("n = " << n);
+    for (NodeId id = 1; id <= n; ++id) CHECK(orders.delivered[id].size() == 1);
+    // n - 1 proposals, n - 1 ACKs, n - 1 DECISIONs: 3(n - 1), not 3(n - 1) + (n - 1)(n - 2).
+    const OrderCounters total = Total(orders);
+    CHECK(total.messages_sent_decision == n - 1);
+    CHECK(total.messages_sent_proposal == n - 1);
+    CHECK(total.messages_sent_ack == n - 1);
+  }
+}
+
+TEST_CASE("participants the crashed coordinator's DECISION missed still decide its value",
+          "[order]") {
+  Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
+  // The coordinator (node 1) decides, its DECISION reaches node 2 only, and it crashes.
+  orders.drop = [](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    return from == 1 && envelope.has_consensus() &&
+           envelope.consensus().kind() == wire::ConsensusMessage::DECISION && to != 2;
+  };
+  orders.Broadcast(1, "decided");
+  orders.Pump();
+  REQUIRE(orders.delivered[1] == std::vector<std::string>{"decided"});
+  REQUIRE(orders.delivered[2] == std::vector<std::string>{"decided"});
+  for (NodeId id : {3u, 4u, 5u}) REQUIRE(orders.delivered[id].empty());
+  orders.crashed.insert(1);
+  orders.SuspectEverywhere(1);
+  for (int tick = 0; tick < 10; ++tick) orders.Tick(10);
+  for (NodeId id : {2u, 3u, 4u, 5u}) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == std::vector<std::string>{"decided"});
+  }
+}
 
 TEST_CASE("the member that broadcasts coordinates the next instance", "[order]") {
   Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
