@@ -4,11 +4,13 @@
 // acknowledged compare-and-set.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +114,7 @@ TEST_CASE("kv servant on 3 daemons: concurrent put/get/cas, replicas agree, no a
 
   constexpr int kClients = 4;
   constexpr int kRounds = 25;
+  constexpr int kCasTries = 50;
   absl::Mutex mu;
   std::map<std::string, std::string> acknowledged;  // key -> value of each acknowledged put
   std::atomic<int> cas_ok{0}, cas_attempts{0}, get_checks{0}, failures{0};
@@ -129,6 +132,7 @@ TEST_CASE("kv servant on 3 daemons: concurrent put/get/cas, replicas agree, no a
         failures++;
         return;
       }
+      std::mt19937 random(static_cast<uint32_t>(c) + 1);
       for (int round = 0; round < kRounds; ++round) {
         // put a key of its own, then read it back through the group.
         const std::string key = absl::StrCat("c", c, "-k", round);
@@ -155,10 +159,18 @@ TEST_CASE("kv servant on 3 daemons: concurrent put/get/cas, replicas agree, no a
           }
           get_checks++;
         }
-        // Increment the shared counter with compare-and-set (read, then cas; retry on conflict).
-        for (int attempt = 0; attempt < 20; ++attempt) {
+        // Increment the shared counter with compare-and-set: read, then cas; on a conflict retry
+        // after a random backoff, as an optimistic client must. Without the backoff four clients
+        // in lockstep can starve one of them (seen in CI: one client lost 20 tries in a row, each
+        // to a real increment by another, counter 24 -> 43).
+        bool done = false;
+        std::string history;
+        for (int attempt = 0; attempt < kCasTries && !done; ++attempt) {
           auto read = (*client)->Invoke("kv", "get", "counter", Mode::kMajority, absl::Seconds(10));
-          if (!read.ok() || read->replies.empty()) continue;
+          if (!read.ok() || read->replies.empty()) {
+            error(absl::StrCat("read counter: ", read.status().ToString()));
+            continue;
+          }
           const Reply& first = read->replies.front();
           std::string expected = "-";
           int64_t current = 0;
@@ -170,7 +182,11 @@ TEST_CASE("kv servant on 3 daemons: concurrent put/get/cas, replicas agree, no a
           auto cas = (*client)->Invoke("kv", "cas",
                                        absl::StrCat("counter ", expected, " ", current + 1),
                                        Mode::kMajority, absl::Seconds(10));
-          if (!cas.ok() || cas->replies.empty()) continue;
+          if (!cas.ok() || cas->replies.empty()) {
+            error(absl::StrCat("cas counter: ", cas.status().ToString()));
+            continue;
+          }
+          absl::StrAppend(&history, " ", expected, ":", cas->replies.front().status.ok() ? "ok" : "lost");
           // Every replica decides the same: all answers agree.
           bool swapped = cas->replies.front().status.ok();
           for (const Reply& reply : cas->replies) {
@@ -178,8 +194,21 @@ TEST_CASE("kv servant on 3 daemons: concurrent put/get/cas, replicas agree, no a
           }
           if (swapped) {
             cas_ok++;
-            break;
+            done = true;
+          } else {
+            // Lost only to a real conflict: the counter had moved on from what was read.
+            const absl::Status& lost = cas->replies.front().status;
+            if (lost.code() != absl::StatusCode::kFailedPrecondition) {
+              error(absl::StrCat("cas counter ", expected, ": ", lost.ToString()));
+            }
+            const int ceiling_us = 200 << std::min(attempt, 5);  // 0.2 .. 6.4 ms
+            std::this_thread::sleep_for(std::chrono::microseconds(
+                std::uniform_int_distribution<int>(0, ceiling_us)(random)));
           }
+        }
+        if (!done) {
+          error(absl::StrCat("client ", c, " round ", round, ": no cas in ", kCasTries, " tries:",
+                             history));
         }
       }
     });

@@ -158,15 +158,15 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
 }
 
 int Usage() {
-  std::fprintf(stderr,
-               "usage: cohort-sim --table\n"
-               "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
-               "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
-               "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
-               "                  [--liveness lively|event]\n"
-               "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
-               "               (default 50000 = 5%; 0: one clock for all)\n"
-               "  --liveness:  the simulated group is lively (default) or event-driven\n");
+  std::fputs("usage: cohort-sim --table\n"
+             "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
+             "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
+             "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
+             "                  [--liveness lively|event]\n"
+             "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
+             "               (default 50000 = 5%; 0: one clock for all)\n"
+             "  --liveness:  the simulated group is lively (default) or event-driven\n",
+             stderr);
   return 2;
 }
 
