@@ -1,6 +1,7 @@
 #include "test/cluster.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -98,6 +99,21 @@ std::string Cluster::PeerAddress(int index) const {
 
 std::string Cluster::LogPath(int index) const { return dir_ + "/n" + std::to_string(index) + ".log"; }
 
+std::string Cluster::LogTails(int lines) const {
+  std::string all;
+  for (int i = 1; i <= options_.size; ++i) {
+    std::ifstream in(LogPath(i));
+    std::vector<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+      tail.push_back(std::move(line));
+      if (tail.size() > static_cast<size_t>(lines)) tail.erase(tail.begin());
+    }
+    all += "--- n" + std::to_string(i) + " (last " + std::to_string(tail.size()) + " lines)\n";
+    for (const std::string& line : tail) all += line + "\n";
+  }
+  return all;
+}
+
 bool Cluster::StartNode(int index) {
   std::string log = LogPath(index);
   pids_[index - 1] = Spawn({Runfile("tools/cohortd"), "--config", ConfigPath(index)}, log);
@@ -144,8 +160,39 @@ void Cluster::Stop(int index) {
   pid = 0;
 }
 
+namespace {
+
+// True once every thread of `pid` is stopped ('T' in /proc/PID/task/TID/stat). kill(SIGSTOP)
+// returns before the signal has reached every thread: a call made right after it could still be
+// served (pipelining_e2e_test saw a call to a "frozen" daemon succeed).
+bool AllThreadsStopped(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(tasks.c_str());
+  if (dir == nullptr) return true;  // gone: nothing runs
+  bool stopped = true;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream stat(tasks + "/" + entry->d_name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // the thread ended
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) continue;
+    const char state = line[paren + 2];
+    if (state != 'T' && state != 't' && state != 'Z' && state != 'X') stopped = false;
+  }
+  closedir(dir);
+  return stopped;
+}
+
+}  // namespace
+
 void Cluster::Pause(int index) {
-  if (pids_[index - 1] > 0) kill(pids_[index - 1], SIGSTOP);
+  const pid_t pid = pids_[index - 1];
+  if (pid <= 0) return;
+  kill(pid, SIGSTOP);
+  for (int waited_ms = 0; waited_ms < 5000 && !AllThreadsStopped(pid); ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void Cluster::Resume(int index) {

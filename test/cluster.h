@@ -46,6 +46,9 @@ class Cluster {
   std::string ClientAddress(int index) const;
   std::string PeerAddress(int index) const;
   std::string LogPath(int index) const;
+  // The last `lines` lines of every daemon's log, each headed by its name: for a failing check's
+  // message (the logs live in the test's temporary directory, which bazel removes).
+  std::string LogTails(int lines) const;
   std::string ConfigPath(int index) const;
   int MetricsPort(int index) const { return metrics_ports_[index - 1]; }
   int size() const { return options_.size; }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "invocation/client.h"
 #include "test/cluster.h"
@@ -59,6 +60,7 @@ TEST_CASE("pipelining: many callers share one client; a broken stream fails its 
   absl::Mutex mu;
   std::map<std::string, std::multiset<std::string>> values;  // by member
   std::atomic<int> failures{0};
+  std::string first_failure;
   std::vector<std::thread> callers;
   for (int t = 0; t < kThreads; ++t) {
     callers.emplace_back([&] {
@@ -66,6 +68,11 @@ TEST_CASE("pipelining: many callers share one client; a broken stream fails its 
         auto result = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(10));
         if (!result.ok() || result->replies.size() != 3) {
           failures++;
+          absl::MutexLock lock(&mu);
+          if (first_failure.empty()) {
+            first_failure = result.ok() ? absl::StrCat(result->replies.size(), " replies")
+                                        : result.status().ToString();
+          }
           continue;
         }
         absl::MutexLock lock(&mu);
@@ -74,6 +81,8 @@ TEST_CASE("pipelining: many callers share one client; a broken stream fails its 
     });
   }
   for (std::thread& caller : callers) caller.join();
+  INFO("first failure: " << first_failure);
+  INFO((failures.load() == 0 ? "" : cluster.LogTails(40)));
   REQUIRE(failures.load() == 0);
   std::multiset<std::string> expected;
   for (int v = 1; v <= kThreads * kCalls; ++v) expected.insert(std::to_string(v));
