@@ -1,4 +1,4 @@
-// Writes the seed corpus of the wire and api fuzz targets (built and run by `tools/fuzz corpus`;
+// Writes the seed corpus of the wire, api and local fuzz targets (built and run by `tools/fuzz corpus`;
 // its output is checked in under test/fuzz/corpus/).
 //
 // wire: three real Nodes n1..n3 (test/fuzz/fuzz_node.h) exchange envelopes in memory while their
@@ -6,8 +6,9 @@
 // and n3 send to n2 is written as the records wire_fuzz reads: a Hello per stream, then one Frame
 // per stream and step, the last record of a step advancing the clock by 8 ms.
 // api: hand-built request sequences for api_fuzz (every call kind, valid and invalid).
+// local: connections for local_fuzz (hello, calls, a servant, and bad frames of each kind).
 //
-//   gen_corpus OUT_DIR     writes OUT_DIR/wire/*.bin and OUT_DIR/api/*.bin
+//   gen_corpus OUT_DIR     writes OUT_DIR/wire/*.bin, OUT_DIR/api/*.bin and OUT_DIR/local/*.bin
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "nso/framing.h"
 #include "proto/api.pb.h"
 #include "proto/wire.pb.h"
 #include "test/fuzz/fuzz_node.h"
@@ -223,6 +225,53 @@ int main(int argc, char** argv) {
     AppendRecord(&out, 3 | 0x80 | (3 << 2), Bytes(attach));  // Detach NSO 3
     AppendRecord(&out, 0, invoke(3, "solo", "add", "2", cohort::api::WAIT_ALL, 0, cohort::api::STYLE_UNSPECIFIED));
     Write(dir + "/api/other_calls.bin", out);
+  }
+
+  // local: a control byte (bit 0: a valid hello first, bit 1: then a valid call to solo), then
+  // the bytes of the connection (test/fuzz/local_fuzz.cc). NSO 1 is the client, 2 the servant.
+  {
+    auto frame = [](const cohort::api::LocalFrame& message) {
+      std::string out;
+      cohort::nso::AppendFrame(message, &out);
+      return out;
+    };
+    auto call = [&](uint64_t number, uint64_t nso, const std::string& group,
+                    cohort::api::Mode mode) {
+      cohort::api::LocalFrame message;
+      message.mutable_call()->set_call(number);
+      cohort::api::InvokeRequest* invoke = message.mutable_call()->mutable_invoke();
+      invoke->set_nso(nso);
+      invoke->set_group(group);
+      invoke->set_method("add");
+      invoke->set_payload("1");
+      invoke->set_mode(mode);
+      invoke->set_deadline_ms(1000);
+      return frame(message);
+    };
+    Write(dir + "/local/hello_call.bin", std::string(1, '\x03'));
+    Write(dir + "/local/calls.bin",
+          std::string(1, '\x01') + call(1, 1, "solo", cohort::api::WAIT_ALL) +
+              call(2, 1, "solo", cohort::api::ONE_WAY) + call(3, 1, "g", cohort::api::WAIT_FIRST) +
+              call(4, 1, "nope", cohort::api::WAIT_MAJORITY) + call(5, 99, "solo", cohort::api::WAIT_ALL) +
+              call(1, 1, "solo", cohort::api::WAIT_ALL));
+    cohort::api::LocalFrame servant;
+    servant.mutable_servant()->mutable_register_()->set_nso(2);
+    servant.mutable_servant()->mutable_register_()->set_group("solo");
+    cohort::api::LocalFrame answer;
+    answer.mutable_servant()->mutable_answer()->set_delivery(1);
+    answer.mutable_servant()->mutable_answer()->set_payload("x");
+    Write(dir + "/local/servant.bin",
+          std::string(1, '\x03') + frame(servant) + frame(answer) + frame(answer));
+    Write(dir + "/local/servant_then_call.bin",
+          std::string(1, '\x01') + frame(servant) + call(1, 1, "solo", cohort::api::WAIT_ALL));
+    Write(dir + "/local/no_hello.bin", std::string(1, '\x00') + call(1, 1, "solo", cohort::api::WAIT_ALL));
+    cohort::api::LocalFrame wrong_key;
+    wrong_key.mutable_hello()->set_version(1);
+    wrong_key.mutable_hello()->set_key(12345);
+    Write(dir + "/local/wrong_key.bin", std::string(1, '\x00') + frame(wrong_key));
+    Write(dir + "/local/second_hello.bin", std::string(1, '\x01') + frame(wrong_key));
+    Write(dir + "/local/oversized.bin", std::string(1, '\x01') + std::string("\xff\xff\xff\x7f", 4));
+    Write(dir + "/local/garbage.bin", std::string(1, '\x01') + std::string("\x05\x00\x00\x00\xff\xff\xff\xff\xff", 9));
   }
   return 0;
 }
