@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <string>
@@ -30,6 +31,7 @@ constexpr char kGroups[] = R"(groups:
 struct EmbeddedCounter {
   std::unique_ptr<Servant> servant;
   std::atomic<int64_t> value{0};
+  std::atomic<int> block_ms{0};  // how long "block" holds the handler (an inline one: its node)
 
   absl::Status Start(EmbeddedNode* node, bool dispatch_inline = false) {
     auto created = node->CreateServant("counter", "embedded-counter");
@@ -42,6 +44,10 @@ struct EmbeddedCounter {
       return absl::StrCat(value += delta);
     });
     servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
+      return absl::StrCat(value.load());
+    });
+    servant->Serve("block", [this](const std::string&) -> absl::StatusOr<std::string> {
+      std::this_thread::sleep_for(std::chrono::milliseconds(block_ms.load()));
       return absl::StrCat(value.load());
     });
     // A group-to-group call from the handler (003 section 4.3); its status is the reply.
@@ -201,6 +207,62 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
       CHECK(reply.status.code() == absl::StatusCode::kFailedPrecondition);
       CHECK(std::string(reply.status.message()).find("dispatches inline") != std::string::npos);
     }
+  }
+
+  SECTION("an inline handler that blocks stalls its node: suspected, not excluded, no call lost") {
+    // Servant::DispatchInline's contract: a handler that blocks stops its node's protocol
+    // thread, so it sends nothing, not even "I am alive". 600 ms is 12 suspicion timeouts and
+    // far below the exclusion timeout (004 section 5's two timeouts): the peers suspect n1 and
+    // order without it; n1 is trusted again once the handler returns, the view is unchanged.
+    auto before = (*c2)->GroupDetails("counter");
+    REQUIRE(before.ok());
+    REQUIRE(before->members.size() == 3);
+    auto suspected_n1 = [&] {
+      auto view = (*c2)->GroupDetails("counter");
+      if (!view.ok()) return false;
+      for (const ViewMember& member : view->members) {
+        if (member.name == "n1") return member.suspected;
+      }
+      return false;
+    };
+    counters[0]->block_ms = 600;
+    absl::StatusOr<GroupReplies> blocked = absl::UnknownError("not run");
+    std::atomic<bool> done{false};
+    std::thread blocker([&] {
+      blocked = (*c2)->Invoke("counter", "block", "", Mode::kAll, absl::Seconds(20));
+      done = true;
+    });
+    bool saw_suspected = false;
+    int majority_ok = 0, majority_calls = 0;
+    while (!done) {
+      saw_suspected = saw_suspected || suspected_n1();
+      auto add = (*c2)->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(10));
+      ++majority_calls;
+      if (add.ok() && add->replies.size() >= 2) ++majority_ok;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    blocker.join();
+    counters[0]->block_ms = 0;
+    INFO(blocked.status().ToString());
+    REQUIRE(blocked.ok());
+    CHECK(blocked->replies.size() == 3);  // n1 answered too, once its handler returned
+    CHECK(saw_suspected);
+    CHECK(majority_calls > 0);
+    CHECK(majority_ok == majority_calls);  // n2 and n3 ordered and answered without n1
+    bool trusted = false;
+    for (int attempt = 0; attempt < 200 && !trusted; ++attempt) {
+      trusted = !suspected_n1();
+      if (!trusted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(trusted);
+    auto after = (*c2)->GroupDetails("counter");
+    REQUIRE(after.ok());
+    CHECK(after->view_id == before->view_id);
+    CHECK(after->members.size() == 3);
+    auto all = (*c2)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+    REQUIRE(all.ok());
+    REQUIRE(all->replies.size() == 3);
+    for (const Reply& reply : all->replies) CHECK(reply.payload == absl::StrCat(majority_ok));
   }
 
   SECTION("a servant of a daemon cannot dispatch inline; Stop ends an inline servant") {
