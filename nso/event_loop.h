@@ -6,6 +6,12 @@
 // thread (003/001: no thread switch on the hot path). A Post() to a sleeping loop writes an
 // eventfd; the flush callback runs after every batch of work, before the loop sleeps again (the
 // transport sends what the batch produced, one write per peer).
+//
+// Fairness: a batch of posted tasks runs for at most kBatchBudget, and ready descriptors are
+// served after every batch, also while more tasks wait. A flood of posted calls (an embedded
+// node's callers) therefore cannot starve the peer sockets or the tick: the failure detector
+// hears the peers' "I am alive" messages, so a busy node does not suspect them for its own delay
+// (004 section 5: suspicion is meant for a silent peer, not a slow reader).
 #ifndef COHORT_NSO_EVENT_LOOP_H_
 #define COHORT_NSO_EVENT_LOOP_H_
 
@@ -37,6 +43,9 @@ class EventLoop {
   void Start();
   void Stop();  // runs what is queued, then joins the thread
 
+  // A batch of posted tasks runs at most this long before the loop serves I/O and the tick.
+  static constexpr uint64_t kBatchBudgetUs = 5000;
+
   bool Post(Task task);
   // True on the loop's own thread (a task, an I/O handler, a tick, a flush).
   bool InLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -54,8 +63,9 @@ class EventLoop {
  private:
   void Run();
   void Wake();
-  // Waits for I/O, a task or the next tick; serves ready descriptors.
-  void WaitAndServe(uint64_t next_tick_ms);
+  // Waits for I/O, a task or the next tick (not at all when `busy`: tasks are left to run);
+  // serves ready descriptors.
+  void WaitAndServe(uint64_t next_tick_ms, bool busy);
 
   const uint32_t tick_ms_;
   const size_t queue_max_;
@@ -64,6 +74,7 @@ class EventLoop {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: a Post to a sleeping loop
   std::atomic<bool> sleeping_{false};
+  std::atomic<size_t> carried_{0};  // tasks of the running batch left for the next round
   std::map<int, IoHandler> handlers_;  // loop thread only
   mutable absl::Mutex mu_;
   std::vector<Task> queue_ ABSL_GUARDED_BY(mu_);  // swapped with the running batch: no allocation

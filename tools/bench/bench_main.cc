@@ -392,6 +392,29 @@ double DrainOneWay(const EchoReplica& replica, int64_t before, const LoadResult&
   return delivered / std::max(1e-9, run.seconds + drain);
 }
 
+// One-way calls: each run separately, so that each can be drained into a delivered rate at
+// `probe`, an in-process servant of the group.
+Series MeasureOneWay(const Options& options, const CallFactory& factory, const EchoReplica& probe) {
+  Series series;
+  LoadLimits sequential{options.seq_calls, absl::Milliseconds(options.seq_ms), 20};
+  int64_t before = probe.delivered.load();
+  series.sequential = RunLoad(1, sequential, factory);
+  double sequential_delivered = DrainOneWay(probe, before + 20, series.sequential);
+  for (int callers : options.callers) {
+    if (callers == 1) {
+      series.by_callers.push_back(series.sequential);
+      series.delivered_per_s.push_back(sequential_delivered);
+      continue;
+    }
+    before = probe.delivered.load();
+    LoadLimits window{INT64_MAX, absl::Milliseconds(options.window_ms), 0};
+    LoadResult run = RunLoad(callers, window, factory);
+    series.by_callers.push_back(run);
+    series.delivered_per_s.push_back(DrainOneWay(probe, before, run));
+  }
+  return series;
+}
+
 void MeasureGroups(const Options& options, const std::string& cohortd, const std::string& dir,
                    const NetlabPlacement* placement, Report* report) {
   const std::string group = "bench";
@@ -451,28 +474,8 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           result.mode = BenchModeName(mode);
           result.attached_to = absl::StrCat("n", attach);
           CallFactory factory = GroupCalls(client->get(), group, mode, call_style, payload);
-          if (mode != Mode::kOneWay) {
-            result.series = Measure(options, factory);
-          } else {
-            // Run each window separately so each can be drained into a delivered rate.
-            EchoReplica& probe = *replicas.front();
-            LoadLimits sequential{options.seq_calls, absl::Milliseconds(options.seq_ms), 20};
-            int64_t before = probe.delivered.load();
-            result.series.sequential = RunLoad(1, sequential, factory);
-            double sequential_delivered = DrainOneWay(probe, before + 20, result.series.sequential);
-            for (int callers : options.callers) {
-              if (callers == 1) {
-                result.series.by_callers.push_back(result.series.sequential);
-                result.series.delivered_per_s.push_back(sequential_delivered);
-                continue;
-              }
-              before = probe.delivered.load();
-              LoadLimits window{INT64_MAX, absl::Milliseconds(options.window_ms), 0};
-              LoadResult run = RunLoad(callers, window, factory);
-              result.series.by_callers.push_back(run);
-              result.series.delivered_per_s.push_back(DrainOneWay(probe, before, run));
-            }
-          }
+          result.series = mode != Mode::kOneWay ? Measure(options, factory)
+                                                : MeasureOneWay(options, factory, *replicas.front());
           report->groups.push_back(std::move(result));
         }
       }
@@ -493,9 +496,10 @@ struct RowKey {
 };
 
 // Once the group "bench" is ready for `call_style` calls from `client`: one row per mode that
-// waits for replies (first, majority, all).
+// waits for replies (first, majority, all), and a one-way row when `probe` (an in-process servant
+// of the group, which counts deliveries) is given.
 void MeasureReplyModes(const Options& options, Client* client, const RowKey& key, Style call_style,
-                       Report* report) {
+                       Report* report, const EchoReplica* probe = nullptr) {
   const std::string group = "bench";
   absl::Status ready = WaitReady(client, group, call_style, absl::Seconds(15));
   if (!ready.ok()) {
@@ -503,7 +507,8 @@ void MeasureReplyModes(const Options& options, Client* client, const RowKey& key
     return;
   }
   std::string payload(options.payload, 'x');
-  for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll}) {
+  for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll, Mode::kOneWay}) {
+    if (mode == Mode::kOneWay && probe == nullptr) continue;
     Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " ", BenchModeName(mode)));
     GroupResult result;
     result.n = key.n;
@@ -511,7 +516,9 @@ void MeasureReplyModes(const Options& options, Client* client, const RowKey& key
     result.style = key.style;
     result.mode = BenchModeName(mode);
     result.attached_to = key.attached_to;
-    result.series = Measure(options, GroupCalls(client, group, mode, call_style, payload));
+    CallFactory factory = GroupCalls(client, group, mode, call_style, payload);
+    result.series = mode == Mode::kOneWay ? MeasureOneWay(options, factory, *probe)
+                                          : Measure(options, factory);
     report->groups.push_back(std::move(result));
   }
 }
@@ -631,9 +638,10 @@ void MeasureApps(const Options& options, const std::string& dir, Report* report)
           Progress("connect: " + client.status().ToString());
           continue;
         }
+        // One-way too: the servant of n2, in this process, counts what is delivered.
         MeasureReplyModes(options, client->get(),
                           {n, ordering, style, absl::StrCat("n", closed ? member : outsider, " (in-process)")},
-                          call_style, report);
+                          call_style, report, &replica);
       }
       replica.servant.reset();  // the servant before its node
       (*inside)->Shutdown();
