@@ -93,7 +93,7 @@ void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* o
 
 void SequencerOrder::OnForward(const wire::SequencerMessage& message, Outbox* out) {
   if (!is_sequencer()) return;  // the member retransmits to the right sequencer
-  const uint64_t first = log_.size();
+  const uint64_t first = log_end();
   for (const wire::DataMessage& data : message.batch().messages()) {
     if (!IsMember(data.origin()) || log_.size() >= options_.log_entries_max) continue;
     uint64_t& last = log_seq_[data.origin()];
@@ -101,8 +101,8 @@ void SequencerOrder::OnForward(const wire::SequencerMessage& message, Outbox* ou
     log_.push_back(data);
     last = data.seq();
   }
-  if (log_.size() == first) return;
-  acked_[self_] = log_.size();
+  if (log_end() == first) return;
+  acked_[self_] = log_end();
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, first, out);
   }
@@ -113,16 +113,19 @@ void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
   wire::SequencerMessage ordered;
   ordered.set_kind(Kind::ORDERED);
   ordered.set_epoch(epoch_);
+  first = std::max(first, log_base_);  // below it every member has delivered
   ordered.set_first_order(first);
   ordered.set_committed(commit_);
-  for (uint64_t i = first; i < log_.size() && i < first + options_.batch_messages_max; ++i) {
-    *ordered.mutable_batch()->add_messages() = log_[i];
+  ordered.set_stable(stable_);
+  for (uint64_t i = first; i < log_end() && i < first + options_.batch_messages_max; ++i) {
+    *ordered.mutable_batch()->add_messages() = At(i);
   }
   Send(to, std::move(ordered), out);
 }
 
 void SequencerOrder::AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* out) {
-  if (first >= commit_) return;
+  // Below log_base_ the asker has delivered too (it is a member): nothing to give from there.
+  if (first >= commit_ || first < log_base_) return;
   wire::SequencerMessage committed;
   committed.set_kind(Kind::ORDERED);
   committed.set_epoch(epoch_);
@@ -130,7 +133,7 @@ void SequencerOrder::AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* ou
   committed.set_committed(commit_);
   committed.set_log_epoch(UINT32_MAX);  // a committed prefix (OnCommittedPrefix)
   for (uint64_t i = first; i < commit_ && i < first + options_.batch_messages_max; ++i) {
-    *committed.mutable_batch()->add_messages() = log_[i];
+    *committed.mutable_batch()->add_messages() = At(i);
   }
   Send(to, std::move(committed), out);
 }
@@ -143,9 +146,9 @@ void SequencerOrder::OnCommittedPrefix(const wire::SequencerMessage& message, Ou
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t at = first + i;
     if (at < commit_) continue;  // ours is committed too, hence identical
-    if (at < log_.size()) {
-      if (log_[at].SerializeAsString() != message.batch().messages(i).SerializeAsString()) {
-        log_[at] = message.batch().messages(i);
+    if (at < log_end()) {
+      if (At(at).SerializeAsString() != message.batch().messages(i).SerializeAsString()) {
+        At(at) = message.batch().messages(i);
         changed = true;
       }
     } else {
@@ -153,7 +156,7 @@ void SequencerOrder::OnCommittedPrefix(const wire::SequencerMessage& message, Ou
     }
   }
   // Our uncommitted entries after a replaced one came from another epoch's log: drop them.
-  if (changed && log_.size() > first + count) log_.resize(first + count);
+  if (changed && log_end() > first + count) TruncateLog(first + count);
   commit_ = std::max(commit_, first + count);
   RebuildLogSeq();
   Deliver(out);
@@ -161,6 +164,7 @@ void SequencerOrder::OnCommittedPrefix(const wire::SequencerMessage& message, Ou
 
 void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
   if (from != Sequencer(epoch_)) return;
+  stable_ = std::max(stable_, message.stable());
   const uint64_t first = message.first_order();
   const uint64_t count = message.batch().messages_size();
   wire::SequencerMessage need;
@@ -168,13 +172,13 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
   need.set_epoch(epoch_);
   if (log_epoch_ == epoch_) {
     // Our log is a prefix of the sequencer's: append what extends it.
-    if (first > log_.size()) {
-      need.set_first_order(log_.size());
+    if (first > log_end()) {
+      need.set_first_order(log_end());
       Send(from, std::move(need), out);
       return;
     }
     for (uint64_t i = 0; i < count; ++i) {
-      if (first + i >= log_.size()) log_.push_back(message.batch().messages(i));
+      if (first + i >= log_end()) log_.push_back(message.batch().messages(i));
     }
   } else {
     // Adopt the new epoch's log, from a point where ours is committed (hence identical).
@@ -184,27 +188,30 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
       return;
     }
     for (uint64_t i = 0; i < count; ++i) {
-      if (first + i < log_.size()) {
-        log_[first + i] = message.batch().messages(i);
+      const uint64_t at = first + i;
+      if (at < log_base_) continue;  // delivered everywhere, hence identical
+      if (at < log_end()) {
+        At(at) = message.batch().messages(i);
       } else {
         log_.push_back(message.batch().messages(i));
       }
     }
     const uint64_t keep = std::max(first + count, commit_);
-    if (log_.size() > keep) log_.resize(keep);  // older epochs' uncommitted entries
+    if (log_end() > keep) TruncateLog(keep);  // older epochs' uncommitted entries
     log_epoch_ = epoch_;
     RebuildLogSeq();
   }
-  commit_ = std::max(commit_, std::min<uint64_t>(message.committed(), log_.size()));
-  if (CommitsOnAccept()) commit_ = log_.size();
+  commit_ = std::max(commit_, std::min<uint64_t>(message.committed(), log_end()));
+  if (CommitsOnAccept()) commit_ = log_end();
+  Deliver(out);
   if (count > 0) {
     wire::SequencerMessage ack;
     ack.set_kind(Kind::ACK);
     ack.set_epoch(epoch_);
-    ack.set_first_order(log_.size());
+    ack.set_first_order(log_end());
+    ack.set_delivered(delivered_);
     Send(from, std::move(ack), out);
   }
-  Deliver(out);
 }
 
 void SequencerOrder::OnNeed(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
@@ -213,25 +220,31 @@ void SequencerOrder::OnNeed(NodeId from, const wire::SequencerMessage& message, 
     wire::SequencerMessage state;
     state.set_kind(Kind::EPOCH_STATE);
     state.set_epoch(epoch_);
+    // From the new sequencer's commit point, which every member's log_base_ is below (entries
+    // below log_base_ were delivered everywhere, so committed everywhere).
     state.set_first_order(message.first_order());
     state.set_log_epoch(log_epoch_);
-    state.set_log_length(log_.size());
-    for (uint64_t i = message.first_order(); i < log_.size(); ++i) {
-      *state.mutable_batch()->add_messages() = log_[i];
+    state.set_log_length(log_end());
+    for (uint64_t i = std::max(message.first_order(), log_base_); i < log_end(); ++i) {
+      *state.mutable_batch()->add_messages() = At(i);
     }
     Send(from, std::move(state), out);
     return;
   }
   if (is_sequencer()) {
-    SendOrdered(from, std::min<uint64_t>(message.first_order(), log_.size()), out);
+    SendOrdered(from, std::min<uint64_t>(message.first_order(), log_end()), out);
   }
 }
 
 void SequencerOrder::OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
   if (!is_sequencer()) return;
   uint64_t& acked = acked_[from];
-  acked = std::max(acked, std::min<uint64_t>(message.first_order(), log_.size()));
+  acked = std::max(acked, std::min<uint64_t>(message.first_order(), log_end()));
+  uint64_t& delivered = member_delivered_[from];
+  delivered = std::max(delivered, message.delivered());
+  stable_ = std::max(stable_, StableEverywhere());
   MaybeCommit(out);
+  Prune();
 }
 
 void SequencerOrder::MaybeCommit(Outbox* out) {
@@ -239,7 +252,7 @@ void SequencerOrder::MaybeCommit(Outbox* out) {
   std::vector<uint64_t> lengths;
   for (NodeId member : members_) {
     if (member == self_) {
-      lengths.push_back(log_.size());
+      lengths.push_back(log_end());
     } else {
       auto it = acked_.find(member);
       lengths.push_back(it == acked_.end() ? 0 : it->second);
@@ -252,7 +265,7 @@ void SequencerOrder::MaybeCommit(Outbox* out) {
   Deliver(out);
   if (CommitsOnAccept()) return;  // the members committed as they accepted: no notice needed
   for (NodeId member : members_) {
-    if (member != self_) SendOrdered(member, log_.size(), out);  // a commit notice
+    if (member != self_) SendOrdered(member, log_end(), out);  // a commit notice
   }
 }
 
@@ -271,8 +284,8 @@ void SequencerOrder::EnterEpoch(uint32_t epoch, Outbox* out) {
     state_first_ = commit_;
     EpochState own;
     own.log_epoch = log_epoch_;
-    own.log_length = log_.size();
-    own.entries.assign(log_.begin() + commit_, log_.end());
+    own.log_length = log_end();
+    own.entries.assign(log_.begin() + static_cast<std::ptrdiff_t>(commit_ - log_base_), log_.end());
     states_[self_] = std::move(own);
     SendNeedStates(out);
     MaybeEstablish(out);
@@ -295,7 +308,10 @@ void SequencerOrder::SendNeedStates(Outbox* out) {
 void SequencerOrder::OnEpochState(NodeId from, const wire::SequencerMessage& message,
                                   Outbox* out) {
   if (Sequencer(epoch_) != self_ || established_ || message.first_order() != state_first_) return;
-  if (message.log_length() > options_.log_entries_max) return;
+  if (message.log_length() < message.first_order() ||
+      message.log_length() - message.first_order() > options_.log_entries_max) {
+    return;
+  }
   EpochState state;
   state.log_epoch = message.log_epoch();
   state.log_length = message.log_length();
@@ -316,14 +332,14 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
   }
   if (best != &states_[self_] && best->log_length >= state_first_ &&
       best->entries.size() == best->log_length - state_first_) {
-    log_.resize(state_first_);
+    TruncateLog(state_first_);
     log_.insert(log_.end(), best->entries.begin(), best->entries.end());
   }
   states_.clear();
   log_epoch_ = epoch_;
   established_ = true;
   RebuildLogSeq();
-  acked_[self_] = log_.size();
+  acked_[self_] = log_end();
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, state_first_, out);
   }
@@ -332,8 +348,8 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
 }
 
 void SequencerOrder::Deliver(Outbox* out) {
-  while (delivered_ < commit_ && delivered_ < log_.size()) {
-    const wire::DataMessage& data = log_[delivered_++];
+  while (delivered_ < commit_ && delivered_ < log_end()) {
+    const wire::DataMessage& data = At(delivered_++);
     uint64_t& delivered_seq = delivered_seq_[data.origin()];
     if (data.seq() != delivered_seq + 1) continue;  // never happens: the log is FIFO per origin
     delivered_seq = data.seq();
@@ -341,10 +357,11 @@ void SequencerOrder::Deliver(Outbox* out) {
     out->deliveries.push_back({data.origin(), data.seq(), data.payload()});
     ++counters_.messages_delivered;
   }
+  Prune();
 }
 
 void SequencerOrder::RebuildLogSeq() {
-  log_seq_.clear();
+  log_seq_ = pruned_seq_;
   for (const wire::DataMessage& data : log_) {
     uint64_t& last = log_seq_[data.origin()];
     last = std::max(last, data.seq());
@@ -365,21 +382,21 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
     for (NodeId member : members_) {
       if (member == self_) continue;
       const uint64_t acked = acked_.count(member) > 0 ? acked_[member] : 0;
-      if (acked < log_.size()) SendOrdered(member, acked, out);
+      if (acked < log_end()) SendOrdered(member, acked, out);
     }
     return;
   }
   // A member: ask for what it lacks (the new epoch's log, or the commit point of its tail).
-  if (log_epoch_ != epoch_ || log_.size() > commit_) {
+  if (log_epoch_ != epoch_ || log_end() > commit_) {
     wire::SequencerMessage need;
     need.set_kind(Kind::NEED);
     need.set_epoch(epoch_);
-    need.set_first_order(log_epoch_ != epoch_ ? commit_ : log_.size());
+    need.set_first_order(log_epoch_ != epoch_ ? commit_ : log_end());
     Send(Sequencer(epoch_), need, out);
   }
   // Also ask one other member in turn for committed entries past our commit point: a member
   // that knows more (its view may already have ended) answers with them (OnCommittedPrefix).
-  if (members_.size() > 1 && (log_epoch_ != epoch_ || log_.size() > commit_)) {
+  if (members_.size() > 1 && (log_epoch_ != epoch_ || log_end() > commit_)) {
     need_cursor_ = (need_cursor_ + 1) % members_.size();
     if (members_[need_cursor_] == self_) need_cursor_ = (need_cursor_ + 1) % members_.size();
     wire::SequencerMessage ask;
@@ -406,7 +423,8 @@ std::string SequencerOrder::Describe() const {
   std::string text = "sequencer epoch " + std::to_string(epoch_) + " (sequencer " +
                      std::to_string(Sequencer(epoch_)) +
                      (established_ ? ", established" : ", not established") + "), log " +
-                     std::to_string(log_.size()) + ", committed " + std::to_string(commit_) +
+                     std::to_string(log_end()) + " (" + std::to_string(log_.size()) +
+                     " kept), committed " + std::to_string(commit_) +
                      ", delivered " + std::to_string(delivered_) + ", own pending " +
                      std::to_string(own_.size());
   if (!suspected_.empty()) {
@@ -417,7 +435,30 @@ std::string SequencerOrder::Describe() const {
   return text;
 }
 
-bool SequencerOrder::HasPending() const { return !own_.empty() || delivered_ < log_.size(); }
+bool SequencerOrder::HasPending() const { return !own_.empty() || delivered_ < log_end(); }
+
+uint64_t SequencerOrder::StableEverywhere() const {
+  uint64_t stable = delivered_;
+  for (NodeId member : members_) {
+    if (member == self_) continue;
+    auto it = member_delivered_.find(member);
+    stable = std::min(stable, it == member_delivered_.end() ? 0 : it->second);
+  }
+  return stable;
+}
+
+void SequencerOrder::Prune() {
+  // Entries every member has delivered are committed everywhere and no member asks for them
+  // again: a NEED or an epoch state starts at the asker's commit point, above stable_.
+  const uint64_t below = std::min(stable_, delivered_);
+  while (log_base_ < below && !log_.empty()) {
+    const wire::DataMessage& data = log_.front();
+    uint64_t& seq = pruned_seq_[data.origin()];
+    seq = std::max(seq, data.seq());
+    log_.pop_front();
+    ++log_base_;
+  }
+}
 
 void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out) {
   if (message.kind() == Kind::ACK) {

@@ -24,6 +24,7 @@
 #define COHORT_CONSENSUS_SEQUENCER_ORDER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -37,6 +38,10 @@ namespace cohort::consensus {
 struct SequencerOrderOptions {
   uint64_t retransmit_ms = 50;
   size_t batch_messages_max = 1024;
+  // Entries kept in the log. Entries every member has delivered are dropped (the sequencer
+  // learns members' deliveries from their ACKs and passes the minimum on in ORDERED), so this
+  // bounds only what a lagging member holds back; at the bound the sequencer orders nothing more
+  // until the laggard catches up or leaves the view (members retransmit their own messages).
   size_t log_entries_max = 1 << 20;
   // With n <= 3 a member commits what it holds as it accepts ORDERED entries, and the sequencer
   // sends no commit notices (004 section 4.3's argument: the sequencer and it are a majority).
@@ -60,6 +65,7 @@ class SequencerOrder final : public TotalOrder {
   NodeId Sequencer(uint32_t epoch) const { return members_[epoch % members_.size()]; }
   bool is_sequencer() const { return Sequencer(epoch_) == self_ && established_; }
   uint64_t committed() const { return commit_; }
+  size_t retained() const { return log_.size(); }  // entries kept (from order number log_base_)
   std::string Describe() const override;
 
  private:
@@ -87,6 +93,13 @@ class SequencerOrder final : public TotalOrder {
   void SendNeedStates(Outbox* out);
   void Deliver(Outbox* out);
   void RebuildLogSeq();
+  // Drops the entries below stable_ that this member has delivered.
+  void Prune();
+  uint64_t log_end() const { return log_base_ + log_.size(); }  // order number after the last
+  wire::DataMessage& At(uint64_t order) { return log_[order - log_base_]; }
+  // Keeps log_[log_base_, keep): drops the entries from order number `keep` on.
+  void TruncateLog(uint64_t keep) { log_.resize(keep - log_base_); }
+  uint64_t StableEverywhere() const;  // sequencer: entries every member has delivered
   void Send(NodeId to, wire::SequencerMessage message, Outbox* out);
   bool IsMember(NodeId node) const;
   bool CommitsOnAccept() const;
@@ -103,7 +116,12 @@ class SequencerOrder final : public TotalOrder {
   // Every member.
   uint32_t epoch_ = 0;                  // highest epoch known
   uint32_t log_epoch_ = 0;              // epoch whose sequencer wrote log_ (a prefix of its log)
-  std::vector<wire::DataMessage> log_;  // index = order number
+  // Order numbers [log_base_, log_end()); below log_base_ every member has delivered them.
+  std::deque<wire::DataMessage> log_;
+  uint64_t log_base_ = 0;
+  uint64_t stable_ = 0;                 // entries every member has delivered (known here)
+  std::map<NodeId, uint64_t> pruned_seq_;  // origin -> highest seq among dropped entries
+  std::map<NodeId, uint64_t> member_delivered_;  // sequencer: member -> delivered (its ACKs)
   uint64_t commit_ = 0;                 // log_[0, commit_) is committed; commit_ <= log_.size()
   size_t need_cursor_ = 0;              // round-robin target of committed-prefix requests
   uint64_t delivered_ = 0;              // log_[0, delivered_) handed out
