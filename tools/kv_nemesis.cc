@@ -138,6 +138,7 @@ struct Options {
   std::string dir;
   std::string cohortd;
   std::string log_level = "warn";
+  std::string ordering = "consensus";  // the kv group's total order: consensus or sequencer
   std::string netlab;      // non-empty: run on netlab hosts (see the top of this file)
   std::string kv_servant;  // netlab: the kv-servant binary
 };
@@ -193,7 +194,7 @@ class Run {
           << peers.str()
           << "failure_detector:\n  suspect_timeout_ms: 50\n  exclude_timeout_ms: 1000\n"
           << "groups:\n  - name: kv\n    members: [" << absl::StrJoin(members, ", ") << "]\n"
-          << "    ordering: consensus\n"
+          << "    ordering: " << o_.ordering << "\n"
           << "tls: {insecure: true}\n";
     }
   }
@@ -1070,6 +1071,7 @@ int main(int argc, char** argv) {
     else if (flag == "--dir") o.dir = value;
     else if (flag == "--cohortd") o.cohortd = value;
     else if (flag == "--log-level") o.log_level = value;
+    else if (flag == "--ordering") o.ordering = value;
     else if (flag == "--netlab") o.netlab = value;
     else if (flag == "--kv-servant") o.kv_servant = value;
     else {
@@ -1077,10 +1079,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1) {
+  if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1 ||
+      (o.ordering != "consensus" && o.ordering != "sequencer")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
+                 "       [--ordering consensus|sequencer]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
   }
@@ -1090,8 +1094,8 @@ int main(int argc, char** argv) {
   }
   mkdir(o.dir.c_str(), 0755);
   signal(SIGPIPE, SIG_IGN);
-  std::printf("kv-nemesis: seed %llu, dir %s\n", static_cast<unsigned long long>(o.seed),
-              o.dir.c_str());
+  std::printf("kv-nemesis: seed %llu, ordering %s, dir %s\n",
+              static_cast<unsigned long long>(o.seed), o.ordering.c_str(), o.dir.c_str());
   std::fflush(stdout);
   Run run(o);
   return run.Go();
