@@ -37,10 +37,7 @@ constexpr cohort::nso::NodeId kSelf = 2;
 constexpr size_t kMaxRecords = 64;
 
 void Check(bool ok, const char* what, const std::string& detail = "") {
-  if (!ok) {
-    std::fprintf(stderr, "api_fuzz: invariant violated: %s %s\n", what, detail.c_str());
-    std::abort();
-  }
+  cohort::fuzz::CheckInvariant("api_fuzz", ok, what, detail);
 }
 
 struct CallRecord {

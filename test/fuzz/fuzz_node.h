@@ -8,6 +8,7 @@
 #define COHORT_TEST_FUZZ_FUZZ_NODE_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -85,6 +86,16 @@ inline nso::Config MakeConfig(nso::NodeId self) {
   other.style = nso::GroupConfig::Style::kOpen;
   config.groups.push_back(other);
   return config;
+}
+
+// Aborts, naming the target and the invariant, when `ok` is false: libFuzzer keeps the input as a
+// crash.
+inline void CheckInvariant(const char* target, bool ok, const char* what,
+                           const std::string& detail = "") {
+  if (!ok) {
+    std::fprintf(stderr, "%s: invariant violated: %s %s\n", target, what, detail.c_str());
+    std::abort();
+  }
 }
 
 // Silences the component loggers and protobuf's parse errors once (the protocol logs every

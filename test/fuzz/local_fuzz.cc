@@ -31,6 +31,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nso/event_loop.h"
 #include "nso/framing.h"
@@ -47,10 +48,22 @@ constexpr cohort::nso::NodeId kSelf = 2;
 constexpr uint32_t kLocalVersion = 1;
 
 void Check(bool ok, const char* what, const std::string& detail = "") {
-  if (!ok) {
-    std::fprintf(stderr, "local_fuzz: invariant violated: %s %s\n", what, detail.c_str());
-    std::abort();
+  cohort::fuzz::CheckInvariant("local_fuzz", ok, what, detail);
+}
+
+// Moves the complete frames at the front of `in` to `frames` (`in` keeps a partial one).
+void TakeFrames(std::string* in, std::vector<cohort::api::LocalFrame>* frames) {
+  size_t offset = 0;
+  while (in->size() - offset >= kFrameLengthBytes) {
+    const uint32_t length = cohort::nso::GetFrameLength(in->data() + offset);
+    if (in->size() - offset - kFrameLengthBytes < length) break;
+    cohort::api::LocalFrame frame;
+    Check(frame.ParseFromArray(in->data() + offset + kFrameLengthBytes, static_cast<int>(length)),
+          "an undecodable frame from the daemon");
+    frames->push_back(std::move(frame));
+    offset += kFrameLengthBytes + length;
   }
+  in->erase(0, offset);
 }
 
 uint64_t NowMs() {
@@ -170,17 +183,8 @@ void ReadToEnd(int fd, std::vector<cohort::api::LocalFrame>* frames) {
     in.append(buffer, static_cast<size_t>(got));
     Check(NowMs() - start < 30000, "the daemon kept sending for 30 s");
   }
-  size_t offset = 0;
-  while (in.size() - offset >= kFrameLengthBytes) {
-    const uint32_t length = cohort::nso::GetFrameLength(in.data() + offset);
-    Check(in.size() - offset - kFrameLengthBytes >= length, "a truncated frame from the daemon");
-    cohort::api::LocalFrame frame;
-    Check(frame.ParseFromArray(in.data() + offset + kFrameLengthBytes, static_cast<int>(length)),
-          "an undecodable frame from the daemon");
-    frames->push_back(std::move(frame));
-    offset += kFrameLengthBytes + length;
-  }
-  Check(offset == in.size(), "stray bytes after the daemon's last frame");
+  TakeFrames(&in, frames);
+  Check(in.empty(), "a truncated frame or stray bytes after the daemon's last frame");
 }
 
 // A well-behaved client after the input: hello answered, its call to `solo` answered OK.
@@ -198,13 +202,9 @@ void CheckStillServes(const Daemon& daemon, uint64_t round) {
     Check(got > 0, "no answer to a valid hello and call after the input",
           got < 0 ? std::strerror(errno) : "closed");
     in.append(buffer, static_cast<size_t>(got));
-    while (in.size() >= kFrameLengthBytes &&
-           in.size() - kFrameLengthBytes >= cohort::nso::GetFrameLength(in.data())) {
-      const uint32_t length = cohort::nso::GetFrameLength(in.data());
-      cohort::api::LocalFrame frame;
-      Check(frame.ParseFromArray(in.data() + kFrameLengthBytes, static_cast<int>(length)),
-            "an undecodable frame to a valid client");
-      in.erase(0, kFrameLengthBytes + length);
+    std::vector<cohort::api::LocalFrame> frames;
+    TakeFrames(&in, &frames);
+    for (const cohort::api::LocalFrame& frame : frames) {
       if (frame.has_hello()) {
         hello = true;
       } else if (frame.has_result()) {

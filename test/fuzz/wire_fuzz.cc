@@ -33,12 +33,7 @@ using cohort::nso::NodeId;
 constexpr NodeId kSelf = 2;
 constexpr size_t kMaxRecords = 128;
 
-void Check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "wire_fuzz: invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+void Check(bool ok, const char* what) { cohort::fuzz::CheckInvariant("wire_fuzz", ok, what); }
 
 }  // namespace
 
