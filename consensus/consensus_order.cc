@@ -1,6 +1,8 @@
 #include "consensus/consensus_order.h"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 
 namespace cohort::consensus {
 namespace {
@@ -49,27 +51,50 @@ void ConsensusOrder::Diffuse(const wire::MessageBatch& batch, Outbox* out) {
 }
 
 wire::MessageBatch ConsensusOrder::MakeBatch() const {
-  // FIFO-closed per origin: seq s only after s - 1 (delivered or already in the batch).
+  // FIFO-closed per origin: seq s only after s - 1 (delivered or already in the batch). One seek
+  // per origin to its next deliverable seq, not a walk over every unordered message: this runs
+  // for each received diffusion while no instance is open, and with the set full of messages
+  // held behind a gap a walk per message kept three members of an n = 5 group busy for minutes
+  // (cohort-bench, app-open one-way flood), too busy to send "I am alive".
   wire::MessageBatch batch;
-  NodeId origin = 0;
-  uint64_t expected = 0;
-  bool have_origin = false;
-  for (const auto& [id, payload] : unordered_) {
-    if (static_cast<size_t>(batch.messages_size()) >= options_.batch_messages_max) break;
-    if (!have_origin || id.first != origin) {
-      origin = id.first;
-      have_origin = true;
-      auto it = delivered_seq_.find(origin);
-      expected = (it == delivered_seq_.end() ? 0 : it->second) + 1;
+  auto it = unordered_.begin();
+  while (it != unordered_.end() &&
+         static_cast<size_t>(batch.messages_size()) < options_.batch_messages_max) {
+    const NodeId origin = it->first.first;
+    auto delivered = delivered_seq_.find(origin);
+    uint64_t expected = (delivered == delivered_seq_.end() ? 0 : delivered->second) + 1;
+    for (it = unordered_.lower_bound({origin, expected});
+         it != unordered_.end() && it->first == MessageId{origin, expected} &&
+         static_cast<size_t>(batch.messages_size()) < options_.batch_messages_max;
+         ++it, ++expected) {
+      wire::DataMessage* message = batch.add_messages();
+      message->set_origin(origin);
+      message->set_seq(expected);
+      message->set_payload(it->second);
     }
-    if (id.second != expected) continue;  // a gap: the rest of this origin waits
-    wire::DataMessage* message = batch.add_messages();
-    message->set_origin(id.first);
-    message->set_seq(id.second);
-    message->set_payload(payload);
-    ++expected;
+    if (origin == std::numeric_limits<NodeId>::max()) break;
+    it = unordered_.lower_bound({origin + 1, 0});  // the next origin
   }
   return batch;
+}
+
+bool ConsensusOrder::KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload) {
+  if (unordered_.count({origin, seq}) > 0) return true;
+  if (unordered_.size() >= options_.unordered_messages_max && origin != self_) {
+    // Full: the origin's latest message held gives way to an earlier one (its origin resends
+    // both). A batch takes each origin's messages from the first undelivered seq on, so the set
+    // must keep the earliest: with the latest kept instead, a set full of messages behind a gap
+    // could never take the message that fills it, and this member never proposed again.
+    auto next_origin = origin == std::numeric_limits<NodeId>::max()
+                           ? unordered_.end()
+                           : unordered_.lower_bound({origin + 1, 0});
+    if (next_origin == unordered_.begin()) return false;
+    auto latest = std::prev(next_origin);
+    if (latest->first.first != origin || latest->first.second < seq) return false;
+    unordered_.erase(latest);
+  }
+  unordered_.emplace(MessageId{origin, seq}, payload);
+  return true;
 }
 
 void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
@@ -102,8 +127,7 @@ void ConsensusOrder::OnDiffusion(const wire::Diffusion& diffusion, Outbox* out) 
     if (!IsMember(message.origin()) || message.origin() == self_ || message.seq() == 0) continue;
     auto it = delivered_seq_.find(message.origin());
     if (it != delivered_seq_.end() && message.seq() <= it->second) continue;
-    if (unordered_.size() >= options_.unordered_messages_max) break;  // its origin resends it
-    unordered_.emplace(MessageId{message.origin(), message.seq()}, message.payload());
+    KeepUnordered(message.origin(), message.seq(), message.payload());  // or its origin resends it
   }
   MaybeStartInstance(/*even_if_empty=*/false, out);
 }
@@ -289,9 +313,7 @@ void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) 
     if (message->seq() <= delivered) continue;  // integrity: at most once
     if (message->seq() != delivered + 1) {
       // FIFO per origin: not before seq - 1. Keep it for a later instance.
-      if (unordered_.size() < options_.unordered_messages_max) {
-        unordered_.emplace(MessageId{message->origin(), message->seq()}, message->payload());
-      }
+      KeepUnordered(message->origin(), message->seq(), message->payload());
       continue;
     }
     delivered = message->seq();

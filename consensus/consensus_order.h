@@ -42,7 +42,8 @@ namespace cohort::consensus {
 struct ConsensusOrderOptions {
   ConsensusOptions consensus;           // optimisations 1-3, round_delay_ms, retransmit_ms
   size_t batch_messages_max = 1024;     // most messages one instance orders
-  size_t unordered_messages_max = 65536;  // others' messages beyond it are dropped (resent later)
+  // Others' messages held beyond it are dropped (resent later), the latest of an origin first.
+  size_t unordered_messages_max = 65536;
   // Decided instances are kept to answer laggards until every member has moved past them (a
   // member's consensus message about instance k shows it delivered every instance before k), so
   // a member that fell behind by any amount while it was slow or cut off for less than the
@@ -77,6 +78,9 @@ class ConsensusOrder final : public TotalOrder {
   ChandraToueg* Current();
   void MaybeStartInstance(bool even_if_empty, Outbox* out);
   wire::MessageBatch MakeBatch() const;
+  // Holds another member's (or a re-queued own) message for a later batch; beyond
+  // unordered_messages_max only in place of a later message of the same origin. False: dropped.
+  bool KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload);
   void OnDiffusion(const wire::Diffusion& diffusion, Outbox* out);
   void OnConsensus(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void DeliverDecided(Outbox* out);

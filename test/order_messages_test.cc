@@ -279,5 +279,35 @@ TEST_CASE("a sequencer group orders past its log bound: entries delivered everyw
   }
 }
 
+TEST_CASE("a member whose unordered set is full behind a gap still takes the message that fills it",
+          "[order]") {
+  // Node 1 coordinates. It misses node 3's first message, and node 3's next ones fill its
+  // unordered set (bound 8): nothing it holds can be proposed before seq 1. When seq 1 comes
+  // again (node 3 resends its undelivered messages), it takes the place of the latest one held.
+  // Before, a full set dropped it: node 1 never proposed again and nothing was ever ordered.
+  ConsensusOrderOptions options;
+  options.unordered_messages_max = 8;
+  Orders<ConsensusOrder> orders(3, options);
+  bool dropped_first = false;
+  orders.drop = [&](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    if (dropped_first || from != 3 || to != 1 || !envelope.has_data()) return false;
+    dropped_first = envelope.data().batch().messages(0).seq() == 1;
+    return dropped_first;
+  };
+  std::vector<std::string> sent;
+  for (int i = 1; i <= 40; ++i) {
+    sent.push_back("m" + std::to_string(i));
+    orders.Broadcast(3, sent.back());
+  }
+  orders.Pump();
+  REQUIRE(dropped_first);
+  CHECK(orders.delivered[1].empty());
+  for (int tick = 0; tick < 40 && orders.delivered[2].size() < sent.size(); ++tick) orders.Tick(60);
+  for (NodeId id = 1; id <= 3; ++id) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == sent);  // all of them, in node 3's FIFO order
+  }
+}
+
 }  // namespace
 }  // namespace cohort::consensus
