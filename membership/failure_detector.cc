@@ -77,4 +77,12 @@ size_t FailureDetector::trusted_count() const {
   return count;
 }
 
+size_t FailureDetector::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
+  size_t count = 0;
+  for (const auto& [node, state] : states_) {
+    count += !state.suspected || now_ms < state.last_heard_ms + window_ms ? 1 : 0;
+  }
+  return count;
+}
+
 }  // namespace cohort::membership

@@ -50,6 +50,10 @@ class FailureDetector {
   bool suspected(NodeId node) const;
   bool excluded(NodeId node) const;
   size_t trusted_count() const;  // monitored nodes currently not suspected
+  // Monitored nodes not suspected, or suspected but heard within the last `window_ms`: a call
+  // is refused as unmeetable only on members silent for longer (the admission grace, so a
+  // member late under load for a moment is not taken for a crashed one).
+  size_t heard_within_count(uint64_t now_ms, uint64_t window_ms) const;
   bool monitoring() const { return monitoring_; }
 
  private:

@@ -68,6 +68,11 @@ struct FailureDetectorConfig {
   int64_t suspect_timeout_ms = 50;     // > heartbeat_interval_ms, < exclude_timeout_ms
   int64_t exclude_timeout_ms = 10000;  // > suspect_timeout_ms
   int64_t heartbeat_interval_ms = 10;  // > 0
+  // A call that the suspected members make unmeetable is refused (UNAVAILABLE) only once they
+  // have been silent this long (at least the group's suspect_timeout_ms); before that it is
+  // submitted and waits, so a member late under load for a moment refuses nothing. 0: refuse
+  // as soon as they are suspected.
+  int64_t fail_fast_after_ms = 1000;  // >= 0
 };
 
 struct ConsensusConfig {

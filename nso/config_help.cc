@@ -32,6 +32,9 @@ failure_detector:
   exclude_timeout_ms: 10000   # [10000] conservative timeout: member removed from the view;
                               #   must be greater than suspect_timeout_ms
   heartbeat_interval_ms: 10   # [10] must be less than suspect_timeout_ms
+  fail_fast_after_ms: 1000    # [1000] a call the suspected members make unmeetable is refused
+                              #   (UNAVAILABLE) once they are silent this long, at least the
+                              #   suspect timeout; sooner, it waits (0: refuse on suspicion)
 consensus:
   optimisation_1: true        # [true] 004 section 4.1
   optimisation_2: true        # [true] 004 section 4.2

@@ -91,6 +91,11 @@ uint32_t Group::trusted_count() const {
   return detector_->trusted_count() + 1;
 }
 
+uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
+  if (!is_member()) return members_.size();
+  return detector_->heard_within_count(now_ms, window_ms) + 1;
+}
+
 NodeId Group::RequestManager() const {
   for (NodeId member : members_) {
     if (!suspected(member)) return member;

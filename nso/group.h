@@ -50,6 +50,9 @@ class Group {
   bool suspected(NodeId node) const;
   // Members that the failure detector does not suspect (self included when a member).
   uint32_t trusted_count() const;
+  // Members not suspected or heard within `window_ms` (self included when a member): those a
+  // new call may still count on (FailureDetector::heard_within_count).
+  uint32_t heard_within_count(uint64_t now_ms, uint64_t window_ms) const;
   // The suspicions are current: the group is lively, or an event-driven group that is watching
   // its members now. An idle event-driven group's suspicions date from when it last watched.
   bool suspicions_current() const { return !event_driven() || detector_->monitoring(); }

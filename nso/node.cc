@@ -182,15 +182,22 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   uint32_t wanted = invocation::RepliesWanted(mode, view_size);
   // Fail fast rather than wait for the deadline when the mode cannot be met: ordering needs a
   // majority of the view (primary partition), and the mode needs `wanted` members.
+  // Only members silent for fail_fast_after_ms count as gone: a suspicion alone (50 ms) lets
+  // consensus move on (004 section 5), but on a loaded machine a live member is often that late,
+  // and refusing calls then turned overload into errors (issue 7's one-way floods).
   // An idle event-driven group's suspicions are stale (nobody watched while it was idle: a
   // partition may have healed since); the call wakes it up and it watches again, so calls made
   // while it is active fail fast as in a lively group.
-  uint32_t reachable = group->suspicions_current() ? group->trusted_count() : view_size;
+  const uint64_t grace_ms =
+      std::max<uint64_t>(group->config().suspect_timeout_ms, config_.failure_detector.fail_fast_after_ms);
+  uint32_t reachable =
+      group->suspicions_current() ? group->heard_within_count(now_ms_, grace_ms) : view_size;
   uint32_t needed = std::max(wanted, view_size / 2 + 1);
   if (reachable < needed) {
     return fail(absl::UnavailableError(absl::StrCat(
         "group \"", options.group, "\": ", invocation::ModeName(mode), " needs ", needed, " of ",
-        view_size, " members, ", reachable, " reachable")));
+        view_size, " members, ", reachable, " reachable (the others silent for over ", grace_ms,
+        " ms)")));
   }
   uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   wire::Request request;

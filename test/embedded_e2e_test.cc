@@ -234,14 +234,27 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
     });
     bool saw_suspected = false;
     int majority_ok = 0, majority_calls = 0;
+    // A wait-for-all call made while n1 is suspected but silent for less than
+    // failure_detector.fail_fast_after_ms (1000 ms) is not refused: it waits for n1.
+    absl::StatusOr<GroupReplies> all_while_suspected = absl::UnknownError("not run");
+    std::thread all_caller;
     while (!done) {
       saw_suspected = saw_suspected || suspected_n1();
+      if (saw_suspected && !all_caller.joinable()) {
+        all_caller = std::thread([&] {
+          all_while_suspected = (*c2)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(20));
+        });
+      }
       auto add = (*c2)->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(10));
       ++majority_calls;
       if (add.ok() && add->replies.size() >= 2) ++majority_ok;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     blocker.join();
+    if (all_caller.joinable()) all_caller.join();
+    INFO(all_while_suspected.status().ToString());
+    CHECK(all_while_suspected.ok());
+    if (all_while_suspected.ok()) CHECK(all_while_suspected->replies.size() == 3);
     counters[0]->block_ms = 0;
     INFO(blocked.status().ToString());
     REQUIRE(blocked.ok());

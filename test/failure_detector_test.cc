@@ -98,4 +98,25 @@ TEST_CASE("a member heard after its exclusion fired is trusted again, and can be
   REQUIRE(events.size() == 2);
   CHECK(events[1].kind == Kind::kExclude);
 }
+TEST_CASE("admission grace: a suspected member counts for new calls until silent for the window",
+          "[fd]") {
+  // Suspicion (50 ms) moves consensus on; a call is refused only on members silent for the
+  // longer fail-fast window (failure_detector.fail_fast_after_ms).
+  FailureDetector detector({50, 10000}, {2, 3}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Heard(2, 100, &events);
+  detector.Heard(3, 100, &events);
+  detector.Tick(200, &events);  // both silent 100 ms: suspected
+  CHECK(detector.suspected(2));
+  CHECK(detector.suspected(3));
+  CHECK(detector.trusted_count() == 0);
+  CHECK(detector.heard_within_count(200, 1000) == 2);
+  CHECK(detector.heard_within_count(1099, 1000) == 2);
+  detector.Heard(3, 1050, &events);  // 3 answers again: trusted, counts at any window
+  CHECK(detector.heard_within_count(1100, 1000) == 1);  // 2 silent for 1000 ms: gone
+  CHECK(detector.heard_within_count(5000, 1000) == 1);
+  CHECK(detector.heard_within_count(1100, 50) == 1);
+  CHECK(detector.heard_within_count(1100, 0) == 1);  // window 0: the suspicion alone decides
+}
+
 }  // namespace cohort::membership

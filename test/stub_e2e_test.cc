@@ -138,8 +138,9 @@ TEST_CASE("stub library: bad input gets a clear status and the daemon keeps serv
   absl::Status registered = (*bad_servant)->Start();
   CHECK(registered.code() == absl::StatusCode::kNotFound);
 
-  // A frozen member: wait-for-all cannot be met (fails fast once suspected, or at the deadline),
-  // wait-for-majority still is.
+  // A frozen member: wait-for-all cannot be met. Silent for less than
+  // failure_detector.fail_fast_after_ms (1000 ms) the call waits (it ends at its deadline);
+  // wait-for-majority still is met.
   cluster.Pause(3);
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Milliseconds(500));
@@ -148,6 +149,11 @@ TEST_CASE("stub library: bad input gets a clear status and the daemon keeps serv
   auto majority = (*client)->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(10));
   REQUIRE(majority.ok());
   CHECK(majority->replies.size() >= 2);
+  // Silent for longer: refused at once (UNAVAILABLE naming why), not after its 10 s deadline.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  auto refused = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(10));
+  CHECK(refused.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("2 reachable"));
   cluster.Resume(3);
 
   // The daemon still serves.
