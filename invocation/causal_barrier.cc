@@ -7,12 +7,17 @@ bool CausalBarrier::Admit(uint64_t nso, const std::string& group, uint64_t call_
   PerNso& state = nsos_[nso];
   if (state.held.empty() && (state.unordered.empty() || state.group == group)) {
     state.group = group;
-    state.unordered[call_id] = now_ms;
-    nso_of_call_[call_id] = nso;
+    Track(nso, &state, call_id, now_ms);
     return true;
   }
   state.held.push_back({group, call_id, std::move(submit)});
   return false;
+}
+
+void CausalBarrier::Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms) {
+  state->unordered[call_id] = now_ms;
+  nso_of_call_[call_id] = nso;
+  by_admission_.emplace_back(now_ms, call_id);
 }
 
 void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
@@ -22,8 +27,7 @@ void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
     Held next = std::move(state->held.front());
     state->held.pop_front();
     state->group = next.group;
-    state->unordered[next.call_id] = now_ms;
-    nso_of_call_[next.call_id] = nso;
+    Track(nso, state, next.call_id, now_ms);
     out->push_back(std::move(next.submit));
   }
   if (state->unordered.empty() && state->held.empty()) nsos_.erase(nso);
@@ -44,13 +48,10 @@ std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint
 
 std::vector<CausalBarrier::Submit> CausalBarrier::Expire(uint64_t now_ms) {
   std::vector<Submit> released;
-  std::vector<uint64_t> expired;
-  for (const auto& [nso, state] : nsos_) {
-    for (const auto& [call_id, admitted_ms] : state.unordered) {
-      if (now_ms >= admitted_ms + release_after_ms_) expired.push_back(call_id);
-    }
-  }
-  for (uint64_t call_id : expired) {
+  while (!by_admission_.empty()) {
+    const auto [admitted_ms, call_id] = by_admission_.front();
+    if (nso_of_call_.count(call_id) > 0 && now_ms < admitted_ms + release_after_ms_) break;
+    by_admission_.pop_front();
     for (Submit& submit : Ordered(call_id, now_ms)) released.push_back(std::move(submit));
   }
   return released;
@@ -60,6 +61,11 @@ size_t CausalBarrier::held() const {
   size_t count = 0;
   for (const auto& [nso, state] : nsos_) count += state.held.size();
   return count;
+}
+
+size_t CausalBarrier::in_flight(uint64_t nso) const {
+  auto it = nsos_.find(nso);
+  return it == nsos_.end() ? 0 : it->second.unordered.size() + it->second.held.size();
 }
 
 }  // namespace cohort::invocation

@@ -6,7 +6,8 @@
 // since each group's order is FIFO per sender.
 //
 // Pure and bounded in time: an entry older than `release_after_ms` releases what it holds (a call
-// that never got ordered must not block its client forever).
+// that never got ordered must not block its client forever). Expire costs what it releases (plus
+// entries already ordered), not a walk over every request in flight.
 #ifndef COHORT_INVOCATION_CAUSAL_BARRIER_H_
 #define COHORT_INVOCATION_CAUSAL_BARRIER_H_
 
@@ -15,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort::invocation {
@@ -35,6 +37,8 @@ class CausalBarrier {
   std::vector<Submit> Expire(uint64_t now_ms);
 
   size_t held() const;
+  // Requests of `nso` not yet known ordered, held ones included (limits.max_unordered_requests).
+  size_t in_flight(uint64_t nso) const;
 
  private:
   struct Held {
@@ -48,10 +52,14 @@ class CausalBarrier {
     std::deque<Held> held;
   };
   void Release(uint64_t nso, PerNso* state, uint64_t now_ms, std::vector<Submit>* out);
+  void Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms);
 
   const uint64_t release_after_ms_;
   std::map<uint64_t, PerNso> nsos_;
   std::map<uint64_t, uint64_t> nso_of_call_;
+  // (admitted at, call id) in admission order, so by time (now_ms never goes back): Expire
+  // looks at the front only. Entries ordered meanwhile are skipped there.
+  std::deque<std::pair<uint64_t, uint64_t>> by_admission_;
 };
 
 }  // namespace cohort::invocation

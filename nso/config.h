@@ -87,6 +87,10 @@ struct LimitsConfig {
   int64_t max_payload_bytes = 4 * 1024 * 1024;  // >= 1
   int64_t default_deadline_ms = 5000;           // > 0
   int64_t max_nsos = 1000000;                   // >= 1
+  // Requests (calls, one-way sends, multicasts) of one client NSO not yet known ordered; beyond
+  // it a new one is refused RESOURCE_EXHAUSTED (backpressure: a flood faster than the group
+  // orders must not grow the daemon's memory without bound).
+  int64_t max_unordered_requests = 65536;  // >= 1
 };
 
 // tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and

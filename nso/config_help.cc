@@ -46,6 +46,8 @@ limits:
   max_payload_bytes: 4194304  # [4194304 = 4 MiB] largest request or reply payload
   default_deadline_ms: 5000   # [5000] deadline of a call that sets none
   max_nsos: 1000000           # [1000000] most NSOs (client sessions) this daemon holds
+  max_unordered_requests: 65536  # [65536] requests of one client not yet ordered; more are
+                              #   refused RESOURCE_EXHAUSTED until the group catches up
 groups:                       # [] groups this cluster hosts
   - name: counter             # required: [A-Za-z0-9_.-]{1,64}, unique
     members: [n1, n2, n3]     # required, non-empty: distinct peer names

@@ -116,6 +116,14 @@ absl::Status Node::CheckNso(uint64_t nso) const {
   return absl::OkStatus();
 }
 
+absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group) const {
+  const size_t in_flight = causal_barrier_.in_flight(nso);
+  if (static_cast<int64_t>(in_flight) < config_.limits.max_unordered_requests) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "group \"", group, "\": this client has ", in_flight,
+      " requests not yet ordered (limits.max_unordered_requests): retry once they are"));
+}
+
 absl::StatusOr<Group*> Node::FindGroup(const std::string& group) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("unknown group \"", group, "\""));
@@ -147,6 +155,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
                                                    " bytes exceeds limits.max_payload_bytes (",
                                                    config_.limits.max_payload_bytes, ")"));
   }
+  if (absl::Status room = CheckInFlight(nso, group_name); !room.ok()) return room;
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
@@ -176,6 +185,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
         absl::StrCat("payload of ", options.payload.size(), " bytes exceeds limits.max_payload_bytes (",
                      config_.limits.max_payload_bytes, ")")));
   }
+  if (absl::Status room = CheckInFlight(nso, options.group); !room.ok()) return fail(room);
   invocation::Mode mode = options.mode_given ? options.mode : ToMode(group->config().default_mode);
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();

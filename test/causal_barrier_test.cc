@@ -45,4 +45,26 @@ TEST_CASE("a request that is never reported ordered releases the barrier after t
   CHECK(sent == 1);
 }
 
+TEST_CASE("in_flight counts a client's unordered and held requests; Expire skips ordered ones",
+          "[causality]") {
+  CausalBarrier barrier(1000);
+  CHECK(barrier.in_flight(1) == 0);
+  for (uint64_t call = 1; call <= 100; ++call) CHECK(barrier.Admit(1, "g", call, call, [] {}));
+  int released = 0;
+  CHECK_FALSE(barrier.Admit(1, "h", 101, 100, [&] { released++; }));
+  CHECK(barrier.in_flight(1) == 101);
+  CHECK(barrier.in_flight(2) == 0);
+  for (uint64_t call = 1; call <= 99; ++call) CHECK(barrier.Ordered(call, 200).empty());
+  CHECK(barrier.in_flight(1) == 2);
+  CHECK(barrier.Expire(1099).empty());  // call 100 was admitted at 100: not yet
+  auto expired = barrier.Expire(1100);
+  REQUIRE(expired.size() == 1);  // call 100 gives up, and releases 101 to "h"
+  expired[0]();
+  CHECK(released == 1);
+  CHECK(barrier.in_flight(1) == 1);
+  CHECK(barrier.Ordered(101, 1200).empty());
+  CHECK(barrier.in_flight(1) == 0);
+  CHECK(barrier.Expire(5000).empty());
+}
+
 }  // namespace cohort::invocation
