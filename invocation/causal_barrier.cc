@@ -3,19 +3,21 @@
 namespace cohort::invocation {
 
 bool CausalBarrier::Admit(uint64_t nso, const std::string& group, uint64_t call_id,
-                          uint64_t now_ms, Submit submit) {
+                          uint64_t now_ms, Submit submit, size_t bytes) {
   PerNso& state = nsos_[nso];
+  state.bytes += bytes;
   if (state.held.empty() && (state.unordered.empty() || state.group == group)) {
     state.group = group;
-    Track(nso, &state, call_id, now_ms);
+    Track(nso, &state, call_id, now_ms, bytes);
     return true;
   }
-  state.held.push_back({group, call_id, std::move(submit)});
+  state.held.push_back({group, call_id, std::move(submit), bytes});
   return false;
 }
 
-void CausalBarrier::Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms) {
-  state->unordered[call_id] = now_ms;
+void CausalBarrier::Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms,
+                          size_t bytes) {
+  state->unordered[call_id] = bytes;
   nso_of_call_[call_id] = nso;
   by_admission_.emplace_back(now_ms, call_id);
 }
@@ -27,7 +29,7 @@ void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
     Held next = std::move(state->held.front());
     state->held.pop_front();
     state->group = next.group;
-    Track(nso, state, next.call_id, now_ms);
+    Track(nso, state, next.call_id, now_ms, next.bytes);
     out->push_back(std::move(next.submit));
   }
   if (state->unordered.empty() && state->held.empty()) nsos_.erase(nso);
@@ -41,7 +43,11 @@ std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint
   nso_of_call_.erase(it);
   auto state = nsos_.find(nso);
   if (state == nsos_.end()) return released;
-  state->second.unordered.erase(call_id);
+  auto request = state->second.unordered.find(call_id);
+  if (request != state->second.unordered.end()) {
+    state->second.bytes -= request->second;
+    state->second.unordered.erase(request);
+  }
   Release(nso, &state->second, now_ms, &released);
   return released;
 }
@@ -66,6 +72,11 @@ size_t CausalBarrier::held() const {
 size_t CausalBarrier::in_flight(uint64_t nso) const {
   auto it = nsos_.find(nso);
   return it == nsos_.end() ? 0 : it->second.unordered.size() + it->second.held.size();
+}
+
+size_t CausalBarrier::in_flight_bytes(uint64_t nso) const {
+  auto it = nsos_.find(nso);
+  return it == nsos_.end() ? 0 : it->second.bytes;
 }
 
 }  // namespace cohort::invocation

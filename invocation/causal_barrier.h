@@ -29,8 +29,9 @@ class CausalBarrier {
 
   // Returns true when the request may be submitted now (it is then awaited as unordered);
   // otherwise `submit` is held and handed back by Ordered() or Expire() later.
+  // `bytes`: the request's size, counted in in_flight_bytes until it is ordered.
   bool Admit(uint64_t nso, const std::string& group, uint64_t call_id, uint64_t now_ms,
-             Submit submit);
+             Submit submit, size_t bytes = 0);
   // Request `call_id` is known ordered (or finished): the submissions it released, in order.
   std::vector<Submit> Ordered(uint64_t call_id, uint64_t now_ms);
   // Releases past entries older than release_after_ms.
@@ -39,20 +40,24 @@ class CausalBarrier {
   size_t held() const;
   // Requests of `nso` not yet known ordered, held ones included (limits.max_unordered_requests).
   size_t in_flight(uint64_t nso) const;
+  // Their bytes (limits.max_unordered_bytes).
+  size_t in_flight_bytes(uint64_t nso) const;
 
  private:
   struct Held {
     std::string group;
     uint64_t call_id = 0;
     Submit submit;
+    size_t bytes = 0;
   };
   struct PerNso {
     std::string group;                        // group of the requests awaited
-    std::map<uint64_t, uint64_t> unordered;   // call id -> admitted at (ms)
+    std::map<uint64_t, size_t> unordered;     // call id -> bytes
     std::deque<Held> held;
+    size_t bytes = 0;                         // of `unordered` and `held`
   };
   void Release(uint64_t nso, PerNso* state, uint64_t now_ms, std::vector<Submit>* out);
-  void Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms);
+  void Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms, size_t bytes);
 
   const uint64_t release_after_ms_;
   std::map<uint64_t, PerNso> nsos_;

@@ -65,7 +65,8 @@ const std::vector<absl::string_view> kFailureDetectorKeys = {
 const std::vector<absl::string_view> kConsensusKeys = {
     "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms", "batch_max_messages"};
 const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "default_deadline_ms",
-                                                   "max_nsos", "max_unordered_requests"};
+                                                   "max_nsos", "max_unordered_requests",
+                                                   "max_unordered_bytes"};
 const std::vector<absl::string_view> kGroupKeys = {
     "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
     "default_mode", "suspect_timeout_ms", "exclude_timeout_ms", "acl"};
@@ -513,7 +514,9 @@ absl::Status ReadLimitsKeys(const MapView& m, LimitsConfig* limits) {
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_payload_bytes", 1, kMaxCount, &limits->max_payload_bytes));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "default_deadline_ms", &limits->default_deadline_ms));
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_nsos", 1, kMaxCount, &limits->max_nsos));
-  return ReadInt(m, "max_unordered_requests", 1, kMaxCount, &limits->max_unordered_requests);
+  CONFIG_RETURN_IF_ERROR(
+      ReadInt(m, "max_unordered_requests", 1, kMaxCount, &limits->max_unordered_requests));
+  return ReadInt(m, "max_unordered_bytes", 1, kMaxCount, &limits->max_unordered_bytes);
 }
 
 absl::Status ReadLimits(const MapView& top, LimitsConfig* limits) {

@@ -91,6 +91,7 @@ struct LimitsConfig {
   // it a new one is refused RESOURCE_EXHAUSTED (backpressure: a flood faster than the group
   // orders must not grow the daemon's memory without bound).
   int64_t max_unordered_requests = 65536;  // >= 1
+  int64_t max_unordered_bytes = 64 << 20;   // >= 1; their payload bytes (one request always passes)
 };
 
 // tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and

@@ -48,6 +48,8 @@ limits:
   max_nsos: 1000000           # [1000000] most NSOs (client sessions) this daemon holds
   max_unordered_requests: 65536  # [65536] requests of one client not yet ordered; more are
                               #   refused RESOURCE_EXHAUSTED until the group catches up
+  max_unordered_bytes: 67108864  # [67108864 = 64 MiB] their payload bytes (likewise; a
+                              #   client's only request in flight always passes)
 groups:                       # [] groups this cluster hosts
   - name: counter             # required: [A-Za-z0-9_.-]{1,64}, unique
     members: [n1, n2, n3]     # required, non-empty: distinct peer names

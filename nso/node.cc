@@ -116,12 +116,22 @@ absl::Status Node::CheckNso(uint64_t nso) const {
   return absl::OkStatus();
 }
 
-absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group) const {
+absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const {
   const size_t in_flight = causal_barrier_.in_flight(nso);
-  if (static_cast<int64_t>(in_flight) < config_.limits.max_unordered_requests) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "group \"", group, "\": this client has ", in_flight,
-      " requests not yet ordered (limits.max_unordered_requests): retry once they are"));
+  if (in_flight == 0) return absl::OkStatus();  // one request alone is bounded by its payload limit
+  if (static_cast<int64_t>(in_flight) >= config_.limits.max_unordered_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "group \"", group, "\": this client has ", in_flight,
+        " requests not yet ordered (limits.max_unordered_requests): retry once they are"));
+  }
+  const size_t in_flight_bytes = causal_barrier_.in_flight_bytes(nso);
+  if (static_cast<int64_t>(in_flight_bytes + bytes) > config_.limits.max_unordered_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "group \"", group, "\": this client has ", in_flight_bytes, " bytes of requests not yet "
+        "ordered; ", bytes, " more exceed limits.max_unordered_bytes (",
+        config_.limits.max_unordered_bytes, "): retry once they are"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Group*> Node::FindGroup(const std::string& group) {
@@ -155,7 +165,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
                                                    " bytes exceeds limits.max_payload_bytes (",
                                                    config_.limits.max_payload_bytes, ")"));
   }
-  if (absl::Status room = CheckInFlight(nso, group_name); !room.ok()) return room;
+  if (absl::Status room = CheckInFlight(nso, group_name, payload.size()); !room.ok()) return room;
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
@@ -185,7 +195,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
         absl::StrCat("payload of ", options.payload.size(), " bytes exceeds limits.max_payload_bytes (",
                      config_.limits.max_payload_bytes, ")")));
   }
-  if (absl::Status room = CheckInFlight(nso, options.group); !room.ok()) return fail(room);
+  if (absl::Status room = CheckInFlight(nso, options.group, options.payload.size());
+      !room.ok()) {
+    return fail(room);
+  }
   invocation::Mode mode = options.mode_given ? options.mode : ToMode(group->config().default_mode);
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
@@ -260,7 +273,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
 
 void Node::SubmitInCausalOrder(const wire::Request& request, const std::string& group,
                                std::function<void()> submit) {
-  if (causal_barrier_.Admit(request.client_nso(), group, request.call_id(), now_ms_, submit)) {
+  if (causal_barrier_.Admit(request.client_nso(), group, request.call_id(), now_ms_, submit,
+                            request.payload().size())) {
     submit();
   }
 }

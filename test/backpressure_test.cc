@@ -1,6 +1,7 @@
-// Backpressure (limits.max_unordered_requests): a client's requests not yet ordered are bounded;
-// beyond the bound a new one is refused RESOURCE_EXHAUSTED, naming the limit, and accepted again
-// once the group has ordered the earlier ones. Three nodes on the simulated network; while the
+// Backpressure (limits.max_unordered_requests, max_unordered_bytes): a client's requests not yet
+// ordered are bounded in number and bytes; beyond a bound a new one is refused
+// RESOURCE_EXHAUSTED, naming the limit, and accepted again once the group has ordered the earlier
+// ones. Three nodes on the simulated network; while the
 // network does not run, nothing is ordered.
 #include <catch2/catch.hpp>
 
@@ -31,6 +32,7 @@ nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
   group.ordering = ordering;
   config.groups = {group};
   config.limits.max_unordered_requests = 5;
+  config.limits.max_unordered_bytes = 1000;
   return config;
 }
 
@@ -60,10 +62,11 @@ struct Cluster {
       Tick(id);
     });
   }
-  absl::Status Send(uint64_t nso) {
+  absl::Status Send(uint64_t nso, size_t bytes = 10) {
     nso::InvokeOptions options;
     options.group = "g";
     options.method = "add";
+    options.payload = std::string(bytes, 'x');
     options.mode = invocation::Mode::kOneWay;
     options.mode_given = true;
     absl::Status status = absl::UnknownError("no answer");
@@ -102,6 +105,19 @@ TEST_CASE("a client's requests not yet ordered are bounded: RESOURCE_EXHAUSTED b
     for (int i = 0; i < 5; ++i) CHECK(cluster.Send(client).ok());
     cluster.net.RunUntil(cluster.net.now_ms() + 500);
     CHECK(cluster.delivered == 3 * 11);
+    // Bytes: 1000 in flight at most, but a client's only request always passes.
+    CHECK(cluster.Send(client, 1500).ok());
+    absl::Status too_big = cluster.Send(client, 10);
+    CHECK(too_big.code() == absl::StatusCode::kResourceExhausted);
+    CHECK_THAT(std::string(too_big.message()), Catch::Contains("limits.max_unordered_bytes"));
+    cluster.net.RunUntil(cluster.net.now_ms() + 500);
+    CHECK(cluster.Send(client, 600).ok());
+    CHECK(cluster.Send(client, 300).ok());
+    absl::Status over = cluster.Send(client, 200);  // 900 + 200 > 1000
+    CHECK(over.code() == absl::StatusCode::kResourceExhausted);
+    CHECK_THAT(std::string(over.message()), Catch::Contains("900 bytes"));
+    cluster.net.RunUntil(cluster.net.now_ms() + 500);
+    CHECK(cluster.delivered == 3 * 14);
   }
 }
 

@@ -69,6 +69,7 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK(config.limits.default_deadline_ms == 2000);
   CHECK(config.limits.max_nsos == 100);
   CHECK(config.limits.max_unordered_requests == 1000);
+  CHECK(config.limits.max_unordered_bytes == 123456);
   REQUIRE(config.groups.size() == 2);
 
   const GroupConfig& counter = config.groups[0];
@@ -432,7 +433,7 @@ TEST_CASE("the help text documents every key", "[config]") {
         "log_level:", "log_format:", "failure_detector:", "suspect_timeout_ms:",
         "exclude_timeout_ms:", "heartbeat_interval_ms:", "fail_fast_after_ms:", "consensus:", "optimisation_1:",
         "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
-        "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "groups:", "members:",
+        "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "groups:", "members:",
         "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "ca_file:",
         "cert_file:", "key_file:", "server_name:", "insecure: true"}) {
     INFO(key);
