@@ -437,15 +437,18 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
       membership.buffered.push_back(std::move(*message.mutable_request()));
       continue;
     }
-    ApplyRequest(group, message.request());
+    ApplyRequest(group, message.request(), deliveries[i].origin);
   }
 }
 
-void Node::ApplyRequest(Group* group, const wire::Request& request) {
+void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer) {
   GroupMembership& membership = membership_[group->name()];
   if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
     MarkOrdered(request.call_id());
-  } else if (request.notify_ordered()) {
+  } else if (request.notify_ordered() && (orderer == self_ || orderer == 0)) {
+    // A non-member's request: the member that broadcast it tells the caller's node, one notice
+    // where every member used to send one (n per one-way call, n x n per closed call from
+    // outside). If that member dies first, the caller's causal barrier releases on its timeout.
     wire::Reply notice;
     notice.set_call_id(request.call_id());
     notice.set_origin(request.origin());

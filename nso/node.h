@@ -220,7 +220,9 @@ class Node {
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).
-  void ApplyRequest(Group* group, const wire::Request& request);
+  // `orderer`: the member whose broadcast delivered it (0: not known, a request applied later
+  // from a buffer); it alone sends a non-member's ordered notice.
+  void ApplyRequest(Group* group, const wire::Request& request, NodeId orderer = 0);
   void DeliverRequest(Group* group, const wire::Request& request);
   // A servant attached here holds the group's replicated state (false while servant_lost).
   bool HasServant(const std::string& group) const;

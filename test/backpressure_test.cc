@@ -23,7 +23,7 @@ nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
   nso::Config config;
   config.node = absl::StrCat("n", id);
   config.node_id = id;
-  for (NodeId peer = 1; peer <= 3; ++peer) {
+  for (NodeId peer = 1; peer <= 4; ++peer) {  // n4: outside the group
     config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
   }
   nso::GroupConfig group;
@@ -38,15 +38,18 @@ nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
 
 struct Cluster {
   explicit Cluster(nso::GroupConfig::Ordering ordering) : net(Options()) {
-    for (NodeId id = 1; id <= 3; ++id) {
+    for (NodeId id = 1; id <= 4; ++id) {
       nodes[id] = std::make_unique<nso::Node>(MakeConfig(id, ordering), net.Endpoint(id), id, 0);
-      net.Endpoint(id)->SetReceiver(
-          [this, id](NodeId from, wire::Envelope envelope) { nodes[id]->Receive(from, envelope); });
+      net.Endpoint(id)->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
+        if (envelope.has_reply() && envelope.reply().ordered_notice()) ++notices[id];
+        nodes[id]->Receive(from, envelope);
+      });
+      Tick(id);
+      if (id == 4) continue;
       uint64_t servant_nso = *nodes[id]->Attach("servant");
       *nodes[id]->RegisterServant(servant_nso, "g", [this](nso::ServantDelivery d) {
         if (d.method == "add") ++delivered;
       });
-      Tick(id);
     }
   }
   static nso::SimNetworkOptions Options() {
@@ -62,7 +65,7 @@ struct Cluster {
       Tick(id);
     });
   }
-  absl::Status Send(uint64_t nso, size_t bytes = 10) {
+  absl::Status Send(uint64_t nso, size_t bytes = 10, NodeId at = 1) {
     nso::InvokeOptions options;
     options.group = "g";
     options.method = "add";
@@ -70,13 +73,14 @@ struct Cluster {
     options.mode = invocation::Mode::kOneWay;
     options.mode_given = true;
     absl::Status status = absl::UnknownError("no answer");
-    nodes[1]->Invoke(nso, options, [&](nso::InvokeResult result) { status = result.status; });
+    nodes[at]->Invoke(nso, options, [&](nso::InvokeResult result) { status = result.status; });
     return status;
   }
 
   nso::SimNetwork net;
   std::map<NodeId, std::unique_ptr<nso::Node>> nodes;
   int delivered = 0;
+  std::map<NodeId, int> notices;  // ordered notices received
 };
 
 }  // namespace
@@ -118,6 +122,28 @@ TEST_CASE("a client's requests not yet ordered are bounded: RESOURCE_EXHAUSTED b
     CHECK_THAT(std::string(over.message()), Catch::Contains("900 bytes"));
     cluster.net.RunUntil(cluster.net.now_ms() + 500);
     CHECK(cluster.delivered == 3 * 14);
+  }
+}
+
+TEST_CASE("a non-member's one-way call gets one ordered notice, from the member that ordered it",
+          "[backpressure][sim]") {
+  // The notice releases the caller's causal barrier and its backpressure count; every member
+  // used to send one (3 per call here).
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    INFO("ordering " << static_cast<int>(ordering));
+    Cluster cluster(ordering);
+    cluster.net.RunUntil(500);
+    uint64_t client = *cluster.nodes[4]->Attach("outside");
+    for (int i = 0; i < 5; ++i) {
+      CHECK(cluster.Send(client, 10, /*at=*/4).ok());
+      cluster.net.RunUntil(cluster.net.now_ms() + 100);
+    }
+    CHECK(cluster.delivered == 3 * 5);
+    CHECK(cluster.notices[4] == 5);
+    // Each was reported ordered: the client may have 5 more in flight at once.
+    for (int i = 0; i < 5; ++i) CHECK(cluster.Send(client, 10, 4).ok());
+    CHECK(cluster.Send(client, 10, 4).code() == absl::StatusCode::kResourceExhausted);
   }
 }
 
