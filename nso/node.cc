@@ -318,8 +318,10 @@ void Node::RetryManagedCalls() {
 void Node::StartManagedCall(Group* group, wire::Request request) {
   CallKey key{request.origin(), request.call_id()};
   if (calls_.count(key)) return;  // already managing it (a duplicate of a retry)
-  if (request.reply_from_manager_only() && group->members().size() <= 3) {
-    // Wait-for-first (003 section 4.2's asynchronous forwarding) with n <= 3: the request manager
+  if (request.reply_from_manager_only() && group->members().size() <= 3 &&
+      config_.consensus.optimisation_3) {
+    // Wait-for-first (003 section 4.2's asynchronous forwarding) with n <= 3 and optimisation 3
+    // (without it the manager decides first, and answers alone as below): the request manager
     // orders the request and collects nothing; every member's replica answers the caller's node
     // directly and the first answer completes the call there. With optimisation 3 a participant
     // decides on the proposal, the manager only on the first ACK, so a participant answers one hop
