@@ -447,12 +447,15 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           ok = false;
         }
       }
-      for (const char* style : {"closed", "open"}) {
+      for (const char* style : {"closed", "closed-out", "open"}) {
         if (!ok) break;
         // closed: the client's daemon hosts a member (n2, not the round-1 coordinator/sequencer);
-        // open: the client's daemon hosts none, calls go through the request manager.
-        int attach = std::string(style) == "closed" ? 2 : n + 1;
-        Style call_style = std::string(style) == "closed" ? Style::kClosed : Style::kOpen;
+        // closed-out: the client's daemon n(N+1) hosts none and multicasts the call to every
+        // member (003 section 4.1's closed group from outside; each orders it, the reply cache
+        // executes it once); open: from n(N+1) through the request manager.
+        const std::string name = style;
+        int attach = name == "closed" ? 2 : n + 1;
+        Style call_style = name == "open" ? Style::kOpen : Style::kClosed;
         auto client = Client::Connect(daemons.ClientAddress(attach), "bench-client");
         if (!client.ok()) {
           Progress("connect: " + client.status().ToString());

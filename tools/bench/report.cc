@@ -311,7 +311,7 @@ void PrintReport(const Report& report, std::ostream& out) {
     for (int n : report.sizes) out << absl::StrFormat(" %8s", absl::StrCat("n=", n));
     out << "\n";
     for (const char* ordering : {"consensus", "sequencer"}) {
-      for (const char* style : {"closed", "open", "app-closed", "app-open"}) {
+      for (const char* style : {"closed", "closed-out", "open", "app-closed", "app-open"}) {
         for (const char* mode : {"first", "majority", "all", "one_way"}) {
           const GroupResult* base = Find(report, smallest, ordering, style, mode);
           if (!base) continue;
