@@ -13,6 +13,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/sim_nodes.h"
 
 namespace cohort {
 namespace {
@@ -37,33 +38,18 @@ nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
 }
 
 struct Cluster {
-  explicit Cluster(nso::GroupConfig::Ordering ordering) : net(Options()) {
+  explicit Cluster(nso::GroupConfig::Ordering ordering) : sim(11) {
+    sim.tap = [this](NodeId to, const wire::Envelope& envelope) {
+      if (envelope.has_reply() && envelope.reply().ordered_notice()) ++notices[to];
+    };
     for (NodeId id = 1; id <= 4; ++id) {
-      nodes[id] = std::make_unique<nso::Node>(MakeConfig(id, ordering), net.Endpoint(id), id, 0);
-      net.Endpoint(id)->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
-        if (envelope.has_reply() && envelope.reply().ordered_notice()) ++notices[id];
-        nodes[id]->Receive(from, envelope);
-      });
-      Tick(id);
+      nso::Node* node = sim.Add(MakeConfig(id, ordering));
       if (id == 4) continue;
-      uint64_t servant_nso = *nodes[id]->Attach("servant");
-      *nodes[id]->RegisterServant(servant_nso, "g", [this](nso::ServantDelivery d) {
+      uint64_t servant_nso = *node->Attach("servant");
+      *node->RegisterServant(servant_nso, "g", [this](nso::ServantDelivery d) {
         if (d.method == "add") ++delivered;
       });
     }
-  }
-  static nso::SimNetworkOptions Options() {
-    nso::SimNetworkOptions options;
-    options.seed = 11;
-    options.delay_min_ms = 1;
-    options.delay_max_ms = 3;
-    return options;
-  }
-  void Tick(NodeId id) {
-    net.After(5, [this, id] {
-      nodes[id]->Tick(net.now_ms());
-      Tick(id);
-    });
   }
   absl::Status Send(uint64_t nso, size_t bytes = 10, NodeId at = 1) {
     nso::InvokeOptions options;
@@ -77,8 +63,9 @@ struct Cluster {
     return status;
   }
 
-  nso::SimNetwork net;
-  std::map<NodeId, std::unique_ptr<nso::Node>> nodes;
+  test::SimNodes sim;
+  nso::SimNetwork& net = sim.net;
+  std::map<NodeId, std::unique_ptr<nso::Node>>& nodes = sim.nodes;
   int delivered = 0;
   std::map<NodeId, int> notices;  // ordered notices received
 };

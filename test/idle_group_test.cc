@@ -14,6 +14,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/sim_nodes.h"
 
 namespace cohort {
 namespace {
@@ -48,31 +49,13 @@ nso::Config MakeConfig(NodeId id) {
 }
 
 struct Run {
-  Run() : net(Options()) {
+  Run() : sim(7) {
     for (NodeId id = 1; id <= 3; ++id) {
-      nodes[id] = std::make_unique<nso::Node>(MakeConfig(id), net.Endpoint(id), id, 0);
-      net.Endpoint(id)->SetReceiver(
-          [this, id](NodeId from, wire::Envelope envelope) { nodes[id]->Receive(from, envelope); });
+      sim.Add(MakeConfig(id));
       client[id] = *nodes[id]->Attach("client");
       Serve(id, "g");
       Serve(id, "s");
-      Tick(id);
     }
-  }
-
-  static nso::SimNetworkOptions Options() {
-    nso::SimNetworkOptions options;
-    options.seed = 7;
-    options.delay_min_ms = 1;
-    options.delay_max_ms = 3;
-    return options;
-  }
-
-  void Tick(NodeId id) {
-    net.After(5, [this, id] {
-      nodes[id]->Tick(net.now_ms());
-      Tick(id);
-    });
   }
 
   // A counter servant: every call adds one and answers the value.
@@ -118,8 +101,9 @@ struct Run {
     return out;
   }
 
-  nso::SimNetwork net;
-  std::map<NodeId, std::unique_ptr<nso::Node>> nodes;
+  test::SimNodes sim;
+  nso::SimNetwork& net = sim.net;
+  std::map<NodeId, std::unique_ptr<nso::Node>>& nodes = sim.nodes;
   std::map<NodeId, uint64_t> client;
   std::map<std::pair<NodeId, std::string>, uint64_t> servants;
   std::map<std::pair<NodeId, std::string>, int64_t> values;
@@ -172,7 +156,7 @@ TEST_CASE("idle single-member event-driven groups take under 1000 bytes of heap 
     config.groups.push_back(MakeGroup(absl::StrCat("g", i), 1, nso::GroupConfig::Liveness::kEvent,
                                       nso::GroupConfig::Ordering::kConsensus));
   }
-  nso::SimNetwork net(Run::Options());
+  nso::SimNetwork net(test::SimNodes::Options(7));
   auto heap = [] {
     struct mallinfo2 info = mallinfo2();
     return info.uordblks + info.hblkhd;  // small blocks + mmapped ones

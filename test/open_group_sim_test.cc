@@ -12,6 +12,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/sim_nodes.h"
 
 namespace cohort {
 namespace {
@@ -42,39 +43,27 @@ struct Answers {
 };
 
 Answers Run(nso::GroupConfig::Ordering ordering, bool optimisation_3) {
-  nso::SimNetworkOptions options;
-  options.seed = 5;
-  options.delay_min_ms = 1;
-  options.delay_max_ms = 3;
-  nso::SimNetwork net(options);
-  std::map<NodeId, std::unique_ptr<nso::Node>> nodes;
+  test::SimNodes sim(5);
+  nso::SimNetwork& net = sim.net;
   Answers answers;
-  std::function<void(NodeId)> tick = [&](NodeId id) {
-    net.After(5, [&, id] {
-      nodes[id]->Tick(net.now_ms());
-      tick(id);
-    });
+  sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
+    if (to == 4 && envelope.has_reply() && !envelope.reply().ordered_notice()) ++answers.direct;
+    if (to == 4 && envelope.has_managed_reply()) ++answers.managed;
   };
   for (NodeId id = 1; id <= 4; ++id) {
-    nodes[id] = std::make_unique<nso::Node>(MakeConfig(id, ordering, optimisation_3),
-                                            net.Endpoint(id), id, 0);
-    net.Endpoint(id)->SetReceiver([&, id](NodeId from, wire::Envelope envelope) {
-      if (id == 4 && envelope.has_reply() && !envelope.reply().ordered_notice()) ++answers.direct;
-      if (id == 4 && envelope.has_managed_reply()) ++answers.managed;
-      nodes[id]->Receive(from, envelope);
-    });
-    tick(id);
+    nso::Node* node = sim.Add(MakeConfig(id, ordering, optimisation_3));
     if (id == 4) continue;
-    uint64_t servant_nso = *nodes[id]->Attach("servant");
+    uint64_t servant_nso = *node->Attach("servant");
     auto servant = std::make_shared<uint64_t>(0);
-    *servant = *nodes[id]->RegisterServant(servant_nso, "g", [&, id, servant](nso::ServantDelivery d) {
-      net.After(0, [&, id, servant, number = d.delivery] {
-        nodes[id]->Answer(*servant, number, absl::OkStatus(), absl::StrCat("n", id));
+    *servant = *node->RegisterServant(servant_nso, "g", [&, node, id, servant](nso::ServantDelivery d) {
+      net.After(0, [node, id, servant, number = d.delivery] {
+        node->Answer(*servant, number, absl::OkStatus(), absl::StrCat("n", id));
       });
     });
   }
   net.RunUntil(500);
-  uint64_t client = *nodes[4]->Attach("client");
+  nso::Node* caller = sim.nodes[4].get();
+  uint64_t client = *caller->Attach("client");
   for (int i = 0; i < 20; ++i) {
     nso::InvokeOptions call;
     call.group = "g";
@@ -83,7 +72,7 @@ Answers Run(nso::GroupConfig::Ordering ordering, bool optimisation_3) {
     call.mode_given = true;
     call.deadline_ms = 2000;
     bool done = false;
-    nodes[4]->Invoke(client, call, [&](nso::InvokeResult result) {
+    caller->Invoke(client, call, [&](nso::InvokeResult result) {
       done = true;
       INFO(result.status.ToString());
       REQUIRE(result.status.ok());
