@@ -103,10 +103,22 @@ void SequencerOrder::OnForward(const wire::SequencerMessage& message, Outbox* ou
   }
   if (log_end() == first) return;
   acked_[self_] = log_end();
+  SendNewEntries(out);
+  MaybeCommit(out);
+}
+
+void SequencerOrder::SendNewEntries(Outbox* out) {
+  // One round of new entries in flight at a time, as the symmetric order runs one consensus
+  // instance at a time (004 section 3.2: many requests per ordering step): entries that arrive
+  // while the last round is uncommitted go out together once it commits, one ORDERED and one ACK
+  // per member for all of them. An idle group sends at once; a flood is ordered in batches (one
+  // round per message kept a sequencer group near 20,000 one-way calls/s at any n).
+  if (!is_sequencer() || log_end() <= sent_end_ || commit_ < sent_end_) return;
+  const uint64_t first = std::max(sent_end_, log_base_);
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, first, out);
   }
-  MaybeCommit(out);
+  sent_end_ = std::min<uint64_t>(log_end(), first + options_.batch_messages_max);
 }
 
 void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
@@ -263,7 +275,9 @@ void SequencerOrder::MaybeCommit(Outbox* out) {
   if (stable <= commit_) return;
   commit_ = stable;
   Deliver(out);
-  if (CommitsOnAccept()) return;  // the members committed as they accepted: no notice needed
+  const uint64_t sent = sent_end_;
+  SendNewEntries(out);  // the next round; its ORDERED also carries the commit point
+  if (CommitsOnAccept() || sent_end_ != sent) return;  // else a notice (members commit on it)
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, log_end(), out);  // a commit notice
   }
@@ -278,6 +292,7 @@ void SequencerOrder::EnterEpoch(uint32_t epoch, Outbox* out) {
   }
   epoch_ = epoch;
   established_ = false;
+  sent_end_ = 0;
   acked_.clear();
   states_.clear();
   if (Sequencer(epoch_) == self_) {
@@ -343,6 +358,7 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, state_first_, out);
   }
+  sent_end_ = log_end();  // beyond one batch, members ask (NEED) or the tick resends
   MaybeCommit(out);
   ForwardOwn(out);
 }
@@ -384,6 +400,7 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
       const uint64_t acked = acked_.count(member) > 0 ? acked_[member] : 0;
       if (acked < log_end()) SendOrdered(member, acked, out);
     }
+    sent_end_ = std::max(sent_end_, log_end());  // resent from each member's ACK
     return;
   }
   // A member: ask for what it lacks (the new epoch's log, or the commit point of its tail).

@@ -17,9 +17,12 @@
 //   log: nothing delivered anywhere is lost or reordered. Members drop messages of lower epochs.
 //   A member adopts a new epoch's log only from a point at or below its own commit point.
 //
-// Bounds: the log holds at most log_entries_max entries (then the sequencer stops ordering: log
-// compaction needs the membership layer's state transfer); a message carries at most
-// batch_messages_max entries. Pure state machine (see total_order.h). Not thread-safe.
+// Batching: one round of new entries is in flight at a time (SendNewEntries): what arrives
+// meanwhile goes out in the next round's ORDERED, once the last round commits.
+// Bounds: the log keeps at most log_entries_max entries not yet delivered everywhere (members
+// report their deliveries in ACKs, the sequencer passes the minimum on as `stable`, and everyone
+// drops the entries below it; beyond it new messages wait, and their origins resend them); a
+// message carries at most batch_messages_max entries. Pure state machine (see total_order.h). Not thread-safe.
 #ifndef COHORT_CONSENSUS_SEQUENCER_ORDER_H_
 #define COHORT_CONSENSUS_SEQUENCER_ORDER_H_
 
@@ -90,6 +93,8 @@ class SequencerOrder final : public TotalOrder {
   void MaybeCommit(Outbox* out);
   void ForwardOwn(Outbox* out);
   void SendOrdered(NodeId to, uint64_t first, Outbox* out);
+  // The sequencer sends the entries not yet sent, unless a round is still uncommitted.
+  void SendNewEntries(Outbox* out);
   void SendNeedStates(Outbox* out);
   void Deliver(Outbox* out);
   void RebuildLogSeq();
@@ -134,6 +139,7 @@ class SequencerOrder final : public TotalOrder {
   // Sequencer of epoch_.
   bool established_ = true;  // epoch 0 starts established: every log is empty
   std::map<NodeId, uint64_t> acked_;  // member -> log length acknowledged in epoch_
+  uint64_t sent_end_ = 0;  // the sequencer sent ORDERED for entries below this in epoch_
   uint64_t state_first_ = 0;          // the commit point states are requested from
   std::map<NodeId, EpochState> states_;
 };

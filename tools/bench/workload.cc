@@ -50,6 +50,11 @@ LoadResult RunLoad(int callers, const LoadLimits& limits, const CallFactory& fac
           latencies[i].push_back(std::chrono::duration<double, std::micro>(after - before).count());
         } else {
           if (errors[i]++ == 0) error_text[i] = error;
+          // Backpressure (limits.max_unordered_requests): back off as a client should, rather
+          // than spin on refusals and take the CPU the group needs to catch up.
+          if (error.rfind("RESOURCE_EXHAUSTED", 0) == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
         }
       }
     });
