@@ -8,6 +8,11 @@ namespace cohort::consensus {
 namespace {
 constexpr uint64_t kCatchUpWindow = 32;          // decisions per catch-up answer
 constexpr uint64_t kEarlyDecisionsAhead = 1024;  // later decisions kept while catching up
+
+// A key above every message of `origin`: its upper_bound is the next origin's first message.
+std::pair<NodeId, uint64_t> PastOrigin(NodeId origin) {
+  return {origin, std::numeric_limits<uint64_t>::max()};
+}
 }  // namespace
 
 ConsensusOrder::ConsensusOrder(NodeId self, std::vector<NodeId> members,
@@ -72,29 +77,26 @@ wire::MessageBatch ConsensusOrder::MakeBatch() const {
       message->set_seq(expected);
       message->set_payload(it->second);
     }
-    if (origin == std::numeric_limits<NodeId>::max()) break;
-    it = unordered_.lower_bound({origin + 1, 0});  // the next origin
+    it = unordered_.upper_bound(PastOrigin(origin));  // the next origin
   }
   return batch;
 }
 
-bool ConsensusOrder::KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload) {
-  if (unordered_.count({origin, seq}) > 0) return true;
-  if (unordered_.size() >= options_.unordered_messages_max && origin != self_) {
+void ConsensusOrder::KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload) {
+  const MessageId id{origin, seq};
+  if (unordered_.size() >= options_.unordered_messages_max && origin != self_ &&
+      unordered_.count(id) == 0) {
     // Full: the origin's latest message held gives way to an earlier one (its origin resends
     // both). A batch takes each origin's messages from the first undelivered seq on, so the set
     // must keep the earliest: with the latest kept instead, a set full of messages behind a gap
     // could never take the message that fills it, and this member never proposed again.
-    auto next_origin = origin == std::numeric_limits<NodeId>::max()
-                           ? unordered_.end()
-                           : unordered_.lower_bound({origin + 1, 0});
-    if (next_origin == unordered_.begin()) return false;
-    auto latest = std::prev(next_origin);
-    if (latest->first.first != origin || latest->first.second < seq) return false;
+    auto past = unordered_.upper_bound(PastOrigin(origin));
+    if (past == unordered_.begin()) return;
+    auto latest = std::prev(past);
+    if (latest->first.first != origin || latest->first.second < seq) return;  // dropped
     unordered_.erase(latest);
   }
-  unordered_.emplace(MessageId{origin, seq}, payload);
-  return true;
+  unordered_.emplace(id, payload);
 }
 
 void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {

@@ -79,8 +79,8 @@ class ConsensusOrder final : public TotalOrder {
   void MaybeStartInstance(bool even_if_empty, Outbox* out);
   wire::MessageBatch MakeBatch() const;
   // Holds another member's (or a re-queued own) message for a later batch; beyond
-  // unordered_messages_max only in place of a later message of the same origin. False: dropped.
-  bool KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload);
+  // unordered_messages_max only in place of a later message of the same origin, else dropped.
+  void KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload);
   void OnDiffusion(const wire::Diffusion& diffusion, Outbox* out);
   void OnConsensus(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void DeliverDecided(Outbox* out);

@@ -107,18 +107,19 @@ void SequencerOrder::OnForward(const wire::SequencerMessage& message, Outbox* ou
   MaybeCommit(out);
 }
 
-void SequencerOrder::SendNewEntries(Outbox* out) {
+bool SequencerOrder::SendNewEntries(Outbox* out) {
   // One round of new entries in flight at a time, as the symmetric order runs one consensus
   // instance at a time (004 section 3.2: many requests per ordering step): entries that arrive
   // while the last round is uncommitted go out together once it commits, one ORDERED and one ACK
   // per member for all of them. An idle group sends at once; a flood is ordered in batches (one
   // round per message kept a sequencer group near 20,000 one-way calls/s at any n).
-  if (!is_sequencer() || log_end() <= sent_end_ || commit_ < sent_end_) return;
+  if (!is_sequencer() || log_end() <= sent_end_ || commit_ < sent_end_) return false;
   const uint64_t first = std::max(sent_end_, log_base_);
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, first, out);
   }
   sent_end_ = std::min<uint64_t>(log_end(), first + options_.batch_messages_max);
+  return true;
 }
 
 void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
@@ -275,9 +276,8 @@ void SequencerOrder::MaybeCommit(Outbox* out) {
   if (stable <= commit_) return;
   commit_ = stable;
   Deliver(out);
-  const uint64_t sent = sent_end_;
-  SendNewEntries(out);  // the next round; its ORDERED also carries the commit point
-  if (CommitsOnAccept() || sent_end_ != sent) return;  // else a notice (members commit on it)
+  // The next round, if any, carries the commit point on its ORDERED; else a notice does.
+  if (SendNewEntries(out) || CommitsOnAccept()) return;
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, log_end(), out);  // a commit notice
   }

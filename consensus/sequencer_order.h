@@ -93,8 +93,9 @@ class SequencerOrder final : public TotalOrder {
   void MaybeCommit(Outbox* out);
   void ForwardOwn(Outbox* out);
   void SendOrdered(NodeId to, uint64_t first, Outbox* out);
-  // The sequencer sends the entries not yet sent, unless a round is still uncommitted.
-  void SendNewEntries(Outbox* out);
+  // The sequencer sends the entries not yet sent, unless a round is still uncommitted; true
+  // when it sent a round.
+  bool SendNewEntries(Outbox* out);
   void SendNeedStates(Outbox* out);
   void Deliver(Outbox* out);
   void RebuildLogSeq();

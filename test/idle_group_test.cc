@@ -80,13 +80,9 @@ struct Run {
     options.mode_given = true;
     options.deadline_ms = 2000;
     std::vector<std::string> out;
-    bool done = false;
-    nodes[1]->Invoke(client[1], options, [&](nso::InvokeResult result) {
-      done = true;
-      if (!result.status.ok()) return;
-      for (const auto& reply : result.replies) out.push_back(reply.payload);
-    });
-    while (!done) net.RunUntil(net.now_ms() + 10);
+    nso::InvokeResult result = sim.Call(1, client[1], options);
+    if (!result.status.ok()) return out;
+    for (const auto& reply : result.replies) out.push_back(reply.payload);
     return out;
   }
 

@@ -62,8 +62,7 @@ Answers Run(nso::GroupConfig::Ordering ordering, bool optimisation_3) {
     });
   }
   net.RunUntil(500);
-  nso::Node* caller = sim.nodes[4].get();
-  uint64_t client = *caller->Attach("client");
+  uint64_t client = *sim.nodes[4]->Attach("client");
   for (int i = 0; i < 20; ++i) {
     nso::InvokeOptions call;
     call.group = "g";
@@ -71,16 +70,12 @@ Answers Run(nso::GroupConfig::Ordering ordering, bool optimisation_3) {
     call.mode = invocation::Mode::kFirst;
     call.mode_given = true;
     call.deadline_ms = 2000;
-    bool done = false;
-    caller->Invoke(client, call, [&](nso::InvokeResult result) {
-      done = true;
-      INFO(result.status.ToString());
-      REQUIRE(result.status.ok());
-      REQUIRE(result.replies.size() == 1);
-      CHECK(result.replies[0].payload == absl::StrCat("n", result.replies[0].node));
-      ++answers.repliers[result.replies[0].node];
-    });
-    while (!done) net.RunUntil(net.now_ms() + 5);
+    nso::InvokeResult result = sim.Call(4, client, call, /*step_ms=*/5);
+    INFO(result.status.ToString());
+    REQUIRE(result.status.ok());
+    REQUIRE(result.replies.size() == 1);
+    CHECK(result.replies[0].payload == absl::StrCat("n", result.replies[0].node));
+    ++answers.repliers[result.replies[0].node];
   }
   net.RunUntil(net.now_ms() + 100);  // late answers arrive
   return answers;

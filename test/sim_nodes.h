@@ -1,5 +1,6 @@
 // Nodes on the simulated network, each ticked every 5 ms of simulated time: the harness of the
-// node-level simulation tests (idle groups, backpressure, open groups).
+// node-level simulation tests (idle groups, backpressure, open groups, state-provider crash).
+// A node the network has crashed neither ticks nor receives.
 #ifndef COHORT_TEST_SIM_NODES_H_
 #define COHORT_TEST_SIM_NODES_H_
 
@@ -7,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "nso/node.h"
 #include "nso/sim_network.h"
@@ -17,13 +19,13 @@ struct SimNodes {
   // Sees every envelope before node `to` receives it.
   using Tap = std::function<void(nso::NodeId to, const wire::Envelope& envelope)>;
 
-  explicit SimNodes(uint64_t seed) : net(Options(seed)) {}
+  explicit SimNodes(uint64_t seed, uint64_t delay_max_ms = 3) : net(Options(seed, delay_max_ms)) {}
 
-  static nso::SimNetworkOptions Options(uint64_t seed) {
+  static nso::SimNetworkOptions Options(uint64_t seed, uint64_t delay_max_ms = 3) {
     nso::SimNetworkOptions options;
     options.seed = seed;
     options.delay_min_ms = 1;
-    options.delay_max_ms = 3;
+    options.delay_max_ms = delay_max_ms;
     return options;
   }
 
@@ -32,11 +34,26 @@ struct SimNodes {
     const nso::NodeId id = config.node_id;
     nodes[id] = std::make_unique<nso::Node>(std::move(config), net.Endpoint(id), id, 0);
     net.Endpoint(id)->SetReceiver([this, id](nso::NodeId from, wire::Envelope envelope) {
+      if (net.crashed(id)) return;
       if (tap) tap(id, envelope);
       nodes[id]->Receive(from, envelope);
     });
     Tick(id);
     return nodes[id].get();
+  }
+
+  // Invokes at node `at` for client `nso` and runs the network, `step_ms` at a time, until the
+  // call ends.
+  nso::InvokeResult Call(nso::NodeId at, uint64_t nso, nso::InvokeOptions options,
+                         uint64_t step_ms = 10) {
+    nso::InvokeResult out;
+    bool done = false;
+    nodes[at]->Invoke(nso, std::move(options), [&](nso::InvokeResult result) {
+      out = std::move(result);
+      done = true;
+    });
+    while (!done) net.RunUntil(net.now_ms() + step_ms);
+    return out;
   }
 
   nso::SimNetwork net;
@@ -46,7 +63,7 @@ struct SimNodes {
  private:
   void Tick(nso::NodeId id) {
     net.After(5, [this, id] {
-      nodes[id]->Tick(net.now_ms());
+      if (!net.crashed(id)) nodes[id]->Tick(net.now_ms());
       Tick(id);
     });
   }

@@ -16,6 +16,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/sim_nodes.h"
 
 namespace cohort {
 namespace {
@@ -40,30 +41,8 @@ nso::Config MakeConfig(NodeId id) {
 }
 
 struct Run {
-  explicit Run(uint64_t seed) : net(Options(seed)) {
-    for (NodeId id = 1; id <= 3; ++id) {
-      nodes[id] = std::make_unique<nso::Node>(MakeConfig(id), net.Endpoint(id), id, 0);
-      net.Endpoint(id)->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
-        if (!net.crashed(id)) nodes[id]->Receive(from, envelope);
-      });
-      client[id] = *nodes[id]->Attach("client");
-      Tick(id);
-    }
-  }
-
-  static nso::SimNetworkOptions Options(uint64_t seed) {
-    nso::SimNetworkOptions options;
-    options.seed = seed;
-    options.delay_min_ms = 1;
-    options.delay_max_ms = 5;
-    return options;
-  }
-
-  void Tick(NodeId id) {
-    net.After(5, [this, id] {
-      if (!net.crashed(id)) nodes[id]->Tick(net.now_ms());
-      Tick(id);
-    });
+  explicit Run(uint64_t seed) : sim(seed, /*delay_max_ms=*/5) {
+    for (NodeId id = 1; id <= 3; ++id) client[id] = *sim.Add(MakeConfig(id))->Attach("client");
   }
 
   // A counter servant at `id`: "add" adds one; the state is the value.
@@ -109,18 +88,15 @@ struct Run {
     options.mode_given = true;
     options.deadline_ms = 2000;
     std::vector<std::string> out;
-    bool done = false;
-    nodes[1]->Invoke(client[1], options, [&](nso::InvokeResult result) {
-      done = true;
-      if (!result.status.ok()) return;
-      for (const auto& reply : result.replies) out.push_back(reply.payload);
-    });
-    while (!done) net.RunUntil(net.now_ms() + 10);
+    nso::InvokeResult result = sim.Call(1, client[1], options);
+    if (!result.status.ok()) return out;
+    for (const auto& reply : result.replies) out.push_back(reply.payload);
     return out;
   }
 
-  nso::SimNetwork net;
-  std::map<NodeId, std::unique_ptr<nso::Node>> nodes;
+  test::SimNodes sim;
+  nso::SimNetwork& net = sim.net;
+  std::map<NodeId, std::unique_ptr<nso::Node>>& nodes = sim.nodes;
   std::map<NodeId, uint64_t> client;
   std::map<NodeId, uint64_t> servants;
   std::map<NodeId, int64_t> value;
