@@ -387,21 +387,103 @@ void Node::Submit(Group* group, const wire::Request& request) {
     DeliverAll(group, std::move(deliveries));
     return;
   }
+  // A multicast or one-way call from outside the group: one member orders it.
+  if (request.method().empty() || request.one_way()) return SendOutside(group, request);
   wire::Envelope envelope;
   *envelope.mutable_forward() = request;
-  if (request.method().empty() || request.one_way()) {
-    // A multicast or one-way call from outside the group: one member orders it.
-    if (group->members().empty()) {  // no view known here (found by the api fuzzer)
-      Log("api")->warn("group {}: no member known; a one-way call or multicast is dropped",
-                       group->name());
-      return;
-    }
-    SendEnvelope(group->RequestManager(), group->name(), std::move(envelope));
-    return;
-  }
   // Closed group from outside the server group: the client multicasts to every server
   // (003 section 4.1); each orders it and the reply cache executes it once.
   for (NodeId member : group->members()) SendEnvelope(member, group->name(), envelope);
+}
+
+void Node::SendOutside(Group* group, const wire::Request& request) {
+  // The same member as the client's managed calls (restricted group, 003 section 4.2), so that
+  // its one-way and open calls keep their order along one route.
+  std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[group->name()]);
+  if (!manager) {  // no view known here (found by the api fuzzer)
+    Log("api")->warn("group {}: no member known; a one-way call or multicast is dropped",
+                     group->name());
+    return;
+  }
+  OutsideRoute& route = outside_routes_[group->name()];
+  if (route.pending.empty()) {
+    route.manager = *manager;
+    route.heard_at_ms = now_ms_;
+    route.unreachable_since_ms = 0;
+  } else if (route.manager != *manager) {
+    Reroute(group, &route, *manager);  // the earlier ones first: FIFO per sender
+  }
+  uint64_t deadline_ms =
+      request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
+  route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms};
+  outside_group_of_call_[request.call_id()] = group->name();
+  wire::Envelope envelope;
+  *envelope.mutable_forward() = request;
+  SendEnvelope(route.manager, group->name(), std::move(envelope));
+}
+
+void Node::Reroute(Group* group, OutsideRoute* route, NodeId manager) {
+  route->manager = manager;
+  route->heard_at_ms = now_ms_;
+  route->unreachable_since_ms = 0;
+  for (auto& [call_id, pending] : route->pending) {
+    pending.sent_at_ms = now_ms_;
+    wire::Envelope envelope;
+    *envelope.mutable_forward() = pending.request;
+    SendEnvelope(manager, group->name(), std::move(envelope));
+  }
+}
+
+void Node::RetryOutsideRequests() {
+  for (auto route_it = outside_routes_.begin(); route_it != outside_routes_.end();) {
+    const std::string& name = route_it->first;
+    OutsideRoute& route = route_it->second;
+    // Past its deadline a request is given up (it may have been ordered: its notice is lost).
+    size_t given_up = 0;
+    while (!route.pending.empty() && now_ms_ >= route.pending.begin()->second.give_up_at_ms) {
+      outside_group_of_call_.erase(route.pending.begin()->first);
+      route.pending.erase(route.pending.begin());
+      ++given_up;
+    }
+    if (given_up > 0) {
+      Log("api")->warn("group {}: {} one-way call(s) or multicast(s) from this node not known "
+                       "ordered by their deadline: no longer resent", name, given_up);
+    }
+    if (route.pending.empty()) {
+      route_it = outside_routes_.erase(route_it);
+      continue;
+    }
+    Group* group = groups_.at(name).get();
+    const uint64_t suspect_ms = group->config().suspect_timeout_ms;
+    const uint64_t retry_ms = std::max<uint64_t>(10 * suspect_ms, 500)
+                              << std::min<uint32_t>(route.reroutes, 5);
+    if (transport_->Reachable(route.manager)) {
+      route.unreachable_since_ms = 0;
+    } else if (route.unreachable_since_ms == 0) {
+      route.unreachable_since_ms = now_ms_;
+    }
+    OutsideRequest& front = route.pending.begin()->second;
+    // Gone (its stream is down) or silent (frozen: no notice for any request): the next member.
+    bool down = route.unreachable_since_ms != 0 && now_ms_ >= route.unreachable_since_ms + suspect_ms;
+    bool silent = now_ms_ >= std::max(route.heard_at_ms, front.sent_at_ms) + retry_ms;
+    if (down || silent) preferred_manager_[name]++;
+    std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[name]);
+    if (manager && *manager != route.manager) {
+      Log("api")->info("group {}: {} one-way call(s) or multicast(s) not known ordered by node {}; "
+                       "sending them through {}", name, route.pending.size(),
+                       NodeName(route.manager), NodeName(*manager));
+      Reroute(group, &route, *manager);
+      ++route.reroutes;
+    } else if (now_ms_ >= front.sent_at_ms + 4 * retry_ms) {
+      // The manager orders the others: this one's notice was lost (it was ordered by another
+      // member after a view change, or the notice's stream broke). Sent again to be sure.
+      front.sent_at_ms = now_ms_;
+      wire::Envelope envelope;
+      *envelope.mutable_forward() = front.request;
+      SendEnvelope(route.manager, name, std::move(envelope));
+    }
+    ++route_it;
+  }
 }
 
 void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
@@ -501,6 +583,21 @@ bool Node::HasServant(const std::string& group) const {
 void Node::DeliverRequest(Group* group, const wire::Request& request) {
   if (!request.method().empty()) return DeliverInvocation(group, request);
   uint64_t group_seq = ++delivered_seq_[group->name()];
+  if (request.notify_ordered()) {
+    // From outside the group: it may come twice (resent through another member, SendOutside).
+    // The reply cache knows it as it knows a one-way call: delivered once.
+    invocation::ReplyCache::ClientKey client{request.origin(), request.origin_incarnation(),
+                                             request.client_nso()};
+    invocation::ReplyCache& cache = reply_caches_[group->name()];
+    const wire::Reply* cached = nullptr;
+    if (cache.OnDelivery(client, request.call_id(), &cached) !=
+        invocation::ReplyCache::Verdict::kExecute) {
+      return;
+    }
+    wire::Reply done;
+    done.set_replier(self_);
+    cache.Completed(client, request.call_id(), done);
+  }
   for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
     if (servant.group == group->name()) {
       servant.sink({0, group->name(), "", request.payload(), true, group->view_id(), group_seq});
@@ -612,7 +709,20 @@ void Node::OnReply(const wire::Reply& reply) {
   // A reply to a call of an earlier incarnation of this daemon (same call id, another call).
   if (reply.origin() == self_ && reply.origin_incarnation() != incarnation_) return;
   if (reply.ordered_notice()) {
-    if (reply.origin() == self_) MarkOrdered(reply.call_id());
+    if (reply.origin() != self_) return;
+    MarkOrdered(reply.call_id());
+    auto group = outside_group_of_call_.find(reply.call_id());
+    if (group != outside_group_of_call_.end()) {
+      auto route = outside_routes_.find(group->second);
+      if (route != outside_routes_.end()) {
+        route->second.pending.erase(reply.call_id());
+        if (reply.replier() == route->second.manager) {
+          route->second.heard_at_ms = now_ms_;
+          route->second.reroutes = 0;
+        }
+      }
+      outside_group_of_call_.erase(group);
+    }
     return;
   }
   auto it = calls_.find({reply.origin(), reply.call_id()});
@@ -842,6 +952,7 @@ void Node::Tick(uint64_t now_ms) {
     TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);
   }
   RetryManagedCalls();
+  RetryOutsideRequests();
   ExpireCalls();
   for (auto& submit : causal_barrier_.Expire(now_ms_)) submit();
 }

@@ -128,6 +128,8 @@ class Node {
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
+  // One-way calls and multicasts sent from outside their group, not yet known ordered.
+  size_t outside_unordered() const { return outside_group_of_call_.size(); }
   std::vector<const Group*> groups() const;
 
  private:
@@ -147,6 +149,23 @@ class Node {
     uint32_t manager_index = 0;
     uint64_t sent_at_ms = 0;
     uint64_t retry_at_ms = 0;
+  };
+  // One-way calls and multicasts from outside the group: no reply tells the caller's node they
+  // were ordered, the member's ordered notice does. Until it comes they are kept, and sent again
+  // (same call ids, in order) through the next member when the request manager is gone or
+  // silent, as a managed call is (003 section 4.1); the reply cache drops a second delivery.
+  struct OutsideRequest {
+    wire::Request request;
+    uint64_t sent_at_ms = 0;
+    uint64_t give_up_at_ms = 0;
+  };
+  struct OutsideRoute {  // per group
+    std::map<uint64_t, OutsideRequest> pending;  // by call id: the order they were sent in
+    NodeId manager = 0;                          // the member they were last sent to
+    uint64_t heard_at_ms = 0;       // last ordered notice (or the switch to `manager`)
+    uint64_t unreachable_since_ms = 0;  // the transport to `manager` has been down since
+    uint32_t reroutes = 0;  // since the last notice: each doubles the wait for the next (a stalled
+                            // group must not get every pending request again every 500 ms)
   };
   struct Servant {
     uint64_t nso = 0;
@@ -215,6 +234,10 @@ class Node {
                            std::function<void()> submit);
   void MarkOrdered(uint64_t call_id);
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
+  // A one-way call or multicast from outside `group`: to its request manager, kept until ordered.
+  void SendOutside(Group* group, const wire::Request& request);
+  void Reroute(Group* group, OutsideRoute* route, NodeId manager);  // sends all pending again
+  void RetryOutsideRequests();
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   // Hands ordered messages to servants; a view change ends the batch (see Group).
@@ -286,6 +309,8 @@ class Node {
   std::map<CacheId, uint64_t> open_delivery_by_call_;
   std::map<std::string, uint64_t> delivered_seq_;  // by group: requests delivered so far
   std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
+  std::map<std::string, OutsideRoute> outside_routes_;  // by group
+  std::map<uint64_t, std::string> outside_group_of_call_;  // call id -> its route's group
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number
