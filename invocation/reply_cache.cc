@@ -20,6 +20,12 @@ ReplyCache::Verdict ReplyCache::OnDelivery(ClientKey client, uint64_t call_id,
   return Verdict::kExecute;
 }
 
+bool ReplyCache::Known(const ClientKey& client, uint64_t call_id) const {
+  auto it = clients_.find(client);
+  if (it == clients_.end()) return false;
+  return call_id < it->second.forgotten_below || it->second.calls.count(call_id) > 0;
+}
+
 void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply& reply) {
   auto client_it = clients_.find(client);
   if (client_it == clients_.end()) return;

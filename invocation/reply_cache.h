@@ -38,6 +38,8 @@ class ReplyCache {
   void Completed(ClientKey client, uint64_t call_id, const wire::Reply& reply);
 
   size_t clients() const { return clients_.size(); }
+  // The call was delivered before (answered, in progress or forgotten).
+  bool Known(const ClientKey& client, uint64_t call_id) const;
 
   // State transfer to a joining member (membership). A copy taken at the view change holds
   // exactly the calls delivered before it; FillAnswersFrom completes the answers that were still

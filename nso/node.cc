@@ -265,6 +265,18 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     });
     return;
   }
+  if (!group->is_member() && request.caller_group().empty()) {
+    // Closed group from outside: every member gets the call, one orders it (wire.proto, orderer),
+    // the member the client's open and one-way calls go to, so they keep their order.
+    call.closed_request = request;
+    call.manager_index = preferred_manager_[group->name()];
+    calls_.emplace(key, std::move(call));
+    SubmitInCausalOrder(request, group->name(), [this, group, key] {
+      auto it = calls_.find(key);
+      if (it != calls_.end()) SendClosedOut(group, &it->second);
+    });
+    return;
+  }
   calls_.emplace(key, std::move(call));
   SubmitInCausalOrder(request, group->name(), [this, group, key, request] {
     if (calls_.count(key)) Submit(group, request);
@@ -297,21 +309,80 @@ void Node::SendManaged(Group* group, Call* call) {
   SendEnvelope(*manager, group->name(), std::move(envelope));
 }
 
+void Node::SendClosedOut(Group* group, Call* call) {
+  call->sent_at_ms = now_ms_;
+  std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
+  call->closed_request->set_orderer(manager ? *manager : 0);
+  Submit(group, *call->closed_request);  // to every member
+}
+
 void Node::RetryManagedCalls() {
   for (auto& [key, call] : calls_) {
-    if (!call.managed_request) continue;
+    if (!call.managed_request && !call.closed_request) continue;
     Group* group = groups_.at(call.group).get();
     std::optional<NodeId> manager = group->ManagerAt(call.manager_index);
     if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
     bool manager_down = !transport_->Reachable(*manager) &&
                         now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms;
-    if (now_ms_ < call.retry_at_ms && !manager_down) continue;
+    // A closed call's other members order it themselves if its orderer goes silent (StandBy).
+    bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
+    if (!silent && !manager_down) continue;
     call.manager_index++;
     preferred_manager_[call.group] = call.manager_index;  // later calls go there at once
     Log("api")->info("group {}: call {} not answered by its request manager; retrying through {}",
                      call.group, key.second,
                      NodeName(*group->ManagerAt(call.manager_index)));
-    SendManaged(group, &call);
+    if (call.managed_request) {
+      SendManaged(group, &call);
+    } else {
+      SendClosedOut(group, &call);
+    }
+  }
+}
+
+bool Node::StandBy(Group* group, const wire::Request& request) {
+  const NodeId orderer = request.orderer();
+  if (orderer == 0 || orderer == self_ || !group->IsMember(orderer) || group->suspected(orderer)) {
+    return false;
+  }
+  invocation::ReplyCache::ClientKey client{request.origin(), request.origin_incarnation(),
+                                           request.client_nso()};
+  auto cache = reply_caches_.find(group->name());
+  if (cache != reply_caches_.end() && cache->second.Known(client, request.call_id())) {
+    return true;  // the orderer's copy was delivered before this one arrived
+  }
+  standby_[group->name()][{request.origin(), request.origin_incarnation(), request.call_id()}] =
+      {request, now_ms_};
+  return true;
+}
+
+void Node::TickStandby(Group* group) {
+  auto found = standby_.find(group->name());
+  if (found == standby_.end()) return;
+  if (!group->is_member()) {
+    standby_.erase(found);
+    return;
+  }
+  // A safety net for an orderer that never got its copy (the caller re-sends when that stream
+  // breaks; this covers a copy lost otherwise).
+  const uint64_t late_ms = std::max<uint64_t>(40 * group->config().suspect_timeout_ms, 2000);
+  std::vector<wire::Request> take_over;
+  for (auto it = found->second.begin(); it != found->second.end();) {
+    const NodeId orderer = it->second.request.orderer();
+    if (group->IsMember(orderer) && !group->suspected(orderer) &&
+        now_ms_ < it->second.arrived_at_ms + late_ms) {
+      ++it;
+      continue;
+    }
+    take_over.push_back(std::move(it->second.request));
+    it = found->second.erase(it);
+  }
+  if (found->second.empty()) standby_.erase(found);
+  for (const wire::Request& request : take_over) {
+    Log("group")->debug("group {}: ordering call {} of node {}: its orderer {} is suspected or gone",
+                        group->name(), request.call_id(), request.origin(),
+                        NodeName(request.orderer()));
+    Submit(group, request);
   }
 }
 
@@ -527,6 +598,12 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
 
 void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer) {
   GroupMembership& membership = membership_[group->name()];
+  if (!standby_.empty()) {
+    auto standby = standby_.find(group->name());
+    if (standby != standby_.end()) {
+      standby->second.erase({request.origin(), request.origin_incarnation(), request.call_id()});
+    }
+  }
   if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
     MarkOrdered(request.call_id());
   } else if (request.notify_ordered() && (orderer == self_ || orderer == 0)) {
@@ -892,6 +969,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
       return;
     }
     if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());
+    if (StandBy(group, envelope.forward())) return;
     return Submit(group, envelope.forward());
   }
   group->NoteView(from, envelope.view_id());
@@ -947,6 +1025,7 @@ void Node::Tick(uint64_t now_ms) {
       if (CanGiveState(group.get())) ProposeViewChange(group.get(), {restarted}, {restarted});
     }
     TickServantLost(group.get());
+    TickStandby(group.get());
     TickMembership(group.get());
     auto open = open_by_group.find(name);
     TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);

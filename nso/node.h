@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -146,6 +147,9 @@ class Node {
     // Open group, caller side: the request is re-sent to the next member (same call id) if the
     // request manager has not answered by then (003 section 4.1).
     std::optional<wire::Request> managed_request;
+    // Closed group from outside, caller side: sent to every member, ordered by the one named in
+    // `orderer` (wire.proto); re-sent naming the next member if that one's stream goes down.
+    std::optional<wire::Request> closed_request;
     uint32_t manager_index = 0;
     uint64_t sent_at_ms = 0;
     uint64_t retry_at_ms = 0;
@@ -166,6 +170,13 @@ class Node {
     uint64_t unreachable_since_ms = 0;  // the transport to `manager` has been down since
     uint32_t reroutes = 0;  // since the last notice: each doubles the wait for the next (a stalled
                             // group must not get every pending request again every 500 ms)
+  };
+  // A closed call from outside that another member orders (wire.proto, Request.orderer): kept
+  // until delivered, ordered here if that member is suspected or leaves the view.
+  using StandbyKey = std::tuple<NodeId, uint64_t, uint64_t>;  // (origin, incarnation, call id)
+  struct StandbyCopy {
+    wire::Request request;
+    uint64_t arrived_at_ms = 0;
   };
   struct Servant {
     uint64_t nso = 0;
@@ -240,6 +251,11 @@ class Node {
   void RetryOutsideRequests();
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
+  void SendClosedOut(Group* group, Call* call);                // at the caller's daemon
+  // A member's copy of a closed call from outside that another member orders: true when it is
+  // kept (or known delivered) rather than ordered here.
+  bool StandBy(Group* group, const wire::Request& request);
+  void TickStandby(Group* group);
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).
@@ -311,6 +327,7 @@ class Node {
   std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
   std::map<std::string, OutsideRoute> outside_routes_;  // by group
   std::map<uint64_t, std::string> outside_group_of_call_;  // call id -> its route's group
+  std::map<std::string, std::map<StandbyKey, StandbyCopy>> standby_;  // by group
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number

@@ -124,3 +124,79 @@ TEST_CASE("one-way calls and multicasts from outside survive the request manager
 }
 
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+struct ClosedOutcome {
+  std::map<NodeId, std::vector<std::string>> delivered;
+  int notices = 0;    // ordered notices received by n4: one per ordering of a call
+  int succeeded = 0;
+};
+
+// 20 sequential wait-for-majority closed calls from n4, which hosts no member; with
+// `crash_orderer`, n1 (the member that orders them) crashes as the 10th reaches it.
+ClosedOutcome RunClosed(nso::GroupConfig::Ordering ordering, bool crash_orderer, uint64_t seed) {
+  test::SimNodes sim(seed);
+  nso::SimNetwork& net = sim.net;
+  ClosedOutcome out;
+  int at_n1 = 0;
+  sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
+    if (to == 4 && envelope.has_reply() && envelope.reply().ordered_notice()) ++out.notices;
+    if (to == 1 && envelope.has_forward() && ++at_n1 == 10 && crash_orderer) {
+      net.After(0, [&net] { net.Crash(1); });
+    }
+  };
+  for (NodeId id = 1; id <= 4; ++id) {
+    nso::Node* node = sim.Add(MakeConfig(id, ordering));
+    if (id == 4) continue;
+    uint64_t servant_nso = *node->Attach("servant");
+    auto servant = std::make_shared<uint64_t>(0);
+    *servant = *node->RegisterServant(servant_nso, "g", [&out, &net, node, id, servant](nso::ServantDelivery d) {
+      out.delivered[id].push_back(d.payload);
+      net.After(0, [node, servant, number = d.delivery] {
+        node->Answer(*servant, number, absl::OkStatus(), "ok");
+      });
+    });
+  }
+  net.RunUntil(500);
+  uint64_t client = *sim.nodes[4]->Attach("client");
+  for (int i = 0; i < 20; ++i) {
+    nso::InvokeOptions call;
+    call.group = "g";
+    call.method = "add";
+    call.payload = absl::StrCat(i);
+    call.mode = invocation::Mode::kMajority;
+    call.mode_given = true;
+    call.style = nso::GroupConfig::Style::kClosed;
+    call.deadline_ms = 5000;
+    nso::InvokeResult result = sim.Call(4, client, call, /*step_ms=*/1);
+    INFO("call " << i << ": " << result.status.ToString());
+    CHECK(result.status.ok());
+    if (result.status.ok()) ++out.succeeded;
+  }
+  net.RunUntil(net.now_ms() + 3000);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("closed calls from outside: one member orders each, the others take over when it "
+          "crashes", "[invocation][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    for (bool crash : {false, true}) {
+      INFO("ordering " << static_cast<int>(ordering) << " crash " << crash);
+      ClosedOutcome out = RunClosed(ordering, crash, 7);
+      CHECK(out.succeeded == 20);
+      if (!crash) CHECK(out.notices == 20);  // each call ordered once, not once per member
+      for (NodeId id : {2, 3}) {
+        INFO("replica n" << id);
+        CHECK(out.delivered[id].size() == 20);  // executed once each
+      }
+      CHECK(out.delivered[2] == out.delivered[3]);
+    }
+  }
+}
+
+}  // namespace cohort
