@@ -62,6 +62,10 @@ class StackSim {
       result_.drift_ppm_min = std::min(result_.drift_ppm_min, replica.drift_ppm);
       result_.drift_ppm_max = std::max(result_.drift_ppm_max, replica.drift_ppm);
     }
+    const uint64_t span = 2 * uint64_t{options.drift_ppm_max};
+    outsider_.drift_ppm =
+        static_cast<int32_t>(clock_rng.Uniform(span + 1)) - static_cast<int32_t>(options.drift_ppm_max);
+    outsider_.clock_offset_ms = clock_rng.Uniform(options.clock_offset_ms_max + 1);
   }
 
   StackSimResult Run();
@@ -77,12 +81,15 @@ class StackSim {
   nso::Config MakeConfig(NodeId id) const;
   // What node `id`'s clock reads now (monotonic: the rate stays within +-100%).
   uint64_t LocalMs(NodeId id) const {
-    const Replica& replica = replicas_.at(id);
+    const Replica& replica = id == outsider_id() ? outsider_ : replicas_.at(id);
     const uint64_t now_ms = net_.now_ms();
     const int64_t skew_ms = static_cast<int64_t>(now_ms) * replica.drift_ppm / 1000000;
     return replica.clock_offset_ms + now_ms + skew_ms;
   }
   void Boot(NodeId id);
+  NodeId outsider_id() const { return result_.nodes + 1; }
+  Replica& ReplicaOf(NodeId id) { return id == outsider_id() ? outsider_ : replicas_[id]; }
+  void BootOutsider();
   void Crash(NodeId id);
   void ScheduleTick(NodeId id, uint64_t incarnation);
   // A fresh servant (no state) attaches to node id's daemon.
@@ -122,6 +129,7 @@ class StackSim {
   nso::Rng servant_rng_;  // servant crashes
   StackSimResult result_;
   std::map<NodeId, Replica> replicas_;
+  Replica outsider_;  // StackSimOptions::outside_caller: node nodes + 1, no member, no servant
   std::set<NodeId> crashed_;
   std::set<NodeId> cut_off_;   // the minority side of the current partition
   std::set<NodeId> amnesiac_;  // restarted, state not transferred yet
@@ -152,6 +160,10 @@ nso::Config StackSim::MakeConfig(NodeId id) const {
   for (NodeId peer = 1; peer <= result_.nodes; ++peer) {
     config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
     group.members.push_back(absl::StrCat("n", peer));
+  }
+  if (options_.outside_caller) {
+    config.peers.push_back({absl::StrCat("n", outsider_id()), outsider_id(),
+                            absl::StrCat("sim:", outsider_id())});
   }
   group.ordering = options_.sequencer ? nso::GroupConfig::Ordering::kSequencer
                                       : nso::GroupConfig::Ordering::kConsensus;
@@ -189,6 +201,21 @@ void StackSim::Boot(NodeId id) {
   AttachServant(id);
   replica.client_nso = *replica.node->Attach("client");
   ScheduleTick(id, incarnation);
+}
+
+void StackSim::BootOutsider() {
+  const NodeId id = outsider_id();
+  outsider_.incarnation = 1;
+  outsider_.alive = true;
+  nso::Transport* transport = net_.Endpoint(id);
+  As(id);
+  outsider_.node = std::make_unique<nso::Node>(MakeConfig(id), transport, id * 1000 + 1, LocalMs(id));
+  transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
+    As(id);
+    outsider_.node->Receive(from, envelope);
+  });
+  outsider_.client_nso = *outsider_.node->Attach("client");
+  ScheduleTick(id, 1);
 }
 
 void StackSim::AttachServant(NodeId id) {
@@ -250,11 +277,11 @@ void StackSim::MaybeCrashServant() {
 
 void StackSim::ScheduleTick(NodeId id, uint64_t incarnation) {
   net_.After(kTickMs, [this, id, incarnation] {
-    Replica& replica = replicas_[id];
+    Replica& replica = ReplicaOf(id);
     if (!replica.alive || replica.incarnation != incarnation) return;
     As(id);
     replica.node->Tick(LocalMs(id));
-    RecordView(id);
+    if (id != outsider_id()) RecordView(id);
     ScheduleTick(id, incarnation);
   });
 }
@@ -353,7 +380,7 @@ void StackSim::OnServant(NodeId id, uint64_t generation, nso::ServantDelivery de
 }
 
 void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style style) {
-  Replica& replica = replicas_[id];
+  Replica& replica = ReplicaOf(id);
   std::string call = absl::StrCat("c", next_call_++);
   nso::InvokeOptions options;
   options.group = kGroup;
@@ -502,6 +529,7 @@ void StackSim::Chaos() {
     for (auto& [id, replica] : replicas_) {
       if (replica.alive) alive.push_back(id);
     }
+    if (options_.outside_caller) alive.push_back(outsider_id());
     NodeId caller = alive[rng_.Uniform(alive.size())];
     static constexpr invocation::Mode kModes[] = {invocation::Mode::kOneWay, invocation::Mode::kFirst,
                                                   invocation::Mode::kMajority, invocation::Mode::kAll};
@@ -565,6 +593,7 @@ bool StackSim::Settled() {
 
 StackSimResult StackSim::Run() {
   for (NodeId id = 1; id <= result_.nodes; ++id) Boot(id);
+  if (options_.outside_caller) BootOutsider();
   net_.RunUntil(200);
   Chaos();
   Heal();
@@ -597,7 +626,8 @@ StackSimResult StackSim::Run() {
   }
   net_.RunUntil(net_.now_ms() + 1000);  // let the calls of the chaos phase finish or expire
   uint64_t acknowledged_before = result_.calls_acknowledged;
-  for (NodeId id = 1; id <= result_.nodes && result_.ok; ++id) {
+  const uint32_t callers = result_.nodes + (options_.outside_caller ? 1 : 0);
+  for (NodeId id = 1; id <= callers && result_.ok; ++id) {
     Call(id, invocation::Mode::kAll, nso::GroupConfig::Style::kClosed);
   }
   while (result_.ok && outstanding_ > 0 && net_.now_ms() < limit_ms + 5000) {
@@ -610,9 +640,9 @@ StackSimResult StackSim::Run() {
   if (result_.ok && outstanding_ > 0) {
     Fail(absl::StrCat("after healing, ", outstanding_, " calls never completed"));
   }
-  if (result_.ok && result_.calls_acknowledged < acknowledged_before + result_.nodes) {
+  if (result_.ok && result_.calls_acknowledged < acknowledged_before + callers) {
     Fail(absl::StrCat("after healing, only ", result_.calls_acknowledged - acknowledged_before,
-                      " of ", result_.nodes, " wait-for-all calls completed; last failure ",
+                      " of ", callers, " wait-for-all calls completed; last failure ",
                       last_failure_));
   }
   // Nothing is left waiting for a servant's answer once every call completed (a one-way call's

@@ -44,6 +44,11 @@ struct StackSimOptions {
   // simulated time t, with drift_ppm_k uniform in [-drift_ppm_max, +drift_ppm_max] and offset_k
   // in [0, clock_offset_ms_max], both from the seed (a restart keeps the machine's clock).
   // 0: every node reads the simulated clock.
+  // A node outside the group (it hosts no member) also calls, in every mode and style: its
+  // closed calls are ordered by one member while the others stand by, its one-way and open calls
+  // go through a request manager and are resent until ordered. It never crashes; partitions cut
+  // it off with the majority's side of the network.
+  bool outside_caller = true;
   uint32_t drift_ppm_max = 50000;  // +-5%
   uint64_t clock_offset_ms_max = 1000000;
 };
