@@ -709,8 +709,10 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   result.signal = scenario.signal == SIGKILL ? "SIGKILL" : "SIGSTOP";
   result.victim = "n1";
   result.n = n;
+  // closed-out: closed calls from the daemon that hosts no member, ordered by n1 (its request
+  // manager) while n2 and n3 stand by.
   int attach = std::string(scenario.style) == "closed" ? 2 : n + 1;
-  Style style = std::string(scenario.style) == "closed" ? Style::kClosed : Style::kOpen;
+  Style style = std::string(scenario.style) == "open" ? Style::kOpen : Style::kClosed;
   result.attached_to = absl::StrCat("n", attach);
   FailoverCluster cluster;
   result.note = StartFailoverCluster(
@@ -888,6 +890,8 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
       {"request-manager-kill", "consensus", "open", SIGKILL},
       {"request-manager-kill", "sequencer", "open", SIGKILL},
       {"coordinator-freeze", "consensus", "closed", SIGSTOP, /*victim_callers=*/3},
+      {"orderer-kill", "consensus", "closed-out", SIGKILL},
+      {"orderer-freeze", "sequencer", "closed-out", SIGSTOP},
   };
   for (const FailoverScenario& scenario : scenarios) {
     Progress(absl::StrCat("failover: ", scenario.name, " (", scenario.ordering, ", ", scenario.style, ")"));
