@@ -102,6 +102,10 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls) {
 NodeSnapshot TakeSnapshot(const Node& node) {
   NodeSnapshot snapshot;
   snapshot.pending_calls = node.pending_calls();
+  snapshot.outside_unordered = node.outside_unordered();
+  snapshot.outside_resent = node.outside_counters().resent;
+  snapshot.outside_given_up = node.outside_counters().given_up;
+  snapshot.standby_takeovers = node.outside_counters().standby_takeovers;
   for (const Group* group : node.groups()) {
     GroupSnapshot g;
     g.name = group->name();

@@ -178,6 +178,20 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             [](const consensus::OrderCounters& o) { return o.messages_delivered; });
   out->Family("cohort_pending_calls", "gauge", "Invocations in flight at this daemon.");
   out->Sample("cohort_pending_calls", {}, static_cast<double>(snapshot.pending_calls));
+  out->Family("cohort_outside_unordered", "gauge",
+              "One-way calls and multicasts this daemon sent to a group it is not a member of, "
+              "not yet reported ordered (kept to be resent).");
+  out->Sample("cohort_outside_unordered", {}, static_cast<double>(snapshot.outside_unordered));
+  out->Family("cohort_outside_resent_total", "counter",
+              "Such requests sent again (their request manager down or silent).");
+  out->Sample("cohort_outside_resent_total", {}, static_cast<double>(snapshot.outside_resent));
+  out->Family("cohort_outside_given_up_total", "counter",
+              "Such requests no longer resent: not reported ordered by their deadline.");
+  out->Sample("cohort_outside_given_up_total", {}, static_cast<double>(snapshot.outside_given_up));
+  out->Family("cohort_standby_takeovers_total", "counter",
+              "Closed calls from outside ordered by this member because the member named to "
+              "order them was suspected or gone.");
+  out->Sample("cohort_standby_takeovers_total", {}, static_cast<double>(snapshot.standby_takeovers));
 }
 
 }  // namespace cohort::nso

@@ -87,6 +87,11 @@ struct GroupSnapshot {
 struct NodeSnapshot {
   std::vector<GroupSnapshot> groups;
   uint64_t pending_calls = 0;
+  // Requests from outside a group (Node::outside_counters, outside_unordered).
+  uint64_t outside_unordered = 0;
+  uint64_t outside_resent = 0;
+  uint64_t outside_given_up = 0;
+  uint64_t standby_takeovers = 0;
 };
 
 // The per-group and consensus families of a snapshot.

@@ -378,6 +378,7 @@ void Node::TickStandby(Group* group) {
     it = found->second.erase(it);
   }
   if (found->second.empty()) standby_.erase(found);
+  outside_counters_.standby_takeovers += take_over.size();
   for (const wire::Request& request : take_over) {
     Log("group")->debug("group {}: ordering call {} of node {}: its orderer {} is suspected or gone",
                         group->name(), request.call_id(), request.origin(),
@@ -497,6 +498,7 @@ void Node::Reroute(Group* group, OutsideRoute* route, NodeId manager) {
   route->manager = manager;
   route->heard_at_ms = now_ms_;
   route->unreachable_since_ms = 0;
+  outside_counters_.resent += route->pending.size();
   for (auto& [call_id, pending] : route->pending) {
     pending.sent_at_ms = now_ms_;
     wire::Envelope envelope;
@@ -516,6 +518,7 @@ void Node::RetryOutsideRequests() {
       route.pending.erase(route.pending.begin());
       ++given_up;
     }
+    outside_counters_.given_up += given_up;
     if (given_up > 0) {
       Log("api")->warn("group {}: {} one-way call(s) or multicast(s) from this node not known "
                        "ordered by their deadline: no longer resent", name, given_up);
@@ -549,6 +552,7 @@ void Node::RetryOutsideRequests() {
       // The manager orders the others: this one's notice was lost (it was ordered by another
       // member after a view change, or the notice's stream broke). Sent again to be sure.
       front.sent_at_ms = now_ms_;
+      ++outside_counters_.resent;
       wire::Envelope envelope;
       *envelope.mutable_forward() = front.request;
       SendEnvelope(route.manager, name, std::move(envelope));

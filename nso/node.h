@@ -86,6 +86,13 @@ inline constexpr char kSetStateMethod[] = "$set_state";
 // Requests a member without a servant keeps for it (beyond: it rejoins with state transfer).
 inline constexpr size_t kNoServantBufferMax = 100000;
 
+// What the requests from outside a group went through at this node (Prometheus counters).
+struct OutsideCounters {
+  uint64_t resent = 0;             // one-way calls / multicasts sent again (SendOutside)
+  uint64_t given_up = 0;           // ... not known ordered by their deadline
+  uint64_t standby_takeovers = 0;  // closed calls ordered here because their orderer failed
+};
+
 class Node {
  public:
   using InvokeDone = std::function<void(InvokeResult)>;
@@ -131,6 +138,7 @@ class Node {
   size_t open_deliveries() const { return open_deliveries_.size(); }
   // One-way calls and multicasts sent from outside their group, not yet known ordered.
   size_t outside_unordered() const { return outside_group_of_call_.size(); }
+  const OutsideCounters& outside_counters() const { return outside_counters_; }
   std::vector<const Group*> groups() const;
 
  private:
@@ -328,6 +336,7 @@ class Node {
   std::map<std::string, OutsideRoute> outside_routes_;  // by group
   std::map<uint64_t, std::string> outside_group_of_call_;  // call id -> its route's group
   std::map<std::string, std::map<StandbyKey, StandbyCopy>> standby_;  // by group
+  OutsideCounters outside_counters_;
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number

@@ -73,9 +73,17 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   g.order.instances_decided = 9;
   g.order.messages_sent_proposal = 5;
   snapshot.groups.push_back(g);
+  snapshot.outside_unordered = 3;
+  snapshot.outside_resent = 7;
+  snapshot.outside_given_up = 1;
+  snapshot.standby_takeovers = 2;
   PromWriter out;
   RenderSnapshot(snapshot, &out);
   const std::string& t = out.text();
+  CHECK(MetricValue(t, "cohort_outside_unordered") == 3);
+  CHECK(MetricValue(t, "cohort_outside_resent_total") == 7);
+  CHECK(MetricValue(t, "cohort_outside_given_up_total") == 1);
+  CHECK(MetricValue(t, "cohort_standby_takeovers_total") == 2);
   CHECK_FALSE(g.HasMajority());
   CHECK(MetricValue(t, "cohort_group_view_id{group=\"counter\"}") == 4);
   CHECK(MetricValue(t, "cohort_group_has_majority{group=\"counter\"}") == 0);

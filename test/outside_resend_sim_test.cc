@@ -47,6 +47,7 @@ struct Outcome {
   int forwards = 0;       // forwarded requests sent by n4, resends included
   int at_n1 = 0;          // of them, received by n1
   size_t unordered = 0;   // n4's requests still not known ordered at the end
+  nso::OutsideCounters counters;  // n4's
 };
 
 Outcome Run(nso::GroupConfig::Ordering ordering, Fault fault, uint64_t seed) {
@@ -91,6 +92,7 @@ Outcome Run(nso::GroupConfig::Ordering ordering, Fault fault, uint64_t seed) {
   if (fault == Fault::kLoss) net.SetLoss(0, 0);
   net.RunUntil(net.now_ms() + 15000);
   out.unordered = caller->outside_unordered();
+  out.counters = caller->outside_counters();
   return out;
 }
 
@@ -107,6 +109,9 @@ TEST_CASE("one-way calls and multicasts from outside survive the request manager
         Outcome out = Run(ordering, fault, seed);
         CHECK(out.unordered == 0);
         CHECK(out.forwards > 40);  // some were sent again
+        // Resends counted at n4; some of them are lost or reach the crashed n1 (not received).
+        CHECK(out.counters.resent >= static_cast<uint64_t>(out.forwards - 40));
+        CHECK(out.counters.given_up == 0);
         if (fault == Fault::kCrashManager) CHECK(out.at_n1 >= 20);
         std::set<std::string> expected;
         for (int i = 0; i < 40; ++i) expected.insert(absl::StrCat(i % 2 == 0 ? "m:" : "c:", i));
@@ -132,6 +137,7 @@ struct ClosedOutcome {
   std::map<NodeId, std::vector<std::string>> delivered;
   int notices = 0;    // ordered notices received by n4: one per ordering of a call
   int succeeded = 0;
+  uint64_t takeovers = 0;  // by n2 and n3
 };
 
 // 20 sequential wait-for-majority closed calls from n4, which hosts no member; with
@@ -176,6 +182,8 @@ ClosedOutcome RunClosed(nso::GroupConfig::Ordering ordering, bool crash_orderer,
     if (result.status.ok()) ++out.succeeded;
   }
   net.RunUntil(net.now_ms() + 3000);
+  out.takeovers = sim.nodes[2]->outside_counters().standby_takeovers +
+                  sim.nodes[3]->outside_counters().standby_takeovers;
   return out;
 }
 
@@ -190,6 +198,8 @@ TEST_CASE("closed calls from outside: one member orders each, the others take ov
       ClosedOutcome out = RunClosed(ordering, crash, 7);
       CHECK(out.succeeded == 20);
       if (!crash) CHECK(out.notices == 20);  // each call ordered once, not once per member
+      if (!crash) CHECK(out.takeovers == 0);
+      if (crash) CHECK(out.takeovers >= 1);  // the call n1 had when it crashed
       for (NodeId id : {2, 3}) {
         INFO("replica n" << id);
         CHECK(out.delivered[id].size() == 20);  // executed once each
