@@ -21,17 +21,7 @@ namespace {
 using nso::NodeId;
 
 nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
-  nso::Config config;
-  config.node = absl::StrCat("n", id);
-  config.node_id = id;
-  for (NodeId peer = 1; peer <= 4; ++peer) {  // n4: outside the group
-    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
-  }
-  nso::GroupConfig group;
-  group.name = "g";
-  group.members = {"n1", "n2", "n3"};
-  group.ordering = ordering;
-  config.groups = {group};
+  nso::Config config = test::GroupOfThree(id, ordering);
   config.limits.max_unordered_requests = 5;
   config.limits.max_unordered_bytes = 1000;
   return config;

@@ -20,18 +20,8 @@ namespace {
 using nso::NodeId;
 
 nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering, bool optimisation_3) {
-  nso::Config config;
-  config.node = absl::StrCat("n", id);
-  config.node_id = id;
-  for (NodeId peer = 1; peer <= 4; ++peer) {  // n4: the caller's node, outside the group
-    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
-  }
-  nso::GroupConfig group;
-  group.name = "g";
-  group.members = {"n1", "n2", "n3"};
-  group.ordering = ordering;
-  group.style = nso::GroupConfig::Style::kOpen;
-  config.groups = {group};
+  nso::Config config = test::GroupOfThree(id, ordering);
+  config.groups[0].style = nso::GroupConfig::Style::kOpen;
   config.consensus.optimisation_3 = optimisation_3;
   return config;
 }

@@ -24,20 +24,30 @@ namespace {
 using nso::NodeId;
 
 nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
-  nso::Config config;
-  config.node = absl::StrCat("n", id);
-  config.node_id = id;
-  for (NodeId peer = 1; peer <= 4; ++peer) {  // n4: the caller's node, outside the group
-    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
-  }
-  nso::GroupConfig group;
-  group.name = "g";
-  group.members = {"n1", "n2", "n3"};
-  group.ordering = ordering;
-  group.exclude_timeout_ms = 2000;
-  config.groups = {group};
+  nso::Config config = test::GroupOfThree(id, ordering);
+  config.groups[0].exclude_timeout_ms = 2000;
   config.limits.default_deadline_ms = 20000;
   return config;
+}
+
+// Adds n1..n4; n1..n3 get a servant that records each delivery ("m:" multicast, "c:" call, then
+// the payload) and answers calls at once.
+void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering,
+              std::map<NodeId, std::vector<std::string>>* delivered) {
+  for (NodeId id = 1; id <= 4; ++id) {
+    nso::Node* node = sim->Add(MakeConfig(id, ordering));
+    if (id == 4) continue;
+    uint64_t servant_nso = *node->Attach("servant");
+    auto servant = std::make_shared<uint64_t>(0);
+    *servant = *node->RegisterServant(
+        servant_nso, "g", [sim, delivered, node, id, servant](nso::ServantDelivery d) {
+          (*delivered)[id].push_back((d.method.empty() ? "m:" : "c:") + d.payload);
+          if (d.one_way) return;
+          sim->net.After(0, [node, servant, number = d.delivery] {
+            node->Answer(*servant, number, absl::OkStatus(), "ok");
+          });
+        });
+  }
 }
 
 enum class Fault { kCrashManager, kLoss };
@@ -61,15 +71,7 @@ Outcome Run(nso::GroupConfig::Ordering ordering, Fault fault, uint64_t seed) {
       net.After(0, [&net] { net.Crash(1); });  // the request manager dies mid-stream
     }
   };
-  for (NodeId id = 1; id <= 4; ++id) {
-    nso::Node* node = sim.Add(MakeConfig(id, ordering));
-    if (id == 4) continue;
-    uint64_t servant_nso = *node->Attach("servant");
-    auto servant = std::make_shared<uint64_t>(0);
-    *servant = *node->RegisterServant(servant_nso, "g", [&out, id](nso::ServantDelivery d) {
-      out.delivered[id].push_back(d.method.empty() ? "m:" + d.payload : "c:" + d.payload);
-    });
-  }
+  AddNodes(&sim, ordering, &out.delivered);
   net.RunUntil(500);
   nso::Node* caller = sim.nodes[4].get();
   uint64_t client = *caller->Attach("client");
@@ -153,18 +155,7 @@ ClosedOutcome RunClosed(nso::GroupConfig::Ordering ordering, bool crash_orderer,
       net.After(0, [&net] { net.Crash(1); });
     }
   };
-  for (NodeId id = 1; id <= 4; ++id) {
-    nso::Node* node = sim.Add(MakeConfig(id, ordering));
-    if (id == 4) continue;
-    uint64_t servant_nso = *node->Attach("servant");
-    auto servant = std::make_shared<uint64_t>(0);
-    *servant = *node->RegisterServant(servant_nso, "g", [&out, &net, node, id, servant](nso::ServantDelivery d) {
-      out.delivered[id].push_back(d.payload);
-      net.After(0, [node, servant, number = d.delivery] {
-        node->Answer(*servant, number, absl::OkStatus(), "ok");
-      });
-    });
-  }
+  AddNodes(&sim, ordering, &out.delivered);
   net.RunUntil(500);
   uint64_t client = *sim.nodes[4]->Attach("client");
   for (int i = 0; i < 20; ++i) {

@@ -8,12 +8,32 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 #include "nso/node.h"
 #include "nso/sim_network.h"
 
 namespace cohort::test {
+
+// Node `id`'s configuration in the usual cast: peers n1..n4, group "g" of members n1..n3 with
+// `ordering` (n4 hosts no member: the caller from outside the group).
+inline nso::Config GroupOfThree(nso::NodeId id, nso::GroupConfig::Ordering ordering) {
+  nso::Config config;
+  config.node = absl::StrCat("n", id);
+  config.node_id = id;
+  for (nso::NodeId peer = 1; peer <= 4; ++peer) {
+    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
+  }
+  nso::GroupConfig group;
+  group.name = "g";
+  group.members = {"n1", "n2", "n3"};
+  group.ordering = ordering;
+  config.groups = {group};
+  return config;
+}
 
 struct SimNodes {
   // Sees every envelope before node `to` receives it.
