@@ -480,11 +480,10 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
   OutsideRoute& route = outside_routes_[group->name()];
   if (route.pending.empty()) {
     route.manager = *manager;
-    route.heard_at_ms = now_ms_;
     route.unreachable_since_ms = 0;
-  } else if (route.manager != *manager) {
-    Reroute(group, &route, *manager);  // the earlier ones first: FIFO per sender
   }
+  // Otherwise after the earlier ones, to the same member (FIFO per sender), until its stream
+  // goes down (RetryOutsideRequests).
   uint64_t deadline_ms =
       request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
   route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms};
@@ -496,7 +495,6 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
 
 void Node::Reroute(Group* group, OutsideRoute* route, NodeId manager) {
   route->manager = manager;
-  route->heard_at_ms = now_ms_;
   route->unreachable_since_ms = 0;
   outside_counters_.resent += route->pending.size();
   for (auto& [call_id, pending] : route->pending) {
@@ -529,28 +527,32 @@ void Node::RetryOutsideRequests() {
     }
     Group* group = groups_.at(name).get();
     const uint64_t suspect_ms = group->config().suspect_timeout_ms;
-    const uint64_t retry_ms = std::max<uint64_t>(10 * suspect_ms, 500)
-                              << std::min<uint32_t>(route.reroutes, 5);
+    const uint64_t retry_ms = std::max<uint64_t>(10 * suspect_ms, 500);
     if (transport_->Reachable(route.manager)) {
       route.unreachable_since_ms = 0;
     } else if (route.unreachable_since_ms == 0) {
       route.unreachable_since_ms = now_ms_;
     }
     OutsideRequest& front = route.pending.begin()->second;
-    // Gone (its stream is down) or silent (frozen: no notice for any request): the next member.
+    // Gone (its stream is down): the next member gets every pending request. A member that is
+    // only slow is not left: under overload its notices lag by seconds, and sending it all again
+    // through another member doubled the load until nothing was ordered (issue 7's bench, the
+    // first version of this code). A frozen member keeps its stream: its requests are given up
+    // at their deadline (RELIABILITY.md, limits).
     bool down = route.unreachable_since_ms != 0 && now_ms_ >= route.unreachable_since_ms + suspect_ms;
-    bool silent = now_ms_ >= std::max(route.heard_at_ms, front.sent_at_ms) + retry_ms;
-    if (down || silent) preferred_manager_[name]++;
     std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[name]);
-    if (manager && *manager != route.manager) {
-      Log("api")->info("group {}: {} one-way call(s) or multicast(s) not known ordered by node {}; "
-                       "sending them through {}", name, route.pending.size(),
-                       NodeName(route.manager), NodeName(*manager));
+    if (down && manager && *manager == route.manager) {
+      manager = group->ManagerAt(++preferred_manager_[name]);
+    }
+    if (down && manager && *manager != route.manager) {
+      Log("api")->info("group {}: node {} is unreachable; sending the {} one-way call(s) or "
+                       "multicast(s) not known ordered through {}", name, NodeName(route.manager),
+                       route.pending.size(), NodeName(*manager));
       Reroute(group, &route, *manager);
-      ++route.reroutes;
     } else if (now_ms_ >= front.sent_at_ms + 4 * retry_ms) {
       // The manager orders the others: this one's notice was lost (it was ordered by another
-      // member after a view change, or the notice's stream broke). Sent again to be sure.
+      // member after a view change, or the notice's stream broke), or the request itself was.
+      // Sent again to be sure: one request per tick, a duplicate at worst.
       front.sent_at_ms = now_ms_;
       ++outside_counters_.resent;
       wire::Envelope envelope;
@@ -797,10 +799,6 @@ void Node::OnReply(const wire::Reply& reply) {
       auto route = outside_routes_.find(group->second);
       if (route != outside_routes_.end()) {
         route->second.pending.erase(reply.call_id());
-        if (reply.replier() == route->second.manager) {
-          route->second.heard_at_ms = now_ms_;
-          route->second.reroutes = 0;
-        }
       }
       outside_group_of_call_.erase(group);
     }

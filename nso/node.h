@@ -165,7 +165,7 @@ class Node {
   // One-way calls and multicasts from outside the group: no reply tells the caller's node they
   // were ordered, the member's ordered notice does. Until it comes they are kept, and sent again
   // (same call ids, in order) through the next member when the request manager is gone or
-  // silent, as a managed call is (003 section 4.1); the reply cache drops a second delivery.
+  // down, as a managed call is (003 section 4.1); the reply cache drops a second delivery.
   struct OutsideRequest {
     wire::Request request;
     uint64_t sent_at_ms = 0;
@@ -174,10 +174,7 @@ class Node {
   struct OutsideRoute {  // per group
     std::map<uint64_t, OutsideRequest> pending;  // by call id: the order they were sent in
     NodeId manager = 0;                          // the member they were last sent to
-    uint64_t heard_at_ms = 0;       // last ordered notice (or the switch to `manager`)
     uint64_t unreachable_since_ms = 0;  // the transport to `manager` has been down since
-    uint32_t reroutes = 0;  // since the last notice: each doubles the wait for the next (a stalled
-                            // group must not get every pending request again every 500 ms)
   };
   // A closed call from outside that another member orders (wire.proto, Request.orderer): kept
   // until delivered, ordered here if that member is suspected or leaves the view.

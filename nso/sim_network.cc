@@ -11,6 +11,11 @@ class SimNetwork::SimEndpoint final : public Transport {
     network_->Send(self_, to, std::move(envelope));
   }
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+  // As a TCP stream: down once the peer has crashed or a partition separates the two.
+  bool Reachable(NodeId peer) const override {
+    if (!network_->options().streams_break) return true;
+    return !network_->crashed(peer) && network_->Connected(self_, peer);
+  }
   const Receiver& receiver() const { return receiver_; }
 
  private:

@@ -29,6 +29,9 @@ struct SimNetworkOptions {
   uint32_t drop_per_million = 0;       // chance a message is lost
   uint32_t duplicate_per_million = 0;  // chance a message is delivered twice (second copy later)
   size_t events_max = 1 << 22;         // bound on the queue: sends beyond it are dropped
+  // Transport::Reachable as a TCP stream's: false once the peer crashed or a partition separates
+  // the two. Off: always true (the whole-stack simulator's schedules were swept that way).
+  bool streams_break = false;
 };
 
 struct SimCounters {
@@ -72,6 +75,7 @@ class SimNetwork {
   void Crash(NodeId node);
   void Restart(NodeId node);
   bool crashed(NodeId node) const { return crashed_.count(node) > 0; }
+  const SimNetworkOptions& options() const { return options_; }
 
   const SimCounters& counters() const { return counters_; }
   // A hash of every delivery (time, from, to, envelope bytes): same seed, same trace.

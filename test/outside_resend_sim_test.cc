@@ -61,7 +61,7 @@ struct Outcome {
 };
 
 Outcome Run(nso::GroupConfig::Ordering ordering, Fault fault, uint64_t seed) {
-  test::SimNodes sim(seed);
+  test::SimNodes sim(seed, /*delay_max_ms=*/3, /*streams_break=*/true);
   nso::SimNetwork& net = sim.net;
   Outcome out;
   sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
@@ -145,7 +145,7 @@ struct ClosedOutcome {
 // 20 sequential wait-for-majority closed calls from n4, which hosts no member; with
 // `crash_orderer`, n1 (the member that orders them) crashes as the 10th reaches it.
 ClosedOutcome RunClosed(nso::GroupConfig::Ordering ordering, bool crash_orderer, uint64_t seed) {
-  test::SimNodes sim(seed);
+  test::SimNodes sim(seed, /*delay_max_ms=*/3, /*streams_break=*/true);
   nso::SimNetwork& net = sim.net;
   ClosedOutcome out;
   int at_n1 = 0;

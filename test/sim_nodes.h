@@ -39,13 +39,17 @@ struct SimNodes {
   // Sees every envelope before node `to` receives it.
   using Tap = std::function<void(nso::NodeId to, const wire::Envelope& envelope)>;
 
-  explicit SimNodes(uint64_t seed, uint64_t delay_max_ms = 3) : net(Options(seed, delay_max_ms)) {}
+  // `streams_break`: SimNetworkOptions::streams_break.
+  explicit SimNodes(uint64_t seed, uint64_t delay_max_ms = 3, bool streams_break = false)
+      : net(Options(seed, delay_max_ms, streams_break)) {}
 
-  static nso::SimNetworkOptions Options(uint64_t seed, uint64_t delay_max_ms = 3) {
+  static nso::SimNetworkOptions Options(uint64_t seed, uint64_t delay_max_ms = 3,
+                                        bool streams_break = false) {
     nso::SimNetworkOptions options;
     options.seed = seed;
     options.delay_min_ms = 1;
     options.delay_max_ms = delay_max_ms;
+    options.streams_break = streams_break;
     return options;
   }
 

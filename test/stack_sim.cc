@@ -76,6 +76,7 @@ class StackSim {
     net.seed = options.seed;
     net.delay_min_ms = 1;
     net.delay_max_ms = 3;
+    net.streams_break = options.streams_break;
     return net;
   }
   nso::Config MakeConfig(NodeId id) const;

@@ -49,6 +49,7 @@ struct StackSimOptions {
   // go through a request manager and are resent until ordered. It never crashes; partitions cut
   // it off with the majority's side of the network.
   bool outside_caller = true;
+  bool streams_break = false;     // nso::SimNetworkOptions::streams_break
   uint32_t drift_ppm_max = 50000;  // +-5%
   uint64_t clock_offset_ms_max = 1000000;
 };

@@ -104,7 +104,7 @@ std::string DriftFlag(uint32_t drift_ppm) {
 // The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
 int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose,
                   uint64_t crash_one_at_ms, bool slow_only, uint32_t drift_ppm,
-                  bool event_driven) {
+                  bool event_driven, bool streams_break) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0, servant_crashes = 0;
@@ -118,6 +118,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     if (crash_one_at_ms || slow_only) options.faults = false;
     options.crash_one_at_ms = crash_one_at_ms;
     options.slow_only = slow_only;
+    options.streams_break = streams_break;
     const cohort::sim::StackSimResult result = cohort::sim::RunStackSimulation(options);
     ++seeds;
     faults += result.faults;
@@ -131,12 +132,13 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     if (!result.ok) {
       ++violations;
       std::printf("seed %llu (%u nodes, clocks %+d..%+d ppm): %s\n  replay: cohort-sim --stack "
-                  "--seeds %llu..%llu --ordering %s%s%s --verbose\n",
+                  "--seeds %llu..%llu --ordering %s%s%s%s --verbose\n",
                   static_cast<unsigned long long>(seed), result.nodes, result.drift_ppm_min,
                   result.drift_ppm_max, result.violation.c_str(),
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
                   cohort::sim::OrderingName(ordering), DriftFlag(drift_ppm).c_str(),
-                  event_driven ? " --liveness event" : "");
+                  event_driven ? " --liveness event" : "",
+                  streams_break ? " --streams-break" : "");
     }
   }
   std::printf("stack, ordering %s%s: seeds run %llu, faults injected %llu (servant crashes %llu), "
@@ -162,10 +164,12 @@ int Usage() {
              "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
-             "                  [--liveness lively|event]\n"
+             "                  [--liveness lively|event] [--streams-break]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
-             "  --liveness:  the simulated group is lively (default) or event-driven\n",
+             "  --liveness:  the simulated group is lively (default) or event-driven\n"
+             "  --streams-break: a crash or partition breaks the streams to a node at once, as TCP\n"
+             "               resets do (Transport::Reachable); off: the streams always look up\n",
              stderr);
   return 2;
 }
@@ -174,6 +178,7 @@ int Usage() {
 
 int main(int argc, char** argv) {
   bool table = false, stack = false, verbose = false, slow_only = false, event_driven = false;
+  bool streams_break = false;
   uint64_t crash_one_at_ms = 0;
   uint32_t drift_ppm = cohort::sim::StackSimOptions{}.drift_ppm_max;
   std::string seeds;
@@ -188,6 +193,8 @@ int main(int argc, char** argv) {
       verbose = true;
     } else if (arg == "--slow-only") {
       slow_only = true;
+    } else if (arg == "--streams-break") {
+      streams_break = true;
     } else if (arg == "--crash-one-at" && i + 1 < argc) {
       crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--drift-ppm" && i + 1 < argc) {
@@ -222,6 +229,6 @@ int main(int argc, char** argv) {
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
   if (stack) return RunStackSeeds(first, last, ordering, verbose, crash_one_at_ms, slow_only,
-                                 drift_ppm, event_driven);
+                                 drift_ppm, event_driven, streams_break);
   return RunSeeds(first, last, ordering);
 }
