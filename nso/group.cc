@@ -96,13 +96,6 @@ uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
   return detector_->heard_within_count(now_ms, window_ms) + 1;
 }
 
-NodeId Group::RequestManager() const {
-  for (NodeId member : members_) {
-    if (!suspected(member)) return member;
-  }
-  return members_.front();
-}
-
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
   consensus::Outbox outbox;
   uint64_t seq = Order().Broadcast(payload, &outbox);

@@ -58,8 +58,6 @@ class Group {
   bool suspicions_current() const { return !event_driven() || detector_->monitoring(); }
   // 004 section 5 / primary partition: a majority of the view is trusted.
   bool HasMajority() const { return trusted_count() >= members_.size() / 2 + 1; }
-  // The member that orders requests for non-members: the lowest-id member not suspected.
-  NodeId RequestManager() const;
   // The member a managed call's `index`-th choice of request manager names (members in view
   // order, round robin); none while this node knows no view of the group.
   std::optional<NodeId> ManagerAt(uint32_t index) const {

@@ -304,9 +304,7 @@ void Node::SendManaged(Group* group, Call* call) {
   std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
   if (!manager) return;
   call->managed_request->set_reply_to(*manager);
-  wire::Envelope envelope;
-  *envelope.mutable_forward() = *call->managed_request;
-  SendEnvelope(*manager, group->name(), std::move(envelope));
+  SendForward(*manager, group->name(), *call->managed_request);
 }
 
 void Node::SendClosedOut(Group* group, Call* call) {
@@ -441,6 +439,12 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
   Submit(group, request);
 }
 
+void Node::SendForward(NodeId to, const std::string& group, const wire::Request& request) {
+  wire::Envelope envelope;
+  *envelope.mutable_forward() = request;
+  SendEnvelope(to, group, std::move(envelope));
+}
+
 void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(group);
@@ -464,7 +468,8 @@ void Node::Submit(Group* group, const wire::Request& request) {
   wire::Envelope envelope;
   *envelope.mutable_forward() = request;
   // Closed group from outside the server group: the client multicasts to every server
-  // (003 section 4.1); each orders it and the reply cache executes it once.
+  // (003 section 4.1); the one named in `orderer` orders it, the others stand by (StandBy), and
+  // the reply cache executes it once whoever ordered it.
   for (NodeId member : group->members()) SendEnvelope(member, group->name(), envelope);
 }
 
@@ -488,9 +493,7 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
       request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
   route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms};
   outside_group_of_call_[request.call_id()] = group->name();
-  wire::Envelope envelope;
-  *envelope.mutable_forward() = request;
-  SendEnvelope(route.manager, group->name(), std::move(envelope));
+  SendForward(route.manager, group->name(), request);
 }
 
 void Node::Reroute(Group* group, OutsideRoute* route, NodeId manager) {
@@ -499,9 +502,7 @@ void Node::Reroute(Group* group, OutsideRoute* route, NodeId manager) {
   outside_counters_.resent += route->pending.size();
   for (auto& [call_id, pending] : route->pending) {
     pending.sent_at_ms = now_ms_;
-    wire::Envelope envelope;
-    *envelope.mutable_forward() = pending.request;
-    SendEnvelope(manager, group->name(), std::move(envelope));
+    SendForward(manager, group->name(), pending.request);
   }
 }
 
@@ -555,9 +556,7 @@ void Node::RetryOutsideRequests() {
       // Sent again to be sure: one request per tick, a duplicate at worst.
       front.sent_at_ms = now_ms_;
       ++outside_counters_.resent;
-      wire::Envelope envelope;
-      *envelope.mutable_forward() = front.request;
-      SendEnvelope(route.manager, name, std::move(envelope));
+      SendForward(route.manager, name, front.request);
     }
     ++route_it;
   }

@@ -250,6 +250,8 @@ class Node {
                            std::function<void()> submit);
   void MarkOrdered(uint64_t call_id);
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
+  // A request handed to member `to` to order (Envelope.forward).
+  void SendForward(NodeId to, const std::string& group, const wire::Request& request);
   // A one-way call or multicast from outside `group`: to its request manager, kept until ordered.
   void SendOutside(Group* group, const wire::Request& request);
   void Reroute(Group* group, OutsideRoute* route, NodeId manager);  // sends all pending again
