@@ -5,7 +5,7 @@
 //   appends them to its log (FIFO per origin) and sends them ORDERED with their order numbers.
 //   Members store contiguous ORDERED entries and ACK the length of their log; an entry is
 //   committed once a majority (the sequencer included) holds it in epoch e, and the sequencer
-//   announces `committed` on ORDERED (with n <= 3 and optimisation_3, a member holding an entry
+//   announces `committed` on ORDERED (with n = 3 and optimisation_3, a member holding an entry
 //   in epoch e knows that already: it commits on accepting it, and no notice is sent). Members
 //   deliver committed entries in order-number order, and ask NEED for gaps.
 //   Replacement: a member that suspects the sequencer moves to the next epoch whose sequencer it
@@ -46,7 +46,7 @@ struct SequencerOrderOptions {
   // bounds only what a lagging member holds back; at the bound the sequencer orders nothing more
   // until the laggard catches up or leaves the view (members retransmit their own messages).
   size_t log_entries_max = 1 << 20;
-  // With n <= 3 a member commits what it holds as it accepts ORDERED entries, and the sequencer
+  // With n = 3 a member commits what it holds as it accepts ORDERED entries, and the sequencer
   // sends no commit notices (004 section 4.3's argument: the sequencer and it are a majority).
   bool optimisation_3 = true;
 };
