@@ -492,7 +492,6 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
   uint64_t deadline_ms =
       request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
   route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms};
-  outside_group_of_call_[request.call_id()] = group->name();
   SendForward(route.manager, group->name(), request);
 }
 
@@ -513,7 +512,6 @@ void Node::RetryOutsideRequests() {
     // Past its deadline a request is given up (it may have been ordered: its notice is lost).
     size_t given_up = 0;
     while (!route.pending.empty() && now_ms_ >= route.pending.begin()->second.give_up_at_ms) {
-      outside_group_of_call_.erase(route.pending.begin()->first);
       route.pending.erase(route.pending.begin());
       ++given_up;
     }
@@ -793,13 +791,9 @@ void Node::OnReply(const wire::Reply& reply) {
   if (reply.ordered_notice()) {
     if (reply.origin() != self_) return;
     MarkOrdered(reply.call_id());
-    auto group = outside_group_of_call_.find(reply.call_id());
-    if (group != outside_group_of_call_.end()) {
-      auto route = outside_routes_.find(group->second);
-      if (route != outside_routes_.end()) {
-        route->second.pending.erase(reply.call_id());
-      }
-      outside_group_of_call_.erase(group);
+    // Call ids are unique per node: at most one route holds it (routes: one per group in use).
+    for (auto& [group, route] : outside_routes_) {
+      if (route.pending.erase(reply.call_id()) > 0) break;
     }
     return;
   }

@@ -137,7 +137,11 @@ class Node {
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
   // One-way calls and multicasts sent from outside their group, not yet known ordered.
-  size_t outside_unordered() const { return outside_group_of_call_.size(); }
+  size_t outside_unordered() const {
+    size_t count = 0;
+    for (const auto& [group, route] : outside_routes_) count += route.pending.size();
+    return count;
+  }
   const OutsideCounters& outside_counters() const { return outside_counters_; }
   std::vector<const Group*> groups() const;
 
@@ -333,7 +337,6 @@ class Node {
   std::map<std::string, uint64_t> delivered_seq_;  // by group: requests delivered so far
   std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
   std::map<std::string, OutsideRoute> outside_routes_;  // by group
-  std::map<uint64_t, std::string> outside_group_of_call_;  // call id -> its route's group
   std::map<std::string, std::map<StandbyKey, StandbyCopy>> standby_;  // by group
   OutsideCounters outside_counters_;
   std::map<std::string, GroupMembership> membership_;  // by group
