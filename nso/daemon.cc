@@ -106,6 +106,7 @@ NodeSnapshot TakeSnapshot(const Node& node) {
   snapshot.outside_resent = node.outside_counters().resent;
   snapshot.outside_given_up = node.outside_counters().given_up;
   snapshot.standby_takeovers = node.outside_counters().standby_takeovers;
+  snapshot.managers_silent = node.outside_counters().managers_silent;
   for (const Group* group : node.groups()) {
     GroupSnapshot g;
     g.name = group->name();

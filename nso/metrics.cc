@@ -192,6 +192,11 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
               "Closed calls from outside ordered by this member because the member named to "
               "order them was suspected or gone.");
   out->Sample("cohort_standby_takeovers_total", {}, static_cast<double>(snapshot.standby_takeovers));
+  out->Family("cohort_managers_silent_total", "counter",
+              "Members this daemon sends requests through from outside their group found silent "
+              "(no answer to probes for 2 x suspect_timeout_ms): their requests went to the next "
+              "member.");
+  out->Sample("cohort_managers_silent_total", {}, static_cast<double>(snapshot.managers_silent));
 }
 
 }  // namespace cohort::nso

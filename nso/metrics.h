@@ -92,6 +92,7 @@ struct NodeSnapshot {
   uint64_t outside_resent = 0;
   uint64_t outside_given_up = 0;
   uint64_t standby_takeovers = 0;
+  uint64_t managers_silent = 0;
 };
 
 // The per-group and consensus families of a snapshot.

@@ -297,7 +297,8 @@ void Node::MarkOrdered(uint64_t call_id) {
 
 void Node::SendManaged(Group* group, Call* call) {
   call->sent_at_ms = now_ms_;
-  // Rebind at once if the manager's stream goes down (kill), or after a long silence (frozen).
+  // Rebind at once if the manager's stream goes down (kill) or it answers no probe (frozen,
+  // WatchManagers), or after a long wait for its answer (the request or the answer was lost).
   call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
   // No view known (this node left the view of the group's only member): it is retried later,
   // or ends at its deadline (found by the api fuzzer).
@@ -314,14 +315,56 @@ void Node::SendClosedOut(Group* group, Call* call) {
   Submit(group, *call->closed_request);  // to every member
 }
 
+void Node::WatchManagers() {
+  // Probe every suspect_timeout / 2, silent after 2 x suspect_timeout (100 ms by default): a
+  // frozen manager's calls move on within issue 7's 150 ms; a busy one still answers probes on
+  // its protocol thread (EventLoop serves sockets between batches of work).
+  std::map<NodeId, membership::ManagerWatch::Use> in_use;
+  std::map<NodeId, const std::string*> group_of;  // a group to name in the probe
+  auto use = [&](NodeId manager, const Group* group) {
+    const uint64_t suspect_ms = std::max<uint64_t>(group->config().suspect_timeout_ms, 2);
+    auto [it, added] = in_use.try_emplace(manager, membership::ManagerWatch::Use{
+                                                       suspect_ms / 2, 2 * suspect_ms});
+    if (!added) {
+      it->second.probe_ms = std::min(it->second.probe_ms, suspect_ms / 2);
+      it->second.silence_ms = std::min(it->second.silence_ms, 2 * suspect_ms);
+    }
+    group_of[manager] = &group->name();
+  };
+  for (const auto& [key, call] : calls_) {
+    if (!call.managed_request) continue;
+    const Group* group = groups_.at(call.group).get();
+    if (std::optional<NodeId> manager = group->ManagerAt(call.manager_index)) use(*manager, group);
+  }
+  for (const auto& [name, route] : outside_routes_) {
+    if (!route.pending.empty()) use(route.manager, groups_.at(name).get());
+  }
+  if (in_use.empty() && !manager_watch_.watching()) return;
+  membership::ManagerWatch::Actions actions = manager_watch_.Tick(now_ms_, in_use);
+  for (NodeId manager : actions.probe) {
+    wire::Envelope probe;
+    probe.mutable_heartbeat()->set_outside_probe(true);
+    probe.mutable_heartbeat()->set_reply_wanted(true);
+    probe.mutable_heartbeat()->set_sent_ms(now_ms_);
+    SendEnvelope(manager, *group_of[manager], std::move(probe));
+  }
+  for (NodeId manager : actions.silent) {
+    Log("api")->warn("node {} has not answered for {} ms: sending what went through it through "
+                     "the next member", NodeName(manager), in_use[manager].silence_ms);
+    ++outside_counters_.managers_silent;
+    silent_managers_.insert(manager);
+  }
+}
+
 void Node::RetryManagedCalls() {
   for (auto& [key, call] : calls_) {
     if (!call.managed_request && !call.closed_request) continue;
     Group* group = groups_.at(call.group).get();
     std::optional<NodeId> manager = group->ManagerAt(call.manager_index);
     if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
-    bool manager_down = !transport_->Reachable(*manager) &&
-                        now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms;
+    bool manager_down = (!transport_->Reachable(*manager) &&
+                         now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms) ||
+                        (call.managed_request && silent_managers_.count(*manager) > 0);
     // A closed call's other members order it themselves if its orderer goes silent (StandBy).
     bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
     if (!silent && !manager_down) continue;
@@ -533,12 +576,14 @@ void Node::RetryOutsideRequests() {
       route.unreachable_since_ms = now_ms_;
     }
     OutsideRequest& front = route.pending.begin()->second;
-    // Gone (its stream is down): the next member gets every pending request. A member that is
-    // only slow is not left: under overload its notices lag by seconds, and sending it all again
-    // through another member doubled the load until nothing was ordered (issue 7's bench, the
-    // first version of this code). A frozen member keeps its stream: its requests are given up
-    // at their deadline (RELIABILITY.md, limits).
-    bool down = route.unreachable_since_ms != 0 && now_ms_ >= route.unreachable_since_ms + suspect_ms;
+    // Gone (its stream is down) or silent (frozen: it keeps its stream but answers no probe,
+    // WatchManagers): the next member gets every pending request. A member that is only slow is
+    // not left: under overload its notices lag by seconds, and sending it all again through
+    // another member doubled the load until nothing was ordered (issue 7's bench, the first
+    // version of this code); a slow member still answers probes.
+    bool down = (route.unreachable_since_ms != 0 &&
+                 now_ms_ >= route.unreachable_since_ms + suspect_ms) ||
+                silent_managers_.count(route.manager) > 0;
     std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[name]);
     if (down && manager && *manager == route.manager) {
       manager = group->ManagerAt(++preferred_manager_[name]);
@@ -949,6 +994,18 @@ void Node::TickServantLost(Group* group) {
 // ---- transport and time -----------------------------------------------------------------------
 
 void Node::Receive(NodeId from, const wire::Envelope& envelope) {
+  if (manager_watch_.watching()) manager_watch_.Heard(from, now_ms_);
+  if (envelope.has_heartbeat() && envelope.heartbeat().outside_probe()) {
+    // A probe from a daemon outside the group that sends requests through this one (answered
+    // here, on the protocol thread, whatever the servants do), or the answer to ours.
+    if (envelope.heartbeat().reply_wanted()) {
+      wire::Envelope answer;
+      answer.mutable_heartbeat()->set_outside_probe(true);
+      answer.mutable_heartbeat()->set_sent_ms(now_ms_);
+      SendEnvelope(from, envelope.group(), std::move(answer));
+    }
+    return;
+  }
   if (envelope.has_reply()) return OnReply(envelope.reply());
   if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
   auto it = groups_.find(envelope.group());
@@ -1025,8 +1082,10 @@ void Node::Tick(uint64_t now_ms) {
     auto open = open_by_group.find(name);
     TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);
   }
+  WatchManagers();
   RetryManagedCalls();
   RetryOutsideRequests();
+  silent_managers_.clear();
   ExpireCalls();
   for (auto& submit : causal_barrier_.Expire(now_ms_)) submit();
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "invocation/reply_cache.h"
 #include "invocation/reply_collector.h"
 #include "membership/joining.h"
+#include "membership/manager_watch.h"
 #include "membership/state_transfer.h"
 #include "membership/view.h"
 #include "nso/config.h"
@@ -91,6 +93,7 @@ struct OutsideCounters {
   uint64_t resent = 0;             // one-way calls / multicasts sent again (SendOutside)
   uint64_t given_up = 0;           // ... not known ordered by their deadline
   uint64_t standby_takeovers = 0;  // closed calls ordered here because their orderer failed
+  uint64_t managers_silent = 0;    // request managers found silent (membership/manager_watch.h)
 };
 
 class Node {
@@ -260,6 +263,9 @@ class Node {
   void SendOutside(Group* group, const wire::Request& request);
   void Reroute(Group* group, OutsideRoute* route, NodeId manager);  // sends all pending again
   void RetryOutsideRequests();
+  // Probes the members this node sends requests through from outside their group, and finds the
+  // silent ones (silent_managers_, for this tick's retries).
+  void WatchManagers();
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   void SendClosedOut(Group* group, Call* call);                // at the caller's daemon
@@ -339,6 +345,8 @@ class Node {
   std::map<std::string, OutsideRoute> outside_routes_;  // by group
   std::map<std::string, std::map<StandbyKey, StandbyCopy>> standby_;  // by group
   OutsideCounters outside_counters_;
+  membership::ManagerWatch manager_watch_;
+  std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number

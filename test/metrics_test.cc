@@ -77,6 +77,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   snapshot.outside_resent = 7;
   snapshot.outside_given_up = 1;
   snapshot.standby_takeovers = 2;
+  snapshot.managers_silent = 5;
   PromWriter out;
   RenderSnapshot(snapshot, &out);
   const std::string& t = out.text();
@@ -84,6 +85,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_outside_resent_total") == 7);
   CHECK(MetricValue(t, "cohort_outside_given_up_total") == 1);
   CHECK(MetricValue(t, "cohort_standby_takeovers_total") == 2);
+  CHECK(MetricValue(t, "cohort_managers_silent_total") == 5);
   CHECK_FALSE(g.HasMajority());
   CHECK(MetricValue(t, "cohort_group_view_id{group=\"counter\"}") == 4);
   CHECK(MetricValue(t, "cohort_group_has_majority{group=\"counter\"}") == 0);

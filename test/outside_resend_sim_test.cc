@@ -6,6 +6,7 @@
 // TCP does not, and a request manager orders forwarded requests as they arrive.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -31,7 +32,7 @@ nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
 }
 
 // Adds n1..n4; n1..n3 get a servant that records each delivery ("m:" multicast, "c:" call, then
-// the payload) and answers calls at once.
+// the payload; not the state transfer's "$" methods) and answers calls at once.
 void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering,
               std::map<NodeId, std::vector<std::string>>* delivered) {
   for (NodeId id = 1; id <= 4; ++id) {
@@ -41,7 +42,9 @@ void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering,
     auto servant = std::make_shared<uint64_t>(0);
     *servant = *node->RegisterServant(
         servant_nso, "g", [sim, delivered, node, id, servant](nso::ServantDelivery d) {
-          (*delivered)[id].push_back((d.method.empty() ? "m:" : "c:") + d.payload);
+          if (d.method.empty() || d.method[0] != '$') {  // not a state transfer's
+            (*delivered)[id].push_back((d.method.empty() ? "m:" : "c:") + d.payload);
+          }
           if (d.one_way) return;
           sim->net.After(0, [node, servant, number = d.delivery] {
             node->Answer(*servant, number, absl::OkStatus(), "ok");
@@ -194,6 +197,90 @@ TEST_CASE("closed calls from outside: one member orders each, the others take ov
       for (NodeId id : {2, 3}) {
         INFO("replica n" << id);
         CHECK(out.delivered[id].size() == 20);  // executed once each
+      }
+      CHECK(out.delivered[2] == out.delivered[3]);
+    }
+  }
+}
+
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+struct FrozenOutcome {
+  std::map<NodeId, std::vector<std::string>> delivered;
+  int calls_ok = 0;
+  uint64_t longest_call_ms = 0;  // simulated time, from invoke to answer
+  size_t unordered = 0;
+  nso::OutsideCounters counters;  // n4's
+};
+
+// n4 (no member) alternates wait-for-first open calls and one-way calls, 40 in all, through its
+// request manager n1; n1 freezes (SIGSTOP: its streams stay up) as the 20th request reaches it,
+// and thaws 5 s after the stream, long after it was excluded.
+FrozenOutcome RunFrozenManager(nso::GroupConfig::Ordering ordering, uint64_t seed) {
+  test::SimNodes sim(seed, /*delay_max_ms=*/3, /*streams_break=*/true);
+  nso::SimNetwork& net = sim.net;
+  FrozenOutcome out;
+  int at_n1 = 0;
+  sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
+    if (to == 1 && envelope.has_forward() && envelope.sender_node() == 4 && ++at_n1 == 20) {
+      net.After(0, [&sim] { sim.Freeze(1); });
+    }
+  };
+  AddNodes(&sim, ordering, &out.delivered);
+  net.RunUntil(500);
+  nso::Node* caller = sim.nodes[4].get();
+  uint64_t client = *caller->Attach("client");
+  for (int i = 0; i < 40; ++i) {
+    nso::InvokeOptions call;
+    call.group = "g";
+    call.method = "add";
+    call.payload = absl::StrCat(i);
+    call.mode = i % 2 == 0 ? invocation::Mode::kFirst : invocation::Mode::kOneWay;
+    call.mode_given = true;
+    call.style = nso::GroupConfig::Style::kOpen;
+    call.deadline_ms = 5000;
+    const uint64_t start = net.now_ms();
+    nso::InvokeResult result = sim.Call(4, client, call, /*step_ms=*/1);
+    INFO("call " << i << ": " << result.status.ToString());
+    CHECK(result.status.ok());
+    if (result.status.ok()) ++out.calls_ok;
+    if (i % 2 == 0) out.longest_call_ms = std::max(out.longest_call_ms, net.now_ms() - start);
+  }
+  net.RunUntil(net.now_ms() + 5000);
+  sim.Thaw(1);
+  net.RunUntil(net.now_ms() + 10000);
+  out.unordered = caller->outside_unordered();
+  out.counters = caller->outside_counters();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a frozen request manager: open calls and one-way calls from outside move to the next "
+          "member within issue 7's failover bound, delivered once each", "[invocation][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      INFO("ordering " << static_cast<int>(ordering) << " seed " << seed);
+      FrozenOutcome out = RunFrozenManager(ordering, seed);
+      CHECK(out.calls_ok == 40);
+      // Found silent after 2 x suspect_timeout (100 ms) without an answer to its probes; before,
+      // an open call waited 500 ms for a frozen manager and a one-way call for its deadline.
+      CHECK(out.counters.managers_silent >= 1);
+      CHECK(out.longest_call_ms <= 150);  // silence counts from the last message heard
+      CHECK(out.counters.given_up == 0);
+      CHECK(out.unordered == 0);
+      std::vector<std::string> expected;
+      for (int i = 0; i < 40; ++i) expected.push_back(absl::StrCat("c:", i));
+      for (NodeId id : {2, 3}) {
+        INFO("replica n" << id);
+        std::vector<std::string> got = out.delivered[id];
+        std::sort(got.begin(), got.end());
+        std::sort(expected.begin(), expected.end());
+        CHECK(got == expected);  // each exactly once, the thawed manager's late ones included
       }
       CHECK(out.delivered[2] == out.delivered[3]);
     }

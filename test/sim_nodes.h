@@ -8,8 +8,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -59,6 +61,10 @@ struct SimNodes {
     nodes[id] = std::make_unique<nso::Node>(std::move(config), net.Endpoint(id), id, 0);
     net.Endpoint(id)->SetReceiver([this, id](nso::NodeId from, wire::Envelope envelope) {
       if (net.crashed(id)) return;
+      if (frozen.count(id) > 0) {
+        held[id].emplace_back(from, std::move(envelope));
+        return;
+      }
       if (tap) tap(id, envelope);
       nodes[id]->Receive(from, envelope);
     });
@@ -80,14 +86,29 @@ struct SimNodes {
     return out;
   }
 
+  // SIGSTOP and SIGCONT: a frozen node neither ticks nor reads, but its streams stay up
+  // (Transport::Reachable) and what is sent to it waits, delivered in order when it thaws.
+  void Freeze(nso::NodeId id) { frozen.insert(id); }
+  void Thaw(nso::NodeId id) {
+    frozen.erase(id);
+    for (auto& [from, envelope] : held[id]) {
+      net.After(0, [this, id, from = from, envelope = std::move(envelope)] {
+        if (!net.crashed(id)) nodes[id]->Receive(from, envelope);
+      });
+    }
+    held.erase(id);
+  }
+
   nso::SimNetwork net;
   std::map<nso::NodeId, std::unique_ptr<nso::Node>> nodes;
   Tap tap;
+  std::set<nso::NodeId> frozen;
+  std::map<nso::NodeId, std::vector<std::pair<nso::NodeId, wire::Envelope>>> held;
 
  private:
   void Tick(nso::NodeId id) {
     net.After(5, [this, id] {
-      if (!net.crashed(id)) nodes[id]->Tick(net.now_ms());
+      if (!net.crashed(id) && frozen.count(id) == 0) nodes[id]->Tick(net.now_ms());
       Tick(id);
     });
   }

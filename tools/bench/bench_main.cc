@@ -890,6 +890,8 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
       {"request-manager-kill", "consensus", "open", SIGKILL},
       {"request-manager-kill", "sequencer", "open", SIGKILL},
       {"coordinator-freeze", "consensus", "closed", SIGSTOP, /*victim_callers=*/3},
+      {"request-manager-freeze", "consensus", "open", SIGSTOP},
+      {"request-manager-freeze", "sequencer", "open", SIGSTOP},
       {"orderer-kill", "consensus", "closed-out", SIGKILL},
       {"orderer-freeze", "sequencer", "closed-out", SIGSTOP},
   };
