@@ -364,7 +364,8 @@ void Node::RetryManagedCalls() {
     if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
     bool manager_down = (!transport_->Reachable(*manager) &&
                          now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms) ||
-                        (call.managed_request && silent_managers_.count(*manager) > 0);
+                        (call.managed_request && (silent_managers_.count(*manager) > 0 ||
+                                                  left_managers_.count({call.group, *manager})));
     // A closed call's other members order it themselves if its orderer goes silent (StandBy).
     bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
     if (!silent && !manager_down) continue;
@@ -583,7 +584,8 @@ void Node::RetryOutsideRequests() {
     // version of this code); a slow member still answers probes.
     bool down = (route.unreachable_since_ms != 0 &&
                  now_ms_ >= route.unreachable_since_ms + suspect_ms) ||
-                silent_managers_.count(route.manager) > 0;
+                silent_managers_.count(route.manager) > 0 ||
+                left_managers_.count({name, route.manager}) > 0;
     std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[name]);
     if (down && manager && *manager == route.manager) {
       manager = group->ManagerAt(++preferred_manager_[name]);
@@ -998,7 +1000,9 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   if (envelope.has_heartbeat() && envelope.heartbeat().outside_probe()) {
     // A probe from a daemon outside the group that sends requests through this one (answered
     // here, on the protocol thread, whatever the servants do), or the answer to ours.
-    if (envelope.heartbeat().reply_wanted()) {
+    if (envelope.heartbeat().not_member()) {
+      left_managers_.emplace(envelope.group(), from);  // for this tick's retries
+    } else if (envelope.heartbeat().reply_wanted()) {
       wire::Envelope answer;
       answer.mutable_heartbeat()->set_outside_probe(true);
       answer.mutable_heartbeat()->set_sent_ms(now_ms_);
@@ -1015,9 +1019,17 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   }
   Group* group = it->second.get();
   if (envelope.has_forward()) {
-    if (!group->is_member()) {
-      Log("peer")->warn("group {}: forwarded request from node {} but not a member: dropped",
-                        group->name(), from);
+    if (!group->is_member() || MembershipOf(group).servant_lost) {
+      // Excluded, left or leaving (its servant is gone), or not yet joined: the sender moves on
+      // to another member at once rather than wait for its call's retry (a leaving manager's
+      // replica cannot answer) or its one-way request's deadline.
+      Log("peer")->info("group {}: forwarded request from node {} but not a member: dropped, "
+                        "the sender told", group->name(), from);
+      wire::Envelope answer;
+      answer.mutable_heartbeat()->set_outside_probe(true);
+      answer.mutable_heartbeat()->set_not_member(true);
+      answer.mutable_heartbeat()->set_sent_ms(now_ms_);
+      SendEnvelope(from, group->name(), std::move(answer));
       return;
     }
     if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());
@@ -1086,6 +1098,7 @@ void Node::Tick(uint64_t now_ms) {
   RetryManagedCalls();
   RetryOutsideRequests();
   silent_managers_.clear();
+  left_managers_.clear();
   ExpireCalls();
   for (auto& submit : causal_barrier_.Expire(now_ms_)) submit();
 }

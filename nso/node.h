@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -347,6 +348,8 @@ class Node {
   OutsideCounters outside_counters_;
   membership::ManagerWatch manager_watch_;
   std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)
+  // (group, member) that answered a forwarded request "not a member" since the last tick.
+  std::set<std::pair<std::string, NodeId>> left_managers_;
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number

@@ -34,7 +34,8 @@ nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
 // Adds n1..n4; n1..n3 get a servant that records each delivery ("m:" multicast, "c:" call, then
 // the payload; not the state transfer's "$" methods) and answers calls at once.
 void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering,
-              std::map<NodeId, std::vector<std::string>>* delivered) {
+              std::map<NodeId, std::vector<std::string>>* delivered,
+              std::map<NodeId, uint64_t>* servants = nullptr) {
   for (NodeId id = 1; id <= 4; ++id) {
     nso::Node* node = sim->Add(MakeConfig(id, ordering));
     if (id == 4) continue;
@@ -50,6 +51,7 @@ void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering,
             node->Answer(*servant, number, absl::OkStatus(), "ok");
           });
         });
+    if (servants != nullptr) (*servants)[id] = *servant;
   }
 }
 
@@ -216,20 +218,29 @@ struct FrozenOutcome {
   nso::OutsideCounters counters;  // n4's
 };
 
+enum class ManagerFault {
+  kFreeze,  // SIGSTOP: its streams stay up; it thaws 5 s after the stream, long excluded
+  kLeave,   // its servant detaches: it leaves the group, alive, its streams up
+};
+
 // n4 (no member) alternates wait-for-first open calls and one-way calls, 40 in all, through its
-// request manager n1; n1 freezes (SIGSTOP: its streams stay up) as the 20th request reaches it,
-// and thaws 5 s after the stream, long after it was excluded.
-FrozenOutcome RunFrozenManager(nso::GroupConfig::Ordering ordering, uint64_t seed) {
+// request manager n1; the fault strikes n1 as the 20th request reaches it.
+FrozenOutcome RunManagerFault(nso::GroupConfig::Ordering ordering, ManagerFault fault,
+                              uint64_t seed) {
   test::SimNodes sim(seed, /*delay_max_ms=*/3, /*streams_break=*/true);
   nso::SimNetwork& net = sim.net;
   FrozenOutcome out;
+  std::map<NodeId, uint64_t> servants;
   int at_n1 = 0;
   sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
     if (to == 1 && envelope.has_forward() && envelope.sender_node() == 4 && ++at_n1 == 20) {
-      net.After(0, [&sim] { sim.Freeze(1); });
+      net.After(0, [&] {
+        if (fault == ManagerFault::kFreeze) sim.Freeze(1);
+        if (fault == ManagerFault::kLeave) sim.nodes[1]->UnregisterServant(servants[1]);
+      });
     }
   };
-  AddNodes(&sim, ordering, &out.delivered);
+  AddNodes(&sim, ordering, &out.delivered, &servants);
   net.RunUntil(500);
   nso::Node* caller = sim.nodes[4].get();
   uint64_t client = *caller->Attach("client");
@@ -250,7 +261,7 @@ FrozenOutcome RunFrozenManager(nso::GroupConfig::Ordering ordering, uint64_t see
     if (i % 2 == 0) out.longest_call_ms = std::max(out.longest_call_ms, net.now_ms() - start);
   }
   net.RunUntil(net.now_ms() + 5000);
-  sim.Thaw(1);
+  if (fault == ManagerFault::kFreeze) sim.Thaw(1);
   net.RunUntil(net.now_ms() + 10000);
   out.unordered = caller->outside_unordered();
   out.counters = caller->outside_counters();
@@ -259,17 +270,21 @@ FrozenOutcome RunFrozenManager(nso::GroupConfig::Ordering ordering, uint64_t see
 
 }  // namespace
 
-TEST_CASE("a frozen request manager: open calls and one-way calls from outside move to the next "
-          "member within issue 7's failover bound, delivered once each", "[invocation][sim]") {
+TEST_CASE("a frozen request manager, or one that left the group: open calls and one-way calls "
+          "from outside move to the next member within issue 7's failover bound, delivered once "
+          "each", "[invocation][sim]") {
   nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
   for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    for (ManagerFault fault : {ManagerFault::kFreeze, ManagerFault::kLeave}) {
     for (uint64_t seed : {1, 2, 3}) {
-      INFO("ordering " << static_cast<int>(ordering) << " seed " << seed);
-      FrozenOutcome out = RunFrozenManager(ordering, seed);
+      INFO("ordering " << static_cast<int>(ordering) << " fault " << static_cast<int>(fault)
+                       << " seed " << seed);
+      FrozenOutcome out = RunManagerFault(ordering, fault, seed);
       CHECK(out.calls_ok == 40);
-      // Found silent after 2 x suspect_timeout (100 ms) without an answer to its probes; before,
-      // an open call waited 500 ms for a frozen manager and a one-way call for its deadline.
-      CHECK(out.counters.managers_silent >= 1);
+      // Frozen: found silent after 2 x suspect_timeout (100 ms) without an answer to its probes.
+      // Left: it answers "not a member" to what it is forwarded. Before, an open call waited
+      // 500 ms for either and a one-way call for its deadline.
+      if (fault == ManagerFault::kFreeze) CHECK(out.counters.managers_silent >= 1);
       CHECK(out.longest_call_ms <= 150);  // silence counts from the last message heard
       CHECK(out.counters.given_up == 0);
       CHECK(out.unordered == 0);
@@ -283,6 +298,7 @@ TEST_CASE("a frozen request manager: open calls and one-way calls from outside m
         CHECK(got == expected);  // each exactly once, the thawed manager's late ones included
       }
       CHECK(out.delivered[2] == out.delivered[3]);
+    }
     }
   }
 }
