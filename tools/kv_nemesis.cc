@@ -139,6 +139,10 @@ struct Options {
   std::string cohortd;
   std::string log_level = "warn";
   std::string ordering = "consensus";  // the kv group's total order: consensus or sequencer
+  // Clients 0..K-1 attach to one more daemon, n(N+1), which hosts no member of the group (never
+  // faulted): their calls go from outside, alternately open (through a request manager) and
+  // closed (to every member, one orders it).
+  int outside_clients = 0;
   std::string netlab;      // non-empty: run on netlab hosts (see the top of this file)
   std::string kv_servant;  // netlab: the kv-servant binary
 };
@@ -167,8 +171,8 @@ class Run {
       lab_prefix_ = prefix && *prefix ? prefix : absl::StrCat("kvnl", getpid() % 100000);
       lab_net_ = net && *net ? net : absl::StrCat("10.81.", getpid() % 200 + 20);
     }
-    nodes_.resize(o_.nodes);
-    for (int i = 0; i < o_.nodes; ++i) {
+    nodes_.resize(Daemons());
+    for (int i = 0; i < Daemons(); ++i) {
       nodes_[i].peer_port = netlab() ? 7101 : FreePort();
       nodes_[i].client_port = netlab() ? 7201 : FreePort();
     }
@@ -180,13 +184,13 @@ class Run {
   void WriteConfigs() {
     std::ostringstream peers;
     peers << "peers:\n";
-    for (int i = 0; i < o_.nodes; ++i) {
+    for (int i = 0; i < Daemons(); ++i) {
       peers << "  - {name: n" << i + 1 << ", id: " << i + 1 << ", address: " << Host(i) << ":"
             << nodes_[i].peer_port << "}\n";
     }
     std::vector<std::string> members;
     for (int i = 1; i <= o_.nodes; ++i) members.push_back(absl::StrCat("n", i));
-    for (int i = 0; i < o_.nodes; ++i) {
+    for (int i = 0; i < Daemons(); ++i) {
       std::ofstream out(Config(i));
       out << "node: n" << i + 1 << "\nlog_level: " << o_.log_level << "\n"
           << "listen:\n  peer: " << Host(i) << ":" << nodes_[i].peer_port
@@ -220,6 +224,8 @@ class Run {
   }
 
   bool netlab() const { return !o_.netlab.empty(); }
+  // The members' daemons, and the outside one (index o_.nodes) if any.
+  int Daemons() const { return o_.nodes + (o_.outside_clients > 0 ? 1 : 0); }
   // The address of daemon i's host: loopback, or netlab host h(i+1).
   std::string Host(int i) const {
     return netlab() ? absl::StrCat(lab_net_, ".", i + 1) : std::string("127.0.0.1");
@@ -303,6 +309,7 @@ class Run {
       if (!ready) SleepMs(25);
     }
     if (!ready) return false;
+    if (i >= o_.nodes) return true;  // the outside daemon: no member, no servant
     return netlab() ? StartServantProcess(i) : AttachServant(i);
   }
 
@@ -544,7 +551,8 @@ class Run {
 
   // One operation through `client`; records it. Returns false when the client should reconnect.
   bool Operate(int id, cohort::Client* client, std::mt19937_64& rng,
-               std::map<std::string, std::string>& seen, int* seq, cohort::Mode mode) {
+               std::map<std::string, std::string>& seen, int* seq, cohort::Mode mode,
+               cohort::Style style = cohort::Style::kGroupDefault) {
     std::string key = absl::StrCat("k", std::uniform_int_distribution<int>(0, o_.keys - 1)(rng));
     int dice = std::uniform_int_distribution<int>(0, 99)(rng);
     std::string op = dice < 35 ? "put" : dice < 75 ? "get" : "cas";
@@ -555,7 +563,8 @@ class Run {
                           : op == "get" ? key
                                         : absl::StrCat(key, " ", expected, " ", value);
     int64_t call = NowNs();
-    auto result = client->Invoke("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms));
+    auto result =
+        client->Invoke("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms), style);
     int64_t ret = NowNs();
     if (!result.ok() || result->replies.empty() || result->replies.size() < result->wanted) {
       std::string error = result.ok() ? "too few replies" : result.status().ToString();
@@ -640,8 +649,10 @@ class Run {
     std::map<std::string, std::string> seen;  // last value this client saw per key
     std::map<int, std::pair<int, std::unique_ptr<cohort::Client>>> clients;  // node -> (inc, client)
     int seq = 0;
+    const bool outside = id < o_.outside_clients;
+    int outside_calls = 0;
     while (!stop_clients_) {
-      std::vector<int> up = UpNodes();
+      std::vector<int> up = outside ? std::vector<int>{o_.nodes} : UpNodes();
       if (up.empty()) {
         SleepMs(20);
         continue;
@@ -663,7 +674,9 @@ class Run {
         }
         slot = {incarnation, std::move(*connected)};
       }
-      if (!Operate(id, slot.second.get(), rng, seen, &seq, cohort::Mode::kMajority)) {
+      cohort::Style style = cohort::Style::kGroupDefault;
+      if (outside) style = outside_calls++ % 2 == 0 ? cohort::Style::kOpen : cohort::Style::kClosed;
+      if (!Operate(id, slot.second.get(), rng, seen, &seq, cohort::Mode::kMajority, style)) {
         slot.second.reset();
         SleepMs(10);
       }
@@ -849,7 +862,7 @@ class Run {
     }
     for (int attempt = 1;; ++attempt) {
       int failed = -1;
-      for (int i = 0; i < o_.nodes && failed < 0; ++i) {
+      for (int i = 0; i < Daemons() && failed < 0; ++i) {
         if (!StartNode(i)) failed = i;
       }
       if (failed < 0) break;
@@ -871,7 +884,8 @@ class Run {
                       netlab() ? absl::StrCat(" on netlab hosts h1..h", o_.nodes, " (clients on h",
                                               o_.nodes + 1, ", lab ", lab_prefix_, ")")
                                : std::string(" on loopback"),
-                      ", ", o_.clients, " clients, ", o_.keys,
+                      ", ", o_.clients, " clients (", o_.outside_clients,
+                      " of them through n", o_.nodes + 1, ", outside the group), ", o_.keys,
                       " keys, seed ", o_.seed, ", deadline ", o_.deadline_ms, " ms"));
     last_healthy_ms_ = NowMs();
     std::vector<std::thread> threads;
@@ -1074,17 +1088,19 @@ int main(int argc, char** argv) {
     else if (flag == "--ordering") o.ordering = value;
     else if (flag == "--netlab") o.netlab = value;
     else if (flag == "--kv-servant") o.kv_servant = value;
+    else if (flag == "--outside-clients") o.outside_clients = std::atoi(value.c_str());
     else {
       std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
   if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1 ||
+      o.outside_clients < 0 || o.outside_clients > o.clients ||
       (o.ordering != "consensus" && o.ordering != "sequencer")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
-                 "       [--ordering consensus|sequencer]\n"
+                 "       [--ordering consensus|sequencer] [--outside-clients K]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
   }
