@@ -304,3 +304,43 @@ TEST_CASE("a frozen request manager, or one that left the group: open calls and 
 }
 
 }  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("a request manager late behind a flood of this node's requests is not left; one "
+          "frozen as long with a few requests is", "[invocation][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (int flood : {300, 2}) {
+    INFO("requests pending at the manager: " << flood);
+    test::SimNodes sim(/*seed=*/5, /*delay_max_ms=*/3, /*streams_break=*/true);
+    std::map<NodeId, std::vector<std::string>> delivered;
+    AddNodes(&sim, nso::GroupConfig::Ordering::kConsensus, &delivered);
+    sim.net.RunUntil(500);
+    nso::Node* caller = sim.nodes[4].get();
+    uint64_t client = *caller->Attach("client");
+    // n1 stops reading for 190 ms right as the requests reach it, like a manager busy with a
+    // backlog (the probes wait behind it in the stream), then goes on.
+    sim.Freeze(1);
+    for (int i = 0; i < flood; ++i) REQUIRE(caller->Multicast(client, "g", absl::StrCat(i)).ok());
+    sim.net.RunUntil(sim.net.now_ms() + 190);
+    sim.Thaw(1);
+    sim.net.RunUntil(sim.net.now_ms() + 10000);
+    const nso::OutsideCounters counters = caller->outside_counters();
+    if (flood > 64) {
+      // 300 requests there: 2 x suspect_timeout x (1 + 300 / 64) = 500 ms of silence allowed.
+      CHECK(counters.managers_silent == 0);
+      CHECK(counters.resent == 0);
+    } else {
+      CHECK(counters.managers_silent == 1);  // silent for 100 ms: the requests moved on
+      CHECK(counters.resent >= static_cast<uint64_t>(flood));
+    }
+    CHECK(caller->outside_unordered() == 0);
+    CHECK(counters.given_up == 0);
+    for (NodeId id : {1, 2, 3}) {
+      INFO("replica n" << id);
+      CHECK(delivered[id].size() == static_cast<size_t>(flood));  // once each
+    }
+  }
+}
+
+}  // namespace cohort
