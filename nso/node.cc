@@ -1036,8 +1036,8 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
       // Excluded, left or leaving (its servant is gone), or not yet joined: the sender moves on
       // to another member at once rather than wait for its call's retry (a leaving manager's
       // replica cannot answer) or its one-way request's deadline.
-      Log("peer")->info("group {}: forwarded request from node {} but not a member: dropped, "
-                        "the sender told", group->name(), from);
+      Log("peer")->debug("group {}: forwarded request from node {} but not a member: dropped, "
+                         "the sender told", group->name(), from);
       wire::Envelope answer;
       answer.mutable_heartbeat()->set_outside_probe(true);
       answer.mutable_heartbeat()->set_not_member(true);
