@@ -1032,7 +1032,9 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   }
   Group* group = it->second.get();
   if (envelope.has_forward()) {
-    if (!group->is_member() || MembershipOf(group).servant_lost) {
+    auto membership = membership_.find(group->name());  // not MembershipOf: idle groups have none
+    if (!group->is_member() ||
+        (membership != membership_.end() && membership->second.servant_lost)) {
       // Excluded, left or leaving (its servant is gone), or not yet joined: the sender moves on
       // to another member at once rather than wait for its call's retry (a leaving manager's
       // replica cannot answer) or its one-way request's deadline.
