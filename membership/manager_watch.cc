@@ -19,7 +19,6 @@ ManagerWatch::Actions ManagerWatch::Tick(uint64_t now_ms, const std::map<NodeId,
   for (const auto& [node, use] : in_use) {
     auto [it, added] = watched_.try_emplace(node);
     Watched& watched = it->second;
-    watched.use = use;
     if (added || paused) watched.heard_ms = std::max(watched.heard_ms, now_ms);
     const uint64_t silent_for = now_ms - std::min(now_ms, watched.heard_ms);
     if (silent_for >= use.silence_ms) {

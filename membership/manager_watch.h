@@ -46,7 +46,6 @@ class ManagerWatch {
 
  private:
   struct Watched {
-    Use use;
     uint64_t heard_ms = 0;   // or since it came into use
     uint64_t probed_ms = 0;  // last probe sent (0: none since heard)
   };

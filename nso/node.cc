@@ -355,11 +355,8 @@ void Node::WatchManagers() {
   if (in_use.empty() && !manager_watch_.watching()) return;
   membership::ManagerWatch::Actions actions = manager_watch_.Tick(now_ms_, in_use);
   for (NodeId manager : actions.probe) {
-    wire::Envelope probe;
-    probe.mutable_heartbeat()->set_outside_probe(true);
-    probe.mutable_heartbeat()->set_reply_wanted(true);
-    probe.mutable_heartbeat()->set_sent_ms(now_ms_);
-    SendEnvelope(manager, loads[manager].group->name(), std::move(probe));
+    SendOutsideProbe(manager, loads[manager].group->name(), /*reply_wanted=*/true,
+                     /*not_member=*/false);
   }
   for (NodeId manager : actions.silent) {
     Log("api")->warn("node {} has not answered for {} ms: sending what went through it through "
@@ -367,6 +364,21 @@ void Node::WatchManagers() {
     ++outside_counters_.managers_silent;
     silent_managers_.insert(manager);
   }
+}
+
+void Node::SendOutsideProbe(NodeId to, const std::string& group, bool reply_wanted,
+                            bool not_member) {
+  wire::Envelope envelope;
+  wire::Heartbeat* heartbeat = envelope.mutable_heartbeat();
+  heartbeat->set_outside_probe(true);
+  heartbeat->set_reply_wanted(reply_wanted);
+  heartbeat->set_not_member(not_member);
+  heartbeat->set_sent_ms(now_ms_);
+  SendEnvelope(to, group, std::move(envelope));
+}
+
+bool Node::ManagerLost(const std::string& group, NodeId manager) const {
+  return silent_managers_.count(manager) > 0 || left_managers_.count({group, manager}) > 0;
 }
 
 void Node::RetryManagedCalls() {
@@ -377,8 +389,7 @@ void Node::RetryManagedCalls() {
     if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
     bool manager_down = (!transport_->Reachable(*manager) &&
                          now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms) ||
-                        (call.managed_request && (silent_managers_.count(*manager) > 0 ||
-                                                  left_managers_.count({call.group, *manager})));
+                        (call.managed_request && ManagerLost(call.group, *manager));
     // A closed call's other members order it themselves if its orderer goes silent (StandBy).
     bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
     if (!silent && !manager_down) continue;
@@ -597,8 +608,7 @@ void Node::RetryOutsideRequests() {
     // version of this code); a slow member still answers probes.
     bool down = (route.unreachable_since_ms != 0 &&
                  now_ms_ >= route.unreachable_since_ms + suspect_ms) ||
-                silent_managers_.count(route.manager) > 0 ||
-                left_managers_.count({name, route.manager}) > 0;
+                ManagerLost(name, route.manager);
     std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[name]);
     if (down && manager && *manager == route.manager) {
       manager = group->ManagerAt(++preferred_manager_[name]);
@@ -1016,10 +1026,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     if (envelope.heartbeat().not_member()) {
       left_managers_.emplace(envelope.group(), from);  // for this tick's retries
     } else if (envelope.heartbeat().reply_wanted()) {
-      wire::Envelope answer;
-      answer.mutable_heartbeat()->set_outside_probe(true);
-      answer.mutable_heartbeat()->set_sent_ms(now_ms_);
-      SendEnvelope(from, envelope.group(), std::move(answer));
+      SendOutsideProbe(from, envelope.group(), /*reply_wanted=*/false, /*not_member=*/false);
     }
     return;
   }
@@ -1040,11 +1047,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
       // replica cannot answer) or its one-way request's deadline.
       Log("peer")->debug("group {}: forwarded request from node {} but not a member: dropped, "
                          "the sender told", group->name(), from);
-      wire::Envelope answer;
-      answer.mutable_heartbeat()->set_outside_probe(true);
-      answer.mutable_heartbeat()->set_not_member(true);
-      answer.mutable_heartbeat()->set_sent_ms(now_ms_);
-      SendEnvelope(from, group->name(), std::move(answer));
+      SendOutsideProbe(from, group->name(), /*reply_wanted=*/false, /*not_member=*/true);
       return;
     }
     if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());

@@ -267,6 +267,10 @@ class Node {
   // Probes the members this node sends requests through from outside their group, and finds the
   // silent ones (silent_managers_, for this tick's retries).
   void WatchManagers();
+  // A Heartbeat with outside_probe: the probe (reply_wanted), its answer, or "not a member".
+  void SendOutsideProbe(NodeId to, const std::string& group, bool reply_wanted, bool not_member);
+  // This tick: `manager` was found silent, or answered "not a member" of `group`.
+  bool ManagerLost(const std::string& group, NodeId manager) const;
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   void SendClosedOut(Group* group, Call* call);                // at the caller's daemon
