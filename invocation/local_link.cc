@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "nso/framing.h"
 
 namespace cohort::internal {
@@ -79,13 +80,65 @@ void LocalLink::Shutdown() {
   if (!shut_.exchange(true)) shutdown(fd_, SHUT_RDWR);
 }
 
-absl::Status LocalLink::Write(const api::LocalFrame& frame) {
-  absl::MutexLock lock(&write_mu_);
-  out_.clear();
-  nso::AppendFrame(frame, &out_);
+absl::Status LocalLink::Write(const api::LocalFrame& frame) { return Send(&frame); }
+
+absl::Status LocalLink::WriteSoon(const api::LocalFrame& frame) {
+  if (FrameBuffered()) {
+    const int64_t now_ns = absl::GetCurrentTimeNanos();
+    absl::MutexLock lock(&write_mu_);
+    if (!write_error_.ok()) return write_error_;
+    if (!held_.load(std::memory_order_relaxed)) held_since_ns_ = now_ns;
+    nso::AppendFrame(frame, &out_);
+    held_.store(true, std::memory_order_relaxed);
+    if (out_.size() < kHoldBytesMax && now_ns - held_since_ns_ < kHoldUs * 1000) {
+      return absl::OkStatus();
+    }
+  } else {
+    return Send(&frame);
+  }
+  return Send(nullptr);
+}
+
+absl::Status LocalLink::Send(const api::LocalFrame* frame) {
+  write_mu_.Lock();
+  if (frame != nullptr && write_error_.ok()) nso::AppendFrame(*frame, &out_);
+  if (sending_now_) {
+    // The caller in send() takes this frame with the next batch; past kPendingBytesMax wait for
+    // it, as a blocking send() would have made this caller wait.
+    if (out_.size() > kPendingBytesMax) {
+      write_mu_.Await(absl::Condition(
+          +[](LocalLink* link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(link->write_mu_) {
+            return !link->sending_now_ || link->out_.size() <= kPendingBytesMax;
+          },
+          this));
+    }
+    absl::Status status = write_error_;
+    write_mu_.Unlock();
+    return status;
+  }
+  sending_now_ = true;
+  held_.store(false, std::memory_order_relaxed);
+  while (!out_.empty() && write_error_.ok()) {
+    sending_.swap(out_);
+    write_mu_.Unlock();
+    absl::Status sent = SendAll(sending_);
+    sending_.clear();
+    if (sending_.capacity() > (1 << 20)) sending_ = std::string();  // not a large call's buffer
+    write_mu_.Lock();
+    if (!sent.ok()) write_error_ = sent;
+  }
+  if (!write_error_.ok()) out_.clear();
+  if (out_.capacity() > (1 << 20)) out_ = std::string();
+  sending_now_ = false;
+  absl::Status status = write_error_;
+  write_mu_.Unlock();
+  return status;
+}
+
+absl::Status LocalLink::SendAll(const std::string& bytes) {
   size_t offset = 0;
-  while (offset < out_.size()) {
-    ssize_t sent = send(fd_, out_.data() + offset, out_.size() - offset, MSG_NOSIGNAL);
+  while (offset < bytes.size()) {
+    ssize_t sent = send(fd_, bytes.data() + offset, bytes.size() - offset, MSG_NOSIGNAL);
     if (sent > 0) {
       offset += static_cast<size_t>(sent);
       continue;
@@ -95,8 +148,13 @@ absl::Status LocalLink::Write(const api::LocalFrame& frame) {
     Shutdown();  // a partial frame cannot be taken back: the link is done
     return absl::UnavailableError(absl::StrCat("local link to the daemon broke: ", why));
   }
-  if (out_.capacity() > (1 << 20)) out_ = std::string();  // do not keep a large call's buffer
   return absl::OkStatus();
+}
+
+bool LocalLink::FrameBuffered() const {
+  size_t have = in_.size() - in_offset_;
+  if (have < nso::kFrameLengthBytes) return false;
+  return have - nso::kFrameLengthBytes >= nso::GetFrameLength(in_.data() + in_offset_);
 }
 
 bool LocalLink::Fill(int timeout_ms) {
@@ -111,6 +169,8 @@ bool LocalLink::Fill(int timeout_ms) {
       in_.erase(0, in_offset_);
       in_offset_ = 0;
     }
+    // About to wait for the daemon: what WriteSoon held goes now (an error shows in the read).
+    if (held_.load(std::memory_order_relaxed)) Send(nullptr).IgnoreError();
     if (timeout_ms >= 0) {
       pollfd ready{fd_, POLLIN, 0};
       int got = poll(&ready, 1, timeout_ms);

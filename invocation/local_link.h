@@ -5,6 +5,15 @@
 //
 // Write is thread-safe (callers write their own frames: no writer thread, no hand-off); Read is for
 // one reader thread. Shutdown (any thread) makes a blocked Read return false.
+//
+// Batching (004 section 3.2, 001 section 5: many messages per write, not one system call each):
+// - Write combines: a caller that finds another caller in send() leaves its frame for that caller,
+//   which sends every frame waiting when its own send returns (flat combining). Callers that come
+//   one at a time each send at once, as before; concurrent callers share send() calls.
+// - WriteSoon (reader thread only, for answers to frames it has read) holds a frame while the
+//   reader still has whole frames buffered, so the answers to frames that arrived together leave
+//   together; they are sent before the reader waits for more, and at the latest kHoldUs after the
+//   first one held (checked at the next WriteSoon), like the daemon's flush after a batch of work.
 #ifndef COHORT_INVOCATION_LOCAL_LINK_H_
 #define COHORT_INVOCATION_LOCAL_LINK_H_
 
@@ -38,8 +47,12 @@ class LocalLink {
   LocalLink(const LocalLink&) = delete;
   LocalLink& operator=(const LocalLink&) = delete;
 
-  // Sends one frame whole (blocking; a daemon that does not take it for 10 s breaks the link).
+  // Sends one frame whole (blocking; a daemon that does not take it for 10 s breaks the link),
+  // or leaves it to the caller already sending (see above). An error: the link is broken (a frame
+  // left to another caller whose send then fails is lost with the link: the reader sees the end).
   absl::Status Write(const api::LocalFrame& frame);
+  // Reader thread only: like Write, but held while Read has whole frames left (see above).
+  absl::Status WriteSoon(const api::LocalFrame& frame);
   // The next frame; false once the link ended (closed, broken, shut down, undecodable frame).
   // An `error` frame from the daemon is returned like any other.
   bool Read(api::LocalFrame* frame);
@@ -49,13 +62,28 @@ class LocalLink {
 
  private:
   explicit LocalLink(int fd) : fd_(fd) {}
-  // Reads until `in_` holds a whole frame; false at the end of the stream.
+  // Reads until `in_` holds a whole frame; false at the end of the stream. Sends held frames
+  // before it waits.
   bool Fill(int timeout_ms);
+  bool FrameBuffered() const;  // reader thread: a whole frame is in `in_`
+  // Appends `frame` (if any) and sends what waits, unless another caller is sending (it sends it).
+  absl::Status Send(const api::LocalFrame* frame);
+  absl::Status SendAll(const std::string& bytes);  // blocking; the flusher only
+
+  // Frames waiting for the caller in send() beyond this make the next writer wait for it.
+  static constexpr size_t kPendingBytesMax = 4 << 20;
+  static constexpr size_t kHoldBytesMax = 64 << 10;  // WriteSoon holds at most this much
+  static constexpr int64_t kHoldUs = 200;
 
   const int fd_;
   std::atomic<bool> shut_{false};
   absl::Mutex write_mu_;
-  std::string out_ ABSL_GUARDED_BY(write_mu_);
+  std::string out_ ABSL_GUARDED_BY(write_mu_);  // frames not sent yet
+  bool sending_now_ ABSL_GUARDED_BY(write_mu_) = false;  // a caller is in SendAll
+  absl::Status write_error_ ABSL_GUARDED_BY(write_mu_);  // set once: the link is broken
+  std::string sending_;  // the bytes in SendAll; only the caller that set sending_now_
+  std::atomic<bool> held_{false};  // WriteSoon left frames in out_
+  int64_t held_since_ns_ = 0;      // reader thread: when the first of them was held
   std::string in_;  // reader thread only
   std::unique_ptr<char[]> chunk_;  // reader thread only
   size_t in_offset_ = 0;

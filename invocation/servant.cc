@@ -140,7 +140,8 @@ class LocalServant final : public internal::ServantBackend {
   void Answer(const api::ServantMessage::Answer& answer) override {
     api::LocalFrame frame;
     *frame.mutable_servant()->mutable_answer() = answer;
-    link_->Write(frame).IgnoreError();  // a broken link ends Next: the servant stops
+    // On the delivery thread (Servant::Handle): answers to events read together leave together.
+    link_->WriteSoon(frame).IgnoreError();  // a broken link ends Next: the servant stops
   }
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
