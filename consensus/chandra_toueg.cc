@@ -246,7 +246,14 @@ void ChandraToueg::AnswerWithDecision(NodeId to, ConsensusSends* out) {
 void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
   if (decided_) return;
   decided_ = true;
-  decision_ = value;  // `value` may be one of the members cleared below: copied first
+  // `value` may be one of the members cleared below: taken (not copied) from it first.
+  if (&value == &proposal_) {
+    decision_ = std::move(proposal_);
+  } else if (&value == &estimate_) {
+    decision_ = std::move(estimate_);
+  } else {
+    decision_ = value;
+  }
   // From now on the instance only answers with its decision: the rest is memory.
   estimates_.clear();
   proposal_.Clear();

@@ -110,7 +110,7 @@ void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
   instances_[next_instance_] = std::move(instance);
   ConsensusSends sends;
   started->Propose(std::move(batch), now_ms_, &sends);
-  Flush(sends, out);
+  Flush(std::move(sends), out);
   DeliverDecided(out);  // n == 1 decides at once
 }
 
@@ -157,7 +157,7 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
       decided->second->SetNow(now_ms_);
       decided->second->Step(from, message, &sends);
     }
-    Flush(sends, out);
+    Flush(std::move(sends), out);
     return;
   }
   if (instance > next_instance_) {
@@ -181,7 +181,7 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
     it->second->SetNow(now_ms_);  // decided instances rate-limit their answers by it
     it->second->Step(from, message, &sends);
   }
-  Flush(sends, out);
+  Flush(std::move(sends), out);
   DeliverDecided(out);
 }
 
@@ -331,7 +331,7 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
   if (ChandraToueg* current = Current()) {
     ConsensusSends sends;
     current->Tick(now_ms_, &sends);
-    Flush(sends, out);
+    Flush(std::move(sends), out);
     DeliverDecided(out);
   }
   if (now_ms_ >= last_diffusion_ms_ + options_.consensus.retransmit_ms) {
@@ -370,7 +370,7 @@ void ConsensusOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
   if (ChandraToueg* current = Current()) {
     ConsensusSends sends;
     current->Suspect(node, suspected, &sends);
-    Flush(sends, out);
+    Flush(std::move(sends), out);
     DeliverDecided(out);
   }
 }
@@ -399,10 +399,10 @@ bool ConsensusOrder::HasPending() const {
   return !unordered_.empty() || instances_.count(next_instance_) > 0;
 }
 
-void ConsensusOrder::Flush(const ConsensusSends& sends, Outbox* out) {
-  for (const auto& [to, message] : sends) {
+void ConsensusOrder::Flush(ConsensusSends sends, Outbox* out) {
+  for (auto& [to, message] : sends) {
     wire::Envelope envelope;
-    *envelope.mutable_consensus() = message;
+    *envelope.mutable_consensus() = std::move(message);  // no copy of a batch per send
     out->sends.emplace_back(to, std::move(envelope));
   }
 }

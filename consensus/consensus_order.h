@@ -96,7 +96,7 @@ class ConsensusOrder final : public TotalOrder {
   void PruneDecided();
   // `from` asked about an instance this member no longer holds (rate-limited per member).
   void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
-  void Flush(const ConsensusSends& sends, Outbox* out);
+  void Flush(ConsensusSends sends, Outbox* out);
   void Diffuse(const wire::MessageBatch& batch, Outbox* out);  // to every other member
   bool IsMember(NodeId node) const;
 
