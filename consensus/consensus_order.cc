@@ -305,7 +305,9 @@ void ConsensusOrder::ReportBeyondLog(NodeId from, const wire::ConsensusMessage& 
 
 void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) {
   std::vector<const wire::DataMessage*> messages;
+  messages.reserve(batch.messages_size());
   for (const wire::DataMessage& message : batch.messages()) messages.push_back(&message);
+  out->deliveries.reserve(out->deliveries.size() + batch.messages_size());
   std::sort(messages.begin(), messages.end(), [](const auto* a, const auto* b) {
     return std::make_pair(a->origin(), a->seq()) < std::make_pair(b->origin(), b->seq());
   });

@@ -301,6 +301,11 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
       if (node != self_ && IsMember(node)) rare().beyond_log.push_back(node);
     }
   }
+  if (deliveries->empty()) {
+    deliveries->swap(outbox->deliveries);  // the usual case: no copy, no allocation
+    return;
+  }
+  deliveries->reserve(deliveries->size() + outbox->deliveries.size());
   for (auto& delivery : outbox->deliveries) deliveries->push_back(std::move(delivery));
 }
 
