@@ -118,6 +118,18 @@ api::LocalFrame AnswerTo(uint64_t delivery) {
   return frame;
 }
 
+// The daemon sends events 1..count in one write; the link reads event 1 and answers it with
+// WriteSoon, which holds the answer while the other events are buffered.
+void DeliverAndAnswerFirst(FakeDaemon* daemon, LocalLink* link, uint64_t count) {
+  std::vector<api::LocalFrame> events;
+  for (uint64_t d = 1; d <= count; ++d) events.push_back(Event(d));
+  daemon->WriteFrames(events);
+  api::LocalFrame frame;
+  REQUIRE(link->Read(&frame));
+  REQUIRE(frame.event().delivery() == 1);
+  REQUIRE(link->WriteSoon(AnswerTo(1)).ok());
+}
+
 TEST_CASE("concurrent writers: every frame arrives whole, in each writer's order", "[local]") {
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
@@ -174,12 +186,9 @@ TEST_CASE("a broken link fails the writers, none hangs", "[local]") {
 TEST_CASE("WriteSoon: answers to events read together leave together", "[local]") {
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
-  daemon.WriteFrames({Event(1), Event(2), Event(3)});
+  DeliverAndAnswerFirst(&daemon, link.get(), 3);
   api::LocalFrame frame;
   api::LocalFrame answer;
-  REQUIRE(link->Read(&frame));
-  REQUIRE(frame.event().delivery() == 1);
-  REQUIRE(link->WriteSoon(AnswerTo(1)).ok());
   CHECK_FALSE(daemon.ReadFrame(&answer, 30));  // held: events 2 and 3 are buffered
   REQUIRE(link->Read(&frame));
   REQUIRE(link->WriteSoon(AnswerTo(2)).ok());
@@ -195,11 +204,9 @@ TEST_CASE("WriteSoon: answers to events read together leave together", "[local]"
 TEST_CASE("WriteSoon: held answers go before the reader waits for more", "[local]") {
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
-  daemon.WriteFrames({Event(1), Event(2)});
+  DeliverAndAnswerFirst(&daemon, link.get(), 2);  // held: event 2 is buffered
   api::LocalFrame frame;
-  REQUIRE(link->Read(&frame));
-  REQUIRE(link->WriteSoon(AnswerTo(1)).ok());  // held: event 2 is buffered
-  REQUIRE(link->Read(&frame));                 // event 2, from the buffer
+  REQUIRE(link->Read(&frame));                    // event 2, from the buffer
   // The daemon sends event 3 only once it has the answer to 1: the reader must send it before
   // it waits, or this read times out.
   std::thread daemon_side([&] {
@@ -217,11 +224,9 @@ TEST_CASE("WriteSoon: held answers go before the reader waits for more", "[local
 TEST_CASE("WriteSoon: an answer is held at most kHoldUs while events keep coming", "[local]") {
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
-  daemon.WriteFrames({Event(1), Event(2), Event(3)});
+  DeliverAndAnswerFirst(&daemon, link.get(), 3);  // held
   api::LocalFrame frame;
   api::LocalFrame answer;
-  REQUIRE(link->Read(&frame));
-  REQUIRE(link->WriteSoon(AnswerTo(1)).ok());  // held
   absl::SleepFor(absl::Milliseconds(2));        // a slow handler of event 2
   REQUIRE(link->Read(&frame));
   REQUIRE(link->WriteSoon(AnswerTo(2)).ok());  // event 3 still buffered, but 1 was held too long
