@@ -13,7 +13,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "nso/framing.h"
 
 namespace cohort::internal {
@@ -83,8 +82,10 @@ void LocalLink::Shutdown() {
 absl::Status LocalLink::Write(const api::LocalFrame& frame) { return Send(&frame); }
 
 absl::Status LocalLink::WriteSoon(const api::LocalFrame& frame) {
-  if (FrameBuffered()) {
-    const int64_t now_ns = absl::GetCurrentTimeNanos();
+  const int64_t now_ns = now_ns_();
+  fast_runs_ = now_ns - handed_out_ns_ < kHoldUs * 1000 ? std::min(fast_runs_ + 1, kFastRunsToHold)
+                                                         : 0;
+  if (fast_runs_ >= kFastRunsToHold && FrameBuffered()) {
     absl::MutexLock lock(&write_mu_);
     if (!write_error_.ok()) return write_error_;
     if (!held_.load(std::memory_order_relaxed)) held_since_ns_ = now_ns;
@@ -203,6 +204,7 @@ bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {
                                   static_cast<int>(length));
   in_offset_ += nso::kFrameLengthBytes + length;
   if (!ok) Shutdown();
+  handed_out_ns_ = now_ns_();  // WriteSoon: how long its handler ran
   return ok;
 }
 

@@ -14,6 +14,10 @@
 //   reader still has whole frames buffered, so the answers to frames that arrived together leave
 //   together; they are sent before the reader waits for more, and at the latest kHoldUs after the
 //   first one held (checked at the next WriteSoon), like the daemon's flush after a batch of work.
+//   It holds only while the handlers have been fast: each of the last kFastRunsToHold answers
+//   came within kHoldUs of its frame. A held answer waits for the next handler, so a servant
+//   whose handlers may be slow gets its answers sent at once; a slow handler after a fast run
+//   delays the answers held before it once, and holding stops for the next kFastRunsToHold.
 #ifndef COHORT_INVOCATION_LOCAL_LINK_H_
 #define COHORT_INVOCATION_LOCAL_LINK_H_
 
@@ -26,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/api.pb.h"
 
@@ -59,6 +64,14 @@ class LocalLink {
   // Like Read, but gives up after `timeout` (then the link is shut down).
   bool ReadWithin(api::LocalFrame* frame, absl::Duration timeout);
   void Shutdown();
+  // Tests: the clock WriteSoon's rules read (default absl::GetCurrentTimeNanos); reader thread.
+  void SetClockForTest(int64_t (*now_ns)()) { now_ns_ = now_ns; }
+
+  // Frames waiting for the caller in send() beyond this make the next writer wait for it.
+  static constexpr size_t kPendingBytesMax = 4 << 20;
+  static constexpr size_t kHoldBytesMax = 64 << 10;  // WriteSoon holds at most this much
+  static constexpr int64_t kHoldUs = 200;
+  static constexpr uint32_t kFastRunsToHold = 64;
 
  private:
   explicit LocalLink(int fd) : fd_(fd) {}
@@ -70,11 +83,6 @@ class LocalLink {
   absl::Status Send(const api::LocalFrame* frame);
   absl::Status SendAll(const std::string& bytes);  // blocking; the flusher only
 
-  // Frames waiting for the caller in send() beyond this make the next writer wait for it.
-  static constexpr size_t kPendingBytesMax = 4 << 20;
-  static constexpr size_t kHoldBytesMax = 64 << 10;  // WriteSoon holds at most this much
-  static constexpr int64_t kHoldUs = 200;
-
   const int fd_;
   std::atomic<bool> shut_{false};
   absl::Mutex write_mu_;
@@ -84,6 +92,9 @@ class LocalLink {
   std::string sending_;  // the bytes in SendAll; only the caller that set sending_now_
   std::atomic<bool> held_{false};  // WriteSoon left frames in out_
   int64_t held_since_ns_ = 0;      // reader thread: when the first of them was held
+  int64_t (*now_ns_)() = &absl::GetCurrentTimeNanos;
+  int64_t handed_out_ns_ = 0;      // reader thread: when Read last returned a frame
+  uint32_t fast_runs_ = 0;         // reader thread: answers in a row within kHoldUs of it
   std::string in_;  // reader thread only
   std::unique_ptr<char[]> chunk_;  // reader thread only
   size_t in_offset_ = 0;

@@ -118,9 +118,29 @@ api::LocalFrame AnswerTo(uint64_t delivery) {
   return frame;
 }
 
-// The daemon sends events 1..count in one write; the link reads event 1 and answers it with
-// WriteSoon, which holds the answer while the other events are buffered.
+// WriteSoon's clock in these tests: it moves only when a test moves it.
+std::atomic<int64_t> fake_now_ns{1'000'000'000};
+int64_t FakeNow() { return fake_now_ns.load(); }
+
+// kFastRunsToHold events one at a time, each answered at once (nothing else buffered): the
+// handlers have been fast, so WriteSoon may hold from now on.
+void WarmUp(FakeDaemon* daemon, LocalLink* link) {
+  link->SetClockForTest(&FakeNow);
+  api::LocalFrame frame;
+  api::LocalFrame answer;
+  for (uint64_t d = 1000; d < 1000 + LocalLink::kFastRunsToHold; ++d) {
+    daemon->WriteFrames({Event(d)});
+    REQUIRE(link->Read(&frame));
+    REQUIRE(link->WriteSoon(AnswerTo(d)).ok());
+    REQUIRE(daemon->ReadFrame(&answer, 5000));  // sent at once
+    REQUIRE(answer.servant().answer().delivery() == d);
+  }
+}
+
+// After the warm-up, the daemon sends events 1..count in one write; the link reads event 1 and
+// answers it with WriteSoon, which holds the answer while the other events are buffered.
 void DeliverAndAnswerFirst(FakeDaemon* daemon, LocalLink* link, uint64_t count) {
+  WarmUp(daemon, link);
   std::vector<api::LocalFrame> events;
   for (uint64_t d = 1; d <= count; ++d) events.push_back(Event(d));
   daemon->WriteFrames(events);
@@ -222,18 +242,56 @@ TEST_CASE("WriteSoon: held answers go before the reader waits for more", "[local
 }
 
 TEST_CASE("WriteSoon: an answer is held at most kHoldUs while events keep coming", "[local]") {
+  // (and holding goes on: handler 2 ran within kHoldUs of its event)
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
   DeliverAndAnswerFirst(&daemon, link.get(), 3);  // held
   api::LocalFrame frame;
   api::LocalFrame answer;
-  absl::SleepFor(absl::Milliseconds(2));        // a slow handler of event 2
+  fake_now_ns += LocalLink::kHoldUs * 600;  // 0.6 kHoldUs before event 2 is read
   REQUIRE(link->Read(&frame));
-  REQUIRE(link->WriteSoon(AnswerTo(2)).ok());  // event 3 still buffered, but 1 was held too long
+  fake_now_ns += LocalLink::kHoldUs * 500;  // handler 2 is fast, but 1 waited 1.1 kHoldUs
+  REQUIRE(link->WriteSoon(AnswerTo(2)).ok());  // event 3 still buffered: both go
   REQUIRE(daemon.ReadFrame(&answer, 5000));
   CHECK(answer.servant().answer().delivery() == 1);
   REQUIRE(daemon.ReadFrame(&answer, 5000));
   CHECK(answer.servant().answer().delivery() == 2);
+}
+
+TEST_CASE("WriteSoon: after a slow handler answers go at once for kFastRunsToHold events",
+          "[local]") {
+  FakeDaemon daemon;
+  std::unique_ptr<LocalLink> link = daemon.Open();
+  WarmUp(&daemon, link.get());
+  std::vector<api::LocalFrame> events;
+  for (uint64_t d = 1; d <= 3; ++d) events.push_back(Event(d));
+  daemon.WriteFrames(events);
+  api::LocalFrame frame;
+  api::LocalFrame answer;
+  REQUIRE(link->Read(&frame));
+  fake_now_ns += LocalLink::kHoldUs * 1000;  // a slow handler of event 1
+  REQUIRE(link->WriteSoon(AnswerTo(1)).ok());
+  REQUIRE(daemon.ReadFrame(&answer, 5000));  // not held, although events 2 and 3 are buffered
+  CHECK(answer.servant().answer().delivery() == 1);
+  REQUIRE(link->Read(&frame));
+  REQUIRE(link->WriteSoon(AnswerTo(2)).ok());  // fast, but the run of fast handlers starts again
+  REQUIRE(daemon.ReadFrame(&answer, 5000));
+  CHECK(answer.servant().answer().delivery() == 2);
+  // kFastRunsToHold fast answers later, holding is back.
+  for (uint64_t d = 3; d < 2 + LocalLink::kFastRunsToHold; ++d) {
+    if (d > 3) daemon.WriteFrames({Event(d)});
+    REQUIRE(link->Read(&frame));
+    REQUIRE(link->WriteSoon(AnswerTo(d)).ok());
+    REQUIRE(daemon.ReadFrame(&answer, 5000));
+  }
+  daemon.WriteFrames({Event(100), Event(101)});
+  REQUIRE(link->Read(&frame));
+  REQUIRE(link->WriteSoon(AnswerTo(100)).ok());
+  CHECK_FALSE(daemon.ReadFrame(&answer, 30));  // held again
+  REQUIRE(link->Read(&frame));
+  REQUIRE(link->WriteSoon(AnswerTo(101)).ok());
+  REQUIRE(daemon.ReadFrame(&answer, 5000));
+  CHECK(answer.servant().answer().delivery() == 100);
 }
 
 }  // namespace
