@@ -85,7 +85,8 @@ absl::Status LocalLink::WriteSoon(const api::LocalFrame& frame) {
   const int64_t now_ns = now_ns_();
   fast_runs_ = now_ns - handed_out_ns_ < kHoldUs * 1000 ? std::min(fast_runs_ + 1, kFastRunsToHold)
                                                          : 0;
-  if (fast_runs_ >= kFastRunsToHold && FrameBuffered()) {
+  if (fast_runs_ < kFastRunsToHold || !FrameBuffered()) return Send(&frame);
+  {
     absl::MutexLock lock(&write_mu_);
     if (!write_error_.ok()) return write_error_;
     if (!held_.load(std::memory_order_relaxed)) held_since_ns_ = now_ns;
@@ -94,10 +95,8 @@ absl::Status LocalLink::WriteSoon(const api::LocalFrame& frame) {
     if (out_.size() < kHoldBytesMax && now_ns - held_since_ns_ < kHoldUs * 1000) {
       return absl::OkStatus();
     }
-  } else {
-    return Send(&frame);
   }
-  return Send(nullptr);
+  return Send(nullptr);  // held long or large enough: everything goes now
 }
 
 absl::Status LocalLink::Send(const api::LocalFrame* frame) {
