@@ -106,7 +106,8 @@ void ChandraToueg::Step(NodeId from, const wire::ConsensusMessage& message, Cons
   if (!started_ || from == self_ || !IsMember(from) || message.instance() != instance_) return;
   steps_ = std::max(steps_, message.steps());
   if (decided_) {
-    if (message.kind() != Kind::DECISION &&
+    decision_owed_.erase(from);  // it decided (an ACK with n == 3) or is answered now
+    if (message.kind() != Kind::DECISION && message.kind() != Kind::DECIDED &&
         !(message.kind() == Kind::ACK && AckMeansDecided())) {
       AnswerWithDecision(from, out);
     }
@@ -118,6 +119,7 @@ void ChandraToueg::Step(NodeId from, const wire::ConsensusMessage& message, Cons
     case Kind::ACK:
     case Kind::NACK: OnReply(from, message, out); break;
     case Kind::DECISION: OnDecision(from, message, out); break;
+    case Kind::DECIDED: OnDecided(from, message, out); break;
     default: break;
   }
 }
@@ -195,7 +197,22 @@ void ChandraToueg::OnReply(NodeId from, const wire::ConsensusMessage& message,
     // Phase 4: a majority holds (proposal, round): decide and reliably broadcast the decision.
     Decide(proposal_, round_);
     for (NodeId member : members_) {
-      if (member == self_ || (AckMeansDecided() && acks_.count(member) > 0)) continue;
+      if (member == self_) continue;
+      if (acks_.count(member) > 0) {
+        // It holds the proposal: a DECIDED without the value tells it to decide it (the batch
+        // is not sent a second time). With n == 3 its ACK says it decided already.
+        if (!AckMeansDecided()) {
+          decision_sent_ms_[member] = now_ms_;  // its next message needs no DECISION either
+          Send(member, Kind::DECIDED, round_, nullptr, out);
+        }
+        continue;
+      }
+      if (AckMeansDecided() && nacks_.count(member) == 0) {
+        // n == 3: its reply to the proposal is on its way, and an ACK means it decided. Sent
+        // only if no ACK comes within retransmit_ms (Tick): one message fewer per instance.
+        decision_owed_.insert(member);
+        continue;
+      }
       AnswerWithDecision(member, out);
     }
     return;
@@ -214,6 +231,23 @@ void ChandraToueg::OnDecision(NodeId /*from*/, const wire::ConsensusMessage& mes
   // node answers every message of the instance with the DECISION (Step), the next coordinator's
   // ESTIMATE pings included.
   Decide(message.value(), message.round());
+}
+
+void ChandraToueg::OnDecided(NodeId from, const wire::ConsensusMessage& message,
+                             ConsensusSends* out) {
+  const uint32_t round = message.round();
+  if (round == 0 || from != Coordinator(round)) return;
+  // Sent only to a member whose ACK of `round` reached its coordinator: it adopted that round's
+  // proposal (timestamp = round). A proposal of a later round carries the same value (CT's
+  // locking: a majority held it with timestamp `round`, and a coordinator proposes the estimate
+  // with the largest timestamp of a majority), so an estimate with timestamp >= round is the
+  // decision.
+  if (timestamp_ >= round) {
+    Decide(estimate_, round);
+    return;
+  }
+  // Cannot happen with correct peers; ask for the value rather than guess (a catch-up request).
+  Send(from, Kind::ESTIMATE, 0, nullptr, out);
 }
 
 void ChandraToueg::Learn(const wire::MessageBatch& decision, uint32_t round) {
@@ -260,6 +294,7 @@ void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
   estimate_.Clear();
   decision_round_ = round;
   decision_steps_ = steps_;
+  decided_ms_ = now_ms_;
   move_pending_ = false;
   if (counters_ != nullptr) {
     ++counters_->instances_decided;
@@ -269,6 +304,11 @@ void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
 
 void ChandraToueg::Tick(uint64_t now_ms, ConsensusSends* out) {
   now_ms_ = std::max(now_ms_, now_ms);
+  if (decided_ && !decision_owed_.empty() && now_ms_ >= decided_ms_ + options_.retransmit_ms) {
+    // No ACK came (its proposal or its ACK was lost): the DECISION after all.
+    for (NodeId member : decision_owed_) AnswerWithDecision(member, out);
+    decision_owed_.clear();
+  }
   if (!started_ || decided_) return;
   if (move_pending_ && now_ms_ >= move_at_ms_) {
     EnterRound(round_ + 1, /*send_estimate=*/true, out);
@@ -323,6 +363,7 @@ void ChandraToueg::Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t r
       case Kind::ACK: ++counters_->messages_sent_ack; break;
       case Kind::NACK: ++counters_->messages_sent_nack; break;
       case Kind::DECISION: ++counters_->messages_sent_decision; break;
+      case Kind::DECIDED: ++counters_->messages_sent_decided; break;
       default: break;
     }
   }

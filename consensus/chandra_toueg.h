@@ -10,12 +10,17 @@
 //   phase 4: the coordinator that gathers a majority of ACKs decides and sends the DECISION to
 //            all. It is not relayed on receipt (CT's reliable broadcast, (n-1)(n-2) messages):
 //            a participant it missed moves on a round and any decided node answers with it.
+//            A participant whose ACK it counted gets a DECIDED without the value instead: it
+//            holds the proposal (issue 7: the batch is not sent twice).
 //
 // Optimisations (004 section 4), each an option:
 //   1 (4.1): after an ACK, move to the next round only after round_delay_ms or on suspicion;
 //   2 (4.2): round 1 starts in phase 2: its coordinator proposes its own value (3 steps, not 4);
 //   3 (4.3): n == 3: a participant that accepts the proposal decides at once (with the
-//            coordinator it forms a majority holding the value with timestamp = round).
+//            coordinator it forms a majority holding the value with timestamp = round). Its
+//            ACK therefore says it decided: the coordinator, deciding on the first ACK, sends
+//            the other participant the DECISION only if its ACK does not come within
+//            retransmit_ms (a NACK or any other message is answered with it at once).
 //
 // Safe with any number of crashes and any message loss; live with a majority correct and ◇S.
 // Loss is repaired by retransmitting the current phase's message every retransmit_ms, and a
@@ -81,6 +86,8 @@ class ChandraToueg {
   uint32_t decision_round() const { return decision_round_; }
   // Communication steps from the start of the instance to this node's decision (004 section 4).
   uint32_t decision_steps() const { return decision_steps_; }
+  // Decided, and a DECISION is still owed to a participant if its ACK does not come (Tick).
+  bool owes_decision() const { return !decision_owed_.empty(); }
 
   NodeId Coordinator(uint32_t round) const {
     return members_[(first_coordinator_ + round - 1) % members_.size()];
@@ -98,6 +105,7 @@ class ChandraToueg {
   void OnProposal(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   void OnReply(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   void OnDecision(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
+  void OnDecided(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   // Answers a message of an earlier round sent by that round's coordinator.
   void AnswerStaleRound(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   // An ACK means its sender decided already (optimisation 3 with n == 3).
@@ -142,6 +150,8 @@ class ChandraToueg {
   uint32_t decision_round_ = 0;
   uint32_t decision_steps_ = 0;
   std::map<NodeId, uint64_t> decision_sent_ms_;  // rate limit of DECISION answers per node
+  uint64_t decided_ms_ = 0;
+  std::set<NodeId> decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
 };
 
 }  // namespace cohort::consensus

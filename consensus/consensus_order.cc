@@ -231,6 +231,7 @@ void ConsensusOrder::DeliverDecided(Outbox* out) {
       current->Learn(early->second.value, early->second.round);
       early_decisions_.erase(early);
     }
+    if (current->owes_decision()) owing_.insert(next_instance_);
     DeliverBatch(current->decision(), out);
     ChooseNextCoordinator(current->decision());
     const size_t bytes = current->decision().ByteSizeLong();
@@ -329,6 +330,7 @@ void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) 
 
 void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
   now_ms_ = std::max(now_ms_, now_ms);
+  TickOwedDecisions(out);
   if (frozen_) return;
   if (ChandraToueg* current = Current()) {
     ConsensusSends sends;
@@ -359,6 +361,20 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
     if (members_[probe_cursor_] == self_) probe_cursor_ = (probe_cursor_ + 1) % members_.size();
     catch_up_sent_ = false;
     SendCatchUpRequest(members_[probe_cursor_], out);
+  }
+}
+
+void ConsensusOrder::TickOwedDecisions(Outbox* out) {
+  for (auto it = owing_.begin(); it != owing_.end();) {
+    auto instance = instances_.find(*it);
+    if (instance == instances_.end() || !instance->second->owes_decision()) {
+      it = owing_.erase(it);
+      continue;
+    }
+    ConsensusSends sends;
+    instance->second->Tick(now_ms_, &sends);
+    Flush(std::move(sends), out);
+    ++it;
   }
 }
 

@@ -94,6 +94,8 @@ class ConsensusOrder final : public TotalOrder {
   void KeepEarlyDecision(const wire::ConsensusMessage& message);
   // Drops decided instances every member has moved past, and any beyond the bounds.
   void PruneDecided();
+  // Decided instances that still owe a participant its DECISION (n == 3, optimisation 3).
+  void TickOwedDecisions(Outbox* out);
   // `from` asked about an instance this member no longer holds (rate-limited per member).
   void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void Flush(ConsensusSends sends, Outbox* out);
@@ -117,6 +119,7 @@ class ConsensusOrder final : public TotalOrder {
   // Instance next_instance_ (when started) and the decided ones before it still kept
   // (PruneDecided); decided_bytes_ is the size of the decisions kept.
   std::map<uint64_t, std::unique_ptr<ChandraToueg>> instances_;
+  std::set<uint64_t> owing_;  // decided instances whose owes_decision() was true at delivery
 
   uint64_t last_diffusion_ms_ = 0;
   uint64_t last_catch_up_ms_ = 0;

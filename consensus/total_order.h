@@ -45,6 +45,7 @@ struct OrderCounters {
   uint64_t messages_sent_ack = 0;
   uint64_t messages_sent_nack = 0;
   uint64_t messages_sent_decision = 0;
+  uint64_t messages_sent_decided = 0;    // DECISIONs without the value, to members that ACKed
   uint64_t messages_sent_data = 0;       // diffusion / forward / ordered
   uint64_t messages_delivered = 0;
 };

@@ -156,7 +156,8 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
     const std::pair<const char*, uint64_t> kinds[] = {
         {"estimate", o.messages_sent_estimate}, {"proposal", o.messages_sent_proposal},
         {"ack", o.messages_sent_ack},           {"nack", o.messages_sent_nack},
-        {"decision", o.messages_sent_decision}, {"data", o.messages_sent_data}};
+        {"decision", o.messages_sent_decision}, {"decided", o.messages_sent_decided},
+        {"data", o.messages_sent_data}};
     for (const auto& [kind, count] : kinds) {
       out->Sample("cohort_consensus_messages_sent_total", Labels{{"group", g.name}, {"kind", kind}},
                   static_cast<double>(count));

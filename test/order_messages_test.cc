@@ -1,6 +1,8 @@
 // The message-saving rules of the two total orders (issue 7's scaling target), and that each one
 // stays live when the message it saves would have been the one to survive a crash:
 //   - a Chandra-Toueg DECISION is not relayed on receipt (consensus/chandra_toueg.h);
+//   - a participant whose ACK the coordinator counted gets a DECIDED without the value, and with
+//     n == 3 (optimisation 3) the other participant's ACK stands in for its DECISION;
 //   - the member with the most messages in a decision coordinates round 1 of the next instance,
 //     and diffuses nothing when it broadcasts (consensus/consensus_order.h);
 //   - with n <= 3 a sequencer member commits on accepting ORDERED entries, and the sequencer
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "consensus/chandra_toueg.h"
 #include "consensus/consensus_order.h"
 #include "consensus/sequencer_order.h"
 
@@ -96,6 +99,7 @@ OrderCounters Total(const Orders<ConsensusOrder>& orders) {
     total.messages_sent_proposal += node->counters().messages_sent_proposal;
     total.messages_sent_ack += node->counters().messages_sent_ack;
     total.messages_sent_decision += node->counters().messages_sent_decision;
+    total.messages_sent_decided += node->counters().messages_sent_decided;
   }
   return total;
 }
@@ -107,12 +111,117 @@ TEST_CASE("a DECISION is sent once to each participant, not relayed", "[order]")
     orders.Pump();
     INFO("n = " << n);
     for (NodeId id = 1; id <= n; ++id) CHECK(orders.delivered[id].size() == 1);
-    // n - 1 proposals, n - 1 ACKs, n - 1 DECISIONs: 3(n - 1), not 3(n - 1) + (n - 1)(n - 2).
+    // n - 1 proposals, n - 1 ACKs, n - 1 decisions: 3(n - 1), not 3(n - 1) + (n - 1)(n - 2).
     const OrderCounters total = Total(orders);
-    CHECK(total.messages_sent_decision == n - 1);
+    CHECK(total.messages_sent_decision + total.messages_sent_decided == n - 1);
     CHECK(total.messages_sent_proposal == n - 1);
     CHECK(total.messages_sent_ack == n - 1);
+    // The coordinator decides on the ACKs of a majority (itself and n / 2 others): those get a
+    // DECIDED without the batch, the later ones the DECISION with it.
+    CHECK(total.messages_sent_decided == n / 2);
+    for (const auto& [from, to, envelope] : orders.sent) {
+      if (envelope.consensus().kind() == wire::ConsensusMessage::DECIDED) {
+        CHECK_FALSE(envelope.consensus().has_value());
+      } else if (envelope.consensus().kind() == wire::ConsensusMessage::DECISION) {
+        CHECK(envelope.consensus().value().messages_size() == 1);
+      }
+    }
   }
+}
+
+TEST_CASE("optimisation 3: with n = 3 the second ACK stands in for the DECISION", "[order]") {
+  Orders<ConsensusOrder> orders(3, ConsensusOrderOptions{});
+  orders.Broadcast(1, "one");  // node 1 coordinates: 2 proposals, 2 ACKs, nothing else
+  orders.Pump();
+  orders.Tick(100);  // past retransmit_ms: the ACK came, nothing is owed
+  for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"one"});
+  const OrderCounters total = Total(orders);
+  CHECK(total.messages_sent_proposal == 2);
+  CHECK(total.messages_sent_ack == 2);
+  CHECK(total.messages_sent_decision == 0);
+  CHECK(total.messages_sent_decided == 0);
+}
+
+TEST_CASE("optimisation 3: a participant whose ACK does not come gets the DECISION", "[order]") {
+  for (bool lose_proposal : {true, false}) {
+    INFO((lose_proposal ? "the proposal to node 3 is lost" : "node 3's ACK is lost"));
+    Orders<ConsensusOrder> orders(3, ConsensusOrderOptions{});
+    orders.drop = [lose_proposal](NodeId from, NodeId to, const wire::Envelope& envelope) {
+      if (!envelope.has_consensus()) return false;
+      const auto kind = envelope.consensus().kind();
+      return lose_proposal ? (from == 1 && to == 3 && kind == wire::ConsensusMessage::PROPOSAL)
+                           : (from == 3 && to == 1 && kind == wire::ConsensusMessage::ACK);
+    };
+    orders.Broadcast(1, "one");
+    orders.Pump();
+    CHECK(orders.delivered[1] == std::vector<std::string>{"one"});
+    CHECK(orders.delivered[2] == std::vector<std::string>{"one"});
+    if (lose_proposal) CHECK(orders.delivered[3].empty());
+    CHECK(Total(orders).messages_sent_decision == 0);
+    orders.drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+    orders.Tick(10);  // within retransmit_ms (50): still owed, not sent
+    CHECK(Total(orders).messages_sent_decision == 0);
+    orders.Tick(50);
+    CHECK(orders.delivered[3] == std::vector<std::string>{"one"});
+    CHECK(Total(orders).messages_sent_decision == 1);
+    orders.Tick(100);  // sent once
+    CHECK(Total(orders).messages_sent_decision == 1);
+  }
+}
+
+TEST_CASE("optimisation 3: a NACK after the decision is answered with it at once", "[order]") {
+  Orders<ConsensusOrder> orders(3, ConsensusOrderOptions{});
+  // Node 3 suspects the coordinator before its proposal arrives: it NACKs round 1.
+  {
+    Outbox out;
+    orders.nodes[3]->Suspect(1, true, &out);
+    orders.Take(3, &out);
+  }
+  orders.Broadcast(1, "one");
+  orders.Pump();
+  for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"one"});
+  size_t nacks = 0;
+  for (const auto& [from, to, envelope] : orders.sent) {
+    if (from == 3 && envelope.consensus().kind() == wire::ConsensusMessage::NACK) ++nacks;
+  }
+  CHECK(nacks > 0);
+  // No Tick ran: node 3 decided on a DECISION answering its NACK (or its round-2 ESTIMATE).
+  CHECK(Total(orders).messages_sent_decision >= 1);
+}
+
+TEST_CASE("a DECIDED decides only the proposal its receiver adopted in that round", "[order]") {
+  ChandraToueg node(2, Members(5), /*instance=*/1, ConsensusOptions{}, {}, nullptr);
+  ConsensusSends sends;
+  node.Propose(wire::MessageBatch{}, 0, &sends);  // optimisation 2: waits for node 1's proposal
+  sends.clear();
+  wire::ConsensusMessage decided;
+  decided.set_instance(1);
+  decided.set_round(1);
+  decided.set_kind(wire::ConsensusMessage::DECIDED);
+  node.Step(3, decided, &sends);  // not round 1's coordinator: ignored
+  CHECK(sends.empty());
+  // Not adopted (its proposal was never received): not decided; it asks for the value.
+  node.Step(1, decided, &sends);
+  CHECK_FALSE(node.decided());
+  REQUIRE(sends.size() == 1);
+  CHECK(sends[0].first == 1);
+  CHECK(sends[0].second.kind() == wire::ConsensusMessage::ESTIMATE);
+  CHECK(sends[0].second.round() == 0);  // a catch-up request
+  sends.clear();
+  wire::ConsensusMessage proposal;
+  proposal.set_instance(1);
+  proposal.set_round(1);
+  proposal.set_kind(wire::ConsensusMessage::PROPOSAL);
+  wire::DataMessage* message = proposal.mutable_value()->add_messages();
+  message->set_origin(1);
+  message->set_seq(1);
+  message->set_payload("proposed");
+  node.Step(1, proposal, &sends);  // adopted and ACKed
+  REQUIRE_FALSE(node.decided());
+  node.Step(1, decided, &sends);
+  REQUIRE(node.decided());
+  REQUIRE(node.decision().messages_size() == 1);
+  CHECK(node.decision().messages(0).payload() == "proposed");
 }
 
 TEST_CASE("participants the crashed coordinator's DECISION missed still decide its value",
@@ -120,8 +229,9 @@ TEST_CASE("participants the crashed coordinator's DECISION missed still decide i
   Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
   // The coordinator (node 1) decides, its DECISION reaches node 2 only, and it crashes.
   orders.drop = [](NodeId from, NodeId to, const wire::Envelope& envelope) {
-    return from == 1 && envelope.has_consensus() &&
-           envelope.consensus().kind() == wire::ConsensusMessage::DECISION && to != 2;
+    if (from != 1 || !envelope.has_consensus() || to == 2) return false;
+    const auto kind = envelope.consensus().kind();
+    return kind == wire::ConsensusMessage::DECISION || kind == wire::ConsensusMessage::DECIDED;
   };
   orders.Broadcast(1, "decided");
   orders.Pump();

@@ -403,6 +403,7 @@ PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options
     run.counters.messages_sent_ack += c.messages_sent_ack;
     run.counters.messages_sent_nack += c.messages_sent_nack;
     run.counters.messages_sent_decision += c.messages_sent_decision;
+    run.counters.messages_sent_decided += c.messages_sent_decided;
   }
   run.messages = network.counters().messages_sent;
   return run;

@@ -27,8 +27,9 @@ using cohort::sim::Ordering;
 int PrintTable() {
   std::printf("004 section 4: one failure-free consensus, fixed per-message delay D = 10 ms\n");
   std::printf("steps = decision time / D (coordinator / slowest participant); messages sent\n\n");
-  std::printf("%-3s %-11s %-12s %-9s %-9s %-9s %-9s %-9s %-9s\n", "n", "opts(1,2,3)",
-              "steps c/p", "messages", "estimate", "proposal", "ack", "nack", "decision");
+  std::printf("%-3s %-11s %-12s %-9s %-9s %-9s %-9s %-9s %-9s %-9s\n", "n", "opts(1,2,3)",
+              "steps c/p", "messages", "estimate", "proposal", "ack", "nack", "decision",
+              "decided");
   for (uint32_t n : {3u, 5u, 7u}) {
     for (int mask = 0; mask < 8; ++mask) {
       cohort::consensus::ConsensusOptions options;
@@ -42,13 +43,14 @@ int PrintTable() {
       const std::string steps =
           std::to_string(run.coordinator_steps) + "/" + std::to_string(run.participant_steps);
       const auto& c = run.counters;
-      std::printf("%-3u %-11s %-12s %-9llu %-9llu %-9llu %-9llu %-9llu %-9llu%s\n", n,
+      std::printf("%-3u %-11s %-12s %-9llu %-9llu %-9llu %-9llu %-9llu %-9llu %-9llu%s\n", n,
                   opts.c_str(), steps.c_str(), static_cast<unsigned long long>(run.messages),
                   static_cast<unsigned long long>(c.messages_sent_estimate),
                   static_cast<unsigned long long>(c.messages_sent_proposal),
                   static_cast<unsigned long long>(c.messages_sent_ack),
                   static_cast<unsigned long long>(c.messages_sent_nack),
                   static_cast<unsigned long long>(c.messages_sent_decision),
+                  static_cast<unsigned long long>(c.messages_sent_decided),
                   run.all_decided && run.agreement ? "" : "  NOT DECIDED/AGREED");
     }
   }
