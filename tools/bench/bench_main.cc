@@ -897,7 +897,28 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
   };
   for (const FailoverScenario& scenario : scenarios) {
     Progress(absl::StrCat("failover: ", scenario.name, " (", scenario.ordering, ", ", scenario.style, ")"));
-    report->failovers.push_back(RunFailover(options, cohortd, dir, scenario));
+    FailoverResult result = RunFailover(options, cohortd, dir, scenario);
+    // The coordinator of consensus rotates to the member with the most messages in the last
+    // decision (consensus/consensus_order.h), and n1's own callers only make that likely. A stall
+    // under half the suspicion timeout means n1 did not coordinate the instance in flight, so the
+    // scenario did not happen: it runs again (at most 3 times), and the note keeps what the
+    // earlier attempts measured. The longest stall is kept, never a shorter one.
+    std::string stalls = absl::StrCat(static_cast<int>(result.stall_ms + 0.5));
+    for (int attempt = 2; scenario.victim_callers > 0 && attempt <= 3 &&
+                          result.ok_after > 0 && result.stall_ms < result.suspect_timeout_ms / 2;
+         ++attempt) {
+      Progress(absl::StrCat("failover: ", scenario.name, " again: n1 did not coordinate (stall ",
+                            static_cast<int>(result.stall_ms + 0.5), " ms)"));
+      FailoverResult again = RunFailover(options, cohortd, dir, scenario);
+      absl::StrAppend(&stalls, ", ", static_cast<int>(again.stall_ms + 0.5));
+      if (again.stall_ms > result.stall_ms) result = std::move(again);
+    }
+    if (stalls.find(',') != std::string::npos) {
+      result.note = absl::StrCat(result.note, result.note.empty() ? "" : "; ", "attempts' stalls ",
+                                 stalls, " ms (one under half the suspicion timeout: n1 did not "
+                                 "coordinate the instance in flight); the longest is reported");
+    }
+    report->failovers.push_back(std::move(result));
   }
   Progress("failover: wait-for-all across the exclusion of a killed member (~11 s)");
   report->exclusion = RunExclusion(options, cohortd, dir);
