@@ -189,6 +189,24 @@ TEST_CASE("optimisation 3: a NACK after the decision is answered with it at once
   CHECK(Total(orders).messages_sent_decision >= 1);
 }
 
+TEST_CASE("a member that ignores DECIDED (an older build) still decides, a round later",
+          "[order]") {
+  Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
+  orders.drop = [](NodeId, NodeId to, const wire::Envelope& envelope) {
+    return to == 3 && envelope.has_consensus() &&
+           envelope.consensus().kind() == wire::ConsensusMessage::DECIDED;
+  };
+  orders.Broadcast(1, "one");
+  orders.Pump();
+  for (NodeId id : {1u, 2u, 4u, 5u}) CHECK(orders.delivered[id] == std::vector<std::string>{"one"});
+  // Node 3's ACK was counted (the harness delivers in order): it got only the dropped DECIDED.
+  REQUIRE(orders.delivered[3].empty());
+  // Optimisation 1: after round_delay_ms it moves to round 2; a decided member answers.
+  for (int tick = 0; tick < 5 && orders.delivered[3].empty(); ++tick) orders.Tick(10);
+  CHECK(orders.delivered[3] == std::vector<std::string>{"one"});
+  CHECK(orders.now_ms <= 50);
+}
+
 TEST_CASE("a DECIDED decides only the proposal its receiver adopted in that round", "[order]") {
   ChandraToueg node(2, Members(5), /*instance=*/1, ConsensusOptions{}, {}, nullptr);
   ConsensusSends sends;
