@@ -161,8 +161,13 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
     return;
   }
   if (instance > next_instance_) {
-    if (message.kind() == wire::ConsensusMessage::DECISION) KeepEarlyDecision(message);
-    SendCatchUpRequest(from, out);  // we missed decisions: ask the sender
+    if (message.kind() == wire::ConsensusMessage::DECISION) {
+      KeepEarlyDecision(message);
+    } else if (instance == next_instance_ + 1 &&
+               next_instance_messages_.size() < kNextInstanceMessagesMax) {
+      next_instance_messages_.emplace_back(from, message);  // handled once k is decided here
+    }
+    SendCatchUpRequest(from, out);  // we may have missed decisions: ask the sender
     return;
   }
   if (instance == next_instance_ && message.round() > 0) {
@@ -214,6 +219,25 @@ void ConsensusOrder::SendCatchUpRequest(NodeId to, Outbox* out) {
 }
 
 void ConsensusOrder::DeliverDecided(Outbox* out) {
+  const uint64_t before = next_instance_;
+  DeliverDecidedInstances(out);
+  if (next_instance_ != before) ReplayNextInstanceMessages(out);
+}
+
+void ConsensusOrder::ReplayNextInstanceMessages(Outbox* out) {
+  if (next_instance_messages_.empty()) return;
+  std::vector<std::pair<NodeId, wire::ConsensusMessage>> kept;
+  kept.swap(next_instance_messages_);
+  for (auto& [from, message] : kept) {
+    if (message.instance() == next_instance_) {
+      OnConsensus(from, message, out);  // may decide and replay again: bounded by the instances
+    } else if (message.instance() == next_instance_ + 1) {
+      next_instance_messages_.emplace_back(from, std::move(message));  // still ahead
+    }  // older: about an instance decided here meanwhile, nothing to do
+  }
+}
+
+void ConsensusOrder::DeliverDecidedInstances(Outbox* out) {
   // Bounded: each pass decides one instance, and only a started instance can be decided.
   for (;;) {
     ChandraToueg* current = Current();

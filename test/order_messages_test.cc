@@ -265,6 +265,42 @@ TEST_CASE("participants the crashed coordinator's DECISION missed still decide i
   }
 }
 
+TEST_CASE("a proposal of the next instance that overtakes the decision is kept, not lost",
+          "[order]") {
+  // n = 5, senders at two members: node 1 coordinates instance 1 (node 2's message), node 2
+  // instance 2. Node 2's PROPOSAL of instance 2 reaches nodes 3-5 before node 1's decision of
+  // instance 1 (different links). Dropping it left node 2 without a majority of ACKs until it
+  // resent the proposal retransmit_ms (50 ms) later: 10% of kv-nemesis calls at n = 5 waited so.
+  Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
+  std::vector<std::tuple<NodeId, NodeId, wire::Envelope>> held;
+  orders.drop = [&held](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    if (from != 1 || to < 3 || !envelope.has_consensus()) return false;
+    const auto kind = envelope.consensus().kind();
+    if (kind != wire::ConsensusMessage::DECISION && kind != wire::ConsensusMessage::DECIDED) {
+      return false;
+    }
+    held.emplace_back(from, to, envelope);  // delayed, delivered below
+    return true;
+  };
+  orders.Broadcast(2, "a");  // diffused; node 1 coordinates instance 1
+  orders.Pump();
+  REQUIRE(orders.delivered[1] == std::vector<std::string>{"a"});
+  REQUIRE(orders.delivered[2] == std::vector<std::string>{"a"});
+  REQUIRE(orders.delivered[3].empty());
+  orders.Broadcast(2, "b");  // node 2 coordinates instance 2: its proposal goes out at once
+  orders.Pump();             // no Tick: nothing is retransmitted
+  for (NodeId id = 1; id <= 5; ++id) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == std::vector<std::string>{"a", "b"});
+  }
+  orders.drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+  for (auto& message : held) orders.queue.push_back(std::move(message));
+  orders.Pump();  // the late decisions change nothing
+  for (NodeId id = 1; id <= 5; ++id) {
+    CHECK(orders.delivered[id] == std::vector<std::string>{"a", "b"});
+  }
+}
+
 TEST_CASE("the member that broadcasts coordinates the next instance", "[order]") {
   Orders<ConsensusOrder> orders(5, ConsensusOrderOptions{});
   orders.Broadcast(3, "from 3");  // node 1 coordinates instance 1: diffused to every member
