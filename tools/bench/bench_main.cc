@@ -339,9 +339,11 @@ absl::Status WaitReady(Client* client, const std::string& group, Style style,
   return last;
 }
 
-CallFactory GroupCalls(Client* client, const std::string& group, Mode mode, Style style,
-                       std::string payload) {
-  return [client, group, mode, style, payload](int) -> CallFn {
+// Caller i calls through clients[i % clients.size()] (one client: every caller through it).
+CallFactory GroupCalls(std::vector<Client*> clients, const std::string& group, Mode mode,
+                       Style style, std::string payload) {
+  return [clients, group, mode, style, payload](int caller) -> CallFn {
+    Client* client = clients[static_cast<size_t>(caller) % clients.size()];
     return [client, group, mode, style, payload](std::string* error) {
       if (mode == Mode::kOneWay) {
         absl::Status status = client->Send(group, "echo", payload);
@@ -415,6 +417,41 @@ Series MeasureOneWay(const Options& options, const CallFactory& factory, const E
   return series;
 }
 
+// closed-spread: the callers are spread over the members' daemons (caller i through n(i mod N
+// + 1)), as when every replica's host runs clients: several members broadcast, and the round-1
+// coordinator changes from one consensus instance to the next (consensus/consensus_order.h).
+// Wait-for-all only; the sequential run is one caller through n1.
+void MeasureSpread(const Options& options, Daemons& daemons, int n, const std::string& ordering,
+                   Report* report) {
+  const std::string group = "bench";
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<Client*> raw;
+  for (int i = 1; i <= n; ++i) {
+    auto client = Client::Connect(daemons.ClientAddress(i), absl::StrCat("bench-spread-", i));
+    if (!client.ok()) {
+      Progress("connect: " + client.status().ToString());
+      return;
+    }
+    absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
+    if (!ready.ok()) {
+      Progress(absl::StrCat("group not ready (closed-spread): ", ready.ToString()));
+      return;
+    }
+    raw.push_back(client->get());
+    clients.push_back(*std::move(client));
+  }
+  Progress(absl::StrCat("n=", n, " ", ordering, " closed-spread all"));
+  GroupResult result;
+  result.n = n;
+  result.ordering = ordering;
+  result.style = "closed-spread";
+  result.mode = BenchModeName(Mode::kAll);
+  result.attached_to = absl::StrCat("n1..n", n);
+  result.series = Measure(options, GroupCalls(raw, group, Mode::kAll, Style::kClosed,
+                                              std::string(options.payload, 'x')));
+  report->groups.push_back(std::move(result));
+}
+
 void MeasureGroups(const Options& options, const std::string& cohortd, const std::string& dir,
                    const NetlabPlacement* placement, Report* report) {
   const std::string group = "bench";
@@ -476,12 +513,13 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           result.style = style;
           result.mode = BenchModeName(mode);
           result.attached_to = absl::StrCat("n", attach);
-          CallFactory factory = GroupCalls(client->get(), group, mode, call_style, payload);
+          CallFactory factory = GroupCalls({client->get()}, group, mode, call_style, payload);
           result.series = mode != Mode::kOneWay ? Measure(options, factory)
                                                 : MeasureOneWay(options, factory, *replicas.front());
           report->groups.push_back(std::move(result));
         }
       }
+      if (ok) MeasureSpread(options, daemons, n, ordering, report);
       replicas.clear();  // detach servants before their daemons go
       daemons.KillAll();
     }
@@ -519,7 +557,7 @@ void MeasureReplyModes(const Options& options, Client* client, const RowKey& key
     result.style = key.style;
     result.mode = BenchModeName(mode);
     result.attached_to = key.attached_to;
-    CallFactory factory = GroupCalls(client, group, mode, call_style, payload);
+    CallFactory factory = GroupCalls({client}, group, mode, call_style, payload);
     result.series = mode == Mode::kOneWay ? MeasureOneWay(options, factory, *probe)
                                           : Measure(options, factory);
     report->groups.push_back(std::move(result));
