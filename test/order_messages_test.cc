@@ -40,6 +40,9 @@ struct Orders {
   std::vector<std::tuple<NodeId, NodeId, wire::Envelope>> sent;
   uint64_t now_ms = 0;
   Drop drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+  void DropNothing() {
+    drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+  }
 
   template <typename Options>
   Orders(size_t n, Options options) {
@@ -158,7 +161,7 @@ TEST_CASE("optimisation 3: a participant whose ACK does not come gets the DECISI
     CHECK(orders.delivered[2] == std::vector<std::string>{"one"});
     if (lose_proposal) CHECK(orders.delivered[3].empty());
     CHECK(Total(orders).messages_sent_decision == 0);
-    orders.drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+    orders.DropNothing();
     orders.Tick(10);  // within retransmit_ms (50): still owed, not sent
     CHECK(Total(orders).messages_sent_decision == 0);
     orders.Tick(50);
@@ -293,7 +296,7 @@ TEST_CASE("a proposal of the next instance that overtakes the decision is kept, 
     INFO("node " << id);
     CHECK(orders.delivered[id] == std::vector<std::string>{"a", "b"});
   }
-  orders.drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+  orders.DropNothing();
   for (auto& message : held) orders.queue.push_back(std::move(message));
   orders.Pump();  // the late decisions change nothing
   for (NodeId id = 1; id <= 5; ++id) {
@@ -392,7 +395,7 @@ TEST_CASE("an entry a member committed on accepting survives the sequencer's cra
   orders.Pump();
   REQUIRE(orders.delivered[2] == std::vector<std::string>{"kept"});
   orders.crashed.insert(1);
-  orders.drop = [](NodeId, NodeId, const wire::Envelope&) { return false; };
+  orders.DropNothing();
   orders.SuspectEverywhere(1);
   orders.Broadcast(2, "after");
   for (int tick = 0; tick < 20; ++tick) orders.Tick(60);

@@ -417,13 +417,53 @@ Series MeasureOneWay(const Options& options, const CallFactory& factory, const E
   return series;
 }
 
+// Which rows a series of calls fills (GroupResult's key).
+struct RowKey {
+  int n;
+  std::string ordering;
+  std::string style;
+  std::string attached_to;
+};
+
+// Once the group "bench" is ready for `call_style` calls from every client: one row per mode of
+// `modes` that waits for replies, and a one-way row when `probe` (an in-process servant of the
+// group, which counts deliveries) is given. Caller i calls through clients[i % clients.size()].
+void MeasureReplyModes(const Options& options, const std::vector<Client*>& clients,
+                       const RowKey& key, Style call_style, Report* report,
+                       const EchoReplica* probe = nullptr,
+                       const std::vector<Mode>& modes = {Mode::kFirst, Mode::kMajority, Mode::kAll,
+                                                         Mode::kOneWay}) {
+  const std::string group = "bench";
+  for (Client* client : clients) {
+    absl::Status ready = WaitReady(client, group, call_style, absl::Seconds(15));
+    if (!ready.ok()) {
+      Progress(absl::StrCat("group not ready (", key.style, "): ", ready.ToString()));
+      return;
+    }
+  }
+  std::string payload(options.payload, 'x');
+  for (Mode mode : modes) {
+    if (mode == Mode::kOneWay && probe == nullptr) continue;
+    Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " ", BenchModeName(mode)));
+    GroupResult result;
+    result.n = key.n;
+    result.ordering = key.ordering;
+    result.style = key.style;
+    result.mode = BenchModeName(mode);
+    result.attached_to = key.attached_to;
+    CallFactory factory = GroupCalls(clients, group, mode, call_style, payload);
+    result.series = mode == Mode::kOneWay ? MeasureOneWay(options, factory, *probe)
+                                          : Measure(options, factory);
+    report->groups.push_back(std::move(result));
+  }
+}
+
 // closed-spread: the callers are spread over the members' daemons (caller i through n(i mod N
 // + 1)), as when every replica's host runs clients: several members broadcast, and the round-1
 // coordinator changes from one consensus instance to the next (consensus/consensus_order.h).
 // Wait-for-all only; the sequential run is one caller through n1.
 void MeasureSpread(const Options& options, Daemons& daemons, int n, const std::string& ordering,
                    Report* report) {
-  const std::string group = "bench";
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<Client*> raw;
   for (int i = 1; i <= n; ++i) {
@@ -432,30 +472,16 @@ void MeasureSpread(const Options& options, Daemons& daemons, int n, const std::s
       Progress("connect: " + client.status().ToString());
       return;
     }
-    absl::Status ready = WaitReady(client->get(), group, Style::kClosed, absl::Seconds(15));
-    if (!ready.ok()) {
-      Progress(absl::StrCat("group not ready (closed-spread): ", ready.ToString()));
-      return;
-    }
     raw.push_back(client->get());
     clients.push_back(*std::move(client));
   }
-  Progress(absl::StrCat("n=", n, " ", ordering, " closed-spread all"));
-  GroupResult result;
-  result.n = n;
-  result.ordering = ordering;
-  result.style = "closed-spread";
-  result.mode = BenchModeName(Mode::kAll);
-  result.attached_to = absl::StrCat("n1..n", n);
-  result.series = Measure(options, GroupCalls(raw, group, Mode::kAll, Style::kClosed,
-                                              std::string(options.payload, 'x')));
-  report->groups.push_back(std::move(result));
+  MeasureReplyModes(options, raw, {n, ordering, "closed-spread", absl::StrCat("n1..n", n)},
+                    Style::kClosed, report, nullptr, {Mode::kAll});
 }
 
 void MeasureGroups(const Options& options, const std::string& cohortd, const std::string& dir,
                    const NetlabPlacement* placement, Report* report) {
   const std::string group = "bench";
-  std::string payload(options.payload, 'x');
   for (int n : options.sizes) {
     for (const char* ordering : {"consensus", "sequencer"}) {
       std::string cluster_dir = absl::StrCat(dir, "/groups-n", n, "-", ordering);
@@ -498,26 +524,9 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
           Progress("connect: " + client.status().ToString());
           continue;
         }
-        absl::Status ready = WaitReady(client->get(), group, call_style, absl::Seconds(15));
-        if (!ready.ok()) {
-          Progress(absl::StrCat("group not ready (", style, "): ", ready.ToString()));
-          continue;
-        }
-        for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll, Mode::kOneWay}) {
-          // One-way's delivered rate is counted by in-process servants; not in the lab.
-          if (mode == Mode::kOneWay && placement != nullptr) continue;
-          Progress(absl::StrCat("n=", n, " ", ordering, " ", style, " ", BenchModeName(mode)));
-          GroupResult result;
-          result.n = n;
-          result.ordering = ordering;
-          result.style = style;
-          result.mode = BenchModeName(mode);
-          result.attached_to = absl::StrCat("n", attach);
-          CallFactory factory = GroupCalls({client->get()}, group, mode, call_style, payload);
-          result.series = mode != Mode::kOneWay ? Measure(options, factory)
-                                                : MeasureOneWay(options, factory, *replicas.front());
-          report->groups.push_back(std::move(result));
-        }
+        // One-way's delivered rate is counted by in-process servants; not in the lab.
+        MeasureReplyModes(options, {client->get()}, {n, ordering, name, absl::StrCat("n", attach)},
+                          call_style, report, replicas.empty() ? nullptr : replicas.front().get());
       }
       if (ok) MeasureSpread(options, daemons, n, ordering, report);
       replicas.clear();  // detach servants before their daemons go
@@ -527,42 +536,6 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
 }
 
 // ---- embedded mode ------------------------------------------------------------------------------
-
-// Which rows a series of calls fills (GroupResult's key).
-struct RowKey {
-  int n;
-  std::string ordering;
-  std::string style;
-  std::string attached_to;
-};
-
-// Once the group "bench" is ready for `call_style` calls from `client`: one row per mode that
-// waits for replies (first, majority, all), and a one-way row when `probe` (an in-process servant
-// of the group, which counts deliveries) is given.
-void MeasureReplyModes(const Options& options, Client* client, const RowKey& key, Style call_style,
-                       Report* report, const EchoReplica* probe = nullptr) {
-  const std::string group = "bench";
-  absl::Status ready = WaitReady(client, group, call_style, absl::Seconds(15));
-  if (!ready.ok()) {
-    Progress(absl::StrCat("group not ready (", key.style, "): ", ready.ToString()));
-    return;
-  }
-  std::string payload(options.payload, 'x');
-  for (Mode mode : {Mode::kFirst, Mode::kMajority, Mode::kAll, Mode::kOneWay}) {
-    if (mode == Mode::kOneWay && probe == nullptr) continue;
-    Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " ", BenchModeName(mode)));
-    GroupResult result;
-    result.n = key.n;
-    result.ordering = key.ordering;
-    result.style = key.style;
-    result.mode = BenchModeName(mode);
-    result.attached_to = key.attached_to;
-    CallFactory factory = GroupCalls({client}, group, mode, call_style, payload);
-    result.series = mode == Mode::kOneWay ? MeasureOneWay(options, factory, *probe)
-                                          : Measure(options, factory);
-    report->groups.push_back(std::move(result));
-  }
-}
 
 // Group calls from an EMBEDDED member (003 section 3): n = 3, members n1 and n3 are cohortd
 // processes, n2 is a node inside this process with its own echo servant; the client is that
@@ -602,7 +575,7 @@ void MeasureEmbedded(const Options& options, const std::string& cohortd, const s
     }
     auto client = (*node)->Connect("bench-embedded-client");
     if (ok && client.ok()) {
-      MeasureReplyModes(options, client->get(), {n, ordering, "embed", "n2 (in-process)"},
+      MeasureReplyModes(options, {client->get()}, {n, ordering, "embed", "n2 (in-process)"},
                         Style::kClosed, report);
     }
     if (client.ok()) client->reset();
@@ -680,7 +653,7 @@ void MeasureApps(const Options& options, const std::string& dir, Report* report)
           continue;
         }
         // One-way too: the servant of n2, in this process, counts what is delivered.
-        MeasureReplyModes(options, client->get(),
+        MeasureReplyModes(options, {client->get()},
                           {n, ordering, style, absl::StrCat("n", closed ? member : outsider, " (in-process)")},
                           call_style, report, &replica);
       }
