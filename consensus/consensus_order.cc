@@ -163,9 +163,9 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
   if (instance > next_instance_) {
     if (message.kind() == wire::ConsensusMessage::DECISION) {
       KeepEarlyDecision(message);
-    } else if (instance == next_instance_ + 1 &&
+    } else if (instance <= next_instance_ + kInstancesAheadKept &&
                next_instance_messages_.size() < kNextInstanceMessagesMax) {
-      next_instance_messages_.emplace_back(from, message);  // handled once k is decided here
+      next_instance_messages_.emplace_back(from, message);  // handled once it is our turn
     }
     SendCatchUpRequest(from, out);  // we may have missed decisions: ask the sender
     return;
@@ -231,7 +231,7 @@ void ConsensusOrder::ReplayNextInstanceMessages(Outbox* out) {
   for (auto& [from, message] : kept) {
     if (message.instance() == next_instance_) {
       OnConsensus(from, message, out);  // may decide and replay again: bounded by the instances
-    } else if (message.instance() == next_instance_ + 1) {
+    } else if (message.instance() > next_instance_) {
       next_instance_messages_.emplace_back(from, std::move(message));  // still ahead
     }  // older: about an instance decided here meanwhile, nothing to do
   }

@@ -139,10 +139,13 @@ class ConsensusOrder final : public TotalOrder {
     uint32_t round = 0;
   };
   std::map<uint64_t, EarlyDecision> early_decisions_;  // by instance, > next_instance_
-  // Messages of instance next_instance_ + 1 that came before this member decided next_instance_
-  // (the next coordinator's PROPOSAL overtaking the decision on another link), handled once it
-  // has; at most kNextInstanceMessagesMax.
+  // Messages of the instances just ahead (next_instance_ + 1 .. + kInstancesAheadKept) that came
+  // before this member decided next_instance_ (the next coordinator's PROPOSAL overtaking the
+  // decision on another link), handled once it has; at most kNextInstanceMessagesMax. Two ahead
+  // is common with n = 3: a round-1 coordinator decides one step after its participants
+  // (optimisation 3, 004 section 4.3), and the next two coordinators may have proposed by then.
   static constexpr size_t kNextInstanceMessagesMax = 64;
+  static constexpr uint64_t kInstancesAheadKept = 4;
   std::vector<std::pair<NodeId, wire::ConsensusMessage>> next_instance_messages_;
   NodeId highest_instance_sender_ = 0;
   size_t decided_bytes_ = 0;

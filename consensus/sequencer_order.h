@@ -82,6 +82,7 @@ class SequencerOrder final : public TotalOrder {
   void EnterEpoch(uint32_t epoch, Outbox* out);
   void SkipSuspectedSequencers(Outbox* out);
   void OnForward(const wire::SequencerMessage& message, Outbox* out);
+  void AppendEarlyForwards(NodeId origin);  // kept forwards of origin that are now in turn
   void OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   // Committed entries from any member (a frozen order answering a laggard): they are final.
   void OnCommittedPrefix(const wire::SequencerMessage& message, Outbox* out);
@@ -133,6 +134,11 @@ class SequencerOrder final : public TotalOrder {
   uint64_t delivered_ = 0;              // log_[0, delivered_) handed out
   std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq
   std::map<NodeId, uint64_t> log_seq_;  // origin -> highest seq in log_ (the sequencer appends)
+  // Sequencer: forwarded messages that came ahead of an earlier one of their origin, by origin
+  // and seq; appended once the gap closes (at most kEarlyForwardsMax in all).
+  static constexpr size_t kEarlyForwardsMax = 256;
+  std::map<NodeId, std::map<uint64_t, wire::DataMessage>> early_forwards_;
+  size_t early_forwards_count_ = 0;
   uint64_t next_seq_ = 0;
   std::map<uint64_t, std::string> own_;  // own messages not yet delivered, by seq
   uint64_t last_retransmit_ms_ = 0;

@@ -385,6 +385,36 @@ TEST_CASE("with n = 3 sequencer members commit on accepting; no commit notices",
   for (NodeId id = 1; id <= 3; ++id) CHECK(plain.delivered[id] == std::vector<std::string>{"a"});
 }
 
+TEST_CASE("a FORWARD that overtakes its origin's previous one is kept, not dropped", "[order]") {
+  // Node 2's first FORWARD comes late (a retransmission, another path): the sequencer keeps the
+  // second until the first arrives and orders both then, with no retransmission.
+  for (size_t n : {3, 5}) {
+    INFO("n = " << n);
+    Orders<SequencerOrder> orders(n, SequencerOrderOptions{});
+    std::vector<std::tuple<NodeId, NodeId, wire::Envelope>> held;
+    orders.drop = [&held](NodeId from, NodeId to, const wire::Envelope& envelope) {
+      if (from != 2 || !held.empty() || !envelope.has_sequencer() ||
+          envelope.sequencer().kind() != wire::SequencerMessage::FORWARD) {
+        return false;
+      }
+      held.emplace_back(from, to, envelope);
+      return true;
+    };
+    orders.Broadcast(2, "a");
+    orders.Broadcast(2, "b");
+    orders.Pump();
+    REQUIRE(held.size() == 1);
+    for (NodeId id = 1; id <= n; ++id) CHECK(orders.delivered[id].empty());
+    orders.DropNothing();
+    for (auto& message : held) orders.queue.push_back(std::move(message));
+    orders.Pump();  // no Tick: nothing is retransmitted
+    for (NodeId id = 1; id <= n; ++id) {
+      INFO("node " << id);
+      CHECK(orders.delivered[id] == std::vector<std::string>{"a", "b"});
+    }
+  }
+}
+
 TEST_CASE("an entry a member committed on accepting survives the sequencer's crash", "[order]") {
   Orders<SequencerOrder> orders(3, SequencerOrderOptions{});
   // Node 2's ACK to the sequencer is lost: only node 2 knows (and delivered) the entry.

@@ -141,6 +141,7 @@ class StackSim {
   uint64_t next_call_ = 1;
   uint64_t outstanding_ = 0;
   std::string last_failure_;
+  std::vector<uint64_t> call_ms_;  // durations of the calls that succeeded
   const bool trace_ = std::getenv("COHORT_SIM_TRACE") != nullptr;
   // With COHORT_SIM_TRACE, the nodes' log lines name the node and the simulated time.
   void As(NodeId id) {
@@ -399,8 +400,22 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
                  (unsigned long long)net_.now_ms(), call.c_str(), id, static_cast<int>(mode),
                  style == nso::GroupConfig::Style::kOpen ? "open" : "closed");
   }
-  replica.node->Invoke(replica.client_nso, options, [this, call, mode](nso::InvokeResult result) {
+  const uint64_t started_ms = net_.now_ms();
+  const std::string described =
+      absl::StrCat(call, " from node ", id, ", mode ", static_cast<int>(mode), ", ",
+                   style == nso::GroupConfig::Style::kOpen ? "open" : "closed", ", started at t=",
+                   started_ms, "ms");
+  replica.node->Invoke(replica.client_nso, options, [this, call, mode, started_ms,
+                                                     described](nso::InvokeResult result) {
     outstanding_--;
+    if (result.status.ok()) {
+      const uint64_t took_ms = net_.now_ms() - started_ms;
+      call_ms_.push_back(took_ms);
+      if (took_ms >= result_.call_ms_max) {
+        result_.call_ms_max = took_ms;
+        result_.slowest_call = absl::StrCat(described, ": ", took_ms, " ms");
+      }
+    }
     if (!result.status.ok()) {
       last_failure_ = absl::StrCat(call, ": ", result.status.ToString());
       if (trace_) {
@@ -531,11 +546,14 @@ void StackSim::Chaos() {
       if (replica.alive) alive.push_back(id);
     }
     if (options_.outside_caller) alive.push_back(outsider_id());
-    NodeId caller = alive[rng_.Uniform(alive.size())];
-    static constexpr invocation::Mode kModes[] = {invocation::Mode::kOneWay, invocation::Mode::kFirst,
-                                                  invocation::Mode::kMajority, invocation::Mode::kAll};
-    Call(caller, kModes[rng_.Uniform(4)],
-         rng_.Uniform(2) ? nso::GroupConfig::Style::kOpen : nso::GroupConfig::Style::kClosed);
+    for (uint32_t k = 0; k < options_.calls_per_step; ++k) {
+      NodeId caller = alive[rng_.Uniform(alive.size())];
+      static constexpr invocation::Mode kModes[] = {
+          invocation::Mode::kOneWay, invocation::Mode::kFirst, invocation::Mode::kMajority,
+          invocation::Mode::kAll};
+      Call(caller, kModes[rng_.Uniform(4)],
+           rng_.Uniform(2) ? nso::GroupConfig::Style::kOpen : nso::GroupConfig::Style::kClosed);
+    }
     if (options_.crash_one_at_ms && net_.now_ms() >= options_.crash_one_at_ms && crashed_.empty() &&
         result_.faults == 0) {
       Crash(2 + rng_.Uniform(result_.nodes - 1));
@@ -670,6 +688,10 @@ StackSimResult StackSim::Run() {
     }
   }
   result_.end_ms = net_.now_ms();
+  if (!call_ms_.empty()) {
+    std::nth_element(call_ms_.begin(), call_ms_.begin() + call_ms_.size() / 2, call_ms_.end());
+    result_.call_ms_p50 = call_ms_[call_ms_.size() / 2];
+  }
   return result_;
 }
 

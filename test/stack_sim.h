@@ -39,6 +39,7 @@ struct StackSimOptions {
   uint64_t suspect_timeout_ms = 50;
   uint64_t exclude_timeout_ms = 800;
   uint32_t call_every_ms = 15;    // a client call every this often (simulated)
+  uint32_t calls_per_step = 1;    // calls started together, each from a caller chosen at random
   uint64_t crash_one_at_ms = 0;   // > 0: crash one node (not node 1) at this time, nothing else
   // Clock drift: node k's clock reads offset_k + t * (1'000'000 + drift_ppm_k) / 1'000'000 at
   // simulated time t, with drift_ppm_k uniform in [-drift_ppm_max, +drift_ppm_max] and offset_k
@@ -68,6 +69,11 @@ struct StackSimResult {
   int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
   int32_t drift_ppm_max = 0;
   uint64_t end_ms = 0;
+  // Simulated time from a call to its successful completion (a one-way call completes once it is
+  // accepted for ordering), over the calls that succeeded; and the slowest of them, described.
+  uint64_t call_ms_max = 0;
+  uint64_t call_ms_p50 = 0;
+  std::string slowest_call;
 };
 
 StackSimResult RunStackSimulation(const StackSimOptions& options);

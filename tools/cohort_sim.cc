@@ -4,7 +4,7 @@
 //       steps to decision and messages per consensus for n = 3, 5, 7 under each of the 8
 //       combinations of optimisations (004 section 4), failure-free, fixed per-message delay.
 //   cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--drift-ppm PPM]
-//              [--liveness lively|event]
+//              [--liveness lively|event] [--fault-free] [--nodes N] [--calls-per-step K]
 //       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift; the
 //       simulated group is lively (default) or event-driven (003 section 3).
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "nso/logging.h"
 #include "test/order_sim.h"
@@ -103,24 +104,34 @@ std::string DriftFlag(uint32_t drift_ppm) {
   return " --drift-ppm " + std::to_string(drift_ppm);
 }
 
+// The replay flags of a stack run's options other than the defaults.
+std::string StackFlags(const cohort::sim::StackSimOptions& options) {
+  const cohort::sim::StackSimOptions defaults;
+  std::string flags = std::string(" --ordering ") + (options.sequencer ? "sequencer" : "consensus");
+  flags += DriftFlag(options.drift_ppm_max);
+  if (options.event_driven) flags += " --liveness event";
+  if (options.streams_break) flags += " --streams-break";
+  if (options.crash_one_at_ms) flags += " --crash-one-at " + std::to_string(options.crash_one_at_ms);
+  if (options.slow_only) flags += " --slow-only";
+  if (!options.faults && !options.slow_only && !options.crash_one_at_ms) flags += " --fault-free";
+  if (options.nodes) flags += " --nodes " + std::to_string(options.nodes);
+  if (options.calls_per_step != defaults.calls_per_step) {
+    flags += " --calls-per-step " + std::to_string(options.calls_per_step);
+  }
+  return flags;
+}
+
 // The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
-int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose,
-                  uint64_t crash_one_at_ms, bool slow_only, uint32_t drift_ppm,
-                  bool event_driven, bool streams_break) {
+int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions options,
+                  bool verbose) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
-           transfers = 0, servant_crashes = 0;
+           transfers = 0, servant_crashes = 0, call_ms_max = 0;
+  std::vector<uint64_t> call_ms_p50s;
+  std::string slowest_call;
   int32_t drift_seen_min = 0, drift_seen_max = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
-    cohort::sim::StackSimOptions options;
     options.seed = seed;
-    options.drift_ppm_max = drift_ppm;
-    options.sequencer = ordering == Ordering::kSequencer;
-    options.event_driven = event_driven;
-    if (crash_one_at_ms || slow_only) options.faults = false;
-    options.crash_one_at_ms = crash_one_at_ms;
-    options.slow_only = slow_only;
-    options.streams_break = streams_break;
     const cohort::sim::StackSimResult result = cohort::sim::RunStackSimulation(options);
     ++seeds;
     faults += result.faults;
@@ -131,22 +142,26 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
     servant_crashes += result.servant_crashes;
     drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
     drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
+    call_ms_p50s.push_back(result.call_ms_p50);
+    if (result.call_ms_max >= call_ms_max) {
+      call_ms_max = result.call_ms_max;
+      slowest_call = "seed " + std::to_string(seed) + ", " + result.slowest_call;
+    }
     if (!result.ok) {
       ++violations;
       std::printf("seed %llu (%u nodes, clocks %+d..%+d ppm): %s\n  replay: cohort-sim --stack "
-                  "--seeds %llu..%llu --ordering %s%s%s%s --verbose\n",
+                  "--seeds %llu..%llu%s --verbose\n",
                   static_cast<unsigned long long>(seed), result.nodes, result.drift_ppm_min,
                   result.drift_ppm_max, result.violation.c_str(),
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
-                  cohort::sim::OrderingName(ordering), DriftFlag(drift_ppm).c_str(),
-                  event_driven ? " --liveness event" : "",
-                  streams_break ? " --streams-break" : "");
+                  StackFlags(options).c_str());
     }
   }
   std::printf("stack, ordering %s%s: seeds run %llu, faults injected %llu (servant crashes %llu), "
               "calls %llu (acknowledged %llu), views installed %llu, state transfers %llu, "
               "violations %llu\n",
-              cohort::sim::OrderingName(ordering), event_driven ? ", event-driven group" : "",
+              options.sequencer ? "sequencer" : "consensus",
+              options.event_driven ? ", event-driven group" : "",
               static_cast<unsigned long long>(seeds),
               static_cast<unsigned long long>(faults),
               static_cast<unsigned long long>(servant_crashes),
@@ -154,9 +169,15 @@ int RunStackSeeds(uint64_t first, uint64_t last, Ordering ordering, bool verbose
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
               static_cast<unsigned long long>(violations));
+  std::sort(call_ms_p50s.begin(), call_ms_p50s.end());
+  std::printf("simulated call time (successful calls, links 1-3 ms): median of the seeds' p50 %llu "
+              "ms, longest %llu ms (%s)\n",
+              static_cast<unsigned long long>(call_ms_p50s.empty() ? 0 : call_ms_p50s[call_ms_p50s.size() / 2]),
+              static_cast<unsigned long long>(call_ms_max), slowest_call.c_str());
   std::printf("clock drift: every node's clock rate within +-%u ppm and offset up to %llu ms "
               "(rates drawn: %+d..%+d ppm)\n",
-              drift_ppm, static_cast<unsigned long long>(cohort::sim::StackSimOptions{}.clock_offset_ms_max),
+              options.drift_ppm_max,
+              static_cast<unsigned long long>(cohort::sim::StackSimOptions{}.clock_offset_ms_max),
               drift_seen_min, drift_seen_max);
   return violations == 0 ? 0 : 1;
 }
@@ -167,11 +188,15 @@ int Usage() {
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break]\n"
+             "                  [--fault-free] [--nodes N] [--calls-per-step K]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
              "  --streams-break: a crash or partition breaks the streams to a node at once, as TCP\n"
-             "               resets do (Transport::Reachable); off: the streams always look up\n",
+             "               resets do (Transport::Reachable); off: the streams always look up\n"
+             "  --fault-free: no crash, partition, loss or delay burst (to read the call times)\n"
+             "  --nodes:     the group's size (default: 3 to 5, chosen by the seed)\n"
+             "  --calls-per-step: calls started together every 15 ms, from random callers (default 1)\n",
              stderr);
   return 2;
 }
@@ -179,10 +204,8 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool table = false, stack = false, verbose = false, slow_only = false, event_driven = false;
-  bool streams_break = false;
-  uint64_t crash_one_at_ms = 0;
-  uint32_t drift_ppm = cohort::sim::StackSimOptions{}.drift_ppm_max;
+  bool table = false, stack = false, verbose = false;
+  cohort::sim::StackSimOptions stack_options;
   std::string seeds;
   Ordering ordering = Ordering::kConsensus;
   for (int i = 1; i < argc; ++i) {
@@ -194,21 +217,34 @@ int main(int argc, char** argv) {
     } else if (arg == "--verbose") {
       verbose = true;
     } else if (arg == "--slow-only") {
-      slow_only = true;
+      stack_options.slow_only = true;
+      stack_options.faults = false;
+    } else if (arg == "--fault-free") {
+      stack_options.faults = false;
     } else if (arg == "--streams-break") {
-      streams_break = true;
+      stack_options.streams_break = true;
     } else if (arg == "--crash-one-at" && i + 1 < argc) {
-      crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
+      stack_options.crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
+      if (stack_options.crash_one_at_ms == 0) return Usage();
+      stack_options.faults = false;
+    } else if (arg == "--nodes" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value < 1 || value > 9) return Usage();
+      stack_options.nodes = static_cast<uint32_t>(value);
+    } else if (arg == "--calls-per-step" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value < 1 || value > 64) return Usage();
+      stack_options.calls_per_step = static_cast<uint32_t>(value);
     } else if (arg == "--drift-ppm" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value >= 500000) return Usage();  // a clock must move forward
-      drift_ppm = static_cast<uint32_t>(value);
+      stack_options.drift_ppm_max = static_cast<uint32_t>(value);
     } else if (arg == "--liveness" && i + 1 < argc) {
       const std::string value = argv[++i];
       if (value == "lively") {
-        event_driven = false;
+        stack_options.event_driven = false;
       } else if (value == "event") {
-        event_driven = true;
+        stack_options.event_driven = true;
       } else {
         return Usage();
       }
@@ -230,7 +266,7 @@ int main(int argc, char** argv) {
   if (table) return PrintTable();
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
-  if (stack) return RunStackSeeds(first, last, ordering, verbose, crash_one_at_ms, slow_only,
-                                 drift_ppm, event_driven, streams_break);
+  stack_options.sequencer = ordering == Ordering::kSequencer;
+  if (stack) return RunStackSeeds(first, last, stack_options, verbose);
   return RunSeeds(first, last, ordering);
 }
