@@ -74,8 +74,8 @@ class StackSim {
   static nso::SimNetworkOptions NetOptions(const StackSimOptions& options) {
     nso::SimNetworkOptions net;
     net.seed = options.seed;
-    net.delay_min_ms = 1;
-    net.delay_max_ms = 3;
+    net.delay_min_ms = options.link_delay_min_ms;
+    net.delay_max_ms = options.link_delay_max_ms;
     net.streams_break = options.streams_break;
     return net;
   }
@@ -142,6 +142,7 @@ class StackSim {
   uint64_t outstanding_ = 0;
   std::string last_failure_;
   std::vector<uint64_t> call_ms_;  // durations of the calls that succeeded
+  std::map<std::string, std::vector<uint64_t>> call_ms_by_kind_;
   const bool trace_ = std::getenv("COHORT_SIM_TRACE") != nullptr;
   // With COHORT_SIM_TRACE, the nodes' log lines name the node and the simulated time.
   void As(NodeId id) {
@@ -401,16 +402,22 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
                  style == nso::GroupConfig::Style::kOpen ? "open" : "closed");
   }
   const uint64_t started_ms = net_.now_ms();
+  static constexpr const char* kModeNames[] = {"one-way", "first", "majority", "all"};
+  const std::string kind =
+      absl::StrCat(id == outsider_id() ? "outside " : "member ",
+                   style == nso::GroupConfig::Style::kOpen ? "open " : "closed ",
+                   kModeNames[static_cast<int>(mode)]);
   const std::string described =
       absl::StrCat(call, " from node ", id, ", mode ", static_cast<int>(mode), ", ",
                    style == nso::GroupConfig::Style::kOpen ? "open" : "closed", ", started at t=",
                    started_ms, "ms");
-  replica.node->Invoke(replica.client_nso, options, [this, call, mode, started_ms,
-                                                     described](nso::InvokeResult result) {
+  replica.node->Invoke(replica.client_nso, options, [this, call, mode, started_ms, described,
+                                                     kind](nso::InvokeResult result) {
     outstanding_--;
     if (result.status.ok()) {
       const uint64_t took_ms = net_.now_ms() - started_ms;
       call_ms_.push_back(took_ms);
+      call_ms_by_kind_[kind].push_back(took_ms);
       if (took_ms >= result_.call_ms_max) {
         result_.call_ms_max = took_ms;
         result_.slowest_call = absl::StrCat(described, ": ", took_ms, " ms");
@@ -581,7 +588,7 @@ void StackSim::Heal() {
   net_.Heal();
   cut_off_.clear();
   net_.SetLoss(0, 0);
-  net_.SetDelay(1, 3);
+  net_.SetDelay(options_.link_delay_min_ms, options_.link_delay_max_ms);
   for (NodeId id : std::set<NodeId>(crashed_)) {
     amnesiac_.insert(id);
     net_.Restart(id);
@@ -691,6 +698,10 @@ StackSimResult StackSim::Run() {
   if (!call_ms_.empty()) {
     std::nth_element(call_ms_.begin(), call_ms_.begin() + call_ms_.size() / 2, call_ms_.end());
     result_.call_ms_p50 = call_ms_[call_ms_.size() / 2];
+  }
+  for (auto& [kind, times] : call_ms_by_kind_) {
+    std::sort(times.begin(), times.end());
+    result_.call_times[kind] = {times.size(), times.front(), times[times.size() / 2], times.back()};
   }
   return result_;
 }

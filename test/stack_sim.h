@@ -17,6 +17,7 @@
 #define COHORT_TEST_STACK_SIM_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace cohort::sim {
@@ -53,6 +54,19 @@ struct StackSimOptions {
   bool streams_break = false;     // nso::SimNetworkOptions::streams_break
   uint32_t drift_ppm_max = 50000;  // +-5%
   uint64_t clock_offset_ms_max = 1000000;
+  // Every message takes link_delay_min_ms..link_delay_max_ms (uniform) while no fault slows the
+  // network. With both 1, a fault-free call's simulated time counts its hops on the critical path.
+  uint64_t link_delay_min_ms = 1;
+  uint64_t link_delay_max_ms = 3;
+};
+
+// Simulated times of the successful calls of one kind: caller inside or outside the group,
+// invocation mode, closed or open.
+struct CallKindTimes {
+  uint64_t count = 0;
+  uint64_t min_ms = 0;
+  uint64_t p50_ms = 0;
+  uint64_t max_ms = 0;
 };
 
 struct StackSimResult {
@@ -74,6 +88,8 @@ struct StackSimResult {
   uint64_t call_ms_max = 0;
   uint64_t call_ms_p50 = 0;
   std::string slowest_call;
+  // By kind: "member closed first", "outside open all", ... (see CallKindName).
+  std::map<std::string, CallKindTimes> call_times;
 };
 
 StackSimResult RunStackSimulation(const StackSimOptions& options);

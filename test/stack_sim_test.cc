@@ -1,6 +1,11 @@
 // Membership and the whole stack in deterministic simulation (issue 4): real Nodes over the
 // simulated network with crashes, restarts, partitions, loss and delay (see test/stack_sim.h for
 // the properties checked). Any failure prints its seed; `cohort-sim --stack --seeds S..S` replays it.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -124,6 +129,71 @@ TEST_CASE("issue 7: fault-free calls never wait for a retransmission (n = 3, 5, 
         calls += result.calls_acknowledged;
       }
       CHECK(calls > 12 * 400);  // 3 calls per 15 ms for 3 s, a quarter of them one-way
+    }
+  }
+}
+
+// Issue 7: hops on each kind of call's critical path. With every message taking 1 ms and no
+// faults, a call's simulated time is the number of messages on its critical path (the servants
+// answer at once, in the node's process). The budgets are the medians measured when this test
+// was written (cohort-sim --stack --seeds 1..20 --fault-free --nodes N --link-ms 1), so a change
+// that adds a hop to any path fails here, where the bench's noise would hide it. A caller that
+// is a member reaches its replicas in 2 hops (its proposal; a participant decides on it,
+// optimisation 3, and answers); an outside caller adds the hop to the member that orders its
+// call. A median above the minimum means the round's coordinator was another member (it
+// coordinates after broadcasting most in the last decision): one more hop to reach it.
+TEST_CASE("issue 7: the hops on every kind of call's path stay within budget (n = 3, 5)",
+          "[sim][latency]") {
+  nso::ConfigureLogging("off", "text", "");
+  const std::map<std::string, uint64_t> kBudget3 = {
+      {"member closed first", 2},  {"member closed majority", 3}, {"member closed all", 4},
+      {"member open first", 2},    {"member open majority", 3},   {"member open all", 4},
+      {"outside closed first", 4}, {"outside closed majority", 4}, {"outside closed all", 5},
+      {"outside open first", 4},   {"outside open majority", 5},  {"outside open all", 4}};
+  const std::map<std::string, uint64_t> kBudget5 = {
+      {"member closed first", 4},  {"member closed majority", 5}, {"member closed all", 5},
+      {"member open first", 4},    {"member open majority", 5},   {"member open all", 5},
+      {"outside closed first", 5}, {"outside closed majority", 6}, {"outside closed all", 6},
+      {"outside open first", 6},   {"outside open majority", 7},  {"outside open all", 7}};
+  for (bool sequencer : {false, true}) {
+    for (uint32_t nodes : {3u, 5u}) {
+      std::map<std::string, std::vector<uint64_t>> p50s;
+      std::map<std::string, uint64_t> mins;
+      for (uint64_t seed = 1; seed <= 12; ++seed) {
+        StackSimOptions options;
+        options.seed = seed;
+        options.nodes = nodes;
+        options.sequencer = sequencer;
+        options.faults = false;
+        options.link_delay_min_ms = 1;
+        options.link_delay_max_ms = 1;
+        options.chaos_ms = 2000;
+        StackSimResult result = RunStackSimulation(options);
+        INFO("seed " << seed << ": " << result.violation);
+        REQUIRE(result.ok);
+        for (const auto& [kind, times] : result.call_times) {
+          p50s[kind].push_back(times.p50_ms);
+          auto [min, first] = mins.try_emplace(kind, times.min_ms);
+          if (!first) min->second = std::min(min->second, times.min_ms);
+        }
+      }
+      const auto& budget = nodes == 3 ? kBudget3 : kBudget5;
+      for (const auto& [kind, hops] : budget) {
+        INFO("n = " << nodes << (sequencer ? ", sequencer" : ", consensus") << ", " << kind
+                    << "; replay: cohort-sim --stack --seeds 1..12 --fault-free --link-ms 1 --nodes "
+                    << nodes << " --ordering " << (sequencer ? "sequencer" : "consensus"));
+        REQUIRE(p50s.count(kind) == 1);
+        std::vector<uint64_t>& values = p50s[kind];
+        std::sort(values.begin(), values.end());
+        CHECK(values[values.size() / 2] <= hops);
+      }
+      // The shortest paths, exactly: a member's wait-for-first in 2 hops, an outside caller's
+      // wait-for-first through the request manager in 3 (003 section 4.2's asynchronous
+      // forwarding: to the manager, its proposal, a participant's answer).
+      CHECK(mins["member closed first"] == 2);
+      CHECK(mins["member open first"] == 2);
+      CHECK(mins["outside open first"] <= 4);
+      if (nodes == 3) CHECK(mins["outside open first"] == 3);
     }
   }
 }

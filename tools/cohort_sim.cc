@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,9 @@ std::string StackFlags(const cohort::sim::StackSimOptions& options) {
   if (options.slow_only) flags += " --slow-only";
   if (!options.faults && !options.slow_only && !options.crash_one_at_ms) flags += " --fault-free";
   if (options.nodes) flags += " --nodes " + std::to_string(options.nodes);
+  if (options.link_delay_min_ms == options.link_delay_max_ms) {
+    flags += " --link-ms " + std::to_string(options.link_delay_min_ms);
+  }
   if (options.calls_per_step != defaults.calls_per_step) {
     flags += " --calls-per-step " + std::to_string(options.calls_per_step);
   }
@@ -128,6 +132,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0, servant_crashes = 0, call_ms_max = 0;
   std::vector<uint64_t> call_ms_p50s;
+  std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call;
   int32_t drift_seen_min = 0, drift_seen_max = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
@@ -143,6 +148,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
     drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
     call_ms_p50s.push_back(result.call_ms_p50);
+    for (const auto& [kind, times] : result.call_times) kinds[kind].push_back(times);
     if (result.call_ms_max >= call_ms_max) {
       call_ms_max = result.call_ms_max;
       slowest_call = "seed " + std::to_string(seed) + ", " + result.slowest_call;
@@ -174,6 +180,25 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               "ms, longest %llu ms (%s)\n",
               static_cast<unsigned long long>(call_ms_p50s.empty() ? 0 : call_ms_p50s[call_ms_p50s.size() / 2]),
               static_cast<unsigned long long>(call_ms_max), slowest_call.c_str());
+  if (!options.faults) {
+    std::printf("%-26s %8s %7s %11s %7s\n", "calls by kind", "calls", "min_ms", "p50_ms(med)",
+                "max_ms");
+    for (auto& [kind, runs] : kinds) {
+      uint64_t count = 0, min_ms = UINT64_MAX, max_ms = 0;
+      std::vector<uint64_t> p50s;
+      for (const auto& times : runs) {
+        count += times.count;
+        min_ms = std::min(min_ms, times.min_ms);
+        max_ms = std::max(max_ms, times.max_ms);
+        p50s.push_back(times.p50_ms);
+      }
+      std::sort(p50s.begin(), p50s.end());
+      std::printf("%-26s %8llu %7llu %11llu %7llu\n", kind.c_str(),
+                  static_cast<unsigned long long>(count), static_cast<unsigned long long>(min_ms),
+                  static_cast<unsigned long long>(p50s[p50s.size() / 2]),
+                  static_cast<unsigned long long>(max_ms));
+    }
+  }
   std::printf("clock drift: every node's clock rate within +-%u ppm and offset up to %llu ms "
               "(rates drawn: %+d..%+d ppm)\n",
               options.drift_ppm_max,
@@ -188,7 +213,7 @@ int Usage() {
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break]\n"
-             "                  [--fault-free] [--nodes N] [--calls-per-step K]\n"
+             "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
@@ -196,7 +221,9 @@ int Usage() {
              "               resets do (Transport::Reachable); off: the streams always look up\n"
              "  --fault-free: no crash, partition, loss or delay burst (to read the call times)\n"
              "  --nodes:     the group's size (default: 3 to 5, chosen by the seed)\n"
-             "  --calls-per-step: calls started together every 15 ms, from random callers (default 1)\n",
+             "  --calls-per-step: calls started together every 15 ms, from random callers (default 1)\n"
+             "  --link-ms:   every message takes D ms (default 1-3); with --fault-free and 1, the\n"
+             "               call times by kind count the hops on each kind's critical path\n",
              stderr);
   return 2;
 }
@@ -227,6 +254,11 @@ int main(int argc, char** argv) {
       stack_options.crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
       if (stack_options.crash_one_at_ms == 0) return Usage();
       stack_options.faults = false;
+    } else if (arg == "--link-ms" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value < 1 || value > 1000) return Usage();
+      stack_options.link_delay_min_ms = value;
+      stack_options.link_delay_max_ms = value;
     } else if (arg == "--nodes" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value < 1 || value > 9) return Usage();
