@@ -92,6 +92,21 @@ TEST_CASE("004 s5: no member is excluded while it is only slow", "[sim][membersh
   }
 }
 
+namespace {
+
+// No crash, partition, loss or delay burst; calls for calls_ms of simulated time.
+StackSimOptions FaultFree(uint64_t seed, uint32_t nodes, bool sequencer, uint64_t calls_ms) {
+  StackSimOptions options;
+  options.seed = seed;
+  options.nodes = nodes;
+  options.sequencer = sequencer;
+  options.faults = false;
+  options.chaos_ms = calls_ms;
+  return options;
+}
+
+}  // namespace
+
 // Issue 7: without faults, no call waits for a timer. A message lost or dropped by a protocol is
 // resent after retransmit_ms (50 ms), so a call that waited for one takes longer than the bound:
 // the longest fault-free path (an outside caller's open wait-for-all at n = 7: to the manager,
@@ -109,13 +124,8 @@ TEST_CASE("issue 7: fault-free calls never wait for a retransmission (n = 3, 5, 
     for (uint32_t nodes : {3u, 5u, 7u}) {
       uint64_t calls = 0;
       for (uint64_t seed = 1; seed <= 12; ++seed) {
-        StackSimOptions options;
-        options.seed = seed;
-        options.nodes = nodes;
-        options.sequencer = sequencer;
-        options.faults = false;
+        StackSimOptions options = FaultFree(seed, nodes, sequencer, 3000);
         options.calls_per_step = 3;
-        options.chaos_ms = 3000;
         StackSimResult result = RunStackSimulation(options);
         INFO("seed " << seed << ", n = " << nodes << (sequencer ? ", sequencer" : ", consensus")
                      << ": " << result.violation << "; slowest call: " << result.slowest_call
@@ -160,14 +170,9 @@ TEST_CASE("issue 7: the hops on every kind of call's path stay within budget (n 
       std::map<std::string, std::vector<uint64_t>> p50s;
       std::map<std::string, uint64_t> mins;
       for (uint64_t seed = 1; seed <= 12; ++seed) {
-        StackSimOptions options;
-        options.seed = seed;
-        options.nodes = nodes;
-        options.sequencer = sequencer;
-        options.faults = false;
+        StackSimOptions options = FaultFree(seed, nodes, sequencer, 2000);
         options.link_delay_min_ms = 1;
         options.link_delay_max_ms = 1;
-        options.chaos_ms = 2000;
         StackSimResult result = RunStackSimulation(options);
         INFO("seed " << seed << ": " << result.violation);
         REQUIRE(result.ok);
