@@ -14,11 +14,12 @@
 //   Decision of k: the batch's messages are delivered in (origin, seq) order, skipping any already
 //     delivered or that would break FIFO per origin (those go back to the unordered set). The rule
 //     is deterministic, so every member delivers the same sequence.
-//   Reordering: a message of instance k + 1 that comes before this member decided k (the next
-//     coordinator's PROPOSAL can overtake the decision of k, which comes on another link) is
-//     kept and handled once k is decided, not dropped: dropped, the proposal came again only
+//   Reordering: a message of instance k + 1 .. k + 4 that comes before this member decided k
+//     (the next coordinator's PROPOSAL can overtake the decision of k, which comes on another
+//     link) is kept and handled in its turn, not dropped: dropped, the proposal came again only
 //     after retransmit_ms, and with n >= 5 its coordinator often lacked a majority of ACKs
-//     until then (kv-nemesis, session 13: 10% of the calls at n = 5 waited 50 ms).
+//     until then (kv-nemesis, session 13: 10% of the calls at n = 5 waited 50 ms; with n = 3 a
+//     coordinator can be two instances behind, cohort-sim --stack --fault-free, session 14).
 //   Loss: own undelivered messages are diffused again every retransmit_ms; the instance
 //     retransmits its phase messages; a member that learns of a later instance asks the sender
 //     for the decision of its current one (ESTIMATE with round 0), and an idle member probes one

@@ -141,7 +141,7 @@ class StackSim {
   uint64_t next_call_ = 1;
   uint64_t outstanding_ = 0;
   std::string last_failure_;
-  std::vector<uint64_t> call_ms_;  // durations of the calls that succeeded
+  // Durations of the calls that succeeded, by kind (StackSimResult::call_times).
   std::map<std::string, std::vector<uint64_t>> call_ms_by_kind_;
   const bool trace_ = std::getenv("COHORT_SIM_TRACE") != nullptr;
   // With COHORT_SIM_TRACE, the nodes' log lines name the node and the simulated time.
@@ -407,22 +407,9 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
       absl::StrCat(id == outsider_id() ? "outside " : "member ",
                    style == nso::GroupConfig::Style::kOpen ? "open " : "closed ",
                    kModeNames[static_cast<int>(mode)]);
-  const std::string described =
-      absl::StrCat(call, " from node ", id, ", mode ", static_cast<int>(mode), ", ",
-                   style == nso::GroupConfig::Style::kOpen ? "open" : "closed", ", started at t=",
-                   started_ms, "ms");
-  replica.node->Invoke(replica.client_nso, options, [this, call, mode, started_ms, described,
+  replica.node->Invoke(replica.client_nso, options, [this, id, call, mode, started_ms,
                                                      kind](nso::InvokeResult result) {
     outstanding_--;
-    if (result.status.ok()) {
-      const uint64_t took_ms = net_.now_ms() - started_ms;
-      call_ms_.push_back(took_ms);
-      call_ms_by_kind_[kind].push_back(took_ms);
-      if (took_ms >= result_.call_ms_max) {
-        result_.call_ms_max = took_ms;
-        result_.slowest_call = absl::StrCat(described, ": ", took_ms, " ms");
-      }
-    }
     if (!result.status.ok()) {
       last_failure_ = absl::StrCat(call, ": ", result.status.ToString());
       if (trace_) {
@@ -430,6 +417,13 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
                      last_failure_.c_str());
       }
       return;
+    }
+    const uint64_t took_ms = net_.now_ms() - started_ms;
+    call_ms_by_kind_[kind].push_back(took_ms);
+    if (took_ms >= result_.call_ms_max) {
+      result_.call_ms_max = took_ms;
+      result_.slowest_call = absl::StrCat(call, " (", kind, ") from node ", id, ", started at t=",
+                                          started_ms, "ms: ", took_ms, " ms");
     }
     if (mode != invocation::Mode::kOneWay && result.replies.size() < result.wanted) {
       return Fail(absl::StrCat("call ", call, " acknowledged with ", result.replies.size(), " of ",
@@ -695,18 +689,24 @@ StackSimResult StackSim::Run() {
     }
   }
   result_.end_ms = net_.now_ms();
-  if (!call_ms_.empty()) {
-    std::nth_element(call_ms_.begin(), call_ms_.begin() + call_ms_.size() / 2, call_ms_.end());
-    result_.call_ms_p50 = call_ms_[call_ms_.size() / 2];
+  std::vector<uint64_t> all_ms;
+  for (const auto& [kind, times] : call_ms_by_kind_) {
+    all_ms.insert(all_ms.end(), times.begin(), times.end());
+    const auto [min, max] = std::minmax_element(times.begin(), times.end());
+    result_.call_times[kind] = {times.size(), *min, Median(times), *max};
   }
-  for (auto& [kind, times] : call_ms_by_kind_) {
-    std::sort(times.begin(), times.end());
-    result_.call_times[kind] = {times.size(), times.front(), times[times.size() / 2], times.back()};
-  }
+  result_.call_ms_p50 = Median(std::move(all_ms));
   return result_;
 }
 
 }  // namespace
+
+uint64_t Median(std::vector<uint64_t> values) {
+  if (values.empty()) return 0;
+  auto middle = values.begin() + values.size() / 2;
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
 
 StackSimResult RunStackSimulation(const StackSimOptions& options) {
   StackSim sim(options);

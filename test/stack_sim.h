@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace cohort::sim {
 
@@ -93,6 +94,9 @@ struct StackSimResult {
 };
 
 StackSimResult RunStackSimulation(const StackSimOptions& options);
+
+// The middle value of values (the upper one of an even count); 0 for none.
+uint64_t Median(std::vector<uint64_t> values);
 
 }  // namespace cohort::sim
 

@@ -5,6 +5,7 @@
 //       combinations of optimisations (004 section 4), failure-free, fixed per-message delay.
 //   cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--drift-ppm PPM]
 //              [--liveness lively|event] [--fault-free] [--nodes N] [--calls-per-step K]
+//              [--link-ms D]
 //       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift; the
 //       simulated group is lively (default) or event-driven (003 section 3).
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
@@ -175,10 +176,11 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
               static_cast<unsigned long long>(violations));
-  std::sort(call_ms_p50s.begin(), call_ms_p50s.end());
-  std::printf("simulated call time (successful calls, links 1-3 ms): median of the seeds' p50 %llu "
-              "ms, longest %llu ms (%s)\n",
-              static_cast<unsigned long long>(call_ms_p50s.empty() ? 0 : call_ms_p50s[call_ms_p50s.size() / 2]),
+  std::printf("simulated call time (successful calls, links %llu-%llu ms): median of the seeds' "
+              "p50 %llu ms, longest %llu ms (%s)\n",
+              static_cast<unsigned long long>(options.link_delay_min_ms),
+              static_cast<unsigned long long>(options.link_delay_max_ms),
+              static_cast<unsigned long long>(cohort::sim::Median(std::move(call_ms_p50s))),
               static_cast<unsigned long long>(call_ms_max), slowest_call.c_str());
   if (!options.faults) {
     std::printf("%-26s %8s %7s %11s %7s\n", "calls by kind", "calls", "min_ms", "p50_ms(med)",
@@ -192,10 +194,9 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
         max_ms = std::max(max_ms, times.max_ms);
         p50s.push_back(times.p50_ms);
       }
-      std::sort(p50s.begin(), p50s.end());
       std::printf("%-26s %8llu %7llu %11llu %7llu\n", kind.c_str(),
                   static_cast<unsigned long long>(count), static_cast<unsigned long long>(min_ms),
-                  static_cast<unsigned long long>(p50s[p50s.size() / 2]),
+                  static_cast<unsigned long long>(cohort::sim::Median(std::move(p50s))),
                   static_cast<unsigned long long>(max_ms));
     }
   }
