@@ -157,13 +157,13 @@ bool LocalLink::FrameBuffered() const {
   return have - nso::kFrameLengthBytes >= nso::GetFrameLength(in_.data() + in_offset_);
 }
 
-bool LocalLink::Fill(int timeout_ms) {
+LocalLink::Outcome LocalLink::Fill(int timeout_ms) {
   while (true) {
     size_t have = in_.size() - in_offset_;
     if (have >= nso::kFrameLengthBytes) {
       uint32_t length = nso::GetFrameLength(in_.data() + in_offset_);
-      if (length > kFrameBytesMax) return false;
-      if (have - nso::kFrameLengthBytes >= length) return true;
+      if (length > kFrameBytesMax) return Outcome::kEnded;
+      if (have - nso::kFrameLengthBytes >= length) return Outcome::kFrame;
     }
     if (in_offset_ > 0) {
       in_.erase(0, in_offset_);
@@ -175,7 +175,8 @@ bool LocalLink::Fill(int timeout_ms) {
       pollfd ready{fd_, POLLIN, 0};
       int got = poll(&ready, 1, timeout_ms);
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return false;
+      if (got == 0) return Outcome::kTimeout;
+      if (got < 0) return Outcome::kEnded;
     }
     if (!chunk_) chunk_ = std::make_unique<char[]>(kReadChunk);  // reused: no zero-fill per read
     ssize_t got = read(fd_, chunk_.get(), kReadChunk);
@@ -184,7 +185,7 @@ bool LocalLink::Fill(int timeout_ms) {
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
-    return false;
+    return Outcome::kEnded;
   }
 }
 
@@ -194,17 +195,36 @@ bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {
   int timeout_ms = timeout == absl::InfiniteDuration()
                        ? -1
                        : static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
-  if (!Fill(timeout_ms)) {
-    Shutdown();
-    return false;
+  Outcome outcome = Take(Fill(timeout_ms), frame);
+  if (outcome == Outcome::kTimeout) Shutdown();
+  return outcome == Outcome::kFrame;
+}
+
+LocalLink::Outcome LocalLink::ReadUntil(api::LocalFrame* frame, absl::Time deadline) {
+  int timeout_ms = -1;
+  if (deadline != absl::InfiniteFuture()) {
+    // Rounded up: a poll that returns a little early would only come round again.
+    absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
+    timeout_ms = static_cast<int>(
+        std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
+                          1 << 30));
+  }
+  return Take(Fill(timeout_ms), frame);
+}
+
+LocalLink::Outcome LocalLink::Take(Outcome filled, api::LocalFrame* frame) {
+  if (filled != Outcome::kFrame) {
+    if (filled == Outcome::kEnded) Shutdown();
+    return filled;
   }
   uint32_t length = nso::GetFrameLength(in_.data() + in_offset_);
   bool ok = frame->ParseFromArray(in_.data() + in_offset_ + nso::kFrameLengthBytes,
                                   static_cast<int>(length));
   in_offset_ += nso::kFrameLengthBytes + length;
-  if (!ok) Shutdown();
   handed_out_ns_ = now_ns_();  // WriteSoon: how long its handler ran
-  return ok;
+  if (ok) return Outcome::kFrame;
+  Shutdown();
+  return Outcome::kEnded;
 }
 
 }  // namespace cohort::internal

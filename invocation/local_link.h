@@ -63,6 +63,12 @@ class LocalLink {
   bool Read(api::LocalFrame* frame);
   // Like Read, but gives up after `timeout` (then the link is shut down).
   bool ReadWithin(api::LocalFrame* frame, absl::Duration timeout);
+  // Like Read, but a timeout leaves the link as it was (a partial frame stays buffered), so that
+  // a caller reading for others (invocation/local_calls.h) can stop at its own deadline.
+  enum class Outcome { kFrame, kTimeout, kEnded };
+  Outcome ReadUntil(api::LocalFrame* frame, absl::Time deadline);
+  // The reader's buffer holds a whole frame: the next Read returns without a system call.
+  bool FrameBuffered() const;
   void Shutdown();
   // Tests: the clock WriteSoon's rules read (default absl::GetCurrentTimeNanos); reader thread.
   void SetClockForTest(int64_t (*now_ns)()) { now_ns_ = now_ns; }
@@ -75,10 +81,10 @@ class LocalLink {
 
  private:
   explicit LocalLink(int fd) : fd_(fd) {}
-  // Reads until `in_` holds a whole frame; false at the end of the stream. Sends held frames
-  // before it waits.
-  bool Fill(int timeout_ms);
-  bool FrameBuffered() const;  // reader thread: a whole frame is in `in_`
+  // Reads until `in_` holds a whole frame, for at most `timeout_ms` (-1: no limit). Sends held
+  // frames before it waits.
+  Outcome Fill(int timeout_ms);
+  Outcome Take(Outcome filled, api::LocalFrame* frame);  // parses the frame Fill buffered
   // Appends `frame` (if any) and sends what waits, unless another caller is sending (it sends it).
   absl::Status Send(const api::LocalFrame* frame);
   absl::Status SendAll(const std::string& bytes);  // blocking; the flusher only
@@ -95,8 +101,10 @@ class LocalLink {
   int64_t (*now_ns_)() = &absl::GetCurrentTimeNanos;
   int64_t handed_out_ns_ = 0;      // reader thread: when Read last returned a frame
   uint32_t fast_runs_ = 0;         // reader thread: answers in a row within kHoldUs of it
-  std::string in_;  // reader thread only
-  std::unique_ptr<char[]> chunk_;  // reader thread only
+  // The reader's: one thread at a time reads (the reader thread, or the caller that LocalCalls
+  // lets read; it hands over under its own mutex).
+  std::string in_;
+  std::unique_ptr<char[]> chunk_;
   size_t in_offset_ = 0;
 };
 

@@ -19,85 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "invocation/local_link.h"
+#include "test/fake_local_daemon.h"
 #include "nso/framing.h"
 #include "proto/api.pb.h"
 
 namespace cohort::internal {
 namespace {
-
-// The daemon's end: listens on an abstract socket named after the test's pid, accepts one link
-// and answers its hello; then reads and writes frames.
-class FakeDaemon {
- public:
-  FakeDaemon() {
-    name_ = absl::StrCat("@cohort-local-link-test-", getpid(), "-", counter_++);
-    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, name_.data(), name_.size());
-    address.sun_path[0] = '\0';
-    socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
-    REQUIRE(bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
-    REQUIRE(listen(listen_fd_, 4) == 0);
-    acceptor_ = std::thread([this] {
-      fd_ = accept(listen_fd_, nullptr, nullptr);
-      api::LocalFrame hello;
-      if (fd_ < 0 || !ReadFrame(&hello, 5000) || !hello.has_hello()) return;
-      api::LocalFrame answer;
-      answer.mutable_hello()->set_version(hello.hello().version());
-      WriteFrames({answer});
-    });
-  }
-  ~FakeDaemon() {
-    if (acceptor_.joinable()) acceptor_.join();
-    if (fd_ >= 0) close(fd_);
-    close(listen_fd_);
-  }
-
-  std::unique_ptr<LocalLink> Open() {
-    auto link = LocalLink::Open(LocalEndpoint{absl::StrCat("unix:", name_), 7, ""},
-                                absl::Seconds(5));
-    REQUIRE(link.ok());
-    acceptor_.join();
-    return *std::move(link);
-  }
-
-  // Reads one frame within `timeout_ms`; false on a timeout or the end of the stream.
-  bool ReadFrame(api::LocalFrame* frame, int timeout_ms) {
-    while (true) {
-      if (in_.size() >= nso::kFrameLengthBytes) {
-        uint32_t length = nso::GetFrameLength(in_.data());
-        if (in_.size() - nso::kFrameLengthBytes >= length) {
-          bool ok = frame->ParseFromArray(in_.data() + nso::kFrameLengthBytes,
-                                          static_cast<int>(length));
-          in_.erase(0, nso::kFrameLengthBytes + length);
-          return ok;
-        }
-      }
-      pollfd ready{fd_, POLLIN, 0};
-      if (poll(&ready, 1, timeout_ms) <= 0) return false;
-      char chunk[65536];
-      ssize_t got = read(fd_, chunk, sizeof(chunk));
-      if (got <= 0) return false;
-      in_.append(chunk, static_cast<size_t>(got));
-    }
-  }
-  // Writes the frames with one send(), so the link reads them together.
-  void WriteFrames(const std::vector<api::LocalFrame>& frames) {
-    std::string out;
-    for (const api::LocalFrame& frame : frames) nso::AppendFrame(frame, &out);
-    REQUIRE(send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size()));
-  }
-  void Close() { shutdown(fd_, SHUT_RDWR); }
-
- private:
-  static inline std::atomic<int> counter_{0};
-  std::string name_;
-  int listen_fd_ = -1;
-  int fd_ = -1;
-  std::thread acceptor_;
-  std::string in_;
-};
 
 api::LocalFrame Call(uint64_t id, const std::string& payload) {
   api::LocalFrame frame;

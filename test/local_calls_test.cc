@@ -1,0 +1,213 @@
+// Calls over the local fast path (invocation/local_calls.h) against a fake daemon end: a caller
+// alone on the link reads its own result (no hand-off from a reader thread), the helper thread
+// reads when several calls are pending, every result reaches its own caller whatever the order
+// the daemon answers in, a result that comes after the reading caller has returned is still read,
+// and a deadline or a broken link fails every call on the link, none hangs.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "invocation/client.h"
+#include "invocation/local_calls.h"
+#include "proto/api.pb.h"
+#include "test/fake_local_daemon.h"
+
+namespace cohort::internal {
+namespace {
+
+api::InvokeRequest Request(const std::string& payload) {
+  api::InvokeRequest request;
+  request.set_group("g");
+  request.set_method("echo");
+  request.set_payload(payload);
+  return request;
+}
+
+// The daemon's answer to a call: its payload back, from member "m1".
+api::LocalFrame ResultFor(const api::LocalFrame& call) {
+  api::LocalFrame frame;
+  api::PipelinedResult* result = frame.mutable_result();
+  result->set_call(call.call().call());
+  api::ReplyFrom* reply = result->mutable_reply()->add_replies();
+  reply->set_member("m1");
+  reply->set_payload(call.call().invoke().payload());
+  result->mutable_reply()->set_wanted(1);
+  return frame;
+}
+
+// Reads `count` calls from the daemon's end (each within 5 s).
+std::vector<api::LocalFrame> ReadCalls(FakeDaemon* daemon, size_t count) {
+  std::vector<api::LocalFrame> calls;
+  api::LocalFrame frame;
+  while (calls.size() < count && daemon->ReadFrame(&frame, 5000)) {
+    REQUIRE(frame.has_call());
+    calls.push_back(frame);
+  }
+  REQUIRE(calls.size() == count);
+  return calls;
+}
+
+std::string PayloadOf(const std::optional<absl::StatusOr<GroupReplies>>& got) {
+  REQUIRE(got.has_value());
+  REQUIRE(got->ok());
+  REQUIRE(got->value().replies.size() == 1);
+  return got->value().replies[0].payload;
+}
+
+TEST_CASE("local calls: a caller alone reads its own result, no hand-off from another thread",
+          "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  std::thread answerer([&daemon] {
+    for (int i = 0; i < 20; ++i) daemon.WriteFrames({ResultFor(ReadCalls(&daemon, 1)[0])});
+  });
+  for (int i = 0; i < 20; ++i) {
+    CHECK(PayloadOf(calls.Invoke(Request(absl::StrCat("p", i)), absl::Seconds(10))) ==
+          absl::StrCat("p", i));
+  }
+  answerer.join();
+  CHECK(calls.reads().by_callers == 20);
+  CHECK(calls.reads().by_helper == 0);
+}
+
+TEST_CASE("local calls: concurrent callers each get their own result, in any order", "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  constexpr int kCallers = 16;
+  for (int order = 0; order < 3; ++order) {  // answers reversed, interleaved, one write each
+    std::thread answerer([&daemon, order] {
+      std::vector<api::LocalFrame> got = ReadCalls(&daemon, kCallers);
+      std::vector<api::LocalFrame> results;
+      for (const api::LocalFrame& call : got) results.push_back(ResultFor(call));
+      if (order == 0) {
+        daemon.WriteFrames({results.rbegin(), results.rend()});
+      } else if (order == 1) {
+        for (size_t i = 0; i < results.size(); i += 2) daemon.WriteFrames({results[i]});
+        absl::SleepFor(absl::Milliseconds(20));
+        for (size_t i = 1; i < results.size(); i += 2) daemon.WriteFrames({results[i]});
+      } else {
+        for (const api::LocalFrame& result : results) {
+          daemon.WriteFrames({result});
+          absl::SleepFor(absl::Microseconds(300));
+        }
+      }
+    });
+    std::vector<std::string> payloads(kCallers);
+    std::vector<std::thread> callers;
+    for (int c = 0; c < kCallers; ++c) {
+      callers.emplace_back([&calls, &payloads, c, order] {
+        auto got = calls.Invoke(Request(absl::StrCat("o", order, "c", c)), absl::Seconds(10));
+        if (got.has_value() && got->ok() && got->value().replies.size() == 1) {
+          payloads[c] = got->value().replies[0].payload;
+        }
+      });
+    }
+    for (std::thread& caller : callers) caller.join();
+    answerer.join();
+    for (int c = 0; c < kCallers; ++c) CHECK(payloads[c] == absl::StrCat("o", order, "c", c));
+  }
+  // With many calls pending the helper thread read (a caller alone may have read some).
+  CHECK(calls.reads().by_helper > 0);
+  CHECK(calls.reads().by_callers + calls.reads().by_helper == 3 * kCallers);
+}
+
+TEST_CASE("local calls: when the reading caller's own result comes first, the other one's is read",
+          "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  for (int round = 0; round < 10; ++round) {
+    // Two callers; whichever reads, its result or the other's comes first, the other 50 ms later
+    // in its own write: the second result needs a reader after the first caller has returned
+    // (the helper, or the second caller once alone).
+    std::thread answerer([&daemon, round] {
+      std::vector<api::LocalFrame> got = ReadCalls(&daemon, 2);
+      size_t first = round % 2;
+      daemon.WriteFrames({ResultFor(got[first])});
+      absl::SleepFor(absl::Milliseconds(50));
+      daemon.WriteFrames({ResultFor(got[1 - first])});
+    });
+    std::optional<absl::StatusOr<GroupReplies>> a, b;
+    std::thread other([&] { b = calls.Invoke(Request("b"), absl::Seconds(10)); });
+    a = calls.Invoke(Request("a"), absl::Seconds(10));
+    other.join();
+    answerer.join();
+    CHECK(PayloadOf(a) == "a");
+    CHECK(PayloadOf(b) == "b");
+  }
+}
+
+TEST_CASE("local calls: a caller's deadline resets the link and fails the others at once",
+          "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  std::optional<absl::StatusOr<GroupReplies>> patient;
+  absl::Time patient_done;
+  std::thread other([&] {
+    patient = calls.Invoke(Request("patient"), absl::Seconds(30));
+    patient_done = absl::Now();
+  });
+  ReadCalls(&daemon, 1);  // the daemon takes the patient call and never answers
+  const absl::Time start = absl::Now();
+  auto hasty = calls.Invoke(Request("hasty"), absl::Milliseconds(200));
+  other.join();
+  REQUIRE(hasty.has_value());
+  CHECK(hasty->status().code() == absl::StatusCode::kDeadlineExceeded);
+  REQUIRE(patient.has_value());
+  CHECK(patient->status().code() == absl::StatusCode::kUnavailable);
+  CHECK(patient_done - start < absl::Seconds(10));  // not its own 30 s deadline
+}
+
+TEST_CASE("local calls: the daemon's end closing fails every pending call UNAVAILABLE", "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  constexpr int kCallers = 8;
+  std::vector<std::optional<absl::StatusOr<GroupReplies>>> got(kCallers);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&calls, &got, c] {
+      got[c] = calls.Invoke(Request(absl::StrCat(c)), absl::Seconds(30));
+    });
+  }
+  std::vector<api::LocalFrame> taken = ReadCalls(&daemon, kCallers);
+  daemon.WriteFrames({ResultFor(taken[3])});  // one answered, then the daemon goes away
+  daemon.Close();
+  for (std::thread& caller : callers) caller.join();
+  int answered = 0;
+  for (int c = 0; c < kCallers; ++c) {
+    REQUIRE(got[c].has_value());
+    if (got[c]->ok()) {
+      ++answered;
+      CHECK(PayloadOf(got[c]) == taken[3].call().invoke().payload());
+    } else {
+      CHECK(got[c]->status().code() == absl::StatusCode::kUnavailable);
+    }
+  }
+  CHECK(answered == 1);
+}
+
+TEST_CASE("local calls: a write to a closed daemon end fails the call, the next one reconnects",
+          "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  daemon.Close();
+  // The write fails (or the read finds the end): UNAVAILABLE, and the next call opens a new link
+  // (which this fake daemon never answers, so the fast path is given up: the client would go
+  // over gRPC) instead of failing on the dead one again.
+  std::optional<absl::StatusOr<GroupReplies>> got = calls.Invoke(Request("x"), absl::Seconds(30));
+  for (int on_dead_link = 0; got.has_value() && on_dead_link < 3; ++on_dead_link) {
+    CHECK(got->status().code() == absl::StatusCode::kUnavailable);
+    got = calls.Invoke(Request("x"), absl::Seconds(30));
+  }
+  CHECK_FALSE(got.has_value());  // a new link was tried (and refused), not the dead one reused
+}
+
+}  // namespace
+}  // namespace cohort::internal
