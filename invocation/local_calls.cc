@@ -1,5 +1,6 @@
 #include "invocation/local_calls.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,12 @@
 
 namespace cohort::internal {
 namespace {
+
+// A caller reading its own result sees its deadline this late at most (LocalLink::SetReadSlice);
+// the daemon enforces each call's own deadline, and `wait` has 2 s of slack beyond it.
+constexpr absl::Duration kReadSlice = absl::Milliseconds(100);
+// Calls pending at once from which the helper keeps reading between calls (ReadOne).
+constexpr size_t kLingerPending = 4;
 
 absl::Status Reset() {
   return absl::UnavailableError(
@@ -52,6 +59,7 @@ LocalCalls::ReadCounts LocalCalls::reads() const {
 std::shared_ptr<LocalCalls::Connection> LocalCalls::Adopt(std::unique_ptr<LocalLink> link) {
   auto connection = std::make_shared<Connection>();
   connection->link = std::move(link);
+  connection->link->SetReadSlice(kReadSlice);
   Connection* raw = connection.get();
   connection->helper = std::thread([this, raw] { HelperLoop(raw); });
   return connection;
@@ -113,9 +121,7 @@ void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
   connection->helper_wake.Signal();  // it leaves
 }
 
-bool LocalCalls::ReadOne(Connection* connection, absl::Time deadline, bool* timed_out) {
-  *timed_out = false;
-  mu_.Unlock();
+bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadline) {
   api::LocalFrame& frame = connection->frame;  // the reader's: reused, as are its strings
   LocalLink::Outcome outcome = connection->link->ReadUntil(&frame, deadline);
   uint64_t call = 0;
@@ -129,33 +135,63 @@ bool LocalCalls::ReadOne(Connection* connection, absl::Time deadline, bool* time
       result = absl::Status(static_cast<absl::StatusCode>(got->status_code()), got->error());
     }
   }
-  mu_.Lock();
-  if (connection->broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
-  switch (outcome) {
-    case LocalLink::Outcome::kEnded:
-      Broken(connection,
-             absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
-      return false;
-    case LocalLink::Outcome::kTimeout:
-      *timed_out = true;
-      return true;
-    case LocalLink::Outcome::kFrame:
-      if (frame.has_error()) {
-        Broken(connection, absl::UnavailableError(
-                               absl::StrCat("the local link to the daemon broke: ", frame.error())));
+  Pending* taken = nullptr;
+  bool more = true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (connection->broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
+    switch (outcome) {
+      case LocalLink::Outcome::kEnded:
+        Broken(connection,
+               absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
         return false;
+      case LocalLink::Outcome::kTimeout:
+        if (self != nullptr && !self->done && absl::Now() >= deadline) {
+          // The daemon answers every call by its deadline: it is stuck, and the link is reset.
+          Finish(Take(self->call), absl::DeadlineExceededError(
+                                       "no result from the daemon in time: its local link is reset"));
+          Broken(connection, Reset());
+          return false;
+        }
+        break;  // woke early: read on
+      case LocalLink::Outcome::kFrame:
+        if (frame.has_error()) {
+          Broken(connection, absl::UnavailableError(absl::StrCat(
+                                 "the local link to the daemon broke: ", frame.error())));
+          return false;
+        }
+        if (frame.has_result()) {
+          taken = Take(call);
+          ++(self != nullptr ? reads_.by_callers : reads_.by_helper);
+        }
+        break;
+    }
+    // A caller reads until its own result has come, then what is buffered already (results that
+    // arrived together reach their callers without another reader). The helper reads while any
+    // call is pending; after a turn with kLingerPending calls or more pending at once it reads on
+    // until a read slice passes without a result, so that under load it stays ready to read
+    // (no hand-over from a caller, no wake-up of the helper, at each moment nothing is pending).
+    if (self == nullptr) {
+      connection->helper_peak =
+          std::max(connection->helper_peak, connection->pending + (taken != nullptr ? 1 : 0));
+    }
+    more = self != nullptr
+               ? !self->done || connection->link->FrameBuffered()
+               : connection->pending > 0 || (connection->helper_peak >= kLingerPending &&
+                                             outcome != LocalLink::Outcome::kTimeout);
+    if (!more) {
+      connection->reading = false;
+      // A caller leaves calls still pending to the helper (which may also have been asked while
+      // it read).
+      if (self != nullptr && (connection->pending > 0 || connection->helper_asked)) {
+        AskHelper(connection);
       }
-      if (!frame.has_result()) return true;
-      if (Pending* pending = Take(call)) {
-        // Its caller is woken without mu_ held, so that it and the callers starting calls do not
-        // wait for the reader's system call (64 callers: 15-40% of the calls/s).
-        mu_.Unlock();
-        Finish(pending, std::move(result));
-        mu_.Lock();
-      }
-      return true;
+    }
   }
-  return true;
+  // Its caller is woken without mu_ held, so that it and the callers starting calls do not wait
+  // for the reader's system call (64 callers: 15-40% of the calls/s).
+  if (taken != nullptr) Finish(taken, std::move(result));
+  return more;
 }
 
 void LocalCalls::AskHelper(Connection* connection) {
@@ -163,42 +199,24 @@ void LocalCalls::AskHelper(Connection* connection) {
   connection->helper_wake.Signal();
 }
 
-void LocalCalls::ReadFor(Connection* connection, Pending* self, absl::Time deadline) {
-  // Until our own result comes; then whatever whole frames are buffered already (no system call),
-  // so that results that arrived together reach their callers without another reader.
-  while (!self->done || connection->link->FrameBuffered()) {
-    bool timed_out = false;
-    if (!ReadOne(connection, deadline, &timed_out)) return;  // broken: every call failed
-    if (!timed_out) ++reads_.by_callers;
-    if (timed_out && !self->done && absl::Now() >= deadline) {
-      // The daemon answers every call by its deadline: it is stuck, and the link is reset.
-      Finish(Take(self->call), absl::DeadlineExceededError(
-                                   "no result from the daemon in time: its local link is reset"));
-      return Broken(connection, Reset());
-    }
-  }
-  connection->reading = false;
-  // Calls still pending need a reader; and the helper may have been asked while we read.
-  if (connection->pending > 0 || connection->helper_asked) AskHelper(connection);
-}
-
 void LocalCalls::HelperLoop(Connection* connection) {
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   while (true) {
     while (!connection->broken && !(connection->helper_asked && !connection->reading)) {
       connection->helper_wake.Wait(&mu_);
     }
-    if (connection->broken) return;
+    if (connection->broken) break;
     connection->helper_asked = false;
     connection->reading = true;
-    // No deadline of its own: a caller whose deadline passes shuts the link, which ends the read.
-    while (connection->pending > 0) {
-      bool timed_out = false;
-      if (!ReadOne(connection, absl::InfiniteFuture(), &timed_out)) return;
-      ++reads_.by_helper;
+    connection->helper_peak = connection->pending;
+    mu_.Unlock();
+    // Its reads time out after a slice only to end a lingering turn; a caller whose deadline
+    // passes breaks the link, which ends the read.
+    while (ReadOne(connection, nullptr, absl::Now() + kReadSlice)) {
     }
-    connection->reading = false;
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::InvokeRequest& request,
@@ -231,14 +249,14 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::Invoke
   *call->mutable_invoke() = request;
   absl::Status written = connection->link->Write(frame);
   const absl::Time deadline = absl::Now() + wait;
-  if (!written.ok() || read_own) {
+  if (!written.ok()) {
+    // The link is shut (LocalLink::Write): this call and the others on it fail, and the next
+    // call opens a new one.
     absl::MutexLock lock(&mu_);
-    if (!written.ok() && !connection->broken) {
-      // The link is shut (LocalLink::Write): this call and the others on it fail, and the next
-      // call opens a new one.
-      Broken(connection.get(), written);
+    if (!connection->broken) Broken(connection.get(), written);
+  } else if (read_own) {
+    while (ReadOne(connection.get(), &pending, deadline)) {
     }
-    if (read_own && !connection->broken) ReadFor(connection.get(), &pending, deadline);
   }
   if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
     absl::MutexLock lock(&mu_);

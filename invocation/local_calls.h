@@ -69,6 +69,7 @@ class LocalCalls {
     bool reading = false;       // a caller or the helper is reading the link
     size_t pending = 0;         // calls waiting for their result on it
     bool helper_asked = false;  // the helper is to read as soon as no one else does
+    size_t helper_peak = 0;     // most calls pending at once in the helper's turn
     absl::CondVar helper_wake;
     api::LocalFrame frame;      // the reader's (whoever holds `reading`)
   };
@@ -76,16 +77,15 @@ class LocalCalls {
   absl::StatusOr<std::shared_ptr<Connection>> Current();
   std::shared_ptr<Connection> Adopt(std::unique_ptr<LocalLink> link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A caller alone on the link reads until its own result has come (or its deadline has passed,
-  // or the link ended), then whatever whole results are buffered; calls still pending then go to
-  // the helper. Called and returns with mu_ held; reads without it.
-  void ReadFor(Connection* connection, Pending* self, absl::Time deadline)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads one frame (without mu_), hands its result to its caller (after mu_) and says whether
+  // this reader reads on: a caller (`self`) until its own result has come and what is buffered
+  // is read (or its deadline passes: it fails and the link is reset), the helper (`self` null)
+  // while any call is pending. A reader that stops has given up `reading`; a caller leaves calls
+  // still pending to the helper. False also when the link ended (every call on it failed).
+  bool ReadOne(Connection* connection, Pending* self, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void AskHelper(Connection* connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HelperLoop(Connection* connection);
-  // Reads one frame (without mu_) and hands its result over (with it). False: the link ended.
-  bool ReadOne(Connection* connection, absl::Time deadline, bool* timed_out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a pending call from pending_ and its connection's count and marks it done; nullptr
   // if it is not pending (a result for it is dropped: its caller gave up).
   Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -157,7 +157,7 @@ bool LocalLink::FrameBuffered() const {
   return have - nso::kFrameLengthBytes >= nso::GetFrameLength(in_.data() + in_offset_);
 }
 
-LocalLink::Outcome LocalLink::Fill(int timeout_ms) {
+LocalLink::Outcome LocalLink::Fill(absl::Time deadline) {
   while (true) {
     size_t have = in_.size() - in_offset_;
     if (have >= nso::kFrameLengthBytes) {
@@ -171,7 +171,11 @@ LocalLink::Outcome LocalLink::Fill(int timeout_ms) {
     }
     // About to wait for the daemon: what WriteSoon held goes now (an error shows in the read).
     if (held_.load(std::memory_order_relaxed)) Send(nullptr).IgnoreError();
-    if (timeout_ms >= 0) {
+    if (!sliced_ && deadline != absl::InfiniteFuture()) {
+      // Rounded up: a poll that returns a little early would only come round again.
+      absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
+      int timeout_ms = static_cast<int>(std::min<int64_t>(
+          absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
       pollfd ready{fd_, POLLIN, 0};
       int got = poll(&ready, 1, timeout_ms);
       if (got < 0 && errno == EINTR) continue;
@@ -185,6 +189,10 @@ LocalLink::Outcome LocalLink::Fill(int timeout_ms) {
       continue;
     }
     if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && sliced_ && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // a slice passed
+      if (absl::Now() >= deadline) return Outcome::kTimeout;
+      continue;
+    }
     return Outcome::kEnded;
   }
 }
@@ -192,24 +200,18 @@ LocalLink::Outcome LocalLink::Fill(int timeout_ms) {
 bool LocalLink::Read(api::LocalFrame* frame) { return ReadWithin(frame, absl::InfiniteDuration()); }
 
 bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {
-  int timeout_ms = timeout == absl::InfiniteDuration()
-                       ? -1
-                       : static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)));
-  Outcome outcome = Take(Fill(timeout_ms), frame);
+  Outcome outcome = Take(Fill(absl::Now() + timeout), frame);
   if (outcome == Outcome::kTimeout) Shutdown();
   return outcome == Outcome::kFrame;
 }
 
 LocalLink::Outcome LocalLink::ReadUntil(api::LocalFrame* frame, absl::Time deadline) {
-  int timeout_ms = -1;
-  if (deadline != absl::InfiniteFuture()) {
-    // Rounded up: a poll that returns a little early would only come round again.
-    absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
-    timeout_ms = static_cast<int>(
-        std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
-                          1 << 30));
-  }
-  return Take(Fill(timeout_ms), frame);
+  return Take(Fill(deadline), frame);
+}
+
+void LocalLink::SetReadSlice(absl::Duration slice) {
+  timeval timeout = absl::ToTimeval(slice);
+  sliced_ = setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0;
 }
 
 LocalLink::Outcome LocalLink::Take(Outcome filled, api::LocalFrame* frame) {

@@ -165,6 +165,20 @@ TEST_CASE("local calls: a caller's deadline resets the link and fails the others
   CHECK(patient_done - start < absl::Seconds(10));  // not its own 30 s deadline
 }
 
+TEST_CASE("local calls: a caller reading alone still stops at its deadline", "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  std::thread taker([&daemon] { ReadCalls(&daemon, 1); });  // taken, never answered
+  const absl::Time start = absl::Now();
+  auto got = calls.Invoke(Request("alone"), absl::Milliseconds(300));
+  const absl::Duration took = absl::Now() - start;
+  taker.join();
+  REQUIRE(got.has_value());
+  CHECK(got->status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(took >= absl::Milliseconds(300));
+  CHECK(took < absl::Seconds(5));  // its read waits a slice (100 ms) at a time, not for ever
+}
+
 TEST_CASE("local calls: the daemon's end closing fails every pending call UNAVAILABLE", "[local]") {
   FakeDaemon daemon;
   LocalCalls calls(daemon.endpoint(), daemon.Open());
