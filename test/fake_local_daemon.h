@@ -89,6 +89,11 @@ class FakeDaemon {
     for (const api::LocalFrame& frame : frames) nso::AppendFrame(frame, &out);
     REQUIRE(send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size()));
   }
+  // Writes raw bytes (e.g. part of a frame).
+  void WriteBytes(const std::string& bytes) {
+    REQUIRE(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+  }
   void Close() { shutdown(fd_, SHUT_RDWR); }
 
  private:

@@ -1,7 +1,8 @@
 // The client's end of the local fast path (invocation/local_link.h) against a fake daemon end on a
 // Unix socket of the test's own: concurrent writers share send() calls without losing, splitting or
-// reordering a frame; WriteSoon holds answers while frames are buffered and sends them before the
-// reader waits, when the reader has none left, or once they have been held kHoldUs.
+// reordering a frame; ReadUntil's timeout keeps the link and a partial frame (polled or sliced
+// reads); WriteSoon holds answers while frames are buffered and sends them before the reader
+// waits, when the reader has none left, or once they have been held kHoldUs.
 #include <catch2/catch.hpp>
 #include <poll.h>
 #include <sys/socket.h>
@@ -128,6 +129,33 @@ TEST_CASE("a broken link fails the writers, none hangs", "[local]") {
   for (std::thread& t : writers) t.join();
   CHECK(errors > 0);  // once the first send fails every later Write reports the broken link
   CHECK_FALSE(link->Write(Call(1, "y")).ok());
+}
+
+TEST_CASE("ReadUntil: a timeout keeps the link and the part of a frame read so far", "[local]") {
+  const bool sliced = GENERATE(false, true);  // poll before the read, or SO_RCVTIMEO slices
+  INFO("sliced " << sliced);
+  FakeDaemon daemon;
+  std::unique_ptr<LocalLink> link = daemon.Open();
+  if (sliced) link->SetReadSlice(absl::Milliseconds(20));
+  std::string bytes;
+  nso::AppendFrame(Event(42), &bytes);
+  daemon.WriteBytes(bytes.substr(0, bytes.size() / 2));
+  api::LocalFrame frame;
+  const absl::Time start = absl::Now();
+  CHECK(link->ReadUntil(&frame, start + absl::Milliseconds(100)) == LocalLink::Outcome::kTimeout);
+  CHECK(absl::Now() - start >= absl::Milliseconds(100));
+  CHECK(link->ReadUntil(&frame, absl::Now()) == LocalLink::Outcome::kTimeout);  // already due
+  daemon.WriteBytes(bytes.substr(bytes.size() / 2));
+  REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
+  CHECK(frame.event().delivery() == 42);
+  CHECK_FALSE(link->FrameBuffered());
+  daemon.WriteFrames({Event(1), Event(2)});  // one write: the second frame stays buffered
+  REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
+  CHECK(link->FrameBuffered());
+  daemon.Close();
+  REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
+  CHECK(frame.event().delivery() == 2);
+  CHECK(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kEnded);
 }
 
 TEST_CASE("WriteSoon: answers to events read together leave together", "[local]") {
