@@ -221,6 +221,11 @@ void LocalCalls::HelperLoop(Connection* connection) {
 
 std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::InvokeRequest& request,
                                                                absl::Duration wait) {
+  return Call(request, wait, /*may_reopen=*/true);
+}
+
+std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRequest& request,
+                                                             absl::Duration wait, bool may_reopen) {
   absl::StatusOr<std::shared_ptr<Connection>> current = Current();
   if (!current.ok()) return std::nullopt;
   std::shared_ptr<Connection> connection = *std::move(current);
@@ -245,6 +250,21 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::Invoke
         AskHelper(connection.get());
       }
     }
+  }
+  if (read_own && connection->link->PeerClosed()) {
+    // Nobody read this idle link since its last call, so nobody saw the daemon close it (a
+    // restart, an exit). This call has not left: it goes on a new link, or over gRPC if the fast
+    // path is gone; calls that came meanwhile were waiting on the dead link and fail.
+    {
+      absl::MutexLock lock(&mu_);
+      Take(pending.call);
+      if (!connection->broken) {
+        Broken(connection.get(),
+               absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
+      }
+    }
+    if (may_reopen) return Call(request, wait, /*may_reopen=*/false);
+    return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
   }
   *call->mutable_invoke() = request;
   absl::Status written = connection->link->Write(frame);

@@ -75,6 +75,9 @@ class LocalCalls {
   };
 
   absl::StatusOr<std::shared_ptr<Connection>> Current();
+  // Invoke; `may_reopen`: a link found closed before the call left is replaced once.
+  std::optional<absl::StatusOr<GroupReplies>> Call(const api::InvokeRequest& request,
+                                                   absl::Duration wait, bool may_reopen);
   std::shared_ptr<Connection> Adopt(std::unique_ptr<LocalLink> link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one frame (without mu_), hands its result to its caller (after mu_) and says whether

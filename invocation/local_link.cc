@@ -197,6 +197,15 @@ LocalLink::Outcome LocalLink::Fill(absl::Time deadline) {
   }
 }
 
+bool LocalLink::PeerClosed() {
+  if (shut_.load()) return true;
+  if (in_.size() > in_offset_) return false;
+  char byte;
+  ssize_t got = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (got > 0) return false;
+  return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 bool LocalLink::Read(api::LocalFrame* frame) { return ReadWithin(frame, absl::InfiniteDuration()); }
 
 bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {

@@ -73,6 +73,9 @@ class LocalLink {
   void SetReadSlice(absl::Duration slice);
   // The reader's buffer holds a whole frame: the next Read returns without a system call.
   bool FrameBuffered() const;
+  // Reader only, without waiting: the daemon has closed the link (nothing left to read but its
+  // end) or it is broken. Unread bytes or frames count as open.
+  bool PeerClosed();
   void Shutdown();
   // Tests: the clock WriteSoon's rules read (default absl::GetCurrentTimeNanos); reader thread.
   void SetClockForTest(int64_t (*now_ns)()) { now_ns_ = now_ns; }

@@ -26,7 +26,7 @@
 namespace cohort::internal {
 
 // The daemon's end: listens on an abstract socket named after the test's pid, accepts one link
-// and answers its hello; then reads and writes frames.
+// (or, after AcceptAgain, the next) and answers its hello; then reads and writes frames.
 class FakeDaemon {
  public:
   FakeDaemon() {
@@ -39,14 +39,19 @@ class FakeDaemon {
     socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
     REQUIRE(bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
     REQUIRE(listen(listen_fd_, 4) == 0);
-    acceptor_ = std::thread([this] {
-      fd_ = accept(listen_fd_, nullptr, nullptr);
-      api::LocalFrame hello;
-      if (fd_ < 0 || !ReadFrame(&hello, 5000) || !hello.has_hello()) return;
-      api::LocalFrame answer;
-      answer.mutable_hello()->set_version(hello.hello().version());
-      WriteFrames({answer});
-    });
+    StartAcceptor();
+  }
+
+  // After Close: accepts the next link (and answers its hello); Accepted() waits for it.
+  void AcceptAgain() {
+    if (acceptor_.joinable()) acceptor_.join();
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    in_.clear();
+    StartAcceptor();
+  }
+  void Accepted() {
+    if (acceptor_.joinable()) acceptor_.join();
   }
   ~FakeDaemon() {
     if (acceptor_.joinable()) acceptor_.join();
@@ -97,6 +102,17 @@ class FakeDaemon {
   void Close() { shutdown(fd_, SHUT_RDWR); }
 
  private:
+  void StartAcceptor() {
+    acceptor_ = std::thread([this] {
+      fd_ = accept(listen_fd_, nullptr, nullptr);
+      api::LocalFrame hello;
+      if (fd_ < 0 || !ReadFrame(&hello, 5000) || !hello.has_hello()) return;
+      api::LocalFrame answer;
+      answer.mutable_hello()->set_version(hello.hello().version());
+      WriteFrames({answer});
+    });
+  }
+
   static inline std::atomic<int> counter_{0};
   std::string name_;
   int listen_fd_ = -1;
