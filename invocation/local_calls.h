@@ -58,7 +58,7 @@ class LocalCalls {
   std::optional<absl::StatusOr<GroupReplies>> Invoke(const api::InvokeRequest& request,
                                                      absl::Duration wait);
 
-  // Results read by the callers themselves and by the helper thread (tests, metrics).
+  // Results read by the callers themselves and by the helper thread (for tests).
   struct ReadCounts {
     uint64_t by_callers = 0;
     uint64_t by_helper = 0;

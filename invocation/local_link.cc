@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nso/framing.h"
+#include "nso/unix_address.h"
 
 namespace cohort::internal {
 namespace {
@@ -32,13 +33,10 @@ absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Open(const LocalEndpoint& 
   }
   std::string name = endpoint.address.substr(5);
   sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (name.empty() || name.size() >= sizeof(address.sun_path)) {
+  socklen_t length = 0;
+  if (!nso::UnixAddress(name, &address, &length)) {
     return absl::InvalidArgumentError(absl::StrCat("bad local socket name \"", name, "\""));
   }
-  std::memcpy(address.sun_path, name.data(), name.size());
-  if (name[0] == '@') address.sun_path[0] = '\0';
-  socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
@@ -152,19 +150,16 @@ absl::Status LocalLink::SendAll(const std::string& bytes) {
 }
 
 bool LocalLink::FrameBuffered() const {
-  size_t have = in_.size() - in_offset_;
-  if (have < nso::kFrameLengthBytes) return false;
-  return have - nso::kFrameLengthBytes >= nso::GetFrameLength(in_.data() + in_offset_);
+  return nso::WholeFrame(in_.data() + in_offset_, in_.size() - in_offset_);
 }
 
 LocalLink::Outcome LocalLink::Fill(absl::Time deadline) {
   while (true) {
-    size_t have = in_.size() - in_offset_;
-    if (have >= nso::kFrameLengthBytes) {
-      uint32_t length = nso::GetFrameLength(in_.data() + in_offset_);
-      if (length > kFrameBytesMax) return Outcome::kEnded;
-      if (have - nso::kFrameLengthBytes >= length) return Outcome::kFrame;
+    if (in_.size() - in_offset_ >= nso::kFrameLengthBytes &&
+        nso::GetFrameLength(in_.data() + in_offset_) > kFrameBytesMax) {
+      return Outcome::kEnded;
     }
+    if (FrameBuffered()) return Outcome::kFrame;
     if (in_offset_ > 0) {
       in_.erase(0, in_offset_);
       in_offset_ = 0;

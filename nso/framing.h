@@ -25,6 +25,11 @@ inline uint32_t GetFrameLength(const char* bytes) {
          static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
 }
 
+// The bytes at `data` (`size` of them) start with a whole frame: its length and all its bytes.
+inline bool WholeFrame(const char* data, size_t size) {
+  return size >= kFrameLengthBytes && size - kFrameLengthBytes >= GetFrameLength(data);
+}
+
 // Appends the message as one frame (M: a protobuf message).
 template <typename M>
 void AppendFrame(const M& message, std::string* out) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "nso/api_service.h"
 #include "nso/framing.h"
+#include "nso/unix_address.h"
 #include "nso/logging.h"
 #include "nso/status.h"
 
@@ -31,17 +32,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// Fills a sockaddr_un for "@name" (abstract) or "/path"; false if it does not fit.
-bool UnixAddress(const std::string& name, sockaddr_un* out, socklen_t* length) {
-  std::memset(out, 0, sizeof(*out));
-  out->sun_family = AF_UNIX;
-  if (name.empty() || name.size() >= sizeof(out->sun_path)) return false;
-  std::memcpy(out->sun_path, name.data(), name.size());
-  if (name[0] == '@') out->sun_path[0] = '\0';  // Linux abstract namespace: no file
-  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
-  return true;
 }
 
 }  // namespace

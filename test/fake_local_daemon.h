@@ -11,8 +11,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstddef>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "invocation/local_link.h"
 #include "nso/framing.h"
+#include "nso/unix_address.h"
 #include "proto/api.pb.h"
 
 namespace cohort::internal {
@@ -33,10 +32,8 @@ class FakeDaemon {
     name_ = absl::StrCat("@cohort-local-link-test-", getpid(), "-", counter_++);
     listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, name_.data(), name_.size());
-    address.sun_path[0] = '\0';
-    socklen_t length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
+    socklen_t length = 0;
+    REQUIRE(nso::UnixAddress(name_, &address, &length));
     REQUIRE(bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
     REQUIRE(listen(listen_fd_, 4) == 0);
     StartAcceptor();
@@ -71,14 +68,12 @@ class FakeDaemon {
   // Reads one frame within `timeout_ms`; false on a timeout or the end of the stream.
   bool ReadFrame(api::LocalFrame* frame, int timeout_ms) {
     while (true) {
-      if (in_.size() >= nso::kFrameLengthBytes) {
+      if (nso::WholeFrame(in_.data(), in_.size())) {
         uint32_t length = nso::GetFrameLength(in_.data());
-        if (in_.size() - nso::kFrameLengthBytes >= length) {
-          bool ok = frame->ParseFromArray(in_.data() + nso::kFrameLengthBytes,
-                                          static_cast<int>(length));
-          in_.erase(0, nso::kFrameLengthBytes + length);
-          return ok;
-        }
+        bool ok = frame->ParseFromArray(in_.data() + nso::kFrameLengthBytes,
+                                        static_cast<int>(length));
+        in_.erase(0, nso::kFrameLengthBytes + length);
+        return ok;
       }
       pollfd ready{fd_, POLLIN, 0};
       if (poll(&ready, 1, timeout_ms) <= 0) return false;
@@ -92,7 +87,7 @@ class FakeDaemon {
   void WriteFrames(const std::vector<api::LocalFrame>& frames) {
     std::string out;
     for (const api::LocalFrame& frame : frames) nso::AppendFrame(frame, &out);
-    REQUIRE(send(fd_, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size()));
+    WriteBytes(out);
   }
   // Writes raw bytes (e.g. part of a frame).
   void WriteBytes(const std::string& bytes) {

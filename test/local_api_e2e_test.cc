@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <set>
@@ -22,6 +21,7 @@
 #include "invocation/local_link.h"
 #include "invocation/servant.h"
 #include "nso/framing.h"
+#include "nso/unix_address.h"
 #include "proto/api.pb.h"
 #include "test/cluster.h"
 #include "test/counter_replica.h"
@@ -53,12 +53,10 @@ class RawSocket {
     REQUIRE(address.rfind("unix:", 0) == 0);
     std::string name = address.substr(5);
     sockaddr_un where{};
-    where.sun_family = AF_UNIX;
-    std::memcpy(where.sun_path, name.data(), name.size());
-    if (name[0] == '@') where.sun_path[0] = '\0';
+    socklen_t length = 0;
+    REQUIRE(nso::UnixAddress(name, &where, &length));
     fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&where),
-                    static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size())) == 0);
+    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&where), length) == 0);
     timeval timeout{10, 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   }

@@ -10,9 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "invocation/client.h"
 #include "invocation/local_calls.h"
 #include "nso/framing.h"
+#include "nso/unix_address.h"
 #include "proto/api.pb.h"
 
 namespace cohort::internal {
@@ -44,9 +43,8 @@ void ServeEcho(int listen_fd) {
     if (got <= 0) break;
     in.append(chunk.data(), static_cast<size_t>(got));
     size_t at = 0;
-    while (in.size() - at >= nso::kFrameLengthBytes) {
+    while (nso::WholeFrame(in.data() + at, in.size() - at)) {
       uint32_t length = nso::GetFrameLength(in.data() + at);
-      if (in.size() - at - nso::kFrameLengthBytes < length) break;
       frame.ParseFromArray(in.data() + at + nso::kFrameLengthBytes, static_cast<int>(length));
       at += nso::kFrameLengthBytes + length;
       answer.Clear();
@@ -72,13 +70,8 @@ class EchoEnd {
   EchoEnd() {
     name_ = absl::StrCat("@cohort-local-calls-bench-", getpid(), "-", count_++);
     listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, name_.data(), name_.size());
-    address.sun_path[0] = '\0';
-    length_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name_.size());
-    address_ = address;
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length_) != 0 ||
+    if (!nso::UnixAddress(name_, &address_, &length_) ||
+        bind(listen_fd_, reinterpret_cast<sockaddr*>(&address_), length_) != 0 ||
         listen(listen_fd_, 4) != 0) {
       std::perror("local-calls-bench: bind");
       std::exit(1);
@@ -145,8 +138,7 @@ Result RawRoundTrips(int calls, const std::string& payload) {
     nso::AppendFrame(CallFrame(i + 1, payload), &out);
     if (send(fd, out.data(), out.size(), MSG_NOSIGNAL) < 0) std::exit(1);
     in.clear();
-    while (in.size() < nso::kFrameLengthBytes ||
-           in.size() - nso::kFrameLengthBytes < nso::GetFrameLength(in.data())) {
+    while (!nso::WholeFrame(in.data(), in.size())) {
       ssize_t got = read(fd, chunk.data(), chunk.size());
       if (got <= 0) std::exit(1);
       in.append(chunk.data(), static_cast<size_t>(got));
