@@ -79,7 +79,7 @@ bool AccessPolicy::auth_enabled() const {
   return !tokens_.empty();
 }
 
-grpc::Status AccessPolicy::Authenticate(const grpc::ServerContext& context,
+grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
                                         std::string* caller) const {
   caller->clear();
   if (!auth_enabled()) return grpc::Status::OK;
@@ -116,7 +116,7 @@ grpc::Status AccessPolicy::AuthenticateToken(const std::string& token, std::stri
   return grpc::Status::OK;
 }
 
-grpc::Status AccessPolicy::Check(const grpc::ServerContext& context, const std::string& group,
+grpc::Status AccessPolicy::Check(const grpc::ServerContextBase& context, const std::string& group,
                                  Right right) const {
   std::string caller;
   grpc::Status authenticated = Authenticate(context, &caller);
@@ -143,13 +143,13 @@ grpc::Status AccessPolicy::CheckCaller(const std::string& caller, const std::str
                    RightName(right), ")"));
 }
 
-grpc::Status ApiService::Allowed(grpc::ServerContext* context, const std::string& group,
+grpc::Status ApiService::Allowed(grpc::ServerContextBase* context, const std::string& group,
                                  Right right) const {
   if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
   return policy_->Check(*context, group, right);
 }
 
-grpc::Status ApiService::Authenticated(grpc::ServerContext* context) const {
+grpc::Status ApiService::Authenticated(grpc::ServerContextBase* context) const {
   if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
   std::string caller;
   return policy_->Authenticate(*context, &caller);

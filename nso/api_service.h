@@ -30,10 +30,10 @@ class AccessPolicy {
  public:
   void Update(const Config& config);
   // OK and the token's name in *caller ("" when authentication is off), else UNAUTHENTICATED.
-  grpc::Status Authenticate(const grpc::ServerContext& context, std::string* caller) const;
+  grpc::Status Authenticate(const grpc::ServerContextBase& context, std::string* caller) const;
   // Authenticate, then PERMISSION_DENIED unless the group's acl grants `right` to the caller.
   // A group without an acl (or unknown to the config) allows every right.
-  grpc::Status Check(const grpc::ServerContext& context, const std::string& group,
+  grpc::Status Check(const grpc::ServerContextBase& context, const std::string& group,
                      Right right) const;
   bool auth_enabled() const;
   // The same for the local fast path (nso/local_api.h), which carries the token itself: `token`
@@ -59,7 +59,9 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event);
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);
 
-class ApiService final : public api::Cohort::Service {
+// InvokeStream is served with gRPC's callback API (a reactor: no thread of ours per stream, and a
+// result is written by the thread that completes it); the other methods are synchronous.
+class ApiService final : public api::Cohort::WithCallbackMethod_InvokeStream<api::Cohort::Service> {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
       : node_(node), loop_(loop), policy_(policy) {}
@@ -81,21 +83,22 @@ class ApiService final : public api::Cohort::Service {
   grpc::Status Multicast(grpc::ServerContext*, const api::MulticastRequest*, api::Empty*) override;
   grpc::Status Invoke(grpc::ServerContext*, const api::InvokeRequest*, api::InvokeReply*) override;
   // Pipelining: calls read from the stream are handed to the protocol thread without waiting;
-  // a writer thread sends each result as it completes (api_pipeline.cc).
-  grpc::Status InvokeStream(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<api::PipelinedResult, api::PipelinedCall>*) override;
+  // each result is written as it completes (api_pipeline.cc).
+  grpc::ServerBidiReactor<api::PipelinedCall, api::PipelinedResult>* InvokeStream(
+      grpc::CallbackServerContext* context) override;
   grpc::Status Serve(grpc::ServerContext*,
                      grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>*) override;
 
  private:
+  friend class InvokeStreamReactor;  // api_pipeline.cc
+
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);
   grpc::Status InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply);
 
   // OK when there is no policy, else policy_->Check.
-  grpc::Status Allowed(grpc::ServerContext* context, const std::string& group, Right right) const;
-  grpc::Status Authenticated(grpc::ServerContext* context) const;
+  grpc::Status Allowed(grpc::ServerContextBase* context, const std::string& group, Right right) const;
+  grpc::Status Authenticated(grpc::ServerContextBase* context) const;
 
   Node* node_;
   EventLoop* loop_;

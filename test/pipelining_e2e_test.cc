@@ -13,7 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include <grpcpp/grpcpp.h>
+
 #include "invocation/client.h"
+#include "proto/api.grpc.pb.h"
 #include "test/cluster.h"
 #include "test/counter_replica.h"
 
@@ -147,6 +150,106 @@ TEST_CASE("pipelining: a frozen daemon cannot hold a caller; the stream starts a
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   CHECK(last.ok());
+  replicas.clear();
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+// The daemon's side of InvokeStream, driven by a raw gRPC client (as a client in another
+// language would): results still due when the client closes its side are all written before the
+// stream ends; a client that cancels with calls in flight leaves the daemon serving.
+TEST_CASE("pipelining: the daemon writes every result due after the client's side closes",
+          "[e2e]") {
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  StartCounters(&cluster, &replicas);
+  auto channel = grpc::CreateChannel(cluster.ClientAddress(2), grpc::InsecureChannelCredentials());
+  auto stub = api::Cohort::NewStub(channel);
+  uint64_t nso = 0;
+  {
+    grpc::ClientContext context;
+    api::AttachRequest request;
+    request.set_client_name("raw-stream");
+    api::AttachReply reply;
+    REQUIRE(stub->Attach(&context, request, &reply).ok());
+    nso = reply.nso();
+  }
+  {
+    auto client = Client::Connect(cluster.ClientAddress(2), "health");
+    REQUIRE(client.ok());
+    REQUIRE(test::WaitHealthy(client->get(), "counter"));
+  }
+  auto call = [nso](uint64_t id, const std::string& method, const std::string& payload) {
+    api::PipelinedCall out;
+    out.set_call(id);
+    api::InvokeRequest* invoke = out.mutable_invoke();
+    invoke->set_nso(nso);
+    invoke->set_group("counter");
+    invoke->set_method(method);
+    invoke->set_payload(payload);
+    invoke->set_mode(api::WAIT_ALL);
+    invoke->set_deadline_ms(10000);
+    return out;
+  };
+
+  // 40 calls (and one for an unknown group) written in one burst, then the client's side closes
+  // at once: every one gets its own result, and the stream ends OK.
+  constexpr uint64_t kCalls = 40;
+  {
+    grpc::ClientContext context;
+    auto stream = stub->InvokeStream(&context);
+    for (uint64_t id = 1; id <= kCalls; ++id) REQUIRE(stream->Write(call(id, "add", "1")));
+    api::PipelinedCall unknown = call(kCalls + 1, "add", "1");
+    unknown.mutable_invoke()->set_group("no-such-group");
+    REQUIRE(stream->Write(unknown));
+    REQUIRE(stream->WritesDone());
+    std::set<uint64_t> ok_calls;
+    std::set<std::string> values;
+    api::PipelinedResult result;
+    int unknown_code = -1;
+    while (stream->Read(&result)) {
+      if (result.call() == kCalls + 1) {
+        unknown_code = result.status_code();
+        CHECK_THAT(result.error(), Catch::Contains("no-such-group"));
+        continue;
+      }
+      INFO("call " << result.call() << ": " << result.error());
+      REQUIRE(result.status_code() == 0);
+      REQUIRE(result.reply().replies_size() == 3);
+      ok_calls.insert(result.call());
+      values.insert(result.reply().replies(0).payload());
+    }
+    CHECK(stream->Finish().ok());
+    CHECK(ok_calls.size() == kCalls);
+    CHECK(values.size() == kCalls);  // each call its own increment: 1..40
+    CHECK(unknown_code == static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  }
+
+  // A client that cancels its stream with calls in flight: the daemon drops their results and
+  // goes on serving (the calls themselves still execute: they were ordered).
+  for (int round = 0; round < 5; ++round) {
+    grpc::ClientContext context;
+    auto stream = stub->InvokeStream(&context);
+    for (uint64_t id = 1; id <= 20; ++id) stream->Write(call(id, "add", "1"));
+    context.TryCancel();
+    stream->Finish();
+  }
+  auto client = Client::Connect(cluster.ClientAddress(2), "after-cancel");
+  REQUIRE(client.ok());
+  absl::StatusOr<GroupReplies> after;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    after = (*client)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+    if (after.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(after.ok());
+  REQUIRE(after->replies.size() == 3);
+  const int64_t value = std::stoll(after->replies[0].payload);
+  CHECK(value >= static_cast<int64_t>(kCalls));
+  CHECK(value <= static_cast<int64_t>(kCalls) + 5 * 20);
+  for (const Reply& reply : after->replies) CHECK(reply.payload == after->replies[0].payload);
   replicas.clear();
 }
 

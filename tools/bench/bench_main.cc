@@ -73,6 +73,9 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
   --memory-groups G     single-member groups for the per-group memory figure (default 10000)
   --peer-transport T    grpc or tcp: the daemons' peer_transport (default: cohortd's default)
+  --client-api A        local or grpc: how the group rows' client reaches its daemon (default
+                        local: the fast path when on the same host; grpc: the gRPC API, as a
+                        client in another language or on another host does)
   --netlab DELAY_MS     run the daemons in network namespaces (../shared/netlab, root needed):
                         node I in host hI, every daemon host's link delayed DELAY_MS each way
                         (daemon to daemon +2x, bench to daemon +1x one way); floors and group
@@ -91,6 +94,8 @@ Roles used internally: --role echo-server --port P | --role tcp-server --port P 
 
 // --peer-transport: written into every daemon's YAML (empty: cohortd's default).
 std::string g_peer_transport;
+// --client-api grpc: the group rows' client calls over the gRPC API, not the local fast path.
+bool g_client_local = true;
 
 struct Options {
   bool quick = false;
@@ -190,6 +195,9 @@ int ParseOptions(int argc, char** argv, Options* options) {
       if (!take(&g_peer_transport) || (g_peer_transport != "grpc" && g_peer_transport != "tcp")) {
         return fail("--peer-transport: want grpc or tcp");
       }
+    } else if (arg == "--client-api") {
+      if (!take(&value) || (value != "local" && value != "grpc")) return fail("--client-api: want local or grpc");
+      g_client_local = value == "local";
     } else if (arg == "--netlab") {
       if (!take_int(0, 10000, &options->netlab_delay_ms)) return fail("--netlab: want a delay in ms, 0..10000");
     } else if (arg == "--netlab-script") {
@@ -519,7 +527,10 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         const std::string name = style;
         int attach = name == "closed" ? 2 : n + 1;
         Style call_style = name == "open" ? Style::kOpen : Style::kClosed;
-        auto client = Client::Connect(daemons.ClientAddress(attach), "bench-client");
+        ConnectOptions connect;
+        connect.client_name = "bench-client";
+        connect.local = g_client_local;
+        auto client = Client::Connect(daemons.ClientAddress(attach), connect);
         if (!client.ok()) {
           Progress("connect: " + client.status().ToString());
           continue;
