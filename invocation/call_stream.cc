@@ -1,20 +1,96 @@
 #include "invocation/call_stream.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "invocation/client.h"
-#include "nso/status.h"
 
 namespace cohort::internal {
+namespace {
+
+// The helper's wait for an event, a slice at a time (it ends a lingering turn).
+constexpr absl::Duration kDriveSlice = absl::Milliseconds(100);
+// Calls pending at once from which the helper keeps driving between calls (DriveOne).
+constexpr size_t kLingerPending = 4;
+
+// The completion queue's tags: each stream has a queue of its own, so four constants do.
+void* const kStart = reinterpret_cast<void*>(1);
+void* const kRead = reinterpret_cast<void*>(2);
+void* const kWrite = reinterpret_cast<void*>(3);
+void* const kFinish = reinterpret_cast<void*>(4);
+
+// The call that waited in vain, and the others on the stream it resets.
+absl::Status TimedOut() {
+  return absl::DeadlineExceededError(
+      "no result from the daemon in time: its call stream is reset");
+}
+absl::Status Reset() {
+  return absl::UnavailableError(
+      "the call stream to the daemon broke: reset after a call got no result in time");
+}
+
+}  // namespace
 
 // A caller waiting for its result; lives on the caller's stack.
 struct CallStream::Pending {
-  const Stream* stream = nullptr;  // the stream the call was queued on
-  absl::Notification done;
+  Stream* stream = nullptr;
+  uint64_t call = 0;
+  bool done = false;          // guarded by mu_
+  absl::Notification noted;  // done: a caller waiting for it needs no mu_
   absl::StatusOr<GroupReplies> result;
+};
+
+// One InvokeStream. Its fields but `context`, `cq`, `rw`, `helper` and the buffers are guarded by
+// CallStream::mu_; `in` belongs to the driver, `out` and `out_options` to the write's claimant.
+// Destroyed (by the last holder, after its helper was joined) once it broke or the CallStream
+// goes: it cancels the call and takes the outstanding operations off its queue first, as gRPC
+// requires before a completion queue is destroyed.
+struct CallStream::Stream {
+  grpc::ClientContext context;
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<api::PipelinedCall, api::PipelinedResult>> rw;
+  std::thread helper;
+  api::PipelinedResult in;   // the read in progress
+  api::PipelinedCall out;    // the write in progress
+  grpc::WriteOptions out_options;
+  grpc::Status status;       // Finish's
+
+  bool started = false;      // StartCall completed
+  bool broken = false;       // no call is registered on it any more
+  bool writing = false;      // a write is in progress
+  bool driving = false;      // a caller or the helper waits on `cq`
+  bool finish_posted = false;
+  int ops = 0;               // operations started and not yet taken off `cq`
+  size_t pending = 0;        // calls waiting for their result on it
+  bool helper_asked = false;
+  size_t helper_peak = 0;    // most calls pending at once in the helper's turn
+  std::deque<api::PipelinedCall> outgoing;  // queued while a write is in progress
+  absl::CondVar helper_wake;
+
+  // Counts a completed operation; after a failed start or read (the stream ended) posts Finish,
+  // which gives the stream's status. Under CallStream::mu_, or once no one else holds the stream.
+  void Account(void* tag, bool ok) {
+    --ops;
+    if (tag == kWrite) writing = false;
+    if ((tag == kStart || tag == kRead) && !ok && !finish_posted) {
+      finish_posted = true;
+      ++ops;
+      rw->Finish(&status, kFinish);
+    }
+  }
+
+  ~Stream() {
+    context.TryCancel();
+    void* tag = nullptr;
+    bool ok = false;
+    while (ops > 0 && cq.Next(&tag, &ok)) Account(tag, ok);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
 };
 
 CallStream::CallStream(api::Cohort::Stub* stub, std::string token)
@@ -25,91 +101,191 @@ CallStream::~CallStream() {
   {
     absl::MutexLock lock(&mu_);
     stream = std::move(stream_);
+    if (stream == nullptr) return;
+    if (!stream->broken) Broken(stream.get(), absl::CancelledError("the client is closing"));
   }
-  if (stream == nullptr) return;
-  stream->context.TryCancel();
-  if (stream->reader.joinable()) stream->reader.join();
+  if (stream->helper.joinable()) stream->helper.join();
+}
+
+CallStream::DriveCounts CallStream::results() const {
+  absl::MutexLock lock(&mu_);
+  return results_;
 }
 
 std::shared_ptr<CallStream::Stream> CallStream::Current() {
-  absl::MutexLock lock(&mu_);
-  if (stream_ != nullptr && !stream_->broken) return stream_;
-  if (stream_ != nullptr) {
-    // Broken: its reader has failed its calls and is finishing; it needs no lock of ours.
-    stream_->context.TryCancel();
-    if (stream_->reader.joinable()) stream_->reader.join();
+  std::shared_ptr<Stream> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stream_ != nullptr && !stream_->broken) return stream_;
+    old = std::move(stream_);
   }
+  // Broken: its calls have failed and its helper leaves at once; callers still on it hold it.
+  if (old != nullptr && old->helper.joinable()) old->helper.join();
+  old.reset();
   auto stream = std::make_shared<Stream>();
   if (!token_.empty()) stream->context.AddMetadata("authorization", "Bearer " + token_);
-  stream->rw = stub_->InvokeStream(&stream->context);
+  stream->rw = stub_->PrepareAsyncInvokeStream(&stream->context, &stream->cq);
+  absl::MutexLock lock(&mu_);
+  if (stream_ != nullptr && !stream_->broken) return stream_;  // another caller opened one
+  stream->ops = 1;
+  stream->rw->StartCall(kStart);
   Stream* raw = stream.get();
-  stream->writer = std::thread([raw] { WriteCalls(raw); });
-  stream->reader = std::thread([this, raw] { ReadResults(raw); });
+  stream->helper = std::thread([this, raw] { HelperLoop(raw); });
   stream_ = stream;
   return stream;
 }
 
-void CallStream::WriteCalls(Stream* stream) {
-  std::vector<api::PipelinedCall> batch;
-  bool open = true;
-  while (stream->outgoing.TakeAll(&batch)) {
-    for (size_t i = 0; i < batch.size() && open; ++i) {
-      grpc::WriteOptions options;
-      if (i + 1 < batch.size()) options.set_buffer_hint();  // the burst goes out together
-      open = stream->rw->Write(batch[i], options);
-    }
-    // After a failed write the reader sees the stream end and fails the calls still pending.
+bool CallStream::ClaimWrite(Stream* stream) {
+  if (!stream->started || stream->writing || stream->broken || stream->outgoing.empty()) {
+    return false;
   }
+  stream->writing = true;
+  ++stream->ops;
+  stream->out = std::move(stream->outgoing.front());
+  stream->outgoing.pop_front();
+  stream->out_options = grpc::WriteOptions();
+  if (!stream->outgoing.empty()) stream->out_options.set_buffer_hint();  // a burst goes together
+  return true;
 }
 
-void CallStream::ReadResults(Stream* stream) {
-  api::PipelinedResult result;
-  while (stream->rw->Read(&result)) {
-    if (result.status_code() == 0) {
-      Complete(result.call(), ToGroupReplies(result.reply()));
+void CallStream::IssueWrite(Stream* stream) {
+  // Starting an operation never blocks and never runs a completion in this thread.
+  stream->rw->Write(stream->out, stream->out_options, kWrite);
+}
+
+void CallStream::Finish(Pending* pending, absl::StatusOr<GroupReplies> result) {
+  pending->result = std::move(result);
+  pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
+}
+
+CallStream::Pending* CallStream::Take(uint64_t call) {
+  auto it = pending_.find(call);
+  if (it == pending_.end()) return nullptr;  // its caller gave up
+  Pending* pending = it->second;
+  pending_.erase(it);
+  --pending->stream->pending;
+  pending->done = true;
+  return pending;
+}
+
+void CallStream::Broken(Stream* stream, const absl::Status& status) {
+  stream->broken = true;  // from now on no call is registered on it
+  stream->driving = false;
+  stream->outgoing.clear();
+  stream->context.TryCancel();  // ends the operations in progress
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second->stream == stream) {
+      it->second->done = true;
+      Finish(it->second, status);
+      it = pending_.erase(it);
     } else {
-      Complete(result.call(), absl::Status(static_cast<absl::StatusCode>(result.status_code()),
-                                           result.error()));
+      ++it;
     }
   }
-  std::vector<Pending*> orphans;
+  stream->pending = 0;
+  stream->helper_wake.Signal();  // it leaves
+}
+
+bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
+  void* tag = nullptr;
+  bool ok = false;
+  grpc::CompletionQueue::NextStatus next =
+      stream->cq.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+  uint64_t call = 0;
+  absl::StatusOr<GroupReplies> result = absl::UnknownError("no result");
+  const bool got_result = next == grpc::CompletionQueue::GOT_EVENT && tag == kRead && ok;
+  if (got_result) {  // `in` is the driver's until the next read is posted
+    call = stream->in.call();
+    if (stream->in.status_code() == 0) {
+      result = ToGroupReplies(stream->in.reply());
+    } else {
+      result = absl::Status(static_cast<absl::StatusCode>(stream->in.status_code()),
+                            stream->in.error());
+    }
+  }
+  Pending* taken = nullptr;
+  bool more = true;
+  bool write = false;
   {
     absl::MutexLock lock(&mu_);
-    stream->broken = true;  // from now on no call is queued on it
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second->stream == stream) {
-        orphans.push_back(it->second);
-        it = pending_.erase(it);
-      } else {
-        ++it;
+    if (next == grpc::CompletionQueue::GOT_EVENT) stream->Account(tag, ok);
+    if (stream->broken) return false;  // failed meanwhile (a deadline, the destructor)
+    if (next == grpc::CompletionQueue::SHUTDOWN) {
+      Broken(stream, absl::UnavailableError("the call stream to the daemon broke: shut down"));
+      return false;
+    }
+    if (next == grpc::CompletionQueue::TIMEOUT) {
+      if (self != nullptr && !self->done && absl::Now() >= deadline) {
+        // The daemon answers every call by its deadline: it is stuck, and the stream is reset.
+        Finish(Take(self->call), TimedOut());
+        Broken(stream, Reset());
+        return false;
+      }
+    } else if (tag == kFinish) {
+      Broken(stream, absl::UnavailableError(absl::StrCat(
+                         "the call stream to the daemon broke: ",
+                         stream->status.ok() ? std::string("closed by the daemon")
+                                             : stream->status.error_message())));
+      return false;
+    } else if (ok && (tag == kStart || tag == kRead)) {
+      if (tag == kStart) stream->started = true;
+      if (got_result) {
+        taken = Take(call);
+        ++(self != nullptr ? results_.by_callers : results_.by_helper);
+      }
+      ++stream->ops;
+      stream->rw->Read(&stream->in, kRead);  // the next result
+    }
+    // A failed write or read: the stream ends, and Finish (posted by Account) reports how.
+    write = ClaimWrite(stream);
+    // A caller drives until its own result has come. The helper drives while any call is
+    // pending; after a turn with kLingerPending calls or more pending at once it drives on until
+    // a slice passes without an event (under load it stays ready: no hand-over from a caller, no
+    // wake-up of the helper, at each moment nothing is pending).
+    if (self == nullptr) {
+      stream->helper_peak =
+          std::max(stream->helper_peak, stream->pending + (taken != nullptr ? 1 : 0));
+    }
+    // A write still in progress when no call is pending needs no driver: the next caller
+    // drives, and takes its completion before its own write can start.
+    more = self != nullptr ? !self->done
+                           : stream->pending > 0 || (stream->helper_peak >= kLingerPending &&
+                                                     next != grpc::CompletionQueue::TIMEOUT);
+    if (!more) {
+      stream->driving = false;
+      // A caller leaves calls still pending to the helper.
+      if (self != nullptr && (stream->pending > 0 || stream->helper_asked)) {
+        AskHelper(stream);
       }
     }
   }
-  stream->context.TryCancel();  // unblocks a writer stuck on a daemon that stopped reading
-  stream->outgoing.Close();
-  if (stream->writer.joinable()) stream->writer.join();
-  grpc::Status status = stream->rw->Finish();  // no Write runs any more
-  absl::Status why = absl::UnavailableError(absl::StrCat(
-      "the call stream to the daemon broke: ",
-      status.ok() ? std::string("closed by the daemon") : status.error_message()));
-  for (Pending* pending : orphans) {
-    pending->result = why;
-    pending->done.Notify();
-  }
+  if (write) IssueWrite(stream);
+  // Its caller is woken without mu_ held (as in local_calls.cc).
+  if (taken != nullptr) Finish(taken, std::move(result));
+  return more;
 }
 
-bool CallStream::Complete(uint64_t call, absl::StatusOr<GroupReplies> result) {
-  Pending* pending = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = pending_.find(call);
-    if (it == pending_.end()) return false;
-    pending = it->second;
-    pending_.erase(it);
+void CallStream::AskHelper(Stream* stream) {
+  stream->helper_asked = true;
+  stream->helper_wake.Signal();
+}
+
+void CallStream::HelperLoop(Stream* stream) {
+  mu_.Lock();
+  while (true) {
+    while (!stream->broken && !(stream->helper_asked && !stream->driving)) {
+      stream->helper_wake.Wait(&mu_);
+    }
+    if (stream->broken) break;
+    stream->helper_asked = false;
+    stream->driving = true;
+    stream->helper_peak = stream->pending;
+    mu_.Unlock();
+    while (DriveOne(stream, nullptr, absl::Now() + kDriveSlice)) {
+    }
+    mu_.Lock();
   }
-  pending->result = std::move(result);
-  pending->done.Notify();  // the caller may return at once: `pending` is not touched after this
-  return true;
+  mu_.Unlock();
 }
 
 absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& request,
@@ -118,27 +294,42 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
   Pending pending;
   pending.stream = stream.get();
   api::PipelinedCall call;
+  *call.mutable_invoke() = request;
+  bool drive_own = false;  // alone on the stream: this caller takes its result itself
+  bool write = false;
   {
     absl::MutexLock lock(&mu_);
     if (stream->broken) {
       return absl::UnavailableError("the call stream to the daemon broke: try again");
     }
-    call.set_call(next_call_++);
-    pending_[call.call()] = &pending;
+    pending.call = next_call_++;
+    call.set_call(pending.call);
+    pending_[pending.call] = &pending;
+    ++stream->pending;
+    stream->outgoing.push_back(std::move(call));
+    write = ClaimWrite(stream.get());
+    if (!stream->driving) {
+      if (stream->pending == 1 && !stream->helper_asked) {
+        stream->driving = drive_own = true;  // claimed before the call leaves
+      } else {
+        AskHelper(stream.get());
+      }
+    }
   }
-  const uint64_t id = call.call();
-  *call.mutable_invoke() = request;
-  if (!stream->outgoing.Push(std::move(call))) {
-    Complete(id, absl::UnavailableError("cannot reach the daemon (call stream closed)"));
+  if (write) IssueWrite(stream.get());
+  const absl::Time deadline = absl::Now() + wait;
+  if (drive_own) {
+    while (DriveOne(stream.get(), &pending, deadline)) {
+    }
   }
-  if (!pending.done.WaitForNotificationWithTimeout(wait) &&
-      Complete(id, absl::DeadlineExceededError(
-                       "no result from the daemon in time: its call stream is reset"))) {
-    // The daemon answers every call by its deadline; silence beyond the slack means it (or the
-    // stream) is stuck: start afresh rather than queue more calls behind it.
-    stream->context.TryCancel();
+  if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
+    absl::MutexLock lock(&mu_);
+    if (!pending.done) {
+      Finish(Take(pending.call), TimedOut());
+      Broken(stream.get(), Reset());  // a driver (if any) finds it broken when it is back
+    }
   }
-  pending.done.WaitForNotification();  // whoever completed it has set the result
+  pending.noted.WaitForNotification();
   return std::move(pending.result);
 }
 

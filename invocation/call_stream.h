@@ -1,15 +1,30 @@
-// Pipelining for the client stub library (issue 7; 000 MinORB: many outstanding calls per
-// connection): ONE InvokeStream to the daemon carries every invocation of a Client. Callers queue
-// their call and wait; a writer thread sends what is queued (a burst as one batch of writes), a
-// reader thread matches each result to its caller by call number. A caller never blocks on the
-// stream beyond its wait: if no result came in time, the call fails DEADLINE_EXCEEDED and the
-// stream is cancelled (the daemon enforces every call's deadline itself, so silence past the slack
-// means the daemon or the stream is stuck). A broken stream fails the calls on it with UNAVAILABLE
-// and the next call opens a new one.
+// Pipelining for the client stub library over gRPC (issue 7; 000 MinORB: many outstanding calls
+// per connection): ONE InvokeStream to the daemon carries every invocation of a Client, results
+// matched to callers by call number. It is the path of a client on another host (and the same
+// protocol a client in another language speaks); on the daemon's host the stub uses the local
+// fast path (local_calls.h), which works the same way on a Unix socket.
+//
+// The stream uses gRPC's asynchronous API, on a completion queue of its own, so that the calling
+// threads drive it themselves (omniORB2, 001 section 3: "no thread switching along the call
+// chain"):
+// - a caller starts the write of its own call when no write is in progress (a started write does
+//   not block); calls that come while one is in progress are queued, and the thread that sees a
+//   write complete starts the next, the queued burst as one batch;
+// - a caller whose call is the only one pending drives the queue itself and takes its own result
+//   (one wake-up per call, not two: no reader thread between the stream and the caller);
+// - with several calls pending a helper thread drives it and hands each result to its caller;
+//   after a turn with several calls pending at once it drives on until a slice (100 ms) passes
+//   without an event, as a reader thread would. One thread at a time drives (`driving`).
+// Waiting callers sleep on their own Notification and are woken without mu_ held (as in
+// local_calls.h). A caller never waits on the stream beyond its wait: if no result came in time,
+// the call fails DEADLINE_EXCEEDED and the stream is cancelled (the daemon enforces every call's
+// deadline itself, so silence past the slack means the daemon or the stream is stuck). A broken
+// stream fails the calls on it with UNAVAILABLE and the next call opens a new one.
 #ifndef COHORT_INVOCATION_CALL_STREAM_H_
 #define COHORT_INVOCATION_CALL_STREAM_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,7 +36,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "nso/handoff_queue.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
@@ -34,7 +48,7 @@ class CallStream {
  public:
   // `stub` outlives this object; `token` is sent as a bearer token when non-empty.
   CallStream(api::Cohort::Stub* stub, std::string token);
-  ~CallStream();  // cancels the stream and joins its threads; no call may be in progress
+  ~CallStream();  // cancels the stream and joins its helper; no call may be in progress
   CallStream(const CallStream&) = delete;
   CallStream& operator=(const CallStream&) = delete;
 
@@ -42,35 +56,45 @@ class CallStream {
   // call's own deadline; `wait` includes slack beyond it). Thread-safe.
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request, absl::Duration wait);
 
+  // Results taken by the callers themselves and by the helper thread (for tests).
+  struct DriveCounts {
+    uint64_t by_callers = 0;
+    uint64_t by_helper = 0;
+  };
+  DriveCounts results() const;
+
  private:
   struct Pending;
-  // One opened stream; replaced when it breaks.
-  struct Stream {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<api::PipelinedCall, api::PipelinedResult>> rw;
-    nso::HandoffQueue<api::PipelinedCall> outgoing;  // to the writer thread
-    std::thread reader;  // joins the writer when the stream ends
-    std::thread writer;
-    bool broken = false;  // guarded by CallStream::mu_: no call may be registered on it
-  };
+  struct Stream;  // one InvokeStream, its completion queue and its helper
 
   // The stream to send on, opened if there is none or the last one broke.
   std::shared_ptr<Stream> Current();
-  // Writer thread: sends queued calls until the queue closes (a failed write drains the rest).
-  static void WriteCalls(Stream* stream);
-  // Reader thread: completes calls as their results arrive; once the stream ends, fails the calls
-  // still waiting on it, stops the writer and finishes the stream.
-  void ReadResults(Stream* stream);
-  // Removes the call from the pending map and completes it with `result`; false if someone else
-  // already did (the reader, a broken stream, a timeout).
-  bool Complete(uint64_t call, absl::StatusOr<GroupReplies> result);
+  // Under mu_: if the stream can take a write now, claims it (`writing`) for the first queued
+  // call and returns true; the caller then calls IssueWrite, without mu_.
+  bool ClaimWrite(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void IssueWrite(Stream* stream);
+  // Waits for one event of the stream's queue (without mu_), handles it, hands a result to its
+  // caller (after mu_) and says whether this driver drives on: a caller (`self`) until its own
+  // result has come (or its deadline passes: it fails and the stream is reset), the helper
+  // (`self` null) while any call is pending. A driver that stops has given up `driving`; a
+  // caller leaves calls still pending to the helper. False also when the stream broke.
+  bool DriveOne(Stream* stream, Pending* self, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  void AskHelper(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HelperLoop(Stream* stream);
+  // Removes a pending call and marks it done; nullptr if it is not pending (its caller gave up).
+  Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a taken call its result and wakes its caller.
+  static void Finish(Pending* pending, absl::StatusOr<GroupReplies> result);
+  // Fails every call on `stream` with `status` and cancels it; the next call opens a new one.
+  void Broken(Stream* stream, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   api::Cohort::Stub* const stub_;
   const std::string token_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
+  DriveCounts results_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace internal
