@@ -4,12 +4,10 @@
 #include <deque>
 #include <future>
 #include <memory>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "nso/handoff_queue.h"
 #include "nso/logging.h"
 #include "nso/status.h"
 
@@ -321,70 +319,6 @@ grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::In
   absl::Status status = result.status;
   ToInvokeReply(std::move(result), reply);
   return ToGrpcStatus(status);
-}
-
-grpc::Status ApiService::Serve(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>* stream) {
-  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
-  api::ServantMessage first;
-  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no register");
-
-  if (!first.has_register_()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "the first servant message must be a register");
-  }
-  if (grpc::Status allowed = Allowed(context, first.register_().group(), Right::kJoin);
-      !allowed.ok()) {
-    return allowed;
-  }
-  auto queue = std::make_shared<HandoffQueue<ServantDelivery>>();
-  uint64_t servant = 0;
-  absl::Status registered = RunOnLoop([&]() -> absl::Status {
-    absl::StatusOr<uint64_t> id = node_->RegisterServant(
-        first.register_().nso(), first.register_().group(),
-        [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); });
-    if (!id.ok()) return id.status();
-    servant = *id;
-    return absl::OkStatus();
-  });
-  if (!registered.ok()) return ToGrpcStatus(registered);
-  api::ServantEvent ack;
-  ack.set_registered(true);
-  ack.set_group(first.register_().group());
-  if (!stream->Write(ack)) {
-    loop_->Post([this, servant] { node_->UnregisterServant(servant); });
-    return grpc::Status(grpc::StatusCode::CANCELLED, "servant gone");
-  }
-  std::thread reader([&] {
-    api::ServantMessage message;
-    while (stream->Read(&message)) {
-      if (!message.has_answer()) continue;
-      const api::ServantMessage::Answer& answer = message.answer();
-      absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
-      loop_->Post([this, servant, number = answer.delivery(), status, more = answer.more(),
-                   payload = std::move(*message.mutable_answer()->mutable_payload())]() mutable {
-        node_->Answer(servant, number, status, std::move(payload), more);
-      });
-    }
-    queue->Close();
-  });
-  std::vector<ServantDelivery> deliveries;
-  api::ServantEvent event;
-  bool open = true;
-  while (open && queue->TakeAll(&deliveries)) {
-    for (size_t i = 0; i < deliveries.size() && open; ++i) {
-      ToServantEvent(std::move(deliveries[i]), &event);
-      // A burst goes out as one batch: every write but the last may wait for the next one.
-      grpc::WriteOptions options;
-      if (i + 1 < deliveries.size()) options.set_buffer_hint();
-      open = stream->Write(event, options);
-    }
-  }
-  context->TryCancel();
-  reader.join();
-  loop_->Post([this, servant] { node_->UnregisterServant(servant); });
-  return grpc::Status::OK;
 }
 
 }  // namespace cohort::nso

@@ -59,9 +59,12 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event);
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);
 
-// InvokeStream is served with gRPC's callback API (a reactor: no thread of ours per stream, and a
-// result is written by the thread that completes it); the other methods are synchronous.
-class ApiService final : public api::Cohort::WithCallbackMethod_InvokeStream<api::Cohort::Service> {
+// InvokeStream and Serve are served with gRPC's callback API (reactors: no thread of ours per
+// stream, and what the protocol thread produces is written by it, nso/reactor_outbox.h); the
+// other methods are synchronous.
+class ApiService final
+    : public api::Cohort::WithCallbackMethod_InvokeStream<
+          api::Cohort::WithCallbackMethod_Serve<api::Cohort::Service>> {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
       : node_(node), loop_(loop), policy_(policy) {}
@@ -86,11 +89,13 @@ class ApiService final : public api::Cohort::WithCallbackMethod_InvokeStream<api
   // each result is written as it completes (api_pipeline.cc).
   grpc::ServerBidiReactor<api::PipelinedCall, api::PipelinedResult>* InvokeStream(
       grpc::CallbackServerContext* context) override;
-  grpc::Status Serve(grpc::ServerContext*,
-                     grpc::ServerReaderWriter<api::ServantEvent, api::ServantMessage>*) override;
+  // A servant's stream: its registration, then deliveries out and answers in (api_serve.cc).
+  grpc::ServerBidiReactor<api::ServantMessage, api::ServantEvent>* Serve(
+      grpc::CallbackServerContext* context) override;
 
  private:
   friend class InvokeStreamReactor;  // api_pipeline.cc
+  friend class ServeReactor;         // api_serve.cc
 
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);

@@ -1,5 +1,5 @@
-// A queue that hands items from the protocol thread to one I/O thread (a servant's stream writer,
-// a pipelined client stream's writer). Push never blocks on the consumer, so the protocol thread
+// A queue that hands items from the protocol thread to one consumer thread (an embedded node's
+// servant delivery thread, nso/local_backend.cc). Push never blocks on the consumer, so the protocol thread
 // is never held up by a slow stream; the consumer takes everything queued at once, so a burst of
 // results goes out in one batch of writes (004 section 3.2: batching).
 #ifndef COHORT_NSO_HANDOFF_QUEUE_H_

@@ -26,8 +26,12 @@ struct CounterReplica {
   std::atomic<int> slow_ms{0};
   std::atomic<int> state_installs{0};
 
-  absl::Status Start(const std::string& address, const std::string& group) {
-    auto created = Servant::Create(address, group, "counter");
+  // `local` false: the servant's stream goes over gRPC (ApiService::Serve), not the fast path.
+  absl::Status Start(const std::string& address, const std::string& group, bool local = true) {
+    ConnectOptions options;
+    options.client_name = "counter";
+    options.local = local;
+    auto created = Servant::Create(address, group, options);
     if (!created.ok()) return created.status();
     servant = std::move(*created);
     servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {

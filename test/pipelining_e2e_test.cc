@@ -29,26 +29,30 @@ constexpr char kGroups[] = R"(groups:
     ordering: consensus
 )";
 
-// Starts the cluster and a counter replica on each of its three daemons.
+// Starts the cluster and a counter replica on each of its three daemons (`local` false: the
+// servants' streams go over gRPC).
 void StartCounters(test::Cluster* cluster,
-                   std::vector<std::unique_ptr<test::CounterReplica>>* replicas) {
+                   std::vector<std::unique_ptr<test::CounterReplica>>* replicas,
+                   bool local = true) {
   REQUIRE(cluster->Start());
   for (int i = 1; i <= 3; ++i) {
     replicas->push_back(std::make_unique<test::CounterReplica>());
-    REQUIRE(replicas->back()->Start(cluster->ClientAddress(i), "counter").ok());
+    REQUIRE(replicas->back()->Start(cluster->ClientAddress(i), "counter", local).ok());
+    REQUIRE(std::string(replicas->back()->servant->via()) == (local ? "local" : "grpc"));
   }
 }
 
 }  // namespace
 
 TEST_CASE("pipelining: many callers share one client; a broken stream fails its calls", "[e2e]") {
-  test::Cluster cluster{{3, kGroups, "", "warn"}};
-  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  StartCounters(&cluster, &replicas);
-  // Both ways to the daemon: its local fast path (Unix socket) and the gRPC InvokeStream.
+  // Both ways to the daemon: its local fast path (Unix socket), and gRPC (InvokeStream for the
+  // client, Serve for the servants).
   ConnectOptions options;
   options.client_name = "pipelined";
   options.local = GENERATE(true, false);
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  StartCounters(&cluster, &replicas, options.local);
   auto client = Client::Connect(cluster.ClientAddress(2), options);
   REQUIRE(client.ok());
   REQUIRE(std::string((*client)->via()) == (options.local ? "local" : "grpc"));
@@ -251,6 +255,115 @@ TEST_CASE("pipelining: the daemon writes every result due after the client's sid
   CHECK(value <= static_cast<int64_t>(kCalls) + 5 * 20);
   for (const Reply& reply : after->replies) CHECK(reply.payload == after->replies[0].payload);
   replicas.clear();
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+// The daemon's side of Serve (a servant's stream over gRPC, as a servant in another language
+// uses), driven by a raw gRPC client: registration errors are named; a registered servant gets
+// its acknowledgement first, then deliveries, and its answers reach the caller; a servant that
+// goes away is unregistered, and the daemon goes on serving.
+TEST_CASE("servant stream over gRPC: errors named, deliveries answered, a leaving servant is "
+          "unregistered",
+          "[e2e]") {
+  constexpr char kSolo[] = R"(groups:
+  - name: solo
+    members: [n2]
+    ordering: consensus
+)";
+  test::Cluster cluster{{3, kSolo, "", "warn"}};
+  REQUIRE(cluster.Start());
+  auto channel = grpc::CreateChannel(cluster.ClientAddress(2), grpc::InsecureChannelCredentials());
+  auto stub = api::Cohort::NewStub(channel);
+  auto attach = [&stub]() {
+    grpc::ClientContext context;
+    api::AttachRequest request;
+    request.set_client_name("raw-servant");
+    api::AttachReply reply;
+    REQUIRE(stub->Attach(&context, request, &reply).ok());
+    return reply.nso();
+  };
+  auto registration = [](uint64_t nso, const std::string& group) {
+    api::ServantMessage message;
+    message.mutable_register_()->set_nso(nso);
+    message.mutable_register_()->set_group(group);
+    return message;
+  };
+
+  {  // the first message is not a register
+    grpc::ClientContext context;
+    auto stream = stub->Serve(&context);
+    api::ServantMessage answer;
+    answer.mutable_answer()->set_delivery(1);
+    REQUIRE(stream->Write(answer));
+    api::ServantEvent event;
+    CHECK_FALSE(stream->Read(&event));
+    grpc::Status status = stream->Finish();
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK_THAT(status.error_message(), Catch::Contains("must be a register"));
+  }
+  {  // a group this daemon does not know
+    grpc::ClientContext context;
+    auto stream = stub->Serve(&context);
+    REQUIRE(stream->Write(registration(attach(), "no-such-group")));
+    api::ServantEvent event;
+    CHECK_FALSE(stream->Read(&event));
+    grpc::Status status = stream->Finish();
+    CHECK(status.error_code() == grpc::StatusCode::NOT_FOUND);
+    CHECK_THAT(status.error_message(), Catch::Contains("no-such-group"));
+  }
+  {  // the servant closes its side without a word
+    grpc::ClientContext context;
+    auto stream = stub->Serve(&context);
+    REQUIRE(stream->WritesDone());
+    api::ServantEvent event;
+    CHECK_FALSE(stream->Read(&event));
+    CHECK(stream->Finish().error_code() == grpc::StatusCode::CANCELLED);
+  }
+
+  auto client = Client::Connect(cluster.ClientAddress(1), "caller");
+  REQUIRE(client.ok());
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    grpc::ClientContext context;
+    auto stream = stub->Serve(&context);
+    REQUIRE(stream->Write(registration(attach(), "solo")));
+    api::ServantEvent event;
+    REQUIRE(stream->Read(&event));
+    CHECK(event.registered());  // the acknowledgement comes first
+    CHECK(event.group() == "solo");
+    // The servant answers each call with "echo:" and its payload, in another thread.
+    std::thread answering([&stream] {
+      api::ServantEvent delivery;
+      while (stream->Read(&delivery)) {
+        if (delivery.method().empty() || delivery.one_way()) continue;
+        api::ServantMessage answer;
+        answer.mutable_answer()->set_delivery(delivery.delivery());
+        answer.mutable_answer()->set_payload("echo:" + delivery.payload());
+        if (!stream->Write(answer)) break;
+      }
+    });
+    for (int i = 0; i < 20; ++i) {
+      const std::string payload = absl::StrCat("r", round, "-", i);
+      absl::StatusOr<GroupReplies> got;
+      for (int attempt = 0; attempt < 100; ++attempt) {  // until the group's view has formed
+        got = (*client)->Invoke("solo", "echo", payload, Mode::kFirst, absl::Seconds(5));
+        if (got.ok() && !got->replies.empty() && got->replies[0].status.ok()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      INFO(got.status().ToString());
+      REQUIRE(got.ok());
+      REQUIRE(got->replies.size() == 1);
+      CHECK(got->replies[0].payload == "echo:" + payload);
+    }
+    // The servant goes away; the next round registers a new one at the same daemon (the old
+    // registration is gone, or this one would get no deliveries).
+    context.TryCancel();
+    answering.join();
+    stream->Finish();
+  }
 }
 
 }  // namespace cohort

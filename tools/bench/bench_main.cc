@@ -76,6 +76,7 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --client-api A        local or grpc: how the group rows' client reaches its daemon (default
                         local: the fast path when on the same host; grpc: the gRPC API, as a
                         client in another language or on another host does)
+  --servant-api A       local or grpc: the same for the group rows' echo servants (ApiService::Serve)
   --netlab DELAY_MS     run the daemons in network namespaces (../shared/netlab, root needed):
                         node I in host hI, every daemon host's link delayed DELAY_MS each way
                         (daemon to daemon +2x, bench to daemon +1x one way); floors and group
@@ -96,6 +97,8 @@ Roles used internally: --role echo-server --port P | --role tcp-server --port P 
 std::string g_peer_transport;
 // --client-api grpc: the group rows' client calls over the gRPC API, not the local fast path.
 bool g_client_local = true;
+// --servant-api grpc: the group rows' servants take deliveries over gRPC (Serve).
+bool g_servant_local = true;
 
 struct Options {
   bool quick = false;
@@ -198,6 +201,9 @@ int ParseOptions(int argc, char** argv, Options* options) {
     } else if (arg == "--client-api") {
       if (!take(&value) || (value != "local" && value != "grpc")) return fail("--client-api: want local or grpc");
       g_client_local = value == "local";
+    } else if (arg == "--servant-api") {
+      if (!take(&value) || (value != "local" && value != "grpc")) return fail("--servant-api: want local or grpc");
+      g_servant_local = value == "local";
     } else if (arg == "--netlab") {
       if (!take_int(0, 10000, &options->netlab_delay_ms)) return fail("--netlab: want a delay in ms, 0..10000");
     } else if (arg == "--netlab-script") {
@@ -296,7 +302,10 @@ struct EchoReplica {
   std::atomic<int64_t> delivered{0};
 
   absl::Status Start(const std::string& address, const std::string& group, int index) {
-    return Serve(Servant::Create(address, group, absl::StrCat("bench-servant-", index)));
+    ConnectOptions options;
+    options.client_name = absl::StrCat("bench-servant-", index);
+    options.local = g_servant_local;
+    return Serve(Servant::Create(address, group, options));
   }
   // Hosted by an embedded node of this process.
   absl::Status StartEmbedded(EmbeddedNode* node, const std::string& group,

@@ -1,0 +1,168 @@
+// The write side of a stream served by a gRPC callback reactor (InvokeStream: api_pipeline.cc,
+// Serve: api_serve.cc). Items are pushed from any thread, mostly the protocol thread, and written
+// one at a time (gRPC's rule for a reactor): by the thread that pushes one when no write is in
+// progress (no hand-off to a writer thread: 001 section 3, "no thread switching along the call
+// chain"; a reactor's StartWrite only starts the write, so the protocol thread never blocks on a
+// stream), else by the thread that sees the previous write done, a queued burst with buffer hints
+// so that it leaves together (004 section 3.2: batching).
+//
+// The outbox outlives its reactor (the protocol thread's closures hold it): after the reactor's
+// OnDone an item pushed is dropped. Finish is called once, when no write is in progress and
+// either the client is gone (Gone: what is due is dropped) or everything expected was written
+// (Close, after which no Expect comes).
+//
+// Reactions may run inline in the thread that starts an operation, and they lock the outbox: so
+// every decision is taken under the mutex and the reactor is called without it.
+#ifndef COHORT_NSO_REACTOR_OUTBOX_H_
+#define COHORT_NSO_REACTOR_OUTBOX_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace cohort::nso {
+
+template <typename Item, typename Response>
+class ReactorOutbox {
+ public:
+  // What the outbox needs of its reactor: start a write of `*response`, or finish the stream.
+  struct Hooks {
+    std::function<void(const Response* response, grpc::WriteOptions options)> start_write;
+    std::function<void(grpc::Status status)> finish;
+    // Converts an item to the message written (on the thread that starts the write).
+    std::function<void(Item item, Response* response)> convert;
+    // An item that will not be written (the client is gone); optional.
+    std::function<void(const Item& item)> dropped;
+  };
+
+  explicit ReactorOutbox(Hooks hooks) : hooks_(std::move(hooks)) {}
+
+  // An item will come (Push): the stream does not finish on Close before it is written.
+  void Expect() {
+    absl::MutexLock lock(&mu_);
+    ++expected_;
+  }
+  // Queues an item; `expected` says whether it was announced by Expect.
+  void Push(Item item, bool expected = true) {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      if (expected) --expected_;
+      due_.push_back(std::move(item));
+      step = Next();
+    }
+    Act(std::move(step));
+  }
+  // From the reactor's OnWriteDone.
+  void WriteDone(bool ok) {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) gone_ = true;  // the client is gone: what is due is dropped
+      step = Next();
+    }
+    Act(std::move(step));
+  }
+  // Nothing more will be expected: finish once what is expected is written.
+  void Close() { Change([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { closing_ = true; }); }
+  // The client is gone (cancelled): drop what is due, finish when no write is in progress.
+  void Gone() { Change([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { gone_ = true; }); }
+  // Finishes with `status` when no write is in progress (what is due is dropped).
+  void FinishWith(grpc::Status status) {
+    Change([this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      gone_ = true;
+      status_ = std::move(status);
+    });
+  }
+  bool gone() const {
+    absl::MutexLock lock(&mu_);
+    return gone_;
+  }
+  // From the reactor's OnDone: no hook is called any more.
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    attached_ = false;
+  }
+
+ private:
+  struct Step {
+    bool write = false;
+    Item item{};
+    bool more = false;  // more due after it: a buffer hint
+    bool finish = false;
+    grpc::Status status;
+    std::deque<Item> drop;
+  };
+
+  template <typename Fn>
+  void Change(Fn&& change) {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      change();
+      step = Next();
+    }
+    Act(std::move(step));
+  }
+
+  Step Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Step step;
+    if (gone_ && attached_) step.drop.swap(due_);
+    if (!attached_) due_.clear();  // the hooks may not outlive the reactor
+    if (finished_ || !attached_) return step;
+    if (!writing_ && !due_.empty()) {
+      writing_ = true;
+      step.write = true;
+      step.item = std::move(due_.front());
+      due_.pop_front();
+      step.more = !due_.empty();
+      return step;
+    }
+    if (!writing_ && due_.empty() && (gone_ || (closing_ && expected_ == 0))) {
+      finished_ = true;
+      step.finish = true;
+      step.status = status_;
+    }
+    return step;
+  }
+
+  // Without mu_. Only the thread that set `writing_` touches response_ until WriteDone; the
+  // reactor is alive: OnDone comes only after Finish, which waits for the write in progress.
+  void Act(Step step) {
+    if (hooks_.dropped) {
+      for (const Item& item : step.drop) hooks_.dropped(item);
+    }
+    if (step.write) {
+      response_.Clear();
+      hooks_.convert(std::move(step.item), &response_);
+      grpc::WriteOptions options;
+      if (step.more) options.set_buffer_hint();
+      hooks_.start_write(&response_, options);
+    } else if (step.finish) {
+      hooks_.finish(std::move(step.status));
+    }
+  }
+
+  const Hooks hooks_;
+  mutable absl::Mutex mu_;
+  std::deque<Item> due_ ABSL_GUARDED_BY(mu_);  // pushed, not yet written
+  uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;  // announced, not yet pushed
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool attached_ ABSL_GUARDED_BY(mu_) = true;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  Response response_;  // the write in progress
+};
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_REACTOR_OUTBOX_H_
