@@ -145,6 +145,9 @@ struct Options {
   int outside_clients = 0;
   std::string netlab;      // non-empty: run on netlab hosts (see the top of this file)
   std::string kv_servant;  // netlab: the kv-servant binary
+  // "grpc": clients and (loopback) servants talk to their daemons over gRPC (InvokeStream, Serve)
+  // instead of the local fast path, as clients and servants in other languages or on other hosts.
+  std::string api = "local";
 };
 
 // A command run to its end (netlab), its output appended to `log_path`; returns its exit code.
@@ -277,6 +280,15 @@ class Run {
   std::string Config(int i) const { return absl::StrCat(o_.dir, "/n", i + 1, ".yaml"); }
   std::string Log(int i) const { return absl::StrCat(o_.dir, "/n", i + 1, ".log"); }
   std::string Address(int i) const { return absl::StrCat(Host(i), ":", nodes_[i].client_port); }
+  // How a client or servant of the driver connects (--api).
+  cohort::ConnectOptions Connecting(std::string name,
+                                    absl::Duration timeout = absl::Seconds(5)) const {
+    cohort::ConnectOptions options;
+    options.client_name = std::move(name);
+    options.timeout = timeout;
+    options.local = o_.api == "local";
+    return options;
+  }
   std::string Name(int i) const { return absl::StrCat("n", i + 1); }
 
   void Note(const std::string& text) {
@@ -318,7 +330,7 @@ class Run {
     auto store = std::make_unique<cohort::kv::KvStore>();
     std::unique_ptr<cohort::Servant> servant;
     for (int attempt = 0; attempt < 20 && servant == nullptr; ++attempt) {
-      auto created = cohort::Servant::Create(Address(i), "kv", absl::StrCat("kv-", Name(i)));
+      auto created = cohort::Servant::Create(Address(i), "kv", Connecting(absl::StrCat("kv-", Name(i))));
       if (created.ok()) {
         store->RegisterWith(created->get());
         absl::Status started = (*created)->Start();
@@ -433,7 +445,7 @@ class Run {
     std::vector<int> up = UpNodes();
     if (static_cast<int>(up.size()) < o_.nodes) return false;
     int i = up[std::uniform_int_distribution<int>(0, up.size() - 1)(rng_)];
-    auto client = cohort::Client::Connect(Address(i), "nemesis-probe", absl::Seconds(1));
+    auto client = cohort::Client::Connect(Address(i), Connecting("nemesis-probe", absl::Seconds(1)));
     if (!client.ok()) {
       last_unhealthy_ = absl::StrCat("connect to ", Name(i), ": ", client.status().ToString());
       return false;
@@ -666,8 +678,8 @@ class Run {
       auto& slot = clients[i];
       if (slot.second == nullptr || slot.first != incarnation) {
         slot.second.reset();
-        auto connected = cohort::Client::Connect(Address(i), absl::StrCat("kv-client-", id),
-                                                 absl::Milliseconds(o_.deadline_ms));
+        auto connected = cohort::Client::Connect(
+            Address(i), Connecting(absl::StrCat("kv-client-", id), absl::Milliseconds(o_.deadline_ms)));
         if (!connected.ok()) {
           SleepMs(20);
           continue;
@@ -904,7 +916,7 @@ class Run {
     if (!healthy) Diagnose();
     int final_reads = 0;
     if (healthy) {
-      auto client = cohort::Client::Connect(Address(0), "final-reader", absl::Seconds(2));
+      auto client = cohort::Client::Connect(Address(0), Connecting("final-reader", absl::Seconds(2)));
       // A member can be suspected for a moment even in a healthy group (e.g. while it installs
       // a large state): a wait-for-all call then fails fast. Retry each key for a while.
       const int64_t give_up_ms = NowMs() + 15000;
@@ -1089,6 +1101,7 @@ int main(int argc, char** argv) {
     else if (flag == "--netlab") o.netlab = value;
     else if (flag == "--kv-servant") o.kv_servant = value;
     else if (flag == "--outside-clients") o.outside_clients = std::atoi(value.c_str());
+    else if (flag == "--api") o.api = value;
     else {
       std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
       return 2;
@@ -1096,11 +1109,12 @@ int main(int argc, char** argv) {
   }
   if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1 ||
       o.outside_clients < 0 || o.outside_clients > o.clients ||
-      (o.ordering != "consensus" && o.ordering != "sequencer")) {
+      (o.ordering != "consensus" && o.ordering != "sequencer") ||
+      (o.api != "local" && o.api != "grpc")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
-                 "       [--ordering consensus|sequencer] [--outside-clients K]\n"
+                 "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
   }
