@@ -113,10 +113,17 @@ CallStream::DriveCounts CallStream::results() const {
 }
 
 std::shared_ptr<CallStream::Stream> CallStream::Current() {
-  std::shared_ptr<Stream> old;
   {
     absl::MutexLock lock(&mu_);
     if (stream_ != nullptr && !stream_->broken) return stream_;
+  }
+  // One caller at a time replaces a broken stream: it joins the old one's helper (without mu_,
+  // which the helper takes) before the old one can be destroyed.
+  absl::MutexLock open_lock(&open_mu_);
+  std::shared_ptr<Stream> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stream_ != nullptr && !stream_->broken) return stream_;  // replaced meanwhile
     old = std::move(stream_);
   }
   // Broken: its calls have failed and its helper leaves at once; callers still on it hold it.
@@ -126,7 +133,6 @@ std::shared_ptr<CallStream::Stream> CallStream::Current() {
   if (!token_.empty()) stream->context.AddMetadata("authorization", "Bearer " + token_);
   stream->rw = stub_->PrepareAsyncInvokeStream(&stream->context, &stream->cq);
   absl::MutexLock lock(&mu_);
-  if (stream_ != nullptr && !stream_->broken) return stream_;  // another caller opened one
   stream->ops = 1;
   stream->rw->StartCall(kStart);
   Stream* raw = stream.get();

@@ -90,6 +90,7 @@ class CallStream {
 
   api::Cohort::Stub* const stub_;
   const std::string token_;
+  absl::Mutex open_mu_;  // one caller at a time replaces a broken stream (held without mu_)
   mutable absl::Mutex mu_;
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);

@@ -217,3 +217,58 @@ TEST_CASE("call stream: a stream the daemon ends fails its calls at once", "[cal
 }
 
 }  // namespace cohort::internal
+
+namespace cohort::internal {
+
+// Streams that the daemon ends again and again while many callers use them: each call gets its
+// own result or UNAVAILABLE, and the broken streams are replaced one at a time (a cohort-bench
+// failover run crashed when two callers replaced the same broken stream at once).
+TEST_CASE("call stream: callers racing to replace broken streams", "[call_stream]") {
+  Fixture f;
+  f.calls = std::make_unique<CallStream>(f.stub.get(), "");
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 60;
+  std::atomic<int> ok{0};
+  std::atomic<int> unavailable{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kThreads; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        const std::string payload = i % 7 == 3 ? "close" : absl::StrCat("t", t, "-", i);
+        auto got = f.calls->Invoke(Request(payload), absl::Seconds(10));
+        if (got.ok() && got->replies.size() == 1 && got->replies[0].payload == payload) {
+          ok++;
+        } else if (got.status().code() == absl::StatusCode::kUnavailable) {
+          unavailable++;
+        } else {
+          wrong++;
+        }
+      }
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  CHECK(wrong.load() == 0);
+  CHECK(ok.load() + unavailable.load() == kThreads * kCalls);
+  CHECK(ok.load() > 0);
+  CHECK(f.daemon.streams() > 10);  // the streams were replaced many times
+  CHECK(PayloadOf(f.calls->Invoke(Request("last"), absl::Seconds(5))) == "last");
+
+  // The daemon is gone: every stream breaks as soon as it is opened, and the callers race to
+  // replace them (each call fails UNAVAILABLE, none hangs or crashes the process).
+  f.server->Shutdown(std::chrono::system_clock::now());
+  std::atomic<int> failed_fast{0};
+  callers.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        auto got = f.calls->Invoke(Request("gone"), absl::Seconds(10));
+        if (got.status().code() == absl::StatusCode::kUnavailable) failed_fast++;
+      }
+    });
+  }
+  for (std::thread& caller : callers) caller.join();
+  CHECK(failed_fast.load() == kThreads * 100);
+}
+
+}  // namespace cohort::internal
