@@ -229,19 +229,42 @@ grpc::Status ApiService::Multicast(grpc::ServerContext* context,
   return status;
 }
 
-grpc::Status ApiService::Invoke(grpc::ServerContext* context, const api::InvokeRequest* request,
-                                api::InvokeReply* reply) {
+// A unary call on gRPC's callback API: no gRPC thread waits for the group call; the protocol
+// thread that completes it writes the reply (Finish), as the streams' reactors do.
+grpc::ServerUnaryReactor* ApiService::Invoke(grpc::CallbackServerContext* context,
+                                             const api::InvokeRequest* request,
+                                             api::InvokeReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (grpc::Status allowed = Allowed(context, request->group(), Right::kInvoke); !allowed.ok()) {
-    return allowed;
+    reactor->Finish(allowed);
+    return reactor;
   }
-  auto start = std::chrono::steady_clock::now();
-  grpc::Status status = InvokeOnLoop(request, reply);
-  if (metrics_ != nullptr) {
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    metrics_->RecordInvocation(ModeLabel(request->mode()), CodeLabel(status.error_code()),
-                               took.count());
+  absl::StatusOr<InvokeOptions> options = ToInvokeOptions(*request);
+  if (!options.ok()) {
+    reactor->Finish(ToGrpcStatus(options.status()));
+    return reactor;
   }
-  return status;
+  const auto start = std::chrono::steady_clock::now();
+  const api::Mode mode = request->mode();
+  // `reply` lives until Finish; the node answers every invocation once (by its deadline at the
+  // latest, with CANCELLED when it is destroyed).
+  auto done = [this, reactor, reply, mode, start](InvokeResult result) {
+    grpc::Status status = ToGrpcStatus(result.status);
+    ToInvokeReply(std::move(result), reply);
+    if (metrics_ != nullptr) {
+      std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      metrics_->RecordInvocation(ModeLabel(mode), CodeLabel(status.error_code()), took.count());
+    }
+    reactor->Finish(status);
+  };
+  const uint64_t nso = request->nso();
+  bool posted = loop_->Post([this, nso, options = *std::move(options), done]() mutable {
+    node_->Invoke(nso, std::move(options), std::move(done));
+  });
+  if (!posted) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon overloaded or shutting down"));
+  }
+  return reactor;
 }
 
 absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request) {
@@ -300,25 +323,6 @@ void ToInvokeReply(InvokeResult result, api::InvokeReply* reply) {
     out->set_error(std::string(member_reply.status.message()));
     out->set_payload(std::move(member_reply.payload));
   }
-}
-
-grpc::Status ApiService::InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply) {
-  absl::StatusOr<InvokeOptions> options = ToInvokeOptions(*request);
-  if (!options.ok()) return ToGrpcStatus(options.status());
-  auto promise = std::make_shared<std::promise<InvokeResult>>();
-  std::future<InvokeResult> future = promise->get_future();
-  uint64_t nso = request->nso();
-  bool posted = loop_->Post([this, nso, options = *std::move(options), promise]() mutable {
-    node_->Invoke(nso, std::move(options),
-                  [promise](InvokeResult result) { promise->set_value(std::move(result)); });
-  });
-  if (!posted) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon overloaded or shutting down");
-  }
-  InvokeResult result = future.get();
-  absl::Status status = result.status;
-  ToInvokeReply(std::move(result), reply);
-  return ToGrpcStatus(status);
 }
 
 }  // namespace cohort::nso

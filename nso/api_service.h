@@ -59,12 +59,12 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event);
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);
 
-// InvokeStream and Serve are served with gRPC's callback API (reactors: no thread of ours per
-// stream, and what the protocol thread produces is written by it, nso/reactor_outbox.h); the
-// other methods are synchronous.
+// Invoke, InvokeStream and Serve are served with gRPC's callback API (reactors: no thread of ours
+// waits per call or stream, and what the protocol thread produces is written by it,
+// nso/reactor_outbox.h); the other methods are synchronous.
 class ApiService final
-    : public api::Cohort::WithCallbackMethod_InvokeStream<
-          api::Cohort::WithCallbackMethod_Serve<api::Cohort::Service>> {
+    : public api::Cohort::WithCallbackMethod_Invoke<api::Cohort::WithCallbackMethod_InvokeStream<
+          api::Cohort::WithCallbackMethod_Serve<api::Cohort::Service>>> {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
       : node_(node), loop_(loop), policy_(policy) {}
@@ -84,7 +84,9 @@ class ApiService final
   grpc::Status GroupDetails(grpc::ServerContext*, const api::GroupRequest*,
                             api::GroupDetailsReply*) override;
   grpc::Status Multicast(grpc::ServerContext*, const api::MulticastRequest*, api::Empty*) override;
-  grpc::Status Invoke(grpc::ServerContext*, const api::InvokeRequest*, api::InvokeReply*) override;
+  grpc::ServerUnaryReactor* Invoke(grpc::CallbackServerContext* context,
+                                   const api::InvokeRequest* request,
+                                   api::InvokeReply* reply) override;
   // Pipelining: calls read from the stream are handed to the protocol thread without waiting;
   // each result is written as it completes (api_pipeline.cc).
   grpc::ServerBidiReactor<api::PipelinedCall, api::PipelinedResult>* InvokeStream(
@@ -99,7 +101,6 @@ class ApiService final
 
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);
-  grpc::Status InvokeOnLoop(const api::InvokeRequest* request, api::InvokeReply* reply);
 
   // OK when there is no policy, else policy_->Check.
   grpc::Status Allowed(grpc::ServerContextBase* context, const std::string& group, Right right) const;
