@@ -19,17 +19,10 @@
 #include "invocation/call_stream.h"
 #include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
+#include "test/echo_request.h"
 
 namespace cohort::internal {
 namespace {
-
-api::InvokeRequest Request(const std::string& payload) {
-  api::InvokeRequest request;
-  request.set_group("g");
-  request.set_method("echo");
-  request.set_payload(payload);
-  return request;
-}
 
 // The fake daemon's InvokeStream: answers each call with its payload, from member "m1", except
 // payload "hold" (never answered), "close" (ends the stream) and "swap" (held until the next call
@@ -121,7 +114,7 @@ TEST_CASE("call stream: a lone caller takes its own result; the helper serves ma
   f.calls = std::make_unique<CallStream>(f.stub.get(), "");
   for (int i = 0; i < 200; ++i) {
     const std::string payload = absl::StrCat("seq-", i);
-    CHECK(PayloadOf(f.calls->Invoke(Request(payload), absl::Seconds(5))) == payload);
+    CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest(payload), absl::Seconds(5))) == payload);
   }
   CallStream::DriveCounts counts = f.calls->results();
   CHECK(counts.by_callers == 200);  // no hand-off to another thread for a sequential caller
@@ -136,7 +129,7 @@ TEST_CASE("call stream: a lone caller takes its own result; the helper serves ma
     callers.emplace_back([&, t] {
       for (int i = 0; i < kCalls; ++i) {
         const std::string payload = absl::StrCat("t", t, "-", i);
-        auto got = f.calls->Invoke(Request(payload), absl::Seconds(10));
+        auto got = f.calls->Invoke(test::EchoRequest(payload), absl::Seconds(10));
         if (!got.ok() || got->replies.size() != 1 || got->replies[0].payload != payload) wrong++;
       }
     });
@@ -158,10 +151,10 @@ TEST_CASE("call stream: results that come out of order reach their own callers",
   for (int round = 0; round < 20; ++round) {
     absl::StatusOr<GroupReplies> swapped;
     const int received = f.daemon.received();
-    std::thread first([&] { swapped = f.calls->Invoke(Request("swap"), absl::Seconds(5)); });
+    std::thread first([&] { swapped = f.calls->Invoke(test::EchoRequest("swap"), absl::Seconds(5)); });
     AwaitReceived(f.daemon, received + 1);
     const std::string other = absl::StrCat("after-", round);
-    CHECK(PayloadOf(f.calls->Invoke(Request(other), absl::Seconds(5))) == other);
+    CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest(other), absl::Seconds(5))) == other);
     first.join();
     CHECK(PayloadOf(swapped) == "swap");
   }
@@ -172,47 +165,47 @@ TEST_CASE("call stream: a silent daemon fails the call by its wait; the next cal
           "[call_stream]") {
   Fixture f;
   f.calls = std::make_unique<CallStream>(f.stub.get(), "");
-  CHECK(PayloadOf(f.calls->Invoke(Request("before"), absl::Seconds(5))) == "before");
+  CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest("before"), absl::Seconds(5))) == "before");
 
   // Alone (the caller drives): DEADLINE_EXCEEDED by its wait, not never.
   absl::Time start = absl::Now();
-  auto held = f.calls->Invoke(Request("hold"), absl::Milliseconds(300));
+  auto held = f.calls->Invoke(test::EchoRequest("hold"), absl::Milliseconds(300));
   CHECK(held.status().code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(absl::Now() - start < absl::Seconds(3));
-  CHECK(PayloadOf(f.calls->Invoke(Request("after"), absl::Seconds(5))) == "after");
+  CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest("after"), absl::Seconds(5))) == "after");
 
   // With another call pending (the helper drives): the held call times out, and the stream it
   // resets fails the other call UNAVAILABLE if it is still waiting; none hangs.
   absl::StatusOr<GroupReplies> other_result;
   const int received = f.daemon.received();
-  std::thread other([&] { other_result = f.calls->Invoke(Request("hold"), absl::Seconds(30)); });
+  std::thread other([&] { other_result = f.calls->Invoke(test::EchoRequest("hold"), absl::Seconds(30)); });
   AwaitReceived(f.daemon, received + 1);
   start = absl::Now();
-  held = f.calls->Invoke(Request("hold"), absl::Milliseconds(300));
+  held = f.calls->Invoke(test::EchoRequest("hold"), absl::Milliseconds(300));
   CHECK(held.status().code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(absl::Now() - start < absl::Seconds(3));
   other.join();
   CHECK(other_result.status().code() == absl::StatusCode::kUnavailable);
-  CHECK(PayloadOf(f.calls->Invoke(Request("again"), absl::Seconds(5))) == "again");
+  CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest("again"), absl::Seconds(5))) == "again");
   CHECK(f.daemon.streams() == 3);
 }
 
 TEST_CASE("call stream: a stream the daemon ends fails its calls at once", "[call_stream]") {
   Fixture f;
   f.calls = std::make_unique<CallStream>(f.stub.get(), "");
-  CHECK(PayloadOf(f.calls->Invoke(Request("before"), absl::Seconds(5))) == "before");
+  CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest("before"), absl::Seconds(5))) == "before");
   absl::StatusOr<GroupReplies> waiting;
   const int received = f.daemon.received();
-  std::thread other([&] { waiting = f.calls->Invoke(Request("hold"), absl::Seconds(30)); });
+  std::thread other([&] { waiting = f.calls->Invoke(test::EchoRequest("hold"), absl::Seconds(30)); });
   AwaitReceived(f.daemon, received + 1);
   const absl::Time start = absl::Now();
-  auto closed = f.calls->Invoke(Request("close"), absl::Seconds(30));
+  auto closed = f.calls->Invoke(test::EchoRequest("close"), absl::Seconds(30));
   other.join();
   CHECK(absl::Now() - start < absl::Seconds(5));  // not the 30 s wait
   CHECK(closed.status().code() == absl::StatusCode::kUnavailable);
   CHECK(waiting.status().code() == absl::StatusCode::kUnavailable);
   CHECK_THAT(std::string(closed.status().message()), Catch::Contains("closed by the daemon"));
-  CHECK(PayloadOf(f.calls->Invoke(Request("after"), absl::Seconds(5))) == "after");
+  CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest("after"), absl::Seconds(5))) == "after");
   CHECK(f.daemon.streams() == 2);
 }
 
@@ -236,7 +229,7 @@ TEST_CASE("call stream: callers racing to replace broken streams", "[call_stream
     callers.emplace_back([&, t] {
       for (int i = 0; i < kCalls; ++i) {
         const std::string payload = i % 7 == 3 ? "close" : absl::StrCat("t", t, "-", i);
-        auto got = f.calls->Invoke(Request(payload), absl::Seconds(10));
+        auto got = f.calls->Invoke(test::EchoRequest(payload), absl::Seconds(10));
         if (got.ok() && got->replies.size() == 1 && got->replies[0].payload == payload) {
           ok++;
         } else if (got.status().code() == absl::StatusCode::kUnavailable) {
@@ -252,7 +245,7 @@ TEST_CASE("call stream: callers racing to replace broken streams", "[call_stream
   CHECK(ok.load() + unavailable.load() == kThreads * kCalls);
   CHECK(ok.load() > 0);
   CHECK(f.daemon.streams() > 10);  // the streams were replaced many times
-  CHECK(PayloadOf(f.calls->Invoke(Request("last"), absl::Seconds(5))) == "last");
+  CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest("last"), absl::Seconds(5))) == "last");
 
   // The daemon is gone: every stream breaks as soon as it is opened, and the callers race to
   // replace them (each call fails UNAVAILABLE, none hangs or crashes the process).
@@ -262,7 +255,7 @@ TEST_CASE("call stream: callers racing to replace broken streams", "[call_stream
   for (int t = 0; t < kThreads; ++t) {
     callers.emplace_back([&] {
       for (int i = 0; i < 100; ++i) {
-        auto got = f.calls->Invoke(Request("gone"), absl::Seconds(10));
+        auto got = f.calls->Invoke(test::EchoRequest("gone"), absl::Seconds(10));
         if (got.status().code() == absl::StatusCode::kUnavailable) failed_fast++;
       }
     });

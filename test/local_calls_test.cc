@@ -18,18 +18,11 @@
 #include "invocation/client.h"
 #include "invocation/local_calls.h"
 #include "proto/api.pb.h"
+#include "test/echo_request.h"
 #include "test/fake_local_daemon.h"
 
 namespace cohort::internal {
 namespace {
-
-api::InvokeRequest Request(const std::string& payload) {
-  api::InvokeRequest request;
-  request.set_group("g");
-  request.set_method("echo");
-  request.set_payload(payload);
-  return request;
-}
 
 // The daemon's answer to a call: its payload back, from member "m1".
 api::LocalFrame ResultFor(const api::LocalFrame& call) {
@@ -70,7 +63,7 @@ TEST_CASE("local calls: a caller alone reads its own result, no hand-off from an
     for (int i = 0; i < 20; ++i) daemon.WriteFrames({ResultFor(ReadCalls(&daemon, 1)[0])});
   });
   for (int i = 0; i < 20; ++i) {
-    CHECK(PayloadOf(calls.Invoke(Request(absl::StrCat("p", i)), absl::Seconds(10))) ==
+    CHECK(PayloadOf(calls.Invoke(test::EchoRequest(absl::StrCat("p", i)), absl::Seconds(10))) ==
           absl::StrCat("p", i));
   }
   answerer.join();
@@ -104,7 +97,7 @@ TEST_CASE("local calls: concurrent callers each get their own result, in any ord
     std::vector<std::thread> callers;
     for (int c = 0; c < kCallers; ++c) {
       callers.emplace_back([&calls, &payloads, c, order] {
-        auto got = calls.Invoke(Request(absl::StrCat("o", order, "c", c)), absl::Seconds(10));
+        auto got = calls.Invoke(test::EchoRequest(absl::StrCat("o", order, "c", c)), absl::Seconds(10));
         if (got.has_value() && got->ok() && got->value().replies.size() == 1) {
           payloads[c] = got->value().replies[0].payload;
         }
@@ -135,8 +128,8 @@ TEST_CASE("local calls: when the reading caller's own result comes first, the ot
       daemon.WriteFrames({ResultFor(got[1 - first])});
     });
     std::optional<absl::StatusOr<GroupReplies>> a, b;
-    std::thread other([&] { b = calls.Invoke(Request("b"), absl::Seconds(10)); });
-    a = calls.Invoke(Request("a"), absl::Seconds(10));
+    std::thread other([&] { b = calls.Invoke(test::EchoRequest("b"), absl::Seconds(10)); });
+    a = calls.Invoke(test::EchoRequest("a"), absl::Seconds(10));
     other.join();
     answerer.join();
     CHECK(PayloadOf(a) == "a");
@@ -151,12 +144,12 @@ TEST_CASE("local calls: a caller's deadline resets the link and fails the others
   std::optional<absl::StatusOr<GroupReplies>> patient;
   absl::Time patient_done;
   std::thread other([&] {
-    patient = calls.Invoke(Request("patient"), absl::Seconds(30));
+    patient = calls.Invoke(test::EchoRequest("patient"), absl::Seconds(30));
     patient_done = absl::Now();
   });
   ReadCalls(&daemon, 1);  // the daemon takes the patient call and never answers
   const absl::Time start = absl::Now();
-  auto hasty = calls.Invoke(Request("hasty"), absl::Milliseconds(200));
+  auto hasty = calls.Invoke(test::EchoRequest("hasty"), absl::Milliseconds(200));
   other.join();
   REQUIRE(hasty.has_value());
   CHECK(hasty->status().code() == absl::StatusCode::kDeadlineExceeded);
@@ -170,7 +163,7 @@ TEST_CASE("local calls: a caller reading alone still stops at its deadline", "[l
   LocalCalls calls(daemon.endpoint(), daemon.Open());
   std::thread taker([&daemon] { ReadCalls(&daemon, 1); });  // taken, never answered
   const absl::Time start = absl::Now();
-  auto got = calls.Invoke(Request("alone"), absl::Milliseconds(300));
+  auto got = calls.Invoke(test::EchoRequest("alone"), absl::Milliseconds(300));
   const absl::Duration took = absl::Now() - start;
   taker.join();
   REQUIRE(got.has_value());
@@ -187,7 +180,7 @@ TEST_CASE("local calls: the daemon's end closing fails every pending call UNAVAI
   std::vector<std::thread> callers;
   for (int c = 0; c < kCallers; ++c) {
     callers.emplace_back([&calls, &got, c] {
-      got[c] = calls.Invoke(Request(absl::StrCat(c)), absl::Seconds(30));
+      got[c] = calls.Invoke(test::EchoRequest(absl::StrCat(c)), absl::Seconds(30));
     });
   }
   std::vector<api::LocalFrame> taken = ReadCalls(&daemon, kCallers);
@@ -212,7 +205,7 @@ TEST_CASE("local calls: a link the daemon closed while idle is replaced before t
   FakeDaemon daemon;
   LocalCalls calls(daemon.endpoint(), daemon.Open());
   std::thread answerer([&daemon] { daemon.WriteFrames({ResultFor(ReadCalls(&daemon, 1)[0])}); });
-  CHECK(PayloadOf(calls.Invoke(Request("before"), absl::Seconds(10))) == "before");
+  CHECK(PayloadOf(calls.Invoke(test::EchoRequest("before"), absl::Seconds(10))) == "before");
   answerer.join();
   // The daemon restarts its end while no call is pending: nobody reads the link, so only the
   // next call can find it closed; it goes on a new link, not failing UNAVAILABLE on the old one.
@@ -222,12 +215,12 @@ TEST_CASE("local calls: a link the daemon closed while idle is replaced before t
     daemon.Accepted();
     daemon.WriteFrames({ResultFor(ReadCalls(&daemon, 1)[0])});
   });
-  CHECK(PayloadOf(calls.Invoke(Request("after"), absl::Seconds(10))) == "after");
+  CHECK(PayloadOf(calls.Invoke(test::EchoRequest("after"), absl::Seconds(10))) == "after");
   again.join();
   // Closed again, and this time no new link can be made (nothing answers its hello): the
   // fast path is given up (the client goes over gRPC), again without an UNAVAILABLE first.
   daemon.Close();
-  CHECK_FALSE(calls.Invoke(Request("gone"), absl::Seconds(30)).has_value());
+  CHECK_FALSE(calls.Invoke(test::EchoRequest("gone"), absl::Seconds(30)).has_value());
 }
 
 }  // namespace
