@@ -13,8 +13,6 @@ namespace {
 
 // The helper's wait for an event, a slice at a time (it ends a lingering turn).
 constexpr absl::Duration kDriveSlice = absl::Milliseconds(100);
-// Calls pending at once from which the helper keeps driving between calls (DriveOne).
-constexpr size_t kLingerPending = 4;
 
 // The completion queue's tags: each stream has a queue of its own, so four constants do.
 void* const kStart = reinterpret_cast<void*>(1);
@@ -58,17 +56,12 @@ struct CallStream::Stream {
   grpc::WriteOptions out_options;
   grpc::Status status;       // Finish's
 
+  ReaderTurn turn;           // who drives `cq` (a caller or the helper): reader_turn.h
   bool started = false;      // StartCall completed
-  bool broken = false;       // no call is registered on it any more
   bool writing = false;      // a write is in progress
-  bool driving = false;      // a caller or the helper waits on `cq`
   bool finish_posted = false;
   int ops = 0;               // operations started and not yet taken off `cq`
-  size_t pending = 0;        // calls waiting for their result on it
-  bool helper_asked = false;
-  size_t helper_peak = 0;    // most calls pending at once in the helper's turn
   std::deque<api::PipelinedCall> outgoing;  // queued while a write is in progress
-  absl::CondVar helper_wake;
 
   // Counts a completed operation; after a failed start or read (the stream ended) posts Finish,
   // which gives the stream's status. Under CallStream::mu_, or once no one else holds the stream.
@@ -102,12 +95,12 @@ CallStream::~CallStream() {
     absl::MutexLock lock(&mu_);
     stream = std::move(stream_);
     if (stream == nullptr) return;
-    if (!stream->broken) Broken(stream.get(), absl::CancelledError("the client is closing"));
+    if (!stream->turn.broken) Broken(stream.get(), absl::CancelledError("the client is closing"));
   }
   if (stream->helper.joinable()) stream->helper.join();
 }
 
-CallStream::DriveCounts CallStream::results() const {
+ReadCounts CallStream::results() const {
   absl::MutexLock lock(&mu_);
   return results_;
 }
@@ -115,7 +108,7 @@ CallStream::DriveCounts CallStream::results() const {
 std::shared_ptr<CallStream::Stream> CallStream::Current() {
   {
     absl::MutexLock lock(&mu_);
-    if (stream_ != nullptr && !stream_->broken) return stream_;
+    if (stream_ != nullptr && !stream_->turn.broken) return stream_;
   }
   // One caller at a time replaces a broken stream: it joins the old one's helper (without mu_,
   // which the helper takes) before the old one can be destroyed.
@@ -123,7 +116,7 @@ std::shared_ptr<CallStream::Stream> CallStream::Current() {
   std::shared_ptr<Stream> old;
   {
     absl::MutexLock lock(&mu_);
-    if (stream_ != nullptr && !stream_->broken) return stream_;  // replaced meanwhile
+    if (stream_ != nullptr && !stream_->turn.broken) return stream_;  // replaced meanwhile
     old = std::move(stream_);
   }
   // Broken: its calls have failed and its helper leaves at once; callers still on it hold it.
@@ -142,7 +135,7 @@ std::shared_ptr<CallStream::Stream> CallStream::Current() {
 }
 
 bool CallStream::ClaimWrite(Stream* stream) {
-  if (!stream->started || stream->writing || stream->broken || stream->outgoing.empty()) {
+  if (!stream->started || stream->writing || stream->turn.broken || stream->outgoing.empty()) {
     return false;
   }
   stream->writing = true;
@@ -169,14 +162,14 @@ CallStream::Pending* CallStream::Take(uint64_t call) {
   if (it == pending_.end()) return nullptr;  // its caller gave up
   Pending* pending = it->second;
   pending_.erase(it);
-  --pending->stream->pending;
+  --pending->stream->turn.pending;
   pending->done = true;
   return pending;
 }
 
 void CallStream::Broken(Stream* stream, const absl::Status& status) {
-  stream->broken = true;  // from now on no call is registered on it
-  stream->driving = false;
+  stream->turn.broken = true;  // from now on no call is registered on it
+  stream->turn.reading = false;
   stream->outgoing.clear();
   stream->context.TryCancel();  // ends the operations in progress
   for (auto it = pending_.begin(); it != pending_.end();) {
@@ -188,8 +181,8 @@ void CallStream::Broken(Stream* stream, const absl::Status& status) {
       ++it;
     }
   }
-  stream->pending = 0;
-  stream->helper_wake.Signal();  // it leaves
+  stream->turn.pending = 0;
+  stream->turn.helper_wake.Signal();  // it leaves
 }
 
 bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
@@ -215,7 +208,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
   {
     absl::MutexLock lock(&mu_);
     if (next == grpc::CompletionQueue::GOT_EVENT) stream->Account(tag, ok);
-    if (stream->broken) return false;  // failed meanwhile (a deadline, the destructor)
+    if (stream->turn.broken) return false;  // failed meanwhile (a deadline, the destructor)
     if (next == grpc::CompletionQueue::SHUTDOWN) {
       Broken(stream, absl::UnavailableError("the call stream to the daemon broke: shut down"));
       return false;
@@ -244,26 +237,13 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
     }
     // A failed write or read: the stream ends, and Finish (posted by Account) reports how.
     write = ClaimWrite(stream);
-    // A caller drives until its own result has come. The helper drives while any call is
-    // pending; after a turn with kLingerPending calls or more pending at once it drives on until
-    // a slice passes without an event (under load it stays ready: no hand-over from a caller, no
-    // wake-up of the helper, at each moment nothing is pending).
-    if (self == nullptr) {
-      stream->helper_peak =
-          std::max(stream->helper_peak, stream->pending + (taken != nullptr ? 1 : 0));
-    }
-    // A write still in progress when no call is pending needs no driver: the next caller
-    // drives, and takes its completion before its own write can start.
+    // A caller drives until its own result has come, the helper while the turn says so. A
+    // write still in progress when no call is pending needs no driver: the next caller drives,
+    // and takes its completion before its own write can start.
     more = self != nullptr ? !self->done
-                           : stream->pending > 0 || (stream->helper_peak >= kLingerPending &&
-                                                     next != grpc::CompletionQueue::TIMEOUT);
-    if (!more) {
-      stream->driving = false;
-      // A caller leaves calls still pending to the helper.
-      if (self != nullptr && (stream->pending > 0 || stream->helper_asked)) {
-        AskHelper(stream);
-      }
-    }
+                           : stream->turn.HelperReadsOn(taken != nullptr,
+                                                        next == grpc::CompletionQueue::TIMEOUT);
+    if (!more) stream->turn.Stop(/*caller=*/self != nullptr);
   }
   if (write) IssueWrite(stream);
   // Its caller is woken without mu_ held (as in local_calls.cc).
@@ -271,21 +251,9 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
   return more;
 }
 
-void CallStream::AskHelper(Stream* stream) {
-  stream->helper_asked = true;
-  stream->helper_wake.Signal();
-}
-
 void CallStream::HelperLoop(Stream* stream) {
   mu_.Lock();
-  while (true) {
-    while (!stream->broken && !(stream->helper_asked && !stream->driving)) {
-      stream->helper_wake.Wait(&mu_);
-    }
-    if (stream->broken) break;
-    stream->helper_asked = false;
-    stream->driving = true;
-    stream->helper_peak = stream->pending;
+  while (stream->turn.AwaitHelperTurn(&mu_)) {
     mu_.Unlock();
     while (DriveOne(stream, nullptr, absl::Now() + kDriveSlice)) {
     }
@@ -305,20 +273,20 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
   bool write = false;
   {
     absl::MutexLock lock(&mu_);
-    if (stream->broken) {
+    if (stream->turn.broken) {
       return absl::UnavailableError("the call stream to the daemon broke: try again");
     }
     pending.call = next_call_++;
     call.set_call(pending.call);
     pending_[pending.call] = &pending;
-    ++stream->pending;
+    ++stream->turn.pending;
     stream->outgoing.push_back(std::move(call));
     write = ClaimWrite(stream.get());
-    if (!stream->driving) {
-      if (stream->pending == 1 && !stream->helper_asked) {
-        stream->driving = drive_own = true;  // claimed before the call leaves
+    if (!stream->turn.reading) {
+      if (stream->turn.pending == 1 && !stream->turn.helper_asked) {
+        stream->turn.reading = drive_own = true;  // claimed before the call leaves
       } else {
-        AskHelper(stream.get());
+        stream->turn.AskHelper();
       }
     }
   }

@@ -12,9 +12,8 @@
 //   write complete starts the next, the queued burst as one batch;
 // - a caller whose call is the only one pending drives the queue itself and takes its own result
 //   (one wake-up per call, not two: no reader thread between the stream and the caller);
-// - with several calls pending a helper thread drives it and hands each result to its caller;
-//   after a turn with several calls pending at once it drives on until a slice (100 ms) passes
-//   without an event, as a reader thread would. One thread at a time drives (`driving`).
+// - with several calls pending a helper thread drives it and hands each result to its caller.
+//   The rules of the turn, shared with local_calls.h, are in reader_turn.h.
 // Waiting callers sleep on their own Notification and are woken without mu_ held (as in
 // local_calls.h). A caller never waits on the stream beyond its wait: if no result came in time,
 // the call fails DEADLINE_EXCEEDED and the stream is cancelled (the daemon enforces every call's
@@ -36,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "invocation/reader_turn.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
@@ -57,11 +57,7 @@ class CallStream {
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request, absl::Duration wait);
 
   // Results taken by the callers themselves and by the helper thread (for tests).
-  struct DriveCounts {
-    uint64_t by_callers = 0;
-    uint64_t by_helper = 0;
-  };
-  DriveCounts results() const;
+  ReadCounts results() const;
 
  private:
   struct Pending;
@@ -76,10 +72,9 @@ class CallStream {
   // Waits for one event of the stream's queue (without mu_), handles it, hands a result to its
   // caller (after mu_) and says whether this driver drives on: a caller (`self`) until its own
   // result has come (or its deadline passes: it fails and the stream is reset), the helper
-  // (`self` null) while any call is pending. A driver that stops has given up `driving`; a
+  // (`self` null) while any call is pending. A driver that stops has given up the turn (`turn.reading`); a
   // caller leaves calls still pending to the helper. False also when the stream broke.
   bool DriveOne(Stream* stream, Pending* self, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
-  void AskHelper(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HelperLoop(Stream* stream);
   // Removes a pending call and marks it done; nullptr if it is not pending (its caller gave up).
   Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -95,7 +90,7 @@ class CallStream {
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
-  DriveCounts results_ ABSL_GUARDED_BY(mu_);
+  ReadCounts results_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace internal

@@ -13,8 +13,6 @@ namespace {
 // A caller reading its own result sees its deadline this late at most (LocalLink::SetReadSlice);
 // the daemon enforces each call's own deadline, and `wait` has 2 s of slack beyond it.
 constexpr absl::Duration kReadSlice = absl::Milliseconds(100);
-// Calls pending at once from which the helper keeps reading between calls (ReadOne).
-constexpr size_t kLingerPending = 4;
 
 absl::Status Reset() {
   return absl::UnavailableError(
@@ -44,14 +42,14 @@ LocalCalls::~LocalCalls() {
     absl::MutexLock lock(&mu_);
     connection = std::move(connection_);
     if (connection == nullptr) return;
-    connection->broken = true;  // its helper leaves
+    connection->turn.broken = true;  // its helper leaves
     connection->link->Shutdown();
-    connection->helper_wake.Signal();
+    connection->turn.helper_wake.Signal();  // it leaves
   }
   if (connection->helper.joinable()) connection->helper.join();
 }
 
-LocalCalls::ReadCounts LocalCalls::reads() const {
+ReadCounts LocalCalls::reads() const {
   absl::MutexLock lock(&mu_);
   return reads_;
 }
@@ -68,13 +66,13 @@ std::shared_ptr<LocalCalls::Connection> LocalCalls::Adopt(std::unique_ptr<LocalL
 absl::StatusOr<std::shared_ptr<LocalCalls::Connection>> LocalCalls::Current() {
   {
     absl::MutexLock lock(&mu_);
-    if (connection_ != nullptr && !connection_->broken) return connection_;
+    if (connection_ != nullptr && !connection_->turn.broken) return connection_;
   }
   absl::MutexLock open_lock(&open_mu_);
   std::shared_ptr<Connection> old;
   {
     absl::MutexLock lock(&mu_);
-    if (connection_ != nullptr && !connection_->broken) return connection_;  // reopened meanwhile
+    if (connection_ != nullptr && !connection_->turn.broken) return connection_;  // reopened meanwhile
     old = std::move(connection_);
   }
   // Broken: its calls have failed and its helper leaves at once (callers still on it hold it).
@@ -99,14 +97,14 @@ LocalCalls::Pending* LocalCalls::Take(uint64_t call) {
   if (it == pending_.end()) return nullptr;  // its caller gave up
   Pending* pending = it->second;
   pending_.erase(it);
-  --pending->connection->pending;
+  --pending->connection->turn.pending;
   pending->done = true;
   return pending;
 }
 
 void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
-  connection->broken = true;  // from now on no call is registered on it
-  connection->reading = false;
+  connection->turn.broken = true;  // from now on no call is registered on it
+  connection->turn.reading = false;
   connection->link->Shutdown();
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second->connection == connection) {
@@ -117,8 +115,8 @@ void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
       ++it;
     }
   }
-  connection->pending = 0;
-  connection->helper_wake.Signal();  // it leaves
+  connection->turn.pending = 0;
+  connection->turn.helper_wake.Signal();  // it leaves
 }
 
 bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadline) {
@@ -139,7 +137,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   bool more = true;
   {
     absl::MutexLock lock(&mu_);
-    if (connection->broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
+    if (connection->turn.broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
     switch (outcome) {
       case LocalLink::Outcome::kEnded:
         Broken(connection,
@@ -167,26 +165,12 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
         break;
     }
     // A caller reads until its own result has come, then what is buffered already (results that
-    // arrived together reach their callers without another reader). The helper reads while any
-    // call is pending; after a turn with kLingerPending calls or more pending at once it reads on
-    // until a read slice passes without a result, so that under load it stays ready to read
-    // (no hand-over from a caller, no wake-up of the helper, at each moment nothing is pending).
-    if (self == nullptr) {
-      connection->helper_peak =
-          std::max(connection->helper_peak, connection->pending + (taken != nullptr ? 1 : 0));
-    }
-    more = self != nullptr
-               ? !self->done || connection->link->FrameBuffered()
-               : connection->pending > 0 || (connection->helper_peak >= kLingerPending &&
-                                             outcome != LocalLink::Outcome::kTimeout);
-    if (!more) {
-      connection->reading = false;
-      // A caller leaves calls still pending to the helper (which may also have been asked while
-      // it read).
-      if (self != nullptr && (connection->pending > 0 || connection->helper_asked)) {
-        AskHelper(connection);
-      }
-    }
+    // arrived together reach their callers without another reader); the helper while the turn
+    // says so (reader_turn.h).
+    more = self != nullptr ? !self->done || connection->link->FrameBuffered()
+                           : connection->turn.HelperReadsOn(
+                                 taken != nullptr, outcome == LocalLink::Outcome::kTimeout);
+    if (!more) connection->turn.Stop(/*caller=*/self != nullptr);
   }
   // Its caller is woken without mu_ held, so that it and the callers starting calls do not wait
   // for the reader's system call (64 callers: 15-40% of the calls/s).
@@ -194,21 +178,9 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   return more;
 }
 
-void LocalCalls::AskHelper(Connection* connection) {
-  connection->helper_asked = true;
-  connection->helper_wake.Signal();
-}
-
 void LocalCalls::HelperLoop(Connection* connection) {
   mu_.Lock();
-  while (true) {
-    while (!connection->broken && !(connection->helper_asked && !connection->reading)) {
-      connection->helper_wake.Wait(&mu_);
-    }
-    if (connection->broken) break;
-    connection->helper_asked = false;
-    connection->reading = true;
-    connection->helper_peak = connection->pending;
+  while (connection->turn.AwaitHelperTurn(&mu_)) {
     mu_.Unlock();
     // Its reads time out after a slice only to end a lingering turn; a caller whose deadline
     // passes breaks the link, which ends the read.
@@ -236,18 +208,18 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
   bool read_own = false;  // alone on the link: this caller reads its result itself
   {
     absl::MutexLock lock(&mu_);
-    if (connection->broken) {
+    if (connection->turn.broken) {
       return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
     }
     pending.call = next_call_++;
     call->set_call(pending.call);
     pending_[pending.call] = &pending;
-    ++connection->pending;
-    if (!connection->reading) {
-      if (connection->pending == 1) {
-        connection->reading = read_own = true;  // claimed before the call leaves: no one else reads
+    ++connection->turn.pending;
+    if (!connection->turn.reading) {
+      if (connection->turn.pending == 1) {
+        connection->turn.reading = read_own = true;  // claimed before the call leaves: no one else reads
       } else {
-        AskHelper(connection.get());
+        connection->turn.AskHelper();
       }
     }
   }
@@ -258,7 +230,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     {
       absl::MutexLock lock(&mu_);
       Take(pending.call);
-      if (!connection->broken) {
+      if (!connection->turn.broken) {
         Broken(connection.get(),
                absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
       }
@@ -273,7 +245,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     // The link is shut (LocalLink::Write): this call and the others on it fail, and the next
     // call opens a new one.
     absl::MutexLock lock(&mu_);
-    if (!connection->broken) Broken(connection.get(), written);
+    if (!connection->turn.broken) Broken(connection.get(), written);
   } else if (read_own) {
     while (ReadOne(connection.get(), &pending, deadline)) {
     }

@@ -2,19 +2,10 @@
 // (call_stream.h) but on a LocalLink: the caller writes its own call frame (no writer thread), and
 // results are matched to callers by call number.
 //
-// Who reads the results. omniORB2 (001 section 3) lets the calling thread drive the connection
-// and block on it for its reply, "no thread switching along the call chain", but allows one call
-// per connection; a reader thread that hands each result to its caller costs a thread switch per
-// call (two wake-ups instead of one). Here many calls share the link (MinORB, 000) and:
-// - a caller whose call is the only one pending on the link reads its own result (a sequential
-//   caller, the latency case: one wake-up per call, as in omniORB2);
-// - with several calls pending a helper thread reads, for as long as any is pending, and hands
-//   each result to its caller (the throughput case: the reader never waits for a caller to wake
-//   up and take a turn). A caller that was reading alone and finds others pending when its own
-//   result comes leaves the reading to the helper. After a turn with several calls pending at
-//   once the helper reads on until a read slice (100 ms) passes without a result, so that under
-//   load it stays in read(), as a dedicated reader thread would. One thread at a time reads
-//   (`reading`).
+// Who reads the results: a caller whose call is the only one pending reads its own result (a
+// sequential caller, the latency case: one wake-up per call, as omniORB2's calling thread, 001
+// section 3); with several pending a helper thread reads and hands each result to its caller (the
+// throughput case); the rules, shared with call_stream.h, are in reader_turn.h.
 // Waiting callers sleep on their own Notification, not on mu_, and are woken without mu_ held:
 // with 64 callers a reader that woke them under mu_ cost 15-40% of the calls/s. Reads wait in
 // read() a slice at a time (LocalLink::SetReadSlice; a poll() before each read cost ~14 us).
@@ -36,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/local_link.h"
+#include "invocation/reader_turn.h"
 #include "proto/api.pb.h"
 
 namespace cohort {
@@ -59,10 +51,6 @@ class LocalCalls {
                                                      absl::Duration wait);
 
   // Results read by the callers themselves and by the helper thread (for tests).
-  struct ReadCounts {
-    uint64_t by_callers = 0;
-    uint64_t by_helper = 0;
-  };
   ReadCounts reads() const;
 
  private:
@@ -70,14 +58,8 @@ class LocalCalls {
   struct Connection {
     std::unique_ptr<LocalLink> link;
     std::thread helper;
-    // Guarded by LocalCalls::mu_:
-    bool broken = false;
-    bool reading = false;       // a caller or the helper is reading the link
-    size_t pending = 0;         // calls waiting for their result on it
-    bool helper_asked = false;  // the helper is to read as soon as no one else does
-    size_t helper_peak = 0;     // most calls pending at once in the helper's turn
-    absl::CondVar helper_wake;
-    api::LocalFrame frame;      // the reader's (whoever holds `reading`)
+    ReaderTurn turn;         // guarded by LocalCalls::mu_
+    api::LocalFrame frame;   // the reader's (whoever holds `turn.reading`)
   };
 
   absl::StatusOr<std::shared_ptr<Connection>> Current();
@@ -93,7 +75,6 @@ class LocalCalls {
   // still pending to the helper. False also when the link ended (every call on it failed).
   bool ReadOne(Connection* connection, Pending* self, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void AskHelper(Connection* connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HelperLoop(Connection* connection);
   // Removes a pending call from pending_ and its connection's count and marks it done; nullptr
   // if it is not pending (a result for it is dropped: its caller gave up).

@@ -81,10 +81,6 @@ class ReactorOutbox {
       status_ = std::move(status);
     });
   }
-  bool gone() const {
-    absl::MutexLock lock(&mu_);
-    return gone_;
-  }
   // From the reactor's OnDone: no hook is called any more.
   void Detach() {
     absl::MutexLock lock(&mu_);
@@ -151,7 +147,7 @@ class ReactorOutbox {
   }
 
   const Hooks hooks_;
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::deque<Item> due_ ABSL_GUARDED_BY(mu_);  // pushed, not yet written
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;  // announced, not yet pushed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -116,7 +116,7 @@ TEST_CASE("call stream: a lone caller takes its own result; the helper serves ma
     const std::string payload = absl::StrCat("seq-", i);
     CHECK(PayloadOf(f.calls->Invoke(test::EchoRequest(payload), absl::Seconds(5))) == payload);
   }
-  CallStream::DriveCounts counts = f.calls->results();
+  ReadCounts counts = f.calls->results();
   CHECK(counts.by_callers == 200);  // no hand-off to another thread for a sequential caller
   CHECK(counts.by_helper == 0);
 
