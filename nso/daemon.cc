@@ -181,6 +181,9 @@ absl::Status Daemon::Start() {
     options.credentials = credentials->peer_dialer;
     options.ssl_target_name = config_.tls.server_name;
     auto grpc = std::make_unique<GrpcTransport>(options);
+    // The writes of a batch of protocol work start on the protocol thread, as it ends (issue 7).
+    GrpcTransport* raw = grpc.get();
+    loop_->AddFlush([raw] { raw->Flush(); });
     grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) {
       loop_->Post([this, from, envelope = std::move(envelope)] { node_->Receive(from, envelope); });
     });

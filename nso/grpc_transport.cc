@@ -14,9 +14,11 @@ constexpr size_t kFrameMaxEnvelopes = 4096;
 
 }  // namespace
 
-GrpcTransport::GrpcTransport(GrpcTransportOptions options) : options_(std::move(options)) {
+GrpcTransport::GrpcTransport(GrpcTransportOptions options)
+    : options_(std::move(options)), hello_(HelloFrame(options_.self, options_.cluster)) {
   for (const auto& [peer, address] : options_.peer_addresses) {
-    links_[peer] = std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes);
+    links_[peer] =
+        std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes, &counters_);
   }
 }
 
@@ -45,6 +47,10 @@ void GrpcTransport::Send(NodeId to, wire::Envelope envelope) {
     return;
   }
   it->second->Enqueue(std::move(envelope));
+}
+
+void GrpcTransport::Flush() {
+  for (auto& [peer, link] : links_) link->Kick();
 }
 
 void GrpcTransport::SetReceiver(Receiver receiver) {
@@ -77,31 +83,23 @@ void GrpcTransport::DialLoop(NodeId peer) {
   PeerLink* link = links_.at(peer).get();
   uint32_t backoff_ms = options_.backoff_min_ms;
   while (!stopping_) {
-    auto context = std::make_shared<grpc::ClientContext>();
+    auto stream = std::make_unique<OutboundPeerStream>(this, peer, link);
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
-      dial_contexts_[peer] = context;
+      dial_contexts_[peer] = stream->context();
     }
-    auto stream = stub->Exchange(context.get());
-    PeerStreamAdapter<grpc::ClientReaderWriter<wire::PeerFrame, wire::PeerFrame>> adapter(stream.get());
-    wire::PeerFrame answer;
-    if (stream->Write(HelloFrame(options_.self, options_.cluster)) && stream->Read(&answer) &&
-        answer.has_hello() && answer.hello().node() == peer) {
-      Log("peer")->info("connected to node {} at {}", peer, options_.peer_addresses.at(peer));
+    stream->Start(stub.get());
+    grpc::Status status = stream->Await();
+    {
+      absl::MutexLock lock(&mu_);
+      dial_contexts_.erase(peer);
+    }
+    if (stream->was_attached()) {
+      Log("peer")->info("stream to node {} at {} closed", peer, options_.peer_addresses.at(peer));
       backoff_ms = options_.backoff_min_ms;
       last_failure.clear();
-      uint64_t generation = link->Attach();
-      std::thread writer([&] { link->ServeWrites(&adapter, generation); });
-      ReadFrames(peer, &adapter);
-      link->Detach(generation);
-      context->TryCancel();
-      writer.join();
-      Log("peer")->info("stream to node {} closed", peer);
-    } else {
-      context->TryCancel();
     }
-    grpc::Status status = stream->Finish();
     if (!status.ok() && status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       Log("peer")->error("node {} refused us: {}", peer, status.error_message());
     } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED &&
@@ -127,15 +125,13 @@ void GrpcTransport::DialLoop(NodeId peer) {
   }
 }
 
-grpc::Status GrpcTransport::Exchange(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<wire::PeerFrame, wire::PeerFrame>* stream) {
-  wire::PeerFrame first;
-  if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no hello");
-  if (!first.has_hello()) {
-    Log("peer")->warn("peer {} did not start with hello: refused", context->peer());
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first frame must be a hello");
-  }
+grpc::ServerBidiReactor<wire::PeerFrame, wire::PeerFrame>* GrpcTransport::Exchange(
+    grpc::CallbackServerContext* context) {
+  return new InboundPeerStream(this, context);  // deletes itself when done
+}
+
+absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& first,
+                                                       grpc::CallbackServerContext* context) {
   const wire::Hello& hello = first.hello();
   NodeId peer = hello.node();
   std::string why;
@@ -151,51 +147,37 @@ grpc::Status GrpcTransport::Exchange(
   }
   if (!why.empty()) {
     Log("peer")->warn("refused peer stream from {}: {}", context->peer(), why);
-    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, why);
+    return absl::PermissionDeniedError(why);
   }
-  if (stopping_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
-  PeerStreamAdapter<grpc::ServerReaderWriter<wire::PeerFrame, wire::PeerFrame>> adapter(stream);
-  if (!stream->Write(HelloFrame(options_.self, options_.cluster))) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "hello not sent");
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("shutting down");
+  auto [it, fresh] = inbound_.try_emplace(peer, context);
+  if (!fresh) {
+    // A restarted peer, or one that reconnected: the old stream must not linger half-attached.
+    it->second->TryCancel();
+    it->second = context;
   }
   Log("peer")->info("node {} connected from {}", peer, context->peer());
-  PeerLink* link = links_.at(peer).get();
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, fresh] = inbound_.try_emplace(peer, context);
-    if (!fresh) {
-      it->second->TryCancel();
-      it->second = context;
-    }
-  }
-  uint64_t generation = link->Attach();
-  std::thread writer([&] { link->ServeWrites(&adapter, generation); });
-  ReadFrames(peer, &adapter);
-  link->Detach(generation);
-  writer.join();
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = inbound_.find(peer);
-    if (it != inbound_.end() && it->second == context) inbound_.erase(it);
-  }
-  Log("peer")->info("stream from node {} closed", peer);
-  return grpc::Status::OK;
+  return links_.at(peer).get();
 }
 
-void GrpcTransport::ReadFrames(NodeId peer, PeerStream* stream) {
-  wire::PeerFrame frame;
-  while (!stopping_ && stream->Read(&frame)) {
-    if (!frame.has_frame()) continue;
-    for (wire::Envelope& envelope : *frame.mutable_frame()->mutable_envelopes()) {
-      if (!AcceptEnvelope(peer, envelope)) continue;
-      counters_.envelopes_received++;
-      Receiver receiver;
-      {
-        absl::MutexLock lock(&mu_);
-        receiver = receiver_;
-      }
-      if (receiver) receiver(peer, std::move(envelope));
-    }
+void GrpcTransport::InboundEnded(NodeId peer, grpc::CallbackServerContext* context) {
+  absl::MutexLock lock(&mu_);
+  auto it = inbound_.find(peer);
+  if (it != inbound_.end() && it->second == context) inbound_.erase(it);
+}
+
+void GrpcTransport::Deliver(NodeId peer, wire::Frame* frame) {
+  Receiver receiver;
+  {
+    absl::MutexLock lock(&mu_);
+    receiver = receiver_;
+  }
+  for (wire::Envelope& envelope : *frame->mutable_envelopes()) {
+    if (stopping_) return;
+    if (!AcceptEnvelope(peer, envelope)) continue;
+    counters_.envelopes_received++;
+    if (receiver) receiver(peer, std::move(envelope));
   }
 }
 

@@ -1,6 +1,9 @@
 // The gRPC peer transport: one long-lived bidirectional stream per pair of daemons (the lower node
 // id dials, the stream carries both directions), reconnecting with exponential backoff, and
 // messages coalesced into frames (004 section 3.2: batching; 001 section 5: reuse connections).
+// The streams are callback reactors (nso/peer_reactors.h): Send queues, and Flush, called by the
+// owner after a batch of Sends (the daemon: the event loop's flush), starts the writes on the
+// calling thread; frames arrive on gRPC's threads. A thread per peer dials and waits.
 #ifndef COHORT_NSO_GRPC_TRANSPORT_H_
 #define COHORT_NSO_GRPC_TRANSPORT_H_
 
@@ -17,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "nso/peer_link.h"
+#include "nso/peer_reactors.h"
 #include "nso/transport.h"
 #include "proto/wire.grpc.pb.h"
 
@@ -41,7 +45,9 @@ struct GrpcTransportOptions {
   std::string ssl_target_name;
 };
 
-class GrpcTransport final : public PeerTransport, public wire::Peer::Service {
+class GrpcTransport final : public PeerTransport,
+                            public wire::Peer::CallbackService,
+                            public PeerStreamHost {
  public:
   explicit GrpcTransport(GrpcTransportOptions options);
   ~GrpcTransport() override;
@@ -51,7 +57,10 @@ class GrpcTransport final : public PeerTransport, public wire::Peer::Service {
   void Start() override;
   void Shutdown() override;
 
+  // Queues; Flush writes.
   void Send(NodeId to, wire::Envelope envelope) override;
+  // Starts a write to every peer with envelopes queued and no write in progress.
+  void Flush();
   void SetReceiver(Receiver receiver) override;
 
   // True while a stream to `peer` is up.
@@ -59,26 +68,32 @@ class GrpcTransport final : public PeerTransport, public wire::Peer::Service {
   bool Reachable(NodeId peer) const override { return Connected(peer); }
   const TransportCounters& counters() const override { return counters_; }
 
-  // wire::Peer::Service: an inbound stream from a lower-id peer.
-  grpc::Status Exchange(grpc::ServerContext* context,
-                        grpc::ServerReaderWriter<wire::PeerFrame, wire::PeerFrame>* stream) override;
+  // wire::Peer::CallbackService: an inbound stream from a lower-id peer.
+  grpc::ServerBidiReactor<wire::PeerFrame, wire::PeerFrame>* Exchange(
+      grpc::CallbackServerContext* context) override;
 
  private:
   void DialLoop(NodeId peer);
-  // Reads frames until the stream ends, handing every valid envelope to the receiver.
-  void ReadFrames(NodeId peer, PeerStream* stream);
   bool AcceptEnvelope(NodeId peer, const wire::Envelope& envelope);
+  // PeerStreamHost.
+  const wire::PeerFrame& Hello() const override { return hello_; }
+  absl::StatusOr<PeerLink*> AcceptInbound(const wire::PeerFrame& hello,
+                                          grpc::CallbackServerContext* context) override;
+  void InboundEnded(NodeId peer, grpc::CallbackServerContext* context) override;
+  void Deliver(NodeId peer, wire::Frame* frame) override;
 
   const GrpcTransportOptions options_;
+  const wire::PeerFrame hello_;
   TransportCounters counters_;
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;  // fixed after construction
   mutable absl::Mutex mu_;
   Receiver receiver_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
-  std::map<NodeId, std::shared_ptr<grpc::ClientContext>> dial_contexts_ ABSL_GUARDED_BY(mu_);
+  // The context of each dialer's stream, while it runs (Shutdown cancels them).
+  std::map<NodeId, grpc::ClientContext*> dial_contexts_ ABSL_GUARDED_BY(mu_);
   // The inbound stream serving each lower-id peer; a newer stream from the same peer cancels it
   // (a restarted peer, or one that reconnected: the old stream must not linger half-attached).
-  std::map<NodeId, grpc::ServerContext*> inbound_ ABSL_GUARDED_BY(mu_);
+  std::map<NodeId, grpc::CallbackServerContext*> inbound_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> dialers_;
 };
 

@@ -4,8 +4,12 @@
 
 namespace cohort::nso {
 
-PeerLink::PeerLink(uint32_t peer, size_t queue_max, size_t frame_max_envelopes)
-    : peer_(peer), queue_max_(queue_max), frame_max_envelopes_(frame_max_envelopes) {}
+PeerLink::PeerLink(NodeId peer, size_t queue_max, size_t frame_max_envelopes,
+                   TransportCounters* counters)
+    : peer_(peer),
+      queue_max_(queue_max),
+      frame_max_envelopes_(frame_max_envelopes),
+      counters_(counters) {}
 
 PeerLink::~PeerLink() { DetachAll(); }
 
@@ -13,70 +17,101 @@ void PeerLink::Enqueue(wire::Envelope envelope) {
   absl::MutexLock lock(&mu_);
   if (queue_.size() >= queue_max_) {
     queue_.pop_front();
-    if (stats_.dropped++ % 10000 == 0) {
+    if (dropped_++ % 10000 == 0) {
       Log("peer")->warn("queue to node {} full ({} envelopes): dropping oldest", peer_, queue_max_);
     }
   }
   queue_.push_back(std::move(envelope));
 }
 
-uint64_t PeerLink::Attach() {
-  absl::MutexLock lock(&mu_);
-  closed_ = false;
-  attached_ = true;
-  return ++generation_;
-}
-
-void PeerLink::ServeWrites(PeerStream* stream, uint64_t generation) {
-  wire::PeerFrame frame;
-  while (true) {
-    frame.Clear();
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || generation_ != generation || closed_;
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (generation_ != generation || closed_) break;
-      wire::Frame* batch = frame.mutable_frame();
-      while (!queue_.empty() && static_cast<size_t>(batch->envelopes_size()) < frame_max_envelopes_) {
-        *batch->add_envelopes() = std::move(queue_.front());
-        queue_.pop_front();
-      }
-    }
-    size_t bytes = frame.ByteSizeLong();
-    if (!stream->Write(frame)) break;  // lost: the protocols above retransmit what matters
+void PeerLink::Kick() {
+  Action action;
+  {
     absl::MutexLock lock(&mu_);
-    stats_.frames++;
-    stats_.envelopes += frame.frame().envelopes_size();
-    stats_.bytes += bytes;
+    if (writer_ == nullptr || queue_.empty()) return;
+    action = NextWrite(writer_);
   }
-  absl::MutexLock lock(&mu_);
-  if (generation_ == generation) attached_ = false;
+  Act(action);
 }
 
-void PeerLink::Detach(uint64_t generation) {
-  absl::MutexLock lock(&mu_);
-  if (generation_ == generation) {
-    ++generation_;
-    attached_ = false;
+bool PeerLink::Attach(PeerWriter* writer) {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return false;
+    PeerWriter* old = writer_;
+    writer_ = writer;
+    // The old stream's write in progress, if any, ends in WriteDone, which releases it.
+    if (old != nullptr && !old->writing_) action.release = old;
+    Action write = NextWrite(writer);
+    action.write = write.write;
   }
+  Act(action);
+  return true;
+}
+
+void PeerLink::WriteDone(PeerWriter* writer, bool ok) {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    writer->writing_ = false;
+    if (!ok && writer_ == writer) writer_ = nullptr;  // lost: the protocols above retransmit
+    if (writer_ != writer) {
+      action.release = writer;
+    } else {
+      action = NextWrite(writer);
+    }
+  }
+  Act(action);
+}
+
+void PeerLink::Detach(PeerWriter* writer) {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    if (writer_ != writer) return;  // released already, or when its write ends
+    writer_ = nullptr;
+    if (!writer->writing_) action.release = writer;
+  }
+  Act(action);
 }
 
 void PeerLink::DetachAll() {
-  absl::MutexLock lock(&mu_);
-  closed_ = true;
-  attached_ = false;
+  PeerWriter* writer = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    if (writer_ != nullptr && !writer_->writing_) writer = writer_;
+    writer_ = nullptr;
+  }
+  Act({nullptr, writer});
 }
 
 bool PeerLink::attached() const {
   absl::MutexLock lock(&mu_);
-  return attached_;
+  return writer_ != nullptr;
 }
 
-PeerLink::Stats PeerLink::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+PeerLink::Action PeerLink::NextWrite(PeerWriter* writer) {
+  Action action;
+  if (writer != writer_ || writer->writing_ || queue_.empty()) return action;
+  writer->frame_.Clear();
+  wire::Frame* batch = writer->frame_.mutable_frame();
+  while (!queue_.empty() && static_cast<size_t>(batch->envelopes_size()) < frame_max_envelopes_) {
+    *batch->add_envelopes() = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  writer->writing_ = true;
+  counters_->frames_sent++;
+  counters_->envelopes_sent += batch->envelopes_size();
+  counters_->bytes_sent += writer->frame_.ByteSizeLong();
+  action.write = writer;
+  return action;
+}
+
+void PeerLink::Act(const Action& action) {
+  if (action.release != nullptr) action.release->Released();
+  if (action.write != nullptr) action.write->StartFrameWrite(&action.write->frame_);
 }
 
 }  // namespace cohort::nso

@@ -1,72 +1,87 @@
-// One peer's outgoing queue and the stream it is written to, when there is one. A writer thread
-// coalesces everything queued into one Frame per write (batching, 004 section 3.2).
+// One peer's outgoing queue and the gRPC stream it is written to, when there is one.
+//
+// The stream's reactor (nso/peer_reactors.h) is the link's PeerWriter. Writes start on the thread
+// that finds the stream idle: the protocol thread at the end of a batch of work (Kick, from the
+// event loop's flush: no hand-off to a writer thread, 001 section 3), or the gRPC thread that
+// reports the previous write done. Each write carries everything queued as one Frame (batching,
+// 004 section 3.2). One write at a time per stream: gRPC's rule for a reactor.
+//
+// Every decision is taken under the link's mutex; the writer is called without it (a reaction
+// may run inline in the thread that starts an operation, and come back to the link).
 #ifndef COHORT_NSO_PEER_LINK_H_
 #define COHORT_NSO_PEER_LINK_H_
 
 #include <cstdint>
 #include <deque>
-#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "nso/transport.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::nso {
 
-// The part of a gRPC stream a link writes to (client and server streams both provide it).
-class PeerStream {
+// A stream's write side as a link drives it.
+class PeerWriter {
  public:
-  virtual ~PeerStream() = default;
-  virtual bool Write(const wire::PeerFrame& frame) = 0;
-  virtual bool Read(wire::PeerFrame* frame) = 0;
-};
+  virtual ~PeerWriter() = default;
 
-template <typename Stream>
-class PeerStreamAdapter final : public PeerStream {
- public:
-  explicit PeerStreamAdapter(Stream* stream) : stream_(stream) {}
-  bool Write(const wire::PeerFrame& frame) override { return stream_->Write(frame); }
-  bool Read(wire::PeerFrame* frame) override { return stream_->Read(frame); }
+ protected:
+  // Starts writing `frame` (the writer's own buffer, filled by the link); the writer reports the
+  // end to PeerLink::WriteDone. Never called again before that.
+  virtual void StartFrameWrite(const wire::PeerFrame* frame) = 0;
+  // The link lets go of the writer, once: no write is in progress, and none will start.
+  virtual void Released() = 0;
 
  private:
-  Stream* stream_;
+  friend class PeerLink;
+  // Guarded by the mutex of the link the writer is attached to (set once, by Attach).
+  wire::PeerFrame frame_;  // the write in progress
+  bool writing_ = false;
 };
 
 class PeerLink {
  public:
-  struct Stats {
-    uint64_t frames = 0;
-    uint64_t envelopes = 0;
-    uint64_t bytes = 0;
-    uint64_t dropped = 0;
-  };
-
-  PeerLink(uint32_t peer, size_t queue_max, size_t frame_max_envelopes);
+  PeerLink(NodeId peer, size_t queue_max, size_t frame_max_envelopes, TransportCounters* counters);
   ~PeerLink();
 
-  // Queues an envelope; beyond queue_max the oldest is dropped (protocols retransmit).
+  // Queues an envelope; beyond queue_max the oldest is dropped (protocols retransmit). Kick
+  // writes it.
   void Enqueue(wire::Envelope envelope);
+  // Starts a write of what is queued, unless one is in progress or no stream is attached.
+  void Kick();
 
-  // A new stream takes over the link; returns its generation. An older stream's writer stops.
-  uint64_t Attach();
-  // Writes queued envelopes to `stream` until the stream fails or its generation is detached.
-  // Blocks; run it on a thread of its own.
-  void ServeWrites(PeerStream* stream, uint64_t generation);
-  void Detach(uint64_t generation);  // makes ServeWrites of that generation return
+  // A new stream takes over the link: it writes what is queued. An older stream's writer is
+  // released once its write in progress ends. False after DetachAll: the caller releases
+  // nothing and the writer is not used.
+  bool Attach(PeerWriter* writer);
+  // From the writer's OnWriteDone. After a failed write the writer is released.
+  void WriteDone(PeerWriter* writer, bool ok);
+  // The stream ended: the writer is released (now, or when its write in progress ends).
+  void Detach(PeerWriter* writer);
+  // Shutdown: releases the writer; nothing attaches any more.
   void DetachAll();
   bool attached() const;
-  Stats stats() const;
 
  private:
-  const uint32_t peer_;
+  struct Action {
+    PeerWriter* write = nullptr;
+    PeerWriter* release = nullptr;
+  };
+  // What `writer` does next, if it is the attached one and idle: write what is queued.
+  Action NextWrite(PeerWriter* writer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Act(const Action& action);
+
+  const NodeId peer_;
   const size_t queue_max_;
   const size_t frame_max_envelopes_;
+  TransportCounters* const counters_;
   mutable absl::Mutex mu_;
   std::deque<wire::Envelope> queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;   // of the stream allowed to write
-  bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  PeerWriter* writer_ ABSL_GUARDED_BY(mu_) = nullptr;  // the attached stream's
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace cohort::nso

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "nso/event_loop.h"
 #include "nso/tcp_transport.h"
+#include "test/transport_test_util.h"
 #include "tools/subprocess.h"
 
 namespace cohort::nso {
@@ -33,10 +33,7 @@ class Endpoint {
     transport_ = std::make_unique<TcpTransport>(options, &loop_);
     listening_ = transport_->Listen();
     loop_.AddFlush([this] { transport_->Flush(); });
-    transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
-      absl::MutexLock lock(&mu_);
-      received_.emplace_back(from, std::move(envelope));
-    });
+    log_ = std::make_unique<test::HeartbeatLog>(&loop_, transport_.get());
     loop_.Start();
     transport_->Start();
   }
@@ -47,50 +44,20 @@ class Endpoint {
 
   const absl::Status& listening() const { return listening_; }
   TcpTransport& transport() { return *transport_; }
-
-  // Sends heartbeats numbered first..first+count-1 from the protocol thread, as the Node does.
   void SendHeartbeats(NodeId self, NodeId to, int first, int count, NodeId claimed_sender = 0) {
-    loop_.Post([=, this] {
-      for (int i = first; i < first + count; ++i) {
-        wire::Envelope envelope;
-        envelope.set_version(wire::VERSION_1);
-        envelope.set_group("g");
-        envelope.set_sender_node(claimed_sender ? claimed_sender : self);
-        envelope.mutable_heartbeat()->set_sent_ms(i);
-        transport_->Send(to, std::move(envelope));
-      }
-    });
+    log_->Send(self, to, first, count, claimed_sender);
   }
-  // The sent_ms of every heartbeat received so far.
-  std::vector<uint64_t> Received() {
-    absl::MutexLock lock(&mu_);
-    std::vector<uint64_t> numbers;
-    for (const auto& [from, envelope] : received_) numbers.push_back(envelope.heartbeat().sent_ms());
-    return numbers;
-  }
+  std::vector<uint64_t> Received() { return log_->Received(); }
 
  private:
   EventLoop loop_;
   std::unique_ptr<TcpTransport> transport_;
+  std::unique_ptr<test::HeartbeatLog> log_;
   absl::Status listening_;
-  absl::Mutex mu_;
-  std::vector<std::pair<NodeId, wire::Envelope>> received_ ABSL_GUARDED_BY(mu_);
 };
 
-template <typename Predicate>
-bool Eventually(Predicate predicate) {
-  for (int i = 0; i < 500; ++i) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return predicate();
-}
-
-std::vector<uint64_t> Range(int first, int count) {
-  std::vector<uint64_t> numbers;
-  for (int i = first; i < first + count; ++i) numbers.push_back(i);
-  return numbers;
-}
+using test::Eventually;
+using test::Range;
 
 // Connects to the port, writes `bytes`, and reports whether the other side closed the connection.
 bool ClosedAfterWriting(int port, const std::string& bytes) {

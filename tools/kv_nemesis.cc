@@ -148,6 +148,8 @@ struct Options {
   // "grpc": clients and (loopback) servants talk to their daemons over gRPC (InvokeStream, Serve)
   // instead of the local fast path, as clients and servants in other languages or on other hosts.
   std::string api = "local";
+  // The daemons' peer_transport: tcp (raw TCP on the protocol thread) or grpc (the one TLS uses).
+  std::string peer_transport = "tcp";
 };
 
 // A command run to its end (netlab), its output appended to `log_path`; returns its exit code.
@@ -202,7 +204,8 @@ class Run {
           << "failure_detector:\n  suspect_timeout_ms: 50\n  exclude_timeout_ms: 1000\n"
           << "groups:\n  - name: kv\n    members: [" << absl::StrJoin(members, ", ") << "]\n"
           << "    ordering: " << o_.ordering << "\n"
-          << "tls: {insecure: true}\n";
+          << "tls: {insecure: true}\n"
+          << "peer_transport: " << o_.peer_transport << "\n";
     }
   }
 
@@ -1102,6 +1105,7 @@ int main(int argc, char** argv) {
     else if (flag == "--kv-servant") o.kv_servant = value;
     else if (flag == "--outside-clients") o.outside_clients = std::atoi(value.c_str());
     else if (flag == "--api") o.api = value;
+    else if (flag == "--peer-transport") o.peer_transport = value;
     else {
       std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
       return 2;
@@ -1110,11 +1114,13 @@ int main(int argc, char** argv) {
   if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1 ||
       o.outside_clients < 0 || o.outside_clients > o.clients ||
       (o.ordering != "consensus" && o.ordering != "sequencer") ||
-      (o.api != "local" && o.api != "grpc")) {
+      (o.api != "local" && o.api != "grpc") ||
+      (o.peer_transport != "tcp" && o.peer_transport != "grpc")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
+                 "       [--peer-transport tcp|grpc]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
   }

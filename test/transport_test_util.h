@@ -1,0 +1,71 @@
+// What the peer transport tests share: heartbeats numbered for checking order, and a wait.
+#ifndef COHORT_TEST_TRANSPORT_TEST_UTIL_H_
+#define COHORT_TEST_TRANSPORT_TEST_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "nso/event_loop.h"
+#include "nso/transport.h"
+
+namespace cohort::nso::test {
+
+// Sends numbered heartbeats through a transport from the protocol thread, as the Node does, and
+// records the numbers of those it receives.
+class HeartbeatLog {
+ public:
+  HeartbeatLog(EventLoop* loop, Transport* transport) : loop_(loop), transport_(transport) {
+    transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
+      absl::MutexLock lock(&mu_);
+      received_.push_back(envelope.heartbeat().sent_ms());
+    });
+  }
+
+  // Heartbeats numbered first..first+count-1, sent as one batch of protocol work.
+  void Send(NodeId self, NodeId to, int first, int count, NodeId claimed_sender = 0) {
+    loop_->Post([=, this] {
+      for (int i = first; i < first + count; ++i) {
+        wire::Envelope envelope;
+        envelope.set_version(wire::VERSION_1);
+        envelope.set_group("g");
+        envelope.set_sender_node(claimed_sender ? claimed_sender : self);
+        envelope.mutable_heartbeat()->set_sent_ms(i);
+        transport_->Send(to, std::move(envelope));
+      }
+    });
+  }
+  std::vector<uint64_t> Received() {
+    absl::MutexLock lock(&mu_);
+    return received_;
+  }
+
+ private:
+  EventLoop* const loop_;
+  Transport* const transport_;
+  absl::Mutex mu_;
+  std::vector<uint64_t> received_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename Predicate>
+bool Eventually(Predicate predicate) {
+  for (int i = 0; i < 1000; ++i) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return predicate();
+}
+
+inline std::vector<uint64_t> Range(int first, int count) {
+  std::vector<uint64_t> numbers;
+  for (int i = first; i < first + count; ++i) numbers.push_back(i);
+  return numbers;
+}
+
+}  // namespace cohort::nso::test
+
+#endif  // COHORT_TEST_TRANSPORT_TEST_UTIL_H_
