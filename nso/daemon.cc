@@ -180,13 +180,12 @@ absl::Status Daemon::Start() {
     }
     options.credentials = credentials->peer_dialer;
     options.ssl_target_name = config_.tls.server_name;
+    options.loop = loop_.get();  // frames reach the protocol thread whole
     auto grpc = std::make_unique<GrpcTransport>(options);
     // The writes of a batch of protocol work start on the protocol thread, as it ends (issue 7).
     GrpcTransport* raw = grpc.get();
     loop_->AddFlush([raw] { raw->Flush(); });
-    grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) {
-      loop_->Post([this, from, envelope = std::move(envelope)] { node_->Receive(from, envelope); });
-    });
+    grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
     grpc_transport = grpc.get();
     transport_ = std::move(grpc);
   }

@@ -168,6 +168,20 @@ void GrpcTransport::InboundEnded(NodeId peer, grpc::CallbackServerContext* conte
 }
 
 void GrpcTransport::Deliver(NodeId peer, wire::Frame* frame) {
+  if (options_.loop == nullptr) return DeliverNow(peer, frame);
+  auto whole = std::make_shared<wire::Frame>();
+  whole->Swap(frame);
+  size_t envelopes = whole->envelopes_size();
+  if (!options_.loop->Post([this, peer, whole] { DeliverNow(peer, whole.get()); })) {
+    // The protocol thread is far behind: lost, as on a congested link (protocols retransmit).
+    counters_.envelopes_rejected += envelopes;
+    if (frames_dropped_++ % 1000 == 0) {
+      Log("peer")->warn("frame from node {} dropped: the protocol thread's queue is full", peer);
+    }
+  }
+}
+
+void GrpcTransport::DeliverNow(NodeId peer, wire::Frame* frame) {
   Receiver receiver;
   {
     absl::MutexLock lock(&mu_);

@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "nso/event_loop.h"
 #include "nso/peer_link.h"
 #include "nso/peer_reactors.h"
 #include "nso/transport.h"
@@ -43,6 +44,9 @@ struct GrpcTransportOptions {
   // When non-empty, peers' certificates are checked against this name instead of the host of
   // their address (tls.server_name).
   std::string ssl_target_name;
+  // When set, each frame read is handed to this loop whole (one hand-off per frame, not per
+  // envelope), and the receiver runs on its thread; otherwise on gRPC's.
+  EventLoop* loop = nullptr;
 };
 
 class GrpcTransport final : public PeerTransport,
@@ -81,6 +85,7 @@ class GrpcTransport final : public PeerTransport,
                                           grpc::CallbackServerContext* context) override;
   void InboundEnded(NodeId peer, grpc::CallbackServerContext* context) override;
   void Deliver(NodeId peer, wire::Frame* frame) override;
+  void DeliverNow(NodeId peer, wire::Frame* frame);
 
   const GrpcTransportOptions options_;
   const wire::PeerFrame hello_;
@@ -89,6 +94,7 @@ class GrpcTransport final : public PeerTransport,
   mutable absl::Mutex mu_;
   Receiver receiver_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> frames_dropped_{0};  // the loop's queue was full
   // The context of each dialer's stream, while it runs (Shutdown cancels them).
   std::map<NodeId, grpc::ClientContext*> dial_contexts_ ABSL_GUARDED_BY(mu_);
   // The inbound stream serving each lower-id peer; a newer stream from the same peer cancels it
