@@ -913,11 +913,6 @@ absl::Status ReadTop(const MapView& top, Config* config) {
   CONFIG_RETURN_IF_ERROR(ReadAuth(top, &config->tokens));
   CONFIG_RETURN_IF_ERROR(
       ReadEnumString(top, "peer_transport", kPeerTransportNames, &config->peer_transport));
-  if (config->peer_transport == "tcp" && config->tls.enabled) {
-    return top.reader()->ErrorAt(
-        "peer_transport", "tcp has no TLS: with a tls section use peer_transport: grpc (mutual "
-                          "TLS between daemons), or tls: {insecure: true} for tcp");
-  }
   if (config->peer_transport == "auto") {
     // The raw TCP transport resolves peer addresses on the protocol thread: only numeric IPv4
     // addresses keep a DNS look-up from stalling it, so DNS names (Kubernetes) keep gRPC.
@@ -927,7 +922,7 @@ absl::Status ReadTop(const MapView& top, Config* config) {
       in_addr parsed{};
       numeric = numeric && inet_pton(AF_INET, host.c_str(), &parsed) == 1;
     }
-    config->peer_transport = !config->tls.enabled && numeric ? "tcp" : "grpc";
+    config->peer_transport = numeric ? "tcp" : "grpc";
   }
   return ReadGroups(top, config->failure_detector, &config->groups);
 }

@@ -125,11 +125,11 @@ struct Config {
   std::vector<PeerConfig> peers;  // every daemon of the cluster, this one included
   std::string log_level = "info";  // trace|debug|info|warn|error|off (for ConfigureLogging)
   std::string log_format = "text";  // text|json
-  // peer_transport: how daemons talk to each other. grpc: one gRPC stream per pair (TLS capable,
-  // portable); tcp: raw TCP served on the protocol thread (epoll, length-prefixed frames, no
-  // thread hand-off; plaintext only, issue 7). The YAML's auto (default) is resolved by the
-  // loader: tcp with tls: {insecure: true} and numeric IPv4 peer addresses, else grpc (tcp
-  // resolves addresses on the protocol thread, where a DNS look-up would stall it).
+  // peer_transport: how daemons talk to each other. grpc: one gRPC stream per pair (portable);
+  // tcp: raw TCP served on the protocol thread (epoll, length-prefixed frames, no thread
+  // hand-off, issue 7). Both do mutual TLS with a tls section. The YAML's auto (default) is
+  // resolved by the loader: tcp with numeric IPv4 peer addresses, else grpc (tcp resolves
+  // addresses on the protocol thread, where a DNS look-up would stall it).
   std::string peer_transport = "auto";
   FailureDetectorConfig failure_detector;
   ConsensusConfig consensus;

@@ -24,9 +24,8 @@ peers:                        # required, non-empty: every daemon of the cluster
 log_level: info               # [info] trace|debug|info|warn|error|off
 log_format: text              # [text] text|json
 peer_transport: auto          # [auto] auto|grpc|tcp: daemon-to-daemon traffic over raw TCP on the
-                              #   protocol thread (fastest; plaintext only) or gRPC streams (TLS,
-                              #   mutual TLS); auto = tcp with tls: {insecure: true} and IPv4
-                              #   peer addresses, else grpc
+                              #   protocol thread (fastest) or gRPC streams; both mutual TLS with
+                              #   a tls section; auto = tcp with IPv4 peer addresses, else grpc
 failure_detector:
   suspect_timeout_ms: 50      # [50] aggressive timeout: consensus moves on (004 section 5)
   exclude_timeout_ms: 10000   # [10000] conservative timeout: member removed from the view;

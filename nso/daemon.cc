@@ -65,6 +65,7 @@ struct Credentials {
   std::shared_ptr<grpc::ServerCredentials> peer_server;
   std::shared_ptr<grpc::ServerCredentials> client_server;
   std::shared_ptr<grpc::ChannelCredentials> peer_dialer;
+  std::shared_ptr<TlsContext> peer_tls;  // the raw TCP peer transport's (nullptr: plaintext)
 };
 
 absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls) {
@@ -95,6 +96,9 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls) {
   dialer.pem_private_key = *key;
   dialer.pem_cert_chain = *cert;
   credentials.peer_dialer = grpc::SslCredentials(dialer);
+  absl::StatusOr<std::shared_ptr<TlsContext>> peer_tls = TlsContext::Create(*ca, *cert, *key);
+  if (!peer_tls.ok()) return peer_tls.status();
+  credentials.peer_tls = *std::move(peer_tls);
   return credentials;
 }
 
@@ -165,6 +169,8 @@ absl::Status Daemon::Start() {
     for (const PeerConfig& peer : config_.peers) {
       if (peer.id != config_.node_id) options.peer_addresses[peer.id] = peer.address;
     }
+    options.tls = credentials->peer_tls;  // mutual TLS on the same thread, when configured
+    options.tls_server_name = config_.tls.server_name;
     auto tcp = std::make_unique<TcpTransport>(options, loop_.get());
     if (absl::Status listening = tcp->Listen(); !listening.ok()) return listening;
     TcpTransport* raw = tcp.get();

@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -62,6 +63,9 @@ struct TcpTransport::Connection {
   std::string in;           // bytes read, not yet a complete frame
   std::string out;          // bytes to write, from out_offset
   size_t out_offset = 0;
+  std::unique_ptr<TlsChannel> tls;  // options.tls: the session over fd
+  bool read_wants_write = false;    // TLS: a read waits for the socket to be writable
+  bool write_wants_read = false;    // TLS: a write waits for the socket to be readable
 };
 
 struct TcpTransport::Link {
@@ -229,6 +233,42 @@ void TcpTransport::Dial(Link* link, uint64_t now_ms) {
   link->fd = fd;
   Queue(raw, HelloFrame(options_.self, options_.cluster));
   loop_->Watch(fd, EPOLLIN | EPOLLOUT, [this, fd](uint32_t events) { OnEvents(fd, events); });
+  if (options_.tls && !StartTls(raw, /*dialer=*/true, link->address)) Close(fd, nullptr);
+}
+
+bool TcpTransport::StartTls(Connection* connection, bool dialer, const std::string& address) {
+  std::string name = options_.tls_server_name;
+  if (name.empty() && dialer) name = address.substr(0, address.rfind(':'));
+  absl::StatusOr<std::unique_ptr<TlsChannel>> channel =
+      TlsChannel::Create(*options_.tls, connection->fd, dialer, name);
+  if (!channel.ok()) {
+    TlsFailure(connection, std::string(channel.status().message()));
+    return false;
+  }
+  connection->tls = *std::move(channel);
+  return true;
+}
+
+void TcpTransport::TlsFailure(Connection* connection, const std::string& error) {
+  // An operator's problem (a certificate not from our CA, a plaintext peer): a warning, once per
+  // distinct failure of a peer this node dials, and for inbound connections once per 100.
+  auto link = links_.find(connection->peer);
+  if (connection->peer != 0 && link != links_.end()) {
+    if (link->second->last_failure == error) return;
+    link->second->last_failure = error;
+    Log("peer")->warn("TLS failure with node {} at {}: {}", connection->peer,
+                      link->second->address, error);
+    return;
+  }
+  if (inbound_tls_failures_++ % 100 != 0) return;
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (getpeername(connection->fd, reinterpret_cast<sockaddr*>(&address), &length) == 0 &&
+      address.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&address)->sin_addr, host, sizeof(host));
+  }
+  Log("peer")->warn("TLS failure with a peer connecting from {}: {}", host, error);
 }
 
 void TcpTransport::Accept() {
@@ -238,8 +278,10 @@ void TcpTransport::Accept() {
     NoDelay(fd);
     auto connection = std::make_unique<Connection>();
     connection->fd = fd;
+    Connection* raw = connection.get();
     connections_[fd] = std::move(connection);
     loop_->Watch(fd, EPOLLIN, [this, fd](uint32_t events) { OnEvents(fd, events); });
+    if (options_.tls && !StartTls(raw, /*dialer=*/false, "")) Close(fd, nullptr);
   }
 }
 
@@ -262,17 +304,51 @@ void TcpTransport::OnEvents(int fd, uint32_t events) {
     }
     connection->connecting = false;
   }
-  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ||
+      (connection->read_wants_write && (events & EPOLLOUT))) {
     if (!ReadSome(connection)) return Close(fd, "closed");
     // Handling frames may have closed this connection (a newer one from the same peer).
     if (connections_.find(fd) == connections_.end()) return;
   }
-  if ((events & EPOLLOUT) && !WriteSome(connection)) return Close(fd, "write failed");
+  // TLS: what a read did (the handshake's progress) may let a waiting write go on.
+  bool write = (events & EPOLLOUT) || (connection->tls && connection->out_offset < connection->out.size());
+  if (write && !WriteSome(connection)) return Close(fd, "write failed");
 }
 
 bool TcpTransport::ReadSome(Connection* connection) {
   // Into one reused buffer, then appended: no zero-filling of a fresh chunk per read (perf).
   read_buffer_.resize(kReadChunk);
+  if (connection->tls) {
+    // Until OpenSSL has nothing more: it may hold decrypted bytes the socket no longer signals.
+    while (true) {
+      TlsWait wait = TlsWait::kNone;
+      std::string error;
+      ssize_t got = connection->tls->Read(read_buffer_.data(), read_buffer_.size(), &wait, &error);
+      if (got > 0) {
+        connection->in.append(read_buffer_.data(), static_cast<size_t>(got));
+        // Drained: the buffer was not filled and OpenSSL holds nothing more (saves an EAGAIN).
+        if (static_cast<size_t>(got) < read_buffer_.size() && !connection->tls->HasPending()) {
+          break;
+        }
+        continue;
+      }
+      if (got == 0) {
+        HandleFrames(connection);
+        return false;  // the peer closed
+      }
+      if (wait == TlsWait::kNone) {
+        TlsFailure(connection, error);
+        return false;
+      }
+      bool wants_write = wait == TlsWait::kWritable;
+      if (wants_write != connection->read_wants_write) {
+        connection->read_wants_write = wants_write;
+        UpdateWatch(connection);
+      }
+      break;
+    }
+    return HandleFrames(connection);
+  }
   while (true) {
     ssize_t got = read(connection->fd, read_buffer_.data(), read_buffer_.size());
     if (got > 0) {
@@ -403,9 +479,27 @@ bool TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
 bool TcpTransport::WriteSome(Connection* connection) {
   if (connection->connecting) return true;  // EPOLLOUT will say when connect() is done
   std::string& out = connection->out;
+  connection->write_wants_read = false;
   while (connection->out_offset < out.size()) {
-    ssize_t sent = send(connection->fd, out.data() + connection->out_offset,
-                        out.size() - connection->out_offset, MSG_NOSIGNAL);
+    ssize_t sent;
+    if (connection->tls) {
+      TlsWait wait = TlsWait::kNone;
+      std::string error;
+      sent = connection->tls->Write(out.data() + connection->out_offset,
+                                    out.size() - connection->out_offset, &wait, &error);
+      if (sent <= 0) {
+        if (wait == TlsWait::kNone) {
+          TlsFailure(connection, error);
+          return false;
+        }
+        // The handshake waits for the peer: the next read goes on with it (OnEvents).
+        connection->write_wants_read = wait == TlsWait::kReadable;
+        break;
+      }
+    } else {
+      sent = send(connection->fd, out.data() + connection->out_offset,
+                  out.size() - connection->out_offset, MSG_NOSIGNAL);
+    }
     if (sent > 0) {
       connection->out_offset += sent;
       continue;
@@ -421,12 +515,18 @@ bool TcpTransport::WriteSome(Connection* connection) {
     out.erase(0, connection->out_offset);
     connection->out_offset = 0;
   }
-  bool want_write = !out.empty();
+  UpdateWatch(connection);
+  return true;
+}
+
+void TcpTransport::UpdateWatch(Connection* connection) {
+  if (connection->connecting) return;  // EPOLLOUT watched until connect() is done
+  bool want_write = (!connection->out.empty() && !connection->write_wants_read) ||
+                    connection->read_wants_write;
   if (want_write != connection->want_write) {
     connection->want_write = want_write;
     loop_->Rewatch(connection->fd, EPOLLIN | (want_write ? EPOLLOUT : 0));
   }
-  return true;
 }
 
 void TcpTransport::Close(int fd, const char* why) {

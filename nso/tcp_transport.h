@@ -6,8 +6,9 @@
 // Frames of envelopes. Everything a batch of protocol work sends to one peer leaves in one Frame
 // and one write when the batch ends (EventLoop::AddFlush), so there is batching without any delay.
 //
-// Plaintext only (the loader refuses peer_transport: tcp with TLS). Best effort like every
-// Transport: a broken connection loses what was in flight; the protocols retransmit.
+// With options.tls, every connection is mutual TLS (nso/tls_channel.h), driven on the same
+// thread. Best effort like every Transport: a broken connection loses what was in flight; the
+// protocols retransmit.
 //
 // Threads: Send, SetReceiver's receiver and everything else run on the loop thread; Connected,
 // Reachable and counters may be read from any thread. Listen before the loop starts; Shutdown
@@ -25,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "nso/event_loop.h"
+#include "nso/tls_channel.h"
 #include "nso/transport.h"
 #include "proto/wire.pb.h"
 
@@ -40,6 +42,11 @@ struct TcpTransportOptions {
   size_t frame_bytes_max = 256 << 20;  // a longer frame closes the connection
   uint32_t backoff_min_ms = 20;
   uint32_t backoff_max_ms = 250;  // a refused dial costs nothing: a restarted peer is found fast
+  // Mutual TLS (tls: in the YAML); nullptr: plaintext.
+  std::shared_ptr<TlsContext> tls;
+  // When non-empty, peers' certificates are checked against this name instead of the host of
+  // their address (tls.server_name).
+  std::string tls_server_name;
 };
 
 class TcpTransport final : public PeerTransport {
@@ -82,6 +89,11 @@ class TcpTransport final : public PeerTransport {
   bool Queue(Connection* connection, const wire::PeerFrame& frame);
   // Writes what it can; watches EPOLLOUT while something is left. False on error.
   bool WriteSome(Connection* connection);
+  // Watches EPOLLOUT exactly while the connection has something to write that waits for it.
+  void UpdateWatch(Connection* connection);
+  // Starts TLS on a new connection (options_.tls); false (logged) if it cannot.
+  bool StartTls(Connection* connection, bool dialer, const std::string& address);
+  void TlsFailure(Connection* connection, const std::string& error);
   void Close(int fd, const char* why);
 
   const TcpTransportOptions options_;
@@ -92,6 +104,7 @@ class TcpTransport final : public PeerTransport {
   std::map<NodeId, std::unique_ptr<Link>> links_;              // fixed after construction
   std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
   std::vector<char> read_buffer_;                              // loop thread
+  uint64_t inbound_tls_failures_ = 0;                          // loop thread
 };
 
 }  // namespace cohort::nso

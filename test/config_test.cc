@@ -444,16 +444,16 @@ TEST_CASE("the help text documents every key", "[config]") {
 
 }  // namespace
 
-TEST_CASE("peer_transport: auto is tcp in plaintext with IP peers, else grpc; tcp with TLS is refused",
+TEST_CASE("peer_transport: auto is tcp with IP peers (plaintext or TLS), else grpc",
           "[config]") {
   const std::string tls = "tls: {ca_file: a, cert_file: b, key_file: c}\n";
   CHECK(ParseOk(kBase + kInsecure).peer_transport == "tcp");
-  CHECK(ParseOk(kBase + tls).peer_transport == "grpc");
+  CHECK(ParseOk(kBase + tls).peer_transport == "tcp");
   CHECK(ParseOk(kBase + kInsecure + "peer_transport: grpc\n").peer_transport == "grpc");
   CHECK(ParseOk(kBase + kInsecure + "peer_transport: tcp\n").peer_transport == "tcp");
-  CHECK(ParseOk(kBase + tls + "peer_transport: auto\n").peer_transport == "grpc");
-  CHECK_THAT(ErrorOf(kBase + tls + "peer_transport: tcp\n"),
-             Contains("peer_transport: tcp has no TLS"));
+  CHECK(ParseOk(kBase + tls + "peer_transport: auto\n").peer_transport == "tcp");
+  CHECK(ParseOk(kBase + tls + "peer_transport: tcp\n").peer_transport == "tcp");
+  CHECK(ParseOk(kBase + tls + "peer_transport: grpc\n").peer_transport == "grpc");
   CHECK_THAT(ErrorOf(kBase + kInsecure + "peer_transport: udp\n"), Contains("peer_transport"));
   // A DNS name among the peers keeps gRPC under auto (no DNS look-up on the protocol thread).
   const std::string named =
@@ -461,6 +461,7 @@ TEST_CASE("peer_transport: auto is tcp in plaintext with IP peers, else grpc; tc
       "  - {name: n1, id: 1, address: 127.0.0.1:7101}\n"
       "  - {name: n2, id: 2, address: cohort-2.cohort.svc:7101}\n";
   CHECK(ParseOk(named + kInsecure).peer_transport == "grpc");
+  CHECK(ParseOk(named + tls).peer_transport == "grpc");
   CHECK(ParseOk(named + kInsecure + "peer_transport: tcp\n").peer_transport == "tcp");
 }
 

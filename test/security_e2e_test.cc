@@ -104,11 +104,15 @@ bool Eventually(F condition, double seconds) {
 }
 
 TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins", "[security][e2e]") {
-  std::string ca = MakeCa("ca-tls");
+  // Both peer transports: raw TCP (auto with IP peers) and gRPC streams.
+  const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
+  INFO("peer_transport: " << transport);
+  std::string ca = MakeCa("ca-tls-" + transport);
   test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
                          "tls: {ca_file: " + ca + "/ca.pem, cert_file: " + ca +
                              "/daemon.pem, key_file: " + ca + "/daemon.key}\n"
-                             "failure_detector: {exclude_timeout_ms: 1500}\n",
+                             "failure_detector: {exclude_timeout_ms: 1500}\n"
+                             "peer_transport: " + transport + "\n",
                          "info"});
   // n3 knows the cluster's CA but its own certificate is signed by another CA.
   WriteText(cluster.ConfigPath(3),
@@ -132,6 +136,8 @@ TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins",
   CHECK(log1.find("connected to node 3") == std::string::npos);
   CHECK(LogOf(cluster, 2).find("connected to node 3") == std::string::npos);
   CHECK(LogOf(cluster, 3).find("node 1 connected") == std::string::npos);
+  CHECK(LogOf(cluster, 3).find("connected to node 1") == std::string::npos);
+  CHECK(LogOf(cluster, 3).find("connected to node 2") == std::string::npos);
 
   // Applications: TLS works, plaintext to a TLS port does not, nor a CA that did not sign it.
   auto client = Client::Connect(cluster.ClientAddress(1), tls);

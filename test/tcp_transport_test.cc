@@ -7,7 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +19,7 @@
 
 #include "nso/event_loop.h"
 #include "nso/tcp_transport.h"
+#include "test/ops_test_util.h"
 #include "test/transport_test_util.h"
 #include "tools/subprocess.h"
 
@@ -24,8 +29,12 @@ namespace {
 // One daemon's transport on its own protocol thread; records what it receives.
 class Endpoint {
  public:
-  Endpoint(NodeId self, int port, NodeId peer, int peer_port) : loop_(2, 1 << 16, [](uint64_t) {}) {
+  Endpoint(NodeId self, int port, NodeId peer, int peer_port,
+           std::shared_ptr<TlsContext> tls = nullptr, const std::string& server_name = "")
+      : loop_(2, 1 << 16, [](uint64_t) {}) {
     TcpTransportOptions options;
+    options.tls = std::move(tls);
+    options.tls_server_name = server_name;
     options.self = self;
     options.cluster = "test";
     options.listen = "127.0.0.1:" + std::to_string(port);
@@ -59,6 +68,30 @@ class Endpoint {
 using test::Eventually;
 using test::Range;
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// tools/make-test-ca's CA and certificates, in a fresh directory; `name` picks the certificate
+// (daemon: from the cluster's CA; rogue: from another CA).
+std::shared_ptr<TlsContext> Tls(const std::string& dir, const std::string& name) {
+  auto context = TlsContext::Create(ReadFile(dir + "/ca.pem"), ReadFile(dir + "/" + name + ".pem"),
+                                    ReadFile(dir + "/" + name + ".key"));
+  REQUIRE(context.ok());
+  return *context;
+}
+
+std::string MakeCa() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(tmp ? tmp : "/tmp") + "/tcp-tls-ca";
+  std::string out;
+  REQUIRE(cohort::test::RunCapture("tools/make-test-ca " + dir, &out) == 0);
+  return dir;
+}
+
 // Connects to the port, writes `bytes`, and reports whether the other side closed the connection.
 bool ClosedAfterWriting(int port, const std::string& bytes) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -78,6 +111,10 @@ bool ClosedAfterWriting(int port, const std::string& bytes) {
   while (true) {
     ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
     if (got == 0) {
+      closed = true;
+      break;
+    }
+    if (got < 0 && errno == ECONNRESET) {  // closed with our bytes unread
       closed = true;
       break;
     }
@@ -150,6 +187,99 @@ TEST_CASE("tcp transport: both directions in order, bad input refused, reconnect
   one->SendHeartbeats(1, 2, 300, 5);
   REQUIRE(Eventually([&] { return two->Received().size() >= 5; }));
   CHECK(two->Received() == Range(300, 5));
+}
+
+TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certificate, a wrong "
+          "name and a plaintext peer are refused",
+          "[transport][tls]") {
+  const std::string ca = MakeCa();
+  std::shared_ptr<TlsContext> good = Tls(ca, "daemon");
+  std::shared_ptr<TlsContext> rogue = Tls(ca, "rogue");
+
+  SECTION("the cluster's certificates: connected, in order, batched, restart survived") {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    auto one = std::make_unique<Endpoint>(1, port1, 2, port2, good);
+    auto two = std::make_unique<Endpoint>(2, port2, 1, port1, good);
+    REQUIRE(Eventually([&] { return one->transport().Connected(2) && two->transport().Connected(1); }));
+    one->SendHeartbeats(1, 2, 1, 2000);
+    two->SendHeartbeats(2, 1, 1, 2000);
+    REQUIRE(Eventually([&] { return two->Received().size() >= 2000 && one->Received().size() >= 2000; }));
+    CHECK(two->Received() == Range(1, 2000));
+    CHECK(one->Received() == Range(1, 2000));
+    CHECK(one->transport().counters().frames_sent.load() < 2000);
+    // A plaintext peer's hello is not TLS: that connection is closed, the peers' goes on.
+    wire::PeerFrame hello = HelloFrame(1, "test");
+    CHECK(ClosedAfterWriting(port2, Framed(hello)));
+    two.reset();
+    REQUIRE(Eventually([&] { return !one->transport().Connected(2); }));
+    two = std::make_unique<Endpoint>(2, port2, 1, port1, good);
+    REQUIRE(Eventually([&] { return one->transport().Connected(2); }));
+    one->SendHeartbeats(1, 2, 3000, 5);
+    REQUIRE(Eventually([&] { return two->Received().size() >= 5; }));
+    CHECK(two->Received() == Range(3000, 5));
+  }
+  SECTION("tls.server_name: the acceptor's certificate is checked against it") {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    Endpoint one(1, port1, 2, port2, good, "cohort");  // a DNS name in the certificate
+    Endpoint two(2, port2, 1, port1, good);
+    REQUIRE(Eventually([&] { return one.transport().Connected(2) && two.transport().Connected(1); }));
+  }
+  // Refusals: given 1.5 s, the pair never connects.
+  auto never_connects = [](Endpoint& one, Endpoint& two) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    one.SendHeartbeats(1, 2, 1, 1);
+    two.SendHeartbeats(2, 1, 1, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return !one.transport().Connected(2) && !two.transport().Connected(1) &&
+           one.Received().empty() && two.Received().empty();
+  };
+  SECTION("the acceptor's certificate is from another CA") {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    Endpoint one(1, port1, 2, port2, good);
+    Endpoint two(2, port2, 1, port1, rogue);
+    CHECK(never_connects(one, two));
+  }
+  SECTION("the dialer's certificate is from another CA") {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    Endpoint one(1, port1, 2, port2, rogue);
+    Endpoint two(2, port2, 1, port1, good);
+    CHECK(never_connects(one, two));
+  }
+  SECTION("the acceptor's certificate does not carry the name the dialer expects") {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    Endpoint one(1, port1, 2, port2, good, "elsewhere.example");
+    Endpoint two(2, port2, 1, port1, good);
+    CHECK(never_connects(one, two));
+  }
+  SECTION("one side plaintext") {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    Endpoint one(1, port1, 2, port2, good);
+    Endpoint two(2, port2, 1, port1);
+    CHECK(never_connects(one, two));
+  }
+}
+
+TEST_CASE("TLS context: a broken CA, certificate or key is named", "[transport][tls]") {
+  const std::string ca = MakeCa();
+  const std::string ca_pem = ReadFile(ca + "/ca.pem");
+  const std::string cert = ReadFile(ca + "/daemon.pem");
+  const std::string key = ReadFile(ca + "/daemon.key");
+  CHECK(TlsContext::Create(ca_pem, cert, key).ok());
+  auto no_ca = TlsContext::Create("not a certificate", cert, key);
+  REQUIRE_FALSE(no_ca.ok());
+  CHECK(std::string(no_ca.status().message()).find("tls.ca_file") != std::string::npos);
+  auto bad_cert = TlsContext::Create(ca_pem, "-----BEGIN CERTIFICATE-----\nxx\n", key);
+  REQUIRE_FALSE(bad_cert.ok());
+  CHECK(std::string(bad_cert.status().message()).find("tls.cert_file") != std::string::npos);
+  auto other_key = TlsContext::Create(ca_pem, cert, ReadFile(ca + "/rogue.key"));
+  REQUIRE_FALSE(other_key.ok());
+  CHECK(std::string(other_key.status().message()).find("tls.key_file") != std::string::npos);
 }
 
 }  // namespace cohort::nso

@@ -150,6 +150,9 @@ struct Options {
   std::string api = "local";
   // The daemons' peer_transport: tcp (raw TCP on the protocol thread) or grpc (the one TLS uses).
   std::string peer_transport = "tcp";
+  // Non-empty: a directory made by tools/make-test-ca; the daemons use TLS (mutual between
+  // them), checked against the name "cohort" (a SAN of its certificates, on loopback and netlab).
+  std::string tls_ca;
 };
 
 // A command run to its end (netlab), its output appended to `log_path`; returns its exit code.
@@ -204,7 +207,11 @@ class Run {
           << "failure_detector:\n  suspect_timeout_ms: 50\n  exclude_timeout_ms: 1000\n"
           << "groups:\n  - name: kv\n    members: [" << absl::StrJoin(members, ", ") << "]\n"
           << "    ordering: " << o_.ordering << "\n"
-          << "tls: {insecure: true}\n"
+          << (o_.tls_ca.empty()
+                  ? std::string("tls: {insecure: true}\n")
+                  : absl::StrCat("tls: {ca_file: ", o_.tls_ca, "/ca.pem, cert_file: ", o_.tls_ca,
+                                 "/daemon.pem, key_file: ", o_.tls_ca,
+                                 "/daemon.key, server_name: cohort}\n"))
           << "peer_transport: " << o_.peer_transport << "\n";
     }
   }
@@ -290,6 +297,10 @@ class Run {
     options.client_name = std::move(name);
     options.timeout = timeout;
     options.local = o_.api == "local";
+    if (!o_.tls_ca.empty()) {
+      options.ca_file = o_.tls_ca + "/ca.pem";
+      options.server_name = "cohort";
+    }
     return options;
   }
   std::string Name(int i) const { return absl::StrCat("n", i + 1); }
@@ -361,9 +372,12 @@ class Run {
     std::string log = absl::StrCat(o_.dir, "/kv-", Name(i), ".log");
     for (int attempt = 0; attempt < 20; ++attempt) {
       size_t offset = FileSize(log);
-      pid_t pid = Spawn({IpCommand(), "netns", "exec", Namespace(i), o_.kv_servant, "--daemon",
-                         Address(i), "--name", absl::StrCat("kv-", Name(i))},
-                        log);
+      std::vector<std::string> argv = {IpCommand(), "netns", "exec", Namespace(i), o_.kv_servant,
+                                       "--daemon", Address(i), "--name", absl::StrCat("kv-", Name(i))};
+      if (!o_.tls_ca.empty()) {
+        argv.insert(argv.end(), {"--ca-file", o_.tls_ca + "/ca.pem", "--server-name", "cohort"});
+      }
+      pid_t pid = Spawn(argv, log);
       bool serving = false, ended = false;
       for (int wait = 0; wait < 200 && !serving && !ended; ++wait) {
         ended = waitpid(pid, nullptr, WNOHANG) == pid;
@@ -1106,6 +1120,7 @@ int main(int argc, char** argv) {
     else if (flag == "--outside-clients") o.outside_clients = std::atoi(value.c_str());
     else if (flag == "--api") o.api = value;
     else if (flag == "--peer-transport") o.peer_transport = value;
+    else if (flag == "--tls-ca") o.tls_ca = value;
     else {
       std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
       return 2;
@@ -1120,7 +1135,7 @@ int main(int argc, char** argv) {
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
-                 "       [--peer-transport tcp|grpc]\n"
+                 "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
   }

@@ -20,6 +20,7 @@ void OnSignal(int) { g_stop = 1; }
 
 int main(int argc, char** argv) {
   std::string daemon = "127.0.0.1:7201", group = "kv", name = "kv";
+  cohort::ConnectOptions options;
   for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -29,13 +30,17 @@ int main(int argc, char** argv) {
     if (flag == "--daemon") daemon = argv[i + 1];
     else if (flag == "--group") group = argv[i + 1];
     else if (flag == "--name") name = argv[i + 1];
+    else if (flag == "--ca-file") options.ca_file = argv[i + 1];
+    else if (flag == "--server-name") options.server_name = argv[i + 1];
     else {
       std::fprintf(stderr, "kv-servant: unknown flag %s\n"
-                   "usage: kv-servant --daemon HOST:PORT [--group kv] [--name NAME]\n", flag.c_str());
+                   "usage: kv-servant --daemon HOST:PORT [--group kv] [--name NAME]"
+                   " [--ca-file CA.pem [--server-name NAME]]\n", flag.c_str());
       return 2;
     }
   }
-  auto servant = cohort::Servant::Create(daemon, group, name);
+  options.client_name = name;
+  auto servant = cohort::Servant::Create(daemon, group, options);
   if (!servant.ok()) {
     std::fprintf(stderr, "kv-servant: %s\n", servant.status().ToString().c_str());
     return 1;

@@ -73,6 +73,10 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --memory-nsos N       idle NSOs attached for the memory figure (default 100000)
   --memory-groups G     single-member groups for the per-group memory figure (default 10000)
   --peer-transport T    grpc or tcp: the daemons' peer_transport (default: cohortd's default)
+  --tls                 the daemons use TLS (a test CA made by tools/make-test-ca): mutual TLS
+                        between daemons, TLS for their clients and servants on gRPC (the local
+                        fast path stays a Unix socket); the floors stay plaintext; the embedded,
+                        application-process and memory parts are skipped
   --client-api A        local or grpc: how the group rows' client reaches its daemon (default
                         local: the fast path when on the same host; grpc: the gRPC API, as a
                         client in another language or on another host does)
@@ -95,6 +99,7 @@ Roles used internally: --role echo-server --port P | --role tcp-server --port P 
 
 // --peer-transport: written into every daemon's YAML (empty: cohortd's default).
 std::string g_peer_transport;
+std::string g_tls_ca;  // --tls: the CA the daemons' certificates come from (ca.pem)
 // --client-api grpc: the group rows' client calls over the gRPC API, not the local fast path.
 bool g_client_local = true;
 // --servant-api grpc: the group rows' servants take deliveries over gRPC (Serve).
@@ -109,6 +114,7 @@ struct Options {
   int64_t seq_ms = -1;
   int64_t window_ms = -1;
   std::set<std::string> skip;
+  bool tls = false;
   int64_t memory_nsos = 100000;
   int64_t memory_groups = 10000;
   std::string etcd_dir = "/var/tmp/cohort-etcd/bin";
@@ -165,6 +171,8 @@ int ParseOptions(int argc, char** argv, Options* options) {
       return -1;
     } else if (arg == "--quick") {
       options->quick = true;
+    } else if (arg == "--tls") {
+      options->tls = true;
     } else if (arg == "--keep") {
       options->keep = true;
     } else if (arg == "--sizes") {
@@ -296,14 +304,22 @@ void MeasureFloors(const Options& options, Report* report, bool again = false) {
 
 // ---- group calls --------------------------------------------------------------------------------
 
+// How the bench's clients and servants connect to a daemon (TLS with --tls).
+ConnectOptions BenchConnect(const std::string& name) {
+  ConnectOptions options;
+  options.client_name = name;
+  options.ca_file = g_tls_ca;
+  options.tls = !g_tls_ca.empty();
+  return options;
+}
+
 // An echo servant attached to one member daemon; counts what it is delivered.
 struct EchoReplica {
   std::unique_ptr<Servant> servant;
   std::atomic<int64_t> delivered{0};
 
   absl::Status Start(const std::string& address, const std::string& group, int index) {
-    ConnectOptions options;
-    options.client_name = absl::StrCat("bench-servant-", index);
+    ConnectOptions options = BenchConnect(absl::StrCat("bench-servant-", index));
     options.local = g_servant_local;
     return Serve(Servant::Create(address, group, options));
   }
@@ -484,7 +500,7 @@ void MeasureSpread(const Options& options, Daemons& daemons, int n, const std::s
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<Client*> raw;
   for (int i = 1; i <= n; ++i) {
-    auto client = Client::Connect(daemons.ClientAddress(i), absl::StrCat("bench-spread-", i));
+    auto client = Client::Connect(daemons.ClientAddress(i), BenchConnect(absl::StrCat("bench-spread-", i)));
     if (!client.ok()) {
       Progress("connect: " + client.status().ToString());
       return;
@@ -536,8 +552,7 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         const std::string name = style;
         int attach = name == "closed" ? 2 : n + 1;
         Style call_style = name == "open" ? Style::kOpen : Style::kClosed;
-        ConnectOptions connect;
-        connect.client_name = "bench-client";
+        ConnectOptions connect = BenchConnect("bench-client");
         connect.local = g_client_local;
         auto client = Client::Connect(daemons.ClientAddress(attach), connect);
         if (!client.ok()) {
@@ -721,7 +736,7 @@ std::string StartFailoverCluster(const std::string& cohortd, const std::string& 
     absl::Status started = out->replicas.back()->Start(out->daemons->ClientAddress(i), group, i);
     if (!started.ok()) return absl::StrCat("servant at n", i, ": ", started.ToString());
   }
-  auto client = Client::Connect(out->daemons->ClientAddress(attach), client_name);
+  auto client = Client::Connect(out->daemons->ClientAddress(attach), BenchConnect(client_name));
   if (!client.ok()) return client.status().ToString();
   out->client = *std::move(client);
   absl::Status ready = WaitReady(out->client.get(), group, style, absl::Seconds(15));
@@ -758,7 +773,7 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   std::vector<std::thread> victim_load;
   std::atomic<bool> stop_load{false};
   if (scenario.victim_callers > 0) {
-    auto connected = Client::Connect(daemons.ClientAddress(1), "bench-failover-load");
+    auto connected = Client::Connect(daemons.ClientAddress(1), BenchConnect("bench-failover-load"));
     if (!connected.ok()) {
       result.note = "victim's callers: " + connected.status().ToString();
       replicas.clear();
@@ -1067,6 +1082,18 @@ int Main(int argc, char** argv) {
   if (dir.empty()) {
     std::cerr << "cohort-bench: cannot create a temporary directory\n";
     return 1;
+  }
+  if (options.tls) {
+    std::string make_ca = FindTool("make-test-ca");
+    std::string ca_dir = dir + "/tls";
+    if (make_ca.empty() || std::system((make_ca + " " + ca_dir + " >/dev/null").c_str()) != 0) {
+      std::cerr << "cohort-bench: --tls: tools/make-test-ca failed\n";
+      return 1;
+    }
+    g_tls_ca = ca_dir + "/ca.pem";
+    SetDaemonTlsYaml(absl::StrCat("tls: {ca_file: ", ca_dir, "/ca.pem, cert_file: ", ca_dir,
+                                  "/daemon.pem, key_file: ", ca_dir, "/daemon.key}\n"));
+    for (const char* part : {"embedded", "apps", "memory"}) options.skip.insert(part);
   }
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
   std::optional<NetlabPlacement> placement;

@@ -10,6 +10,11 @@
 #include "tools/bench/process.h"
 
 namespace cohort::bench {
+namespace {
+std::string g_tls_yaml = "tls: {insecure: true}\n";  // loopback benchmark: plaintext by default
+}  // namespace
+
+void SetDaemonTlsYaml(std::string yaml) { g_tls_yaml = std::move(yaml); }
 
 Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string groups_yaml,
                  const NetlabPlacement* placement)
@@ -33,7 +38,7 @@ Daemons::Daemons(std::string cohortd, std::string dir, int total, std::string gr
     out << "node: n" << i + 1 << "\n"
         << "cluster: bench\n"
         << "log_level: warn\n"
-        << "tls: {insecure: true}\n"  // loopback benchmark: plaintext on purpose
+        << g_tls_yaml
         << "listen:\n  peer: " << Host(i + 1) << ":" << peer_ports_[i] << "\n  client: "
         << Host(i + 1) << ":" << client_ports_[i] << "\n"
         << peers.str() << groups_yaml << "\n";

@@ -21,6 +21,9 @@ struct NetlabPlacement {
   std::string net;     // NETLAB_NET, e.g. 10.79.0
 };
 
+// The tls section of the daemons' YAML from now on (default: tls: {insecure: true}).
+void SetDaemonTlsYaml(std::string yaml);
+
 class Daemons {
  public:
   // `groups_yaml` is the `groups:` section (members named n1..nN); `dir` must exist.

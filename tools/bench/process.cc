@@ -153,18 +153,20 @@ std::string SelfExe() {
   return std::string(buffer, length);
 }
 
-std::string FindCohortd(const std::string& flag) {
+std::string FindCohortd(const std::string& flag) { return FindTool("cohortd", flag); }
+
+std::string FindTool(const std::string& name, const std::string& flag) {
   std::vector<std::string> candidates;
   if (!flag.empty()) {
     candidates.push_back(flag);
   } else {
     std::string self = SelfExe();
-    candidates.push_back(self + ".runfiles/cohort/tools/cohortd");
+    candidates.push_back(self + ".runfiles/cohort/tools/" + name);
     if (const char* dir = std::getenv("RUNFILES_DIR")) {
-      candidates.push_back(std::string(dir) + "/cohort/tools/cohortd");
+      candidates.push_back(std::string(dir) + "/cohort/tools/" + name);
     }
-    candidates.push_back("tools/cohortd");  // `bazel run` starts in the runfiles tree
-    candidates.push_back(std::filesystem::path(self).parent_path().parent_path() / "cohortd");
+    candidates.push_back("tools/" + name);  // `bazel run` starts in the runfiles tree
+    candidates.push_back(std::filesystem::path(self).parent_path().parent_path() / name);
   }
   for (const std::string& candidate : candidates) {
     if (access(candidate.c_str(), X_OK) == 0) {

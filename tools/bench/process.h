@@ -39,6 +39,8 @@ std::string SelfExe();
 // The cohortd binary: `flag` if given, else the runfiles copy next to this binary, else
 // bazel-bin/tools/cohortd relative to it. "" if none is executable.
 std::string FindCohortd(const std::string& flag);
+// The same for another file of //tools (tools/NAME): `flag` if given, else beside the bench.
+std::string FindTool(const std::string& name, const std::string& flag = "");
 
 // A fresh directory under $TMPDIR (or /tmp), removed by RemoveTree.
 std::string MakeTempDir();
