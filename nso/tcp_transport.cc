@@ -337,7 +337,7 @@ bool TcpTransport::ReadSome(Connection* connection) {
         return false;  // the peer closed
       }
       if (wait == TlsWait::kNone) {
-        TlsFailure(connection, error);
+        if (!error.empty()) TlsFailure(connection, error);
         return false;
       }
       bool wants_write = wait == TlsWait::kWritable;
@@ -489,7 +489,7 @@ bool TcpTransport::WriteSome(Connection* connection) {
                                     out.size() - connection->out_offset, &wait, &error);
       if (sent <= 0) {
         if (wait == TlsWait::kNone) {
-          TlsFailure(connection, error);
+          if (!error.empty()) TlsFailure(connection, error);
           return false;
         }
         // The handshake waits for the peer: the next read goes on with it (OnEvents).

@@ -159,7 +159,7 @@ ssize_t TlsChannel::Outcome(int result, bool reading, TlsWait* wait, std::string
           return -1;
         }
         if (reading && (result == 0 || errno == 0 || errno == ECONNRESET)) return 0;  // EOF
-        *error = errno != 0 ? std::strerror(errno) : "connection closed";
+        error->clear();  // the connection failed (reset, broken pipe), not TLS: errno says why
         return -1;
       }
       break;

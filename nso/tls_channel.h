@@ -53,8 +53,9 @@ class TlsChannel {
   TlsChannel& operator=(const TlsChannel&) = delete;
 
   // As read(2) and send(2): > 0 bytes moved; 0 the peer closed (Read only); -1 with *wait the
-  // readiness to wait for, or kNone and *error saying why the connection failed (a bad
-  // certificate, a peer that does not speak TLS).
+  // readiness to wait for, or kNone and *error saying why TLS failed (a bad certificate, a peer
+  // that does not speak TLS), or kNone and *error empty when the connection itself failed
+  // (errno: reset by a dead peer, broken pipe).
   ssize_t Read(char* buffer, size_t size, TlsWait* wait, std::string* error);
   ssize_t Write(const char* data, size_t size, TlsWait* wait, std::string* error);
   // Whether OpenSSL holds bytes read from the socket that no Read has returned yet.
