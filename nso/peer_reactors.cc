@@ -4,6 +4,37 @@
 
 namespace cohort::nso {
 
+// ---- PeerStreamState ----
+
+bool PeerStreamState::TakeOver(PeerLink* link) {
+  if (!link->Attach(this)) {
+    MarkReleased();
+    return false;
+  }
+  bool ended;
+  {
+    absl::MutexLock lock(&mu_);
+    ended = read_done_;  // the reads ended before Attach: their Detach found nothing to detach
+  }
+  if (ended) link->Detach(this);
+  return true;
+}
+
+void PeerStreamState::ReadsEnded(PeerLink* link) {
+  bool attached;
+  {
+    absl::MutexLock lock(&mu_);
+    read_done_ = true;
+    attached = attached_;
+  }
+  if (attached) link->Detach(this);
+}
+
+void PeerStreamState::MarkReleased() {
+  absl::MutexLock lock(&mu_);
+  released_ = true;
+}
+
 // ---- InboundPeerStream ----
 
 InboundPeerStream::InboundPeerStream(PeerStreamHost* host, grpc::CallbackServerContext* context)
@@ -27,13 +58,7 @@ void InboundPeerStream::OnReadDone(bool ok) {
     StartRead(&in_);
     return;
   }
-  bool attached;
-  {
-    absl::MutexLock lock(&mu_);
-    read_done_ = true;
-    attached = attached_;
-  }
-  if (attached) link->Detach(this);  // releases it now, or when its write in progress ends
+  ReadsEnded(link);
   MaybeFinish();
 }
 
@@ -86,22 +111,16 @@ void InboundPeerStream::OnWriteDone(bool ok) {
   if (!hello) return link->WriteDone(this, ok);
   if (!attach) return MaybeFinish();
   // The hello is written: the stream takes over the link.
-  if (!link->Attach(this)) return Released();  // shutting down
-  bool ended;
-  {
-    absl::MutexLock lock(&mu_);
-    ended = read_done_;  // the read ended before Attach: its Detach found nothing to detach
+  if (!TakeOver(link)) {  // shutting down
+    context_->TryCancel();
+    MaybeFinish();
   }
-  if (ended) link->Detach(this);
 }
 
 void InboundPeerStream::StartFrameWrite(const wire::PeerFrame* frame) { StartWrite(frame); }
 
 void InboundPeerStream::Released() {
-  {
-    absl::MutexLock lock(&mu_);
-    released_ = true;
-  }
+  MarkReleased();
   context_->TryCancel();  // a stream the link no longer writes to is of no use
   MaybeFinish();
 }
@@ -110,7 +129,7 @@ void InboundPeerStream::MaybeFinish() {
   grpc::Status status;
   {
     absl::MutexLock lock(&mu_);
-    if (finished_ || !read_done_ || hello_writing_ || (attached_ && !released_)) return;
+    if (finished_ || !Over()) return;
     finished_ = true;
     status = status_;
   }
@@ -183,13 +202,7 @@ void OutboundPeerStream::OnReadDone(bool ok) {
     Log("peer")->warn("node {} answered with a wrong hello: stream dropped", peer_);
     context_.TryCancel();
   }
-  bool attached;
-  {
-    absl::MutexLock lock(&mu_);
-    read_done_ = true;
-    attached = attached_;
-  }
-  if (attached) link_->Detach(this);
+  ReadsEnded(link_);
   MaybeEnd();
 }
 
@@ -212,23 +225,18 @@ void OutboundPeerStream::MaybeAttach() {
     if (!hello_read_ || hello_writing_ || read_done_ || attached_) return;
     attached_ = true;
   }
-  if (!link_->Attach(this)) return Released();  // shutting down
-  Log("peer")->info("connected to node {}", peer_);
-  bool ended;
-  {
-    absl::MutexLock lock(&mu_);
-    ended = read_done_;  // the read ended before Attach: its Detach found nothing to detach
+  if (!TakeOver(link_)) {  // shutting down
+    context_.TryCancel();
+    MaybeEnd();
+    return;
   }
-  if (ended) link_->Detach(this);
+  Log("peer")->info("connected to node {}", peer_);
 }
 
 void OutboundPeerStream::StartFrameWrite(const wire::PeerFrame* frame) { StartWrite(frame); }
 
 void OutboundPeerStream::Released() {
-  {
-    absl::MutexLock lock(&mu_);
-    released_ = true;
-  }
+  MarkReleased();
   context_.TryCancel();
   MaybeEnd();
 }
@@ -236,7 +244,7 @@ void OutboundPeerStream::Released() {
 void OutboundPeerStream::MaybeEnd() {
   {
     absl::MutexLock lock(&mu_);
-    if (hold_removed_ || !read_done_ || hello_writing_ || (attached_ && !released_)) return;
+    if (hold_removed_ || !Over()) return;
     hold_removed_ = true;
   }
   RemoveHold();

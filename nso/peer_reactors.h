@@ -39,8 +39,32 @@ class PeerStreamHost {
   virtual void Deliver(NodeId peer, wire::Frame* frame) = 0;
 };
 
+// What both ends keep about their stream, under one mutex, and the steps they share with the
+// link. A stream is over (nothing more can happen on it) once its reads ended, its hello is
+// written and the link let it go, or never took it.
+class PeerStreamState : public PeerWriter {
+ protected:
+  // The hello is exchanged: the stream takes over `link`. False if the transport is shutting
+  // down (the stream is then released, as by the link).
+  bool TakeOver(PeerLink* link);
+  // The reads ended: the link lets the stream go (now, or when its write in progress ends).
+  void ReadsEnded(PeerLink* link);
+  // The link let the stream go; the caller cancels the call and ends it when it is over.
+  void MarkReleased();
+  bool Over() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return read_done_ && !hello_writing_ && (released_ || !attached_);
+  }
+
+  absl::Mutex mu_;
+  bool hello_read_ ABSL_GUARDED_BY(mu_) = false;
+  bool hello_writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class InboundPeerStream final : public grpc::ServerBidiReactor<wire::PeerFrame, wire::PeerFrame>,
-                                public PeerWriter {
+                                public PeerStreamState {
  public:
   InboundPeerStream(PeerStreamHost* host, grpc::CallbackServerContext* context);
 
@@ -58,21 +82,14 @@ class InboundPeerStream final : public grpc::ServerBidiReactor<wire::PeerFrame, 
   PeerStreamHost* const host_;
   grpc::CallbackServerContext* const context_;
   wire::PeerFrame in_;
-  wire::PeerFrame hello_out_;
-  absl::Mutex mu_;
   NodeId peer_ ABSL_GUARDED_BY(mu_) = 0;
   PeerLink* link_ ABSL_GUARDED_BY(mu_) = nullptr;  // once the hello is accepted
-  bool hello_read_ ABSL_GUARDED_BY(mu_) = false;
-  bool hello_writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool attached_ ABSL_GUARDED_BY(mu_) = false;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 class OutboundPeerStream final : public grpc::ClientBidiReactor<wire::PeerFrame, wire::PeerFrame>,
-                                 public PeerWriter {
+                                 public PeerStreamState {
  public:
   OutboundPeerStream(PeerStreamHost* host, NodeId peer, PeerLink* link);
 
@@ -99,12 +116,6 @@ class OutboundPeerStream final : public grpc::ClientBidiReactor<wire::PeerFrame,
   PeerLink* const link_;
   grpc::ClientContext context_;
   wire::PeerFrame in_;
-  absl::Mutex mu_;
-  bool hello_read_ ABSL_GUARDED_BY(mu_) = false;
-  bool hello_writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool attached_ ABSL_GUARDED_BY(mu_) = false;
-  bool released_ ABSL_GUARDED_BY(mu_) = false;
-  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_removed_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_;  // written in OnDone, read after done_
   absl::Notification done_;

@@ -65,6 +65,8 @@ class Endpoint {
   absl::Status listening_;
 };
 
+using test::BothConnected;
+using test::CheckExchange;
 using test::Eventually;
 using test::Range;
 
@@ -143,17 +145,11 @@ TEST_CASE("tcp transport: both directions in order, bad input refused, reconnect
   auto two = std::make_unique<Endpoint>(2, port2, 1, port1);
   REQUIRE(one->listening().ok());
   REQUIRE(two->listening().ok());
-  REQUIRE(Eventually([&] { return one->transport().Connected(2) && two->transport().Connected(1); }));
+  REQUIRE(BothConnected(*one, *two));
 
   // Envelopes arrive once each, in the order sent, both ways (the dialer's and the acceptor's).
-  one->SendHeartbeats(1, 2, 1, 200);
-  two->SendHeartbeats(2, 1, 1, 200);
-  REQUIRE(Eventually([&] { return two->Received().size() >= 200 && one->Received().size() >= 200; }));
-  CHECK(two->Received() == Range(1, 200));
-  CHECK(one->Received() == Range(1, 200));
-  // Batching: fewer frames than envelopes (what one batch of protocol work sends is one frame).
+  CheckExchange(*one, *two, 1, 200);
   CHECK(one->transport().counters().envelopes_sent.load() == 200);
-  CHECK(one->transport().counters().frames_sent.load() < 200);
 
   // An envelope claiming another sender is dropped and counted.
   one->SendHeartbeats(1, 2, 1000, 1, /*claimed_sender=*/7);
@@ -201,13 +197,8 @@ TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certif
     const int port2 = subprocess::FreePort();
     auto one = std::make_unique<Endpoint>(1, port1, 2, port2, good);
     auto two = std::make_unique<Endpoint>(2, port2, 1, port1, good);
-    REQUIRE(Eventually([&] { return one->transport().Connected(2) && two->transport().Connected(1); }));
-    one->SendHeartbeats(1, 2, 1, 2000);
-    two->SendHeartbeats(2, 1, 1, 2000);
-    REQUIRE(Eventually([&] { return two->Received().size() >= 2000 && one->Received().size() >= 2000; }));
-    CHECK(two->Received() == Range(1, 2000));
-    CHECK(one->Received() == Range(1, 2000));
-    CHECK(one->transport().counters().frames_sent.load() < 2000);
+    REQUIRE(BothConnected(*one, *two));
+    CheckExchange(*one, *two, 1, 2000);
     // A plaintext peer's hello is not TLS: that connection is closed, the peers' goes on.
     wire::PeerFrame hello = HelloFrame(1, "test");
     CHECK(ClosedAfterWriting(port2, Framed(hello)));
@@ -224,10 +215,15 @@ TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certif
     const int port2 = subprocess::FreePort();
     Endpoint one(1, port1, 2, port2, good, "cohort");  // a DNS name in the certificate
     Endpoint two(2, port2, 1, port1, good);
-    REQUIRE(Eventually([&] { return one.transport().Connected(2) && two.transport().Connected(1); }));
+    REQUIRE(BothConnected(one, two));
   }
-  // Refusals: given 1.5 s, the pair never connects.
-  auto never_connects = [](Endpoint& one, Endpoint& two) {
+  // Refusals: given 1.5 s, a pair on fresh ports never connects.
+  auto refused = [](std::shared_ptr<TlsContext> tls1, const std::string& name1,
+                    std::shared_ptr<TlsContext> tls2) {
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    Endpoint one(1, port1, 2, port2, std::move(tls1), name1);
+    Endpoint two(2, port2, 1, port1, std::move(tls2));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     one.SendHeartbeats(1, 2, 1, 1);
     two.SendHeartbeats(2, 1, 1, 1);
@@ -235,34 +231,13 @@ TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certif
     return !one.transport().Connected(2) && !two.transport().Connected(1) &&
            one.Received().empty() && two.Received().empty();
   };
-  SECTION("the acceptor's certificate is from another CA") {
-    const int port1 = subprocess::FreePort();
-    const int port2 = subprocess::FreePort();
-    Endpoint one(1, port1, 2, port2, good);
-    Endpoint two(2, port2, 1, port1, rogue);
-    CHECK(never_connects(one, two));
-  }
-  SECTION("the dialer's certificate is from another CA") {
-    const int port1 = subprocess::FreePort();
-    const int port2 = subprocess::FreePort();
-    Endpoint one(1, port1, 2, port2, rogue);
-    Endpoint two(2, port2, 1, port1, good);
-    CHECK(never_connects(one, two));
-  }
+  SECTION("the acceptor's certificate is from another CA") { CHECK(refused(good, "", rogue)); }
+  SECTION("the dialer's certificate is from another CA") { CHECK(refused(rogue, "", good)); }
   SECTION("the acceptor's certificate does not carry the name the dialer expects") {
-    const int port1 = subprocess::FreePort();
-    const int port2 = subprocess::FreePort();
-    Endpoint one(1, port1, 2, port2, good, "elsewhere.example");
-    Endpoint two(2, port2, 1, port1, good);
-    CHECK(never_connects(one, two));
+    CHECK(refused(good, "elsewhere.example", good));
   }
-  SECTION("one side plaintext") {
-    const int port1 = subprocess::FreePort();
-    const int port2 = subprocess::FreePort();
-    Endpoint one(1, port1, 2, port2, good);
-    Endpoint two(2, port2, 1, port1);
-    CHECK(never_connects(one, two));
-  }
+  SECTION("the acceptor in plaintext") { CHECK(refused(good, "", nullptr)); }
+  SECTION("the dialer in plaintext") { CHECK(refused(nullptr, "", good)); }
 }
 
 TEST_CASE("TLS context: a broken CA, certificate or key is named", "[transport][tls]") {

@@ -2,6 +2,8 @@
 #ifndef COHORT_TEST_TRANSPORT_TEST_UTIL_H_
 #define COHORT_TEST_TRANSPORT_TEST_UTIL_H_
 
+#include <catch2/catch.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -64,6 +66,28 @@ inline std::vector<uint64_t> Range(int first, int count) {
   std::vector<uint64_t> numbers;
   for (int i = first; i < first + count; ++i) numbers.push_back(i);
   return numbers;
+}
+
+// Whether endpoints 1 and 2 (of either transport's test) get connected to each other.
+template <typename Endpoint>
+bool BothConnected(Endpoint& one, Endpoint& two) {
+  return Eventually([&] { return one.transport().Connected(2) && two.transport().Connected(1); });
+}
+
+// Sends heartbeats first..first+count-1 each way, at once, and checks that each endpoint, which
+// had received nothing, gets them once each, in order; and that they left in fewer frames.
+template <typename Endpoint>
+void CheckExchange(Endpoint& one, Endpoint& two, int first, int count) {
+  one.SendHeartbeats(1, 2, first, count);
+  two.SendHeartbeats(2, 1, first, count);
+  REQUIRE(Eventually([&] {
+    return two.Received().size() >= static_cast<size_t>(count) &&
+           one.Received().size() >= static_cast<size_t>(count);
+  }));
+  CHECK(two.Received() == Range(first, count));
+  CHECK(one.Received() == Range(first, count));
+  // Batching: what one batch of protocol work sends leaves in fewer frames than envelopes.
+  CHECK(one.transport().counters().frames_sent.load() < static_cast<uint64_t>(count));
 }
 
 }  // namespace cohort::nso::test
