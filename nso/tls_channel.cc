@@ -6,6 +6,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -33,6 +35,37 @@ using BioPtr = std::unique_ptr<BIO, BioFree>;
 
 BioPtr MemoryBio(const std::string& pem) {
   return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+// OpenSSL's socket BIO writes with write(2): to a dead peer that raises SIGPIPE, which kills a
+// process that has not chosen to ignore it (an application with an embedded node; found by
+// tls_channel_test). This BIO is the socket BIO with send(MSG_NOSIGNAL) for its writes.
+int SendNoSignal(BIO* bio, const char* data, int size) {
+  int fd = -1;
+  BIO_get_fd(bio, &fd);
+  ssize_t sent = send(fd, data, static_cast<size_t>(size), MSG_NOSIGNAL);
+  BIO_clear_retry_flags(bio);
+  if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_write(bio);
+  }
+  return static_cast<int>(sent);
+}
+
+const BIO_METHOD* SocketNoSignal() {
+  static const BIO_METHOD* method = [] {
+    const BIO_METHOD* socket = BIO_s_socket();
+    BIO_METHOD* own = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK |
+                                       BIO_TYPE_DESCRIPTOR,
+                                   "socket, no SIGPIPE");
+    BIO_meth_set_write(own, SendNoSignal);
+    BIO_meth_set_read(own, BIO_meth_get_read(socket));
+    BIO_meth_set_puts(own, BIO_meth_get_puts(socket));
+    BIO_meth_set_ctrl(own, BIO_meth_get_ctrl(socket));
+    BIO_meth_set_create(own, BIO_meth_get_create(socket));
+    BIO_meth_set_destroy(own, BIO_meth_get_destroy(socket));
+    return own;
+  }();
+  return method;
 }
 
 }  // namespace
@@ -98,10 +131,14 @@ absl::StatusOr<std::unique_ptr<TlsChannel>> TlsChannel::Create(const TlsContext&
                                                                const std::string& peer_name) {
   ERR_clear_error();
   SSL* ssl = SSL_new(context.get());
-  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
+  BIO* bio = BIO_new(SocketNoSignal());
+  if (ssl == nullptr || bio == nullptr) {
     if (ssl != nullptr) SSL_free(ssl);
+    if (bio != nullptr) BIO_free(bio);
     return absl::InternalError(absl::StrCat("TLS: ", Errors()));
   }
+  BIO_set_fd(bio, fd, BIO_NOCLOSE);
+  SSL_set_bio(ssl, bio, bio);  // the SSL owns it
   std::unique_ptr<TlsChannel> channel(new TlsChannel(ssl));
   if (!dialer) {
     SSL_set_accept_state(ssl);
@@ -148,21 +185,28 @@ ssize_t TlsChannel::Outcome(int result, bool reading, TlsWait* wait, std::string
     case SSL_ERROR_WANT_WRITE:
       *wait = TlsWait::kWritable;
       return -1;
-    case SSL_ERROR_ZERO_RETURN:
-      if (reading) return 0;  // the peer's close_notify
-      *error = "closed by the peer";
+    case SSL_ERROR_ZERO_RETURN:  // the peer's close_notify
+      if (reading) return 0;
+      error->clear();  // a write after it: the connection is over, TLS did not fail
       return -1;
-    case SSL_ERROR_SYSCALL:
-      if (ERR_peek_error() == 0) {
-        if (errno == EINTR) {
-          *wait = reading ? TlsWait::kReadable : TlsWait::kWritable;
-          return -1;
-        }
-        if (reading && (result == 0 || errno == 0 || errno == ECONNRESET)) return 0;  // EOF
-        error->clear();  // the connection failed (reset, broken pipe), not TLS: errno says why
+    case SSL_ERROR_SYSCALL: {
+      // A failed read(2)/send(2) (OpenSSL 3 queues it as a system error, older ones only set
+      // errno): the connection failed, TLS did not.
+      unsigned long queued = ERR_peek_error();
+      if (queued != 0 && ERR_GET_LIB(queued) != ERR_LIB_SYS) break;
+      int system_error = queued != 0 ? ERR_GET_REASON(queued) : errno;
+      ERR_clear_error();
+      if (system_error == EINTR) {
+        *wait = reading ? TlsWait::kReadable : TlsWait::kWritable;
         return -1;
       }
-      break;
+      if (reading && (result == 0 || system_error == 0 || system_error == ECONNRESET)) {
+        return 0;  // end of stream
+      }
+      error->clear();
+      errno = system_error;
+      return -1;
+    }
     default:
       break;
   }
