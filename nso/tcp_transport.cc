@@ -56,6 +56,7 @@ void NoDelay(int fd) {
 
 struct TcpTransport::Connection {
   int fd = -1;
+  uint64_t opened_ms = 0;   // accepted or dialed
   NodeId peer = 0;          // 0: an inbound connection before its Hello
   bool connecting = false;  // dialed, connect() not finished
   bool hello_done = false;  // Hello received (and, inbound, answered)
@@ -163,6 +164,10 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
 
 void TcpTransport::Flush() {
   uint64_t now_ms = 0;
+  if (!connections_.empty()) {
+    now_ms = MonotonicNowMs();
+    SweepSilent(now_ms);
+  }
   for (auto& [peer, owned] : links_) {
     Link* link = owned.get();
     if (!link->established) {
@@ -272,17 +277,53 @@ void TcpTransport::TlsFailure(Connection* connection, const std::string& error) 
 }
 
 void TcpTransport::Accept() {
+  uint64_t now_ms = MonotonicNowMs();
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN: all taken; other errors: try on the next event
+    if (options_.tls && !TakeAcceptToken(now_ms)) {
+      if (accepts_refused_++ % 1000 == 0) {
+        Log("peer")->warn("more than {} TLS connections a second: connection refused ({} so far)",
+                          options_.tls_accepts_per_second, accepts_refused_);
+      }
+      close(fd);
+      continue;
+    }
     NoDelay(fd);
     auto connection = std::make_unique<Connection>();
     connection->fd = fd;
+    connection->opened_ms = now_ms;
     Connection* raw = connection.get();
     connections_[fd] = std::move(connection);
     loop_->Watch(fd, EPOLLIN, [this, fd](uint32_t events) { OnEvents(fd, events); });
     if (options_.tls && !StartTls(raw, /*dialer=*/false, "")) Close(fd, nullptr);
   }
+}
+
+bool TcpTransport::TakeAcceptToken(uint64_t now_ms) {
+  double rate = options_.tls_accepts_per_second;
+  if (accept_tokens_at_ms_ == 0) accept_tokens_ = rate;  // a full bucket at first
+  accept_tokens_ = std::min(rate, accept_tokens_ + (now_ms - accept_tokens_at_ms_) * rate / 1000);
+  accept_tokens_at_ms_ = now_ms;
+  if (accept_tokens_ < 1) return false;
+  accept_tokens_ -= 1;
+  return true;
+}
+
+void TcpTransport::SweepSilent(uint64_t now_ms) {
+  if (now_ms < hello_sweep_at_ms_ + 1000) return;
+  hello_sweep_at_ms_ = now_ms;
+  std::vector<int> silent;
+  for (const auto& [fd, connection] : connections_) {
+    if (connection->peer == 0 && !connection->hello_done &&
+        now_ms >= connection->opened_ms + options_.hello_timeout_ms) {
+      silent.push_back(fd);
+    }
+  }
+  if (silent.empty()) return;
+  Log("peer")->info("{} inbound connection(s) without a hello for {} ms: closed", silent.size(),
+                    options_.hello_timeout_ms);
+  for (int fd : silent) Close(fd, nullptr);
 }
 
 void TcpTransport::OnEvents(int fd, uint32_t events) {

@@ -42,8 +42,15 @@ struct TcpTransportOptions {
   size_t frame_bytes_max = 256 << 20;  // a longer frame closes the connection
   uint32_t backoff_min_ms = 20;
   uint32_t backoff_max_ms = 250;  // a refused dial costs nothing: a restarted peer is found fast
+  // An inbound connection that has not said hello within this long is closed (a port scanner,
+  // a stuck peer: each would hold a descriptor for good).
+  uint32_t hello_timeout_ms = 5000;
   // Mutual TLS (tls: in the YAML); nullptr: plaintext.
   std::shared_ptr<TlsContext> tls;
+  // TLS handshakes run on the protocol thread (~0.4 ms of CPU each for the acceptor here): at
+  // most this many inbound connections per second start one, in bursts of as many; the others
+  // are closed at once, so a flood of connections cannot starve the protocol (a peer redials).
+  uint32_t tls_accepts_per_second = 100;
   // When non-empty, peers' certificates are checked against this name instead of the host of
   // their address (tls.server_name).
   std::string tls_server_name;
@@ -76,6 +83,10 @@ class TcpTransport final : public PeerTransport {
   struct Link;        // one peer
 
   void Accept();
+  // TLS: whether an inbound connection may start a handshake now (token bucket).
+  bool TakeAcceptToken(uint64_t now_ms);
+  // Closes inbound connections older than hello_timeout_ms without a hello (once a second).
+  void SweepSilent(uint64_t now_ms);
   void Dial(Link* link, uint64_t now_ms);
   void OnEvents(int fd, uint32_t events);
   // Reads what is there; false when the connection must close.
@@ -105,6 +116,10 @@ class TcpTransport final : public PeerTransport {
   std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
   std::vector<char> read_buffer_;                              // loop thread
   uint64_t inbound_tls_failures_ = 0;                          // loop thread
+  double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now
+  uint64_t accept_tokens_at_ms_ = 0;    // when accept_tokens_ was last refilled
+  uint64_t accepts_refused_ = 0;        // over tls_accepts_per_second
+  uint64_t hello_sweep_at_ms_ = 0;      // the last look for connections without a hello
 };
 
 }  // namespace cohort::nso

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,7 +31,8 @@ namespace {
 class Endpoint {
  public:
   Endpoint(NodeId self, int port, NodeId peer, int peer_port,
-           std::shared_ptr<TlsContext> tls = nullptr, const std::string& server_name = "")
+           std::shared_ptr<TlsContext> tls = nullptr, const std::string& server_name = "",
+           std::function<void(TcpTransportOptions*)> tune = nullptr)
       : loop_(2, 1 << 16, [](uint64_t) {}) {
     TcpTransportOptions options;
     options.tls = std::move(tls);
@@ -39,6 +41,7 @@ class Endpoint {
     options.cluster = "test";
     options.listen = "127.0.0.1:" + std::to_string(port);
     options.peer_addresses[peer] = "127.0.0.1:" + std::to_string(peer_port);
+    if (tune) tune(&options);
     transport_ = std::make_unique<TcpTransport>(options, &loop_);
     listening_ = transport_->Listen();
     loop_.AddFlush([this] { transport_->Flush(); });
@@ -124,6 +127,29 @@ bool ClosedAfterWriting(int port, const std::string& bytes) {
   }
   close(fd);
   return closed;
+}
+
+// A plain TCP connection to the port (the caller closes it); -1 if refused.
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the other side has closed the connection (waits up to `wait_ms` for it).
+bool ClosedByPeer(int fd, int wait_ms) {
+  timeval timeout{wait_ms / 1000, (wait_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char byte;
+  ssize_t got = recv(fd, &byte, 1, 0);
+  return got == 0 || (got < 0 && errno == ECONNRESET);
 }
 
 std::string Framed(const wire::PeerFrame& frame) {
@@ -263,6 +289,43 @@ TEST_CASE("TLS context: a broken CA, certificate or key is named", "[transport][
   auto other_key = TlsContext::Create(ca_pem, cert, ReadFile(ca + "/rogue.key"));
   REQUIRE_FALSE(other_key.ok());
   CHECK(std::string(other_key.status().message()).find("tls.key_file") != std::string::npos);
+}
+
+TEST_CASE("tcp transport: a connection that never says hello is closed; a flood of TLS "
+          "connections is cut to the allowed rate, and the peers still connect",
+          "[transport][tls]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  SECTION("silent inbound connection") {
+    Endpoint two(2, port2, 1, port1, nullptr, "",
+                 [](TcpTransportOptions* options) { options->hello_timeout_ms = 300; });
+    int fd = Connect(port2);
+    REQUIRE(fd >= 0);
+    CHECK_FALSE(ClosedByPeer(fd, 200));  // still open before the timeout
+    CHECK(ClosedByPeer(fd, 3000));       // closed by the sweep after it
+    close(fd);
+  }
+  SECTION("TLS accepts over the rate") {
+    const std::string ca = MakeCa();
+    std::shared_ptr<TlsContext> good = Tls(ca, "daemon");
+    auto slow = [](TcpTransportOptions* options) { options->tls_accepts_per_second = 5; };
+    Endpoint two(2, port2, 1, port1, good, "", slow);
+    std::vector<int> fds;
+    for (int i = 0; i < 30; ++i) fds.push_back(Connect(port2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    int closed = 0;
+    for (int fd : fds) {
+      REQUIRE(fd >= 0);
+      if (ClosedByPeer(fd, 50)) ++closed;  // refused; the others wait for a ClientHello
+    }
+    CHECK(closed >= 20);  // a burst of 5, and 5 a second after it
+    CHECK(closed <= 27);
+    for (int fd : fds) close(fd);
+    // The real peer gets in once tokens are back (it redials with backoff).
+    Endpoint one(1, port1, 2, port2, good, "", slow);
+    REQUIRE(BothConnected(one, two));
+    CheckExchange(one, two, 1, 20);
+  }
 }
 
 }  // namespace cohort::nso
