@@ -9,9 +9,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,7 +17,7 @@
 
 #include "nso/event_loop.h"
 #include "nso/tcp_transport.h"
-#include "test/ops_test_util.h"
+#include "test/tls_test_util.h"
 #include "test/transport_test_util.h"
 #include "tools/subprocess.h"
 
@@ -73,61 +70,9 @@ using test::CheckExchange;
 using test::Eventually;
 using test::Range;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// tools/make-test-ca's CA and certificates, in a fresh directory; `name` picks the certificate
-// (daemon: from the cluster's CA; rogue: from another CA).
-std::shared_ptr<TlsContext> Tls(const std::string& dir, const std::string& name) {
-  auto context = TlsContext::Create(ReadFile(dir + "/ca.pem"), ReadFile(dir + "/" + name + ".pem"),
-                                    ReadFile(dir + "/" + name + ".key"));
-  REQUIRE(context.ok());
-  return *context;
-}
-
-std::string MakeCa() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(tmp ? tmp : "/tmp") + "/tcp-tls-ca";
-  std::string out;
-  REQUIRE(cohort::test::RunCapture("tools/make-test-ca " + dir, &out) == 0);
-  return dir;
-}
-
-// Connects to the port, writes `bytes`, and reports whether the other side closed the connection.
-bool ClosedAfterWriting(int port, const std::string& bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return false;
-  }
-  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  timeval timeout{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  char buffer[256];
-  bool closed = false;
-  while (true) {
-    ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
-    if (got == 0) {
-      closed = true;
-      break;
-    }
-    if (got < 0 && errno == ECONNRESET) {  // closed with our bytes unread
-      closed = true;
-      break;
-    }
-    if (got < 0) break;  // timeout: still open
-  }
-  close(fd);
-  return closed;
-}
+using test::MakeCa;
+using test::ReadFile;
+using test::Tls;
 
 // A plain TCP connection to the port (the caller closes it); -1 if refused.
 int Connect(int port) {
@@ -143,13 +88,28 @@ int Connect(int port) {
   return fd;
 }
 
-// Whether the other side has closed the connection (waits up to `wait_ms` for it).
+// Whether the other side closes the connection within `wait_ms` (what it sends first, a TLS
+// alert, is read and dropped; a reset is a close with our bytes unread).
 bool ClosedByPeer(int fd, int wait_ms) {
   timeval timeout{wait_ms / 1000, (wait_ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  char byte;
-  ssize_t got = recv(fd, &byte, 1, 0);
-  return got == 0 || (got < 0 && errno == ECONNRESET);
+  char buffer[256];
+  while (true) {
+    ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
+    if (got > 0) continue;
+    return got == 0 || (got < 0 && errno == ECONNRESET);
+  }
+}
+
+// Connects to the port, writes `bytes`, and reports whether the other side closed the connection
+// (within 5 s).
+bool ClosedAfterWriting(int port, const std::string& bytes) {
+  int fd = Connect(port);
+  if (fd < 0) return false;
+  send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  bool closed = ClosedByPeer(fd, 5000);
+  close(fd);
+  return closed;
 }
 
 std::string Framed(const wire::PeerFrame& frame) {

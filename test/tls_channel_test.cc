@@ -6,39 +6,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "nso/tls_channel.h"
-#include "test/ops_test_util.h"
+#include "test/tls_test_util.h"
 
 namespace cohort::nso {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string MakeCa() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(tmp ? tmp : "/tmp") + "/tls-channel-ca";
-  std::string out;
-  REQUIRE(cohort::test::RunCapture("tools/make-test-ca " + dir, &out) == 0);
-  return dir;
-}
-
-std::shared_ptr<TlsContext> Context(const std::string& dir, const std::string& name) {
-  auto context = TlsContext::Create(ReadFile(dir + "/ca.pem"), ReadFile(dir + "/" + name + ".pem"),
-                                    ReadFile(dir + "/" + name + ".key"));
-  REQUIRE(context.ok());
-  return *context;
-}
+using test::MakeCa;
+using test::Tls;
 
 // A dialer and an acceptor over a non-blocking socket pair.
 struct Pair {
@@ -95,7 +73,7 @@ struct Pair {
 TEST_CASE("TLS channel: a handshake and data over a socket pair; the peer's close; no SIGPIPE",
           "[tls]") {
   const std::string ca = MakeCa();
-  std::shared_ptr<TlsContext> daemon = Context(ca, "daemon");
+  std::shared_ptr<TlsContext> daemon = Tls(ca, "daemon");
   Pair pair(*daemon, *daemon, "127.0.0.1");
   std::string error;
   REQUIRE(pair.Send("hello over TLS", &error));
@@ -123,8 +101,8 @@ TEST_CASE("TLS channel: certificates from another CA or for another name fail th
           "saying why",
           "[tls]") {
   const std::string ca = MakeCa();
-  std::shared_ptr<TlsContext> daemon = Context(ca, "daemon");
-  std::shared_ptr<TlsContext> rogue = Context(ca, "rogue");
+  std::shared_ptr<TlsContext> daemon = Tls(ca, "daemon");
+  std::shared_ptr<TlsContext> rogue = Tls(ca, "rogue");
   std::string error;
   SECTION("the acceptor's certificate is from another CA") {
     Pair pair(*daemon, *rogue, "127.0.0.1");
