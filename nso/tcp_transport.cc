@@ -166,7 +166,7 @@ void TcpTransport::Flush() {
   uint64_t now_ms = 0;
   if (!connections_.empty()) {
     now_ms = MonotonicNowMs();
-    SweepSilent(now_ms);
+    SweepStalled(now_ms);
   }
   for (auto& [peer, owned] : links_) {
     Link* link = owned.get();
@@ -230,6 +230,7 @@ void TcpTransport::Dial(Link* link, uint64_t now_ms) {
   }
   auto connection = std::make_unique<Connection>();
   connection->fd = fd;
+  connection->opened_ms = now_ms;
   connection->peer = link->peer;
   connection->connecting = true;
   connection->want_write = true;
@@ -310,20 +311,36 @@ bool TcpTransport::TakeAcceptToken(uint64_t now_ms) {
   return true;
 }
 
-void TcpTransport::SweepSilent(uint64_t now_ms) {
-  if (now_ms < hello_sweep_at_ms_ + 1000) return;
+void TcpTransport::SweepStalled(uint64_t now_ms) {
+  uint64_t every_ms = std::min<uint64_t>(
+      {1000, options_.hello_timeout_ms / 2, options_.connect_timeout_ms / 2});
+  if (now_ms < hello_sweep_at_ms_ + every_ms) return;
   hello_sweep_at_ms_ = now_ms;
   std::vector<int> silent;
+  std::vector<int> unconnected;
   for (const auto& [fd, connection] : connections_) {
     if (connection->peer == 0 && !connection->hello_done &&
         now_ms >= connection->opened_ms + options_.hello_timeout_ms) {
       silent.push_back(fd);
     }
+    if (connection->connecting && now_ms >= connection->opened_ms + options_.connect_timeout_ms) {
+      unconnected.push_back(fd);
+    }
   }
-  if (silent.empty()) return;
-  Log("peer")->info("{} inbound connection(s) without a hello for {} ms: closed", silent.size(),
-                    options_.hello_timeout_ms);
+  if (!silent.empty()) {
+    Log("peer")->info("{} inbound connection(s) without a hello for {} ms: closed", silent.size(),
+                      options_.hello_timeout_ms);
+  }
   for (int fd : silent) Close(fd, nullptr);
+  for (int fd : unconnected) {
+    auto link = links_.find(connections_.at(fd)->peer);
+    std::string why = absl::StrCat("connect timed out after ", options_.connect_timeout_ms, " ms");
+    if (link != links_.end() && link->second->last_failure != why) {
+      link->second->last_failure = why;
+      Log("peer")->info("cannot reach node {} at {}: {}", link->first, link->second->address, why);
+    }
+    Close(fd, nullptr);  // the link redials after its backoff
+  }
 }
 
 void TcpTransport::OnEvents(int fd, uint32_t events) {

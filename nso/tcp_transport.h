@@ -45,6 +45,10 @@ struct TcpTransportOptions {
   // An inbound connection that has not said hello within this long is closed (a port scanner,
   // a stuck peer: each would hold a descriptor for good).
   uint32_t hello_timeout_ms = 5000;
+  // A dial whose connect() has not finished within this long is abandoned and redialed (a host
+  // behind a cut drops SYNs; the kernel's own retries back off to tens of seconds, and would
+  // keep the link down that long after the cut heals).
+  uint32_t connect_timeout_ms = 1000;
   // Mutual TLS (tls: in the YAML); nullptr: plaintext.
   std::shared_ptr<TlsContext> tls;
   // TLS handshakes run on the protocol thread (~0.4 ms of CPU each for the acceptor here): at
@@ -85,8 +89,10 @@ class TcpTransport final : public PeerTransport {
   void Accept();
   // TLS: whether an inbound connection may start a handshake now (token bucket).
   bool TakeAcceptToken(uint64_t now_ms);
-  // Closes inbound connections older than hello_timeout_ms without a hello (once a second).
-  void SweepSilent(uint64_t now_ms);
+  // Closes inbound connections older than hello_timeout_ms without a hello, and dials not
+  // connected after connect_timeout_ms (looked at every half of the shorter timeout, at most
+  // once a second).
+  void SweepStalled(uint64_t now_ms);
   void Dial(Link* link, uint64_t now_ms);
   void OnEvents(int fd, uint32_t events);
   // Reads what is there; false when the connection must close.

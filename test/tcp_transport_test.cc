@@ -288,4 +288,55 @@ TEST_CASE("tcp transport: a connection that never says hello is closed; a flood 
   }
 }
 
+TEST_CASE("tcp transport: a dial whose SYNs go unanswered is abandoned and redialed, so the peer "
+          "is reached soon after it answers again",
+          "[transport]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  // "Node 2": a listener that does not accept yet, its accept queue full, so the kernel drops
+  // further SYNs to it, as a host behind a cut does.
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port2);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(listen(listener, 0) == 0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 3; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    fillers.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Endpoint one(1, port1, 2, port2, nullptr, "",
+               [](TcpTransportOptions* options) { options->connect_timeout_ms = 300; });
+  // 8 s of silence: the kernel alone would send its next SYN 15 s after the first.
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  CHECK_FALSE(one.transport().Connected(2));
+  // Node 2 answers again: it accepts and says hello to every connection that says hello.
+  for (int fd : fillers) close(fd);
+  auto healed = std::chrono::steady_clock::now();
+  bool connected = false;
+  while (!connected && std::chrono::steady_clock::now() - healed < std::chrono::seconds(3)) {
+    int fd = accept4(listener, nullptr, nullptr, 0);
+    if (fd >= 0) {
+      timeval timeout{1, 0};
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+      char buffer[256];
+      if (recv(fd, buffer, sizeof(buffer), 0) > 0) {  // its hello
+        std::string hello = Framed(HelloFrame(2, "test"));
+        send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+        connected = Eventually([&] { return one.transport().Connected(2); });
+      }
+      if (!connected) close(fd);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  CHECK(connected);
+  CHECK(std::chrono::steady_clock::now() - healed < std::chrono::seconds(3));
+  close(listener);
+}
+
 }  // namespace cohort::nso
