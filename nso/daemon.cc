@@ -186,8 +186,7 @@ absl::Status Daemon::Start() {
     }
     options.credentials = credentials->peer_dialer;
     options.ssl_target_name = config_.tls.server_name;
-    options.loop = loop_.get();  // frames reach the protocol thread whole
-    auto grpc = std::make_unique<GrpcTransport>(options);
+    auto grpc = std::make_unique<GrpcTransport>(options, loop_.get());
     // The writes of a batch of protocol work start on the protocol thread, as it ends (issue 7).
     GrpcTransport* raw = grpc.get();
     loop_->AddFlush([raw] { raw->Flush(); });

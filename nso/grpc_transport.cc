@@ -14,8 +14,10 @@ constexpr size_t kFrameMaxEnvelopes = 4096;
 
 }  // namespace
 
-GrpcTransport::GrpcTransport(GrpcTransportOptions options)
-    : options_(std::move(options)), hello_(HelloFrame(options_.self, options_.cluster)) {
+GrpcTransport::GrpcTransport(GrpcTransportOptions options, EventLoop* loop)
+    : options_(std::move(options)),
+      loop_(loop),
+      hello_(HelloFrame(options_.self, options_.cluster)) {
   for (const auto& [peer, address] : options_.peer_addresses) {
     links_[peer] =
         std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes, &counters_);
@@ -168,11 +170,10 @@ void GrpcTransport::InboundEnded(NodeId peer, grpc::CallbackServerContext* conte
 }
 
 void GrpcTransport::Deliver(NodeId peer, wire::Frame* frame) {
-  if (options_.loop == nullptr) return DeliverNow(peer, frame);
   auto whole = std::make_shared<wire::Frame>();
   whole->Swap(frame);
   size_t envelopes = whole->envelopes_size();
-  if (!options_.loop->Post([this, peer, whole] { DeliverNow(peer, whole.get()); })) {
+  if (!loop_->Post([this, peer, whole] { DeliverNow(peer, whole.get()); })) {
     // The protocol thread is far behind: lost, as on a congested link (protocols retransmit).
     counters_.envelopes_rejected += envelopes;
     if (frames_dropped_++ % 1000 == 0) {

@@ -44,16 +44,15 @@ struct GrpcTransportOptions {
   // When non-empty, peers' certificates are checked against this name instead of the host of
   // their address (tls.server_name).
   std::string ssl_target_name;
-  // When set, each frame read is handed to this loop whole (one hand-off per frame, not per
-  // envelope), and the receiver runs on its thread; otherwise on gRPC's.
-  EventLoop* loop = nullptr;
 };
 
 class GrpcTransport final : public PeerTransport,
                             public wire::Peer::CallbackService,
                             public PeerStreamHost {
  public:
-  explicit GrpcTransport(GrpcTransportOptions options);
+  // Each frame read is handed to `loop`, the protocol thread, whole (one hand-off per frame, not
+  // per envelope): the receiver runs there.
+  GrpcTransport(GrpcTransportOptions options, EventLoop* loop);
   ~GrpcTransport() override;
 
   // Starts the dialers towards peers with a higher node id. Register `this` as a service on the
@@ -85,9 +84,11 @@ class GrpcTransport final : public PeerTransport,
                                           grpc::CallbackServerContext* context) override;
   void InboundEnded(NodeId peer, grpc::CallbackServerContext* context) override;
   void Deliver(NodeId peer, wire::Frame* frame) override;
+  // On the loop: the frame's valid envelopes to the receiver.
   void DeliverNow(NodeId peer, wire::Frame* frame);
 
   const GrpcTransportOptions options_;
+  EventLoop* const loop_;
   const wire::PeerFrame hello_;
   TransportCounters counters_;
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;  // fixed after construction

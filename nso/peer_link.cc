@@ -102,16 +102,19 @@ PeerLink::Action PeerLink::NextWrite(PeerWriter* writer) {
     queue_.pop_front();
   }
   writer->writing_ = true;
-  counters_->frames_sent++;
-  counters_->envelopes_sent += batch->envelopes_size();
-  counters_->bytes_sent += writer->frame_.ByteSizeLong();
   action.write = writer;
   return action;
 }
 
-void PeerLink::Act(const Action& action) {
+void PeerLink::Act(const Action& action) const {
   if (action.release != nullptr) action.release->Released();
-  if (action.write != nullptr) action.write->StartFrameWrite(&action.write->frame_);
+  if (action.write == nullptr) return;
+  // Without mu_: until WriteDone only this thread touches the frame of the write in progress.
+  const wire::PeerFrame& frame = action.write->frame_;
+  counters_->frames_sent++;
+  counters_->envelopes_sent += frame.frame().envelopes_size();
+  counters_->bytes_sent += frame.ByteSizeLong();
+  action.write->StartFrameWrite(&frame);
 }
 
 }  // namespace cohort::nso

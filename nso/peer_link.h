@@ -71,7 +71,7 @@ class PeerLink {
   };
   // What `writer` does next, if it is the attached one and idle: write what is queued.
   Action NextWrite(PeerWriter* writer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Act(const Action& action);
+  void Act(const Action& action) const;  // without mu_
 
   const NodeId peer_;
   const size_t queue_max_;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -84,7 +85,10 @@ struct TcpTransport::Link {
 };
 
 TcpTransport::TcpTransport(TcpTransportOptions options, EventLoop* loop)
-    : options_(std::move(options)), loop_(loop) {
+    : options_(std::move(options)),
+      loop_(loop),
+      sweep_every_ms_(std::min<uint64_t>(
+          {1000, options_.hello_timeout_ms / 2, options_.connect_timeout_ms / 2})) {
   for (const auto& [peer, address] : options_.peer_addresses) {
     auto link = std::make_unique<Link>();
     link->peer = peer;
@@ -312,10 +316,8 @@ bool TcpTransport::TakeAcceptToken(uint64_t now_ms) {
 }
 
 void TcpTransport::SweepStalled(uint64_t now_ms) {
-  uint64_t every_ms = std::min<uint64_t>(
-      {1000, options_.hello_timeout_ms / 2, options_.connect_timeout_ms / 2});
-  if (now_ms < hello_sweep_at_ms_ + every_ms) return;
-  hello_sweep_at_ms_ = now_ms;
+  if (now_ms < sweep_at_ms_ + sweep_every_ms_) return;
+  sweep_at_ms_ = now_ms;
   std::vector<int> silent;
   std::vector<int> unconnected;
   for (const auto& [fd, connection] : connections_) {

@@ -115,6 +115,7 @@ class TcpTransport final : public PeerTransport {
 
   const TcpTransportOptions options_;
   EventLoop* const loop_;
+  const uint64_t sweep_every_ms_;  // SweepStalled: half the shorter timeout, at most 1 s
   Receiver receiver_;
   TransportCounters counters_;
   int listen_fd_ = -1;
@@ -125,7 +126,7 @@ class TcpTransport final : public PeerTransport {
   double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now
   uint64_t accept_tokens_at_ms_ = 0;    // when accept_tokens_ was last refilled
   uint64_t accepts_refused_ = 0;        // over tls_accepts_per_second
-  uint64_t hello_sweep_at_ms_ = 0;      // the last look for connections without a hello
+  uint64_t sweep_at_ms_ = 0;            // the last SweepStalled
 };
 
 }  // namespace cohort::nso

@@ -16,18 +16,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include "test/cluster.h"
+#include "test/ops_test_util.h"
 
 namespace cohort {
 namespace {
 
 using Catch::Matchers::Contains;
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using cohort::test::ReadText;
 
 std::vector<YAML::Node> Manifests() {
   std::vector<YAML::Node> docs = YAML::LoadAllFromFile(test::Runfile("deploy/kubernetes/cohort.yaml"));

@@ -24,18 +24,15 @@ using test::CheckExchange;
 using test::Eventually;
 using test::Range;
 
-// One daemon's peer transport and peer server, as cohortd runs them (frames handed to the
-// protocol thread whole; with `to_loop` false the receiver runs on gRPC's threads).
+// One daemon's peer transport and peer server, as cohortd runs them.
 class Endpoint {
  public:
-  Endpoint(NodeId self, int port, NodeId peer, int peer_port, bool to_loop = true)
-      : loop_(2, 1 << 16, [](uint64_t) {}) {
+  Endpoint(NodeId self, int port, NodeId peer, int peer_port) : loop_(2, 1 << 16, [](uint64_t) {}) {
     GrpcTransportOptions options;
-    if (to_loop) options.loop = &loop_;
     options.self = self;
     options.cluster = "test";
     options.peer_addresses[peer] = "127.0.0.1:" + std::to_string(peer_port);
-    transport_ = std::make_unique<GrpcTransport>(options);
+    transport_ = std::make_unique<GrpcTransport>(options, &loop_);
     loop_.AddFlush([this] { transport_->Flush(); });
     log_ = std::make_unique<test::HeartbeatLog>(&loop_, transport_.get());
     grpc::ServerBuilder builder;
@@ -184,10 +181,10 @@ TEST_CASE("grpc transport: what is sent while the peer is down arrives once it i
           "[transport]") {
   const int port1 = subprocess::FreePort();
   const int port2 = subprocess::FreePort();
-  Endpoint one(1, port1, 2, port2, /*to_loop=*/false);
+  Endpoint one(1, port1, 2, port2);
   one.SendHeartbeats(1, 2, 1, 50);  // node 2 is not there yet: queued
   CHECK_FALSE(one.transport().Connected(2));
-  Endpoint two(2, port2, 1, port1, /*to_loop=*/false);
+  Endpoint two(2, port2, 1, port1);
   REQUIRE(Eventually([&] { return two.Received().size() >= 50; }));
   CHECK(two.Received() == Range(1, 50));
 

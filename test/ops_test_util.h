@@ -1,5 +1,5 @@
 // Helpers of the operations tests: an HTTP GET over a raw socket, reading one Prometheus sample,
-// and running a command capturing its standard output.
+// reading a file, and running a command capturing its standard output.
 #ifndef COHORT_TEST_OPS_TEST_UTIL_H_
 #define COHORT_TEST_OPS_TEST_UTIL_H_
 
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,6 +50,14 @@ inline double MetricValue(const std::string& text, const std::string& series) {
     }
   }
   return -1;
+}
+
+// A whole file as text ("" if it cannot be read).
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // Runs `command` through /bin/sh; its stdout (and stderr, merged) in *output; the exit code.

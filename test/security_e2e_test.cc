@@ -20,18 +20,14 @@
 #include "invocation/servant.h"
 #include "test/cluster.h"
 #include "test/ops_test_util.h"
+#include "tools/test_ca.h"
 
 namespace cohort {
 namespace {
 
 using Catch::Matchers::Contains;
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using cohort::test::ReadText;
 
 void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
@@ -109,8 +105,7 @@ TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins",
   INFO("peer_transport: " << transport);
   std::string ca = MakeCa("ca-tls-" + transport);
   test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
-                         "tls: {ca_file: " + ca + "/ca.pem, cert_file: " + ca +
-                             "/daemon.pem, key_file: " + ca + "/daemon.key}\n"
+                         TestCaTlsYaml(ca) +
                              "failure_detector: {exclude_timeout_ms: 1500}\n"
                              "peer_transport: " + transport + "\n",
                          "info"});

@@ -71,22 +71,8 @@ using test::Eventually;
 using test::Range;
 
 using test::MakeCa;
-using test::ReadFile;
+using test::ReadText;
 using test::Tls;
-
-// A plain TCP connection to the port (the caller closes it); -1 if refused.
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Whether the other side closes the connection within `wait_ms` (what it sends first, a TLS
 // alert, is read and dropped; a reset is a close with our bytes unread).
@@ -104,7 +90,7 @@ bool ClosedByPeer(int fd, int wait_ms) {
 // Connects to the port, writes `bytes`, and reports whether the other side closed the connection
 // (within 5 s).
 bool ClosedAfterWriting(int port, const std::string& bytes) {
-  int fd = Connect(port);
+  int fd = subprocess::ConnectLoopback(port);
   if (fd < 0) return false;
   send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   bool closed = ClosedByPeer(fd, 5000);
@@ -236,9 +222,9 @@ TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certif
 
 TEST_CASE("TLS context: a broken CA, certificate or key is named", "[transport][tls]") {
   const std::string ca = MakeCa();
-  const std::string ca_pem = ReadFile(ca + "/ca.pem");
-  const std::string cert = ReadFile(ca + "/daemon.pem");
-  const std::string key = ReadFile(ca + "/daemon.key");
+  const std::string ca_pem = ReadText(ca + "/ca.pem");
+  const std::string cert = ReadText(ca + "/daemon.pem");
+  const std::string key = ReadText(ca + "/daemon.key");
   CHECK(TlsContext::Create(ca_pem, cert, key).ok());
   auto no_ca = TlsContext::Create("not a certificate", cert, key);
   REQUIRE_FALSE(no_ca.ok());
@@ -246,7 +232,7 @@ TEST_CASE("TLS context: a broken CA, certificate or key is named", "[transport][
   auto bad_cert = TlsContext::Create(ca_pem, "-----BEGIN CERTIFICATE-----\nxx\n", key);
   REQUIRE_FALSE(bad_cert.ok());
   CHECK(std::string(bad_cert.status().message()).find("tls.cert_file") != std::string::npos);
-  auto other_key = TlsContext::Create(ca_pem, cert, ReadFile(ca + "/rogue.key"));
+  auto other_key = TlsContext::Create(ca_pem, cert, ReadText(ca + "/rogue.key"));
   REQUIRE_FALSE(other_key.ok());
   CHECK(std::string(other_key.status().message()).find("tls.key_file") != std::string::npos);
 }
@@ -259,7 +245,7 @@ TEST_CASE("tcp transport: a connection that never says hello is closed; a flood 
   SECTION("silent inbound connection") {
     Endpoint two(2, port2, 1, port1, nullptr, "",
                  [](TcpTransportOptions* options) { options->hello_timeout_ms = 300; });
-    int fd = Connect(port2);
+    int fd = subprocess::ConnectLoopback(port2);
     REQUIRE(fd >= 0);
     CHECK_FALSE(ClosedByPeer(fd, 200));  // still open before the timeout
     CHECK(ClosedByPeer(fd, 3000));       // closed by the sweep after it
@@ -271,7 +257,7 @@ TEST_CASE("tcp transport: a connection that never says hello is closed; a flood 
     auto slow = [](TcpTransportOptions* options) { options->tls_accepts_per_second = 5; };
     Endpoint two(2, port2, 1, port1, good, "", slow);
     std::vector<int> fds;
-    for (int i = 0; i < 30; ++i) fds.push_back(Connect(port2));
+    for (int i = 0; i < 30; ++i) fds.push_back(subprocess::ConnectLoopback(port2));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     int closed = 0;
     for (int fd : fds) {

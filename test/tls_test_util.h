@@ -6,9 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "nso/tls_channel.h"
@@ -16,12 +14,7 @@
 
 namespace cohort::nso::test {
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using cohort::test::ReadText;
 
 // tools/make-test-ca into a directory of the test's: ca.pem, daemon.pem/.key (from that CA),
 // rogue.pem/.key (from another CA).
@@ -35,8 +28,8 @@ inline std::string MakeCa() {
 
 // A context with the CA of `dir` and the certificate `name` (daemon or rogue).
 inline std::shared_ptr<TlsContext> Tls(const std::string& dir, const std::string& name) {
-  auto context = TlsContext::Create(ReadFile(dir + "/ca.pem"), ReadFile(dir + "/" + name + ".pem"),
-                                    ReadFile(dir + "/" + name + ".key"));
+  auto context = TlsContext::Create(ReadText(dir + "/ca.pem"), ReadText(dir + "/" + name + ".pem"),
+                                    ReadText(dir + "/" + name + ".key"));
   REQUIRE(context.ok());
   return *context;
 }

@@ -67,6 +67,7 @@
 #include "invocation/servant.h"
 #include "tools/kv_store.h"
 #include "tools/subprocess.h"
+#include "tools/test_ca.h"
 
 namespace {
 
@@ -207,11 +208,8 @@ class Run {
           << "failure_detector:\n  suspect_timeout_ms: 50\n  exclude_timeout_ms: 1000\n"
           << "groups:\n  - name: kv\n    members: [" << absl::StrJoin(members, ", ") << "]\n"
           << "    ordering: " << o_.ordering << "\n"
-          << (o_.tls_ca.empty()
-                  ? std::string("tls: {insecure: true}\n")
-                  : absl::StrCat("tls: {ca_file: ", o_.tls_ca, "/ca.pem, cert_file: ", o_.tls_ca,
-                                 "/daemon.pem, key_file: ", o_.tls_ca,
-                                 "/daemon.key, server_name: cohort}\n"))
+          << (o_.tls_ca.empty() ? std::string("tls: {insecure: true}\n")
+                                : cohort::TestCaTlsYaml(o_.tls_ca, "cohort"))
           << "peer_transport: " << o_.peer_transport << "\n";
     }
   }

@@ -14,6 +14,8 @@ namespace cohort::subprocess {
 // Another process may still take it before it is bound: daemons do not share a port (no
 // SO_REUSEPORT), so that shows as a daemon failing to start, "address in use".
 int FreePort();
+// A blocking TCP connection to 127.0.0.1:port (the caller closes it); -1 if refused.
+int ConnectLoopback(int port);
 // True when something accepts connections on 127.0.0.1:port.
 bool CanConnect(int port);
 // True when something accepts connections on ipv4:port within about a second.

@@ -50,6 +50,7 @@
 #include "tools/bench/process.h"
 #include "tools/bench/report.h"
 #include "tools/bench/workload.h"
+#include "tools/test_ca.h"
 
 namespace cohort::bench {
 namespace {
@@ -1091,8 +1092,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     g_tls_ca = ca_dir + "/ca.pem";
-    SetDaemonTlsYaml(absl::StrCat("tls: {ca_file: ", ca_dir, "/ca.pem, cert_file: ", ca_dir,
-                                  "/daemon.pem, key_file: ", ca_dir, "/daemon.key}\n"));
+    SetDaemonTlsYaml(TestCaTlsYaml(ca_dir));
     for (const char* part : {"embedded", "apps", "memory"}) options.skip.insert(part);
   }
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
