@@ -10,8 +10,7 @@
 namespace cohort::internal {
 namespace {
 
-// A caller reading its own result sees its deadline this late at most (LocalLink::SetReadSlice);
-// the daemon enforces each call's own deadline, and `wait` has 2 s of slack beyond it.
+// The helper reads at most this long at a time, so that a turn it no longer has ends.
 constexpr absl::Duration kReadSlice = absl::Milliseconds(100);
 
 absl::Status Reset() {
@@ -57,7 +56,6 @@ ReadCounts LocalCalls::reads() const {
 std::shared_ptr<LocalCalls::Connection> LocalCalls::Adopt(std::unique_ptr<LocalLink> link) {
   auto connection = std::make_shared<Connection>();
   connection->link = std::move(link);
-  connection->link->SetReadSlice(kReadSlice);
   Connection* raw = connection.get();
   connection->helper = std::thread([this, raw] { HelperLoop(raw); });
   return connection;

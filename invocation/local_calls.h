@@ -8,7 +8,7 @@
 // throughput case); the rules, shared with call_stream.h, are in reader_turn.h.
 // Waiting callers sleep on their own Notification, not on mu_, and are woken without mu_ held:
 // with 64 callers a reader that woke them under mu_ cost 15-40% of the calls/s. Reads wait in
-// read() a slice at a time (LocalLink::SetReadSlice; a poll() before each read cost ~14 us).
+// poll() (LocalLink::Fill says why not in read()).
 // A broken link fails the calls on it with UNAVAILABLE and the next call opens a new one; an idle
 // link (nobody reads it) that the daemon closed is found by the next call before its frame
 // leaves, and that call goes on a new link.

@@ -166,28 +166,30 @@ LocalLink::Outcome LocalLink::Fill(absl::Time deadline) {
     }
     // About to wait for the daemon: what WriteSoon held goes now (an error shows in the read).
     if (held_.load(std::memory_order_relaxed)) Send(nullptr).IgnoreError();
-    if (!sliced_ && deadline != absl::InfiniteFuture()) {
+    // Wait in poll() for POLLIN only, never in a blocking read(): a Unix stream socket wakes a
+    // thread asleep in read() each time the daemon consumes what this side wrote (the kernel's
+    // write-space wake-up shares the socket's wait queue; poll() filters it by event). A caller or
+    // servant asleep in read() was woken twice per call, and on 2 cores the second wake-up cost
+    // more than the extra system call (BENCHMARKS.md, session 18).
+    int timeout_ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
       // Rounded up: a poll that returns a little early would only come round again.
       absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
-      int timeout_ms = static_cast<int>(std::min<int64_t>(
+      timeout_ms = static_cast<int>(std::min<int64_t>(
           absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
-      pollfd ready{fd_, POLLIN, 0};
-      int got = poll(&ready, 1, timeout_ms);
-      if (got < 0 && errno == EINTR) continue;
-      if (got == 0) return Outcome::kTimeout;
-      if (got < 0) return Outcome::kEnded;
     }
+    pollfd ready{fd_, POLLIN, 0};
+    int polled = poll(&ready, 1, timeout_ms);
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) return Outcome::kTimeout;
+    if (polled < 0) return Outcome::kEnded;
     if (!chunk_) chunk_ = std::make_unique<char[]>(kReadChunk);  // reused: no zero-fill per read
-    ssize_t got = read(fd_, chunk_.get(), kReadChunk);
+    ssize_t got = recv(fd_, chunk_.get(), kReadChunk, MSG_DONTWAIT);
     if (got > 0) {
       in_.append(chunk_.get(), static_cast<size_t>(got));
       continue;
     }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && sliced_ && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // a slice passed
-      if (absl::Now() >= deadline) return Outcome::kTimeout;
-      continue;
-    }
+    if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     return Outcome::kEnded;
   }
 }
@@ -211,11 +213,6 @@ bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {
 
 LocalLink::Outcome LocalLink::ReadUntil(api::LocalFrame* frame, absl::Time deadline) {
   return Take(Fill(deadline), frame);
-}
-
-void LocalLink::SetReadSlice(absl::Duration slice) {
-  timeval timeout = absl::ToTimeval(slice);
-  sliced_ = setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) == 0;
 }
 
 LocalLink::Outcome LocalLink::Take(Outcome filled, api::LocalFrame* frame) {

@@ -67,10 +67,6 @@ class LocalLink {
   // a caller reading for others (invocation/local_calls.h) can stop at its own deadline.
   enum class Outcome { kFrame, kTimeout, kEnded };
   Outcome ReadUntil(api::LocalFrame* frame, absl::Time deadline);
-  // Reads wait in read() itself, at most `slice` at a time (SO_RCVTIMEO), instead of in poll()
-  // until the deadline: one system call per read, not two (a poll before each read cost about
-  // 14 us per call on this VM). A deadline is then seen up to `slice` late. Before any read.
-  void SetReadSlice(absl::Duration slice);
   // The reader's buffer holds a whole frame: the next Read returns without a system call.
   bool FrameBuffered() const;
   // Reader only, without waiting: the daemon has closed the link (nothing left to read but its
@@ -97,7 +93,6 @@ class LocalLink {
   absl::Status SendAll(const std::string& bytes);  // blocking; the flusher only
 
   const int fd_;
-  bool sliced_ = false;  // SetReadSlice: reads time out by themselves
   std::atomic<bool> shut_{false};
   absl::Mutex write_mu_;
   std::string out_ ABSL_GUARDED_BY(write_mu_);  // frames not sent yet

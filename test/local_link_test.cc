@@ -1,10 +1,11 @@
 // The client's end of the local fast path (invocation/local_link.h) against a fake daemon end on a
 // Unix socket of the test's own: concurrent writers share send() calls without losing, splitting or
-// reordering a frame; ReadUntil's timeout keeps the link and a partial frame (polled or sliced
-// reads); WriteSoon holds answers while frames are buffered and sends them before the reader
+// reordering a frame; ReadUntil's timeout keeps the link and a partial frame; a reader waiting
+// for a frame is not woken when the daemon consumes what the link wrote; WriteSoon holds answers while frames are buffered and sends them before the reader
 // waits, when the reader has none left, or once they have been held kHoldUs.
 #include <catch2/catch.hpp>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -132,11 +133,8 @@ TEST_CASE("a broken link fails the writers, none hangs", "[local]") {
 }
 
 TEST_CASE("ReadUntil: a timeout keeps the link and the part of a frame read so far", "[local]") {
-  const bool sliced = GENERATE(false, true);  // poll before the read, or SO_RCVTIMEO slices
-  INFO("sliced " << sliced);
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
-  if (sliced) link->SetReadSlice(absl::Milliseconds(20));
   std::string bytes;
   nso::AppendFrame(Event(42), &bytes);
   daemon.WriteBytes(bytes.substr(0, bytes.size() / 2));
@@ -156,6 +154,41 @@ TEST_CASE("ReadUntil: a timeout keeps the link and the part of a frame read so f
   REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
   CHECK(frame.event().delivery() == 2);
   CHECK(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kEnded);
+}
+
+TEST_CASE("a waiting reader sleeps while the daemon consumes what the link writes", "[local]") {
+  // A thread asleep in read() on a Unix stream socket is woken each time the other end consumes
+  // what this end wrote (the write-space wake-up); LocalLink waits in poll(), which filters it.
+  FakeDaemon daemon;
+  std::unique_ptr<LocalLink> link = daemon.Open();
+  std::atomic<bool> reading{false};
+  std::atomic<long> switches{-1};
+  api::LocalFrame got;
+  std::thread reader([&] {
+    rusage before{};
+    getrusage(RUSAGE_THREAD, &before);
+    reading = true;
+    bool ok = link->Read(&got);
+    rusage after{};
+    getrusage(RUSAGE_THREAD, &after);
+    switches = ok ? after.ru_nvcsw - before.ru_nvcsw : -2;
+  });
+  while (!reading) absl::SleepFor(absl::Milliseconds(1));
+  constexpr int kWrites = 50;
+  for (int i = 0; i < kWrites; ++i) {
+    absl::SleepFor(absl::Milliseconds(2));  // the reader is asleep again
+    REQUIRE(link->Write(Call(i, "x")).ok());
+    api::LocalFrame call;
+    REQUIRE(daemon.ReadFrame(&call, 5000));  // consumed: the write space comes back
+    CHECK(call.call().call() == static_cast<uint64_t>(i));
+  }
+  absl::SleepFor(absl::Milliseconds(2));
+  daemon.WriteFrames({Event(7)});
+  reader.join();
+  REQUIRE(got.event().delivery() == 7);
+  INFO("voluntary context switches of the reader during " << kWrites << " writes: " << switches);
+  CHECK(switches >= 1);  // it did sleep
+  CHECK(switches < kWrites / 5);  // a read() woken per consumed write makes at least kWrites
 }
 
 TEST_CASE("WriteSoon: answers to events read together leave together", "[local]") {
