@@ -57,7 +57,7 @@ class EventLoop {
   void Rewatch(int fd, uint32_t epoll_events);
   void Unwatch(int fd);
   // Before Start: runs on the loop thread after every batch of work (tasks, I/O, tick), in the
-  // order added (the peer transport, the local fast path).
+  // order added (the daemon adds the local fast path, then the peer transport).
   void AddFlush(std::function<void()> flush) { flushes_.push_back(std::move(flush)); }
 
  private:
