@@ -134,6 +134,29 @@ absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t 
   return absl::OkStatus();
 }
 
+absl::Status Node::CheckReachable(const Group& group, invocation::Mode mode) const {
+  const uint32_t view_size = group.members().size();
+  const uint32_t wanted = invocation::RepliesWanted(mode, view_size);
+  // Fail fast rather than wait for the deadline when the mode cannot be met: ordering needs a
+  // majority of the view (primary partition), and the mode needs `wanted` members.
+  // Only members silent for fail_fast_after_ms count as gone: a suspicion alone (50 ms) lets
+  // consensus move on (004 section 5), but on a loaded machine a live member is often that late,
+  // and refusing calls then turned overload into errors (issue 7's one-way floods).
+  // An idle event-driven group's suspicions are stale (nobody watched while it was idle: a
+  // partition may have healed since); the call wakes it up and it watches again, so calls made
+  // while it is active fail fast as in a lively group.
+  const uint64_t grace_ms =
+      std::max<uint64_t>(group.config().suspect_timeout_ms, config_.failure_detector.fail_fast_after_ms);
+  const uint32_t reachable =
+      group.suspicions_current() ? group.heard_within_count(now_ms_, grace_ms) : view_size;
+  const uint32_t needed = std::max(wanted, view_size / 2 + 1);
+  if (reachable >= needed) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "group \"", group.name(), "\": ", invocation::ModeName(mode), " needs ", needed, " of ",
+      view_size, " members, ", reachable, " reachable (the others silent for over ", grace_ms,
+      " ms)"));
+}
+
 absl::StatusOr<Group*> Node::FindGroup(const std::string& group) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("unknown group \"", group, "\""));
@@ -166,6 +189,11 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
                                                    config_.limits.max_payload_bytes, ")"));
   }
   if (absl::Status room = CheckInFlight(nso, group_name, payload.size()); !room.ok()) return room;
+  // Refused at once, like a one-way call, where no majority of the view is reachable (a minority
+  // partition, or no view known here); accepted, it would wait unordered until the partition heals.
+  if (absl::Status reachable = CheckReachable(**group, invocation::Mode::kOneWay); !reachable.ok()) {
+    return reachable;
+  }
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
@@ -202,26 +230,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   invocation::Mode mode = options.mode_given ? options.mode : ToMode(group->config().default_mode);
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
-  uint32_t wanted = invocation::RepliesWanted(mode, view_size);
-  // Fail fast rather than wait for the deadline when the mode cannot be met: ordering needs a
-  // majority of the view (primary partition), and the mode needs `wanted` members.
-  // Only members silent for fail_fast_after_ms count as gone: a suspicion alone (50 ms) lets
-  // consensus move on (004 section 5), but on a loaded machine a live member is often that late,
-  // and refusing calls then turned overload into errors (issue 7's one-way floods).
-  // An idle event-driven group's suspicions are stale (nobody watched while it was idle: a
-  // partition may have healed since); the call wakes it up and it watches again, so calls made
-  // while it is active fail fast as in a lively group.
-  const uint64_t grace_ms =
-      std::max<uint64_t>(group->config().suspect_timeout_ms, config_.failure_detector.fail_fast_after_ms);
-  uint32_t reachable =
-      group->suspicions_current() ? group->heard_within_count(now_ms_, grace_ms) : view_size;
-  uint32_t needed = std::max(wanted, view_size / 2 + 1);
-  if (reachable < needed) {
-    return fail(absl::UnavailableError(absl::StrCat(
-        "group \"", options.group, "\": ", invocation::ModeName(mode), " needs ", needed, " of ",
-        view_size, " members, ", reachable, " reachable (the others silent for over ", grace_ms,
-        " ms)")));
-  }
+  if (absl::Status reachable = CheckReachable(*group, mode); !reachable.ok()) return fail(reachable);
   uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   wire::Request request;
   request.set_call_id(next_call_id_++);

@@ -250,6 +250,8 @@ class Node {
   // limits.max_unordered_requests / max_unordered_bytes: RESOURCE_EXHAUSTED once `nso` has
   // that many requests, or bytes with `bytes` more, not yet known ordered (backpressure).
   absl::Status CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const;
+  // UNAVAILABLE when fewer members than `mode` and ordering need have been heard lately.
+  absl::Status CheckReachable(const Group& group, invocation::Mode mode) const;
   absl::StatusOr<Group*> FindGroup(const std::string& group);
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);

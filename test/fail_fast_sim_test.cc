@@ -1,0 +1,99 @@
+// Fail fast (RELIABILITY.md, "Fewer than half of a view fail at once"): where no majority of a
+// group's view has been heard for failure_detector.fail_fast_after_ms, a new one-way call or
+// multicast is refused at once, UNAVAILABLE naming why, as a call with replies is. Accepted, it
+// would wait unordered until the partition heals. A node outside the group does not watch its
+// members, so it cannot refuse: its request waits at the request manager. Nodes on the simulated
+// network.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "nso/logging.h"
+#include "nso/node.h"
+#include "nso/sim_network.h"
+#include "test/sim_nodes.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+
+absl::Status OneWay(nso::Node* node, uint64_t nso) {
+  nso::InvokeOptions options;
+  options.group = "g";
+  options.method = "add";
+  options.payload = "1";
+  options.mode = invocation::Mode::kOneWay;
+  options.mode_given = true;
+  absl::Status status = absl::UnknownError("no answer");
+  node->Invoke(nso, options, [&](nso::InvokeResult result) { status = result.status; });
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("a member cut off from the majority refuses multicasts and one-way calls at once, and "
+          "accepts them again once it hears the majority", "[invocation][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    INFO("ordering " << static_cast<int>(ordering));
+    test::SimNodes sim(/*seed=*/21);
+    std::map<NodeId, int> delivered;  // multicasts and one-way calls per replica
+    for (NodeId id = 1; id <= 4; ++id) {
+      nso::Node* node = sim.Add(test::GroupOfThree(id, ordering));
+      if (id == 4) continue;
+      uint64_t servant = *node->Attach("servant");
+      REQUIRE(node->RegisterServant(servant, "g", [&delivered, id](nso::ServantDelivery d) {
+                    if (d.one_way) ++delivered[id];
+                  }).ok());
+    }
+    sim.net.RunUntil(500);
+    nso::Node* n1 = sim.nodes[1].get();
+    nso::Node* n4 = sim.nodes[4].get();  // hosts no member: its requests go to a manager
+    uint64_t client = *n1->Attach("client");
+    uint64_t outside = *n4->Attach("outside");
+    REQUIRE(n1->Multicast(client, "g", "before").ok());
+    REQUIRE(OneWay(n1, client).ok());
+    REQUIRE(n4->Multicast(outside, "g", "from outside").ok());
+    sim.net.RunUntil(sim.net.now_ms() + 200);
+
+    // n2 and n3 stop (SIGSTOP): n1 is alone, its streams up. Within fail_fast_after_ms (1 s)
+    // a request is still accepted (a live member is often that late on a loaded machine) ...
+    sim.Freeze(2);
+    sim.Freeze(3);
+    sim.net.RunUntil(sim.net.now_ms() + 300);
+    CHECK(n1->Multicast(client, "g", "early").ok());
+    // ... past it, refused at once.
+    sim.net.RunUntil(sim.net.now_ms() + 1200);
+    absl::Status multicast = n1->Multicast(client, "g", "late");
+    CHECK(multicast.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(multicast.message()), Catch::Contains("needs 2 of 3 members, 1 reachable"));
+    absl::Status one_way = OneWay(n1, client);
+    CHECK(one_way.code() == absl::StatusCode::kUnavailable);
+    CHECK(one_way.message() == multicast.message());
+    // Outside the group n4 does not watch the members (no failure detector of the group), so it
+    // cannot tell: it accepts, and its request manager n1 holds the request until it is ordered.
+    CHECK(n4->Multicast(outside, "g", "late from outside").ok());
+
+    // Back: the accepted requests are delivered everywhere (the refused one nowhere), and new
+    // ones are accepted again.
+    sim.Thaw(2);
+    sim.Thaw(3);
+    sim.net.RunUntil(sim.net.now_ms() + 1000);
+    for (NodeId id : {1, 2, 3}) {
+      INFO("replica n" << id);
+      CHECK(delivered[id] == 5);  // before, the one-way call, from outside, early, late from outside
+    }
+    CHECK(n1->Multicast(client, "g", "after").ok());
+    CHECK(OneWay(n1, client).ok());
+    CHECK(n4->Multicast(outside, "g", "after").ok());
+    sim.net.RunUntil(sim.net.now_ms() + 500);
+    for (NodeId id : {1, 2, 3}) {
+      INFO("replica n" << id);
+      CHECK(delivered[id] == 8);
+    }
+  }
+}
+
+}  // namespace cohort
