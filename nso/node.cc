@@ -157,6 +157,25 @@ absl::Status Node::CheckReachable(const Group& group, invocation::Mode mode) con
       " ms)"));
 }
 
+absl::Status Node::CheckOutsideRoute(const Group& group) const {
+  // From outside, one-way calls and multicasts wait at the request manager while the group
+  // orders nothing (its majority cut off, or overload), and past their deadline they are given
+  // up unconfirmed (RetryOutsideRequests). Once the oldest has waited half its deadline, new ones
+  // are refused instead: the caller learns of it while those accepted still have time.
+  if (group.is_member()) return absl::OkStatus();
+  auto route = outside_routes_.find(group.name());
+  if (route == outside_routes_.end() || route->second.pending.empty()) return absl::OkStatus();
+  const OutsideRequest& oldest = route->second.pending.begin()->second;
+  const uint64_t deadline_ms = oldest.give_up_at_ms - oldest.first_sent_ms;
+  const uint64_t waited_ms = now_ms_ - oldest.first_sent_ms;
+  if (2 * waited_ms <= deadline_ms) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "group \"", group.name(), "\": ", route->second.pending.size(),
+      " one-way call(s) or multicast(s) from this node not yet known ordered, the oldest for ",
+      waited_ms, " ms, over half its deadline (", deadline_ms, " ms): the group is not ordering "
+      "them (its majority cut off from the request manager, or overload); retry later"));
+}
+
 absl::StatusOr<Group*> Node::FindGroup(const std::string& group) {
   auto it = groups_.find(group);
   if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("unknown group \"", group, "\""));
@@ -194,6 +213,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   if (absl::Status reachable = CheckReachable(**group, invocation::Mode::kOneWay); !reachable.ok()) {
     return reachable;
   }
+  if (absl::Status route = CheckOutsideRoute(**group); !route.ok()) return route;
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
@@ -231,6 +251,9 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
   if (absl::Status reachable = CheckReachable(*group, mode); !reachable.ok()) return fail(reachable);
+  if (mode == invocation::Mode::kOneWay) {
+    if (absl::Status route = CheckOutsideRoute(*group); !route.ok()) return fail(route);
+  }
   uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   wire::Request request;
   request.set_call_id(next_call_id_++);
@@ -568,7 +591,7 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
   // goes down (RetryOutsideRequests).
   uint64_t deadline_ms =
       request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
-  route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms};
+  route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms, now_ms_};
   SendForward(route.manager, group->name(), request);
 }
 

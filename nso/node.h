@@ -176,8 +176,9 @@ class Node {
   // down, as a managed call is (003 section 4.1); the reply cache drops a second delivery.
   struct OutsideRequest {
     wire::Request request;
-    uint64_t sent_at_ms = 0;
+    uint64_t sent_at_ms = 0;      // last sent (resends move it)
     uint64_t give_up_at_ms = 0;
+    uint64_t first_sent_ms = 0;
   };
   struct OutsideRoute {  // per group
     std::map<uint64_t, OutsideRequest> pending;  // by call id: the order they were sent in
@@ -252,6 +253,9 @@ class Node {
   absl::Status CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const;
   // UNAVAILABLE when fewer members than `mode` and ordering need have been heard lately.
   absl::Status CheckReachable(const Group& group, invocation::Mode mode) const;
+  // UNAVAILABLE when this node's oldest one-way request to `group` (outside it) not yet known
+  // ordered has waited over half its deadline.
+  absl::Status CheckOutsideRoute(const Group& group) const;
   absl::StatusOr<Group*> FindGroup(const std::string& group);
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);

@@ -2,8 +2,8 @@
 // group's view has been heard for failure_detector.fail_fast_after_ms, a new one-way call or
 // multicast is refused at once, UNAVAILABLE naming why, as a call with replies is. Accepted, it
 // would wait unordered until the partition heals. A node outside the group does not watch its
-// members, so it cannot refuse: its request waits at the request manager. Nodes on the simulated
-// network.
+// members: its requests wait at the request manager, and new ones are refused once the oldest
+// has waited half its deadline (the second case). Nodes on the simulated network.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -92,6 +92,67 @@ TEST_CASE("a member cut off from the majority refuses multicasts and one-way cal
     for (NodeId id : {1, 2, 3}) {
       INFO("replica n" << id);
       CHECK(delivered[id] == 8);
+    }
+  }
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("from outside the group, one-way calls and multicasts are refused once the oldest still "
+          "unordered has waited half its deadline, and accepted again once it is ordered",
+          "[invocation][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    INFO("ordering " << static_cast<int>(ordering));
+    test::SimNodes sim(/*seed=*/22);
+    std::map<NodeId, int> delivered;
+    for (NodeId id = 1; id <= 4; ++id) {
+      nso::Config config = test::GroupOfThree(id, ordering);
+      config.limits.default_deadline_ms = 2000;
+      nso::Node* node = sim.Add(config);
+      if (id == 4) continue;
+      uint64_t servant = *node->Attach("servant");
+      REQUIRE(node->RegisterServant(servant, "g", [&delivered, id](nso::ServantDelivery d) {
+                    if (d.one_way) ++delivered[id];
+                  }).ok());
+    }
+    sim.net.RunUntil(500);
+    nso::Node* n4 = sim.nodes[4].get();  // hosts no member
+    uint64_t outside = *n4->Attach("outside");
+    REQUIRE(n4->Multicast(outside, "g", "first").ok());
+    sim.net.RunUntil(sim.net.now_ms() + 100);
+    REQUIRE(n4->outside_unordered() == 0);  // ordered, and n4 told so
+
+    // n4's request manager (n1) loses its majority: n4's requests wait there, unordered.
+    sim.Freeze(2);
+    sim.Freeze(3);
+    REQUIRE(n4->Multicast(outside, "g", "waits").ok());
+    sim.net.RunUntil(sim.net.now_ms() + 600);
+    CHECK(n4->Multicast(outside, "g", "waits too").ok());  // the oldest waited 600 of 2000 ms
+    sim.net.RunUntil(sim.net.now_ms() + 500);
+    CHECK(n4->outside_unordered() == 2);
+    absl::Status refused = n4->Multicast(outside, "g", "refused");  // 1100 of 2000 ms
+    CHECK(refused.code() == absl::StatusCode::kUnavailable);
+    CHECK_THAT(std::string(refused.message()),
+               Catch::Contains("2 one-way call(s) or multicast(s) from this node not yet known "
+                               "ordered, the oldest for 1100 ms, over half its deadline (2000 ms)"));
+    CHECK(OneWay(n4, outside).code() == absl::StatusCode::kUnavailable);
+
+    // The majority is back before the deadline: the accepted requests are ordered, none was
+    // given up, and new ones are accepted again.
+    sim.Thaw(2);
+    sim.Thaw(3);
+    sim.net.RunUntil(sim.net.now_ms() + 500);
+    CHECK(n4->outside_unordered() == 0);
+    CHECK(n4->outside_counters().given_up == 0);
+    CHECK(n4->Multicast(outside, "g", "after").ok());
+    CHECK(OneWay(n4, outside).ok());
+    sim.net.RunUntil(sim.net.now_ms() + 500);
+    for (NodeId id : {1, 2, 3}) {
+      INFO("replica n" << id);
+      CHECK(delivered[id] == 5);  // first, waits, waits too, after, the one-way call
     }
   }
 }
