@@ -31,6 +31,23 @@ absl::Status OneWay(nso::Node* node, uint64_t nso) {
   return status;
 }
 
+// n1..n4, group g on n1..n3 (each with a servant counting its one-way deliveries in
+// `delivered`), every node's default deadline `deadline_ms`; runs until all have heard all.
+void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering, int64_t deadline_ms,
+              std::map<NodeId, int>* delivered) {
+  for (NodeId id = 1; id <= 4; ++id) {
+    nso::Config config = test::GroupOfThree(id, ordering);
+    config.limits.default_deadline_ms = deadline_ms;
+    nso::Node* node = sim->Add(config);
+    if (id == 4) continue;
+    uint64_t servant = *node->Attach("servant");
+    REQUIRE(node->RegisterServant(servant, "g", [delivered, id](nso::ServantDelivery d) {
+                  if (d.one_way) ++(*delivered)[id];
+                }).ok());
+  }
+  sim->net.RunUntil(500);
+}
+
 }  // namespace
 
 TEST_CASE("a member cut off from the majority refuses multicasts and one-way calls at once, and "
@@ -40,15 +57,7 @@ TEST_CASE("a member cut off from the majority refuses multicasts and one-way cal
     INFO("ordering " << static_cast<int>(ordering));
     test::SimNodes sim(/*seed=*/21);
     std::map<NodeId, int> delivered;  // multicasts and one-way calls per replica
-    for (NodeId id = 1; id <= 4; ++id) {
-      nso::Node* node = sim.Add(test::GroupOfThree(id, ordering));
-      if (id == 4) continue;
-      uint64_t servant = *node->Attach("servant");
-      REQUIRE(node->RegisterServant(servant, "g", [&delivered, id](nso::ServantDelivery d) {
-                    if (d.one_way) ++delivered[id];
-                  }).ok());
-    }
-    sim.net.RunUntil(500);
+    AddNodes(&sim, ordering, /*deadline_ms=*/5000, &delivered);
     nso::Node* n1 = sim.nodes[1].get();
     nso::Node* n4 = sim.nodes[4].get();  // hosts no member: its requests go to a manager
     uint64_t client = *n1->Attach("client");
@@ -108,17 +117,7 @@ TEST_CASE("from outside the group, one-way calls and multicasts are refused once
     INFO("ordering " << static_cast<int>(ordering));
     test::SimNodes sim(/*seed=*/22);
     std::map<NodeId, int> delivered;
-    for (NodeId id = 1; id <= 4; ++id) {
-      nso::Config config = test::GroupOfThree(id, ordering);
-      config.limits.default_deadline_ms = 2000;
-      nso::Node* node = sim.Add(config);
-      if (id == 4) continue;
-      uint64_t servant = *node->Attach("servant");
-      REQUIRE(node->RegisterServant(servant, "g", [&delivered, id](nso::ServantDelivery d) {
-                    if (d.one_way) ++delivered[id];
-                  }).ok());
-    }
-    sim.net.RunUntil(500);
+    AddNodes(&sim, ordering, /*deadline_ms=*/2000, &delivered);
     nso::Node* n4 = sim.nodes[4].get();  // hosts no member
     uint64_t outside = *n4->Attach("outside");
     REQUIRE(n4->Multicast(outside, "g", "first").ok());
