@@ -5,8 +5,6 @@ servants: Attach, GroupDetails, Invoke in every waiting mode, Multicast, errors,
     python_client_test.py COHORTD_BINARY     (PYTHONPATH: the generated stubs and clients/python)
 """
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -15,47 +13,17 @@ import unittest
 import grpc
 
 from cohort_client import CohortClient, Servant
+from local_cluster import LocalCluster
 
 COHORTD = None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, seconds=10):
-    until = time.time() + seconds
-    while time.time() < until:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.05)
-    return False
 
 
 class PythonClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        peer = [free_port() for _ in range(3)]
-        cls.client_ports = [free_port() for _ in range(3)]
-        peers = "".join("  - {name: n%d, id: %d, address: 127.0.0.1:%d}\n" % (i + 1, i + 1, p)
-                        for i, p in enumerate(peer))
-        cls.procs = []
-        for i in range(3):
-            path = os.path.join(cls.dir, "n%d.yaml" % (i + 1))
-            with open(path, "w") as f:
-                f.write("node: n%d\nlog_level: warn\nlisten: {peer: 127.0.0.1:%d, "
-                        "client: 127.0.0.1:%d}\ntls: {insecure: true}\npeers:\n%sgroups:\n"
-                        "  - {name: echo, members: [n1, n2, n3]}\n"
-                        % (i + 1, peer[i], cls.client_ports[i], peers))
-            log = open(os.path.join(cls.dir, "n%d.log" % (i + 1)), "w")
-            cls.procs.append(subprocess.Popen([COHORTD, "--config", path], stderr=log))
-            log.close()  # the daemon has its own descriptor
-        for port in cls.client_ports:
-            assert wait_port(port), "cohortd did not start"
+        cls.cluster = LocalCluster(COHORTD, "echo", cls.dir)
+        cls.client_ports = cls.cluster.client_ports
         cls.servants = []
         for i, port in enumerate(cls.client_ports):
             name = "n%d" % (i + 1)
@@ -72,9 +40,7 @@ class PythonClientTest(unittest.TestCase):
         cls.client.close()
         for servant in cls.servants:
             servant.stop()
-        for proc in cls.procs:
-            proc.kill()
-            proc.wait()
+        cls.cluster.stop()
 
     def test_attach_gives_an_nso(self):
         self.assertGreater(self.client.nso, 0)

@@ -15,7 +15,6 @@ stubs of proto/api.proto and tools/bench/echo.proto are generated into a tempora
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,22 +23,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PAYLOAD = b"x" * 100  # as cohort-bench (003 section 5.2)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, seconds=10):
-    until = time.time() + seconds
-    while time.time() < until:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.05)
-    return False
 
 
 def generate_stubs(out):
@@ -78,6 +61,7 @@ def main():
 
     work = tempfile.mkdtemp(prefix="cohort-pybench-")
     procs = []
+    cluster = None
     try:
         generate_stubs(work)
         import grpc
@@ -85,35 +69,24 @@ def main():
         import echo_pb2_grpc
         from cohort_client import CohortClient
 
+        from local_cluster import LocalCluster, free_port, wait_port
+
         echo_port = free_port()
         procs.append(subprocess.Popen([args.bench, "--role", "echo-server", "--port",
                                        str(echo_port)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        peer = [free_port() for _ in range(3)]
-        client = [free_port() for _ in range(3)]
-        peers = "".join("  - {name: n%d, id: %d, address: 127.0.0.1:%d}\n" % (i + 1, i + 1, p)
-                        for i, p in enumerate(peer))
-        for i in range(3):
-            path = os.path.join(work, "n%d.yaml" % (i + 1))
-            with open(path, "w") as f:
-                f.write("node: n%d\nlog_level: warn\nlisten: {peer: 127.0.0.1:%d, "
-                        "client: 127.0.0.1:%d}\ntls: {insecure: true}\npeers:\n%sgroups:\n"
-                        "  - {name: bench, members: [n1, n2, n3]}\n"
-                        % (i + 1, peer[i], client[i], peers))
-            procs.append(subprocess.Popen([args.cohortd, "--config", path],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for port in [echo_port] + client:
-            if not wait_port(port):
-                raise RuntimeError("a server on port %d did not start" % port)
-        for i in range(3):
+        if not wait_port(echo_port):
+            raise RuntimeError("the echo server did not start")
+        cluster = LocalCluster(args.cohortd, "bench", work)
+        for address in cluster.client_addresses:
             procs.append(subprocess.Popen(
-                [args.bench, "--role", "echo-servant", "--address", "127.0.0.1:%d" % client[i],
-                 "--group", "bench"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                [args.bench, "--role", "echo-servant", "--address", address, "--group", "bench"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
         channel = grpc.insecure_channel("127.0.0.1:%d" % echo_port)
         grpc.channel_ready_future(channel).result(timeout=10)
         echo = echo_pb2_grpc.EchoStub(channel)
-        cohort = CohortClient("127.0.0.1:%d" % client[1], "python-bench")
+        cohort = CohortClient(cluster.client_addresses[1], "python-bench")
         until = time.time() + 20  # every servant attached: a wait-for-all call gets 3 replies
         while len(cohort.invoke("bench", "echo", PAYLOAD, mode="all").replies) < 3:
             if time.time() > until:
@@ -139,6 +112,8 @@ def main():
         for proc in reversed(procs):
             proc.kill()
             proc.wait()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

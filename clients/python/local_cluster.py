@@ -1,0 +1,58 @@
+"""Three cohortd daemons on 127.0.0.1 with one group of n1..n3, for Python tests and benches.
+
+    cluster = LocalCluster(cohortd_binary, "echo", work_dir)   # started; ports picked here
+    cluster.client_addresses                                   # ["127.0.0.1:P1", ...]
+    cluster.stop()                                             # kills the daemons
+"""
+import os
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, seconds=10):
+    until = time.time() + seconds
+    while time.time() < until:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+class LocalCluster:
+    def __init__(self, cohortd, group, work_dir, n=3):
+        peer = [free_port() for _ in range(n)]
+        self.client_ports = [free_port() for _ in range(n)]
+        self.client_addresses = ["127.0.0.1:%d" % port for port in self.client_ports]
+        peers = "".join("  - {name: n%d, id: %d, address: 127.0.0.1:%d}\n" % (i + 1, i + 1, p)
+                        for i, p in enumerate(peer))
+        members = ", ".join("n%d" % (i + 1) for i in range(n))
+        self.procs = []
+        for i in range(n):
+            path = os.path.join(work_dir, "n%d.yaml" % (i + 1))
+            with open(path, "w") as f:
+                f.write("node: n%d\nlog_level: warn\nlisten: {peer: 127.0.0.1:%d, "
+                        "client: 127.0.0.1:%d}\ntls: {insecure: true}\npeers:\n%sgroups:\n"
+                        "  - {name: %s, members: [%s]}\n"
+                        % (i + 1, peer[i], self.client_ports[i], peers, group, members))
+            with open(os.path.join(work_dir, "n%d.log" % (i + 1)), "w") as log:
+                # The daemon keeps its own descriptor of the log.
+                self.procs.append(subprocess.Popen([cohortd, "--config", path],
+                                                   stdout=subprocess.DEVNULL, stderr=log))
+        for port in self.client_ports:
+            if not wait_port(port):
+                self.stop()
+                raise RuntimeError("cohortd did not start (its client port %d)" % port)
+
+    def stop(self):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+        self.procs = []
