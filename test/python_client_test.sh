@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs test/python_client_test.py: generates the Python stubs of proto/api.proto with grpcio-tools
-# into the test's temporary directory, then tests clients/python against real daemons.
+# into the test's temporary directory, then tests clients/python against real daemons, then runs
+# clients/python/bench.py briefly.
 # The Python used: $COHORT_PYTHON, the venv tools/install-deps makes, or python3 on PATH — the
 # first that has grpcio and grpcio-tools.
 set -euo pipefail
@@ -19,5 +20,13 @@ out="${TEST_TMPDIR:-$(mktemp -d)}/gen"
 mkdir -p "$out"
 "$python" -m grpc_tools.protoc -I"$runfiles/proto" --python_out="$out" --grpc_python_out="$out" \
   "$runfiles/proto/api.proto"
-PYTHONPATH="$out:$runfiles/clients/python" exec "$python" "$runfiles/test/python_client_test.py" \
+PYTHONPATH="$out:$runfiles/clients/python" "$python" "$runfiles/test/python_client_test.py" \
   "$runfiles/tools/cohortd"
+# The Python bench (clients/python/bench.py) still runs: a few calls of each kind, each row with
+# a p50 and its ratio to the Python echo (how fast is not asserted).
+TMPDIR="${TEST_TMPDIR:-/tmp}" "$python" "$runfiles/clients/python/bench.py" \
+  --cohortd "$runfiles/tools/cohortd" --bench "$runfiles/tools/bench/cohort-bench" --calls 20 \
+  > "$out/bench.txt"
+cat "$out/bench.txt"
+rows=$(grep -cE '^(grpc_echo|cohort closed (first|majority|all)).* [0-9]+ +[0-9]+ +[0-9]+\.[0-9]+$' "$out/bench.txt")
+[ "$rows" -eq 4 ] || { echo "FAIL: clients/python/bench.py printed $rows of its 4 rows"; exit 1; }
