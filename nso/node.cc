@@ -134,6 +134,19 @@ absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t 
   return absl::OkStatus();
 }
 
+absl::Status Node::Admit(uint64_t nso, const Group& group, invocation::Mode mode,
+                         size_t payload_bytes) const {
+  if (static_cast<int64_t>(payload_bytes) > config_.limits.max_payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("payload of ", payload_bytes,
+                                                   " bytes exceeds limits.max_payload_bytes (",
+                                                   config_.limits.max_payload_bytes, ")"));
+  }
+  if (absl::Status room = CheckInFlight(nso, group.name(), payload_bytes); !room.ok()) return room;
+  if (absl::Status reachable = CheckReachable(group, mode); !reachable.ok()) return reachable;
+  if (mode == invocation::Mode::kOneWay) return CheckOutsideRoute(group);
+  return absl::OkStatus();
+}
+
 absl::Status Node::CheckReachable(const Group& group, invocation::Mode mode) const {
   const uint32_t view_size = group.members().size();
   const uint32_t wanted = invocation::RepliesWanted(mode, view_size);
@@ -202,18 +215,12 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   if (absl::Status status = CheckNso(nso); !status.ok()) return status;
   absl::StatusOr<Group*> group = FindGroup(group_name);
   if (!group.ok()) return group.status();
-  if (static_cast<int64_t>(payload.size()) > config_.limits.max_payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("payload of ", payload.size(),
-                                                   " bytes exceeds limits.max_payload_bytes (",
-                                                   config_.limits.max_payload_bytes, ")"));
+  // Admitted as a one-way call is: where no majority of the view is reachable (a minority
+  // partition, or no view known here) it is refused at once rather than wait unordered.
+  if (absl::Status admitted = Admit(nso, **group, invocation::Mode::kOneWay, payload.size());
+      !admitted.ok()) {
+    return admitted;
   }
-  if (absl::Status room = CheckInFlight(nso, group_name, payload.size()); !room.ok()) return room;
-  // Refused at once, like a one-way call, where no majority of the view is reachable (a minority
-  // partition, or no view known here); accepted, it would wait unordered until the partition heals.
-  if (absl::Status reachable = CheckReachable(**group, invocation::Mode::kOneWay); !reachable.ok()) {
-    return reachable;
-  }
-  if (absl::Status route = CheckOutsideRoute(**group); !route.ok()) return route;
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
@@ -238,22 +245,12 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("method \"", options.method, "\" is reserved (names starting with '$')")));
   }
-  if (static_cast<int64_t>(options.payload.size()) > config_.limits.max_payload_bytes) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("payload of ", options.payload.size(), " bytes exceeds limits.max_payload_bytes (",
-                     config_.limits.max_payload_bytes, ")")));
-  }
-  if (absl::Status room = CheckInFlight(nso, options.group, options.payload.size());
-      !room.ok()) {
-    return fail(room);
-  }
   invocation::Mode mode = options.mode_given ? options.mode : ToMode(group->config().default_mode);
+  if (absl::Status admitted = Admit(nso, *group, mode, options.payload.size()); !admitted.ok()) {
+    return fail(admitted);
+  }
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
-  if (absl::Status reachable = CheckReachable(*group, mode); !reachable.ok()) return fail(reachable);
-  if (mode == invocation::Mode::kOneWay) {
-    if (absl::Status route = CheckOutsideRoute(*group); !route.ok()) return fail(route);
-  }
   uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   wire::Request request;
   request.set_call_id(next_call_id_++);

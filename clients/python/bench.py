@@ -7,7 +7,7 @@ process: the plain gRPC unary echo (the floor, as in cohort-bench) and CohortCli
 the daemon's gRPC API in each waiting mode. Prints p50 / p99 and each p50 over the echo's.
 
     clients/python/bench.py --cohortd bazel-bin/tools/cohortd \\
-        --bench bazel-bin/tools/bench/cohort-bench [--calls 3000] [--python-stubs DIR]
+        --bench bazel-bin/tools/bench/cohort-bench [--calls 3000]
 
 Needs grpcio and grpcio-tools (tools/install-deps puts them in /var/tmp/cohort-python); the
 stubs of proto/api.proto and tools/bench/echo.proto are generated into a temporary directory.
