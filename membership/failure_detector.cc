@@ -31,15 +31,27 @@ void FailureDetector::Heard(NodeId node, uint64_t now_ms, std::vector<SuspicionE
     state.excluded = false;
   }
   state.last_heard_ms = now_ms;
+  state.link_down = false;  // it spoke: a connection is up
+}
+
+void FailureDetector::LinkDown(NodeId node) {
+  auto it = states_.find(node);
+  if (it != states_.end()) it->second.link_down = true;
+}
+
+void FailureDetector::LinkUp(NodeId node) {
+  auto it = states_.find(node);
+  if (it != states_.end()) it->second.link_down = false;
 }
 
 void FailureDetector::Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out) {
   if (!monitoring_) return;
   for (auto& [node, state] : states_) {
     uint64_t silent_ms = now_ms > state.last_heard_ms ? now_ms - state.last_heard_ms : 0;
-    if (!state.suspected && silent_ms >= options_.suspect_timeout_ms) {
+    if (!state.suspected && (silent_ms >= options_.suspect_timeout_ms || state.link_down)) {
       state.suspected = true;
-      out->push_back({node, SuspicionEvent::Kind::kSuspect, silent_ms});
+      out->push_back({node, SuspicionEvent::Kind::kSuspect, silent_ms,
+                      silent_ms < options_.suspect_timeout_ms});
     }
     if (!state.excluded && silent_ms >= options_.exclude_timeout_ms) {
       state.excluded = true;

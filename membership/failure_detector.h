@@ -26,6 +26,7 @@ struct SuspicionEvent {
   NodeId node = 0;
   Kind kind = Kind::kSuspect;
   uint64_t silent_ms = 0;  // how long the node had been silent
+  bool link_down = false;  // kSuspect: suspected because its connection closed (LinkDown)
 };
 
 class FailureDetector {
@@ -36,6 +37,16 @@ class FailureDetector {
   // A message of any kind arrived from `node`.
   void Heard(NodeId node, uint64_t now_ms, std::vector<SuspicionEvent>* out);
   void Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out);
+
+  // The transport lost its connection to `node` (a killed process's socket closes: its kernel
+  // sends a FIN or a reset at once). The next Tick suspects the node, without waiting out the
+  // suspicion timeout (with monitoring off: the first Tick once it resumes). Only the aggressive
+  // timeout is short-cut (004 section 5: a wrong suspicion costs consensus a round); exclusion
+  // still waits for the exclusion timeout of silence. A partition or a host that loses power
+  // closes nothing: the timeout finds those.
+  void LinkDown(NodeId node);
+  // The connection is back (hearing the node says so too): suspicion waits for the timeout again.
+  void LinkUp(NodeId node);
 
   // Monitoring off: nobody becomes suspected. Turning it on restarts the silence count of every
   // member not suspected at now; a suspected member stays suspected, and its silence counts only
@@ -61,6 +72,7 @@ class FailureDetector {
     uint64_t last_heard_ms = 0;
     bool suspected = false;
     bool excluded = false;
+    bool link_down = false;  // since LinkDown, until LinkUp or Heard
   };
   FailureDetectorOptions options_;
   std::map<NodeId, State> states_;

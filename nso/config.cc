@@ -61,7 +61,8 @@ const std::vector<absl::string_view> kListenKeys = {"peer", "client", "local"};
 const std::vector<absl::string_view> kMetricsKeys = {"listen"};
 const std::vector<absl::string_view> kPeerKeys = {"name", "id", "address"};
 const std::vector<absl::string_view> kFailureDetectorKeys = {
-    "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms", "fail_fast_after_ms"};
+    "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms", "fail_fast_after_ms",
+    "suspect_on_disconnect"};
 const std::vector<absl::string_view> kConsensusKeys = {
     "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms", "batch_max_messages"};
 const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "default_deadline_ms",
@@ -488,7 +489,8 @@ absl::Status ReadFailureDetectorKeys(const MapView& m, FailureDetectorConfig* fd
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "suspect_timeout_ms", &fd->suspect_timeout_ms));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "exclude_timeout_ms", &fd->exclude_timeout_ms));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "heartbeat_interval_ms", &fd->heartbeat_interval_ms));
-  return ReadInt(m, "fail_fast_after_ms", 0, kMaxDurationMs, &fd->fail_fast_after_ms);
+  CONFIG_RETURN_IF_ERROR(ReadInt(m, "fail_fast_after_ms", 0, kMaxDurationMs, &fd->fail_fast_after_ms));
+  return ReadBool(m, "suspect_on_disconnect", &fd->suspect_on_disconnect);
 }
 
 absl::Status ReadFailureDetector(const MapView& top, FailureDetectorConfig* fd) {

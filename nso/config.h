@@ -73,6 +73,10 @@ struct FailureDetectorConfig {
   // submitted and waits, so a member late under load for a moment refuses nothing. 0: refuse
   // as soon as they are suspected.
   int64_t fail_fast_after_ms = 1000;  // >= 0
+  // A member whose peer connection closes (its process died: the kernel sends a FIN or a reset)
+  // is suspected at once rather than after suspect_timeout_ms of silence (FailureDetector::
+  // LinkDown). Off: only silence counts (a proxy between daemons that drops idle connections).
+  bool suspect_on_disconnect = true;
 };
 
 struct ConsensusConfig {

@@ -34,6 +34,9 @@ failure_detector:
   fail_fast_after_ms: 1000    # [1000] a call the suspected members make unmeetable is refused
                               #   (UNAVAILABLE) once they are silent this long, at least the
                               #   suspect timeout; sooner, it waits (0: refuse on suspicion)
+  suspect_on_disconnect: true # [true] a member whose peer connection closes (its process died)
+                              #   is suspected at once, not after suspect_timeout_ms; off where
+                              #   something between daemons drops connections that are alive
 consensus:
   optimisation_1: true        # [true] 004 section 4.1
   optimisation_2: true        # [true] 004 section 4.2

@@ -177,6 +177,7 @@ absl::Status Daemon::Start() {
     TcpTransport* raw = tcp.get();
     transport_flush = [raw] { raw->Flush(); };
     tcp->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
+    tcp->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
     transport_ = std::move(tcp);
   } else {
     GrpcTransportOptions options;
@@ -192,6 +193,7 @@ absl::Status Daemon::Start() {
     GrpcTransport* raw = grpc.get();
     transport_flush = [raw] { raw->Flush(); };
     grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
+    grpc->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
     grpc_transport = grpc.get();
     transport_ = std::move(grpc);
   }
@@ -423,6 +425,9 @@ void Daemon::Reload(const Config& fresh) {
   const FailureDetectorConfig& b = fresh.failure_detector;
   if (a.heartbeat_interval_ms != b.heartbeat_interval_ms) {
     ignored.push_back("failure_detector.heartbeat_interval_ms");
+  }
+  if (a.suspect_on_disconnect != b.suspect_on_disconnect) {
+    ignored.push_back("failure_detector.suspect_on_disconnect");
   }
   bool groups_changed = config_.groups.size() != fresh.groups.size();
   for (size_t i = 0; !groups_changed && i < fresh.groups.size(); ++i) {

@@ -64,7 +64,10 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   options.exclude_timeout_ms = config().exclude_timeout_ms;
   detector_ = std::make_unique<membership::FailureDetector>(options, peers_, now_ms_);
   detector_->SetMonitoring(config().liveness == GroupConfig::Liveness::kLively, now_ms_);
-  for (NodeId peer : peers_) last_sent_ms_.try_emplace(peer, 0);
+  for (NodeId peer : peers_) {
+    last_sent_ms_.try_emplace(peer, 0);
+    if (links_down_.count(peer)) detector_->LinkDown(peer);  // suspected at the next Tick
+  }
   std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
   last_progress_ms_ = now_ms_;
@@ -228,6 +231,17 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   Detect(now_ms, deliveries);
 }
 
+void Group::LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries) {
+  if (up) {
+    links_down_.erase(peer);
+    detector_->LinkUp(peer);
+    return;
+  }
+  links_down_.insert(peer);
+  detector_->LinkDown(peer);
+  if (is_member() && detector_->monitoring()) Detect(now_ms_, deliveries);
+}
+
 void Group::SendHeartbeats() {
   for (NodeId peer : peers_) {
     if (now_ms_ - last_sent_ms_[peer] < static_cast<uint64_t>(config().silence_ms)) continue;
@@ -258,8 +272,8 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
   for (const auto& event : events) {
     if (event.kind == membership::SuspicionEvent::Kind::kSuspect) {
       counters_.suspicions++;
-      Log("membership")->warn("group {}: suspect node {} (silent {} ms)", name(), event.node,
-                              event.silent_ms);
+      Log("membership")->warn("group {}: suspect node {} ({}silent {} ms)", name(), event.node,
+                              event.link_down ? "its connection closed, " : "", event.silent_ms);
       consensus::Outbox outbox;
       Order().Suspect(event.node, true, &outbox);
       Flush(view_id_, &outbox, deliveries);

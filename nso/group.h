@@ -75,6 +75,11 @@ class Group {
   // watch their members while something is pending, 003 section 3).
   void Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries);
 
+  // The transport's connection to `peer` went down or came back (Transport::SetLinkWatcher). A
+  // member whose connection closed is suspected at once (FailureDetector::LinkDown), here and
+  // in the views to come until it is back.
+  void LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries);
+
   // Installs view `view_id` with `members`: a new total-order instance (when this node is a
   // member), the old one retired; this node's undelivered broadcasts are re-broadcast in it.
   void InstallView(uint64_t view_id, std::vector<NodeId> members,
@@ -166,6 +171,7 @@ class Group {
   bool member_ = false;                                   // self is in the current view
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
+  std::set<NodeId> links_down_;  // peers whose connection is down (LinkChanged)
   std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
   uint64_t last_progress_ms_ = 0;
   // Event-driven: a node that starts announces its (new) incarnation to the members, until it

@@ -60,6 +60,23 @@ void GrpcTransport::SetReceiver(Receiver receiver) {
   receiver_ = std::move(receiver);
 }
 
+void GrpcTransport::SetLinkWatcher(LinkWatcher watcher) {
+  absl::MutexLock lock(&mu_);
+  link_watcher_ = std::move(watcher);
+}
+
+void GrpcTransport::LinkChanged(NodeId peer, bool up) {
+  loop_->Post([this, peer, up] {
+    if (stopping_ || (!up && Connected(peer))) return;  // a newer stream took over
+    LinkWatcher watcher;
+    {
+      absl::MutexLock lock(&mu_);
+      watcher = link_watcher_;
+    }
+    if (watcher) watcher(peer, up);
+  });
+}
+
 bool GrpcTransport::Connected(NodeId peer) const {
   auto it = links_.find(peer);
   return it != links_.end() && it->second->attached();

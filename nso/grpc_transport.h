@@ -65,6 +65,7 @@ class GrpcTransport final : public PeerTransport,
   // Starts a write to every peer with envelopes queued and no write in progress.
   void Flush();
   void SetReceiver(Receiver receiver) override;
+  void SetLinkWatcher(LinkWatcher watcher) override;
 
   // True while a stream to `peer` is up.
   bool Connected(NodeId peer) const override;
@@ -83,6 +84,8 @@ class GrpcTransport final : public PeerTransport,
   absl::StatusOr<PeerLink*> AcceptInbound(const wire::PeerFrame& hello,
                                           grpc::CallbackServerContext* context) override;
   void InboundEnded(NodeId peer, grpc::CallbackServerContext* context) override;
+  // Posted to the loop; a stream that ends while another is attached changes nothing.
+  void LinkChanged(NodeId peer, bool up) override;
   void Deliver(NodeId peer, wire::Frame* frame) override;
   // On the loop: the frame's valid envelopes to the receiver.
   void DeliverNow(NodeId peer, wire::Frame* frame);
@@ -94,6 +97,7 @@ class GrpcTransport final : public PeerTransport,
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;  // fixed after construction
   mutable absl::Mutex mu_;
   Receiver receiver_ ABSL_GUARDED_BY(mu_);
+  LinkWatcher link_watcher_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> frames_dropped_{0};  // the loop's queue was full
   // The context of each dialer's stream, while it runs (Shutdown cancels them).

@@ -1093,6 +1093,15 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   DeliverAll(group, std::move(deliveries));
 }
 
+void Node::LinkChanged(NodeId peer, bool up) {
+  if (!config_.failure_detector.suspect_on_disconnect) return;
+  for (auto& [name, group] : groups_) {
+    std::vector<consensus::Delivery> deliveries;
+    group->LinkChanged(peer, up, &deliveries);
+    DeliverAll(group.get(), std::move(deliveries));
+  }
+}
+
 void Node::Tick(uint64_t now_ms) {
   now_ms_ = std::max(now_ms_, now_ms);
   // Per group, counted once per tick (not a scan of every call for every group: a daemon may

@@ -111,6 +111,9 @@ class Node {
 
   // Transport input and the passage of time.
   void Receive(NodeId from, const wire::Envelope& envelope);
+  // The transport's connection to `peer` closed or is back (Transport::SetLinkWatcher): with
+  // failure_detector.suspect_on_disconnect, every group suspects the peer at once.
+  void LinkChanged(NodeId peer, bool up);
   void Tick(uint64_t now_ms);
 
   // 003 section 3: every client of the service gets its own NSO.

@@ -20,7 +20,7 @@ bool PeerStreamState::TakeOver(PeerLink* link) {
   return true;
 }
 
-void PeerStreamState::ReadsEnded(PeerLink* link) {
+bool PeerStreamState::ReadsEnded(PeerLink* link) {
   bool attached;
   {
     absl::MutexLock lock(&mu_);
@@ -28,6 +28,7 @@ void PeerStreamState::ReadsEnded(PeerLink* link) {
     attached = attached_;
   }
   if (attached) link->Detach(this);
+  return attached;
 }
 
 void PeerStreamState::MarkReleased() {
@@ -58,7 +59,7 @@ void InboundPeerStream::OnReadDone(bool ok) {
     StartRead(&in_);
     return;
   }
-  ReadsEnded(link);
+  if (ReadsEnded(link)) host_->LinkChanged(peer, /*up=*/false);
   MaybeFinish();
 }
 
@@ -114,7 +115,14 @@ void InboundPeerStream::OnWriteDone(bool ok) {
   if (!TakeOver(link)) {  // shutting down
     context_->TryCancel();
     MaybeFinish();
+    return;
   }
+  NodeId peer;
+  {
+    absl::MutexLock lock(&mu_);
+    peer = peer_;
+  }
+  host_->LinkChanged(peer, /*up=*/true);
 }
 
 void InboundPeerStream::StartFrameWrite(const wire::PeerFrame* frame) { StartWrite(frame); }
@@ -202,7 +210,7 @@ void OutboundPeerStream::OnReadDone(bool ok) {
     Log("peer")->warn("node {} answered with a wrong hello: stream dropped", peer_);
     context_.TryCancel();
   }
-  ReadsEnded(link_);
+  if (ReadsEnded(link_)) host_->LinkChanged(peer_, /*up=*/false);
   MaybeEnd();
 }
 
@@ -231,6 +239,7 @@ void OutboundPeerStream::MaybeAttach() {
     return;
   }
   Log("peer")->info("connected to node {}", peer_);
+  host_->LinkChanged(peer_, /*up=*/true);
 }
 
 void OutboundPeerStream::StartFrameWrite(const wire::PeerFrame* frame) { StartWrite(frame); }

@@ -35,6 +35,9 @@ class PeerStreamHost {
   virtual absl::StatusOr<PeerLink*> AcceptInbound(const wire::PeerFrame& hello,
                                                   grpc::CallbackServerContext* context) = 0;
   virtual void InboundEnded(NodeId peer, grpc::CallbackServerContext* context) = 0;
+  // A stream attached to the peer's link (up) or one that was attached ended its reads (down):
+  // Transport::SetLinkWatcher. Any thread.
+  virtual void LinkChanged(NodeId peer, bool up) {}
   // Hands a frame's valid envelopes to the receiver.
   virtual void Deliver(NodeId peer, wire::Frame* frame) = 0;
 };
@@ -48,7 +51,8 @@ class PeerStreamState : public PeerWriter {
   // down (the stream is then released, as by the link).
   bool TakeOver(PeerLink* link);
   // The reads ended: the link lets the stream go (now, or when its write in progress ends).
-  void ReadsEnded(PeerLink* link);
+  // Returns whether the stream was attached (the link was up through it).
+  bool ReadsEnded(PeerLink* link);
   // The link let the stream go; the caller cancels the call and ends it when it is over.
   void MarkReleased();
   bool Over() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -11,17 +11,20 @@ class SimNetwork::SimEndpoint final : public Transport {
     network_->Send(self_, to, std::move(envelope));
   }
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+  void SetLinkWatcher(LinkWatcher watcher) override { link_watcher_ = std::move(watcher); }
   // As a TCP stream: down once the peer has crashed or a partition separates the two.
   bool Reachable(NodeId peer) const override {
     if (!network_->options().streams_break) return true;
     return !network_->crashed(peer) && network_->Connected(self_, peer);
   }
   const Receiver& receiver() const { return receiver_; }
+  const LinkWatcher& link_watcher() const { return link_watcher_; }
 
  private:
   SimNetwork* const network_;
   const NodeId self_;
   Receiver receiver_;
+  LinkWatcher link_watcher_;
 };
 
 SimNetwork::SimNetwork(SimNetworkOptions options) : options_(options), rng_(options.seed) {}
@@ -138,9 +141,33 @@ void SimNetwork::Heal() { partition_of_.clear(); }
 
 void SimNetwork::Crash(NodeId node) { crashed_.insert(node); }
 
+void SimNetwork::Kill(NodeId node) {
+  Crash(node);
+  NotifyLinks(node, /*up=*/false);
+  killed_.insert(node);
+}
+
 void SimNetwork::Restart(NodeId node) {
   crashed_.erase(node);
   ++incarnation_[node];
+  if (killed_.erase(node) > 0) NotifyLinks(node, /*up=*/true);
+}
+
+void SimNetwork::NotifyLinks(NodeId node, bool up) {
+  for (const auto& [peer, endpoint] : endpoints_) {
+    if (peer == node || crashed(peer) || !Connected(node, peer)) continue;
+    // One link delay, drawn as a message's: the FIN travels like the data before it.
+    const uint64_t delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
+    const uint64_t incarnation = incarnation_[peer];
+    After(delay_ms, [this, node, peer = peer, up, incarnation] {
+      auto it = endpoints_.find(peer);
+      if (crashed(peer) || incarnation != incarnation_[peer] || it == endpoints_.end() ||
+          !it->second->link_watcher()) {
+        return;
+      }
+      it->second->link_watcher()(node, up);
+    });
+  }
 }
 
 bool SimNetwork::Connected(NodeId a, NodeId b) const {

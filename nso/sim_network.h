@@ -72,7 +72,13 @@ class SimNetwork {
   // Nodes in different sets cannot talk; nodes in no set form one more set together.
   void Partition(const std::vector<std::vector<NodeId>>& sets);
   void Heal();
+  // A host that stops (power lost) or a process that hangs for good: nothing tells the peers.
   void Crash(NodeId node);
+  // A process killed (kill -9, a segfault): crashed as by Crash, and its kernel closes its
+  // connections, so every peer it can reach hears of it one link delay later
+  // (Transport::SetLinkWatcher, up = false).
+  void Kill(NodeId node);
+  // Back up with a new incarnation; the peers that heard of its kill see its link come back.
   void Restart(NodeId node);
   bool crashed(NodeId node) const { return crashed_.count(node) > 0; }
   const SimNetworkOptions& options() const { return options_; }
@@ -95,6 +101,8 @@ class SimNetwork {
   using EventKey = std::pair<uint64_t, uint64_t>;  // (time_ms, insertion sequence)
 
   void Send(NodeId from, NodeId to, wire::Envelope envelope);
+  // Tells every live peer of `node` that its link to it went down or came up, a delay later.
+  void NotifyLinks(NodeId node, bool up);
   void Schedule(uint64_t time_ms, Event event);
   void Deliver(Event& event);
   bool Connected(NodeId a, NodeId b) const;
@@ -107,6 +115,7 @@ class SimNetwork {
   std::map<EventKey, Event> events_;
   std::map<NodeId, std::unique_ptr<SimEndpoint>> endpoints_;
   std::set<NodeId> crashed_;
+  std::set<NodeId> killed_;  // crashed by Kill, not restarted since
   std::map<NodeId, uint64_t> incarnation_;
   std::map<NodeId, size_t> partition_of_;  // empty = no partition
   SimCounters counters_;

@@ -481,7 +481,7 @@ bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
   }
   Link* link = links_.at(peer).get();
   if (connection->peer == 0) {  // inbound: a newer connection from the peer replaces the old one
-    if (link->fd >= 0 && link->fd != connection->fd) Close(link->fd, "replaced");
+    if (link->fd >= 0 && link->fd != connection->fd) Close(link->fd, "replaced", /*replaced=*/true);
     connection->peer = peer;
     link->fd = connection->fd;
     Queue(connection, HelloFrame(options_.self, options_.cluster));
@@ -493,6 +493,7 @@ bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
   link->backoff_ms = options_.backoff_min_ms;
   link->last_failure.clear();
   Log("peer")->info("connected to node {} (tcp)", peer);
+  if (link_watcher_) link_watcher_(peer, true);
   return true;
 }
 
@@ -589,7 +590,7 @@ void TcpTransport::UpdateWatch(Connection* connection) {
   }
 }
 
-void TcpTransport::Close(int fd, const char* why) {
+void TcpTransport::Close(int fd, const char* why, bool replaced) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   NodeId peer = it->second->peer;
@@ -610,6 +611,7 @@ void TcpTransport::Close(int fd, const char* why) {
   if (was_established && why != nullptr) {
     Log("peer")->info("connection to node {} closed ({})", peer, why);
   }
+  if (was_established && !replaced && link_watcher_) link_watcher_(peer, false);
 }
 
 }  // namespace cohort::nso

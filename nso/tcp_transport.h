@@ -74,6 +74,7 @@ class TcpTransport final : public PeerTransport {
 
   void Send(NodeId to, wire::Envelope envelope) override;  // loop thread
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
+  void SetLinkWatcher(LinkWatcher watcher) override { link_watcher_ = std::move(watcher); }
   bool Reachable(NodeId peer) const override { return Connected(peer); }
   bool Connected(NodeId peer) const override;
   const TransportCounters& counters() const override { return counters_; }
@@ -111,12 +112,14 @@ class TcpTransport final : public PeerTransport {
   // Starts TLS on a new connection (options_.tls); false (logged) if it cannot.
   bool StartTls(Connection* connection, bool dialer, const std::string& address);
   void TlsFailure(Connection* connection, const std::string& error);
-  void Close(int fd, const char* why);
+  // `replaced`: a newer connection from the same peer takes over (the link stays up).
+  void Close(int fd, const char* why, bool replaced = false);
 
   const TcpTransportOptions options_;
   EventLoop* const loop_;
   const uint64_t sweep_every_ms_;  // SweepStalled: half the shorter timeout, at most 1 s
   Receiver receiver_;
+  LinkWatcher link_watcher_;
   TransportCounters counters_;
   int listen_fd_ = -1;
   std::map<NodeId, std::unique_ptr<Link>> links_;              // fixed after construction

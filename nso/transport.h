@@ -36,6 +36,13 @@ class Transport {
   // The callback that receives every envelope addressed to this node.
   virtual void SetReceiver(Receiver receiver) = 0;
 
+  // Told, on the protocol thread, when the connection to a peer closes (up = false: the peer's
+  // process died, its host reset the connection, or this side gave up on it) and when one is
+  // established again (up = true). The failure detector suspects a peer whose connection closed
+  // at once (membership/failure_detector.h, LinkDown). A partition closes nothing.
+  using LinkWatcher = std::function<void(NodeId peer, bool up)>;
+  virtual void SetLinkWatcher(LinkWatcher watcher) {}
+
   // False when the transport knows `peer` is unreachable now (its stream is down). A hint only:
   // true does not mean a message will arrive.
   virtual bool Reachable(NodeId peer) const { return true; }

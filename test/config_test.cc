@@ -60,6 +60,7 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK(config.failure_detector.exclude_timeout_ms == 5000);
   CHECK(config.failure_detector.heartbeat_interval_ms == 5);
   CHECK(config.failure_detector.fail_fast_after_ms == 0);
+  CHECK_FALSE(config.failure_detector.suspect_on_disconnect);
   CHECK_FALSE(config.consensus.optimisation_1);
   CHECK(config.consensus.optimisation_2);
   CHECK_FALSE(config.consensus.optimisation_3);
@@ -119,6 +120,7 @@ TEST_CASE("a minimal file gets the documented defaults", "[config]") {
   CHECK(config.failure_detector.exclude_timeout_ms == 10000);
   CHECK(config.failure_detector.heartbeat_interval_ms == 10);
   CHECK(config.failure_detector.fail_fast_after_ms == 1000);
+  CHECK(config.failure_detector.suspect_on_disconnect);
   CHECK(config.consensus.optimisation_1);
   CHECK(config.consensus.optimisation_2);
   CHECK(config.consensus.optimisation_3);
@@ -406,6 +408,8 @@ TEST_CASE("suspect timeout must be below exclude timeout", "[config]") {
              StartsWith("config.yaml:7: failure_detector.heartbeat_interval_ms: "));
   CHECK_THAT(ErrorOf(kBase + "failure_detector:\n  fail_fast_after_ms: -1\n"),
              StartsWith("config.yaml:7: failure_detector.fail_fast_after_ms: "));
+  CHECK_THAT(ErrorOf(kBase + "failure_detector:\n  suspect_on_disconnect: maybe\n"),
+             StartsWith("config.yaml:7: failure_detector.suspect_on_disconnect: "));
 }
 
 TEST_CASE("listen addresses must differ", "[config]") {
@@ -431,7 +435,7 @@ TEST_CASE("the help text documents every key", "[config]") {
   for (const char* key :
        {"node:", "cluster:", "listen:", "peer:", "client:", "peers:", "name:", "id:", "address:",
         "log_level:", "log_format:", "failure_detector:", "suspect_timeout_ms:",
-        "exclude_timeout_ms:", "heartbeat_interval_ms:", "fail_fast_after_ms:", "consensus:", "optimisation_1:",
+        "exclude_timeout_ms:", "heartbeat_interval_ms:", "fail_fast_after_ms:", "suspect_on_disconnect:", "consensus:", "optimisation_1:",
         "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
         "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "groups:", "members:",
         "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "ca_file:",

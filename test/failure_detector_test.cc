@@ -119,4 +119,62 @@ TEST_CASE("admission grace: a suspected member counts for new calls until silent
   CHECK(detector.heard_within_count(1100, 0) == 1);  // window 0: the suspicion alone decides
 }
 
+TEST_CASE("a member whose connection closed is suspected at the next tick, not after the timeout; "
+          "exclusion still waits for the silence", "[fd]") {
+  FailureDetector detector({50, 1000}, {2, 3}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Heard(2, 10, &events);
+  detector.LinkDown(2);
+  detector.Tick(12, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].node == 2);
+  CHECK(events[0].kind == Kind::kSuspect);
+  CHECK(events[0].link_down);
+  CHECK(events[0].silent_ms == 2);
+  CHECK(detector.suspected(2));
+  CHECK_FALSE(detector.suspected(3));
+  events.clear();
+  detector.Heard(3, 990, &events);
+  detector.Tick(1000, &events);  // 3 was heard; 2 only 990 ms silent: not yet excluded
+  CHECK(events.empty());
+  detector.Tick(1010, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kExclude);
+  CHECK(events[0].node == 2);
+}
+
+TEST_CASE("a closed connection that comes back, or a member heard again, is trusted as before; "
+          "with monitoring off the closed connection counts once monitoring resumes", "[fd]") {
+  FailureDetector detector({50, 1000}, {2}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.LinkDown(2);
+  detector.LinkUp(2);  // back before any tick: the timeout applies again
+  detector.Tick(20, &events);
+  CHECK(events.empty());
+  detector.LinkDown(2);
+  detector.Heard(2, 30, &events);  // it spoke: a connection is up
+  detector.Tick(40, &events);
+  CHECK(events.empty());
+
+  detector.SetMonitoring(false, 40);
+  detector.LinkDown(2);
+  detector.Tick(500, &events);
+  CHECK(events.empty());
+  detector.SetMonitoring(true, 500);
+  detector.Tick(501, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kSuspect);
+  CHECK(events[0].link_down);
+  events.clear();
+  detector.Heard(2, 520, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kTrust);
+  events.clear();
+  detector.Tick(560, &events);  // heard 40 ms ago, connection up: trusted
+  CHECK(events.empty());
+  detector.Tick(570, &events);  // silent 50 ms: the timeout still works
+  REQUIRE(events.size() == 1);
+  CHECK_FALSE(events[0].link_down);
+}
+
 }  // namespace cohort::membership

@@ -54,6 +54,7 @@ class Endpoint {
     log_->Send(self, to, first, count, claimed_sender);
   }
   std::vector<uint64_t> Received() { return log_->Received(); }
+  std::vector<std::string> LinkEvents() { return log_->LinkEvents(); }
 
  private:
   EventLoop loop_;
@@ -174,6 +175,16 @@ TEST_CASE("grpc transport: a stream without a proper hello is refused, naming wh
   CHECK(one.transport().Connected(2));
   CHECK(two.transport().Connected(1));
   CheckExchange(one, two, 1, 10);
+}
+
+TEST_CASE("grpc transport: the link watcher hears at once that a peer's stream ended, and that "
+          "it is back", "[transport]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  auto one = std::make_unique<Endpoint>(1, port1, 2, port2);
+  auto two = std::make_unique<Endpoint>(2, port2, 1, port1);
+  REQUIRE(BothConnected(*one, *two));
+  test::CheckLinkEvents<Endpoint>(&one, &two, [&] { return std::make_unique<Endpoint>(2, port2, 1, port1); });
 }
 
 TEST_CASE("grpc transport: what is sent while the peer is down arrives once it is up; a second "

@@ -68,6 +68,10 @@ struct SimNodes {
       if (tap) tap(id, envelope);
       nodes[id]->Receive(from, envelope);
     });
+    // A frozen node reads nothing: it learns of a closed connection by the timeout alone.
+    net.Endpoint(id)->SetLinkWatcher([this, id](nso::NodeId peer, bool up) {
+      if (!net.crashed(id) && frozen.count(id) == 0) nodes[id]->LinkChanged(peer, up);
+    });
     Tick(id);
     return nodes[id].get();
   }

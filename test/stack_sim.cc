@@ -47,7 +47,8 @@ class StackSim {
       : options_(options),
         net_(NetOptions(options)),
         rng_(options.seed * 7919 + 17),
-        servant_rng_(options.seed * 15485863 + 5) {
+        servant_rng_(options.seed * 15485863 + 5),
+        kill_rng_(options.seed * 32452843 + 7) {
     result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
     // A generator of its own, so the clocks do not change the rest of a seed's schedule.
     nso::Rng clock_rng(options.seed * 104729 + 3);
@@ -128,6 +129,7 @@ class StackSim {
   nso::SimNetwork net_;
   nso::Rng rng_;
   nso::Rng servant_rng_;  // servant crashes
+  nso::Rng kill_rng_;     // which crashes are kills (its own, so the fault schedule stays)
   StackSimResult result_;
   std::map<NodeId, Replica> replicas_;
   Replica outsider_;  // StackSimOptions::outside_caller: node nodes + 1, no member, no servant
@@ -199,6 +201,12 @@ void StackSim::Boot(NodeId id) {
     As(id);
     r.node->Receive(from, envelope);
   });
+  transport->SetLinkWatcher([this, id](NodeId peer, bool up) {
+    Replica& r = replicas_[id];
+    if (!r.alive || !r.node) return;
+    As(id);
+    r.node->LinkChanged(peer, up);
+  });
   uint64_t incarnation = replica.incarnation;
   servantless_.erase(id);
   AttachServant(id);
@@ -216,6 +224,10 @@ void StackSim::BootOutsider() {
   transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
     As(id);
     outsider_.node->Receive(from, envelope);
+  });
+  transport->SetLinkWatcher([this, id](NodeId peer, bool up) {
+    As(id);
+    outsider_.node->LinkChanged(peer, up);
   });
   outsider_.client_nso = *outsider_.node->Attach("client");
   ScheduleTick(id, 1);
@@ -450,7 +462,11 @@ void StackSim::Crash(NodeId id) {
   CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its crash"));
   replica.alive = false;
   replica.node.reset();
-  net_.Crash(id);
+  if (kill_rng_.Uniform(100) < options_.kill_percent) {
+    net_.Kill(id);
+  } else {
+    net_.Crash(id);
+  }
   crashed_.insert(id);
   pending_exclusion_[id] = net_.now_ms();
   result_.faults++;

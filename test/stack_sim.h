@@ -53,6 +53,9 @@ struct StackSimOptions {
   // it off with the majority's side of the network.
   bool outside_caller = true;
   bool streams_break = false;     // nso::SimNetworkOptions::streams_break
+  // Of the node crashes, the share (per cent) that are process kills: the peers' connections to
+  // it close (nso::SimNetwork::Kill) and suspect it at once; the others are silent crashes.
+  uint32_t kill_percent = 50;
   uint32_t drift_ppm_max = 50000;  // +-5%
   uint64_t clock_offset_ms_max = 1000000;
   // Every message takes link_delay_min_ms..link_delay_max_ms (uniform) while no fault slows the

@@ -57,6 +57,7 @@ class Endpoint {
     log_->Send(self, to, first, count, claimed_sender);
   }
   std::vector<uint64_t> Received() { return log_->Received(); }
+  std::vector<std::string> LinkEvents() { return log_->LinkEvents(); }
 
  private:
   EventLoop loop_;
@@ -155,6 +156,17 @@ TEST_CASE("tcp transport: both directions in order, bad input refused, reconnect
   one->SendHeartbeats(1, 2, 300, 5);
   REQUIRE(Eventually([&] { return two->Received().size() >= 5; }));
   CHECK(two->Received() == Range(300, 5));
+}
+
+TEST_CASE("tcp transport: the link watcher hears at once that a peer's connection closed, and "
+          "that it is back; a connection without a hello tells nothing", "[transport]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  auto one = std::make_unique<Endpoint>(1, port1, 2, port2);
+  auto two = std::make_unique<Endpoint>(2, port2, 1, port1);
+  REQUIRE(BothConnected(*one, *two));
+  CHECK(ClosedAfterWriting(port2, std::string("\xff\xff\xff\xff garbage", 12)));
+  test::CheckLinkEvents<Endpoint>(&one, &two, [&] { return std::make_unique<Endpoint>(2, port2, 1, port1); });
 }
 
 TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certificate, a wrong "

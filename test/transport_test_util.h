@@ -6,6 +6,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -26,6 +29,10 @@ class HeartbeatLog {
       absl::MutexLock lock(&mu_);
       received_.push_back(envelope.heartbeat().sent_ms());
     });
+    transport_->SetLinkWatcher([this](NodeId peer, bool up) {
+      absl::MutexLock lock(&mu_);
+      links_.push_back((up ? "up " : "down ") + std::to_string(peer));
+    });
   }
 
   // Heartbeats numbered first..first+count-1, sent as one batch of protocol work.
@@ -45,12 +52,18 @@ class HeartbeatLog {
     absl::MutexLock lock(&mu_);
     return received_;
   }
+  // What the transport's link watcher was told, in order: "up 2", "down 2", ...
+  std::vector<std::string> LinkEvents() {
+    absl::MutexLock lock(&mu_);
+    return links_;
+  }
 
  private:
   EventLoop* const loop_;
   Transport* const transport_;
   absl::Mutex mu_;
   std::vector<uint64_t> received_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> links_ ABSL_GUARDED_BY(mu_);
 };
 
 template <typename Predicate>
@@ -66,6 +79,27 @@ inline std::vector<uint64_t> Range(int first, int count) {
   std::vector<uint64_t> numbers;
   for (int i = first; i < first + count; ++i) numbers.push_back(i);
   return numbers;
+}
+
+// Transport::SetLinkWatcher, in either transport: node 1 is told when node 2 connects, when node
+// 2's process goes away (its connection closes: one "down", at once), and when it is back; a
+// connection that never says hello tells nothing.
+template <typename Endpoint>
+void CheckLinkEvents(std::unique_ptr<Endpoint>* one, std::unique_ptr<Endpoint>* two,
+                     std::function<std::unique_ptr<Endpoint>()> start_two) {
+  REQUIRE(Eventually([&] { return (*one)->LinkEvents().size() >= 1; }));
+  CHECK((*one)->LinkEvents() == std::vector<std::string>{"up 2"});
+  CHECK((*two)->LinkEvents() == std::vector<std::string>{"up 1"});
+  two->reset();
+  // Within a second (the failure detector's timeout would take 50 ms; this is told at once).
+  const auto gone = std::chrono::steady_clock::now();
+  REQUIRE(Eventually([&] { return (*one)->LinkEvents().size() >= 2; }));
+  CHECK(std::chrono::steady_clock::now() - gone < std::chrono::seconds(1));
+  CHECK((*one)->LinkEvents() == std::vector<std::string>{"up 2", "down 2"});
+  *two = start_two();
+  REQUIRE(Eventually([&] { return (*one)->LinkEvents().size() >= 3; }));
+  CHECK((*one)->LinkEvents() == std::vector<std::string>{"up 2", "down 2", "up 2"});
+  CHECK((*two)->LinkEvents() == std::vector<std::string>{"up 1"});
 }
 
 // Whether endpoints 1 and 2 (of either transport's test) get connected to each other.

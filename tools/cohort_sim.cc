@@ -113,6 +113,9 @@ std::string StackFlags(const cohort::sim::StackSimOptions& options) {
   flags += DriftFlag(options.drift_ppm_max);
   if (options.event_driven) flags += " --liveness event";
   if (options.streams_break) flags += " --streams-break";
+  if (options.kill_percent != defaults.kill_percent) {
+    flags += " --kill-percent " + std::to_string(options.kill_percent);
+  }
   if (options.crash_one_at_ms) flags += " --crash-one-at " + std::to_string(options.crash_one_at_ms);
   if (options.slow_only) flags += " --slow-only";
   if (!options.faults && !options.slow_only && !options.crash_one_at_ms) flags += " --fault-free";
@@ -213,13 +216,15 @@ int Usage() {
              "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
-             "                  [--liveness lively|event] [--streams-break]\n"
+             "                  [--liveness lively|event] [--streams-break] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
              "  --streams-break: a crash or partition breaks the streams to a node at once, as TCP\n"
              "               resets do (Transport::Reachable); off: the streams always look up\n"
+             "  --kill-percent: of the node crashes, the share that are process kills, whose peers'\n"
+             "               connections close and suspect it at once (default 50)\n"
              "  --fault-free: no crash, partition, loss or delay burst (to read the call times)\n"
              "  --nodes:     the group's size (default: 3 to 5, chosen by the seed)\n"
              "  --calls-per-step: calls started together every 15 ms, from random callers (default 1)\n"
@@ -251,6 +256,10 @@ int main(int argc, char** argv) {
       stack_options.faults = false;
     } else if (arg == "--streams-break") {
       stack_options.streams_break = true;
+    } else if (arg == "--kill-percent" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value > 100) return Usage();
+      stack_options.kill_percent = static_cast<uint32_t>(value);
     } else if (arg == "--crash-one-at" && i + 1 < argc) {
       stack_options.crash_one_at_ms = std::strtoull(argv[++i], nullptr, 10);
       if (stack_options.crash_one_at_ms == 0) return Usage();

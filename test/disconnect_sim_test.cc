@@ -1,0 +1,110 @@
+// A killed process's connections close (its kernel sends a FIN or a reset), and the peers'
+// transports say so (Transport::SetLinkWatcher): with failure_detector.suspect_on_disconnect the
+// failure detector suspects it at once, so a stream of calls stalls far less than the suspicion
+// timeout when the coordinator or the sequencer is killed. A host that stops (nothing closes) is
+// found by the timeout, as before (004 section 5). Nodes on the simulated network.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+
+#include "nso/logging.h"
+#include "nso/node.h"
+#include "nso/sim_network.h"
+#include "test/sim_nodes.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+using Ordering = nso::GroupConfig::Ordering;
+
+enum class Fault { kKill, kCrash };
+
+struct Stalls {
+  uint64_t longest_ms = 0;  // the longest call around the fault
+  uint64_t calls = 0;       // calls that completed (all of them must)
+};
+
+nso::InvokeOptions MajorityCall() {
+  nso::InvokeOptions options;
+  options.group = "g";
+  options.method = "add";
+  options.payload = "1";
+  options.mode = invocation::Mode::kMajority;
+  options.mode_given = true;
+  return options;
+}
+
+// n1..n3 in group g, each with a servant that answers at once; n2 makes 60 sequential
+// wait-for-majority calls and n1 (the sequencer) is taken down before call `kill_at`. Until then n1
+// starts three calls beside each of n2's, so that it coordinates the consensus instances (the
+// round-1 coordinator is the member with the most messages in the previous decision,
+// consensus/consensus_order.h), as the bench's failover rows do. Links take 1 ms (with random delays n1 is not always the
+// coordinator at the kill, and a test of the kill's stall must kill a coordinator).
+Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_at) {
+  test::SimNodes sim(/*seed=*/1, /*delay_max_ms=*/1, /*streams_break=*/true);
+  for (NodeId id = 1; id <= 3; ++id) {
+    nso::Config config = test::GroupOfThree(id, ordering);
+    config.failure_detector.suspect_on_disconnect = suspect_on_disconnect;
+    nso::Node* node = sim.Add(config);
+    uint64_t servant_nso = *node->Attach("servant");
+    auto servant = std::make_shared<uint64_t>(0);
+    *servant = *node->RegisterServant(servant_nso, "g", [&sim, node, servant](nso::ServantDelivery d) {
+      if (d.one_way) return;
+      sim.net.After(0, [node, servant, number = d.delivery] {
+        node->Answer(*servant, number, absl::OkStatus(), "ok");
+      });
+    });
+  }
+  sim.net.RunUntil(500);
+  uint64_t client = *sim.nodes[2]->Attach("client");
+  uint64_t victim_client = *sim.nodes[1]->Attach("client");
+  Stalls stalls;
+  for (int i = 0; i < 60; ++i) {
+    if (i == kill_at) {
+      if (fault == Fault::kKill) {
+        sim.net.Kill(1);
+      } else {
+        sim.net.Crash(1);
+      }
+    }
+    for (int k = 0; i < kill_at && k < 3; ++k) {
+      sim.nodes[1]->Invoke(victim_client, MajorityCall(), [](nso::InvokeResult) {});
+    }
+    const uint64_t start_ms = sim.net.now_ms();
+    nso::InvokeResult result = sim.Call(2, client, MajorityCall(), /*step_ms=*/1);
+    INFO("call " << i << ": " << result.status);
+    REQUIRE(result.status.ok());
+    stalls.calls++;
+    stalls.longest_ms = std::max(stalls.longest_ms, sim.net.now_ms() - start_ms);
+  }
+  return stalls;
+}
+
+}  // namespace
+
+TEST_CASE("a killed coordinator or sequencer is suspected as soon as its connections close, so "
+          "calls stall for less than the suspicion timeout, and a stopped host still takes it",
+          "[membership][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  const uint64_t suspect_timeout_ms = nso::GroupConfig{}.suspect_timeout_ms;
+  for (Ordering ordering : {Ordering::kConsensus, Ordering::kSequencer}) {
+    for (int kill_at = 20; kill_at <= 40; kill_at += 5) {
+      INFO("ordering " << static_cast<int>(ordering) << ", n1 down before call " << kill_at);
+      const Stalls killed = Run(ordering, Fault::kKill, /*suspect_on_disconnect=*/true, kill_at);
+      const Stalls ignored = Run(ordering, Fault::kKill, /*suspect_on_disconnect=*/false, kill_at);
+      const Stalls stopped = Run(ordering, Fault::kCrash, /*suspect_on_disconnect=*/true, kill_at);
+      INFO("longest call (ms): killed " << killed.longest_ms << ", killed but not told "
+                                        << ignored.longest_ms << ", stopped " << stopped.longest_ms);
+      CHECK(killed.calls == 60);
+      CHECK(killed.longest_ms < suspect_timeout_ms / 2);
+      // Without the connection's word, or when nothing closes, the timeout must pass first (less
+      // the few ms between n1's last message and the call's start).
+      CHECK(ignored.longest_ms >= suspect_timeout_ms - 10);
+      CHECK(stopped.longest_ms >= suspect_timeout_ms - 10);
+    }
+  }
+}
+
+}  // namespace cohort
