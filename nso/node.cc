@@ -407,7 +407,8 @@ void Node::SendOutsideProbe(NodeId to, const std::string& group, bool reply_want
 }
 
 bool Node::ManagerLost(const std::string& group, NodeId manager) const {
-  return silent_managers_.count(manager) > 0 || left_managers_.count({group, manager}) > 0;
+  return silent_managers_.count(manager) > 0 || left_managers_.count({group, manager}) > 0 ||
+         links_closed_.count(manager) > 0;
 }
 
 void Node::RetryManagedCalls() {
@@ -418,6 +419,7 @@ void Node::RetryManagedCalls() {
     if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
     bool manager_down = (!transport_->Reachable(*manager) &&
                          now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms) ||
+                        links_closed_.count(*manager) > 0 ||
                         (call.managed_request && ManagerLost(call.group, *manager));
     // A closed call's other members order it themselves if its orderer goes silent (StandBy).
     bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
@@ -1095,10 +1097,21 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
 
 void Node::LinkChanged(NodeId peer, bool up) {
   if (!config_.failure_detector.suspect_on_disconnect) return;
+  if (up) {
+    links_closed_.erase(peer);
+  } else {
+    links_closed_.insert(peer);
+  }
   for (auto& [name, group] : groups_) {
     std::vector<consensus::Delivery> deliveries;
     group->LinkChanged(peer, up, &deliveries);
     DeliverAll(group.get(), std::move(deliveries));
+  }
+  if (!up) {
+    // Calls and one-way requests waiting at the peer as request manager (or orderer) from
+    // outside its group go through the next member now, not at the next tick's timeouts.
+    RetryManagedCalls();
+    RetryOutsideRequests();
   }
 }
 

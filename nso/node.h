@@ -282,7 +282,8 @@ class Node {
   void WatchManagers();
   // A Heartbeat with outside_probe: the probe (reply_wanted), its answer, or "not a member".
   void SendOutsideProbe(NodeId to, const std::string& group, bool reply_wanted, bool not_member);
-  // This tick: `manager` was found silent, or answered "not a member" of `group`.
+  // `manager` was found silent this tick, or answered "not a member" of `group`, or its
+  // connection closed (suspect_on_disconnect: its process died).
   bool ManagerLost(const std::string& group, NodeId manager) const;
   void StartManagedCall(Group* group, wire::Request request);  // at the request manager
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
@@ -365,6 +366,7 @@ class Node {
   OutsideCounters outside_counters_;
   membership::ManagerWatch manager_watch_;
   std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)
+  std::set<NodeId> links_closed_;     // peers whose connection closed and is not back (LinkChanged)
   // (group, member) that answered a forwarded request "not a member" since the last tick.
   std::set<std::pair<std::string, NodeId>> left_managers_;
   std::map<std::string, GroupMembership> membership_;  // by group

@@ -26,8 +26,9 @@ struct Stalls {
   uint64_t calls = 0;       // calls that completed (all of them must)
 };
 
-nso::InvokeOptions MajorityCall() {
+nso::InvokeOptions MajorityCall(nso::GroupConfig::Style style = nso::GroupConfig::Style::kClosed) {
   nso::InvokeOptions options;
+  options.style = style;
   options.group = "g";
   options.method = "add";
   options.payload = "1";
@@ -36,18 +37,24 @@ nso::InvokeOptions MajorityCall() {
   return options;
 }
 
-// n1..n3 in group g, each with a servant that answers at once; n2 makes 60 sequential
-// wait-for-majority calls and n1 (the sequencer) is taken down before call `kill_at`. Until then n1
+// Where the measured calls come from: n2, a member (closed group), or n4, outside the group,
+// through n1 as its request manager (open group, 003 section 4.1).
+enum class Caller { kMember, kOutside };
+
+// n1..n3 in group g, each with a servant that answers at once, and n4; n2 (or n4) makes 60
+// sequential wait-for-majority calls and n1 (the sequencer) is taken down before call `kill_at`. Until then n1
 // starts three calls beside each of n2's, so that it coordinates the consensus instances (the
 // round-1 coordinator is the member with the most messages in the previous decision,
 // consensus/consensus_order.h), as the bench's failover rows do. Links take 1 ms (with random delays n1 is not always the
 // coordinator at the kill, and a test of the kill's stall must kill a coordinator).
-Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_at) {
+Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_at,
+           Caller caller = Caller::kMember) {
   test::SimNodes sim(/*seed=*/1, /*delay_max_ms=*/1, /*streams_break=*/true);
-  for (NodeId id = 1; id <= 3; ++id) {
+  for (NodeId id = 1; id <= 4; ++id) {
     nso::Config config = test::GroupOfThree(id, ordering);
     config.failure_detector.suspect_on_disconnect = suspect_on_disconnect;
     nso::Node* node = sim.Add(config);
+    if (id == 4) continue;  // hosts no member
     uint64_t servant_nso = *node->Attach("servant");
     auto servant = std::make_shared<uint64_t>(0);
     *servant = *node->RegisterServant(servant_nso, "g", [&sim, node, servant](nso::ServantDelivery d) {
@@ -58,7 +65,10 @@ Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_
     });
   }
   sim.net.RunUntil(500);
-  uint64_t client = *sim.nodes[2]->Attach("client");
+  const NodeId at = caller == Caller::kMember ? 2 : 4;
+  const auto style =
+      caller == Caller::kMember ? nso::GroupConfig::Style::kClosed : nso::GroupConfig::Style::kOpen;
+  uint64_t client = *sim.nodes[at]->Attach("client");
   uint64_t victim_client = *sim.nodes[1]->Attach("client");
   Stalls stalls;
   for (int i = 0; i < 60; ++i) {
@@ -73,7 +83,7 @@ Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_
       sim.nodes[1]->Invoke(victim_client, MajorityCall(), [](nso::InvokeResult) {});
     }
     const uint64_t start_ms = sim.net.now_ms();
-    nso::InvokeResult result = sim.Call(2, client, MajorityCall(), /*step_ms=*/1);
+    nso::InvokeResult result = sim.Call(at, client, MajorityCall(style), /*step_ms=*/1);
     INFO("call " << i << ": " << result.status);
     REQUIRE(result.status.ok());
     stalls.calls++;
@@ -103,6 +113,24 @@ TEST_CASE("a killed coordinator or sequencer is suspected as soon as its connect
       // the few ms between n1's last message and the call's start).
       CHECK(ignored.longest_ms >= suspect_timeout_ms - 10);
       CHECK(stopped.longest_ms >= suspect_timeout_ms - 10);
+    }
+  }
+}
+
+TEST_CASE("a caller outside the group sends its calls through the next member as soon as its "
+          "request manager's connection closes", "[invocation][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  const uint64_t suspect_timeout_ms = nso::GroupConfig{}.suspect_timeout_ms;
+  for (Ordering ordering : {Ordering::kConsensus, Ordering::kSequencer}) {
+    for (int kill_at = 20; kill_at <= 40; kill_at += 10) {
+      INFO("ordering " << static_cast<int>(ordering) << ", n1 down before call " << kill_at);
+      const Stalls killed = Run(ordering, Fault::kKill, true, kill_at, Caller::kOutside);
+      const Stalls ignored = Run(ordering, Fault::kKill, false, kill_at, Caller::kOutside);
+      INFO("longest call (ms): killed " << killed.longest_ms << ", killed but not told "
+                                        << ignored.longest_ms);
+      CHECK(killed.calls == 60);
+      CHECK(killed.longest_ms < suspect_timeout_ms / 2);
+      CHECK(ignored.longest_ms >= suspect_timeout_ms - 10);
     }
   }
 }

@@ -713,6 +713,10 @@ struct FailoverScenario {
   // from n2 alone n2 coordinates and killing n1 would kill no coordinator: n1's callers make it
   // coordinate most instances, the ones ordering n2's calls included.
   int victim_callers = 0;
+  // The daemons run with failure_detector.suspect_on_disconnect: false, so a killed victim is
+  // found by the suspicion timeout alone, as a host that stops (power lost) is: its closed
+  // connections tell nothing.
+  bool silent = false;
 };
 
 // n = 3 members n1..n3 (of `total` daemons) with echo servants and a client attached to
@@ -725,11 +729,15 @@ struct FailoverCluster {
 
 std::string StartFailoverCluster(const std::string& cohortd, const std::string& cluster_dir,
                                  int total, const std::string& ordering, int attach, Style style,
-                                 const std::string& client_name, FailoverCluster* out) {
+                                 const std::string& client_name, FailoverCluster* out,
+                                 bool silent_kills = false) {
   const int n = 3;
   const std::string group = "bench";
   std::filesystem::create_directories(cluster_dir);
-  out->daemons = std::make_unique<Daemons>(cohortd, cluster_dir, total, GroupsYaml(group, n, ordering));
+  out->daemons = std::make_unique<Daemons>(
+      cohortd, cluster_dir, total,
+      absl::StrCat(silent_kills ? "failure_detector:\n  suspect_on_disconnect: false\n" : "",
+                   GroupsYaml(group, n, ordering)));
   std::string error;
   if (!out->daemons->Start(&error)) return "cluster failed: " + error;
   for (int i = 1; i <= n; ++i) {
@@ -764,8 +772,12 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
   FailoverCluster cluster;
   result.note = StartFailoverCluster(
       cohortd, absl::StrCat(dir, "/failover-", scenario.name, "-", scenario.ordering), n + 1,
-      scenario.ordering, attach, style, "bench-failover", &cluster);
+      scenario.ordering, attach, style, "bench-failover", &cluster, scenario.silent);
   if (!result.note.empty()) return result;
+  if (scenario.silent) {
+    result.load = "failure_detector.suspect_on_disconnect: false, so n1's closed connections tell "
+                  "nothing: the suspicion timeout finds it, as it finds a host that stops";
+  }
   Daemons& daemons = *cluster.daemons;
   std::vector<std::unique_ptr<EchoReplica>>& replicas = cluster.replicas;
   Client* client = cluster.client.get();
@@ -782,7 +794,8 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
       return result;
     }
     victim_client = *std::move(connected);
-    result.load = absl::StrCat("n1 runs ", scenario.victim_callers,
+    result.load = absl::StrCat(result.load, result.load.empty() ? "" : "; ", "n1 runs ",
+                               scenario.victim_callers,
                                " callers of its own (wait-for-majority), so it coordinates most "
                                "instances, those ordering the measured calls included");
     for (int i = 0; i < scenario.victim_callers; ++i) {
@@ -934,6 +947,8 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
   const FailoverScenario scenarios[] = {
       {"coordinator-kill", "consensus", "closed", SIGKILL, /*victim_callers=*/3},
       {"sequencer-kill", "sequencer", "closed", SIGKILL},
+      {"coordinator-kill-silent", "consensus", "closed", SIGKILL, /*victim_callers=*/3, /*silent=*/true},
+      {"sequencer-kill-silent", "sequencer", "closed", SIGKILL, 0, /*silent=*/true},
       {"request-manager-kill", "consensus", "open", SIGKILL},
       {"request-manager-kill", "sequencer", "open", SIGKILL},
       {"coordinator-freeze", "consensus", "closed", SIGSTOP, /*victim_callers=*/3},
@@ -946,12 +961,15 @@ void MeasureFailover(const Options& options, const std::string& cohortd, const s
     Progress(absl::StrCat("failover: ", scenario.name, " (", scenario.ordering, ", ", scenario.style, ")"));
     FailoverResult result = RunFailover(options, cohortd, dir, scenario);
     // The coordinator of consensus rotates to the member with the most messages in the last
-    // decision (consensus/consensus_order.h), and n1's own callers only make that likely. A stall
-    // under half the suspicion timeout means n1 did not coordinate the instance in flight, so the
-    // scenario did not happen: it runs again (at most 3 times), and the note keeps what the
-    // earlier attempts measured. The longest stall is kept, never a shorter one.
+    // decision (consensus/consensus_order.h), and n1's own callers only make that likely. Where
+    // only the suspicion timeout can find n1 (a freeze, a silent kill), a stall under half of it
+    // means n1 did not coordinate the instance in flight, so the scenario did not happen: it
+    // runs again (at most 3 times), and the note keeps what the earlier attempts measured. The
+    // longest stall is kept, never a shorter one. (A kill the survivors are told of stalls a few
+    // ms whether n1 coordinated or not.)
     std::string stalls = absl::StrCat(static_cast<int>(result.stall_ms + 0.5));
-    for (int attempt = 2; scenario.victim_callers > 0 && attempt <= 3 &&
+    const bool timeout_only = scenario.signal == SIGSTOP || scenario.silent;
+    for (int attempt = 2; scenario.victim_callers > 0 && timeout_only && attempt <= 3 &&
                           result.ok_after > 0 && result.stall_ms < result.suspect_timeout_ms / 2;
          ++attempt) {
       Progress(absl::StrCat("failover: ", scenario.name, " again: n1 did not coordinate (stall ",

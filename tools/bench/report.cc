@@ -331,11 +331,11 @@ void PrintReport(const Report& report, std::ostream& out) {
   // Failover.
   if (!report.failovers.empty()) {
     out << "\n== failover: sequential wait-for-majority calls, signal to the victim mid-stream ==\n";
-    out << absl::StrFormat("%-22s %-9s %-6s %-10s %-6s %2s %7s %7s %6s %9s %6s %8s %8s\n",
+    out << absl::StrFormat("%-23s %-9s %-6s %-10s %-6s %2s %7s %7s %6s %9s %6s %8s %8s\n",
                            "scenario", "ordering", "style", "signal", "client", "n", "ok_pre",
                            "ok_post", "failed", "stall_ms", "x_susp", "p50_pre", "p50_post");
     for (const FailoverResult& f : report.failovers) {
-      out << absl::StrFormat("%-22s %-9s %-6s %-10s %-6s %2d %7d %7d %6d %9s %6s %8s %8s\n",
+      out << absl::StrFormat("%-23s %-9s %-6s %-10s %-6s %2d %7d %7d %6d %9s %6s %8s %8s\n",
                              f.scenario, f.ordering, f.style, absl::StrCat(f.signal, " ", f.victim),
                              f.attached_to, f.n, f.ok_before, f.ok_after, f.failed,
                              Num(f.stall_ms, 1), Ratio(f.stall_ms, f.suspect_timeout_ms),
