@@ -108,6 +108,9 @@ struct TlsConfig {
   std::string key_file;   // PEM private key of cert_file
   std::string server_name;  // optional: the name peers' certificates are checked against
                             // instead of the host of peers[].address
+  // The files are read again this often; changed, new connections use them (a rotated
+  // certificate needs no restart). 1..86400.
+  int64_t reload_seconds = 60;
 };
 
 // auth.tokens[]: an application's bearer token (metadata "authorization: Bearer <token>").

@@ -76,6 +76,8 @@ tls:                          # required: the TLS files, or {insecure: true}; a 
   cert_file: /etc/cohort/node.pem   # required: this daemon's certificate (server and peer client)
   key_file: /etc/cohort/node.key    # required: its private key
   server_name: cohort               # [host of the address] name peer certificates are checked for
+  reload_seconds: 60                # [60] the files are read again this often; new connections
+                                    #   use changed ones (rotation without restart; 1..86400)
   # insecure: true                  # instead of the files: plaintext on purpose, logged as a
                                     #   warning at start (tests, demos, a trusted loopback)
                               # peers use mutual TLS: a daemon without a certificate from ca_file

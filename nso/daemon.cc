@@ -9,10 +9,15 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nso/logging.h"
+#include "nso/tls_files.h"
 
 namespace cohort::nso {
 namespace {
@@ -46,20 +51,6 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address,
   return server;
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(key, ": cannot read \"", path, "\": ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN ") == std::string::npos) {
-    return absl::FailedPreconditionError(absl::StrCat(key, ": \"", path, "\" is not PEM"));
-  }
-  return text.str();
-}
-
 // The credentials of the two servers and of the peer dialer (all insecure without tls).
 struct Credentials {
   std::shared_ptr<grpc::ServerCredentials> peer_server;
@@ -68,7 +59,8 @@ struct Credentials {
   std::shared_ptr<TlsContext> peer_tls;  // the raw TCP peer transport's (nullptr: plaintext)
 };
 
-absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls) {
+absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, TlsFiles* files,
+                                            PublishedTls* published) {
   Credentials credentials;
   if (!tls.enabled) {
     credentials.peer_server = grpc::InsecureServerCredentials();
@@ -76,29 +68,40 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls) {
     credentials.peer_dialer = grpc::InsecureChannelCredentials();
     return credentials;
   }
-  absl::StatusOr<std::string> ca = ReadPem("tls.ca_file", tls.ca_file);
-  if (!ca.ok()) return ca.status();
-  absl::StatusOr<std::string> cert = ReadPem("tls.cert_file", tls.cert_file);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem("tls.key_file", tls.key_file);
-  if (!key.ok()) return key.status();
-  // Peers: mutual TLS, a dialer without a certificate from the CA is refused in the handshake.
-  grpc::SslServerCredentialsOptions peer(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  peer.pem_root_certs = *ca;
-  peer.pem_key_cert_pairs.push_back({*key, *cert});
-  credentials.peer_server = grpc::SslServerCredentials(peer);
-  // Applications: server-side TLS; they authenticate with bearer tokens (auth.tokens).
-  grpc::SslServerCredentialsOptions client(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  client.pem_key_cert_pairs.push_back({*key, *cert});
-  credentials.client_server = grpc::SslServerCredentials(client);
-  grpc::SslCredentialsOptions dialer;
-  dialer.pem_root_certs = *ca;
-  dialer.pem_private_key = *key;
-  dialer.pem_cert_chain = *cert;
-  credentials.peer_dialer = grpc::SslCredentials(dialer);
-  absl::StatusOr<std::shared_ptr<TlsContext>> peer_tls = TlsContext::Create(*ca, *cert, *key);
+  // Read once here, so that a missing or broken file stops the daemon at start, naming it.
+  absl::StatusOr<std::shared_ptr<TlsContext>> peer_tls = files->Load();
   if (!peer_tls.ok()) return peer_tls.status();
   credentials.peer_tls = *std::move(peer_tls);
+  // gRPC reads the validated texts (nso/tls_files.h, PublishedTls) again every reload_seconds:
+  // new connections use a rotated certificate once the monitor thread published it.
+  if (absl::Status done = published->Publish(files->ca_pem(), files->cert_pem(), files->key_pem());
+      !done.ok()) {
+    return done;
+  }
+  namespace tls_api = grpc::experimental;
+  auto provider = std::make_shared<tls_api::FileWatcherCertificateProvider>(
+      published->identity_path(), published->identity_path(), published->ca_path(),
+      static_cast<unsigned int>(tls.reload_seconds));
+  // Peers: mutual TLS, a dialer without a certificate from the CA is refused in the handshake.
+  tls_api::TlsServerCredentialsOptions peer(provider);
+  peer.watch_root_certs();
+  peer.watch_identity_key_cert_pairs();
+  peer.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  credentials.peer_server = grpc::experimental::TlsServerCredentials(peer);
+  // Applications: server-side TLS; they authenticate with bearer tokens (auth.tokens).
+  tls_api::TlsServerCredentialsOptions client(provider);
+  client.watch_identity_key_cert_pairs();
+  client.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  credentials.client_server = grpc::experimental::TlsServerCredentials(client);
+  // The dialer checks the acceptor's certificate against the CA and the peer's name (the host of
+  // its address, or tls.server_name through the target name override).
+  tls_api::TlsChannelCredentialsOptions dialer;
+  dialer.set_certificate_provider(provider);
+  dialer.watch_root_certs();
+  dialer.watch_identity_key_cert_pairs();
+  dialer.set_verify_server_certs(true);
+  dialer.set_certificate_verifier(std::make_shared<tls_api::HostNameCertificateVerifier>());
+  credentials.peer_dialer = grpc::experimental::TlsCredentials(dialer);
   return credentials;
 }
 
@@ -144,7 +147,12 @@ Daemon::~Daemon() { Shutdown(); }
 
 absl::Status Daemon::Start() {
   started_ms_ = MonotonicNowMs();
-  absl::StatusOr<Credentials> credentials = MakeCredentials(config_.tls);
+  if (config_.tls.enabled) {
+    tls_files_ = std::make_unique<TlsFiles>(config_.tls.ca_file, config_.tls.cert_file,
+                                            config_.tls.key_file);
+  }
+  absl::StatusOr<Credentials> credentials =
+      MakeCredentials(config_.tls, tls_files_.get(), &published_tls_);
   if (!credentials.ok()) return credentials.status();
   if (!config_.tls.enabled) {
     // The loader refuses a config without a tls section: plaintext only with insecure: true.
@@ -175,6 +183,7 @@ absl::Status Daemon::Start() {
     auto tcp = std::make_unique<TcpTransport>(options, loop_.get());
     if (absl::Status listening = tcp->Listen(); !listening.ok()) return listening;
     TcpTransport* raw = tcp.get();
+    tcp_transport_ = raw;
     transport_flush = [raw] { raw->Flush(); };
     tcp->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
     tcp->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
@@ -326,8 +335,34 @@ void Daemon::SetServing(bool serving, const std::string& why) {
   }
 }
 
+void Daemon::ReloadTlsFiles() {
+  if (!tls_files_) return;
+  const uint64_t now_ms = MonotonicNowMs();
+  if (now_ms < tls_checked_ms_ + static_cast<uint64_t>(config_.tls.reload_seconds) * 1000) return;
+  tls_checked_ms_ = now_ms;
+  auto reloaded = tls_files_->Reload();
+  if (!reloaded) return;
+  if (!reloaded->ok()) {
+    Log("daemon")->warn("TLS files changed but not usable, still using the previous ones: {}",
+                        std::string(reloaded->status().message()));
+    return;
+  }
+  if (absl::Status published = published_tls_.Publish(tls_files_->ca_pem(), tls_files_->cert_pem(),
+                                                      tls_files_->key_pem());
+      !published.ok()) {
+    Log("daemon")->warn("TLS files changed but could not be handed to gRPC: {}",
+                        std::string(published.message()));
+  }
+  if (TcpTransport* tcp = tcp_transport_) {
+    loop_->Post([tcp, tls = **std::move(reloaded)]() mutable { tcp->SetTls(std::move(tls)); });
+  }
+  Log("daemon")->info("TLS files changed: new connections use them (gRPC within {} s)",
+                      config_.tls.reload_seconds);
+}
+
 void Daemon::MonitorLoop() {
   while (!stop_monitor_.WaitForNotificationWithTimeout(kHealthPeriod)) {
+    ReloadTlsFiles();
     absl::StatusOr<NodeSnapshot> snapshot = Snapshot();
     if (!snapshot.ok()) continue;  // overloaded: keep the last verdict
     std::vector<std::string> minority;

@@ -21,6 +21,7 @@
 #include "nso/event_loop.h"
 #include "nso/grpc_transport.h"
 #include "nso/tcp_transport.h"
+#include "nso/tls_files.h"
 #include "nso/http_server.h"
 #include "nso/metrics.h"
 #include "nso/local_api.h"
@@ -61,13 +62,21 @@ class Daemon {
  private:
   // Re-evaluates the health status every kHealthPeriod until Shutdown.
   void MonitorLoop();
+  // Monitor thread, every tls.reload_seconds: changed TLS files go to the raw TCP transport.
+  void ReloadTlsFiles();
   void SetServing(bool serving, const std::string& why);
 
   // Shared with the Node (one copy of the configuration in the daemon).
   const std::shared_ptr<const Config> config_owner_;
   const Config& config_;
   AccessPolicy policy_;
+  // What gRPC's certificate provider reads; declared before everything that holds gRPC
+  // credentials, so it outlives them.
+  PublishedTls published_tls_;
   std::unique_ptr<PeerTransport> transport_;  // gRPC streams or raw TCP (peer_transport)
+  TcpTransport* tcp_transport_ = nullptr;      // transport_ when it is raw TCP
+  std::unique_ptr<TlsFiles> tls_files_;        // with tls: the files (monitor thread after start)
+  uint64_t tls_checked_ms_ = 0;                // monitor thread
   std::unique_ptr<Node> node_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<ApiService> api_;

@@ -88,7 +88,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, EventLoop* loop)
     : options_(std::move(options)),
       loop_(loop),
       sweep_every_ms_(std::min<uint64_t>(
-          {1000, options_.hello_timeout_ms / 2, options_.connect_timeout_ms / 2})) {
+          {1000, options_.hello_timeout_ms / 2, options_.connect_timeout_ms / 2})),
+      tls_(options_.tls) {
   for (const auto& [peer, address] : options_.peer_addresses) {
     auto link = std::make_unique<Link>();
     link->peer = peer;
@@ -142,6 +143,10 @@ void TcpTransport::Shutdown() {
   }
   if (listen_fd_ >= 0) close(listen_fd_);
   listen_fd_ = -1;
+}
+
+void TcpTransport::SetTls(std::shared_ptr<TlsContext> tls) {
+  if (tls_ && tls) tls_ = std::move(tls);
 }
 
 bool TcpTransport::Connected(NodeId peer) const {
@@ -243,14 +248,14 @@ void TcpTransport::Dial(Link* link, uint64_t now_ms) {
   link->fd = fd;
   Queue(raw, HelloFrame(options_.self, options_.cluster));
   loop_->Watch(fd, EPOLLIN | EPOLLOUT, [this, fd](uint32_t events) { OnEvents(fd, events); });
-  if (options_.tls && !StartTls(raw, /*dialer=*/true, link->address)) Close(fd, nullptr);
+  if (tls_ && !StartTls(raw, /*dialer=*/true, link->address)) Close(fd, nullptr);
 }
 
 bool TcpTransport::StartTls(Connection* connection, bool dialer, const std::string& address) {
   std::string name = options_.tls_server_name;
   if (name.empty() && dialer) name = address.substr(0, address.rfind(':'));
   absl::StatusOr<std::unique_ptr<TlsChannel>> channel =
-      TlsChannel::Create(*options_.tls, connection->fd, dialer, name);
+      TlsChannel::Create(*tls_, connection->fd, dialer, name);
   if (!channel.ok()) {
     TlsFailure(connection, std::string(channel.status().message()));
     return false;
@@ -286,7 +291,7 @@ void TcpTransport::Accept() {
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN: all taken; other errors: try on the next event
-    if (options_.tls && !TakeAcceptToken(now_ms)) {
+    if (tls_ && !TakeAcceptToken(now_ms)) {
       if (accepts_refused_++ % 1000 == 0) {
         Log("peer")->warn("more than {} TLS connections a second: connection refused ({} so far)",
                           options_.tls_accepts_per_second, accepts_refused_);
@@ -301,7 +306,7 @@ void TcpTransport::Accept() {
     Connection* raw = connection.get();
     connections_[fd] = std::move(connection);
     loop_->Watch(fd, EPOLLIN, [this, fd](uint32_t events) { OnEvents(fd, events); });
-    if (options_.tls && !StartTls(raw, /*dialer=*/false, "")) Close(fd, nullptr);
+    if (tls_ && !StartTls(raw, /*dialer=*/false, "")) Close(fd, nullptr);
   }
 }
 

@@ -79,6 +79,10 @@ class TcpTransport final : public PeerTransport {
   bool Connected(NodeId peer) const override;
   const TransportCounters& counters() const override { return counters_; }
 
+  // Loop thread: connections made from now on use `tls` (a rotated certificate, nso/tls_files.h);
+  // those up keep their session. Only with options.tls (plaintext stays plaintext).
+  void SetTls(std::shared_ptr<TlsContext> tls);
+
   // Loop thread, after every batch of work: one frame per peer with what the batch sent, written
   // at once; redials peers whose backoff has passed.
   void Flush();
@@ -120,6 +124,7 @@ class TcpTransport final : public PeerTransport {
   const uint64_t sweep_every_ms_;  // SweepStalled: half the shorter timeout, at most 1 s
   Receiver receiver_;
   LinkWatcher link_watcher_;
+  std::shared_ptr<TlsContext> tls_;  // loop thread: options.tls, or the last SetTls
   TransportCounters counters_;
   int listen_fd_ = -1;
   std::map<NodeId, std::unique_ptr<Link>> links_;              // fixed after construction

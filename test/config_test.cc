@@ -98,6 +98,7 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK(config.tls.cert_file == "/etc/cohort/n2.pem");
   CHECK(config.tls.key_file == "/etc/cohort/n2.key");
   CHECK(config.tls.server_name == "cohort");
+  CHECK(config.tls.reload_seconds == 5);
 
   CHECK(config.FindPeer("n3") == &config.peers[2]);
   CHECK(config.FindPeer("n9") == nullptr);
@@ -157,6 +158,11 @@ TEST_CASE("a file without a tls section is refused, naming the file and both fix
   // Either form is accepted.
   CHECK(ParseOk(kBase + kInsecure).tls.explicit_insecure);
   CHECK(ParseOk(kBase + "tls: {ca_file: a, cert_file: b, key_file: c}\n").tls.enabled);
+  CHECK(ParseOk(kBase + "tls: {ca_file: a, cert_file: b, key_file: c}\n").tls.reload_seconds == 60);
+  CHECK_THAT(ErrorOf(kBase + "tls: {ca_file: a, cert_file: b, key_file: c, reload_seconds: 0}\n"),
+             StartsWith("config.yaml:6: tls.reload_seconds: "));
+  CHECK_THAT(ErrorOf(kBase + "tls: {insecure: true, reload_seconds: 5}\n"),
+             Contains("tls.reload_seconds: must not be set with tls.insecure: true"));
 }
 
 TEST_CASE("003 s3: the silence period must be below the suspicion timeout", "[config]") {
@@ -438,7 +444,7 @@ TEST_CASE("the help text documents every key", "[config]") {
         "exclude_timeout_ms:", "heartbeat_interval_ms:", "fail_fast_after_ms:", "suspect_on_disconnect:", "consensus:", "optimisation_1:",
         "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
         "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "groups:", "members:",
-        "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "ca_file:",
+        "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "reload_seconds:", "ca_file:",
         "cert_file:", "key_file:", "server_name:", "insecure: true"}) {
     INFO(key);
     CHECK_THAT(help, Contains(key));

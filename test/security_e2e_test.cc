@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -145,6 +146,74 @@ TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins",
   wrong_ca.ca_file = ca + "/rogue-ca.pem";
   wrong_ca.timeout = absl::Milliseconds(500);
   CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), wrong_ca).ok());
+}
+
+// Replaces `path`'s contents by `text` at once (a rename), as cert-manager's volume update does.
+void ReplaceFile(const std::string& path, const std::string& text) {
+  WriteText(path + ".new", text);
+  REQUIRE(std::rename((path + ".new").c_str(), path.c_str()) == 0);
+}
+
+TEST_CASE("certificate rotation: a daemon whose certificate is replaced on disk joins and serves "
+          "without a restart", "[security][e2e]") {
+  const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
+  INFO("peer_transport: " << transport);
+  std::string ca = MakeCa("ca-rotate-" + transport);
+  // n3's own files, starting as copies of the certificate from the other CA.
+  const std::string n3_cert = ca + "/n3.pem", n3_key = ca + "/n3.key";
+  WriteText(n3_cert, ReadText(ca + "/rogue.pem"));
+  WriteText(n3_key, ReadText(ca + "/rogue.key"));
+  test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+                         Replace(TestCaTlsYaml(ca), "}\n", ", reload_seconds: 1}\n") +
+                             "failure_detector: {exclude_timeout_ms: 1500}\n"
+                             "peer_transport: " + transport + "\n",
+                         "info"});
+  WriteText(cluster.ConfigPath(3),
+            Replace(Replace(ReadText(cluster.ConfigPath(3)), ca + "/daemon.pem", n3_cert),
+                    ca + "/daemon.key", n3_key));
+  REQUIRE(cluster.Start());
+  ConnectOptions tls;
+  tls.ca_file = ca + "/ca.pem";
+  tls.timeout = absl::Milliseconds(500);
+  std::vector<std::unique_ptr<Servant>> servants;
+  auto serve = [&](int index) {
+    auto servant = Servant::Create(cluster.ClientAddress(index), "g", tls);
+    REQUIRE(servant.ok());
+    (*servant)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
+    REQUIRE((*servant)->Start().ok());
+    servants.push_back(*std::move(servant));
+  };
+  serve(1);
+  serve(2);
+  const std::vector<std::string> majority = {"n1", "n2"};
+  REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), tls, "g") == majority; }, 15));
+  // Nobody trusting the cluster's CA can reach n3's API: it presents the other CA's certificate.
+  CHECK_FALSE(Client::Connect(cluster.ClientAddress(3), tls).ok());
+
+  // The operator puts a certificate from the cluster's CA in n3's files (no restart, no SIGHUP):
+  // within reload_seconds n3's gRPC servers present it and its peer transport uses it, so its
+  // servant can attach and n3 joins the others (state transfer over the peer links).
+  ReplaceFile(n3_key, ReadText(ca + "/daemon.key"));
+  ReplaceFile(n3_cert, ReadText(ca + "/daemon.pem"));
+  REQUIRE(Eventually([&] { return Client::Connect(cluster.ClientAddress(3), tls).ok(); }, 10));
+  serve(3);
+  const std::vector<std::string> all = {"n1", "n2", "n3"};
+  CHECK(Eventually([&] { return ViewAt(cluster.ClientAddress(1), tls, "g") == all; }, 20));
+  CHECK(Eventually([&] { return ViewAt(cluster.ClientAddress(3), tls, "g") == all; }, 10));
+  auto client = Client::Connect(cluster.ClientAddress(1), tls);
+  REQUIRE(client.ok());
+  auto call = (*client)->Invoke("g", "echo", "x", Mode::kAll, absl::Seconds(5));
+  CHECK(call.ok());
+  if (call.ok()) CHECK(call->replies.size() == 3);
+  CHECK_THAT(LogOf(cluster, 3), Contains("TLS files changed: new connections use them"));
+
+  // A broken file is named in the log and changes nothing: n3 keeps serving with what it has.
+  ReplaceFile(n3_key, "not a key\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK_THAT(LogOf(cluster, 3), Contains("TLS files changed but not usable, still using the "
+                                         "previous ones: tls.key_file"));
+  CHECK(ViewAt(cluster.ClientAddress(1), tls, "g") == all);
+  CHECK(Client::Connect(cluster.ClientAddress(3), tls).ok());
 }
 
 std::string SecurityYaml(const std::string& locked_invoke) {

@@ -6,10 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 
 #include "nso/tls_channel.h"
+#include "nso/tls_files.h"
 #include "test/tls_test_util.h"
 
 namespace cohort::nso {
@@ -123,6 +126,47 @@ TEST_CASE("TLS channel: certificates from another CA or for another name fail th
     Pair pair(*daemon, *daemon, "cohort");
     CHECK(pair.Send("hello", &error));
   }
+}
+
+TEST_CASE("TLS files: read again, a change makes a new context only when the three files fit "
+          "together; a broken one is named once and retried when it changes", "[tls]") {
+  const std::string dir = test::MakeCa();
+  const std::string cert = dir + "/node.pem", key = dir + "/node.key";
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+  };
+  using cohort::test::ReadText;
+  write(cert, ReadText(dir + "/daemon.pem"));
+  write(key, ReadText(dir + "/daemon.key"));
+  TlsFiles files(dir + "/ca.pem", cert, key);
+  absl::StatusOr<std::shared_ptr<TlsContext>> first = files.Load();
+  REQUIRE(first.ok());
+  CHECK_FALSE(files.Reload().has_value());  // unchanged
+
+  // Half a rotation: the new certificate, the old key. Refused, named, and not retried as is.
+  write(cert, ReadText(dir + "/rogue.pem"));
+  auto half = files.Reload();
+  REQUIRE(half.has_value());
+  REQUIRE_FALSE(half->ok());
+  CHECK_THAT(std::string(half->status().message()), Catch::Contains("key"));
+  CHECK_FALSE(files.Reload().has_value());
+  // The key follows: a new context.
+  write(key, ReadText(dir + "/rogue.key"));
+  auto whole = files.Reload();
+  REQUIRE(whole.has_value());
+  REQUIRE(whole->ok());
+  CHECK(whole->value() != *first);
+  CHECK_FALSE(files.Reload().has_value());
+
+  // A file that is not PEM, or gone, is named.
+  write(key, "not a key\n");
+  auto broken = files.Reload();
+  REQUIRE(broken.has_value());
+  CHECK_THAT(std::string(broken->status().message()), Catch::Contains("tls.key_file"));
+  std::remove(cert.c_str());
+  auto gone = files.Reload();
+  REQUIRE(gone.has_value());
+  CHECK_THAT(std::string(gone->status().message()), Catch::Contains("tls.cert_file: cannot read"));
 }
 
 }  // namespace cohort::nso
