@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "nso/event_loop.h"
 #include "nso/transport.h"
+#include "tools/subprocess.h"
 
 namespace cohort::nso::test {
 
@@ -83,23 +84,29 @@ inline std::vector<uint64_t> Range(int first, int count) {
 
 // Transport::SetLinkWatcher, in either transport: node 1 is told when node 2 connects, when node
 // 2's process goes away (its connection closes: one "down", at once), and when it is back; a
-// connection that never says hello tells nothing.
+// connection that never says hello tells nothing. `poke` runs once both are connected, with node
+// 2's port (a stranger's connection, say).
 template <typename Endpoint>
-void CheckLinkEvents(std::unique_ptr<Endpoint>* one, std::unique_ptr<Endpoint>* two,
-                     std::function<std::unique_ptr<Endpoint>()> start_two) {
-  REQUIRE(Eventually([&] { return (*one)->LinkEvents().size() >= 1; }));
-  CHECK((*one)->LinkEvents() == std::vector<std::string>{"up 2"});
-  CHECK((*two)->LinkEvents() == std::vector<std::string>{"up 1"});
-  two->reset();
+void CheckLinkEvents(const std::function<void(int port2)>& poke = nullptr) {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  auto one = std::make_unique<Endpoint>(1, port1, 2, port2);
+  auto two = std::make_unique<Endpoint>(2, port2, 1, port1);
+  REQUIRE(Eventually([&] { return one->transport().Connected(2) && two->transport().Connected(1); }));
+  if (poke) poke(port2);
+  REQUIRE(Eventually([&] { return one->LinkEvents().size() >= 1; }));
+  CHECK(one->LinkEvents() == std::vector<std::string>{"up 2"});
+  CHECK(two->LinkEvents() == std::vector<std::string>{"up 1"});
+  two.reset();
   // Within a second (the failure detector's timeout would take 50 ms; this is told at once).
   const auto gone = std::chrono::steady_clock::now();
-  REQUIRE(Eventually([&] { return (*one)->LinkEvents().size() >= 2; }));
+  REQUIRE(Eventually([&] { return one->LinkEvents().size() >= 2; }));
   CHECK(std::chrono::steady_clock::now() - gone < std::chrono::seconds(1));
-  CHECK((*one)->LinkEvents() == std::vector<std::string>{"up 2", "down 2"});
-  *two = start_two();
-  REQUIRE(Eventually([&] { return (*one)->LinkEvents().size() >= 3; }));
-  CHECK((*one)->LinkEvents() == std::vector<std::string>{"up 2", "down 2", "up 2"});
-  CHECK((*two)->LinkEvents() == std::vector<std::string>{"up 1"});
+  CHECK(one->LinkEvents() == std::vector<std::string>{"up 2", "down 2"});
+  two = std::make_unique<Endpoint>(2, port2, 1, port1);
+  REQUIRE(Eventually([&] { return one->LinkEvents().size() >= 3; }));
+  CHECK(one->LinkEvents() == std::vector<std::string>{"up 2", "down 2", "up 2"});
+  CHECK(two->LinkEvents() == std::vector<std::string>{"up 1"});
 }
 
 // Whether endpoints 1 and 2 (of either transport's test) get connected to each other.
