@@ -135,4 +135,51 @@ TEST_CASE("a caller outside the group sends its calls through the next member as
   }
 }
 
+TEST_CASE("an idle event-driven group suspects a member killed while it was idle at its next "
+          "request, without waiting for the timeout", "[membership][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  const uint64_t suspect_timeout_ms = nso::GroupConfig{}.suspect_timeout_ms;
+  for (Ordering ordering : {Ordering::kConsensus, Ordering::kSequencer}) {
+    for (Fault fault : {Fault::kKill, Fault::kCrash}) {
+      INFO("ordering " << static_cast<int>(ordering) << ", " << (fault == Fault::kKill ? "killed" : "stopped"));
+      test::SimNodes sim(/*seed=*/1, /*delay_max_ms=*/1, /*streams_break=*/true);
+      for (NodeId id = 1; id <= 3; ++id) {
+        nso::Config config = test::GroupOfThree(id, ordering);
+        config.groups[0].liveness = nso::GroupConfig::Liveness::kEvent;  // silent while idle
+        nso::Node* node = sim.Add(config);
+        uint64_t servant_nso = *node->Attach("servant");
+        auto servant = std::make_shared<uint64_t>(0);
+        *servant = *node->RegisterServant(servant_nso, "g", [&sim, node, servant](nso::ServantDelivery d) {
+          if (d.one_way) return;
+          sim.net.After(0, [node, servant, number = d.delivery] {
+            node->Answer(*servant, number, absl::OkStatus(), "ok");
+          });
+        });
+      }
+      sim.net.RunUntil(500);
+      // n1's calls last: it coordinates the next consensus instance, and it is the sequencer.
+      uint64_t at_n1 = *sim.nodes[1]->Attach("client");
+      for (int i = 0; i < 5; ++i) REQUIRE(sim.Call(1, at_n1, MajorityCall(), 1).status.ok());
+      sim.net.RunUntil(sim.net.now_ms() + 2000);  // idle: nobody watches anybody
+      if (fault == Fault::kKill) {
+        sim.net.Kill(1);
+      } else {
+        sim.net.Crash(1);
+      }
+      sim.net.RunUntil(sim.net.now_ms() + 1000);
+      uint64_t at_n2 = *sim.nodes[2]->Attach("client");
+      const uint64_t start_ms = sim.net.now_ms();
+      nso::InvokeResult result = sim.Call(2, at_n2, MajorityCall(), 1);
+      const uint64_t took_ms = sim.net.now_ms() - start_ms;
+      INFO("the first call after the idle period took " << took_ms << " ms");
+      REQUIRE(result.status.ok());
+      if (fault == Fault::kKill) {
+        CHECK(took_ms < suspect_timeout_ms / 2);
+      } else {
+        CHECK(took_ms >= suspect_timeout_ms - 10);
+      }
+    }
+  }
+}
+
 }  // namespace cohort
