@@ -272,6 +272,7 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
   for (const auto& event : events) {
     if (event.kind == membership::SuspicionEvent::Kind::kSuspect) {
       counters_.suspicions++;
+      if (event.link_down) counters_.suspicions_on_disconnect++;
       Log("membership")->warn("group {}: suspect node {} ({}silent {} ms)", name(), event.node,
                               event.link_down ? "its connection closed, " : "", event.silent_ms);
       consensus::Outbox outbox;

@@ -30,6 +30,7 @@ struct GroupCounters {
   uint64_t heartbeats_sent = 0;
   uint64_t envelopes_sent = 0;
   uint64_t suspicions = 0;
+  uint64_t suspicions_on_disconnect = 0;  // of them, because the member's connection closed
   uint64_t exclusions = 0;
   uint64_t view_changes = 0;
 };

@@ -135,8 +135,12 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
   per_group("cohort_view_changes_total", "counter", "Views installed after the first.",
             [](const GroupSnapshot& g) { return g.counters.view_changes; });
   per_group("cohort_suspicions_total", "counter",
-            "Members suspected by the aggressive timeout (OGS s5).",
+            "Members suspected by the aggressive timeout (OGS s5) or on a closed connection.",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });
+  per_group("cohort_suspicions_on_disconnect_total", "counter",
+            "Of the suspicions, those because the member's peer connection closed "
+            "(failure_detector.suspect_on_disconnect).",
+            [](const GroupSnapshot& g) { return g.counters.suspicions_on_disconnect; });
   per_group("cohort_exclusions_total", "counter",
             "Members excluded from the view by the conservative timeout.",
             [](const GroupSnapshot& g) { return g.counters.exclusions; });

@@ -24,6 +24,7 @@ enum class Fault { kKill, kCrash };
 struct Stalls {
   uint64_t longest_ms = 0;  // the longest call around the fault
   uint64_t calls = 0;       // calls that completed (all of them must)
+  uint64_t suspicions_on_disconnect = 0;  // n2's, in group g
 };
 
 nso::InvokeOptions MajorityCall(nso::GroupConfig::Style style = nso::GroupConfig::Style::kClosed) {
@@ -89,6 +90,9 @@ Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_
     stalls.calls++;
     stalls.longest_ms = std::max(stalls.longest_ms, sim.net.now_ms() - start_ms);
   }
+  for (const nso::Group* group : sim.nodes[2]->groups()) {
+    stalls.suspicions_on_disconnect += group->counters().suspicions_on_disconnect;
+  }
   return stalls;
 }
 
@@ -109,6 +113,8 @@ TEST_CASE("a killed coordinator or sequencer is suspected as soon as its connect
                                         << ignored.longest_ms << ", stopped " << stopped.longest_ms);
       CHECK(killed.calls == 60);
       CHECK(killed.longest_ms < suspect_timeout_ms / 2);
+      CHECK(killed.suspicions_on_disconnect == 1);  // cohort_suspicions_on_disconnect_total
+      CHECK(ignored.suspicions_on_disconnect == 0);
       // Without the connection's word, or when nothing closes, the timeout must pass first (less
       // the few ms between n1's last message and the call's start).
       CHECK(ignored.longest_ms >= suspect_timeout_ms - 10);
