@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 
 #include "nso/logging.h"
+#include "nso/peer_names.h"
 
 namespace cohort::nso {
 namespace {
@@ -163,6 +164,20 @@ absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& fi
   } else if (peer >= options_.self) {
     why = "node " + std::to_string(peer) + " must not dial node " + std::to_string(options_.self) +
           " (the lower id dials)";
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (why.empty() && auth != nullptr && auth->IsPeerAuthenticated()) {
+    // Over TLS: the certificate must be the claimed node's (the name the dialers check the
+    // acceptor's against), or any node of the cluster could speak as any other.
+    std::vector<std::string> names;
+    for (const grpc::string_ref& name : auth->FindPropertyValues(GRPC_X509_SAN_PROPERTY_NAME)) {
+      names.emplace_back(name.data(), name.size());
+    }
+    const std::string wanted =
+        PeerCertificateName(options_.peer_addresses.at(peer), options_.ssl_target_name);
+    if (!CertificateCarries(names, wanted)) {
+      why = "node " + std::to_string(peer) + ": its certificate is not for \"" + wanted + "\"";
+    }
   }
   if (!why.empty()) {
     Log("peer")->warn("refused peer stream from {}: {}", context->peer(), why);

@@ -252,8 +252,7 @@ void TcpTransport::Dial(Link* link, uint64_t now_ms) {
 }
 
 bool TcpTransport::StartTls(Connection* connection, bool dialer, const std::string& address) {
-  std::string name = options_.tls_server_name;
-  if (name.empty() && dialer) name = address.substr(0, address.rfind(':'));
+  std::string name = dialer ? PeerCertificateName(address, options_.tls_server_name) : std::string();
   absl::StatusOr<std::unique_ptr<TlsChannel>> channel =
       TlsChannel::Create(*tls_, connection->fd, dialer, name);
   if (!channel.ok()) {
@@ -479,6 +478,13 @@ bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
   } else if (connection->peer == 0 && peer >= options_.self) {
     why = absl::StrCat("node ", peer, " must not dial node ", options_.self,
                        " (the lower id dials)");
+  }
+  if (why.empty() && connection->peer == 0 && connection->tls) {
+    // Inbound over TLS: the certificate must be the claimed node's (the name the dialers check
+    // the acceptor's against), or any node of the cluster could speak as any other.
+    absl::Status named = connection->tls->CheckPeerName(
+        PeerCertificateName(links_.at(peer)->address, options_.tls_server_name));
+    if (!named.ok()) why = absl::StrCat("node ", peer, ": ", named.message());
   }
   if (!why.empty()) {
     Log("peer")->warn("refused peer connection: {}", why);

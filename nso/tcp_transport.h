@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "nso/event_loop.h"
+#include "nso/peer_names.h"
 #include "nso/tls_channel.h"
 #include "nso/transport.h"
 #include "proto/wire.pb.h"

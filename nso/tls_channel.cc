@@ -169,6 +169,19 @@ ssize_t TlsChannel::Read(char* buffer, size_t size, TlsWait* wait, std::string* 
 
 bool TlsChannel::HasPending() const { return SSL_has_pending(ssl_) == 1; }
 
+absl::Status TlsChannel::CheckPeerName(const std::string& name) const {
+  X509* cert = SSL_get1_peer_certificate(ssl_);
+  if (cert == nullptr) return absl::PermissionDeniedError("it presented no certificate");
+  in_addr ip4{};
+  in6_addr ip6{};
+  bool ip = inet_pton(AF_INET, name.c_str(), &ip4) == 1 || inet_pton(AF_INET6, name.c_str(), &ip6) == 1;
+  int matches = ip ? X509_check_ip_asc(cert, name.c_str(), 0)
+                   : X509_check_host(cert, name.c_str(), name.size(), 0, nullptr);
+  X509_free(cert);
+  if (matches == 1) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("its certificate is not for \"", name, "\""));
+}
+
 ssize_t TlsChannel::Write(const char* data, size_t size, TlsWait* wait, std::string* error) {
   ERR_clear_error();
   int result = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(size, INT_MAX)));

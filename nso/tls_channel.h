@@ -60,6 +60,10 @@ class TlsChannel {
   ssize_t Write(const char* data, size_t size, TlsWait* wait, std::string* error);
   // Whether OpenSSL holds bytes read from the socket that no Read has returned yet.
   bool HasPending() const;
+  // After the handshake: OK when the peer's (verified) certificate is for `name`, an IP address
+  // or a DNS name, as a dialer checks the acceptor's; the acceptor checks the dialer's this way
+  // against the node the dialer's hello claims to be (a certificate binds its holder to a node).
+  absl::Status CheckPeerName(const std::string& name) const;
 
  private:
   explicit TlsChannel(SSL* ssl) : ssl_(ssl) {}

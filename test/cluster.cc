@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -45,8 +46,12 @@ int RunProcess(const std::vector<std::string>& argv, std::string* stderr_text) {
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   const char* tmp = std::getenv("TEST_TMPDIR");
+  // One directory per cluster of the process: successive clusters of one test binary often get
+  // the same address, and a directory named after it made a later cluster append to an earlier
+  // one's logs.
+  static std::atomic<int> clusters{0};
   dir_ = std::string(tmp ? tmp : "/tmp") + "/cluster." + std::to_string(getpid()) + "." +
-         std::to_string(reinterpret_cast<uintptr_t>(this) % 100000);
+         std::to_string(clusters.fetch_add(1));
   mkdir(dir_.c_str(), 0755);
   for (int i = 0; i < options_.size; ++i) {
     peer_ports_.push_back(FreePort());

@@ -148,6 +148,32 @@ TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins",
   CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), wrong_ca).ok());
 }
 
+TEST_CASE("mutual TLS binds a certificate to its node: an acceptor refuses a dialer whose "
+          "certificate is not for the node its hello names", "[security][e2e]") {
+  const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
+  INFO("peer_transport: " << transport);
+  std::string ca = MakeCa("ca-bind-" + transport);
+  test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+                         TestCaTlsYaml(ca) + "peer_transport: " + transport + "\n", "info"});
+  // n2 knows n1 as 127.0.0.2 (n1 dials n2, so n2 never uses that address but to check who
+  // dials): n1's certificate, for 127.0.0.1, localhost and cohort, is not for it.
+  WriteText(cluster.ConfigPath(2), Replace(ReadText(cluster.ConfigPath(2)),
+                                           "{name: n1, id: 1, address: 127.0.0.1:",
+                                           "{name: n1, id: 1, address: 127.0.0.2:"));
+  REQUIRE(cluster.Start());
+  CHECK(Eventually([&] {
+    return LogOf(cluster, 2).find("node 1: its certificate is not for \"127.0.0.2\"") != std::string::npos;
+  }, 15));
+  // n3 is known by its own address everywhere: both talk to it.
+  CHECK(Eventually([&] {
+    return LogOf(cluster, 3).find("connected") != std::string::npos &&
+           LogOf(cluster, 1).find("connected to node 3") != std::string::npos;
+  }, 15));
+  const std::string log2 = LogOf(cluster, 2);
+  CHECK(log2.find("connected to node 1") == std::string::npos);
+  CHECK(log2.find("node 1 connected") == std::string::npos);
+}
+
 // Replaces `path`'s contents by `text` at once (a rename), as cert-manager's volume update does.
 void ReplaceFile(const std::string& path, const std::string& text) {
   WriteText(path + ".new", text);

@@ -224,6 +224,30 @@ TEST_CASE("tcp transport with mutual TLS: traffic both ways; another CA's certif
   SECTION("the acceptor's certificate does not carry the name the dialer expects") {
     CHECK(refused(good, "elsewhere.example", good));
   }
+  SECTION("the dialer's certificate is not for the node its hello names") {
+    // Node 2 knows node 1 by 127.0.0.2: node 1's certificate (127.0.0.1, localhost, cohort) is
+    // not for it, so node 1 could be another node of the cluster speaking as node 1.
+    const int port1 = subprocess::FreePort();
+    const int port2 = subprocess::FreePort();
+    auto known_as = [port1](const std::string& name) {
+      return [port1, name](TcpTransportOptions* options) {
+        options->peer_addresses[1] = "127.0.0.2:" + std::to_string(port1);
+        options->tls_server_name = name;
+      };
+    };
+    {
+      Endpoint one(1, port1, 2, port2, good);
+      Endpoint two(2, port2, 1, port1, good, "", known_as(""));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      CHECK_FALSE(one.transport().Connected(2));
+      CHECK_FALSE(two.transport().Connected(1));
+    }
+    // With tls.server_name the certificates are checked against that name instead (every
+    // node's carries it): accepted.
+    Endpoint one(1, port1, 2, port2, good, "cohort");
+    Endpoint two(2, port2, 1, port1, good, "cohort", known_as("cohort"));
+    CHECK(BothConnected(one, two));
+  }
   SECTION("the acceptor in plaintext") { CHECK(refused(good, "", nullptr)); }
   SECTION("the dialer in plaintext") { CHECK(refused(nullptr, "", good)); }
 }

@@ -13,6 +13,7 @@
 
 #include "nso/tls_channel.h"
 #include "nso/tls_files.h"
+#include "nso/peer_names.h"
 #include "test/tls_test_util.h"
 
 namespace cohort::nso {
@@ -167,6 +168,22 @@ TEST_CASE("TLS files: read again, a change makes a new context only when the thr
   auto gone = files.Reload();
   REQUIRE(gone.has_value());
   CHECK_THAT(std::string(gone->status().message()), Catch::Contains("tls.cert_file: cannot read"));
+}
+
+TEST_CASE("peer names: the name a peer's certificate must carry, and whether a gRPC auth "
+          "context's names carry it", "[tls]") {
+  CHECK(PeerCertificateName("10.0.0.7:7101", "") == "10.0.0.7");
+  CHECK(PeerCertificateName("[::1]:7103", "") == "::1");
+  CHECK(PeerCertificateName("cohort-1.cohort.svc:7101", "") == "cohort-1.cohort.svc");
+  CHECK(PeerCertificateName("10.0.0.7:7101", "cohort") == "cohort");
+  const std::vector<std::string> names = {"127.0.0.1", "localhost", "*.cohort.svc"};
+  CHECK(CertificateCarries(names, "127.0.0.1"));
+  CHECK(CertificateCarries(names, "LocalHost"));
+  CHECK(CertificateCarries(names, "cohort-1.cohort.svc"));
+  CHECK_FALSE(CertificateCarries(names, "127.0.0.2"));
+  CHECK_FALSE(CertificateCarries(names, "a.b.cohort.svc"));  // one label only
+  CHECK_FALSE(CertificateCarries(names, ".cohort.svc"));
+  CHECK_FALSE(CertificateCarries({}, "127.0.0.1"));
 }
 
 }  // namespace cohort::nso
