@@ -52,6 +52,17 @@ void ChandraToueg::EnterRound(uint32_t round, bool send_estimate, ConsensusSends
     }
     estimates_[self_] = {timestamp_, estimate_};
     MaybePropose(out);
+    if (!proposed_ && round > 1 && suspected_.count(Coordinator(round - 1)) > 0) {
+      // The last round's coordinator is suspected: this one pings at once, not after
+      // retransmit_ms. A participant that decided already (it got the last coordinator's
+      // proposal, this node did not: the coordinator crashed part-way through sending it)
+      // sends no estimate by itself, and answers the ping with the DECISION (cohort-bench's
+      // coordinator kill, issue 7). Not on a move without suspicion (no optimisation 1): the
+      // ping would pull a coordinator still collecting ACKs out of its round.
+      for (NodeId member : members_) {
+        if (member != self_) Send(member, Kind::ESTIMATE, round, &estimate_, out);
+      }
+    }
     return;
   }
   if (send_estimate) Send(coordinator, Kind::ESTIMATE, round, &estimate_, out);

@@ -355,7 +355,11 @@ void SequencerOrder::SendNeedStates(Outbox* out) {
 void SequencerOrder::OnEpochState(NodeId from, const wire::SequencerMessage& message,
                                   Outbox* out) {
   if (Sequencer(epoch_) != self_ || established_ || message.first_order() != state_first_) return;
-  if (message.log_length() < message.first_order() ||
+  // A log shorter than this sequencer's commit point (its last ORDERED was lost: the old
+  // sequencer died part-way through sending it) holds nothing past that point, and still
+  // counts towards the majority: refusing it left the new sequencer waiting for that member to
+  // catch up through a retransmission (50 ms; the sequencer kill's tail in issue 7's bench).
+  if (message.log_length() > message.first_order() &&
       message.log_length() - message.first_order() > options_.log_entries_max) {
     return;
   }
@@ -382,13 +386,21 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
     TruncateLog(state_first_);
     log_.insert(log_.end(), best->entries.begin(), best->entries.end());
   }
+  // A member whose log ends before the commit point gets the log from its end (at or above
+  // what is delivered everywhere: SendOrdered starts at log_base_), not a gap to ask about.
+  std::map<NodeId, uint64_t> send_from;
+  for (const auto& [node, state] : states_) {
+    send_from[node] = std::min(state_first_, state.log_length);
+  }
   states_.clear();
   log_epoch_ = epoch_;
   established_ = true;
   RebuildLogSeq();
   acked_[self_] = log_end();
   for (NodeId member : members_) {
-    if (member != self_) SendOrdered(member, state_first_, out);
+    if (member == self_) continue;
+    auto from = send_from.find(member);
+    SendOrdered(member, from != send_from.end() ? from->second : state_first_, out);
   }
   sent_end_ = log_end();  // beyond one batch, members ask (NEED) or the tick resends
   MaybeCommit(out);

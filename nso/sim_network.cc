@@ -143,6 +143,21 @@ void SimNetwork::Crash(NodeId node) { crashed_.insert(node); }
 
 void SimNetwork::Kill(NodeId node) {
   Crash(node);
+  // Its kernel resets the connections that had unread data: what it sent lately and is still
+  // in flight may be lost, to some peers and not others (a broadcast cut short).
+  std::set<NodeId> reset;
+  for (const auto& [peer, endpoint] : endpoints_) {
+    if (peer != node && rng_.Chance(500000)) reset.insert(peer);
+  }
+  for (auto it = events_.begin(); it != events_.end();) {
+    const Event& event = it->second;
+    if (!event.is_timer && event.from == node && reset.count(event.to) > 0) {
+      ++counters_.messages_dropped;
+      it = events_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   NotifyLinks(node, /*up=*/false);
   killed_.insert(node);
 }

@@ -76,7 +76,8 @@ class SimNetwork {
   void Crash(NodeId node);
   // A process killed (kill -9, a segfault): crashed as by Crash, and its kernel closes its
   // connections, so every peer it can reach hears of it one link delay later
-  // (Transport::SetLinkWatcher, up = false).
+  // (Transport::SetLinkWatcher, up = false). A connection reset loses what was in flight on it:
+  // each peer, with probability 1/2, loses every message the node sent it still in flight.
   void Kill(NodeId node);
   // Back up with a new incarnation; the peers that heard of its kill see its link come back.
   void Restart(NodeId node);
