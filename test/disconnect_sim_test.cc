@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "nso/logging.h"
@@ -39,6 +40,27 @@ nso::InvokeOptions MajorityCall(nso::GroupConfig::Style style = nso::GroupConfig
   return options;
 }
 
+// Adds n1..n3 (group g, each with a servant that answers every call at once) and, with
+// `outsider`, n4 (hosting no member); `tune` adjusts each node's configuration. Runs 500 ms.
+void AddNodes(test::SimNodes* sim, Ordering ordering, bool outsider = false,
+              const std::function<void(nso::Config*)>& tune = nullptr) {
+  for (NodeId id = 1; id <= (outsider ? 4u : 3u); ++id) {
+    nso::Config config = test::GroupOfThree(id, ordering);
+    if (tune) tune(&config);
+    nso::Node* node = sim->Add(config);
+    if (id == 4) continue;  // hosts no member
+    uint64_t servant_nso = *node->Attach("servant");
+    auto servant = std::make_shared<uint64_t>(0);
+    *servant = *node->RegisterServant(servant_nso, "g", [sim, node, servant](nso::ServantDelivery d) {
+      if (d.one_way) return;
+      sim->net.After(0, [node, servant, number = d.delivery] {
+        node->Answer(*servant, number, absl::OkStatus(), "ok");
+      });
+    });
+  }
+  sim->net.RunUntil(500);
+}
+
 // Where the measured calls come from: n2, a member (closed group), or n4, outside the group,
 // through n1 as its request manager (open group, 003 section 4.1).
 enum class Caller { kMember, kOutside };
@@ -52,21 +74,9 @@ enum class Caller { kMember, kOutside };
 Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_at,
            Caller caller = Caller::kMember) {
   test::SimNodes sim(/*seed=*/1, /*delay_max_ms=*/1, /*streams_break=*/true);
-  for (NodeId id = 1; id <= 4; ++id) {
-    nso::Config config = test::GroupOfThree(id, ordering);
-    config.failure_detector.suspect_on_disconnect = suspect_on_disconnect;
-    nso::Node* node = sim.Add(config);
-    if (id == 4) continue;  // hosts no member
-    uint64_t servant_nso = *node->Attach("servant");
-    auto servant = std::make_shared<uint64_t>(0);
-    *servant = *node->RegisterServant(servant_nso, "g", [&sim, node, servant](nso::ServantDelivery d) {
-      if (d.one_way) return;
-      sim.net.After(0, [node, servant, number = d.delivery] {
-        node->Answer(*servant, number, absl::OkStatus(), "ok");
-      });
-    });
-  }
-  sim.net.RunUntil(500);
+  AddNodes(&sim, ordering, /*outsider=*/true, [suspect_on_disconnect](nso::Config* config) {
+    config->failure_detector.suspect_on_disconnect = suspect_on_disconnect;
+  });
   const NodeId at = caller == Caller::kMember ? 2 : 4;
   const auto style =
       caller == Caller::kMember ? nso::GroupConfig::Style::kClosed : nso::GroupConfig::Style::kOpen;
@@ -102,18 +112,7 @@ Stalls Run(Ordering ordering, Fault fault, bool suspect_on_disconnect, int kill_
 // ORDERED reaches one survivor and not the other. Returns the longest of n2's 40 calls.
 uint64_t KillMidCall(Ordering ordering, uint64_t seed, uint64_t offset_ms) {
   test::SimNodes sim(seed, /*delay_max_ms=*/1, /*streams_break=*/true);
-  for (NodeId id = 1; id <= 3; ++id) {
-    nso::Node* node = sim.Add(test::GroupOfThree(id, ordering));
-    uint64_t servant_nso = *node->Attach("servant");
-    auto servant = std::make_shared<uint64_t>(0);
-    *servant = *node->RegisterServant(servant_nso, "g", [&sim, node, servant](nso::ServantDelivery d) {
-      if (d.one_way) return;
-      sim.net.After(0, [node, servant, number = d.delivery] {
-        node->Answer(*servant, number, absl::OkStatus(), "ok");
-      });
-    });
-  }
-  sim.net.RunUntil(500);
+  AddNodes(&sim, ordering);
   uint64_t client = *sim.nodes[2]->Attach("client");
   uint64_t victim_client = *sim.nodes[1]->Attach("client");
   uint64_t longest = 0;
@@ -189,20 +188,9 @@ TEST_CASE("an idle event-driven group suspects a member killed while it was idle
     for (Fault fault : {Fault::kKill, Fault::kCrash}) {
       INFO("ordering " << static_cast<int>(ordering) << ", " << (fault == Fault::kKill ? "killed" : "stopped"));
       test::SimNodes sim(/*seed=*/1, /*delay_max_ms=*/1, /*streams_break=*/true);
-      for (NodeId id = 1; id <= 3; ++id) {
-        nso::Config config = test::GroupOfThree(id, ordering);
-        config.groups[0].liveness = nso::GroupConfig::Liveness::kEvent;  // silent while idle
-        nso::Node* node = sim.Add(config);
-        uint64_t servant_nso = *node->Attach("servant");
-        auto servant = std::make_shared<uint64_t>(0);
-        *servant = *node->RegisterServant(servant_nso, "g", [&sim, node, servant](nso::ServantDelivery d) {
-          if (d.one_way) return;
-          sim.net.After(0, [node, servant, number = d.delivery] {
-            node->Answer(*servant, number, absl::OkStatus(), "ok");
-          });
-        });
-      }
-      sim.net.RunUntil(500);
+      AddNodes(&sim, ordering, /*outsider=*/false, [](nso::Config* config) {
+        config->groups[0].liveness = nso::GroupConfig::Liveness::kEvent;  // silent while idle
+      });
       // n1's calls last: it coordinates the next consensus instance, and it is the sequencer.
       uint64_t at_n1 = *sim.nodes[1]->Attach("client");
       for (int i = 0; i < 5; ++i) REQUIRE(sim.Call(1, at_n1, MajorityCall(), 1).status.ok());
