@@ -8,11 +8,13 @@
 namespace cohort::nso {
 
 Group::Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
-             Transport* transport, uint64_t incarnation, uint64_t now_ms)
+             Transport* transport, uint64_t incarnation, uint64_t now_ms,
+             const std::set<NodeId>* links_closed)
     : group_config_(group_config),
       config_(config),
       self_(config.node_id),
       transport_(transport),
+      links_closed_(links_closed),
       now_ms_(now_ms),
       incarnation_(incarnation) {
   std::vector<consensus::Delivery> none;
@@ -66,7 +68,9 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   detector_->SetMonitoring(config().liveness == GroupConfig::Liveness::kLively, now_ms_);
   for (NodeId peer : peers_) {
     last_sent_ms_.try_emplace(peer, 0);
-    if (links_down_.count(peer)) detector_->LinkDown(peer);  // suspected at the next Tick
+    if (links_closed_ != nullptr && links_closed_->count(peer) > 0) {
+      detector_->LinkDown(peer);  // suspected at the next Tick
+    }
   }
   std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
@@ -233,11 +237,9 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
 
 void Group::LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries) {
   if (up) {
-    links_down_.erase(peer);
     detector_->LinkUp(peer);
     return;
   }
-  links_down_.insert(peer);
   detector_->LinkDown(peer);
   if (is_member() && detector_->monitoring()) Detect(now_ms_, deliveries);
 }

@@ -38,7 +38,8 @@ struct GroupCounters {
 class Group {
  public:
   Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
-        Transport* transport, uint64_t incarnation, uint64_t now_ms);
+        Transport* transport, uint64_t incarnation, uint64_t now_ms,
+        const std::set<NodeId>* links_closed = nullptr);
 
   const std::string& name() const { return config().name; }
   const GroupConfig& config() const { return reloaded_ ? *reloaded_ : group_config_; }
@@ -76,9 +77,10 @@ class Group {
   // watch their members while something is pending, 003 section 3).
   void Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries);
 
-  // The transport's connection to `peer` went down or came back (Transport::SetLinkWatcher). A
-  // member whose connection closed is suspected at once (FailureDetector::LinkDown), here and
-  // in the views to come until it is back.
+  // The transport's connection to `peer` went down or came back (Transport::SetLinkWatcher;
+  // the owner's `links_closed` set already says so). A member whose connection closed is
+  // suspected at once (FailureDetector::LinkDown), here and in the views to come until it is
+  // back.
   void LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries);
 
   // Installs view `view_id` with `members`: a new total-order instance (when this node is a
@@ -165,6 +167,8 @@ class Group {
   const Config& config_;
   const NodeId self_;
   Transport* const transport_;
+  // The owner's peers whose connection is closed (Node::links_closed_; none when null).
+  const std::set<NodeId>* const links_closed_;
   std::vector<NodeId> members_;
   std::vector<NodeId> peers_;   // members but self
   uint64_t view_id_ = 1;
@@ -172,7 +176,6 @@ class Group {
   bool member_ = false;                                   // self is in the current view
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
-  std::set<NodeId> links_down_;  // peers whose connection is down (LinkChanged)
   std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
   uint64_t last_progress_ms_ = 0;
   // Event-driven: a node that starts announces its (new) incarnation to the members, until it

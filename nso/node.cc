@@ -47,7 +47,7 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
     }
     groups_[group_config.name] =
         std::make_unique<Group>(group_config, config_, std::move(members), transport_,
-                                 incarnation_, now_ms);
+                                 incarnation_, now_ms, &links_closed_);
     Log("group")->info("group {}: view 1 with {} members ({} ordering, {}, {} style){}",
                        group_config.name, group_config.members.size(),
                        ToString(group_config.ordering), ToString(group_config.liveness),

@@ -251,12 +251,12 @@ class Node {
   };
 
   absl::Status CheckNso(uint64_t nso) const;
-  // limits.max_unordered_requests / max_unordered_bytes: RESOURCE_EXHAUSTED once `nso` has
-  // that many requests, or bytes with `bytes` more, not yet known ordered (backpressure).
   // Whether a new request of client `nso` to `group` in `mode` is accepted now: its payload
   // within the limit, then CheckInFlight, CheckReachable and (one-way) CheckOutsideRoute.
   absl::Status Admit(uint64_t nso, const Group& group, invocation::Mode mode,
                      size_t payload_bytes) const;
+  // limits.max_unordered_requests / max_unordered_bytes: RESOURCE_EXHAUSTED once `nso` has
+  // that many requests, or bytes with `bytes` more, not yet known ordered (backpressure).
   absl::Status CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const;
   // UNAVAILABLE when fewer members than `mode` and ordering need have been heard lately.
   absl::Status CheckReachable(const Group& group, invocation::Mode mode) const;
