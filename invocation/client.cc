@@ -184,7 +184,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   }
   // The local fast path when the daemon offers it and it answers from here (same host); a
   // refusal or an unreachable socket is not an error: the calls go over gRPC.
-  internal::LocalEndpoint endpoint{reply.local_api(), reply.local_key(), options.token};
+  internal::LocalEndpoint endpoint{reply.local_api(), reply.local_key(), options.token,
+                                   reply.local_identity()};
   std::unique_ptr<internal::LocalCalls> local;
   if (options.local && !endpoint.address.empty()) {
     absl::StatusOr<std::unique_ptr<internal::LocalLink>> link =

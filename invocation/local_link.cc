@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Open(const LocalEndpoint& 
   hello.mutable_hello()->set_version(kLocalVersion);
   hello.mutable_hello()->set_key(endpoint.key);
   hello.mutable_hello()->set_token(endpoint.token);
+  hello.mutable_hello()->set_identity(endpoint.identity);
   if (absl::Status written = link->Write(hello); !written.ok()) return written;
   api::LocalFrame answer;
   if (!link->ReadWithin(&answer, timeout)) {

@@ -41,6 +41,7 @@ struct LocalEndpoint {
   std::string address;  // "unix:@name" or "unix:/path"
   uint64_t key = 0;
   std::string token;    // bearer token ("" = none)
+  std::string identity;  // AttachReply.local_identity ("" = none): the name its certificate proved
 };
 
 class LocalLink {

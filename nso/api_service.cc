@@ -70,36 +70,110 @@ void AccessPolicy::Update(const Config& config) {
   absl::MutexLock lock(&mu_);
   tokens_ = config.tokens;
   acls_ = std::move(acls);
+  if (!client_certificates_fixed_) {
+    client_certificates_ = config.client_certificates;
+    client_certificates_fixed_ = true;
+  }
 }
 
 bool AccessPolicy::auth_enabled() const {
   absl::MutexLock lock(&mu_);
-  return !tokens_.empty();
+  return !tokens_.empty() || client_certificates_;
 }
+
+namespace {
+
+// The common name of the verified client certificate of the call's TLS connection, or "".
+std::string CertificateName(const grpc::ServerContextBase& context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr) return "";
+  std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
+  return names.empty() ? "" : std::string(names.front().data(), names.front().size());
+}
+
+}  // namespace
 
 grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
                                         std::string* caller) const {
   caller->clear();
   if (!auth_enabled()) return grpc::Status::OK;
+  std::string token;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this daemon requires metadata \"authorization: Bearer <token>\"");
+  if (it != metadata.end()) {
+    std::string value(it->second.data(), it->second.size());
+    constexpr absl::string_view kBearer = "Bearer ";
+    if (value.size() <= kBearer.size() || !absl::StartsWith(value, kBearer)) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "authorization metadata must be \"Bearer <token>\"");
+    }
+    token = value.substr(kBearer.size());
   }
-  std::string value(it->second.data(), it->second.size());
-  constexpr absl::string_view kBearer = "Bearer ";
-  if (value.size() <= kBearer.size() || !absl::StartsWith(value, kBearer)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "authorization metadata must be \"Bearer <token>\"");
+  bool certificates;
+  {
+    absl::MutexLock lock(&mu_);
+    certificates = client_certificates_;
+    if (!certificates && token.empty()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          "this daemon requires metadata \"authorization: Bearer <token>\"");
+    }
   }
-  return AuthenticateToken(value.substr(kBearer.size()), caller);
+  std::string certified = certificates ? CertificateName(context) : "";
+  return Combine(certified, token, caller);
+}
+
+grpc::Status AccessPolicy::AuthenticateLocal(const std::string& certified,
+                                             const std::string& token, std::string* caller) const {
+  caller->clear();
+  if (!auth_enabled()) return grpc::Status::OK;
+  return Combine(certified, token, caller);
+}
+
+grpc::Status AccessPolicy::Combine(const std::string& certified, const std::string& token,
+                                   std::string* caller) const {
+  bool certificates;
+  {
+    absl::MutexLock lock(&mu_);
+    certificates = client_certificates_;
+  }
+  if (certificates && certified.empty()) {
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        "this daemon requires a TLS client certificate from its CA, with a common name "
+        "(auth.client_certificates): none was presented");
+  }
+  if (certified.empty()) return AuthenticateToken(token, caller);
+  if (!token.empty()) {
+    // Both: one caller cannot be two applications.
+    std::string named;
+    grpc::Status known = AuthenticateToken(token, &named);
+    if (!known.ok()) return known;
+    if (named != certified) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          absl::StrCat("the bearer token names \"", named,
+                                       "\" but the client certificate \"", certified, "\""));
+    }
+  }
+  *caller = certified;
+  return grpc::Status::OK;
+}
+
+std::string AccessPolicy::SealIdentity(const std::string& caller) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!client_certificates_) return "";
+  }
+  return seal_.Seal(caller);
 }
 
 grpc::Status AccessPolicy::AuthenticateToken(const std::string& token, std::string* caller) const {
   caller->clear();
   absl::MutexLock lock(&mu_);
-  if (tokens_.empty()) return grpc::Status::OK;
+  if (tokens_.empty()) {
+    if (token.empty()) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "a bearer token was sent but this daemon has no auth.tokens");
+  }
   if (token.empty()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this daemon requires a bearer token");
   }
@@ -164,7 +238,13 @@ absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
 
 grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachRequest* request,
                                 api::AttachReply* reply) {
-  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
+  std::string caller;
+  if (policy_ != nullptr) {
+    if (grpc::Status allowed = policy_->Authenticate(*context, &caller); !allowed.ok()) {
+      return allowed;
+    }
+  }
+  std::string identity = policy_ != nullptr ? policy_->SealIdentity(caller) : "";
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<uint64_t> nso = node_->Attach(request->client_name());
     if (!nso.ok()) return nso.status();
@@ -174,6 +254,7 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
     if (!local_api_.empty()) {
       reply->set_local_api(local_api_);
       reply->set_local_key(local_key_);
+      if (!identity.empty()) reply->set_local_identity(identity);
     }
     return absl::OkStatus();
   }));

@@ -13,6 +13,7 @@
 #include "nso/config.h"
 
 #include "nso/event_loop.h"
+#include "nso/identity_seal.h"
 #include "nso/metrics.h"
 #include "nso/node.h"
 #include "proto/api.grpc.pb.h"
@@ -23,28 +24,48 @@ namespace cohort::nso {
 enum class Right { kJoin, kInvoke, kAdmin };
 const char* RightName(Right right);
 
-// Bearer tokens (auth.tokens) and group ACLs (groups[].acl), checked per call; replaced as a whole
-// by Update (SIGHUP) while calls run. With no tokens every caller is anonymous and only "*"
-// entries of an acl match.
+// How applications prove who they are (bearer tokens, auth.tokens; TLS client certificates,
+// auth.client_certificates) and group ACLs (groups[].acl), checked per call; replaced as a whole
+// by Update (SIGHUP) while calls run, except client_certificates, which the client port's TLS
+// settings fix at start. With neither tokens nor certificates every caller is anonymous and only
+// "*" entries of an acl match.
 class AccessPolicy {
  public:
   void Update(const Config& config);
-  // OK and the token's name in *caller ("" when authentication is off), else UNAUTHENTICATED.
+  // OK and the caller's name in *caller ("" when authentication is off), else UNAUTHENTICATED:
+  // the common name of its client certificate, or its token's name; both given, they must agree.
   grpc::Status Authenticate(const grpc::ServerContextBase& context, std::string* caller) const;
   // Authenticate, then PERMISSION_DENIED unless the group's acl grants `right` to the caller.
   // A group without an acl (or unknown to the config) allows every right.
   grpc::Status Check(const grpc::ServerContextBase& context, const std::string& group,
                      Right right) const;
   bool auth_enabled() const;
-  // The same for the local fast path (nso/local_api.h), which carries the token itself: `token`
-  // is the bare token ("" = none given); the caller's name comes back in *caller.
-  grpc::Status AuthenticateToken(const std::string& token, std::string* caller) const;
+  // The same for the local fast path (nso/local_api.h), which has no TLS: `certified` is the name
+  // its hello's sealed identity carried (OpenIdentity; "" = none), `token` the bare token ("" =
+  // none given); the caller's name comes back in *caller.
+  grpc::Status AuthenticateLocal(const std::string& certified, const std::string& token,
+                                 std::string* caller) const;
   // Whether the caller named `caller` ("" = anonymous) has `right` on `group`.
   grpc::Status CheckCaller(const std::string& caller, const std::string& group, Right right) const;
+  // With client certificates: `caller` (from Authenticate) sealed for the local fast path
+  // (AttachReply.local_identity), else "".
+  std::string SealIdentity(const std::string& caller) const;
+  absl::StatusOr<std::string> OpenIdentity(const std::string& sealed) const {
+    return seal_.Open(sealed);
+  }
 
  private:
+  // A token's name (tokens configured), or anonymous when there are none.
+  grpc::Status AuthenticateToken(const std::string& token, std::string* caller) const;
+  // `certified` (a certificate's name, "" = none) and `token` together.
+  grpc::Status Combine(const std::string& certified, const std::string& token,
+                       std::string* caller) const;
+
+  const IdentitySeal seal_;
   mutable absl::Mutex mu_;
   std::vector<TokenConfig> tokens_ ABSL_GUARDED_BY(mu_);
+  bool client_certificates_ ABSL_GUARDED_BY(mu_) = false;
+  bool client_certificates_fixed_ ABSL_GUARDED_BY(mu_) = false;  // by the first Update
   std::map<std::string, AclConfig, std::less<>> acls_ ABSL_GUARDED_BY(mu_);
 };
 

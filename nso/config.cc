@@ -54,7 +54,7 @@ const std::vector<absl::string_view> kTopKeys = {
     "tls",        "auth",             "peer_transport"};
 const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file",
                                                  "server_name", "insecure", "reload_seconds"};
-const std::vector<absl::string_view> kAuthKeys = {"tokens"};
+const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates"};
 const std::vector<absl::string_view> kTokenKeys = {"name", "token", "token_file"};
 const std::vector<absl::string_view> kAclKeys = {"join", "invoke", "admin"};
 const std::vector<absl::string_view> kListenKeys = {"peer", "client", "local"};
@@ -709,12 +709,15 @@ absl::Status ReadToken(Reader* reader, const Value& item, TokenConfig* token) {
   return absl::OkStatus();
 }
 
-absl::Status ReadAuth(const MapView& top, std::vector<TokenConfig>* tokens) {
-  return ReadSection(top, "auth", Presence::kOptional, kAuthKeys, [tokens](const MapView& m) {
-    return ReadList(m, "tokens", Presence::kRequired, "tokens", [&](const Value& item) {
+absl::Status ReadAuth(const MapView& top, Config* config) {
+  return ReadSection(top, "auth", Presence::kOptional, kAuthKeys, [config](const MapView& m) {
+    CONFIG_RETURN_IF_ERROR(ReadBool(m, "client_certificates", &config->client_certificates));
+    // An auth section says how applications prove who they are: tokens, certificates or both.
+    Presence tokens = config->client_certificates ? Presence::kOptional : Presence::kRequired;
+    return ReadList(m, "tokens", tokens, "tokens", [&](const Value& item) {
       TokenConfig token;
       CONFIG_RETURN_IF_ERROR(ReadToken(m.reader(), item, &token));
-      tokens->push_back(std::move(token));
+      config->tokens.push_back(std::move(token));
       return absl::OkStatus();
     });
   });
@@ -836,11 +839,15 @@ absl::Status CheckAclNames(const Reader& reader, const Config& config, const Acl
     for (size_t i = 0; i < names->size(); ++i) {
       const std::string& name = (*names)[i];
       if (name == "*") continue;
+      // With client certificates a name may be a certificate's common name, unknown here.
+      if (config.client_certificates) continue;
       bool known = std::any_of(config.tokens.begin(), config.tokens.end(),
                                [&](const TokenConfig& t) { return t.name == name; });
       if (!known) {
         return reader.ErrorAt(ItemPath(ChildPath(ChildPath(group_path, "acl"), right), i),
-                              absl::StrCat("\"", name, "\" is not an auth.tokens[].name (or \"*\")"));
+                              absl::StrCat("\"", name,
+                                           "\" is not an auth.tokens[].name (or \"*\"; names of "
+                                           "client certificates need auth.client_certificates)"));
       }
     }
   }
@@ -894,6 +901,11 @@ absl::Status CheckGroups(const Reader& reader, const Config& config) {
 absl::Status CheckConfig(const Reader& reader, Config* config) {
   CONFIG_RETURN_IF_ERROR(CheckPeers(reader, config->peers));
   CONFIG_RETURN_IF_ERROR(CheckTokens(reader, config->tokens));
+  if (config->client_certificates && !config->tls.enabled) {
+    return reader.ErrorAt("auth.client_certificates",
+                          "needs TLS (tls: {ca_file, cert_file, key_file}), not tls.insecure: "
+                          "a client certificate is presented in the TLS handshake");
+  }
   CONFIG_RETURN_IF_ERROR(ResolveNode(reader, config));
   const FailureDetectorConfig& fd = config->failure_detector;
   CONFIG_RETURN_IF_ERROR(CheckTimeouts(reader, "failure_detector", fd.suspect_timeout_ms,
@@ -915,7 +927,7 @@ absl::Status ReadTop(const MapView& top, Config* config) {
   CONFIG_RETURN_IF_ERROR(ReadLimits(top, &config->limits));
   CONFIG_RETURN_IF_ERROR(ReadMetrics(top, config));
   CONFIG_RETURN_IF_ERROR(ReadTls(top, &config->tls));
-  CONFIG_RETURN_IF_ERROR(ReadAuth(top, &config->tokens));
+  CONFIG_RETURN_IF_ERROR(ReadAuth(top, config));
   CONFIG_RETURN_IF_ERROR(
       ReadEnumString(top, "peer_transport", kPeerTransportNames, &config->peer_transport));
   if (config->peer_transport == "auto") {

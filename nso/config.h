@@ -145,8 +145,12 @@ struct Config {
   // metrics.listen: host:port of the Prometheus HTTP endpoint (GET /metrics); empty = off.
   std::string metrics_listen;
   TlsConfig tls;
-  // auth.tokens: empty = no authentication (every call is anonymous).
+  // auth.tokens: empty = no authentication by token.
   std::vector<TokenConfig> tokens;
+  // auth.client_certificates: every application call must come with a TLS client certificate
+  // from tls.ca_file; its subject's common name is the application's name in groups[].acl (a
+  // bearer token sent as well must name the same application). Needs the tls files.
+  bool client_certificates = false;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;

@@ -64,7 +64,8 @@ groups:                       # [] groups this cluster hosts
     suspect_timeout_ms: 50    # [failure_detector.suspect_timeout_ms] per-group override
     exclude_timeout_ms: 10000 # [failure_detector.exclude_timeout_ms] per-group override
     acl:                      # [absent = every right to every caller] who may do what, by
-                              #   auth.tokens[].name or "*" (anyone); a right not listed: nobody
+                              #   auth.tokens[].name, a client certificate's common name
+                              #   (auth.client_certificates) or "*" (anyone); not listed: nobody
       join: [ops]             # JoinGroup, LeaveGroup, Serve (host a replica of the group)
       invoke: ["*"]           # Invoke, Multicast, GroupDetails
       admin: [ops]            # Admin.Drain (needs admin on every group this daemon hosts)
@@ -82,10 +83,15 @@ tls:                          # required: the TLS files, or {insecure: true}; a 
                                     #   warning at start (tests, demos, a trusted loopback)
                               # peers use mutual TLS: a daemon without a certificate from ca_file
                               #   cannot connect; applications verify the daemon with ca_file
-auth:                         # [absent = no authentication] bearer tokens of applications
+auth:                         # [absent = no authentication] how applications prove who they are
   tokens:                     # each call carries metadata "authorization: Bearer <token>"
     - {name: app1, token_file: /etc/cohort/app1.token}   # or token: "..." inline
                               # name: [A-Za-z0-9_.-]{1,64}, unique; tokens unique
+                              # [required unless client_certificates: true]
+  client_certificates: false  # true: every API call needs a TLS client certificate from
+                              #   tls.ca_file; its common name names the application in acls (a
+                              #   token sent too must name the same one); needs the tls files;
+                              #   applied at start only
 
 SIGHUP re-reads the file and applies auth and groups[].acl; a broken file is logged and ignored.
 

@@ -55,7 +55,8 @@ struct Credentials {
   std::shared_ptr<TlsContext> peer_tls;  // the raw TCP peer transport's (nullptr: plaintext)
 };
 
-absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, TlsFiles* files,
+absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_certificates,
+                                            TlsFiles* files,
                                             PublishedTls* published) {
   Credentials credentials;
   if (!tls.enabled) {
@@ -84,10 +85,18 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, TlsFiles* file
   peer.watch_identity_key_cert_pairs();
   peer.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   credentials.peer_server = grpc::experimental::TlsServerCredentials(peer);
-  // Applications: server-side TLS; they authenticate with bearer tokens (auth.tokens).
+  // Applications: server-side TLS; they authenticate with bearer tokens (auth.tokens) or with
+  // client certificates from the CA (auth.client_certificates). A certificate is requested, not
+  // required, in the handshake: the health service and reflection stay open to probes, and a call
+  // of the API without one gets UNAUTHENTICATED naming what is missing (AccessPolicy).
   tls_api::TlsServerCredentialsOptions client(provider);
   client.watch_identity_key_cert_pairs();
-  client.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (client_certificates) {
+    client.watch_root_certs();
+    client.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    client.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
   credentials.client_server = grpc::experimental::TlsServerCredentials(client);
   // The dialer checks the acceptor's certificate against the CA and the peer's name (the host of
   // its address, or tls.server_name through the target name override).
@@ -148,7 +157,7 @@ absl::Status Daemon::Start() {
                                             config_.tls.key_file);
   }
   absl::StatusOr<Credentials> credentials =
-      MakeCredentials(config_.tls, tls_files_.get(), &published_tls_);
+      MakeCredentials(config_.tls, config_.client_certificates, tls_files_.get(), &published_tls_);
   if (!credentials.ok()) return credentials.status();
   if (!config_.tls.enabled) {
     // The loader refuses a config without a tls section: plaintext only with insecure: true.
@@ -158,7 +167,10 @@ absl::Status Daemon::Start() {
         "tls.key_file)");
   }
   policy_.Update(config_);
-  if (config_.tokens.empty()) {
+  if (config_.client_certificates) {
+    Log("daemon")->info("auth.client_certificates: applications are named by their TLS client "
+                        "certificates{}", config_.tokens.empty() ? "" : " or bearer tokens");
+  } else if (config_.tokens.empty()) {
     Log("daemon")->info("no auth.tokens: application calls are not authenticated");
   }
   loop_ = std::make_unique<EventLoop>(kTickMs, kLoopQueueMax,
@@ -488,6 +500,10 @@ void Daemon::Reload(const Config& fresh) {
                     config_.peers[i].address != fresh.peers[i].address;
   }
   if (peers_changed) ignored.push_back("peers");
+  // The client port's TLS settings fix it at start (AccessPolicy keeps the first value).
+  if (config_.client_certificates != fresh.client_certificates) {
+    ignored.push_back("auth.client_certificates");
+  }
   policy_.Update(fresh);
   size_t acls = 0;
   for (const GroupConfig& group : fresh.groups) acls += group.acl ? 1 : 0;

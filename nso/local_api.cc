@@ -44,8 +44,9 @@ struct LocalApi::Connection {
   bool hello_done = false;
   bool closing = false;      // an error frame is queued: close once it is written
   bool want_write = false;   // EPOLLOUT watched
-  std::string caller;        // the token's name ("" = anonymous)
+  std::string caller;        // the application's name ("" = anonymous)
   std::string token;         // the hello's bearer token
+  std::string certified;     // the name its sealed identity carried (client certificates)
   std::string in;
   std::string out;
   size_t out_offset = 0;
@@ -231,7 +232,13 @@ bool LocalApi::OnHello(Connection* connection, const api::LocalHello& hello) {
     return Fail(connection, "wrong key: attach to this daemon first (AttachReply.local_key)");
   }
   if (policy_ != nullptr) {
-    grpc::Status allowed = policy_->AuthenticateToken(hello.token(), &connection->caller);
+    if (!hello.identity().empty()) {
+      absl::StatusOr<std::string> certified = policy_->OpenIdentity(hello.identity());
+      if (!certified.ok()) return Fail(connection, std::string(certified.status().message()));
+      connection->certified = *std::move(certified);
+    }
+    grpc::Status allowed =
+        policy_->AuthenticateLocal(connection->certified, hello.token(), &connection->caller);
     if (!allowed.ok()) return Fail(connection, allowed.error_message());
     connection->token = hello.token();  // checked again per call: a reload may revoke it
   }
@@ -249,7 +256,8 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
   const int64_t start_ns = metrics_ != nullptr ? NowNs() : 0;
   if (policy_ != nullptr) {
     // Like the gRPC API, every call is checked against the tokens and ACLs in force now.
-    grpc::Status allowed = policy_->AuthenticateToken(connection->token, &connection->caller);
+    grpc::Status allowed =
+        policy_->AuthenticateLocal(connection->certified, connection->token, &connection->caller);
     if (allowed.ok()) {
       allowed = policy_->CheckCaller(connection->caller, call->invoke().group(), Right::kInvoke);
     }

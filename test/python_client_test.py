@@ -2,9 +2,12 @@
 """The Python client example (clients/python) against three real cohortd processes with Python
 servants: Attach, GroupDetails, Invoke in every waiting mode, Multicast, errors, Admin.Status.
 
-    python_client_test.py COHORTD_BINARY     (PYTHONPATH: the generated stubs and clients/python)
+Then TLS: client certificates naming applications in a group's ACL, a token that must agree.
+
+    python_client_test.py COHORTD MAKE_TEST_CA   (PYTHONPATH: the generated stubs and clients/python)
 """
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -16,6 +19,7 @@ from cohort_client import CohortClient, Servant
 from local_cluster import LocalCluster
 
 COHORTD = None
+MAKE_TEST_CA = None
 
 
 class PythonClientTest(unittest.TestCase):
@@ -101,6 +105,67 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(status.groups, 1)
 
 
+class PythonTlsTest(unittest.TestCase):
+    """TLS, client certificates naming applications (auth.client_certificates) and tokens."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        cls.ca = os.path.join(cls.dir, "ca")
+        subprocess.run([MAKE_TEST_CA, cls.ca], check=True, stdout=subprocess.DEVNULL)
+        tls = ("tls: {ca_file: %s/ca.pem, cert_file: %s/daemon.pem, key_file: %s/daemon.key}\n"
+               "auth:\n  client_certificates: true\n  tokens:\n"
+               "    - {name: app1, token: token-one}\n" % (cls.ca, cls.ca, cls.ca))
+        cls.cluster = LocalCluster(COHORTD, "locked", cls.dir, n=1, extra_yaml=tls,
+                                   group_options='acl: {join: ["*"], invoke: [app1]}')
+        cls.address = "127.0.0.1:%d" % cls.cluster.client_ports[0]
+        cls.servant = Servant(cls.address, "locked", {"echo": lambda payload: payload},
+                              **cls.identity("app1"))
+        cls.servant.start()
+
+    @classmethod
+    def identity(cls, name):
+        return {"ca_file": cls.ca + "/ca.pem", "cert_file": "%s/%s.pem" % (cls.ca, name),
+                "key_file": "%s/%s.key" % (cls.ca, name)}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.servant.stop()
+        cls.cluster.stop()
+
+    def test_certificate_names_the_caller(self):
+        app1 = CohortClient(self.address, "app1", **self.identity("app1"))
+        reply = app1.invoke("locked", "echo", b"hi", mode="all")
+        self.assertEqual([r.payload for r in reply.replies], [b"hi"])
+        app1.close()
+        app2 = CohortClient(self.address, "app2", **self.identity("app2"))
+        with self.assertRaises(grpc.RpcError) as denied:
+            app2.invoke("locked", "echo", b"hi", mode="all")
+        self.assertEqual(denied.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn('"app2" may not invoke group "locked"', denied.exception.details())
+        app2.close()
+
+    def test_no_certificate_is_unauthenticated(self):
+        with self.assertRaises(grpc.RpcError) as refused:
+            CohortClient(self.address, "anonymous", ca_file=self.ca + "/ca.pem")
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertIn("client certificate", refused.exception.details())
+
+    def test_token_must_agree_with_certificate(self):
+        agreeing = CohortClient(self.address, "app1", token="token-one", **self.identity("app1"))
+        self.assertEqual(len(agreeing.invoke("locked", "echo", b"x", mode="all").replies), 1)
+        agreeing.close()
+        with self.assertRaises(grpc.RpcError) as refused:
+            CohortClient(self.address, "app2", token="token-one", **self.identity("app2"))
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertIn("the bearer token names", refused.exception.details())
+
+    def test_plaintext_to_a_tls_daemon_fails(self):
+        with self.assertRaises(grpc.FutureTimeoutError):
+            CohortClient(self.address, "plaintext", timeout=0.5)
+
+
 if __name__ == "__main__":
     COHORTD = sys.argv.pop(1)
+    MAKE_TEST_CA = sys.argv.pop(1)
     unittest.main(verbosity=2)

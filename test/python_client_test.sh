@@ -21,7 +21,7 @@ mkdir -p "$out"
 "$python" -m grpc_tools.protoc -I"$runfiles/proto" --python_out="$out" --grpc_python_out="$out" \
   "$runfiles/proto/api.proto"
 PYTHONPATH="$out:$runfiles/clients/python" "$python" "$runfiles/test/python_client_test.py" \
-  "$runfiles/tools/cohortd"
+  "$runfiles/tools/cohortd" "$runfiles/tools/make-test-ca"
 # The Python bench (clients/python/bench.py) still runs: a few calls of each kind, each row with
 # a p50 and its ratio to the Python echo (how fast is not asserted).
 TMPDIR="${TEST_TMPDIR:-/tmp}" "$python" "$runfiles/clients/python/bench.py" \

@@ -115,9 +115,45 @@ TEST_CASE("auth and acl errors name file, line and key", "[config]") {
                              "groups:\n  - name: g\n    members: [n1]\n"
                              "    acl:\n      invoke: [a, b]\n"),
              StartsWith("config.yaml:13: groups[0].acl.invoke[1]: \"b\" is not an "
-                        "auth.tokens[].name (or \"*\")"));
+                        "auth.tokens[].name (or \"*\"; names of client certificates need "
+                        "auth.client_certificates)"));
   CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: [n1]\n    acl: {read: [\"*\"]}\n"),
              Contains("groups[0].acl.read: unknown key \"read\""));
+}
+
+const std::string kTlsFiles = "tls: {ca_file: /c/ca.pem, cert_file: /c/n1.pem, key_file: /c/n1.key}\n";
+
+TEST_CASE("auth.client_certificates: names from certificates, with or without tokens", "[config]") {
+  Config off = ParseOk(kBase + kTlsFiles + "auth:\n  tokens:\n    - {name: a, token: x}\n");
+  CHECK_FALSE(off.client_certificates);
+
+  // Alone: acl names are certificates' common names, which the loader cannot know.
+  Config alone = ParseOk(kBase + kTlsFiles +
+                         "auth: {client_certificates: true}\n"
+                         "groups:\n  - name: g\n    members: [n1]\n"
+                         "    acl: {invoke: [billing, \"*\"]}\n");
+  CHECK(alone.client_certificates);
+  CHECK(alone.tokens.empty());
+  CHECK(alone.FindGroup("g")->acl->invoke == std::vector<std::string>{"billing", "*"});
+
+  Config both = ParseOk(kBase + kTlsFiles +
+                        "auth:\n  client_certificates: true\n  tokens:\n    - {name: a, token: x}\n");
+  CHECK(both.client_certificates);
+  CHECK(both.tokens.size() == 1);
+}
+
+TEST_CASE("auth.client_certificates errors name file, line and key", "[config]") {
+  // A client certificate travels in the TLS handshake: plaintext cannot carry one.
+  CHECK_THAT(ErrorOf(kBase + kInsecure + "auth: {client_certificates: true}\n"),
+             StartsWith("config.yaml:7: auth.client_certificates: needs TLS"));
+  CHECK_THAT(ErrorOf(kBase + kTlsFiles + "auth: {client_certificates: maybe}\n"),
+             Contains("auth.client_certificates"));
+  // Without certificates an auth section must list tokens.
+  CHECK_THAT(ErrorOf(kBase + kTlsFiles + "auth: {client_certificates: false}\n"),
+             StartsWith("config.yaml:7: auth.tokens: missing required key"));
+  CHECK_THAT(ErrorOf(kBase + kTlsFiles + "auth: {client_certs: true}\n"),
+             Contains("auth.client_certs: unknown key \"client_certs\"; valid keys here: tokens, "
+                      "client_certificates"));
 }
 
 }  // namespace

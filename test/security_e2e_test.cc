@@ -326,6 +326,93 @@ TEST_CASE("tokens: UNAUTHENTICATED without or with a wrong one; ACLs; SIGHUP rel
         absl::StatusCode::kPermissionDenied);
 }
 
+TEST_CASE("client certificates name applications: ACLs by common name over gRPC and the local "
+          "fast path; a token must name the same application",
+          "[security][e2e]") {
+  std::string ca = MakeCa("ca-client-certificates");
+  const std::string auth = "auth:\n  client_certificates: true\n  tokens:\n"
+                           "    - {name: app1, token: token-one}\n";
+  test::Cluster cluster({1, SecurityYaml("app1"), TestCaTlsYaml(ca) + auth, "info"});
+  REQUIRE(cluster.Start());
+  const std::string address = cluster.ClientAddress(1);
+  auto as = [&](const std::string& name, bool local) {
+    ConnectOptions options;
+    options.ca_file = ca + "/ca.pem";
+    if (!name.empty()) {
+      options.cert_file = ca + "/" + name + ".pem";
+      options.key_file = ca + "/" + name + ".key";
+    }
+    options.local = local;
+    options.timeout = absl::Seconds(3);
+    return options;
+  };
+
+  // Servants of app1 on the local fast path, whose register is checked against acl.join.
+  std::vector<std::unique_ptr<Servant>> servants;
+  for (const char* group : {"open", "locked"}) {
+    auto servant = Servant::Create(address, group, as("app1", true));
+    REQUIRE(servant.ok());
+    (*servant)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
+    REQUIRE((*servant)->Start().ok());
+    servants.push_back(*std::move(servant));
+  }
+
+  // No certificate: refused by the API, naming what is missing; a token alone is not enough.
+  absl::Status none = Client::Connect(address, as("", true)).status();
+  CHECK(none.code() == absl::StatusCode::kUnauthenticated);
+  CHECK_THAT(std::string(none.message()), Contains("client certificate"));
+  ConnectOptions token_only = as("", true);
+  token_only.token = "token-one";
+  CHECK(Client::Connect(address, token_only).status().code() ==
+        absl::StatusCode::kUnauthenticated);
+  // A certificate from another CA fails the handshake.
+  ConnectOptions rogue = as("rogue", true);
+  rogue.timeout = absl::Milliseconds(500);
+  CHECK_FALSE(Client::Connect(address, rogue).ok());
+  // The health service stays open to probes without a certificate.
+  std::string out;
+  const std::string ctl = test::Runfile("tools/cohortctl") + " --address " + address +
+                          " --ca-file " + ca + "/ca.pem ";
+  CHECK(test::RunCapture(ctl + "health", &out) == 0);
+  CHECK(test::RunCapture(ctl + "status", &out) == 1);
+  CHECK_THAT(out, Contains("UNAUTHENTICATED"));
+  CHECK(test::RunCapture(ctl + "--cert-file " + ca + "/app1.pem --key-file " + ca +
+                             "/app1.key status",
+                         &out) == 0);
+
+  // The certificate's common name is the caller's name in the ACLs, over gRPC and over the
+  // local fast path (which has no TLS: the name proven at Attach travels sealed).
+  for (bool local : {false, true}) {
+    INFO("local fast path: " << local);
+    auto c1 = Client::Connect(address, as("app1", local));
+    REQUIRE(c1.ok());
+    auto c2 = Client::Connect(address, as("app2", local));
+    REQUIRE(c2.ok());
+    CHECK(std::string((*c1)->via()) == (local ? "local" : "grpc"));
+    CHECK(std::string((*c2)->via()) == (local ? "local" : "grpc"));
+    CHECK((*c1)->Invoke("locked", "echo", "a", Mode::kAll).ok());
+    CHECK((*c2)->Invoke("open", "echo", "b", Mode::kAll).ok());
+    absl::Status denied = (*c2)->Invoke("locked", "echo", "c", Mode::kAll).status();
+    CHECK(denied.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(denied.message()), Contains("\"app2\" may not invoke group \"locked\""));
+    CHECK((*c2)->Multicast("locked", "m").code() == absl::StatusCode::kPermissionDenied);
+  }
+
+  // A token sent with a certificate must name the same application.
+  ConnectOptions agreeing = as("app1", true);
+  agreeing.token = "token-one";
+  auto agreed = Client::Connect(address, agreeing);
+  REQUIRE(agreed.ok());
+  CHECK((*agreed)->Invoke("locked", "echo", "d", Mode::kAll).ok());
+  ConnectOptions disagreeing = as("app2", true);
+  disagreeing.token = "token-one";
+  absl::Status mismatch = Client::Connect(address, disagreeing).status();
+  CHECK(mismatch.code() == absl::StatusCode::kUnauthenticated);
+  CHECK_THAT(std::string(mismatch.message()),
+             Contains("the bearer token names \"app1\" but the client certificate \"app2\""));
+  CHECK_THAT(LogOf(cluster, 1), Contains("applications are named by their TLS client certificates"));
+}
+
 TEST_CASE("cohortctl drain: the others install a view without the daemon", "[security][e2e]") {
   test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
                          "failure_detector: {exclude_timeout_ms: 60000}\n", "warn"});

@@ -15,6 +15,13 @@ Usage:
     reply = client.invoke("counter", "echo", b"hi", mode="majority")
     for r in reply.replies:                      # member, node, status_code, error, payload
         print(r.member, r.payload)
+
+With TLS (a daemon's tls section), a bearer token (auth.tokens) and a client certificate
+(auth.client_certificates), as the C++ ConnectOptions:
+
+    client = CohortClient("cohort-0:7201", "my-app", ca_file="ca.pem", cert_file="app1.pem",
+                          key_file="app1.key", token=None, server_name=None)
+    Servant(address, group, handlers, ca_file=..., cert_file=..., key_file=..., token=...)
 """
 import queue
 import threading
@@ -33,8 +40,27 @@ MODES = {
 }
 
 
-def _connect(address, timeout):
-    channel = grpc.insecure_channel(address)
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _connect(address, timeout, ca_file=None, cert_file=None, key_file=None, server_name=None):
+    """Plaintext without a CA; with one, TLS checking the daemon's certificate (for server_name
+    if given, else the address's host), presenting cert_file/key_file when given."""
+    if ca_file is None:
+        if cert_file or key_file or server_name:
+            raise ValueError("cert_file, key_file and server_name need ca_file (TLS)")
+        channel = grpc.insecure_channel(address)
+    else:
+        if bool(cert_file) != bool(key_file):
+            raise ValueError("cert_file and key_file go together")
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read(ca_file),
+            private_key=_read(key_file) if key_file else None,
+            certificate_chain=_read(cert_file) if cert_file else None)
+        options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+        channel = grpc.secure_channel(address, credentials, options=options)
     grpc.channel_ready_future(channel).result(timeout=timeout)
     return channel
 
@@ -42,17 +68,21 @@ def _connect(address, timeout):
 class CohortClient:
     """One application attached to a daemon: it gets its own NSO (NewTop service object)."""
 
-    def __init__(self, address, client_name="python", timeout=5.0):
-        self.channel = _connect(address, timeout)
+    def __init__(self, address, client_name="python", timeout=5.0, ca_file=None, cert_file=None,
+                 key_file=None, server_name=None, token=None):
+        self.channel = _connect(address, timeout, ca_file, cert_file, key_file, server_name)
+        # The token goes with every call ("authorization: Bearer <token>"), TLS or not.
+        self.metadata = [("authorization", "Bearer " + token)] if token else None
         self.stub = api_pb2_grpc.CohortStub(self.channel)
         self.admin = api_pb2_grpc.AdminStub(self.channel)
-        reply = self.stub.Attach(api_pb2.AttachRequest(client_name=client_name), timeout=timeout)
+        reply = self.stub.Attach(api_pb2.AttachRequest(client_name=client_name), timeout=timeout,
+                                 metadata=self.metadata)
         self.nso = reply.nso
         self.node_name = reply.node_name
 
     def group_details(self, group, timeout=5.0):
         return self.stub.GroupDetails(api_pb2.GroupRequest(nso=self.nso, group=group),
-                                      timeout=timeout)
+                                      timeout=timeout, metadata=self.metadata)
 
     def invoke(self, group, method, payload, mode="default", deadline_ms=5000):
         """Raises grpc.RpcError: NOT_FOUND (unknown group), UNAVAILABLE (too few members for
@@ -60,14 +90,14 @@ class CohortClient:
         request = api_pb2.InvokeRequest(nso=self.nso, group=group, method=method,
                                         payload=payload, mode=MODES[mode],
                                         deadline_ms=deadline_ms)
-        return self.stub.Invoke(request, timeout=deadline_ms / 1000.0 + 2)
+        return self.stub.Invoke(request, timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata)
 
     def multicast(self, group, payload, timeout=5.0):
         self.stub.Multicast(api_pb2.MulticastRequest(nso=self.nso, group=group, payload=payload),
-                            timeout=timeout)
+                            timeout=timeout, metadata=self.metadata)
 
     def status(self, timeout=5.0):
-        return self.admin.Status(api_pb2.StatusRequest(), timeout=timeout)
+        return self.admin.Status(api_pb2.StatusRequest(), timeout=timeout, metadata=self.metadata)
 
     def close(self):
         self.channel.close()
@@ -78,11 +108,13 @@ class Servant:
     payload (bytes) returning the reply (bytes); an exception answers with an error. Multicasts
     (no method) are appended to `self.multicasts`."""
 
-    def __init__(self, address, group, handlers, name="python-servant", timeout=5.0):
+    def __init__(self, address, group, handlers, name="python-servant", timeout=5.0,
+                 **connect):
+        """connect: ca_file, cert_file, key_file, server_name, token, as for CohortClient."""
         self.group = group
         self.handlers = dict(handlers)
         self.multicasts = []
-        self._client = CohortClient(address, name, timeout)
+        self._client = CohortClient(address, name, timeout, **connect)
         self._timeout = timeout
         self._outbox = queue.Queue()
         self._events = None
@@ -98,7 +130,7 @@ class Servant:
             yield message
 
     def start(self):
-        self._events = self._client.stub.Serve(self._messages())
+        self._events = self._client.stub.Serve(self._messages(), metadata=self._client.metadata)
         first = next(self._events)
         if not first.registered:
             raise RuntimeError("servant not registered: %r" % first)

@@ -27,7 +27,9 @@ def wait_port(port, seconds=10):
 
 
 class LocalCluster:
-    def __init__(self, cohortd, group, work_dir, n=3):
+    def __init__(self, cohortd, group, work_dir, n=3, extra_yaml="", group_options=""):
+        """extra_yaml: more top-level keys (tls:, auth:; without tls: the daemons run with
+        tls: {insecure: true}); group_options: more keys of the group, e.g. "acl: {...}"."""
         peer = [free_port() for _ in range(n)]
         self.client_ports = [free_port() for _ in range(n)]
         self.client_addresses = ["127.0.0.1:%d" % port for port in self.client_ports]
@@ -38,10 +40,12 @@ class LocalCluster:
         for i in range(n):
             path = os.path.join(work_dir, "n%d.yaml" % (i + 1))
             with open(path, "w") as f:
+                tls = "" if "tls:" in extra_yaml else "tls: {insecure: true}\n"
                 f.write("node: n%d\nlog_level: warn\nlisten: {peer: 127.0.0.1:%d, "
-                        "client: 127.0.0.1:%d}\ntls: {insecure: true}\npeers:\n%sgroups:\n"
-                        "  - {name: %s, members: [%s]}\n"
-                        % (i + 1, peer[i], self.client_ports[i], peers, group, members))
+                        "client: 127.0.0.1:%d}\n%s%speers:\n%sgroups:\n"
+                        "  - {name: %s, members: [%s]%s}\n"
+                        % (i + 1, peer[i], self.client_ports[i], tls, extra_yaml, peers, group,
+                           members, ", " + group_options if group_options else ""))
             with open(os.path.join(work_dir, "n%d.log" % (i + 1)), "w") as log:
                 # The daemon keeps its own descriptor of the log.
                 self.procs.append(subprocess.Popen([cohortd, "--config", path],
