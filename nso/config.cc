@@ -54,7 +54,8 @@ const std::vector<absl::string_view> kTopKeys = {
     "tls",        "auth",             "peer_transport"};
 const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file",
                                                  "server_name", "insecure", "reload_seconds"};
-const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates"};
+const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates",
+                                                   "client_ca_file"};
 const std::vector<absl::string_view> kTokenKeys = {"name", "token", "token_file"};
 const std::vector<absl::string_view> kAclKeys = {"join", "invoke", "admin"};
 const std::vector<absl::string_view> kListenKeys = {"peer", "client", "local"};
@@ -712,6 +713,10 @@ absl::Status ReadToken(Reader* reader, const Value& item, TokenConfig* token) {
 absl::Status ReadAuth(const MapView& top, Config* config) {
   return ReadSection(top, "auth", Presence::kOptional, kAuthKeys, [config](const MapView& m) {
     CONFIG_RETURN_IF_ERROR(ReadBool(m, "client_certificates", &config->client_certificates));
+    CONFIG_RETURN_IF_ERROR(ReadKey(m, "client_ca_file", Presence::kOptional,
+                                   [config](const Reader& r, const Value& v) {
+                                     return ParseString(r, v, &config->client_ca_file);
+                                   }));
     // An auth section says how applications prove who they are: tokens, certificates or both.
     Presence tokens = config->client_certificates ? Presence::kOptional : Presence::kRequired;
     return ReadList(m, "tokens", tokens, "tokens", [&](const Value& item) {
@@ -905,6 +910,11 @@ absl::Status CheckConfig(const Reader& reader, Config* config) {
     return reader.ErrorAt("auth.client_certificates",
                           "needs TLS (tls: {ca_file, cert_file, key_file}), not tls.insecure: "
                           "a client certificate is presented in the TLS handshake");
+  }
+  if (!config->client_ca_file.empty() && !config->client_certificates) {
+    return reader.ErrorAt("auth.client_ca_file",
+                          "needs auth.client_certificates: true (the CA of the applications' "
+                          "certificates is used only to check them)");
   }
   CONFIG_RETURN_IF_ERROR(ResolveNode(reader, config));
   const FailureDetectorConfig& fd = config->failure_detector;

@@ -151,6 +151,9 @@ struct Config {
   // from tls.ca_file; its subject's common name is the application's name in groups[].acl (a
   // bearer token sent as well must name the same application). Needs the tls files.
   bool client_certificates = false;
+  // auth.client_ca_file: the CA of applications' certificates, when not tls.ca_file (with
+  // client_certificates; read and reloaded with the tls files).
+  std::string client_ca_file;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;

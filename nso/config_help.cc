@@ -92,6 +92,8 @@ auth:                         # [absent = no authentication] how applications pr
                               #   tls.ca_file; its common name names the application in acls (a
                               #   token sent too must name the same one); needs the tls files;
                               #   applied at start only
+  client_ca_file: /etc/cohort/apps-ca.pem  # [tls.ca_file] the CA of those certificates, if
+                              #   not the daemons' (reloaded with the tls files)
 
 SIGHUP re-reads the file and applies auth and groups[].acl; a broken file is logged and ignored.
 

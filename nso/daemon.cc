@@ -71,7 +71,8 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
   credentials.peer_tls = *std::move(peer_tls);
   // gRPC reads the validated texts (nso/tls_files.h, PublishedTls) again every reload_seconds:
   // new connections use a rotated certificate once the monitor thread published it.
-  if (absl::Status done = published->Publish(files->ca_pem(), files->cert_pem(), files->key_pem());
+  if (absl::Status done = published->Publish(files->ca_pem(), files->cert_pem(), files->key_pem(),
+                                             files->client_ca_pem());
       !done.ok()) {
     return done;
   }
@@ -89,7 +90,15 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
   // client certificates from the CA (auth.client_certificates). A certificate is requested, not
   // required, in the handshake: the health service and reflection stay open to probes, and a call
   // of the API without one gets UNAUTHENTICATED naming what is missing (AccessPolicy).
-  tls_api::TlsServerCredentialsOptions client(provider);
+  // The applications' CA (auth.client_ca_file, else tls.ca_file) has a provider of its own, so
+  // that a certificate of that CA is never taken on the peer port.
+  std::shared_ptr<tls_api::CertificateProviderInterface> client_provider = provider;
+  if (client_certificates) {
+    client_provider = std::make_shared<tls_api::FileWatcherCertificateProvider>(
+        published->identity_path(), published->identity_path(), published->client_ca_path(),
+        static_cast<unsigned int>(tls.reload_seconds));
+  }
+  tls_api::TlsServerCredentialsOptions client(client_provider);
   client.watch_identity_key_cert_pairs();
   if (client_certificates) {
     client.watch_root_certs();
@@ -154,7 +163,7 @@ absl::Status Daemon::Start() {
   started_ms_ = MonotonicNowMs();
   if (config_.tls.enabled) {
     tls_files_ = std::make_unique<TlsFiles>(config_.tls.ca_file, config_.tls.cert_file,
-                                            config_.tls.key_file);
+                                            config_.tls.key_file, config_.client_ca_file);
   }
   absl::StatusOr<Credentials> credentials =
       MakeCredentials(config_.tls, config_.client_certificates, tls_files_.get(), &published_tls_);
@@ -355,8 +364,9 @@ void Daemon::ReloadTlsFiles() {
                         std::string(reloaded->status().message()));
     return;
   }
-  if (absl::Status published = published_tls_.Publish(tls_files_->ca_pem(), tls_files_->cert_pem(),
-                                                      tls_files_->key_pem());
+  if (absl::Status published =
+          published_tls_.Publish(tls_files_->ca_pem(), tls_files_->cert_pem(),
+                                 tls_files_->key_pem(), tls_files_->client_ca_pem());
       !published.ok()) {
     Log("daemon")->warn("TLS files changed but could not be handed to gRPC: {}",
                         std::string(published.message()));

@@ -70,6 +70,18 @@ const BIO_METHOD* SocketNoSignal() {
 
 }  // namespace
 
+absl::Status CheckCaBundle(const std::string& key, const std::string& pem) {
+  BioPtr bio = MemoryBio(pem);
+  int cas = 0;
+  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    ++cas;
+    X509_free(cert);
+  }
+  ERR_clear_error();  // the end of the PEM text reads as an error
+  if (cas == 0) return absl::InvalidArgumentError(absl::StrCat(key, ": no CA certificate in it"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(const std::string& ca_pem,
                                                                const std::string& cert_pem,
                                                                const std::string& key_pem) {

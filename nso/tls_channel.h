@@ -38,6 +38,10 @@ class TlsContext {
   SSL_CTX* const ctx_;
 };
 
+// OK when `pem` holds at least one CA certificate; else an error naming `key` (e.g.
+// "auth.client_ca_file").
+absl::Status CheckCaBundle(const std::string& key, const std::string& pem);
+
 // What an operation that could not finish waits for.
 enum class TlsWait { kNone, kReadable, kWritable };
 

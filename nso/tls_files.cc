@@ -37,22 +37,33 @@ std::optional<absl::StatusOr<std::shared_ptr<TlsContext>>> TlsFiles::Reload() {
   absl::StatusOr<std::string> ca = ReadPem("tls.ca_file", ca_file_);
   absl::StatusOr<std::string> cert = ReadPem("tls.cert_file", cert_file_);
   absl::StatusOr<std::string> key = ReadPem("tls.key_file", key_file_);
-  // Lengths first, so that no two different triples of texts give the same string.
-  std::string texts = absl::StrCat(ca.ok() ? ca->size() : 0, ":", cert.ok() ? cert->size() : 0, ":",
-                                   key.ok() ? key->size() : 0, ":", ca.ok() ? *ca : "",
-                                   cert.ok() ? *cert : "", key.ok() ? *key : "");
+  absl::StatusOr<std::string> client_ca =
+      client_ca_file_.empty() ? absl::StatusOr<std::string>("")
+                              : ReadPem("auth.client_ca_file", client_ca_file_);
+  // Lengths first, so that no two different sets of texts give the same string.
+  std::string texts = absl::StrCat(
+      ca.ok() ? ca->size() : 0, ":", cert.ok() ? cert->size() : 0, ":", key.ok() ? key->size() : 0,
+      ":", client_ca.ok() ? client_ca->size() : 0, ":", ca.ok() ? *ca : "", cert.ok() ? *cert : "",
+      key.ok() ? *key : "", client_ca.ok() ? *client_ca : "");
   if (texts == loaded_ || texts == last_error_) return std::nullopt;
   absl::StatusOr<std::shared_ptr<TlsContext>> context =
       !ca.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(ca.status())
       : !cert.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(cert.status())
       : !key.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(key.status())
+      : !client_ca.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(client_ca.status())
                   : TlsContext::Create(*ca, *cert, *key);
+  if (context.ok() && !client_ca_file_.empty()) {
+    if (absl::Status usable = CheckCaBundle("auth.client_ca_file", *client_ca); !usable.ok()) {
+      context = usable;
+    }
+  }
   if (context.ok()) {
     loaded_ = std::move(texts);
     last_error_.clear();
     ca_ = *std::move(ca);
     cert_ = *std::move(cert);
     key_ = *std::move(key);
+    client_ca_ = *std::move(client_ca);
   } else {
     last_error_ = std::move(texts);
   }
@@ -97,15 +108,24 @@ absl::Status Place(const char* name, const std::string& text, int* fixed) {
 PublishedTls::~PublishedTls() {
   if (ca_fd_ >= 0) close(ca_fd_);
   if (identity_fd_ >= 0) close(identity_fd_);
+  if (client_ca_fd_ >= 0) close(client_ca_fd_);
 }
 
 absl::Status PublishedTls::Publish(const std::string& ca_pem, const std::string& cert_pem,
-                                   const std::string& key_pem) {
+                                   const std::string& key_pem, const std::string& client_ca_pem) {
   if (absl::Status ca = Place("cohort-tls-ca", ca_pem, &ca_fd_); !ca.ok()) return ca;
+  if (absl::Status clients = Place("cohort-tls-client-ca", client_ca_pem, &client_ca_fd_);
+      !clients.ok()) {
+    return clients;
+  }
   return Place("cohort-tls-identity", absl::StrCat(cert_pem, "\n", key_pem), &identity_fd_);
 }
 
 std::string PublishedTls::ca_path() const { return absl::StrCat("/proc/self/fd/", ca_fd_); }
+
+std::string PublishedTls::client_ca_path() const {
+  return absl::StrCat("/proc/self/fd/", client_ca_fd_);
+}
 
 std::string PublishedTls::identity_path() const {
   return absl::StrCat("/proc/self/fd/", identity_fd_);

@@ -26,8 +26,12 @@ absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& p
 
 class TlsFiles {
  public:
-  TlsFiles(std::string ca_file, std::string cert_file, std::string key_file)
-      : ca_file_(std::move(ca_file)), cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
+  // `client_ca_file` (auth.client_ca_file, "" = none): the CA of applications' certificates,
+  // read and reloaded with the others.
+  TlsFiles(std::string ca_file, std::string cert_file, std::string key_file,
+           std::string client_ca_file = "")
+      : ca_file_(std::move(ca_file)), cert_file_(std::move(cert_file)), key_file_(std::move(key_file)),
+        client_ca_file_(std::move(client_ca_file)) {}
 
   // Reads the files and makes the context (at start: an error stops the daemon).
   absl::StatusOr<std::shared_ptr<TlsContext>> Load();
@@ -38,14 +42,16 @@ class TlsFiles {
   // a half-done rotation is looked at again next time.
   std::optional<absl::StatusOr<std::shared_ptr<TlsContext>>> Reload();
 
-  // The texts of the last valid triple.
+  // The texts of the last valid set.
   const std::string& ca_pem() const { return ca_; }
   const std::string& cert_pem() const { return cert_; }
   const std::string& key_pem() const { return key_; }
+  // The applications' CA: client_ca_file's, or tls.ca_file's without one.
+  const std::string& client_ca_pem() const { return client_ca_file_.empty() ? ca_ : client_ca_; }
 
  private:
-  const std::string ca_file_, cert_file_, key_file_;
-  std::string ca_, cert_, key_;
+  const std::string ca_file_, cert_file_, key_file_, client_ca_file_;
+  std::string ca_, cert_, key_, client_ca_;
   std::string loaded_;      // the three texts the current context was made from
   std::string last_error_;  // the three texts of the last failed attempt (not retried as such)
 };
@@ -65,13 +71,15 @@ class PublishedTls {
 
   // Replaces the published texts (any thread, one at a time).
   absl::Status Publish(const std::string& ca_pem, const std::string& cert_pem,
-                       const std::string& key_pem);
-  std::string ca_path() const;        // after the first Publish
-  std::string identity_path() const;  // the chain and its key
+                       const std::string& key_pem, const std::string& client_ca_pem);
+  std::string ca_path() const;         // after the first Publish
+  std::string identity_path() const;   // the chain and its key
+  std::string client_ca_path() const;  // the applications' CA
 
  private:
   int ca_fd_ = -1;
   int identity_fd_ = -1;
+  int client_ca_fd_ = -1;
 };
 
 }  // namespace cohort::nso

@@ -136,6 +136,11 @@ TEST_CASE("auth.client_certificates: names from certificates, with or without to
   CHECK(alone.tokens.empty());
   CHECK(alone.FindGroup("g")->acl->invoke == std::vector<std::string>{"billing", "*"});
 
+  Config own_ca = ParseOk(kBase + kTlsFiles +
+                          "auth: {client_certificates: true, client_ca_file: /c/apps-ca.pem}\n");
+  CHECK(own_ca.client_ca_file == "/c/apps-ca.pem");
+  CHECK(alone.client_ca_file.empty());
+
   Config both = ParseOk(kBase + kTlsFiles +
                         "auth:\n  client_certificates: true\n  tokens:\n    - {name: a, token: x}\n");
   CHECK(both.client_certificates);
@@ -151,9 +156,12 @@ TEST_CASE("auth.client_certificates errors name file, line and key", "[config]")
   // Without certificates an auth section must list tokens.
   CHECK_THAT(ErrorOf(kBase + kTlsFiles + "auth: {client_certificates: false}\n"),
              StartsWith("config.yaml:7: auth.tokens: missing required key"));
+  CHECK_THAT(ErrorOf(kBase + kTlsFiles + "auth:\n  tokens:\n    - {name: a, token: x}\n"
+                                         "  client_ca_file: /c/apps-ca.pem\n"),
+             StartsWith("config.yaml:10: auth.client_ca_file: needs auth.client_certificates: true"));
   CHECK_THAT(ErrorOf(kBase + kTlsFiles + "auth: {client_certs: true}\n"),
              Contains("auth.client_certs: unknown key \"client_certs\"; valid keys here: tokens, "
-                      "client_certificates"));
+                      "client_certificates, client_ca_file"));
 }
 
 }  // namespace

@@ -413,6 +413,37 @@ TEST_CASE("client certificates name applications: ACLs by common name over gRPC 
   CHECK_THAT(LogOf(cluster, 1), Contains("applications are named by their TLS client certificates"));
 }
 
+TEST_CASE("auth.client_ca_file: applications' certificates come from their own CA, not the "
+          "daemons'",
+          "[security][e2e]") {
+  // The test CA's rogue-ca stands for the applications' CA: rogue.pem (common name
+  // cohort-daemon) is an application's certificate here, and app1.pem (the daemons' CA) is not.
+  std::string ca = MakeCa("ca-client-ca-file");
+  const std::string auth = "auth: {client_certificates: true, client_ca_file: " + ca +
+                           "/rogue-ca.pem}\n";
+  test::Cluster cluster({1, SecurityYaml("cohort-daemon"), TestCaTlsYaml(ca) + auth, "info"});
+  REQUIRE(cluster.Start());
+  const std::string address = cluster.ClientAddress(1);
+  auto as = [&](const std::string& name) {
+    ConnectOptions options;
+    options.ca_file = ca + "/ca.pem";  // the daemon's certificate is still the cluster's
+    options.cert_file = ca + "/" + name + ".pem";
+    options.key_file = ca + "/" + name + ".key";
+    options.timeout = absl::Milliseconds(1500);
+    return options;
+  };
+  auto servant = Servant::Create(address, "locked", as("rogue"));
+  REQUIRE(servant.ok());
+  (*servant)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
+  REQUIRE((*servant)->Start().ok());
+
+  auto app = Client::Connect(address, as("rogue"));
+  REQUIRE(app.ok());
+  CHECK((*app)->Invoke("locked", "echo", "a", Mode::kAll).ok());
+  CHECK_FALSE(Client::Connect(address, as("app1")).ok());  // the daemons' CA: refused
+  CHECK_FALSE(Client::Connect(address, as("daemon")).ok());
+}
+
 TEST_CASE("cohortctl drain: the others install a view without the daemon", "[security][e2e]") {
   test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
                          "failure_detector: {exclude_timeout_ms: 60000}\n", "warn"});

@@ -170,6 +170,35 @@ TEST_CASE("TLS files: read again, a change makes a new context only when the thr
   CHECK_THAT(std::string(gone->status().message()), Catch::Contains("tls.cert_file: cannot read"));
 }
 
+TEST_CASE("TLS files: the applications' CA (auth.client_ca_file) is read and reloaded with the "
+          "others; one without a CA certificate is named", "[tls]") {
+  const std::string dir = test::MakeCa();
+  const std::string clients = dir + "/clients-ca.pem";
+  std::ofstream(clients, std::ios::trunc) << cohort::test::ReadText(dir + "/rogue-ca.pem");
+  TlsFiles files(dir + "/ca.pem", dir + "/daemon.pem", dir + "/daemon.key", clients);
+  REQUIRE(files.Load().ok());
+  CHECK(files.client_ca_pem() == cohort::test::ReadText(dir + "/rogue-ca.pem"));
+  CHECK(files.ca_pem() == cohort::test::ReadText(dir + "/ca.pem"));
+  // A change of that file alone is a change: a new context, the new text.
+  std::ofstream(clients, std::ios::trunc) << cohort::test::ReadText(dir + "/ca.pem");
+  auto changed = files.Reload();
+  REQUIRE(changed.has_value());
+  REQUIRE(changed->ok());
+  CHECK(files.client_ca_pem() == cohort::test::ReadText(dir + "/ca.pem"));
+  // PEM without a certificate: refused, named, and the last good text kept.
+  std::ofstream(clients, std::ios::trunc) << cohort::test::ReadText(dir + "/daemon.key");
+  auto broken = files.Reload();
+  REQUIRE(broken.has_value());
+  REQUIRE_FALSE(broken->ok());
+  CHECK_THAT(std::string(broken->status().message()),
+             Catch::Contains("auth.client_ca_file: no CA certificate in it"));
+  CHECK(files.client_ca_pem() == cohort::test::ReadText(dir + "/ca.pem"));
+  // Without the file the applications' CA is the daemons'.
+  TlsFiles plain(dir + "/ca.pem", dir + "/daemon.pem", dir + "/daemon.key");
+  REQUIRE(plain.Load().ok());
+  CHECK(plain.client_ca_pem() == plain.ca_pem());
+}
+
 TEST_CASE("peer names: the name a peer's certificate must carry, and whether a gRPC auth "
           "context's names carry it", "[tls]") {
   CHECK(PeerCertificateName("10.0.0.7:7101", "") == "10.0.0.7");
