@@ -95,7 +95,8 @@ auth:                         # [absent = no authentication] how applications pr
   client_ca_file: /etc/cohort/apps-ca.pem  # [tls.ca_file] the CA of those certificates, if
                               #   not the daemons' (reloaded with the tls files)
 
-SIGHUP re-reads the file and applies auth and groups[].acl; a broken file is logged and ignored.
+SIGHUP re-reads the file and applies auth.tokens, groups[].acl and timeouts, and starts groups
+added to it; a broken file is logged and ignored.
 
 Durations (*_ms) are whole milliseconds in 1..86400000 unless noted; counts are in 1..2147483647.
 Every error names the file, the line and the key, e.g.

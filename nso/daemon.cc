@@ -155,7 +155,9 @@ NodeSnapshot TakeSnapshot(const Node& node) {
 }  // namespace
 
 Daemon::Daemon(Config config)
-    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {}
+    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {
+  for (const GroupConfig& group : config_.groups) running_groups_.emplace(group.name, group);
+}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -482,15 +484,37 @@ void Daemon::Reload(const Config& fresh) {
   if (a.suspect_on_disconnect != b.suspect_on_disconnect) {
     ignored.push_back("failure_detector.suspect_on_disconnect");
   }
-  bool groups_changed = config_.groups.size() != fresh.groups.size();
-  for (size_t i = 0; !groups_changed && i < fresh.groups.size(); ++i) {
-    const GroupConfig& x = config_.groups[i];
-    const GroupConfig& y = fresh.groups[i];
-    groups_changed = x.name != y.name || x.members != y.members || x.ordering != y.ordering ||
-                     x.liveness != y.liveness || x.style != y.style ||
-                     x.default_mode != y.default_mode;
+  // Groups: a new one starts at once, on every daemon whose file gains it (at view 1 with its
+  // members, as at a start: its members form it as their daemons reload). A group removed or
+  // changed (other than its acl and timeouts) waits for a restart.
+  std::vector<std::string> added;
+  std::vector<std::string> changed;
+  for (const GroupConfig& y : fresh.groups) {
+    auto it = running_groups_.find(y.name);
+    if (it == running_groups_.end()) {
+      added.push_back(y.name);
+      continue;
+    }
+    const GroupConfig& x = it->second;
+    if (x.members != y.members || x.ordering != y.ordering || x.liveness != y.liveness ||
+        x.style != y.style || x.default_mode != y.default_mode) {
+      changed.push_back(y.name);
+    }
   }
-  if (groups_changed) ignored.push_back("groups (other than acl and timeouts)");
+  for (const auto& [name, group] : running_groups_) {
+    if (fresh.FindGroup(name) == nullptr) changed.push_back(name + " (removed)");
+  }
+  if (!changed.empty()) ignored.push_back("groups " + absl::StrJoin(changed, ", "));
+  if (!added.empty()) {
+    for (const std::string& name : added) running_groups_.emplace(name, *fresh.FindGroup(name));
+    auto kept = std::make_shared<const Config>(fresh);
+    loop_->Post([this, kept, added] {
+      std::vector<std::string> started = node_->AddGroups(kept, added);
+      if (!started.empty()) {
+        Log("daemon")->info("reload: started group(s) {}", absl::StrJoin(started, ", "));
+      }
+    });
+  }
   // Failure-detector timeouts and silence periods apply at once, on the protocol thread.
   loop_->Post([this, fresh] { node_->ApplyTimeouts(fresh); });
   const TlsConfig& t = config_.tls;

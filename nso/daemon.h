@@ -4,6 +4,7 @@
 #define COHORT_NSO_DAEMON_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -69,6 +70,8 @@ class Daemon {
   // Shared with the Node (one copy of the configuration in the daemon).
   const std::shared_ptr<const Config> config_owner_;
   const Config& config_;
+  // The groups started, at start and by reloads (Reload's thread only).
+  std::map<std::string, GroupConfig> running_groups_;
   AccessPolicy policy_;
   // What gRPC's certificate provider reads; declared before everything that holds gRPC
   // credentials, so it outlives them.

@@ -40,20 +40,41 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
       now_ms_(now_ms),
       // A request never ordered (its group unreachable) holds the next ones for at most this long.
       causal_barrier_(std::max<int64_t>(config_.limits.default_deadline_ms / 5, 200)) {
-  for (const GroupConfig& group_config : config_.groups) {
-    std::vector<NodeId> members;
-    for (const std::string& member : group_config.members) {
-      members.push_back(config_.FindPeer(member)->id);
+  for (const GroupConfig& group_config : config_.groups) StartGroup(group_config, "");
+}
+
+bool Node::StartGroup(const GroupConfig& group_config, const char* why) {
+  std::vector<NodeId> members;
+  for (const std::string& member : group_config.members) {
+    const PeerConfig* peer = config_.FindPeer(member);
+    if (peer == nullptr) {
+      Log("group")->warn("group {}: not started: member \"{}\" is not a peer of the running "
+                         "configuration (peers change at a restart)", group_config.name, member);
+      return false;
     }
-    groups_[group_config.name] =
-        std::make_unique<Group>(group_config, config_, std::move(members), transport_,
-                                 incarnation_, now_ms, &links_closed_);
-    Log("group")->info("group {}: view 1 with {} members ({} ordering, {}, {} style){}",
-                       group_config.name, group_config.members.size(),
-                       ToString(group_config.ordering), ToString(group_config.liveness),
-                       ToString(group_config.style),
-                       groups_[group_config.name]->is_member() ? "" : "; this node is not a member");
+    members.push_back(peer->id);
   }
+  groups_[group_config.name] = std::make_unique<Group>(
+      group_config, config_, std::move(members), transport_, incarnation_, now_ms_, &links_closed_);
+  Log("group")->info("group {}: view 1 with {} members ({} ordering, {}, {} style){}{}",
+                     group_config.name, group_config.members.size(),
+                     ToString(group_config.ordering), ToString(group_config.liveness),
+                     ToString(group_config.style),
+                     groups_[group_config.name]->is_member() ? "" : "; this node is not a member",
+                     why);
+  return true;
+}
+
+std::vector<std::string> Node::AddGroups(std::shared_ptr<const Config> fresh,
+                                         const std::vector<std::string>& names) {
+  std::vector<std::string> started;
+  for (const std::string& name : names) {
+    const GroupConfig* group_config = fresh->FindGroup(name);
+    if (group_config == nullptr || groups_.count(name)) continue;
+    if (StartGroup(*group_config, " (added by a configuration reload)")) started.push_back(name);
+  }
+  if (!started.empty()) added_from_.push_back(std::move(fresh));
+  return started;
 }
 
 Node::~Node() {
@@ -1065,7 +1086,15 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
   auto it = groups_.find(envelope.group());
   if (it == groups_.end()) {
-    Log("peer")->warn("envelope from node {} for unknown group \"{}\" dropped", from, envelope.group());
+    // Normal for a while when a reload adds a group (its members reload one after another): said
+    // once per peer and group, then every 1000th.
+    if (unknown_group_drops_.size() >= 1024) unknown_group_drops_.clear();  // a peer's nonsense
+    uint64_t& dropped = unknown_group_drops_[{from, envelope.group()}];
+    if (dropped++ % 1000 == 0) {
+      Log("peer")->warn("envelope from node {} for unknown group \"{}\" dropped ({} so far; "
+                        "is the group in this daemon's configuration?)",
+                        from, envelope.group(), dropped);
+    }
     return;
   }
   Group* group = it->second.get();

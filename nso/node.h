@@ -123,6 +123,12 @@ class Node {
   absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
   // A configuration reload: the groups' failure-detector timeouts and silence periods.
   void ApplyTimeouts(const Config& fresh);
+  // A configuration reload: starts the groups of `fresh` named in `names` that this node does not
+  // have yet (kept alive here: a Group refers to its GroupConfig), each at view 1 with its
+  // configured members, as at a start. A group whose members are not all peers of the running
+  // configuration is not started (logged). Returns the names started.
+  std::vector<std::string> AddGroups(std::shared_ptr<const Config> fresh,
+                                     const std::vector<std::string>& names);
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);
@@ -153,6 +159,8 @@ class Node {
   std::vector<const Group*> groups() const;
 
  private:
+  // A group at view 1 with its configured members (false, logged: a member is not a peer).
+  bool StartGroup(const GroupConfig& group_config, const char* why);
   using CallKey = std::pair<NodeId, uint64_t>;  // (origin daemon, call id)
 
   // A call whose replies are collected here: our own client's call (`done` answers it), or, at a
@@ -344,6 +352,9 @@ class Node {
   std::string NodeName(NodeId node) const;
 
   const std::shared_ptr<const Config> config_owner_;
+  std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: their GroupConfigs
+  // Envelopes for a group this node does not have, per (sender, group): the warning's rate.
+  std::map<std::pair<NodeId, std::string>, uint64_t> unknown_group_drops_;
   const Config& config_;
   Transport* const transport_;
   const NodeId self_;

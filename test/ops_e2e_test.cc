@@ -1,11 +1,14 @@
 // Operations on real daemons (issue 8): the gRPC health service turns NOT_SERVING while the daemon
 // is in a minority partition and back when the majority returns; server reflection lists the
 // services (what grpcurl does); Prometheus metrics change when invocations run; cohortctl drives a
-// daemon from the shell.
+// daemon from the shell; a group added to the daemons' files starts on SIGHUP.
 #include <catch2/catch.hpp>
+
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -14,6 +17,7 @@
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
+#include "test/counter_replica.h"
 #include "test/ops_test_util.h"
 #include "tools/grpc_std_calls.h"
 
@@ -21,6 +25,7 @@ namespace cohort {
 namespace {
 
 using Catch::Matchers::Contains;
+using cohort::test::Eventually;
 using grpcstd::HealthCheckResponse;
 
 HealthCheckResponse::ServingStatus Health(const std::string& address,
@@ -180,6 +185,67 @@ TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
 
   std::string metrics = node.Metrics();
   CHECK(test::MetricValue(metrics, "cohort_invocations_total{mode=\"first\",code=\"OK\"}") == 1);
+}
+
+TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a restart; one daemon "
+          "reloading late catches up; a removed group waits for a restart",
+          "[ops][e2e]") {
+  test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n", "", "info"});
+  REQUIRE(cluster.Start());
+  const std::string g_line = "  - {name: g, members: [n1, n2, n3]}\n";
+  const std::string h_line = "  - {name: h, members: [n1, n2, n3]}\n";
+  auto add_h = [&](int index) {
+    const std::string path = cluster.ConfigPath(index);
+    std::string text = test::ReadText(path);
+    REQUIRE(text.find(g_line) != std::string::npos);
+    std::ofstream(path, std::ios::trunc) << text.replace(text.find(g_line), g_line.size(),
+                                                          g_line + h_line);
+  };
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  CHECK((*client)->GroupDetails("h").status().code() == absl::StatusCode::kNotFound);
+
+  // n1 and n2 reload: h runs on a majority of its members.
+  for (int i : {1, 2}) {
+    add_h(i);
+    cluster.Signal(i, SIGHUP);
+  }
+  REQUIRE(Eventually([&] { return (*client)->GroupDetails("h").ok(); }, 5));
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i : {1, 2}) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "h").ok());
+  }
+  int64_t sum = 0;
+  for (int k = 1; k <= 20; ++k) {
+    auto added = (*client)->Invoke("h", "add", std::to_string(k), Mode::kMajority, absl::Seconds(5));
+    REQUIRE(added.ok());
+    sum += k;
+  }
+  CHECK_THAT(test::ReadText(cluster.LogPath(1)), Contains("reload: started group(s) h"));
+
+  // n3 reloads late: its replica gets the group's state and every later call.
+  add_h(3);
+  cluster.Signal(3, SIGHUP);
+  replicas.push_back(std::make_unique<test::CounterReplica>());
+  REQUIRE(Eventually([&] { return replicas.back()->Start(cluster.ClientAddress(3), "h").ok(); }, 10));
+  REQUIRE(test::WaitAllReply(client->get(), "h", 3));
+  auto all = (*client)->Invoke("h", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  REQUIRE(all->replies.size() == 3);
+  for (const auto& reply : all->replies) CHECK(reply.payload == std::to_string(sum + 1));
+  CHECK((*client)->Invoke("g", "get", "", Mode::kFirst, absl::Seconds(1)).status().code() !=
+        absl::StatusCode::kNotFound);  // g kept running throughout
+
+  // Removing g from a file is reported and not applied: g goes on until a restart.
+  const std::string path = cluster.ConfigPath(1);
+  std::string text = test::ReadText(path);
+  std::ofstream(path, std::ios::trunc) << text.replace(text.find(g_line), g_line.size(), "");
+  cluster.Signal(1, SIGHUP);
+  REQUIRE(Eventually([&] {
+    return test::ReadText(cluster.LogPath(1)).find("groups g (removed)") != std::string::npos;
+  }, 5));
+  CHECK((*client)->GroupDetails("g").ok());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Helpers of the operations tests: an HTTP GET over a raw socket, reading one Prometheus sample,
-// reading a file, and running a command capturing its standard output.
+// reading a file, running a command capturing its standard output, and waiting for a condition.
 #ifndef COHORT_TEST_OPS_TEST_UTIL_H_
 #define COHORT_TEST_OPS_TEST_UTIL_H_
 
@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cohort::test {
@@ -70,6 +72,17 @@ inline int RunCapture(const std::string& command, std::string* output) {
   while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) output->append(buffer, n);
   int status = ::pclose(pipe);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Polls `condition` every 50 ms for at most `seconds`; its last value.
+template <typename F>
+bool Eventually(F condition, double seconds) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
 }
 
 }  // namespace cohort::test

@@ -90,15 +90,7 @@ std::vector<std::string> ViewAt(const std::string& address, const ConnectOptions
   return MemberNames(*view);
 }
 
-template <typename F>
-bool Eventually(F condition, double seconds) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
-}
+using cohort::test::Eventually;
 
 TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins", "[security][e2e]") {
   // Both peer transports: raw TCP (auto with IP peers) and gRPC streams.
