@@ -31,6 +31,11 @@ class ClientBackend {
   virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;
   virtual absl::Status LeaveGroup(const api::GroupRequest& request) = 0;
+  // A group made at run time (daemons with dynamic_groups).
+  virtual absl::Status CreateGroup(const api::CreateGroupRequest& request) {
+    (void)request;
+    return absl::UnimplementedError("CreateGroup goes through a daemon's gRPC API");
+  }
   // "local", "grpc" or "in-process" (Client::via).
   virtual const char* via() const = 0;
 };

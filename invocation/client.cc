@@ -121,6 +121,12 @@ class RemoteClient final : public internal::ClientBackend {
     api::Empty reply;
     return nso::FromGrpcStatus(stub_->JoinGroup(&context, request, &reply));
   }
+  absl::Status CreateGroup(const api::CreateGroupRequest& request) override {
+    grpc::ClientContext context;
+    Prepare(&context);
+    api::Empty reply;
+    return nso::FromGrpcStatus(stub_->CreateGroup(&context, request, &reply));
+  }
   absl::Status LeaveGroup(const api::GroupRequest& request) override {
     grpc::ClientContext context;
     Prepare(&context);
@@ -308,6 +314,18 @@ absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
     view.members.push_back({member.name(), member.node(), member.suspected()});
   }
   return view;
+}
+
+absl::Status Client::CreateGroup(const GroupSpec& spec) {
+  api::CreateGroupRequest request;
+  request.set_nso(nso_);
+  request.set_group(spec.name);
+  for (const std::string& member : spec.members) request.add_members(member);
+  request.set_ordering(spec.ordering);
+  request.set_liveness(spec.liveness);
+  request.set_style(spec.style);
+  request.set_default_mode(spec.default_mode);
+  return backend_->CreateGroup(request);
 }
 
 absl::Status Client::JoinGroup(const std::string& group) {

@@ -82,6 +82,16 @@ struct ConnectOptions {
 // Adds the options' bearer token (if any) to a call's metadata.
 void AddCallCredentials(grpc::ClientContext* context, const ConnectOptions& options);
 
+// A group for Client::CreateGroup: empty optional fields take the YAML defaults.
+struct GroupSpec {
+  std::string name;
+  std::vector<std::string> members;  // daemon (node) names
+  std::string ordering;              // consensus | sequencer
+  std::string liveness;              // lively | event
+  std::string style;                 // closed | open
+  std::string default_mode;          // one_way | first | majority | all
+};
+
 class Client {
  public:
   // Connects with TLS and/or a token (options.client_name and options.timeout as below).
@@ -116,6 +126,12 @@ class Client {
   // a joining daemon receives the group's state before its first delivery).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);
+  // Creates a group at run time on every daemon, as if it were in groups[] of their YAML (daemons
+  // with a dynamic_groups section; nso/group_directory.h). Returns once this client's daemon runs
+  // it; its servants then Start as for any group. ALREADY_EXISTS for a name in use,
+  // INVALID_ARGUMENT naming a bad field, UNAVAILABLE without a majority of the daemons,
+  // FAILED_PRECONDITION when the daemons have no dynamic_groups.
+  absl::Status CreateGroup(const GroupSpec& spec);
 
   uint64_t nso() const { return nso_; }
   const std::string& node_name() const { return node_name_; }

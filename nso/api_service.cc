@@ -64,12 +64,14 @@ const char* RightName(Right right) {
 
 void AccessPolicy::Update(const Config& config) {
   std::map<std::string, AclConfig, std::less<>> acls;
+  std::vector<std::string> creators = config.dynamic_group_creators;
   for (const GroupConfig& group : config.groups) {
     if (group.acl) acls[group.name] = *group.acl;
   }
   absl::MutexLock lock(&mu_);
   tokens_ = config.tokens;
   acls_ = std::move(acls);
+  creators_ = std::move(creators);
   if (!client_certificates_fixed_) {
     client_certificates_ = config.client_certificates;
     client_certificates_fixed_ = true;
@@ -198,6 +200,10 @@ grpc::Status AccessPolicy::Check(const grpc::ServerContextBase& context, const s
 
 grpc::Status AccessPolicy::CheckCaller(const std::string& caller, const std::string& group,
                                        Right right) const {
+  if (right != Right::kAdmin && absl::StartsWith(group, "cohort.")) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("group \"", group, "\" is the daemons' own"));
+  }
   absl::MutexLock lock(&mu_);
   auto it = acls_.find(group);
   if (it == acls_.end()) return grpc::Status::OK;
@@ -260,12 +266,37 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
   }));
 }
 
+grpc::Status AccessPolicy::CheckCreator(const std::string& caller) const {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& name : creators_) {
+    if (name == "*" || (!caller.empty() && name == caller)) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      absl::StrCat(caller.empty() ? std::string("an anonymous caller")
+                                                  : absl::StrCat("\"", caller, "\""),
+                                   " may not create groups (dynamic_groups.create)"));
+}
+
 grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
                                      const api::CreateGroupRequest* request, api::Empty*) {
-  if (grpc::Status allowed = Authenticated(context); !allowed.ok()) return allowed;
-  return ToGrpcStatus(absl::UnimplementedError(absl::StrCat(
-      "CreateGroup(\"", request->group(), "\"): groups are declared in the daemons' YAML "
-      "(groups:) in this version")));
+  std::function<absl::Status(const api::CreateGroupRequest&)> create;
+  {
+    absl::MutexLock lock(&creator_mu_);
+    create = create_group_;
+  }
+  if (policy_ != nullptr && context != nullptr) {
+    std::string caller;
+    if (grpc::Status known = policy_->Authenticate(*context, &caller); !known.ok()) return known;
+    if (create) {
+      if (grpc::Status allowed = policy_->CheckCreator(caller); !allowed.ok()) return allowed;
+    }
+  }
+  if (!create) {
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "CreateGroup(\"", request->group(), "\"): this daemon has no dynamic_groups section: "
+        "groups come from the daemons' YAML (groups:)")));
+  }
+  return ToGrpcStatus(create(*request));
 }
 
 grpc::Status ApiService::JoinGroup(grpc::ServerContext* context, const api::GroupRequest* request,

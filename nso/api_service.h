@@ -45,8 +45,11 @@ class AccessPolicy {
   // none given); the caller's name comes back in *caller.
   grpc::Status AuthenticateLocal(const std::string& certified, const std::string& token,
                                  std::string* caller) const;
-  // Whether the caller named `caller` ("" = anonymous) has `right` on `group`.
+  // Whether the caller named `caller` ("" = anonymous) has `right` on `group` (never join or
+  // invoke on the daemons' own groups, "cohort.*").
   grpc::Status CheckCaller(const std::string& caller, const std::string& group, Right right) const;
+  // Whether the caller may create groups (dynamic_groups.create).
+  grpc::Status CheckCreator(const std::string& caller) const;
   // With client certificates: `caller` (from Authenticate) sealed for the local fast path
   // (AttachReply.local_identity), else "".
   std::string SealIdentity(const std::string& caller) const;
@@ -67,6 +70,7 @@ class AccessPolicy {
   bool client_certificates_ ABSL_GUARDED_BY(mu_) = false;
   bool client_certificates_fixed_ ABSL_GUARDED_BY(mu_) = false;  // by the first Update
   std::map<std::string, AclConfig, std::less<>> acls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> creators_ ABSL_GUARDED_BY(mu_);  // dynamic_groups.create
 };
 
 // Shared by the unary Invoke and the pipelined InvokeStream (api_pipeline.cc).
@@ -92,6 +96,11 @@ class ApiService final
   // Optional: count invocations and multicasts, with latency (set before serving).
   void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
   // Optional: the local fast path Attach offers (nso/local_api.h; set before serving).
+  // dynamic_groups: where CreateGroup goes (nso/group_directory.h); null: refused.
+  void set_group_creator(std::function<absl::Status(const api::CreateGroupRequest&)> create) {
+    absl::MutexLock lock(&creator_mu_);
+    create_group_ = std::move(create);
+  }
   void set_local_api(std::string address, uint64_t key) {
     local_api_ = std::move(address);
     local_key_ = key;
@@ -133,6 +142,9 @@ class ApiService final
   InvocationMetrics* metrics_ = nullptr;
   std::string local_api_;
   uint64_t local_key_ = 0;
+  absl::Mutex creator_mu_;
+  std::function<absl::Status(const api::CreateGroupRequest&)> create_group_
+      ABSL_GUARDED_BY(creator_mu_);
 };
 
 }  // namespace cohort::nso

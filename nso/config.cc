@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -51,7 +52,8 @@ constexpr size_t kMaxNameLength = 64;
 const std::vector<absl::string_view> kTopKeys = {
     "node",       "cluster",          "listen",    "peers",  "log_level",
     "log_format", "failure_detector", "consensus", "limits", "groups", "metrics",
-    "tls",        "auth",             "peer_transport"};
+    "tls",        "auth",             "peer_transport", "dynamic_groups"};
+const std::vector<absl::string_view> kDynamicGroupKeys = {"create"};
 const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file",
                                                  "server_name", "insecure", "reload_seconds"};
 const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates",
@@ -862,6 +864,12 @@ absl::Status CheckAclNames(const Reader& reader, const Config& config, const Acl
 absl::Status CheckGroup(const Reader& reader, const Config& config, size_t index) {
   const GroupConfig& group = config.groups[index];
   std::string path = ItemPath("groups", index);
+  bool added_by_loader = config.dynamic_groups && index + 1 == config.groups.size();
+  if (absl::StartsWith(group.name, "cohort.") && !added_by_loader) {
+    return reader.ErrorAt(ChildPath(path, "name"),
+                          absl::StrCat("\"", group.name,
+                                       "\": names starting with \"cohort.\" are the daemons' own"));
+  }
   if (group.acl) CONFIG_RETURN_IF_ERROR(CheckAclNames(reader, config, *group.acl, path));
   std::set<absl::string_view> seen;
   for (size_t i = 0; i < group.members.size(); ++i) {
@@ -925,6 +933,33 @@ absl::Status CheckConfig(const Reader& reader, Config* config) {
 
 // ---- The document -----------------------------------------------------------------------------
 
+// dynamic_groups: {create: [names or "*"]} (the section alone: anyone may create). Adds the
+// system group after the file's groups.
+absl::Status ReadDynamicGroups(const MapView& top, Config* config) {
+  bool present = false;
+  CONFIG_RETURN_IF_ERROR(
+      ReadSection(top, "dynamic_groups", Presence::kOptional, kDynamicGroupKeys,
+                  [&](const MapView& m) {
+                    present = true;
+                    return ReadAclList(m, "create", &config->dynamic_group_creators);
+                  }));
+  if (!present) return absl::OkStatus();
+  config->dynamic_groups = true;
+  if (config->dynamic_group_creators.empty()) config->dynamic_group_creators = {"*"};
+  GroupConfig system;
+  system.name = kSystemGroup;
+  for (const PeerConfig& peer : config->peers) system.members.push_back(peer.name);
+  system.ordering = GroupConfig::Ordering::kConsensus;
+  system.liveness = GroupConfig::Liveness::kEvent;
+  system.style = GroupConfig::Style::kClosed;
+  system.default_mode = GroupConfig::DefaultMode::kMajority;
+  system.silence_ms = config->failure_detector.heartbeat_interval_ms;
+  system.suspect_timeout_ms = config->failure_detector.suspect_timeout_ms;
+  system.exclude_timeout_ms = config->failure_detector.exclude_timeout_ms;
+  config->groups.push_back(std::move(system));
+  return absl::OkStatus();
+}
+
 absl::Status ReadTop(const MapView& top, Config* config) {
   CONFIG_RETURN_IF_ERROR(ReadName(top, "node", Presence::kRequired, &config->node));
   CONFIG_RETURN_IF_ERROR(ReadName(top, "cluster", Presence::kOptional, &config->cluster));
@@ -951,7 +986,8 @@ absl::Status ReadTop(const MapView& top, Config* config) {
     }
     config->peer_transport = numeric ? "tcp" : "grpc";
   }
-  return ReadGroups(top, config->failure_detector, &config->groups);
+  CONFIG_RETURN_IF_ERROR(ReadGroups(top, config->failure_detector, &config->groups));
+  return ReadDynamicGroups(top, config);
 }
 
 absl::StatusOr<Config> ReadDocument(Reader* reader, const YAML::Node& root) {
@@ -1076,6 +1112,53 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   return ParseConfig(*text, path);
+}
+
+absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const Config& running) {
+  Reader reader("group definition");
+  absl::StatusOr<YAML::Node> root = LoadYaml(reader, yaml);
+  if (!root.ok()) return root.status();
+  try {
+    if (!root->IsMap()) {
+      return reader.ErrorAtLine(1, "", absl::StrCat("must be a map of a group's keys, got ",
+                                                    Describe(*root)));
+    }
+    // What CheckGroup reads, not a copy of every group of the running configuration.
+    Config check;
+    check.peers = running.peers;
+    check.failure_detector = running.failure_detector;
+    check.dynamic_groups = false;  // so that the reserved names are refused
+    GroupConfig group;
+    CONFIG_RETURN_IF_ERROR(ReadGroup(&reader, Value{"groups[0]", 1, *root}, running.failure_detector,
+                                     &group));
+    if (group.acl) {
+      return reader.ErrorAt("groups[0].acl", "a created group has no acl (dynamic_groups)");
+    }
+    check.groups.push_back(group);
+    CONFIG_RETURN_IF_ERROR(CheckGroup(reader, check, 0));
+    return group;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("group definition: ", e.what()));
+  }
+}
+
+std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::string>& members,
+                                const std::string& ordering, const std::string& liveness,
+                                const std::string& style, const std::string& default_mode) {
+  YAML::Emitter out;
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << name;
+  out << YAML::Key << "members" << YAML::Value << YAML::BeginSeq;
+  for (const std::string& member : members) out << YAML::DoubleQuoted << member;
+  out << YAML::EndSeq;
+  const std::pair<const char*, const std::string*> optional[] = {
+      {"ordering", &ordering}, {"liveness", &liveness}, {"style", &style},
+      {"default_mode", &default_mode}};
+  for (const auto& [key, value] : optional) {
+    if (!value->empty()) out << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << *value;
+  }
+  out << YAML::EndMap;
+  return out.c_str();
 }
 
 std::string_view ToString(GroupConfig::Ordering ordering) {

@@ -154,12 +154,30 @@ struct Config {
   // auth.client_ca_file: the CA of applications' certificates, when not tls.ca_file (with
   // client_certificates; read and reloaded with the tls files).
   std::string client_ca_file;
+  // dynamic_groups: CreateGroup at run time (003 section 3: clients create groups). The daemons
+  // order definitions in the system group kSystemGroup of every peer; `create` names who may
+  // create (application names or "*").
+  bool dynamic_groups = false;
+  std::vector<std::string> dynamic_group_creators;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;
   const PeerConfig* FindPeerById(uint32_t id) const;
   const GroupConfig* FindGroup(std::string_view name) const;
 };
+
+// The daemons' own group (dynamic_groups): every peer, consensus order, event-driven (no traffic
+// while no group is being created). Applications may not use it.
+inline constexpr char kSystemGroup[] = "cohort.system";
+
+// One group's definition for CreateGroup: the keys of a groups[] entry as a YAML map (built by
+// GroupDefinitionYaml; acl not allowed), checked as the loader checks groups[] against the
+// running configuration's peers and failure detector. Errors are InvalidArgument naming the key.
+absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const Config& running);
+// name and members, then the optional keys that are non-empty.
+std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::string>& members,
+                                const std::string& ordering, const std::string& liveness,
+                                const std::string& style, const std::string& default_mode);
 
 // Reads and checks the file at `path`. NotFoundError if it does not exist; otherwise every problem
 // is an InvalidArgumentError "<path>:<line>: <key path>: <what is wrong>".

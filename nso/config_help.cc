@@ -94,6 +94,11 @@ auth:                         # [absent = no authentication] how applications pr
                               #   applied at start only
   client_ca_file: /etc/cohort/apps-ca.pem  # [tls.ca_file] the CA of those certificates, if
                               #   not the daemons' (reloaded with the tls files)
+dynamic_groups:               # [absent = off] CreateGroup at run time: the daemons order each
+                              #   definition in their own group cohort.system (every peer) and
+                              #   all start the group as if it were in groups[] (names "cohort.*"
+                              #   are the daemons' own)
+  create: ["*"]               # [["*"]] who may create: application names or "*"
 
 SIGHUP re-reads the file and applies auth.tokens, groups[].acl and timeouts, and starts groups
 added to it; a broken file is logged and ignored.

@@ -10,6 +10,7 @@
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nso/logging.h"
@@ -387,7 +388,8 @@ void Daemon::MonitorLoop() {
     if (!snapshot.ok()) continue;  // overloaded: keep the last verdict
     std::vector<std::string> minority;
     for (const GroupSnapshot& group : snapshot->groups) {
-      if (!group.HasMajority()) {
+      // The daemons' own group only matters to CreateGroup, which says so itself.
+      if (!group.HasMajority() && !absl::StartsWith(group.name, "cohort.")) {
         minority.push_back(absl::StrCat(group.name, " trusts ", group.trusted, " of ",
                                         group.configured_members));
       }
@@ -549,8 +551,15 @@ void Daemon::Reload(const Config& fresh) {
   }
 }
 
+void Daemon::SetGroupCreator(
+    std::function<absl::Status(const api::CreateGroupRequest&)> create) {
+  if (api_) api_->set_group_creator(std::move(create));
+}
+
 void Daemon::Shutdown() {
   if (stopped_ || !loop_) return;
+  SetGroupCreator(nullptr);
+  parts_.clear();  // before the node they use
   stopped_ = true;
   Log("daemon")->info("node {} shutting down", config_.node);
   stop_monitor_.Notify();

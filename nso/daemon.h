@@ -30,6 +30,14 @@
 
 namespace cohort::nso {
 
+// A part of a daemon built on its node outside this library (the group directory of
+// dynamic_groups, nso/group_directory.h); Daemon::Adopt keeps it until Shutdown, which destroys it
+// before the node.
+class DaemonPart {
+ public:
+  virtual ~DaemonPart() = default;
+};
+
 class Daemon {
  public:
   explicit Daemon(Config config);
@@ -57,6 +65,11 @@ class Daemon {
   // touched by tasks posted to the loop. Valid between Start and Shutdown.
   Node* node() { return node_.get(); }
   EventLoop* loop() { return loop_.get(); }
+  // Keeps `part` until Shutdown (destroyed first there).
+  void Adopt(std::unique_ptr<DaemonPart> part) { parts_.push_back(std::move(part)); }
+  // CreateGroup of the API goes to `create` (null: refused, dynamic_groups off).
+  void SetGroupCreator(std::function<absl::Status(const api::CreateGroupRequest&)> create);
+  const Config& config() const { return config_; }
   // The port metrics.listen bound (0 when off).
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
@@ -70,6 +83,7 @@ class Daemon {
   // Shared with the Node (one copy of the configuration in the daemon).
   const std::shared_ptr<const Config> config_owner_;
   const Config& config_;
+  std::vector<std::unique_ptr<DaemonPart>> parts_;
   // The groups started, at start and by reloads (Reload's thread only).
   std::map<std::string, GroupConfig> running_groups_;
   AccessPolicy policy_;

@@ -1,6 +1,7 @@
 #include "nso/embedded.h"
 
 #include "absl/strings/str_cat.h"
+#include "nso/group_directory.h"
 #include "nso/local_backend.h"
 #include "nso/logging.h"
 
@@ -11,6 +12,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedNode>> EmbeddedNode::Start(nso::Config co
   nso::ConfigureLogging(config.log_level, config.log_format, config.node);  // as cohortd does
   auto daemon = std::make_unique<nso::Daemon>(std::move(config));
   absl::Status started = daemon->Start();
+  if (started.ok()) started = nso::StartGroupDirectoryIfConfigured(daemon.get());
   if (!started.ok()) {
     return absl::Status(started.code(),
                         absl::StrCat("embedded node ", name, ": ", started.message()));

@@ -386,6 +386,67 @@ TEST_CASE("group names are unique and well formed", "[config]") {
              StartsWith("config.yaml:7: groups[0].name: must match"));
 }
 
+TEST_CASE("dynamic_groups: the system group of every peer; cohort.* names are the daemons' own; "
+          "a group definition is checked like groups[]", "[config]") {
+  const std::string insecure = "tls: {insecure: true}\n";
+  Config off = ParseOk(kBase + insecure + "groups:\n  - {name: g, members: [n1]}\n");
+  CHECK_FALSE(off.dynamic_groups);
+  CHECK(off.FindGroup(kSystemGroup) == nullptr);
+
+  Config on = ParseOk(kBase + insecure + "groups:\n  - {name: g, members: [n1]}\n"
+                      "dynamic_groups: {}\n");
+  CHECK(on.dynamic_groups);
+  CHECK(on.dynamic_group_creators == std::vector<std::string>{"*"});
+  const GroupConfig* system = on.FindGroup(kSystemGroup);
+  REQUIRE(system != nullptr);
+  CHECK(system->members == std::vector<std::string>{"n1", "n2"});
+  CHECK(system->ordering == GroupConfig::Ordering::kConsensus);
+  CHECK(system->liveness == GroupConfig::Liveness::kEvent);
+  Config creators = ParseOk(kBase + insecure + "dynamic_groups: {create: [ops, \"*\"]}\n");
+  CHECK(creators.dynamic_group_creators == std::vector<std::string>{"ops", "*"});
+
+  CHECK_THAT(ErrorOf(kBase + insecure + "groups:\n  - {name: cohort.system, members: [n1]}\n"
+                     "dynamic_groups: {}\n"),
+             StartsWith("config.yaml:8: groups[0].name: \"cohort.system\": names starting with "
+                        "\"cohort.\" are the daemons' own"));
+  CHECK_THAT(ErrorOf(kBase + insecure + "groups:\n  - {name: cohort.x, members: [n1]}\n"),
+             Contains("are the daemons' own"));
+  CHECK_THAT(ErrorOf(kBase + insecure + "dynamic_groups: {creators: [a]}\n"),
+             Contains("dynamic_groups.creators: unknown key"));
+
+  // CreateGroup's definitions: the same rules and messages as groups[] entries.
+  std::string yaml = GroupDefinitionYaml("dyn", {"n1", "n2"}, "sequencer", "event", "", "first");
+  absl::StatusOr<GroupConfig> dyn = ParseGroupDefinition(yaml, on);
+  REQUIRE(dyn.ok());
+  CHECK(dyn->name == "dyn");
+  CHECK(dyn->members == std::vector<std::string>{"n1", "n2"});
+  CHECK(dyn->ordering == GroupConfig::Ordering::kSequencer);
+  CHECK(dyn->liveness == GroupConfig::Liveness::kEvent);
+  CHECK(dyn->style == GroupConfig::Style::kClosed);
+  CHECK(dyn->default_mode == GroupConfig::DefaultMode::kFirst);
+  CHECK(dyn->suspect_timeout_ms == on.failure_detector.suspect_timeout_ms);
+  auto error_of = [&](const std::string& definition) {
+    absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, on);
+    REQUIRE_FALSE(group.ok());
+    CHECK(group.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(group.status().message());
+  };
+  CHECK_THAT(error_of(GroupDefinitionYaml("x", {"n3"}, "", "", "", "")),
+             Contains("\"n3\" is not a peer name"));
+  CHECK_THAT(error_of(GroupDefinitionYaml("x", {"n1", "n1"}, "", "", "", "")), Contains("n1"));
+  CHECK_THAT(error_of(GroupDefinitionYaml("x", {}, "", "", "", "")), Contains("members"));
+  CHECK_THAT(error_of(GroupDefinitionYaml("x y", {"n1"}, "", "", "", "")), Contains("must match"));
+  CHECK_THAT(error_of(GroupDefinitionYaml("cohort.x", {"n1"}, "", "", "", "")),
+             Contains("the daemons' own"));
+  CHECK_THAT(error_of(GroupDefinitionYaml("x", {"n1"}, "", "", "sideways", "")), Contains("style"));
+  // A text that tries to smuggle more keys in stays one string.
+  CHECK_THAT(error_of(GroupDefinitionYaml("x\", acl: {join: [a]}", {"n1"}, "", "", "", "")),
+             Contains("must match"));
+  CHECK_THAT(error_of("{name: x, members: [n1], acl: {join: [\"*\"]}}"), Contains("no acl"));
+  CHECK_THAT(error_of("[1, 2]"), Contains("must be a map"));
+  CHECK_THAT(error_of("{name: x"), Contains("group definition"));
+}
+
 TEST_CASE("suspect timeout must be below exclude timeout", "[config]") {
   CHECK_THAT(ErrorOf(kBase +
                      "failure_detector:\n"              // 6
@@ -445,7 +506,8 @@ TEST_CASE("the help text documents every key", "[config]") {
         "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
         "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "groups:", "members:",
         "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "reload_seconds:", "ca_file:",
-        "cert_file:", "key_file:", "server_name:", "insecure: true"}) {
+        "cert_file:", "key_file:", "server_name:", "insecure: true", "client_certificates:",
+        "client_ca_file:", "dynamic_groups:", "create:"}) {
     INFO(key);
     CHECK_THAT(help, Contains(key));
   }

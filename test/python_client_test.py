@@ -115,7 +115,8 @@ class PythonTlsTest(unittest.TestCase):
         subprocess.run([MAKE_TEST_CA, cls.ca], check=True, stdout=subprocess.DEVNULL)
         tls = ("tls: {ca_file: %s/ca.pem, cert_file: %s/daemon.pem, key_file: %s/daemon.key}\n"
                "auth:\n  client_certificates: true\n  tokens:\n"
-               "    - {name: app1, token: token-one}\n" % (cls.ca, cls.ca, cls.ca))
+               "    - {name: app1, token: token-one}\n"
+               "dynamic_groups: {create: [app1]}\n" % (cls.ca, cls.ca, cls.ca))
         cls.cluster = LocalCluster(COHORTD, "locked", cls.dir, n=1, extra_yaml=tls,
                                    group_options='acl: {join: ["*"], invoke: [app1]}')
         cls.address = "127.0.0.1:%d" % cls.cluster.client_ports[0]
@@ -159,6 +160,20 @@ class PythonTlsTest(unittest.TestCase):
             CohortClient(self.address, "app2", token="token-one", **self.identity("app2"))
         self.assertEqual(refused.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
         self.assertIn("the bearer token names", refused.exception.details())
+
+    def test_create_group_at_run_time(self):
+        app1 = CohortClient(self.address, "app1", **self.identity("app1"))
+        app1.create_group("made", ["n1"], ordering="sequencer")
+        self.assertEqual([m.name for m in app1.group_details("made").members], ["n1"])
+        with self.assertRaises(grpc.RpcError) as again:
+            app1.create_group("made", ["n1"])
+        self.assertEqual(again.exception.code(), grpc.StatusCode.ALREADY_EXISTS)
+        app1.close()
+        app2 = CohortClient(self.address, "app2", **self.identity("app2"))
+        with self.assertRaises(grpc.RpcError) as denied:
+            app2.create_group("other", ["n1"])
+        self.assertEqual(denied.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        app2.close()
 
     def test_plaintext_to_a_tls_daemon_fails(self):
         with self.assertRaises(grpc.FutureTimeoutError):

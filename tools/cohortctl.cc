@@ -16,6 +16,9 @@
 //     watch GROUP [--count N] [--seconds S] [--interval-ms N]
 //                                  prints the view now and on every change (view id or suspicion)
 //     drain                        leave every group (view changes), then return; the daemon runs on
+//     create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]
+//                                  creates a group on every daemon at run time (dynamic_groups);
+//                                  MEMBERS: node names, comma-separated
 //   Security: --ca-file PEM (TLS), --server-name NAME, --cert-file/--key-file (client certificate),
 //   --token T or --token-file F (or $COHORT_TOKEN): "authorization: Bearer T" on every call.
 // Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
@@ -44,6 +47,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
@@ -65,6 +69,9 @@ constexpr char kUsage[] =
     "  watch GROUP [--count N] [--seconds S] [--interval-ms N]\n"
     "                                print the view now and whenever it changes\n"
     "  drain                         leave every group (others install views without it), return\n"
+    "  create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]\n"
+    "                                a group on every daemon at run time (dynamic_groups);\n"
+    "                                MEMBERS: node names, comma-separated\n"
     "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n"
     "TLS: --ca-file PEM [--server-name NAME] [--cert-file PEM --key-file PEM].\n"
     "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n"
@@ -345,6 +352,35 @@ int Multicast(const Options& options) {
   return 0;
 }
 
+int CreateGroupCmd(const Options& options) {
+  constexpr char kUsage[] =
+      "create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]";
+  if (options.args.size() < 2) return Usage(kUsage);
+  cohort::GroupSpec spec;
+  spec.name = options.args[0];
+  spec.members = absl::StrSplit(options.args[1], ',', absl::SkipEmpty());
+  for (size_t i = 2; i < options.args.size(); ++i) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(options.args[i], absl::MaxSplits('=', 1));
+    if (kv.first == "ordering") {
+      spec.ordering = kv.second;
+    } else if (kv.first == "liveness") {
+      spec.liveness = kv.second;
+    } else if (kv.first == "style") {
+      spec.style = kv.second;
+    } else if (kv.first == "default_mode") {
+      spec.default_mode = kv.second;
+    } else {
+      return Usage(absl::StrCat("unknown group key \"", kv.first, "\": ", kUsage));
+    }
+  }
+  auto client = ConnectOrExit(options);
+  absl::Status created = client->CreateGroup(spec);
+  if (!created.ok()) return Fail(created);
+  std::printf("group %s created on [%s]\n", spec.name.c_str(),
+              absl::StrJoin(spec.members, ", ").c_str());
+  return 0;
+}
+
 std::string ViewKey(const cohort::View& view) {
   std::string key = absl::StrCat(view.view_id);
   for (const auto& m : view.members) absl::StrAppend(&key, ",", m.name, m.suspected ? "!" : "");
@@ -481,5 +517,6 @@ int main(int argc, char** argv) {
   if (command == "multicast") return Multicast(options);
   if (command == "watch") return Watch(options);
   if (command == "drain") return Drain(options);
+  if (command == "create-group") return CreateGroupCmd(options);
   return Usage(command.empty() ? "a command is required" : "unknown command " + command);
 }

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "nso/config.h"
 #include "nso/daemon.h"
+#include "nso/group_directory.h"
 #include "nso/logging.h"
 
 namespace {
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   const std::string listen_client = config->listen_client;
   cohort::nso::Daemon daemon(*std::move(config));
   absl::Status started = daemon.Start();
+  if (started.ok()) started = cohort::nso::StartGroupDirectoryIfConfigured(&daemon);
   if (!started.ok()) {
     cohort::nso::Log("daemon")->error("{}", std::string(started.message()));
     return 1;

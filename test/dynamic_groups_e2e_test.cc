@@ -1,0 +1,181 @@
+// Groups created at run time (dynamic_groups, nso/group_directory.h) on real daemons: every
+// daemon starts a created group and its servants serve it; a name is taken once, also when two
+// daemons create it at the same moment; bad requests are named; a daemon restarted gets the
+// definitions back by the system group's state transfer; without a majority CreateGroup fails
+// rather than hangs; dynamic_groups.create says who may create.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "invocation/client.h"
+#include "test/cluster.h"
+#include "test/counter_replica.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+using Catch::Matchers::Contains;
+using test::Eventually;
+
+const char kGroups[] = "groups:\n  - {name: g, members: [n1, n2, n3]}\n";
+
+std::unique_ptr<Client> Connect(const test::Cluster& cluster, int index) {
+  auto client = Client::Connect(cluster.ClientAddress(index));
+  INFO("n" << index << ": " << client.status().ToString() << " running "
+            << cluster.Running(index));
+  REQUIRE(client.ok());
+  return *std::move(client);
+}
+
+TEST_CASE("CreateGroup: every daemon starts the group and its servants serve it; a name is taken "
+          "once; bad requests are named; a restarted daemon gets the definitions back",
+          "[dynamic][e2e]") {
+  test::Cluster cluster({3, kGroups,
+                         "dynamic_groups: {create: [\"*\"]}\n"
+                         "failure_detector: {exclude_timeout_ms: 1500}\n",
+                         "info"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 1; i <= 3; ++i) clients.push_back(Connect(cluster, i));
+  CHECK(clients[0]->GroupDetails("dyn").status().code() == absl::StatusCode::kNotFound);
+
+  GroupSpec spec{"dyn", {"n1", "n2", "n3"}, "sequencer", "event", "closed", "all"};
+  REQUIRE(clients[0]->CreateGroup(spec).ok());
+  CHECK(clients[0]->GroupDetails("dyn").ok());  // at once on the creating daemon
+  for (auto& client : clients) {
+    CHECK(Eventually([&] { return client->GroupDetails("dyn").ok(); }, 5));
+  }
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "dyn").ok());
+  }
+  REQUIRE(test::WaitAllReply(clients[1].get(), "dyn", 3));
+  auto added = clients[1]->Invoke("dyn", "add", "5", Mode::kAll);
+  REQUIRE(added.ok());
+  REQUIRE(added->replies.size() == 3);
+  for (const auto& reply : added->replies) CHECK(reply.payload == "5");
+  CHECK(test::ReadText(cluster.LogPath(2)).find("group dyn: started (created by CreateGroup)") !=
+        std::string::npos);
+
+  // Taken once: again from another daemon (even with other keys), or a group of the YAML.
+  GroupSpec other = spec;
+  other.ordering = "consensus";
+  absl::Status again = clients[2]->CreateGroup(other);
+  CHECK(again.code() == absl::StatusCode::kAlreadyExists);
+  CHECK_THAT(std::string(again.message()), Contains("\"dyn\" already exists"));
+  CHECK(clients[0]->CreateGroup({"g", {"n1"}}).code() == absl::StatusCode::kAlreadyExists);
+
+  // Bad requests name what is wrong, and create nothing.
+  absl::Status unknown = clients[0]->CreateGroup({"bad1", {"n1", "n9"}});
+  CHECK(unknown.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(unknown.message()), Contains("\"n9\" is not a peer name"));
+  absl::Status paxos = clients[0]->CreateGroup({"bad2", {"n1"}, "paxos"});
+  CHECK(paxos.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(paxos.message()), Contains("ordering"));
+  absl::Status reserved = clients[0]->CreateGroup({"cohort.mine", {"n1"}});
+  CHECK(reserved.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(reserved.message()), Contains("the daemons' own"));
+  CHECK(clients[0]->CreateGroup({"", {"n1"}}).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(clients[0]->GroupDetails("bad1").status().code() == absl::StatusCode::kNotFound);
+  // Applications cannot reach the directory itself.
+  CHECK(clients[0]->Invoke("cohort.system", "define", "{name: x, members: [n1]}", Mode::kAll)
+            .status()
+            .code() == absl::StatusCode::kPermissionDenied);
+
+  // Two daemons create one name at the same moment: exactly one succeeds.
+  auto first = std::async(std::launch::async, [&] {
+    return clients[0]->CreateGroup({"race", {"n1", "n2", "n3"}, "consensus"});
+  });
+  auto second = std::async(std::launch::async, [&] {
+    return clients[1]->CreateGroup({"race", {"n1", "n2"}, "sequencer"});
+  });
+  absl::Status a = first.get(), b = second.get();
+  CHECK(a.ok() != b.ok());
+  CHECK((a.ok() ? b : a).code() == absl::StatusCode::kAlreadyExists);
+  for (auto& client : clients) {
+    CHECK(Eventually([&] {
+      auto view = client->GroupDetails("race");
+      return view.ok() && view->members.size() == (a.ok() ? 3u : 2u);
+    }, 5));
+  }
+
+  // n3 restarts: the definitions come back with the system group's state, then dyn's state.
+  replicas[2].reset();
+  clients[2].reset();  // its channel to the old process goes with it
+  cluster.Kill(3);
+  REQUIRE(cluster.StartNode(3));
+  clients[2] = Connect(cluster, 3);
+  REQUIRE(Eventually([&] { return clients[2]->GroupDetails("dyn").ok(); }, 15));
+  CHECK(clients[2]->GroupDetails("race").ok());
+  replicas[2] = std::make_unique<test::CounterReplica>();
+  REQUIRE(Eventually([&] { return replicas[2]->Start(cluster.ClientAddress(3), "dyn").ok(); }, 5));
+  REQUIRE(test::WaitAllReply(clients[0].get(), "dyn", 3));
+  auto after = clients[0]->Invoke("dyn", "add", "1", Mode::kAll);
+  REQUIRE(after.ok());
+  REQUIRE(after->replies.size() == 3);
+  for (const auto& reply : after->replies) CHECK(reply.payload == "6");
+}
+
+TEST_CASE("CreateGroup without a majority of the daemons fails with UNAVAILABLE, not a hang; "
+          "dynamic_groups.create says who may create; without the section it is refused",
+          "[dynamic][e2e]") {
+  SECTION("no majority") {
+    test::Cluster cluster({3, kGroups, "dynamic_groups: {}\n", "info"});
+    REQUIRE(cluster.Start());
+    auto client = Connect(cluster, 1);
+    cluster.Kill(2);
+    cluster.Kill(3);
+    auto start = std::chrono::steady_clock::now();
+    absl::Status alone = client->CreateGroup({"lonely", {"n1"}});
+    CHECK_FALSE(alone.ok());
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    CHECK(client->GroupDetails("lonely").status().code() == absl::StatusCode::kNotFound);
+  }
+  SECTION("who may create") {
+    test::Cluster cluster({1, "groups:\n  - {name: g, members: [n1]}\n",
+                           "dynamic_groups: {create: [ops]}\n"
+                           "auth:\n  tokens:\n    - {name: ops, token: t-ops}\n"
+                           "    - {name: app, token: t-app}\n",
+                           "info"});
+    REQUIRE(cluster.Start());
+    ConnectOptions app;
+    app.token = "t-app";
+    ConnectOptions ops;
+    ops.token = "t-ops";
+    auto as_app = Client::Connect(cluster.ClientAddress(1), app);
+    auto as_ops = Client::Connect(cluster.ClientAddress(1), ops);
+    REQUIRE(as_app.ok());
+    REQUIRE(as_ops.ok());
+    absl::Status denied = (*as_app)->CreateGroup({"h", {"n1"}});
+    CHECK(denied.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(denied.message()), Contains("\"app\" may not create groups"));
+    CHECK((*as_ops)->CreateGroup({"h", {"n1"}}).ok());
+    CHECK((*as_app)->GroupDetails("h").ok());
+    // cohortctl create-group, with the keys of a groups[] entry.
+    const std::string ctl = test::Runfile("tools/cohortctl") + " --address " +
+                            cluster.ClientAddress(1) + " --token t-ops create-group ";
+    std::string out;
+    CHECK(test::RunCapture(ctl + "h2 n1 ordering=sequencer liveness=event", &out) == 0);
+    CHECK_THAT(out, Contains("group h2 created on [n1]"));
+    auto h2 = (*as_app)->GroupDetails("h2");
+    CHECK(h2.ok());
+    CHECK(test::RunCapture(ctl + "h3 n1 colour=red", &out) == 2);
+    CHECK(test::RunCapture(ctl + "h2 n1", &out) == 1);
+    CHECK_THAT(out, Contains("ALREADY_EXISTS"));
+  }
+  SECTION("off") {
+    test::Cluster cluster({1, "groups:\n  - {name: g, members: [n1]}\n", "", "info"});
+    REQUIRE(cluster.Start());
+    absl::Status off = Connect(cluster, 1)->CreateGroup({"h", {"n1"}});
+    CHECK(off.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(off.message()), Contains("no dynamic_groups section"));
+  }
+}
+
+}  // namespace
+}  // namespace cohort
