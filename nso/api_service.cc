@@ -279,11 +279,9 @@ grpc::Status AccessPolicy::CheckCreator(const std::string& caller) const {
 
 grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
                                      const api::CreateGroupRequest* request, api::Empty*) {
-  std::function<absl::Status(const api::CreateGroupRequest&)> create;
-  {
-    absl::MutexLock lock(&creator_mu_);
-    create = create_group_;
-  }
+  // Held through the call: the creator (nso/group_directory.h) is not destroyed under it.
+  absl::ReaderMutexLock lock(&creator_mu_);
+  const std::function<absl::Status(const api::CreateGroupRequest&)>& create = create_group_;
   if (policy_ != nullptr && context != nullptr) {
     std::string caller;
     if (grpc::Status known = policy_->Authenticate(*context, &caller); !known.ok()) return known;

@@ -97,8 +97,10 @@ class ApiService final
   void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
   // Optional: the local fast path Attach offers (nso/local_api.h; set before serving).
   // dynamic_groups: where CreateGroup goes (nso/group_directory.h); null: refused.
+  // Waits for the CreateGroup calls running (they hold the creator's reader lock), so the old
+  // creator may be destroyed once this returns.
   void set_group_creator(std::function<absl::Status(const api::CreateGroupRequest&)> create) {
-    absl::MutexLock lock(&creator_mu_);
+    absl::WriterMutexLock lock(&creator_mu_);
     create_group_ = std::move(create);
   }
   void set_local_api(std::string address, uint64_t key) {

@@ -511,7 +511,8 @@ void Daemon::Reload(const Config& fresh) {
     for (const std::string& name : added) running_groups_.emplace(name, *fresh.FindGroup(name));
     auto kept = std::make_shared<const Config>(fresh);
     loop_->Post([this, kept, added] {
-      std::vector<std::string> started = node_->AddGroups(kept, added);
+      std::vector<std::string> started =
+          node_->AddGroups(kept, added, " (added by a configuration reload)");
       if (!started.empty()) {
         Log("daemon")->info("reload: started group(s) {}", absl::StrJoin(started, ", "));
       }

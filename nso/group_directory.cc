@@ -125,9 +125,7 @@ bool GroupDirectory::Install(const std::string& definition) {
   std::string name = group->name;
   // After this delivery: the node's groups are not changed under the group delivering it.
   daemon_->loop()->Post([node, fresh, name] {
-    if (!node->AddGroups(fresh, {name}).empty()) {
-      Log("group")->info("group {}: started (created by CreateGroup)", name);
-    }
+    node->AddGroups(fresh, {name}, " (created by CreateGroup)");
   });
   return true;
 }

@@ -66,12 +66,12 @@ bool Node::StartGroup(const GroupConfig& group_config, const char* why) {
 }
 
 std::vector<std::string> Node::AddGroups(std::shared_ptr<const Config> fresh,
-                                         const std::vector<std::string>& names) {
+                                         const std::vector<std::string>& names, const char* why) {
   std::vector<std::string> started;
   for (const std::string& name : names) {
     const GroupConfig* group_config = fresh->FindGroup(name);
     if (group_config == nullptr || groups_.count(name)) continue;
-    if (StartGroup(*group_config, " (added by a configuration reload)")) started.push_back(name);
+    if (StartGroup(*group_config, why)) started.push_back(name);
   }
   if (!started.empty()) added_from_.push_back(std::move(fresh));
   return started;

@@ -127,8 +127,9 @@ class Node {
   // have yet (kept alive here: a Group refers to its GroupConfig), each at view 1 with its
   // configured members, as at a start. A group whose members are not all peers of the running
   // configuration is not started (logged). Returns the names started.
+  // `why` ends the log line of each (" (added by a configuration reload)").
   std::vector<std::string> AddGroups(std::shared_ptr<const Config> fresh,
-                                     const std::vector<std::string>& names);
+                                     const std::vector<std::string>& names, const char* why);
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);
