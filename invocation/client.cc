@@ -325,6 +325,12 @@ absl::Status Client::CreateGroup(const GroupSpec& spec) {
   request.set_liveness(spec.liveness);
   request.set_style(spec.style);
   request.set_default_mode(spec.default_mode);
+  if (spec.acl) {
+    api::GroupAcl* acl = request.mutable_acl();
+    for (const std::string& name : spec.acl->join) acl->add_join(name);
+    for (const std::string& name : spec.acl->invoke) acl->add_invoke(name);
+    for (const std::string& name : spec.acl->admin) acl->add_admin(name);
+  }
   return backend_->CreateGroup(request);
 }
 

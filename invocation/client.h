@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,11 @@ struct GroupSpec {
   std::string liveness;              // lively | event
   std::string style;                 // closed | open
   std::string default_mode;          // one_way | first | majority | all
+  // Application names (or "*") per right, as groups[].acl; absent: every right to every caller.
+  struct Acl {
+    std::vector<std::string> join, invoke, admin;
+  };
+  std::optional<Acl> acl;
 };
 
 class Client {

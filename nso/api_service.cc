@@ -205,9 +205,14 @@ grpc::Status AccessPolicy::CheckCaller(const std::string& caller, const std::str
                         absl::StrCat("group \"", group, "\" is the daemons' own"));
   }
   absl::MutexLock lock(&mu_);
-  auto it = acls_.find(group);
-  if (it == acls_.end()) return grpc::Status::OK;
-  const AclConfig& acl = it->second;
+  const AclConfig* found = nullptr;
+  if (auto it = acls_.find(group); it != acls_.end()) {
+    found = &it->second;
+  } else if (auto made = created_acls_.find(group); made != created_acls_.end()) {
+    found = made->second.get();
+  }
+  if (found == nullptr) return grpc::Status::OK;
+  const AclConfig& acl = *found;
   const std::vector<std::string>& allowed =
       right == Right::kJoin ? acl.join : right == Right::kInvoke ? acl.invoke : acl.admin;
   for (const std::string& name : allowed) {
@@ -264,6 +269,12 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
     }
     return absl::OkStatus();
   }));
+}
+
+void AccessPolicy::SetCreatedGroupAcl(const std::string& group,
+                                      std::shared_ptr<const AclConfig> acl) {
+  absl::MutexLock lock(&mu_);
+  created_acls_[group] = std::move(acl);
 }
 
 grpc::Status AccessPolicy::CheckCreator(const std::string& caller) const {

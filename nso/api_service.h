@@ -50,6 +50,8 @@ class AccessPolicy {
   grpc::Status CheckCaller(const std::string& caller, const std::string& group, Right right) const;
   // Whether the caller may create groups (dynamic_groups.create).
   grpc::Status CheckCreator(const std::string& caller) const;
+  // The acl of a group made by CreateGroup (kept across Update; a YAML group's acl comes first).
+  void SetCreatedGroupAcl(const std::string& group, std::shared_ptr<const AclConfig> acl);
   // With client certificates: `caller` (from Authenticate) sealed for the local fast path
   // (AttachReply.local_identity), else "".
   std::string SealIdentity(const std::string& caller) const;
@@ -71,6 +73,8 @@ class AccessPolicy {
   bool client_certificates_fixed_ ABSL_GUARDED_BY(mu_) = false;  // by the first Update
   std::map<std::string, AclConfig, std::less<>> acls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> creators_ ABSL_GUARDED_BY(mu_);  // dynamic_groups.create
+  std::map<std::string, std::shared_ptr<const AclConfig>, std::less<>> created_acls_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // Shared by the unary Invoke and the pipelined InvokeStream (api_pipeline.cc).

@@ -1127,13 +1127,11 @@ absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const 
     Config check;
     check.peers = running.peers;
     check.failure_detector = running.failure_detector;
-    check.dynamic_groups = false;  // so that the reserved names are refused
+    check.dynamic_groups = false;       // so that the reserved names are refused
+    check.client_certificates = true;  // acl names: any application name
     GroupConfig group;
     CONFIG_RETURN_IF_ERROR(ReadGroup(&reader, Value{"groups[0]", 1, *root}, running.failure_detector,
                                      &group));
-    if (group.acl) {
-      return reader.ErrorAt("groups[0].acl", "a created group has no acl (dynamic_groups)");
-    }
     check.groups.push_back(group);
     CONFIG_RETURN_IF_ERROR(CheckGroup(reader, check, 0));
     return group;
@@ -1144,7 +1142,8 @@ absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const 
 
 std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::string>& members,
                                 const std::string& ordering, const std::string& liveness,
-                                const std::string& style, const std::string& default_mode) {
+                                const std::string& style, const std::string& default_mode,
+                                const AclConfig* acl) {
   YAML::Emitter out;
   out << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << name;
@@ -1156,6 +1155,17 @@ std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::
       {"default_mode", &default_mode}};
   for (const auto& [key, value] : optional) {
     if (!value->empty()) out << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << *value;
+  }
+  if (acl != nullptr) {
+    out << YAML::Key << "acl" << YAML::Value << YAML::BeginMap;
+    const std::pair<const char*, const std::vector<std::string>*> rights[] = {
+        {"join", &acl->join}, {"invoke", &acl->invoke}, {"admin", &acl->admin}};
+    for (const auto& [right, names] : rights) {
+      out << YAML::Key << right << YAML::Value << YAML::BeginSeq;
+      for (const std::string& name : *names) out << YAML::DoubleQuoted << name;
+      out << YAML::EndSeq;
+    }
+    out << YAML::EndMap;
   }
   out << YAML::EndMap;
   return out.c_str();

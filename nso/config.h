@@ -171,13 +171,16 @@ struct Config {
 inline constexpr char kSystemGroup[] = "cohort.system";
 
 // One group's definition for CreateGroup: the keys of a groups[] entry as a YAML map (built by
-// GroupDefinitionYaml; acl not allowed), checked as the loader checks groups[] against the
-// running configuration's peers and failure detector. Errors are InvalidArgument naming the key.
+// GroupDefinitionYaml), checked as the loader checks groups[] against the running
+// configuration's peers and failure detector, except that acl names are not checked against
+// auth.tokens (every daemon must take or refuse a definition alike, whatever its tokens). Errors
+// are InvalidArgument naming the key.
 absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const Config& running);
 // name and members, then the optional keys that are non-empty.
 std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::string>& members,
                                 const std::string& ordering, const std::string& liveness,
-                                const std::string& style, const std::string& default_mode);
+                                const std::string& style, const std::string& default_mode,
+                                const AclConfig* acl = nullptr);
 
 // Reads and checks the file at `path`. NotFoundError if it does not exist; otherwise every problem
 // is an InvalidArgumentError "<path>:<line>: <key path>: <what is wrong>".

@@ -70,6 +70,10 @@ class Daemon {
   // CreateGroup of the API goes to `create` (null: refused, dynamic_groups off).
   void SetGroupCreator(std::function<absl::Status(const api::CreateGroupRequest&)> create);
   const Config& config() const { return config_; }
+  // The acl of a group made by CreateGroup (any thread).
+  void SetCreatedGroupAcl(const std::string& group, std::shared_ptr<const AclConfig> acl) {
+    policy_.SetCreatedGroupAcl(group, std::move(acl));
+  }
   // The port metrics.listen bound (0 when off).
   int metrics_port() const { return http_ ? http_->port() : 0; }
 

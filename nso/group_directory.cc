@@ -55,9 +55,17 @@ GroupDirectory::~GroupDirectory() {
 absl::Status GroupDirectory::Create(const api::CreateGroupRequest& request) {
   const Config& config = daemon_->config();
   std::vector<std::string> members(request.members().begin(), request.members().end());
+  AclConfig acl;
+  if (request.has_acl()) {
+    acl.present = true;
+    acl.join.assign(request.acl().join().begin(), request.acl().join().end());
+    acl.invoke.assign(request.acl().invoke().begin(), request.acl().invoke().end());
+    acl.admin.assign(request.acl().admin().begin(), request.acl().admin().end());
+  }
   std::string definition = GroupDefinitionYaml(request.group(), members, request.ordering(),
                                                request.liveness(), request.style(),
-                                               request.default_mode());
+                                               request.default_mode(),
+                                               request.has_acl() ? &acl : nullptr);
   // Checked here first, so that a bad request is answered without a round of consensus.
   absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, config);
   if (!group.ok()) return group.status();
@@ -118,6 +126,7 @@ bool GroupDirectory::Install(const std::string& definition) {
                        "that name: keeping the YAML's", group->name);
     return true;
   }
+  if (group->acl) daemon_->SetCreatedGroupAcl(group->name, group->acl);
   // Only the group: Node::AddGroups reads the peers of its own configuration.
   auto fresh = std::make_shared<Config>();
   fresh->groups = {*group};

@@ -442,7 +442,17 @@ TEST_CASE("dynamic_groups: the system group of every peer; cohort.* names are th
   // A text that tries to smuggle more keys in stays one string.
   CHECK_THAT(error_of(GroupDefinitionYaml("x\", acl: {join: [a]}", {"n1"}, "", "", "", "")),
              Contains("must match"));
-  CHECK_THAT(error_of("{name: x, members: [n1], acl: {join: [\"*\"]}}"), Contains("no acl"));
+  // An acl names applications, not checked against this daemon's tokens (all daemons must agree).
+  AclConfig acl{true, {"*"}, {"billing"}, {}};
+  absl::StatusOr<GroupConfig> guarded =
+      ParseGroupDefinition(GroupDefinitionYaml("x", {"n1"}, "", "", "", "", &acl), on);
+  REQUIRE(guarded.ok());
+  REQUIRE(guarded->acl != nullptr);
+  CHECK(guarded->acl->invoke == std::vector<std::string>{"billing"});
+  CHECK(guarded->acl->admin.empty());
+  AclConfig bad{true, {"two words"}, {}, {}};
+  CHECK_THAT(error_of(GroupDefinitionYaml("x", {"n1"}, "", "", "", "", &bad)),
+             Contains("acl.join[0]"));
   CHECK_THAT(error_of("[1, 2]"), Contains("must be a map"));
   CHECK_THAT(error_of("{name: x"), Contains("group definition"));
 }

@@ -164,6 +164,19 @@ TEST_CASE("CreateGroup without a majority of the daemons fails with UNAVAILABLE,
     auto h2 = (*as_app)->GroupDetails("h2");
     CHECK(h2.ok());
     CHECK(test::RunCapture(ctl + "h3 n1 colour=red", &out) == 2);
+    // A created group's acl (join: anyone, invoke and admin: ops) applies like a YAML group's.
+    GroupSpec locked{"locked", {"n1"}};
+    locked.acl = GroupSpec::Acl{{"*"}, {"ops"}, {"ops"}};
+    REQUIRE((*as_ops)->CreateGroup(locked).ok());
+    auto served = Servant::Create(cluster.ClientAddress(1), "locked", app);
+    REQUIRE(served.ok());
+    (*served)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
+    REQUIRE((*served)->Start().ok());
+    CHECK((*as_ops)->Invoke("locked", "echo", "x", Mode::kAll).ok());
+    absl::Status refused = (*as_app)->Invoke("locked", "echo", "x", Mode::kAll).status();
+    CHECK(refused.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(refused.message()), Contains("\"app\" may not invoke group \"locked\""));
+    CHECK(test::RunCapture(ctl + "locked2 n1 invoke=ops,app2", &out) == 0);
     CHECK(test::RunCapture(ctl + "h2 n1", &out) == 1);
     CHECK_THAT(out, Contains("ALREADY_EXISTS"));
   }

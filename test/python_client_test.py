@@ -168,8 +168,13 @@ class PythonTlsTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as again:
             app1.create_group("made", ["n1"])
         self.assertEqual(again.exception.code(), grpc.StatusCode.ALREADY_EXISTS)
+        app1.create_group("mine", ["n1"], acl={"invoke": ["app1"]})
         app1.close()
         app2 = CohortClient(self.address, "app2", **self.identity("app2"))
+        with self.assertRaises(grpc.RpcError) as kept_out:
+            app2.group_details("mine")  # GroupDetails needs the invoke right
+        self.assertEqual(kept_out.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertEqual([m.name for m in app2.group_details("made").members], ["n1"])
         with self.assertRaises(grpc.RpcError) as denied:
             app2.create_group("other", ["n1"])
         self.assertEqual(denied.exception.code(), grpc.StatusCode.PERMISSION_DENIED)

@@ -17,8 +17,10 @@
 //                                  prints the view now and on every change (view id or suspicion)
 //     drain                        leave every group (view changes), then return; the daemon runs on
 //     create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]
+//                  [join=A,B] [invoke=A,B] [admin=A,B]
 //                                  creates a group on every daemon at run time (dynamic_groups);
-//                                  MEMBERS: node names, comma-separated
+//                                  MEMBERS: node names, comma-separated; join/invoke/admin: its
+//                                  acl (application names or "*"; none given: no acl)
 //   Security: --ca-file PEM (TLS), --server-name NAME, --cert-file/--key-file (client certificate),
 //   --token T or --token-file F (or $COHORT_TOKEN): "authorization: Bearer T" on every call.
 // Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
@@ -70,8 +72,10 @@ constexpr char kUsage[] =
     "                                print the view now and whenever it changes\n"
     "  drain                         leave every group (others install views without it), return\n"
     "  create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]\n"
+    "               [join=A,B] [invoke=A,B] [admin=A,B]\n"
     "                                a group on every daemon at run time (dynamic_groups);\n"
-    "                                MEMBERS: node names, comma-separated\n"
+    "                                MEMBERS: node names, comma-separated; join/invoke/admin:\n"
+    "                                its acl (application names or \"*\")\n"
     "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n"
     "TLS: --ca-file PEM [--server-name NAME] [--cert-file PEM --key-file PEM].\n"
     "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n"
@@ -354,7 +358,8 @@ int Multicast(const Options& options) {
 
 int CreateGroupCmd(const Options& options) {
   constexpr char kUsage[] =
-      "create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]";
+      "create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M] "
+      "[join=A,B] [invoke=A,B] [admin=A,B]";
   if (options.args.size() < 2) return Usage(kUsage);
   cohort::GroupSpec spec;
   spec.name = options.args[0];
@@ -369,6 +374,14 @@ int CreateGroupCmd(const Options& options) {
       spec.style = kv.second;
     } else if (kv.first == "default_mode") {
       spec.default_mode = kv.second;
+    } else if (kv.first == "join" || kv.first == "invoke" || kv.first == "admin") {
+      if (!spec.acl) spec.acl.emplace();
+      std::vector<std::string>& names = kv.first == "join"     ? spec.acl->join
+                                        : kv.first == "invoke" ? spec.acl->invoke
+                                                               : spec.acl->admin;
+      for (absl::string_view name : absl::StrSplit(kv.second, ',', absl::SkipEmpty())) {
+        names.emplace_back(name);
+      }
     } else {
       return Usage(absl::StrCat("unknown group key \"", kv.first, "\": ", kUsage));
     }

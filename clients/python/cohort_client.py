@@ -93,13 +93,19 @@ class CohortClient:
         return self.stub.Invoke(request, timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata)
 
     def create_group(self, group, members, ordering="", liveness="", style="", default_mode="",
-                     timeout=10.0):
-        """A group on every daemon at run time (daemons with dynamic_groups). Raises
-        grpc.RpcError: ALREADY_EXISTS, INVALID_ARGUMENT (names the bad key), UNAVAILABLE."""
-        self.stub.CreateGroup(api_pb2.CreateGroupRequest(
+                     acl=None, timeout=10.0):
+        """A group on every daemon at run time (daemons with dynamic_groups). acl: a dict of
+        join/invoke/admin lists of application names (or "*"), as groups[].acl; None: no acl.
+        Raises grpc.RpcError: ALREADY_EXISTS, INVALID_ARGUMENT (names the bad key),
+        UNAVAILABLE."""
+        request = api_pb2.CreateGroupRequest(
             nso=self.nso, group=group, members=list(members), ordering=ordering,
-            liveness=liveness, style=style, default_mode=default_mode),
-            timeout=timeout, metadata=self.metadata)
+            liveness=liveness, style=style, default_mode=default_mode)
+        if acl is not None:
+            request.acl.SetInParent()
+            for right in ("join", "invoke", "admin"):
+                getattr(request.acl, right).extend(acl.get(right, []))
+        self.stub.CreateGroup(request, timeout=timeout, metadata=self.metadata)
 
     def multicast(self, group, payload, timeout=5.0):
         self.stub.Multicast(api_pb2.MulticastRequest(nso=self.nso, group=group, payload=payload),
