@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <future>
+#include <set>
+#include <string_view>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -156,9 +158,7 @@ NodeSnapshot TakeSnapshot(const Node& node) {
 }  // namespace
 
 Daemon::Daemon(Config config)
-    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {
-  for (const GroupConfig& group : config_.groups) running_groups_.emplace(group.name, group);
-}
+    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -489,26 +489,31 @@ void Daemon::Reload(const Config& fresh) {
   // Groups: a new one starts at once, on every daemon whose file gains it (at view 1 with its
   // members, as at a start: its members form it as their daemons reload). A group removed or
   // changed (other than its acl and timeouts) waits for a restart.
+  std::map<std::string_view, const GroupConfig*> running;
+  for (const GroupConfig& group : config_.groups) running.emplace(group.name, &group);
+  for (const auto& [name, group] : added_groups_) running.emplace(name, &group);
   std::vector<std::string> added;
   std::vector<std::string> changed;
   for (const GroupConfig& y : fresh.groups) {
-    auto it = running_groups_.find(y.name);
-    if (it == running_groups_.end()) {
+    auto it = running.find(y.name);
+    if (it == running.end()) {
       added.push_back(y.name);
       continue;
     }
-    const GroupConfig& x = it->second;
+    const GroupConfig& x = *it->second;
     if (x.members != y.members || x.ordering != y.ordering || x.liveness != y.liveness ||
         x.style != y.style || x.default_mode != y.default_mode) {
       changed.push_back(y.name);
     }
   }
-  for (const auto& [name, group] : running_groups_) {
-    if (fresh.FindGroup(name) == nullptr) changed.push_back(name + " (removed)");
+  std::set<std::string_view> kept_names;
+  for (const GroupConfig& group : fresh.groups) kept_names.insert(group.name);
+  for (const auto& [name, group] : running) {
+    if (!kept_names.count(name)) changed.push_back(std::string(name) + " (removed)");
   }
   if (!changed.empty()) ignored.push_back("groups " + absl::StrJoin(changed, ", "));
   if (!added.empty()) {
-    for (const std::string& name : added) running_groups_.emplace(name, *fresh.FindGroup(name));
+    for (const std::string& name : added) added_groups_.emplace(name, *fresh.FindGroup(name));
     auto kept = std::make_shared<const Config>(fresh);
     loop_->Post([this, kept, added] {
       std::vector<std::string> started =

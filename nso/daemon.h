@@ -88,8 +88,9 @@ class Daemon {
   const std::shared_ptr<const Config> config_owner_;
   const Config& config_;
   std::vector<std::unique_ptr<DaemonPart>> parts_;
-  // The groups started, at start and by reloads (Reload's thread only).
-  std::map<std::string, GroupConfig> running_groups_;
+  // The groups started by reloads (Reload's thread only); those of the file at start are in
+  // config_ (not copied here: memory per group, issue 7).
+  std::map<std::string, GroupConfig> added_groups_;
   AccessPolicy policy_;
   // What gRPC's certificate provider reads; declared before everything that holds gRPC
   // credentials, so it outlives them.
