@@ -288,6 +288,15 @@ grpc::Status AccessPolicy::CheckCreator(const std::string& caller) const {
                                    " may not create groups (dynamic_groups.create)"));
 }
 
+absl::Status ApiService::CreateGroupInProcess(const api::CreateGroupRequest& request) {
+  absl::ReaderMutexLock lock(&creator_mu_);
+  if (!create_group_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CreateGroup(\"", request.group(), "\"): this node has no dynamic_groups section"));
+  }
+  return create_group_(request);
+}
+
 grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
                                      const api::CreateGroupRequest* request, api::Empty*) {
   // Held through the call: the creator (nso/group_directory.h) is not destroyed under it.

@@ -101,6 +101,8 @@ class ApiService final
   void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
   // Optional: the local fast path Attach offers (nso/local_api.h; set before serving).
   // dynamic_groups: where CreateGroup goes (nso/group_directory.h); null: refused.
+  // CreateGroup from an in-process client (no gRPC context, no policy check).
+  absl::Status CreateGroupInProcess(const api::CreateGroupRequest& request);
   // Waits for the CreateGroup calls running (they hold the creator's reader lock), so the old
   // creator may be destroyed once this returns.
   void set_group_creator(std::function<absl::Status(const api::CreateGroupRequest&)> create) {

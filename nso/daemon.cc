@@ -562,6 +562,11 @@ void Daemon::SetGroupCreator(
   if (api_) api_->set_group_creator(std::move(create));
 }
 
+absl::Status Daemon::CreateGroup(const api::CreateGroupRequest& request) {
+  if (!api_) return absl::UnavailableError("daemon not started");
+  return api_->CreateGroupInProcess(request);
+}
+
 void Daemon::Shutdown() {
   if (stopped_ || !loop_) return;
   SetGroupCreator(nullptr);

@@ -69,6 +69,9 @@ class Daemon {
   void Adopt(std::unique_ptr<DaemonPart> part) { parts_.push_back(std::move(part)); }
   // CreateGroup of the API goes to `create` (null: refused, dynamic_groups off).
   void SetGroupCreator(std::function<absl::Status(const api::CreateGroupRequest&)> create);
+  // CreateGroup for an in-process client (nso/embedded.h): as the API's, without its checks
+  // of who calls (in-process code is the application itself).
+  absl::Status CreateGroup(const api::CreateGroupRequest& request);
   const Config& config() const { return config_; }
   // The acl of a group made by CreateGroup (any thread).
   void SetCreatedGroupAcl(const std::string& group, std::shared_ptr<const AclConfig> acl) {

@@ -48,7 +48,8 @@ absl::StatusOr<uint64_t> EmbeddedNode::Attach(const std::string& client_name) {
 absl::StatusOr<std::unique_ptr<Client>> EmbeddedNode::Connect(const std::string& client_name) {
   absl::StatusOr<uint64_t> nso = Attach(client_name);
   if (!nso.ok()) return nso.status();
-  return Client::WithBackend(nso::MakeLocalClient(daemon_->node(), daemon_->loop()), *nso, name_);
+  return Client::WithBackend(
+      nso::MakeLocalClient(daemon_->node(), daemon_->loop(), daemon_.get()), *nso, name_);
 }
 
 absl::StatusOr<std::unique_ptr<Servant>> EmbeddedNode::CreateServant(const std::string& group,

@@ -51,7 +51,13 @@ absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
 class LocalClient final : public internal::ClientBackend {
  public:
   const char* via() const override { return "in-process"; }
-  LocalClient(Node* node, EventLoop* loop) : node_(node), loop_(loop) {}
+  LocalClient(Node* node, EventLoop* loop, Daemon* daemon)
+      : node_(node), loop_(loop), daemon_(daemon) {}
+
+  absl::Status CreateGroup(const api::CreateGroupRequest& request) override {
+    if (daemon_ == nullptr) return ClientBackend::CreateGroup(request);
+    return daemon_->CreateGroup(request);
+  }
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
@@ -83,6 +89,7 @@ class LocalClient final : public internal::ClientBackend {
  private:
   Node* const node_;
   EventLoop* const loop_;
+  Daemon* const daemon_;  // CreateGroup (null: refused)
 };
 
 class LocalServant final : public internal::ServantBackend {
@@ -184,8 +191,9 @@ absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn) {
   return result.get();
 }
 
-std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop) {
-  return std::make_unique<LocalClient>(node, loop);
+std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop,
+                                                         Daemon* daemon) {
+  return std::make_unique<LocalClient>(node, loop, daemon);
 }
 
 std::unique_ptr<internal::ServantBackend> MakeLocalServant(Node* node, EventLoop* loop) {

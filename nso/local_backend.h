@@ -8,13 +8,16 @@
 #include <memory>
 
 #include "invocation/backend.h"
+#include "nso/daemon.h"
 #include "nso/event_loop.h"
 #include "nso/node.h"
 
 namespace cohort::nso {
 
-// `node` and `loop` outlive the backend; the node is only touched on the loop.
-std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop);
+// `node` and `loop` outlive the backend; the node is only touched on the loop. `daemon` (when
+// given, outliving the backend too) takes the client's CreateGroup calls.
+std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop,
+                                                         Daemon* daemon = nullptr);
 std::unique_ptr<internal::ServantBackend> MakeLocalServant(Node* node, EventLoop* loop);
 
 // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the loop refuses work.

@@ -301,4 +301,36 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
   counters.clear();
   for (auto& node : nodes) node->Shutdown();
 }
+TEST_CASE("embedded node: its in-process client creates a group at run time (dynamic_groups), "
+          "which the daemons start and serve", "[e2e][dynamic]") {
+  // n1 and n2 are cohortd processes, n3 this test process; every file has dynamic_groups.
+  test::Cluster cluster{{3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+                         "dynamic_groups: {}\n", "warn"}};
+  for (int i = 1; i <= 2; ++i) REQUIRE(cluster.StartNode(i));
+  auto node = EmbeddedNode::StartFromFile(cluster.ConfigPath(3));
+  REQUIRE(node.ok());
+  auto client = (*node)->Connect("creator");
+  REQUIRE(client.ok());
+  REQUIRE(std::string((*client)->via()) == "in-process");
+  REQUIRE((*client)->CreateGroup({"made", {"n1", "n2"}, "sequencer"}).ok());
+  CHECK((*client)->CreateGroup({"made", {"n1"}}).code() == absl::StatusCode::kAlreadyExists);
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 2; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    absl::Status started;
+    for (int attempt = 0; attempt < 100; ++attempt) {  // until n<i> has delivered the definition
+      started = replicas.back()->Start(cluster.ClientAddress(i), "made");
+      if (started.ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(started.ok());
+  }
+  REQUIRE(test::WaitAllReply(client->get(), "made", 2));
+  auto added = (*client)->Invoke("made", "add", "7", Mode::kAll);
+  REQUIRE(added.ok());
+  CHECK(Members(*added) == std::set<std::string>{"n1", "n2"});
+  for (const Reply& reply : added->replies) CHECK(reply.payload == "7");
+  client->reset();
+}
+
 }  // namespace cohort
