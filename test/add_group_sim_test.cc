@@ -1,0 +1,149 @@
+// A group started after its nodes (Node::AddGroups: a group added to the daemons' files and
+// SIGHUP'd, or made by CreateGroup) on the simulated network: each member starts it at its own
+// moment, as daemons reload or deliver the definition one after another. Calls made while only
+// some members run it complete once a majority does, and a member that starts it late catches
+// up (the decisions it missed, or the state), so every replica answers with the same counter.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nso/node.h"
+#include "test/sim_nodes.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+using Ordering = nso::GroupConfig::Ordering;
+
+struct Run {
+  Run(uint64_t seed, Ordering ordering) : sim(seed, /*delay_max_ms=*/5) {
+    for (NodeId id = 1; id <= 4; ++id) {
+      nso::Config config = test::GroupOfThree(id, ordering);  // group g from the start
+      sim.Add(config);
+    }
+    added = std::make_shared<nso::Config>();
+    nso::GroupConfig h;
+    h.name = "h";
+    h.members = {"n1", "n2", "n3"};
+    h.ordering = ordering;
+    h.silence_ms = 10;
+    h.suspect_timeout_ms = 50;
+    h.exclude_timeout_ms = 5000;
+    added->groups = {h};
+  }
+
+  // Node `id` starts group h now and, if a member, serves it with a counter.
+  void Start(NodeId id) {
+    REQUIRE(sim.nodes[id]->AddGroups(added, {"h"}, " (test)") == std::vector<std::string>{"h"});
+    CHECK(sim.nodes[id]->AddGroups(added, {"h"}, " (test)").empty());  // once
+    if (id == 4) return;
+    uint64_t nso = *sim.nodes[id]->Attach("counter");
+    servants[id] = *sim.nodes[id]->RegisterServant(nso, "h", [this, id](nso::ServantDelivery d) {
+      nso::Node* node = sim.nodes[id].get();
+      if (d.method == nso::kGetStateMethod) {
+        sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
+          node->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
+        });
+        return;
+      }
+      if (d.method == nso::kSetStateMethod) {
+        incoming[id] += d.payload;
+        if (d.state_last) {
+          REQUIRE(absl::SimpleAtoi(incoming[id], &value[id]));
+          incoming[id].clear();
+        }
+        return;
+      }
+      value[id]++;
+      if (!d.one_way) {
+        sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
+          node->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
+        });
+      }
+    });
+  }
+
+  nso::InvokeResult Add(NodeId at, invocation::Mode mode) {
+    if (!client.count(at)) client[at] = *sim.nodes[at]->Attach("client");
+    nso::InvokeOptions options;
+    options.group = "h";
+    options.method = "add";
+    options.mode = mode;
+    options.mode_given = true;
+    options.deadline_ms = 3000;
+    return sim.Call(at, client[at], options);
+  }
+
+  test::SimNodes sim;
+  std::shared_ptr<nso::Config> added;
+  std::map<NodeId, uint64_t> client;
+  std::map<NodeId, uint64_t> servants;
+  std::map<NodeId, int64_t> value;
+  std::map<NodeId, std::string> incoming;
+};
+
+TEST_CASE("a group started by each node at its own moment runs once a majority has it; a late "
+          "member catches up and every replica agrees (many seeds, both orderings)",
+          "[sim][membership]") {
+  const Ordering ordering = GENERATE(Ordering::kConsensus, Ordering::kSequencer);
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    INFO("seed " << seed << ", ordering " << nso::ToString(ordering));
+    Run run(seed, ordering);
+    std::mt19937_64 rng(seed);
+    run.sim.net.RunUntil(200);  // g settles
+    // n1 and n2 start h 0-150 ms apart; calls from n1 begin at once and wait for the majority.
+    run.Start(1);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + rng() % 150);
+    run.Start(2);
+    int64_t acknowledged = 0;
+    for (int k = 0; k < 10; ++k) {
+      nso::InvokeResult result = run.Add(1, invocation::Mode::kMajority);
+      REQUIRE(result.status.ok());
+      acknowledged++;
+    }
+    // n3 starts it 0-400 ms later, n4 (hosting no member) too; calls go on meanwhile.
+    uint64_t late_at = run.sim.net.now_ms() + rng() % 400;
+    bool late_started = false;
+    while (!late_started || acknowledged < 20) {
+      if (!late_started && run.sim.net.now_ms() >= late_at) {
+        run.Start(3);
+        run.Start(4);
+        late_started = true;
+      }
+      if (acknowledged < 20) {
+        REQUIRE(run.Add(1, invocation::Mode::kMajority).status.ok());
+        acknowledged++;
+      } else {
+        run.sim.net.RunUntil(run.sim.net.now_ms() + 10);
+      }
+    }
+    // Every replica answers a wait-for-all call, with one value; from outside the group too.
+    nso::InvokeResult all;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      all = run.Add(1, invocation::Mode::kAll);
+      if (all.status.ok() && all.replies.size() == 3) break;
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 50);
+    }
+    REQUIRE(all.status.ok());
+    REQUIRE(all.replies.size() == 3);
+    for (const auto& reply : all.replies) CHECK(reply.payload == all.replies[0].payload);
+    int64_t after = 0;
+    REQUIRE(absl::SimpleAtoi(all.replies[0].payload, &after));
+    CHECK(after >= acknowledged + 1);
+    nso::InvokeResult outside = run.Add(4, invocation::Mode::kAll);
+    REQUIRE(outside.status.ok());
+    REQUIRE(outside.replies.size() == 3);
+    for (const auto& reply : outside.replies) CHECK(reply.payload == outside.replies[0].payload);
+  }
+}
+
+}  // namespace
+}  // namespace cohort
