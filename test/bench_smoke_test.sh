@@ -54,6 +54,21 @@ for problem in problems:
 sys.exit(1 if problems else 0)
 PY
 grep -q "== issue 7 targets" "$tmp/run.txt" || { echo "FAIL: no targets table in the printed report"; exit 1; }
+# --tls adds a third floor, the ping-pong over mutual TLS (tools/make-test-ca is found from the
+# runfiles root, where the test starts).
+"$tmp/cohort-bench" --cohortd "$root/tools/cohortd" --quick --tls --callers 1 --seq-calls 300 \
+  --seq-ms 300 --window-ms 200 --skip groups,failover,memory,etcd,jgroups \
+  --json "$tmp/tls.json" > "$tmp/tls.txt" 2> "$tmp/tls.err" || {
+  echo "cohort-bench --tls failed:"; tail -n 30 "$tmp/tls.err"; exit 1; }
+python3 - "$tmp/tls.json" <<'PY'
+import json, sys
+floors = json.load(open(sys.argv[1]))["floors"]
+for floor in ("grpc_echo", "tcp_pingpong", "tls_pingpong"):
+    if not floors.get(floor, {}).get("sequential", {}).get("p50_us", 0) > 0:
+        print("FAIL: --tls run: floor %s has no p50" % floor)
+        sys.exit(1)
+PY
+grep -q "^tls_pingpong " "$tmp/tls.txt" || { echo "FAIL: no tls_pingpong row in the --tls report"; exit 1; }
 # Everything the bench started is gone (another run's processes name their own directory).
 sleep 1
 if pgrep -f -- "$tmp/" > /dev/null; then

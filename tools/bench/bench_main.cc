@@ -46,6 +46,7 @@
 #include "tools/bench/daemons.h"
 #include "tools/bench/etcd.h"
 #include "tools/bench/floors.h"
+#include "tools/bench/tls_floor.h"
 #include "tools/bench/memory.h"
 #include "tools/bench/process.h"
 #include "tools/bench/report.h"
@@ -76,8 +77,10 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --peer-transport T    grpc or tcp: the daemons' peer_transport (default: cohortd's default)
   --tls                 the daemons use TLS (a test CA made by tools/make-test-ca): mutual TLS
                         between daemons, TLS for their clients and servants on gRPC (the local
-                        fast path stays a Unix socket); the floors stay plaintext; the embedded,
-                        application-process and memory parts are skipped
+                        fast path stays a Unix socket); the floors stay plaintext, and a third,
+                        tls_pingpong (the TCP ping-pong over mutual TLS, as between daemons),
+                        shows what TLS alone adds; the embedded, application-process and memory
+                        parts are skipped
   --client-api A        local or grpc: how the group rows' client reaches its daemon (default
                         local: the fast path when on the same host; grpc: the gRPC API, as a
                         client in another language or on another host does)
@@ -95,7 +98,8 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --help
 
 Roles used internally: --role echo-server --port P | --role tcp-server --port P |
-  --role echo-servant --address A --group G | --role app-member --config YAML --group G
+  --role tls-server --port P --ca-dir D | --role echo-servant --address A --group G |
+  --role app-member --config YAML --group G
 )";
 
 // --peer-transport: written into every daemon's YAML (empty: cohortd's default).
@@ -301,6 +305,22 @@ void MeasureFloors(const Options& options, Report* report, bool again = false) {
     Progress(absl::StrCat(label, "TCP echo server did not start; skipped"));
   }
   KillChild(tcp);
+  if (!g_tls_ca.empty() && !again) {
+    // --tls: the same ping-pong over mutual TLS with the run's test CA (what TLS alone adds).
+    std::string ca_dir = g_tls_ca.substr(0, g_tls_ca.rfind('/'));
+    int tls_port = FreePort();
+    pid_t tls = Spawn({self, "--role", "tls-server", "--port", std::to_string(tls_port),
+                       "--ca-dir", ca_dir},
+                      "");
+    report->tls.name = "tls_pingpong";
+    if (WaitForPort(tls_port, absl::Seconds(10))) {
+      Progress(absl::StrCat(label, "TCP ping-pong over mutual TLS"));
+      measure(TlsEchoCalls(tls_port, payload, ca_dir), &report->tls, nullptr);
+    } else {
+      Progress(absl::StrCat(label, "TLS echo server did not start; skipped"));
+    }
+    KillChild(tls);
+  }
 }
 
 // ---- group calls --------------------------------------------------------------------------------
@@ -1063,6 +1083,11 @@ int Main(int argc, char** argv) {
     if (std::string(argv[2]) == "echo-server") return RunGrpcEchoServer(port);
     if (std::string(argv[2]) == "tcp-server") return RunTcpEchoServer(port);
     return 2;
+  }
+  if (argc == 7 && std::string(argv[1]) == "--role" && std::string(argv[2]) == "tls-server") {
+    int port = 0;
+    if (!absl::SimpleAtoi(argv[4], &port)) return 2;
+    return RunTlsEchoServer(port, argv[6]);
   }
   if (argc == 7 && std::string(argv[1]) == "--role" && std::string(argv[2]) == "echo-servant") {
     return RunEchoServant(argv[4], argv[6]);

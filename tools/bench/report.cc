@@ -249,7 +249,8 @@ void PrintReport(const Report& report, std::ostream& out) {
   header << absl::StrFormat("%-14s %9s %9s", "floor", "p50_us", "p99_us");
   for (int c : report.callers) header << absl::StrFormat(" %10s", absl::StrCat("ops/s@", c));
   out << "== floors (two processes on 127.0.0.1) ==\n" << header.str() << "\n";
-  for (const FloorResult* floor : {&report.grpc, &report.tcp}) {
+  for (const FloorResult* floor : {&report.grpc, &report.tcp, &report.tls}) {
+    if (floor == &report.tls && !floor->measured) continue;  // --tls runs only
     if (!floor->measured) {
       out << absl::StrFormat("%-14s %9s\n", floor->name, "skipped");
       continue;
@@ -473,7 +474,7 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
     << ",\n  \"throughput_window_seconds\": " << report.window_s
     << ",\n  \"total_seconds\": " << Num(report.total_seconds, 1) << ",\n  \"floors\": {";
   bool first = true;
-  for (const FloorResult* floor : {&report.grpc, &report.tcp}) {
+  for (const FloorResult* floor : {&report.grpc, &report.tcp, &report.tls}) {
     if (!floor->measured) continue;
     j << (first ? "" : ",") << "\n    " << JsonString(floor->name) << ": "
       << JsonSeries(floor->series, report);

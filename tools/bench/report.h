@@ -84,6 +84,7 @@ struct Report {
   double seq_time_s = 0, window_s = 0;
   int64_t seq_calls = 0;
   FloorResult grpc, tcp;
+  FloorResult tls;  // tls_pingpong: --tls runs only (tools/bench/tls_floor.h)
   // The floors' sequential p50 measured again at the end of the run (0: not measured). On an idle
   // VM a ping-pong's p50 moves with how deeply idle the CPUs are, so the start and end values are
   // both shown, and the p50 ratios (p50/grpc, p50/tcp, the latency targets) divide by their mean.

@@ -1,0 +1,174 @@
+#include "tools/bench/tls_floor.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "nso/tls_channel.h"
+
+namespace cohort::bench {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<nso::TlsContext>> Context(const std::string& ca_dir) {
+  return nso::TlsContext::Create(Slurp(ca_dir + "/ca.pem"), Slurp(ca_dir + "/daemon.pem"),
+                                 Slurp(ca_dir + "/daemon.key"));
+}
+
+// Blocking reads and writes through a channel (its socket is blocking: no wait is ever asked).
+bool ReadAll(nso::TlsChannel* channel, char* data, size_t size) {
+  while (size > 0) {
+    nso::TlsWait wait;
+    std::string error;
+    ssize_t n = channel->Read(data, size, &wait, &error);
+    if (n <= 0) return false;
+    data += n;
+    size -= n;
+  }
+  return true;
+}
+
+bool WriteAll(nso::TlsChannel* channel, const char* data, size_t size) {
+  while (size > 0) {
+    nso::TlsWait wait;
+    std::string error;
+    ssize_t n = channel->Write(data, size, &wait, &error);
+    if (n <= 0) return false;
+    data += n;
+    size -= n;
+  }
+  return true;
+}
+
+void NoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void ServeConnection(std::shared_ptr<nso::TlsContext> context, int fd) {
+  absl::StatusOr<std::unique_ptr<nso::TlsChannel>> channel =
+      nso::TlsChannel::Create(*context, fd, /*dialer=*/false, "");
+  std::string buffer;
+  while (channel.ok()) {
+    uint32_t length = 0;
+    if (!ReadAll(channel->get(), reinterpret_cast<char*>(&length), sizeof(length))) break;
+    uint32_t size = ntohl(length);
+    if (size > (64u << 20)) break;
+    buffer.resize(sizeof(length) + size);
+    std::memcpy(buffer.data(), &length, sizeof(length));
+    if (!ReadAll(channel->get(), buffer.data() + sizeof(length), size)) break;
+    if (!WriteAll(channel->get(), buffer.data(), buffer.size())) break;
+  }
+  close(fd);
+}
+
+class TlsCaller {
+ public:
+  TlsCaller(int port, const std::string& payload, const std::string& ca_dir) {
+    uint32_t length = htonl(static_cast<uint32_t>(payload.size()));
+    frame_.assign(reinterpret_cast<const char*>(&length), sizeof(length));
+    frame_ += payload;
+    reply_.resize(frame_.size());
+    absl::StatusOr<std::shared_ptr<nso::TlsContext>> context = Context(ca_dir);
+    if (!context.ok()) {
+      error_ = std::string(context.status().message());
+      return;
+    }
+    context_ = *std::move(context);
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      error_ = absl::StrCat("connect: ", std::strerror(errno));
+      return;
+    }
+    NoDelay(fd_);
+    absl::StatusOr<std::unique_ptr<nso::TlsChannel>> channel =
+        nso::TlsChannel::Create(*context_, fd_, /*dialer=*/true, "127.0.0.1");
+    if (!channel.ok()) {
+      error_ = std::string(channel.status().message());
+      return;
+    }
+    channel_ = *std::move(channel);
+  }
+  ~TlsCaller() {
+    channel_.reset();
+    if (fd_ >= 0) close(fd_);
+  }
+  bool Call(std::string* error) {
+    if (!channel_) {
+      *error = absl::StrCat("tls ping-pong: ", error_);
+      return false;
+    }
+    if (!WriteAll(channel_.get(), frame_.data(), frame_.size()) ||
+        !ReadAll(channel_.get(), reply_.data(), reply_.size())) {
+      channel_.reset();
+      error_ = "connection broken";
+      *error = "tls ping-pong: connection broken";
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+  std::shared_ptr<nso::TlsContext> context_;
+  std::unique_ptr<nso::TlsChannel> channel_;
+  std::string frame_;
+  std::string reply_;
+  std::string error_;
+};
+
+}  // namespace
+
+int RunTlsEchoServer(int port, const std::string& ca_dir) {
+  absl::StatusOr<std::shared_ptr<nso::TlsContext>> context = Context(ca_dir);
+  if (!context.ok()) return 1;
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(listener, 512) != 0) {
+    return 1;
+  }
+  while (true) {
+    int fd = accept(listener, nullptr, nullptr);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    NoDelay(fd);
+    std::thread(ServeConnection, *context, fd).detach();  // one blocking thread per connection
+  }
+}
+
+CallFactory TlsEchoCalls(int port, std::string payload, std::string ca_dir) {
+  return [port, payload, ca_dir](int) -> CallFn {
+    auto caller = std::make_shared<TlsCaller>(port, payload, ca_dir);
+    return [caller](std::string* error) { return caller->Call(error); };
+  };
+}
+
+}  // namespace cohort::bench
