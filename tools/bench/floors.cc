@@ -69,23 +69,9 @@ void ServeConnection(int fd) {
 // A connected TCP ping-pong caller.
 class TcpCaller {
  public:
-  explicit TcpCaller(int port, const std::string& payload) {
-    uint32_t length = htonl(static_cast<uint32_t>(payload.size()));
-    frame_.assign(reinterpret_cast<const char*>(&length), sizeof(length));
-    frame_ += payload;
+  explicit TcpCaller(int port, const std::string& payload) : frame_(PingPongFrame(payload)) {
     reply_.resize(frame_.size());
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      error_ = absl::StrCat("connect: ", std::strerror(errno));
-      close(fd_);
-      fd_ = -1;
-      return;
-    }
-    NoDelay(fd_);
+    fd_ = ConnectLoopback(port, &error_);
   }
   ~TcpCaller() {
     if (fd_ >= 0) close(fd_);
@@ -126,7 +112,9 @@ int RunGrpcEchoServer(int port) {
   return 0;
 }
 
-int RunTcpEchoServer(int port) {
+int RunTcpEchoServer(int port) { return ServeLoopback(port, ServeConnection); }
+
+int ServeLoopback(int port, std::function<void(int fd)> serve) {
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -145,8 +133,28 @@ int RunTcpEchoServer(int port) {
       return 1;
     }
     NoDelay(fd);
-    std::thread(ServeConnection, fd).detach();  // one blocking thread per connection
+    std::thread(serve, fd).detach();  // one blocking thread per connection
   }
+}
+
+int ConnectLoopback(int port, std::string* error) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    *error = absl::StrCat("connect: ", std::strerror(errno));
+    close(fd);
+    return -1;
+  }
+  NoDelay(fd);
+  return fd;
+}
+
+std::string PingPongFrame(const std::string& payload) {
+  uint32_t length = htonl(static_cast<uint32_t>(payload.size()));
+  return std::string(reinterpret_cast<const char*>(&length), sizeof(length)) + payload;
 }
 
 CallFactory GrpcEchoCalls(std::shared_ptr<grpc::Channel> channel, std::string payload) {

@@ -1,20 +1,16 @@
 #include "tools/bench/tls_floor.h"
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "nso/tls_channel.h"
+#include "tools/bench/floors.h"
 
 namespace cohort::bench {
 namespace {
@@ -56,11 +52,6 @@ bool WriteAll(nso::TlsChannel* channel, const char* data, size_t size) {
   return true;
 }
 
-void NoDelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 void ServeConnection(std::shared_ptr<nso::TlsContext> context, int fd) {
   absl::StatusOr<std::unique_ptr<nso::TlsChannel>> channel =
       nso::TlsChannel::Create(*context, fd, /*dialer=*/false, "");
@@ -80,10 +71,8 @@ void ServeConnection(std::shared_ptr<nso::TlsContext> context, int fd) {
 
 class TlsCaller {
  public:
-  TlsCaller(int port, const std::string& payload, const std::string& ca_dir) {
-    uint32_t length = htonl(static_cast<uint32_t>(payload.size()));
-    frame_.assign(reinterpret_cast<const char*>(&length), sizeof(length));
-    frame_ += payload;
+  TlsCaller(int port, const std::string& payload, const std::string& ca_dir)
+      : frame_(PingPongFrame(payload)) {
     reply_.resize(frame_.size());
     absl::StatusOr<std::shared_ptr<nso::TlsContext>> context = Context(ca_dir);
     if (!context.ok()) {
@@ -91,16 +80,8 @@ class TlsCaller {
       return;
     }
     context_ = *std::move(context);
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      error_ = absl::StrCat("connect: ", std::strerror(errno));
-      return;
-    }
-    NoDelay(fd_);
+    fd_ = ConnectLoopback(port, &error_);
+    if (fd_ < 0) return;
     absl::StatusOr<std::unique_ptr<nso::TlsChannel>> channel =
         nso::TlsChannel::Create(*context_, fd_, /*dialer=*/true, "127.0.0.1");
     if (!channel.ok()) {
@@ -142,26 +123,7 @@ class TlsCaller {
 int RunTlsEchoServer(int port, const std::string& ca_dir) {
   absl::StatusOr<std::shared_ptr<nso::TlsContext>> context = Context(ca_dir);
   if (!context.ok()) return 1;
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      listen(listener, 512) != 0) {
-    return 1;
-  }
-  while (true) {
-    int fd = accept(listener, nullptr, nullptr);
-    if (fd < 0) {
-      if (errno == EINTR) continue;
-      return 1;
-    }
-    NoDelay(fd);
-    std::thread(ServeConnection, *context, fd).detach();  // one blocking thread per connection
-  }
+  return ServeLoopback(port, [context = *context](int fd) { ServeConnection(context, fd); });
 }
 
 CallFactory TlsEchoCalls(int port, std::string payload, std::string ca_dir) {
