@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "nso/node.h"
 #include "test/sim_nodes.h"
 
@@ -44,50 +43,18 @@ struct Run {
   void Start(NodeId id) {
     REQUIRE(sim.nodes[id]->AddGroups(added, {"h"}, " (test)") == std::vector<std::string>{"h"});
     CHECK(sim.nodes[id]->AddGroups(added, {"h"}, " (test)").empty());  // once
-    if (id == 4) return;
-    uint64_t nso = *sim.nodes[id]->Attach("counter");
-    servants[id] = *sim.nodes[id]->RegisterServant(nso, "h", [this, id](nso::ServantDelivery d) {
-      nso::Node* node = sim.nodes[id].get();
-      if (d.method == nso::kGetStateMethod) {
-        sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
-          node->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
-        });
-        return;
-      }
-      if (d.method == nso::kSetStateMethod) {
-        incoming[id] += d.payload;
-        if (d.state_last) {
-          REQUIRE(absl::SimpleAtoi(incoming[id], &value[id]));
-          incoming[id].clear();
-        }
-        return;
-      }
-      value[id]++;
-      if (!d.one_way) {
-        sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
-          node->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
-        });
-      }
-    });
+    if (id != 4) counters.Serve(id, "h");
   }
 
   nso::InvokeResult Add(NodeId at, invocation::Mode mode) {
     if (!client.count(at)) client[at] = *sim.nodes[at]->Attach("client");
-    nso::InvokeOptions options;
-    options.group = "h";
-    options.method = "add";
-    options.mode = mode;
-    options.mode_given = true;
-    options.deadline_ms = 3000;
-    return sim.Call(at, client[at], options);
+    return sim.Call(at, client[at], test::CounterAdd("h", mode, 3000));
   }
 
   test::SimNodes sim;
   std::shared_ptr<nso::Config> added;
   std::map<NodeId, uint64_t> client;
-  std::map<NodeId, uint64_t> servants;
-  std::map<NodeId, int64_t> value;
-  std::map<NodeId, std::string> incoming;
+  test::SimCounters counters{&sim};
 };
 
 TEST_CASE("a group started by each node at its own moment runs once a majority has it; a late "
@@ -138,6 +105,9 @@ TEST_CASE("a group started by each node at its own moment runs once a majority h
     int64_t after = 0;
     REQUIRE(absl::SimpleAtoi(all.replies[0].payload, &after));
     CHECK(after >= acknowledged + 1);
+    for (const auto& [id, installs] : run.counters.state_installs) {
+      if (installs > 0) CHECK(run.counters.installed_ok[id]);  // a state that was a number
+    }
     nso::InvokeResult outside = run.Add(4, invocation::Mode::kAll);
     REQUIRE(outside.status.ok());
     REQUIRE(outside.replies.size() == 3);

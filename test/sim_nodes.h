@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 #include "nso/node.h"
@@ -116,6 +117,65 @@ struct SimNodes {
       Tick(id);
     });
   }
+};
+
+// An "add" to the counters of `group` (SimCounters below), waiting for `mode`.
+inline nso::InvokeOptions CounterAdd(const std::string& group, invocation::Mode mode,
+                                     uint64_t deadline_ms) {
+  nso::InvokeOptions options;
+  options.group = group;
+  options.method = "add";
+  options.mode = mode;
+  options.mode_given = true;
+  options.deadline_ms = deadline_ms;
+  return options;
+}
+
+// Replicated counters served at SimNodes' nodes: every delivery with a method adds one and is
+// answered with the new value; the state is the value, installed from "$set_state" chunks.
+struct SimCounters {
+  explicit SimCounters(SimNodes* sim) : sim(sim) {}
+
+  // Serves `group` at node `id`. `on_get_state` (optional) runs when the state is asked for;
+  // false leaves the request unanswered (a provider that dies before it answers).
+  void Serve(nso::NodeId id, const std::string& group,
+             std::function<bool(nso::NodeId)> on_get_state = nullptr) {
+    nso::Node* node = sim->nodes[id].get();
+    uint64_t nso = *node->Attach("counter");
+    servants[id] = *node->RegisterServant(nso, group, [this, node, id, on_get_state](
+                                                           nso::ServantDelivery d) {
+      if (sim->net.crashed(id)) return;
+      if (d.method == nso::kGetStateMethod) {
+        if (on_get_state && !on_get_state(id)) return;
+        sim->net.After(0, [this, node, id, number = d.delivery] {
+          node->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(value[id]));
+        });
+        return;
+      }
+      if (d.method == nso::kSetStateMethod) {
+        incoming[id] += d.payload;
+        if (d.state_last) {
+          installed_ok[id] = absl::SimpleAtoi(incoming[id], &value[id]);
+          incoming[id].clear();
+          state_installs[id]++;
+        }
+        return;
+      }
+      value[id]++;
+      if (!d.one_way) {
+        sim->net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
+          node->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
+        });
+      }
+    });
+  }
+
+  SimNodes* sim;
+  std::map<nso::NodeId, uint64_t> servants;
+  std::map<nso::NodeId, int64_t> value;
+  std::map<nso::NodeId, std::string> incoming;
+  std::map<nso::NodeId, int> state_installs;
+  std::map<nso::NodeId, bool> installed_ok;  // the last state installed was a number
 };
 
 }  // namespace cohort::test

@@ -45,50 +45,21 @@ struct Run {
     for (NodeId id = 1; id <= 3; ++id) client[id] = *sim.Add(MakeConfig(id))->Attach("client");
   }
 
-  // A counter servant at `id`: "add" adds one; the state is the value.
+  // A counter servant at `id` (test::SimCounters); with crash_provider, n2 dies as its servant
+  // is asked for the state.
   void Serve(NodeId id) {
-    uint64_t nso = *nodes[id]->Attach("counter");
-    servants[id] = *nodes[id]->RegisterServant(nso, "g", [this, id](nso::ServantDelivery d) {
-      if (net.crashed(id)) return;
-      if (d.method == nso::kGetStateMethod) {
-        if (id == 2 && crash_provider) {  // the provider dies before it can answer
-          net.Crash(2);
-          provider_crashed = true;
-          return;
-        }
-        net.After(0, [this, id, number = d.delivery] {
-          nodes[id]->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(value[id]));
-        });
-        return;
-      }
-      if (d.method == nso::kSetStateMethod) {
-        incoming[id] += d.payload;
-        if (d.state_last) {
-          REQUIRE(absl::SimpleAtoi(incoming[id], &value[id]));
-          incoming[id].clear();
-          state_installs[id]++;
-        }
-        return;
-      }
-      value[id]++;
-      if (!d.one_way) {
-        net.After(0, [this, id, number = d.delivery, v = value[id]] {
-          nodes[id]->Answer(servants[id], number, absl::OkStatus(), absl::StrCat(v));
-        });
-      }
+    counters.Serve(id, "g", [this](NodeId at) {
+      if (at != 2 || !crash_provider) return true;
+      net.Crash(2);
+      provider_crashed = true;
+      return false;
     });
   }
 
   // An "add" from n1; the replies' values, or empty when it failed.
   std::vector<std::string> Add(invocation::Mode mode) {
-    nso::InvokeOptions options;
-    options.group = "g";
-    options.method = "add";
-    options.mode = mode;
-    options.mode_given = true;
-    options.deadline_ms = 2000;
     std::vector<std::string> out;
-    nso::InvokeResult result = sim.Call(1, client[1], options);
+    nso::InvokeResult result = sim.Call(1, client[1], test::CounterAdd("g", mode, 2000));
     if (!result.status.ok()) return out;
     for (const auto& reply : result.replies) out.push_back(reply.payload);
     return out;
@@ -98,10 +69,9 @@ struct Run {
   nso::SimNetwork& net = sim.net;
   std::map<NodeId, std::unique_ptr<nso::Node>>& nodes = sim.nodes;
   std::map<NodeId, uint64_t> client;
-  std::map<NodeId, uint64_t> servants;
-  std::map<NodeId, int64_t> value;
-  std::map<NodeId, std::string> incoming;
-  std::map<NodeId, int> state_installs;
+  test::SimCounters counters{&sim};
+  std::map<NodeId, int64_t>& value = counters.value;
+  std::map<NodeId, int>& state_installs = counters.state_installs;
   bool crash_provider = false;
   bool provider_crashed = false;
 };
@@ -130,6 +100,7 @@ TEST_CASE("a joiner whose state provider crashes is re-added with another member
       run.net.RunUntil(run.net.now_ms() + 10);
     }
     REQUIRE(run.state_installs[3] == 1);
+    CHECK(run.counters.installed_ok[3]);
     CHECK(run.value[3] == 5);
     std::vector<std::string> replies;
     for (int attempt = 0; attempt < 50 && replies.size() != 2; ++attempt) {
