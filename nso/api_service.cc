@@ -98,7 +98,12 @@ std::string CertificateName(const grpc::ServerContextBase& context) {
 grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
                                         std::string* caller) const {
   caller->clear();
-  if (!auth_enabled()) return grpc::Status::OK;
+  bool certificates;
+  {
+    absl::MutexLock lock(&mu_);
+    if (tokens_.empty() && !client_certificates_) return grpc::Status::OK;  // no authentication
+    certificates = client_certificates_;
+  }
   std::string token;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
@@ -111,33 +116,28 @@ grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
     }
     token = value.substr(kBearer.size());
   }
-  bool certificates;
-  {
-    absl::MutexLock lock(&mu_);
-    certificates = client_certificates_;
-    if (!certificates && token.empty()) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "this daemon requires metadata \"authorization: Bearer <token>\"");
-    }
+  if (!certificates && token.empty()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this daemon requires metadata \"authorization: Bearer <token>\"");
   }
   std::string certified = certificates ? CertificateName(context) : "";
-  return Combine(certified, token, caller);
+  return Combine(certificates, certified, token, caller);
 }
 
 grpc::Status AccessPolicy::AuthenticateLocal(const std::string& certified,
                                              const std::string& token, std::string* caller) const {
   caller->clear();
-  if (!auth_enabled()) return grpc::Status::OK;
-  return Combine(certified, token, caller);
-}
-
-grpc::Status AccessPolicy::Combine(const std::string& certified, const std::string& token,
-                                   std::string* caller) const {
   bool certificates;
   {
     absl::MutexLock lock(&mu_);
+    if (tokens_.empty() && !client_certificates_) return grpc::Status::OK;  // no authentication
     certificates = client_certificates_;
   }
+  return Combine(certificates, certified, token, caller);
+}
+
+grpc::Status AccessPolicy::Combine(bool certificates, const std::string& certified,
+                                   const std::string& token, std::string* caller) const {
   if (certificates && certified.empty()) {
     return grpc::Status(
         grpc::StatusCode::UNAUTHENTICATED,
@@ -200,7 +200,7 @@ grpc::Status AccessPolicy::Check(const grpc::ServerContextBase& context, const s
 
 grpc::Status AccessPolicy::CheckCaller(const std::string& caller, const std::string& group,
                                        Right right) const {
-  if (right != Right::kAdmin && absl::StartsWith(group, "cohort.")) {
+  if (right != Right::kAdmin && IsDaemonsOwnGroup(group)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         absl::StrCat("group \"", group, "\" is the daemons' own"));
   }

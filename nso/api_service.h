@@ -62,8 +62,9 @@ class AccessPolicy {
  private:
   // A token's name (tokens configured), or anonymous when there are none.
   grpc::Status AuthenticateToken(const std::string& token, std::string* caller) const;
-  // `certified` (a certificate's name, "" = none) and `token` together.
-  grpc::Status Combine(const std::string& certified, const std::string& token,
+  // `certified` (a certificate's name, "" = none) and `token` together; `certificates`: the
+  // policy's client_certificates, read once by the caller.
+  grpc::Status Combine(bool certificates, const std::string& certified, const std::string& token,
                        std::string* caller) const;
 
   const IdentitySeal seal_;

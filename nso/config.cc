@@ -24,7 +24,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -865,7 +864,7 @@ absl::Status CheckGroup(const Reader& reader, const Config& config, size_t index
   const GroupConfig& group = config.groups[index];
   std::string path = ItemPath("groups", index);
   bool added_by_loader = config.dynamic_groups && index + 1 == config.groups.size();
-  if (absl::StartsWith(group.name, "cohort.") && !added_by_loader) {
+  if (IsDaemonsOwnGroup(group.name) && !added_by_loader) {
     return reader.ErrorAt(ChildPath(path, "name"),
                           absl::StrCat("\"", group.name,
                                        "\": names starting with \"cohort.\" are the daemons' own"));

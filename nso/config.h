@@ -169,6 +169,8 @@ struct Config {
 // The daemons' own group (dynamic_groups): every peer, consensus order, event-driven (no traffic
 // while no group is being created). Applications may not use it.
 inline constexpr char kSystemGroup[] = "cohort.system";
+// Names starting with "cohort." are the daemons' own: no YAML group or CreateGroup may take one.
+inline bool IsDaemonsOwnGroup(std::string_view name) { return name.rfind("cohort.", 0) == 0; }
 
 // One group's definition for CreateGroup: the keys of a groups[] entry as a YAML map (built by
 // GroupDefinitionYaml), checked as the loader checks groups[] against the running

@@ -12,7 +12,6 @@
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nso/logging.h"
@@ -389,7 +388,7 @@ void Daemon::MonitorLoop() {
     std::vector<std::string> minority;
     for (const GroupSnapshot& group : snapshot->groups) {
       // The daemons' own group only matters to CreateGroup, which says so itself.
-      if (!group.HasMajority() && !absl::StartsWith(group.name, "cohort.")) {
+      if (!group.HasMajority() && !IsDaemonsOwnGroup(group.name)) {
         minority.push_back(absl::StrCat(group.name, " trusts ", group.trusted, " of ",
                                         group.configured_members));
       }

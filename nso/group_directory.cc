@@ -108,42 +108,42 @@ absl::StatusOr<std::string> GroupDirectory::OnDefine(const std::string& definiti
   absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, daemon_->config());
   if (!group.ok()) return group.status();  // a caller that skipped Create's own check
   if (names_.count(group->name)) return std::string(kExists);
-  Install(definition);
+  Install(definition, *std::move(group));
   return std::string(kCreated);
 }
 
-bool GroupDirectory::Install(const std::string& definition) {
-  absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, daemon_->config());
-  if (!group.ok()) {
-    Log("group")->warn("group directory: definition refused: {}",
-                       std::string(group.status().message()));
-    return false;
-  }
-  if (!names_.insert(group->name).second) return false;
+void GroupDirectory::Install(const std::string& definition, GroupConfig group) {
+  names_.insert(group.name);
   definitions_.push_back(definition);
-  if (daemon_->config().FindGroup(group->name) != nullptr) {
+  if (daemon_->config().FindGroup(group.name) != nullptr) {
     Log("group")->warn("group {}: created by CreateGroup, but this daemon's YAML has a group of "
-                       "that name: keeping the YAML's", group->name);
-    return true;
+                       "that name: keeping the YAML's", group.name);
+    return;
   }
-  if (group->acl) daemon_->SetCreatedGroupAcl(group->name, group->acl);
+  if (group.acl) daemon_->SetCreatedGroupAcl(group.name, group.acl);
+  std::string name = group.name;
   // Only the group: Node::AddGroups reads the peers of its own configuration.
   auto fresh = std::make_shared<Config>();
-  fresh->groups = {*group};
+  fresh->groups = {std::move(group)};
   Node* node = daemon_->node();
-  std::string name = group->name;
   // After this delivery: the node's groups are not changed under the group delivering it.
   daemon_->loop()->Post([node, fresh, name] {
     node->AddGroups(fresh, {name}, " (created by CreateGroup)");
   });
-  return true;
 }
 
 std::string GroupDirectory::State() const { return absl::StrJoin(definitions_, "\n"); }
 
 absl::Status GroupDirectory::SetState(const std::string& state) {
   for (absl::string_view line : absl::StrSplit(state, '\n', absl::SkipEmpty())) {
-    Install(std::string(line));  // known names are skipped
+    std::string definition(line);
+    absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, daemon_->config());
+    if (!group.ok()) {  // a provider of another build, or another peers list
+      Log("group")->warn("group directory: definition in the state refused: {}",
+                         std::string(group.status().message()));
+      continue;
+    }
+    if (!names_.count(group->name)) Install(definition, *std::move(group));
   }
   return absl::OkStatus();
 }

@@ -41,7 +41,8 @@ class GroupDirectory : public DaemonPart {
   // Protocol thread (the servant dispatches inline): "created" or "exists", or why the
   // definition is refused (the same at every replica: the same text, the same peers).
   absl::StatusOr<std::string> OnDefine(const std::string& definition);
-  bool Install(const std::string& definition);  // false: refused or a known name
+  // Records a checked definition of a new name and starts its group (unless the YAML has one).
+  void Install(const std::string& definition, GroupConfig group);
   std::string State() const;
   absl::Status SetState(const std::string& state);
 

@@ -43,7 +43,7 @@ void CheckGroupDefinition(const std::string& text) {
     }
     return;
   }
-  if (group->members.empty() || group->name.rfind("cohort.", 0) == 0) {
+  if (group->members.empty() || cohort::nso::IsDaemonsOwnGroup(group->name)) {
     std::fprintf(stderr, "config_fuzz: accepted a definition it must refuse\n");
     std::abort();
   }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tools/bench/echo.grpc.pb.h"
+#include "tools/subprocess.h"
 
 namespace cohort::bench {
 namespace {
@@ -71,7 +72,7 @@ class TcpCaller {
  public:
   explicit TcpCaller(int port, const std::string& payload) : frame_(PingPongFrame(payload)) {
     reply_.resize(frame_.size());
-    fd_ = ConnectLoopback(port, &error_);
+    fd_ = ConnectLoopbackNoDelay(port, &error_);
   }
   ~TcpCaller() {
     if (fd_ >= 0) close(fd_);
@@ -137,15 +138,10 @@ int ServeLoopback(int port, std::function<void(int fd)> serve) {
   }
 }
 
-int ConnectLoopback(int port, std::string* error) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+int ConnectLoopbackNoDelay(int port, std::string* error) {
+  int fd = subprocess::ConnectLoopback(port);
+  if (fd < 0) {
     *error = absl::StrCat("connect: ", std::strerror(errno));
-    close(fd);
     return -1;
   }
   NoDelay(fd);

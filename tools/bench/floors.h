@@ -21,8 +21,9 @@ int RunTcpEchoServer(int port);
 // accepts on 127.0.0.1:port and serves each connection (TCP_NODELAY) on a thread of its own with
 // `serve`, which owns the descriptor; returns only on error.
 int ServeLoopback(int port, std::function<void(int fd)> serve);
-// A TCP_NODELAY connection to 127.0.0.1:port, or -1 with *error set.
-int ConnectLoopback(int port, std::string* error);
+// A TCP_NODELAY connection to 127.0.0.1:port (subprocess::ConnectLoopback), or -1 with *error
+// set.
+int ConnectLoopbackNoDelay(int port, std::string* error);
 // A ping-pong frame: the payload's length (4 bytes, network order), then the payload.
 std::string PingPongFrame(const std::string& payload);
 

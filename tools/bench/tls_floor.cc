@@ -4,27 +4,24 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "nso/tls_channel.h"
+#include "nso/tls_files.h"
 #include "tools/bench/floors.h"
 
 namespace cohort::bench {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<nso::TlsContext>> Context(const std::string& ca_dir) {
-  return nso::TlsContext::Create(Slurp(ca_dir + "/ca.pem"), Slurp(ca_dir + "/daemon.pem"),
-                                 Slurp(ca_dir + "/daemon.key"));
+  absl::StatusOr<std::string> ca = nso::ReadPem("ca", ca_dir + "/ca.pem");
+  absl::StatusOr<std::string> cert = nso::ReadPem("certificate", ca_dir + "/daemon.pem");
+  absl::StatusOr<std::string> key = nso::ReadPem("key", ca_dir + "/daemon.key");
+  if (!ca.ok()) return ca.status();
+  if (!cert.ok()) return cert.status();
+  if (!key.ok()) return key.status();
+  return nso::TlsContext::Create(*ca, *cert, *key);
 }
 
 // Blocking reads and writes through a channel (its socket is blocking: no wait is ever asked).
@@ -80,7 +77,7 @@ class TlsCaller {
       return;
     }
     context_ = *std::move(context);
-    fd_ = ConnectLoopback(port, &error_);
+    fd_ = ConnectLoopbackNoDelay(port, &error_);
     if (fd_ < 0) return;
     absl::StatusOr<std::unique_ptr<nso::TlsChannel>> channel =
         nso::TlsChannel::Create(*context_, fd_, /*dialer=*/true, "127.0.0.1");
