@@ -97,9 +97,11 @@ TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins",
   const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
   INFO("peer_transport: " << transport);
   std::string ca = MakeCa("ca-tls-" + transport);
+  // A generous suspicion timeout: the view is read 40 times over 2 s, and on 2 busy cores (the
+  // whole suite runs at once) a 50 ms stall of n2 would show as a passing "n2?".
   test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
                          TestCaTlsYaml(ca) +
-                             "failure_detector: {exclude_timeout_ms: 1500}\n"
+                             "failure_detector: {suspect_timeout_ms: 500, exclude_timeout_ms: 1500}\n"
                              "peer_transport: " + transport + "\n",
                          "info"});
   // n3 knows the cluster's CA but its own certificate is signed by another CA.
