@@ -77,9 +77,17 @@ void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* o
     return;
   }
   if (message.epoch() < epoch_) {
-    // A member of an older epoch: its data can still be ordered; the rest is stale. Our own
-    // retransmissions pull it into the current epoch.
+    // A member of an older epoch: its data can still be ordered; the rest is stale. It is told
+    // of this epoch (a message of a higher epoch pulls its receiver in, see the header): it may
+    // have missed every message of the change, as a member whose group started after the others
+    // had replaced its sequencer (their messages were dropped before it ran the group). Still the
+    // sequencer in its own eyes, it would wait for acknowledgements that never come, and nobody
+    // else would send it anything (found by add_group_sim_test).
     if (message.kind() == Kind::FORWARD) OnForward(message, out);
+    wire::SequencerMessage notice;  // an empty FORWARD of this epoch
+    notice.set_kind(Kind::FORWARD);
+    notice.set_epoch(epoch_);
+    Send(from, std::move(notice), out);
     return;
   }
   if (message.epoch() > epoch_) EnterEpoch(message.epoch(), out);
