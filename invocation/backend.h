@@ -36,6 +36,10 @@ class ClientBackend {
     (void)request;
     return absl::UnimplementedError("CreateGroup goes through a daemon's gRPC API");
   }
+  virtual absl::Status DeleteGroup(const api::GroupRequest& request) {
+    (void)request;
+    return absl::UnimplementedError("DeleteGroup goes through a daemon's gRPC API");
+  }
   // "local", "grpc" or "in-process" (Client::via).
   virtual const char* via() const = 0;
 };

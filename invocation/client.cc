@@ -127,6 +127,12 @@ class RemoteClient final : public internal::ClientBackend {
     api::Empty reply;
     return nso::FromGrpcStatus(stub_->CreateGroup(&context, request, &reply));
   }
+  absl::Status DeleteGroup(const api::GroupRequest& request) override {
+    grpc::ClientContext context;
+    Prepare(&context);
+    api::Empty reply;
+    return nso::FromGrpcStatus(stub_->DeleteGroup(&context, request, &reply));
+  }
   absl::Status LeaveGroup(const api::GroupRequest& request) override {
     grpc::ClientContext context;
     Prepare(&context);
@@ -332,6 +338,10 @@ absl::Status Client::CreateGroup(const GroupSpec& spec) {
     for (const std::string& name : spec.acl->admin) acl->add_admin(name);
   }
   return backend_->CreateGroup(request);
+}
+
+absl::Status Client::DeleteGroup(const std::string& group) {
+  return backend_->DeleteGroup(GroupRequestFor(group));
 }
 
 absl::Status Client::JoinGroup(const std::string& group) {

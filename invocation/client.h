@@ -138,6 +138,12 @@ class Client {
   // INVALID_ARGUMENT naming a bad field, UNAVAILABLE without a majority of the daemons,
   // FAILED_PRECONDITION when the daemons have no dynamic_groups.
   absl::Status CreateGroup(const GroupSpec& spec);
+  // Deletes a group made by CreateGroup on every daemon: its pending calls end with NOT_FOUND and
+  // its servants' Wait returns NOT_FOUND. Returns once this client's daemon has stopped it. The
+  // name may be created again (a new group, with a fresh state). NOT_FOUND when no such group
+  // was made, FAILED_PRECONDITION for a group of the YAML, UNAVAILABLE without a majority of the
+  // daemons.
+  absl::Status DeleteGroup(const std::string& group);
 
   uint64_t nso() const { return nso_; }
   const std::string& node_name() const { return node_name_; }

@@ -356,6 +356,15 @@ void Servant::TakeStateChunk(const api::ServantEvent& event) {
 }
 
 void Servant::Handle(const api::ServantEvent& event) {
+  if (!event.ended().empty()) {  // the daemon ended the registration (DeleteGroup): no more
+    absl::MutexLock lock(&mu_);
+    ended_ = absl::NotFoundError(event.ended());
+    if (inline_ && !done_) {
+      end_status_ = ended_;
+      done_ = true;
+    }
+    return;
+  }
   if (event.method().empty()) {
     if (multicast_handler_) multicast_handler_(event.payload());
     return;
@@ -381,10 +390,16 @@ void Servant::Handle(const api::ServantEvent& event) {
 
 void Servant::DeliveryLoop() {
   api::ServantEvent event;
-  while (backend_->Next(&event)) Handle(event);
+  while (backend_->Next(&event)) {
+    Handle(event);
+    if (!event.ended().empty()) {
+      backend_->Cancel();  // the daemon sends nothing more: close the stream
+      break;
+    }
+  }
   absl::Status status = backend_->Finish();
   absl::MutexLock lock(&mu_);
-  end_status_ = status;
+  end_status_ = ended_.ok() ? status : ended_;
   done_ = true;
 }
 

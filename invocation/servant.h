@@ -83,7 +83,8 @@ class Servant {
   void Stop();
   // How deliveries reach this servant: "local" (the daemon's Unix socket), "grpc", "in-process".
   const char* via() const { return backend_->via(); }
-  // Blocks until the daemon closes the stream or Stop() is called; returns why it ended.
+  // Blocks until the daemon closes the stream or Stop() is called; returns why it ended
+  // (NOT_FOUND when the group was deleted, DeleteGroup).
   absl::Status Wait();
   // Without blocking: the stream has ended (why: `*why`, when given). A supervisor starts a new
   // servant then; it gets the group's state when its daemon re-admits it.
@@ -119,6 +120,8 @@ class Servant {
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
+  // The daemon's `ended` event (its group was deleted): NOT_FOUND naming why.
+  absl::Status ended_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort

@@ -274,7 +274,11 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
 void AccessPolicy::SetCreatedGroupAcl(const std::string& group,
                                       std::shared_ptr<const AclConfig> acl) {
   absl::MutexLock lock(&mu_);
-  created_acls_[group] = std::move(acl);
+  if (acl == nullptr) {
+    created_acls_.erase(group);
+  } else {
+    created_acls_[group] = std::move(acl);
+  }
 }
 
 grpc::Status AccessPolicy::CheckCreator(const std::string& caller) const {
@@ -289,32 +293,61 @@ grpc::Status AccessPolicy::CheckCreator(const std::string& caller) const {
 }
 
 absl::Status ApiService::CreateGroupInProcess(const api::CreateGroupRequest& request) {
-  absl::ReaderMutexLock lock(&creator_mu_);
-  if (!create_group_) {
+  absl::ReaderMutexLock lock(&catalog_mu_);
+  if (catalog_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "CreateGroup(\"", request.group(), "\"): this node has no dynamic_groups section"));
   }
-  return create_group_(request);
+  return catalog_->Create(request);
+}
+
+absl::Status ApiService::DeleteGroupInProcess(const std::string& group) {
+  absl::ReaderMutexLock lock(&catalog_mu_);
+  if (catalog_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DeleteGroup(\"", group, "\"): this node has no dynamic_groups section"));
+  }
+  return catalog_->Delete(group);
 }
 
 grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
                                      const api::CreateGroupRequest* request, api::Empty*) {
-  // Held through the call: the creator (nso/group_directory.h) is not destroyed under it.
-  absl::ReaderMutexLock lock(&creator_mu_);
-  const std::function<absl::Status(const api::CreateGroupRequest&)>& create = create_group_;
+  // Held through the call: the catalog (nso/group_directory.h) is not destroyed under it.
+  absl::ReaderMutexLock lock(&catalog_mu_);
   if (policy_ != nullptr && context != nullptr) {
     std::string caller;
     if (grpc::Status known = policy_->Authenticate(*context, &caller); !known.ok()) return known;
-    if (create) {
+    if (catalog_ != nullptr) {
       if (grpc::Status allowed = policy_->CheckCreator(caller); !allowed.ok()) return allowed;
     }
   }
-  if (!create) {
+  if (catalog_ == nullptr) {
     return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
         "CreateGroup(\"", request->group(), "\"): this daemon has no dynamic_groups section: "
         "groups come from the daemons' YAML (groups:)")));
   }
-  return ToGrpcStatus(create(*request));
+  return ToGrpcStatus(catalog_->Create(*request));
+}
+
+grpc::Status ApiService::DeleteGroup(grpc::ServerContext* context,
+                                     const api::GroupRequest* request, api::Empty*) {
+  absl::ReaderMutexLock lock(&catalog_mu_);
+  if (policy_ != nullptr && context != nullptr) {
+    // Who may create groups, and, when the group's acl names admins, one of them.
+    std::string caller;
+    if (grpc::Status known = policy_->Authenticate(*context, &caller); !known.ok()) return known;
+    if (catalog_ != nullptr) {
+      if (grpc::Status allowed = policy_->CheckCreator(caller); !allowed.ok()) return allowed;
+      grpc::Status admin = policy_->CheckCaller(caller, request->group(), Right::kAdmin);
+      if (!admin.ok()) return admin;
+    }
+  }
+  if (catalog_ == nullptr) {
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "DeleteGroup(\"", request->group(), "\"): this daemon has no dynamic_groups section: "
+        "groups come from the daemons' YAML (groups:)")));
+  }
+  return ToGrpcStatus(catalog_->Delete(request->group()));
 }
 
 grpc::Status ApiService::JoinGroup(grpc::ServerContext* context, const api::GroupRequest* request,
@@ -426,6 +459,7 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event) {
   event->set_group_seq(delivery.group_seq);
   event->set_state_offset(delivery.state_offset);
   event->set_state_last(delivery.state_last);
+  if (!delivery.ended.empty()) event->set_ended(std::move(delivery.ended));
 }
 
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {

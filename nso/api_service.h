@@ -20,6 +20,14 @@
 
 namespace cohort::nso {
 
+// Groups made and deleted at run time (dynamic_groups; nso/group_directory.h). Any thread.
+class GroupCatalog {
+ public:
+  virtual ~GroupCatalog() = default;
+  virtual absl::Status Create(const api::CreateGroupRequest& request) = 0;
+  virtual absl::Status Delete(const std::string& group) = 0;
+};
+
 // What a caller may do with a group (groups[].acl in the YAML).
 enum class Right { kJoin, kInvoke, kAdmin };
 const char* RightName(Right right);
@@ -50,7 +58,8 @@ class AccessPolicy {
   grpc::Status CheckCaller(const std::string& caller, const std::string& group, Right right) const;
   // Whether the caller may create groups (dynamic_groups.create).
   grpc::Status CheckCreator(const std::string& caller) const;
-  // The acl of a group made by CreateGroup (kept across Update; a YAML group's acl comes first).
+  // The acl of a group made by CreateGroup (kept across Update; a YAML group's acl comes first);
+  // null: none (the group was deleted).
   void SetCreatedGroupAcl(const std::string& group, std::shared_ptr<const AclConfig> acl);
   // With client certificates: `caller` (from Authenticate) sealed for the local fast path
   // (AttachReply.local_identity), else "".
@@ -101,14 +110,15 @@ class ApiService final
   // Optional: count invocations and multicasts, with latency (set before serving).
   void set_metrics(InvocationMetrics* metrics) { metrics_ = metrics; }
   // Optional: the local fast path Attach offers (nso/local_api.h; set before serving).
-  // dynamic_groups: where CreateGroup goes (nso/group_directory.h); null: refused.
-  // CreateGroup from an in-process client (no gRPC context, no policy check).
+  // CreateGroup / DeleteGroup from an in-process client (no gRPC context, no policy check).
   absl::Status CreateGroupInProcess(const api::CreateGroupRequest& request);
-  // Waits for the CreateGroup calls running (they hold the creator's reader lock), so the old
-  // creator may be destroyed once this returns.
-  void set_group_creator(std::function<absl::Status(const api::CreateGroupRequest&)> create) {
-    absl::WriterMutexLock lock(&creator_mu_);
-    create_group_ = std::move(create);
+  absl::Status DeleteGroupInProcess(const std::string& group);
+  // dynamic_groups: where CreateGroup and DeleteGroup go (nso/group_directory.h); null: refused.
+  // Waits for the calls running (they hold the catalog's reader lock), so the old catalog may be
+  // destroyed once this returns.
+  void set_group_catalog(GroupCatalog* catalog) {
+    absl::WriterMutexLock lock(&catalog_mu_);
+    catalog_ = catalog;
   }
   void set_local_api(std::string address, uint64_t key) {
     local_api_ = std::move(address);
@@ -118,6 +128,7 @@ class ApiService final
   grpc::Status Attach(grpc::ServerContext*, const api::AttachRequest*, api::AttachReply*) override;
   grpc::Status CreateGroup(grpc::ServerContext*, const api::CreateGroupRequest*,
                            api::Empty*) override;
+  grpc::Status DeleteGroup(grpc::ServerContext*, const api::GroupRequest*, api::Empty*) override;
   grpc::Status JoinGroup(grpc::ServerContext*, const api::GroupRequest*, api::Empty*) override;
   grpc::Status LeaveGroup(grpc::ServerContext*, const api::GroupRequest*, api::Empty*) override;
   grpc::Status GroupDetails(grpc::ServerContext*, const api::GroupRequest*,
@@ -151,9 +162,8 @@ class ApiService final
   InvocationMetrics* metrics_ = nullptr;
   std::string local_api_;
   uint64_t local_key_ = 0;
-  absl::Mutex creator_mu_;
-  std::function<absl::Status(const api::CreateGroupRequest&)> create_group_
-      ABSL_GUARDED_BY(creator_mu_);
+  absl::Mutex catalog_mu_;
+  GroupCatalog* catalog_ ABSL_GUARDED_BY(catalog_mu_) = nullptr;
 };
 
 }  // namespace cohort::nso

@@ -60,6 +60,10 @@ struct GroupConfig {
   int64_t exclude_timeout_ms = 10000;
   // null: no acl section (shared, not copied: most groups have none, memory, issue 7).
   std::shared_ptr<const AclConfig> acl;
+  // 0 for a group of the YAML; for a group made by CreateGroup, its definition's number in the
+  // group directory (nso/group_directory.h), so a name deleted and created again is a new group
+  // (wire.proto, Envelope.group_incarnation).
+  uint64_t incarnation = 0;
 };
 
 // Two timeouts: an aggressive one on which consensus moves on, a conservative one on which the

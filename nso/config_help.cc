@@ -94,11 +94,12 @@ auth:                         # [absent = no authentication] how applications pr
                               #   applied at start only
   client_ca_file: /etc/cohort/apps-ca.pem  # [tls.ca_file] the CA of those certificates, if
                               #   not the daemons' (reloaded with the tls files)
-dynamic_groups:               # [absent = off] CreateGroup at run time: the daemons order each
-                              #   definition in their own group cohort.system (every peer) and
-                              #   all start the group as if it were in groups[] (names "cohort.*"
-                              #   are the daemons' own)
-  create: ["*"]               # [["*"]] who may create: application names or "*"
+dynamic_groups:               # [absent = off] CreateGroup / DeleteGroup at run time: the
+                              #   daemons order each in their own group cohort.system (every
+                              #   peer) and all start (stop) the group as if it were in groups[]
+                              #   (names "cohort.*" are the daemons' own)
+  create: ["*"]               # [["*"]] who may create and delete: application names or "*"
+                              #   (deleting also needs the group's acl.admin, if it has one)
 
 SIGHUP re-reads the file and applies auth.tokens, groups[].acl and timeouts, and starts groups
 added to it; a broken file is logged and ignored.

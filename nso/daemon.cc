@@ -556,9 +556,8 @@ void Daemon::Reload(const Config& fresh) {
   }
 }
 
-void Daemon::SetGroupCreator(
-    std::function<absl::Status(const api::CreateGroupRequest&)> create) {
-  if (api_) api_->set_group_creator(std::move(create));
+void Daemon::SetGroupCatalog(GroupCatalog* catalog) {
+  if (api_) api_->set_group_catalog(catalog);
 }
 
 absl::Status Daemon::CreateGroup(const api::CreateGroupRequest& request) {
@@ -566,9 +565,14 @@ absl::Status Daemon::CreateGroup(const api::CreateGroupRequest& request) {
   return api_->CreateGroupInProcess(request);
 }
 
+absl::Status Daemon::DeleteGroup(const std::string& group) {
+  if (!api_) return absl::UnavailableError("daemon not started");
+  return api_->DeleteGroupInProcess(group);
+}
+
 void Daemon::Shutdown() {
   if (stopped_ || !loop_) return;
-  SetGroupCreator(nullptr);
+  SetGroupCatalog(nullptr);
   parts_.clear();  // before the node they use
   stopped_ = true;
   Log("daemon")->info("node {} shutting down", config_.node);

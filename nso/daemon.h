@@ -67,13 +67,14 @@ class Daemon {
   EventLoop* loop() { return loop_.get(); }
   // Keeps `part` until Shutdown (destroyed first there).
   void Adopt(std::unique_ptr<DaemonPart> part) { parts_.push_back(std::move(part)); }
-  // CreateGroup of the API goes to `create` (null: refused, dynamic_groups off).
-  void SetGroupCreator(std::function<absl::Status(const api::CreateGroupRequest&)> create);
-  // CreateGroup for an in-process client (nso/embedded.h): as the API's, without its checks
-  // of who calls (in-process code is the application itself).
+  // CreateGroup and DeleteGroup of the API go to `catalog` (null: refused, dynamic_groups off).
+  void SetGroupCatalog(GroupCatalog* catalog);
+  // CreateGroup / DeleteGroup for an in-process client (nso/embedded.h): as the API's, without
+  // its checks of who calls (in-process code is the application itself).
   absl::Status CreateGroup(const api::CreateGroupRequest& request);
+  absl::Status DeleteGroup(const std::string& group);
   const Config& config() const { return config_; }
-  // The acl of a group made by CreateGroup (any thread).
+  // The acl of a group made by CreateGroup (any thread; null: deleted).
   void SetCreatedGroupAcl(const std::string& group, std::shared_ptr<const AclConfig> acl) {
     policy_.SetCreatedGroupAcl(group, std::move(acl));
   }

@@ -294,6 +294,7 @@ void Group::SendTo(NodeId to, wire::Envelope envelope) { SendInView(view_id_, to
 void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(config().name);
+  if (group_incarnation() != 0) envelope.set_group_incarnation(group_incarnation());
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
   envelope.set_incarnation(incarnation_);

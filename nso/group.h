@@ -42,6 +42,8 @@ class Group {
         const std::set<NodeId>* links_closed = nullptr);
 
   const std::string& name() const { return config().name; }
+  // GroupConfig::incarnation at the start (a reload's config keeps it; wire.proto).
+  uint64_t group_incarnation() const { return group_config_.incarnation; }
   const GroupConfig& config() const { return reloaded_ ? *reloaded_ : group_config_; }
   const std::vector<NodeId>& members() const { return members_; }
   uint64_t view_id() const { return view_id_; }

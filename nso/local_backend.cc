@@ -58,6 +58,10 @@ class LocalClient final : public internal::ClientBackend {
     if (daemon_ == nullptr) return ClientBackend::CreateGroup(request);
     return daemon_->CreateGroup(request);
   }
+  absl::Status DeleteGroup(const api::GroupRequest& request) override {
+    if (daemon_ == nullptr) return ClientBackend::DeleteGroup(request);
+    return daemon_->DeleteGroup(request.group());
+  }
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {

@@ -15,7 +15,7 @@
 namespace cohort::nso {
 
 // `node` and `loop` outlive the backend; the node is only touched on the loop. `daemon` (when
-// given, outliving the backend too) takes the client's CreateGroup calls.
+// given, outliving the backend too) takes the client's CreateGroup and DeleteGroup calls.
 std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop,
                                                          Daemon* daemon = nullptr);
 std::unique_ptr<internal::ServantBackend> MakeLocalServant(Node* node, EventLoop* loop);

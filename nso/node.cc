@@ -250,8 +250,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   request.set_payload(std::move(payload));
   request.set_one_way(true);
   request.set_notify_ordered(!(*group)->is_member());
-  Group* target = *group;
-  SubmitInCausalOrder(request, group_name, [this, target, request] { Submit(target, request); });
+  SubmitInCausalOrder(request, *group, [this, request](Group* target) { Submit(target, request); });
   return absl::OkStatus();
 }
 
@@ -292,7 +291,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_notify_ordered(!group->is_member());
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
-    SubmitInCausalOrder(request, group->name(), [this, group, request] { Submit(group, request); });
+    SubmitInCausalOrder(request, group, [this, request](Group* live) { Submit(live, request); });
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
   CallKey key{self_, request.call_id()};
@@ -309,9 +308,9 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     call.managed_request = request;
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
     calls_.emplace(key, std::move(call));
-    SubmitInCausalOrder(request, group->name(), [this, group, key] {
+    SubmitInCausalOrder(request, group, [this, key](Group* live) {
       auto it = calls_.find(key);
-      if (it != calls_.end()) SendManaged(group, &it->second);  // unless it expired meanwhile
+      if (it != calls_.end()) SendManaged(live, &it->second);  // unless it expired meanwhile
     });
     return;
   }
@@ -321,23 +320,33 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     call.closed_request = request;
     call.manager_index = preferred_manager_[group->name()];
     calls_.emplace(key, std::move(call));
-    SubmitInCausalOrder(request, group->name(), [this, group, key] {
+    SubmitInCausalOrder(request, group, [this, key](Group* live) {
       auto it = calls_.find(key);
-      if (it != calls_.end()) SendClosedOut(group, &it->second);
+      if (it != calls_.end()) SendClosedOut(live, &it->second);
     });
     return;
   }
   calls_.emplace(key, std::move(call));
-  SubmitInCausalOrder(request, group->name(), [this, group, key, request] {
-    if (calls_.count(key)) Submit(group, request);
+  SubmitInCausalOrder(request, group, [this, key, request](Group* live) {
+    if (calls_.count(key)) Submit(live, request);
   });
 }
 
-void Node::SubmitInCausalOrder(const wire::Request& request, const std::string& group,
-                               std::function<void()> submit) {
-  if (causal_barrier_.Admit(request.client_nso(), group, request.call_id(), now_ms_, submit,
+void Node::SubmitInCausalOrder(const wire::Request& request, Group* group,
+                               std::function<void(Group*)> submit) {
+  // The barrier may hold it past a DeleteGroup (and a new group of the same name): it goes to
+  // the group it was made for, or nowhere.
+  std::function<void()> held = [this, name = group->name(),
+                                incarnation = group->group_incarnation(),
+                                submit = std::move(submit)] {
+    auto it = groups_.find(name);
+    if (it != groups_.end() && it->second->group_incarnation() == incarnation) {
+      submit(it->second.get());
+    }
+  };
+  if (causal_barrier_.Admit(request.client_nso(), group->name(), request.call_id(), now_ms_, held,
                             request.payload().size())) {
-    submit();
+    held();
   }
 }
 
@@ -568,6 +577,9 @@ void Node::SendForward(NodeId to, const std::string& group, const wire::Request&
 void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(group);
+  if (auto it = groups_.find(group); it != groups_.end() && it->second->group_incarnation() != 0) {
+    envelope.set_group_incarnation(it->second->group_incarnation());
+  }
   envelope.set_sender_node(self_);
   envelope.set_incarnation(incarnation_);
   if (to == self_) return Receive(self_, envelope);
@@ -1085,15 +1097,23 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   if (envelope.has_reply()) return OnReply(envelope.reply());
   if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
   auto it = groups_.find(envelope.group());
-  if (it == groups_.end()) {
-    // Normal for a while when a reload adds a group (its members reload one after another): said
-    // once per peer and group, then every 1000th.
+  if (it == groups_.end() || it->second->group_incarnation() != envelope.group_incarnation()) {
+    // Normal for a while when a reload adds a group (its members reload one after another), or
+    // when the daemons create or delete a group (they deliver it one after another): said once
+    // per peer and group, then every 1000th.
     if (unknown_group_drops_.size() >= 1024) unknown_group_drops_.clear();  // a peer's nonsense
     uint64_t& dropped = unknown_group_drops_[{from, envelope.group()}];
     if (dropped++ % 1000 == 0) {
-      Log("peer")->warn("envelope from node {} for unknown group \"{}\" dropped ({} so far; "
-                        "is the group in this daemon's configuration?)",
-                        from, envelope.group(), dropped);
+      if (it == groups_.end()) {
+        Log("peer")->warn("envelope from node {} for unknown group \"{}\" dropped ({} so far; "
+                          "is the group in this daemon's configuration?)",
+                          from, envelope.group(), dropped);
+      } else {
+        Log("peer")->info("envelope from node {} for incarnation {} of group \"{}\" dropped "
+                          "(this daemon runs incarnation {}; {} so far)", from,
+                          envelope.group_incarnation(), envelope.group(),
+                          it->second->group_incarnation(), dropped);
+      }
     }
     return;
   }

@@ -67,6 +67,8 @@ struct ServantDelivery {
   // any partial one); `state_last` ends it.
   uint64_t state_offset = 0;
   bool state_last = false;
+  // Not empty: the last one, no delivery; the registration ended, and why (RemoveGroup).
+  std::string ended;
 };
 
 struct GroupInfo {
@@ -130,6 +132,11 @@ class Node {
   // `why` ends the log line of each (" (added by a configuration reload)").
   std::vector<std::string> AddGroups(std::shared_ptr<const Config> fresh,
                                      const std::vector<std::string>& names, const char* why);
+  // A group made by CreateGroup was deleted (DeleteGroup, ordered in the daemons' own group):
+  // the group of that name and incarnation stops here. Its calls end with NOT_FOUND, its
+  // servants get a last delivery saying so (`ended`), and everything the node kept for it goes;
+  // traffic for it is dropped from now on as for an unknown group. False: no such group here.
+  bool RemoveGroup(const std::string& name, uint64_t incarnation);
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);
@@ -276,8 +283,9 @@ class Node {
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);
   // Through the causal barrier of the request's NSO (003 figure 7).
-  void SubmitInCausalOrder(const wire::Request& request, const std::string& group,
-                           std::function<void()> submit);
+  // `submit` gets the group, unless it was deleted meanwhile.
+  void SubmitInCausalOrder(const wire::Request& request, Group* group,
+                           std::function<void(Group*)> submit);
   void MarkOrdered(uint64_t call_id);
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
   // A request handed to member `to` to order (Envelope.forward).

@@ -6,6 +6,7 @@
 // same messages in v (virtual synchrony). A joiner receives the group's state from one member
 // before any delivery of its first view (membership/state_transfer.h).
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -53,6 +54,68 @@ absl::Status Node::LeaveGroup(const std::string& name) {
   }
   ProposeViewChange(*group, {self_}, {});
   return absl::OkStatus();
+}
+
+bool Node::RemoveGroup(const std::string& name, uint64_t incarnation) {
+  auto found = groups_.find(name);
+  if (found == groups_.end() || found->second->group_incarnation() != incarnation) return false;
+  // Out of the map first: what the calls' ends release (the causal barrier's held submits, see
+  // SubmitInCausalOrder) finds no group, and traffic for it is dropped as for an unknown one.
+  std::unique_ptr<Group> group = std::move(found->second);
+  groups_.erase(found);
+  const std::string why = absl::StrCat("group \"", name, "\" was deleted (DeleteGroup)");
+  std::vector<CallKey> calls;
+  for (const auto& [key, call] : calls_) {
+    if (call.group == name) calls.push_back(key);
+  }
+  for (const CallKey& key : calls) FinishCall(key, absl::NotFoundError(why));
+  std::vector<uint64_t> servants;
+  for (const auto& [id, servant] : servants_) {
+    if (servant.group == name) servants.push_back(id);
+  }
+  for (uint64_t id : servants) {
+    ServantSink sink = std::move(servants_.at(id).sink);
+    servants_.erase(id);
+    ServantDelivery last;
+    last.group = name;
+    last.ended = why;
+    sink(std::move(last));
+  }
+  for (auto it = open_deliveries_.begin(); it != open_deliveries_.end();) {
+    if (it->second.group != name) {
+      ++it;
+      continue;
+    }
+    open_delivery_by_call_.erase(it->second.cache_id);
+    it = open_deliveries_.erase(it);
+  }
+  for (auto it = state_requests_.begin(); it != state_requests_.end();) {
+    it = it->second.group == name ? state_requests_.erase(it) : std::next(it);
+  }
+  for (auto it = state_senders_.begin(); it != state_senders_.end();) {
+    it = it->first.first == name ? state_senders_.erase(it) : std::next(it);
+  }
+  for (auto it = left_managers_.begin(); it != left_managers_.end();) {
+    it = it->first == name ? left_managers_.erase(it) : std::next(it);
+  }
+  membership_.erase(name);
+  reply_caches_.erase(name);
+  delivered_seq_.erase(name);
+  preferred_manager_.erase(name);
+  outside_routes_.erase(name);
+  standby_.erase(name);
+  Log("membership")->info("group {}: incarnation {} deleted: stopped ({} call(s) ended, {} "
+                          "servant(s) told)", name, incarnation, calls.size(), servants.size());
+  group.reset();
+  // The configuration the group was started from (AddGroups), when it held only this group.
+  added_from_.erase(
+      std::remove_if(added_from_.begin(), added_from_.end(),
+                     [&](const std::shared_ptr<const Config>& config) {
+                       return config->groups.size() == 1 && config->groups[0].name == name &&
+                              config->groups[0].incarnation == incarnation;
+                     }),
+      added_from_.end());
+  return true;
 }
 
 void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add) {

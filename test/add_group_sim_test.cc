@@ -3,8 +3,14 @@
 // moment, as daemons reload or deliver the definition one after another. Calls made while only
 // some members run it complete once a majority does, and a member that starts it late catches
 // up (the decisions it missed, or the state), so every replica answers with the same counter.
+//
+// A group deleted and created again (Node::RemoveGroup, then AddGroups of the next incarnation,
+// as DeleteGroup and CreateGroup make each daemon do, one after another): the calls pending at
+// the deletion end, the old servants are told, and the new group starts from a fresh state that
+// no message of the old one reaches, however late it comes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -13,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "nso/node.h"
 #include "test/sim_nodes.h"
 
@@ -37,6 +44,8 @@ struct Run {
     h.suspect_timeout_ms = 50;
     h.exclude_timeout_ms = 5000;
     added->groups = {h};
+    again = std::make_shared<nso::Config>(*added);
+    again->groups[0].incarnation = 1;
   }
 
   // Node `id` starts group h now and, if a member, serves it with a counter.
@@ -51,8 +60,17 @@ struct Run {
     return sim.Call(at, client[at], test::CounterAdd("h", mode, 3000));
   }
 
+  // Node `id` deletes incarnation 0 of h and starts incarnation 1, served by `fresh`.
+  void Recreate(NodeId id, test::SimCounters* fresh) {
+    REQUIRE(sim.nodes[id]->RemoveGroup("h", 0));
+    CHECK_FALSE(sim.nodes[id]->RemoveGroup("h", 0));  // once
+    REQUIRE(sim.nodes[id]->AddGroups(again, {"h"}, " (test)") == std::vector<std::string>{"h"});
+    if (id != 4) fresh->Serve(id, "h");
+  }
+
   test::SimNodes sim;
   std::shared_ptr<nso::Config> added;
+  std::shared_ptr<nso::Config> again;  // h, incarnation 1
   std::map<NodeId, uint64_t> client;
   test::SimCounters counters{&sim};
 };
@@ -112,6 +130,76 @@ TEST_CASE("a group started by each node at its own moment runs once a majority h
     REQUIRE(outside.status.ok());
     REQUIRE(outside.replies.size() == 3);
     for (const auto& reply : outside.replies) CHECK(reply.payload == outside.replies[0].payload);
+  }
+}
+
+TEST_CASE("a group deleted and created again by each node at its own moment: pending calls end, "
+          "old servants are told, and the new group starts fresh (many seeds, both orderings)",
+          "[sim][membership]") {
+  const Ordering ordering = GENERATE(Ordering::kConsensus, Ordering::kSequencer);
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    INFO("seed " << seed << ", ordering " << nso::ToString(ordering));
+    Run run(seed, ordering);
+    std::mt19937_64 rng(seed);
+    run.sim.net.RunUntil(200);
+    for (NodeId id = 1; id <= 4; ++id) run.Start(id);
+    for (int k = 0; k < 5; ++k) REQUIRE(run.Add(1, invocation::Mode::kAll).status.ok());
+    // Calls in flight from a member and from outside while the nodes delete h one by one.
+    std::map<int, nso::InvokeResult> pending;
+    std::map<int, int> answers;
+    for (int k = 0; k < 8; ++k) {
+      NodeId at = k % 2 ? 4 : 1;
+      if (!run.client.count(at)) run.client[at] = *run.sim.nodes[at]->Attach("client");
+      run.sim.nodes[at]->Invoke(run.client[at], test::CounterAdd("h", invocation::Mode::kAll, 3000),
+                                [&pending, &answers, k](nso::InvokeResult result) {
+                                  pending[k] = std::move(result);
+                                  answers[k]++;
+                                });
+    }
+    run.sim.net.RunUntil(run.sim.net.now_ms() + rng() % 5);
+    std::vector<NodeId> order = {1, 2, 3, 4};
+    std::shuffle(order.begin(), order.end(), rng);
+    test::SimCounters fresh{&run.sim};
+    for (NodeId id : order) {
+      run.Recreate(id, &fresh);
+      run.sim.net.RunUntil(run.sim.net.now_ms() + rng() % 150);
+    }
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 100);
+    for (int k = 0; k < 8; ++k) {
+      INFO("call " << k);
+      REQUIRE(answers[k] == 1);  // every call ended, once
+      if (!pending[k].status.ok()) {
+        CHECK(pending[k].status.code() == absl::StatusCode::kNotFound);
+        CHECK(std::string(pending[k].status.message()).find("was deleted") != std::string::npos);
+      }
+    }
+    for (NodeId id = 1; id <= 3; ++id) {
+      CHECK(run.counters.ended[id].find("\"h\" was deleted") != std::string::npos);
+    }
+    // The new group: every replica starts from 0; nothing of the old group reaches it.
+    nso::InvokeResult all;
+    int attempts = 0;
+    while (attempts < 100) {
+      all = run.Add(1, invocation::Mode::kAll);
+      ++attempts;
+      if (all.status.ok() && all.replies.size() == 3) break;
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 50);
+    }
+    INFO(all.status.ToString() << ", " << all.replies.size() << " replies");
+    REQUIRE(all.status.ok());
+    REQUIRE(all.replies.size() == 3);
+    for (const auto& reply : all.replies) CHECK(reply.payload == all.replies[0].payload);
+    int64_t first = 0;
+    REQUIRE(absl::SimpleAtoi(all.replies[0].payload, &first));
+    nso::InvokeResult outside = run.Add(4, invocation::Mode::kAll);
+    REQUIRE(outside.status.ok());
+    REQUIRE(outside.replies.size() == 3);
+    for (const auto& reply : outside.replies) CHECK(reply.payload == absl::StrCat(first + 1));
+    // Only the new group's own calls counted: the attempts above (some may have been refused
+    // before executing, none executed twice), never the old group's 5 + 8.
+    CHECK(first >= 1);
+    CHECK(first <= attempts);
+    for (NodeId id = 1; id <= 3; ++id) CHECK(fresh.value[id] == first + 1);
   }
 }
 

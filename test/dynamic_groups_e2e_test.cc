@@ -2,7 +2,9 @@
 // daemon starts a created group and its servants serve it; a name is taken once, also when two
 // daemons create it at the same moment; bad requests are named; a daemon restarted gets the
 // definitions back by the system group's state transfer; without a majority CreateGroup fails
-// rather than hangs; dynamic_groups.create says who may create.
+// rather than hangs; dynamic_groups.create says who may create. DeleteGroup stops a created group
+// on every daemon (pending calls end, servants are told) and frees its name for a new group that
+// starts from a fresh state, also on a daemon that was down meanwhile.
 #include <catch2/catch.hpp>
 
 #include <future>
@@ -120,6 +122,88 @@ TEST_CASE("CreateGroup: every daemon starts the group and its servants serve it;
   for (const auto& reply : after->replies) CHECK(reply.payload == "6");
 }
 
+TEST_CASE("DeleteGroup: every daemon stops the group, its pending calls end and its servants "
+          "are told; the name may be created again as a new group, also where a daemon was down",
+          "[dynamic][e2e]") {
+  test::Cluster cluster({3, kGroups,
+                         "dynamic_groups: {create: [\"*\"]}\n"
+                         "failure_detector: {exclude_timeout_ms: 1500}\n",
+                         "info"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 1; i <= 3; ++i) clients.push_back(Connect(cluster, i));
+  REQUIRE(clients[0]->CreateGroup({"d", {"n1", "n2", "n3"}, "consensus"}).ok());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    REQUIRE(Eventually([&] { return clients[i - 1]->GroupDetails("d").ok(); }, 5));
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    // One servant over gRPC (ApiService::Serve), two over the local fast path.
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "d", /*local=*/i != 1).ok());
+  }
+  REQUIRE(test::WaitAllReply(clients[1].get(), "d", 3));
+  auto added = clients[1]->Invoke("d", "add", "5", Mode::kAll);
+  REQUIRE(added.ok());
+  for (const auto& reply : added->replies) CHECK(reply.payload == "5");
+
+  // A call in flight when the group goes (n1's replica is slow): it ends with NOT_FOUND.
+  replicas[0]->slow_ms = 2000;
+  auto pending = std::async(std::launch::async, [&] {
+    return clients[1]->Invoke("d", "add", "1", Mode::kAll, absl::Seconds(20));
+  });
+  REQUIRE(Eventually([&] { return replicas[0]->executions.load() == 2; }, 5));
+  REQUIRE(clients[2]->DeleteGroup("d").ok());
+  CHECK(clients[2]->GroupDetails("d").status().code() == absl::StatusCode::kNotFound);
+  auto ended = pending.get();
+  CHECK(ended.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(ended.status().message()), Contains("\"d\" was deleted"));
+  for (int i = 0; i < 3; ++i) {
+    INFO("n" << i + 1);
+    absl::Status why;
+    CHECK(Eventually([&] { return replicas[i]->servant->Ended(&why); }, 10));
+    CHECK(why.code() == absl::StatusCode::kNotFound);
+    CHECK(Eventually([&] {
+      return clients[i]->GroupDetails("d").status().code() == absl::StatusCode::kNotFound;
+    }, 5));
+    CHECK(clients[i]->Invoke("d", "add", "1", Mode::kAll).status().code() ==
+          absl::StatusCode::kNotFound);
+  }
+  CHECK(clients[0]->DeleteGroup("d").code() == absl::StatusCode::kNotFound);
+  absl::Status yaml = clients[0]->DeleteGroup("g");
+  CHECK(yaml.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(yaml.message()), Contains("daemons' YAML"));
+  CHECK(clients[0]->DeleteGroup("cohort.system").code() == absl::StatusCode::kPermissionDenied);
+
+  // n3 is down while the name is created again: it gets the new group by the system group's
+  // state transfer. The new group starts from 0 at every replica.
+  replicas.clear();
+  clients[2].reset();
+  cluster.Kill(3);
+  REQUIRE(clients[0]->CreateGroup({"d", {"n1", "n2", "n3"}, "sequencer"}).ok());
+  REQUIRE(cluster.StartNode(3));
+  clients[2] = Connect(cluster, 3);
+  for (int i = 1; i <= 3; ++i) {
+    REQUIRE(Eventually([&] { return clients[i - 1]->GroupDetails("d").ok(); }, 15));
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(Eventually([&] { return replicas.back()->Start(cluster.ClientAddress(i), "d").ok(); },
+                       5));
+  }
+  REQUIRE(test::WaitAllReply(clients[0].get(), "d", 3));
+  auto fresh = clients[0]->Invoke("d", "add", "1", Mode::kAll);
+  REQUIRE(fresh.ok());
+  REQUIRE(fresh->replies.size() == 3);
+  for (const auto& reply : fresh->replies) CHECK(reply.payload == "1");
+  CHECK(test::ReadText(cluster.LogPath(1)).find("incarnation 0 deleted") != std::string::npos);
+
+  // cohortctl delete-group.
+  const std::string ctl = test::Runfile("tools/cohortctl") + " --address " +
+                          cluster.ClientAddress(2) + " delete-group ";
+  std::string out;
+  CHECK(test::RunCapture(ctl + "d", &out) == 0);
+  CHECK_THAT(out, Contains("group d deleted"));
+  CHECK(test::RunCapture(ctl + "d", &out) == 1);
+  CHECK_THAT(out, Contains("NOT_FOUND"));
+}
+
 TEST_CASE("CreateGroup without a majority of the daemons fails with UNAVAILABLE, not a hang; "
           "dynamic_groups.create says who may create; without the section it is refused",
           "[dynamic][e2e]") {
@@ -179,6 +263,21 @@ TEST_CASE("CreateGroup without a majority of the daemons fails with UNAVAILABLE,
     CHECK(test::RunCapture(ctl + "locked2 n1 invoke=ops,app2", &out) == 0);
     CHECK(test::RunCapture(ctl + "h2 n1", &out) == 1);
     CHECK_THAT(out, Contains("ALREADY_EXISTS"));
+    // Deleting needs dynamic_groups.create, and the group's acl.admin when it has one.
+    absl::Status not_creator = (*as_app)->DeleteGroup("h");
+    CHECK(not_creator.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(not_creator.message()), Contains("\"app\" may not create groups"));
+    CHECK((*as_app)->GroupDetails("h").ok());
+    CHECK(test::RunCapture(ctl + "mine n1 admin=app2", &out) == 0);
+    absl::Status not_admin = (*as_ops)->DeleteGroup("mine");
+    CHECK(not_admin.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(not_admin.message()), Contains("may not admin group \"mine\""));
+    CHECK((*as_ops)->DeleteGroup("locked").ok());  // ops is its admin
+    absl::Status why;
+    CHECK(Eventually([&] { return (*served)->Ended(&why); }, 10));
+    CHECK(why.code() == absl::StatusCode::kNotFound);
+    CHECK((*as_ops)->DeleteGroup("h").ok());  // no acl
+    CHECK((*as_app)->GroupDetails("h").status().code() == absl::StatusCode::kNotFound);
   }
   SECTION("off") {
     test::Cluster cluster({1, "groups:\n  - {name: g, members: [n1]}\n", "", "info"});

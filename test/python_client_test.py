@@ -180,6 +180,52 @@ class PythonTlsTest(unittest.TestCase):
         self.assertEqual(denied.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
         app2.close()
 
+    def test_delete_group(self):
+        app1 = CohortClient(self.address, "app1", **self.identity("app1"))
+        app1.create_group("doomed", ["n1"])
+        servant = Servant(self.address, "doomed", {"echo": lambda payload: payload},
+                          **self.identity("app1"))
+        servant.start()
+        try:
+            reply = app1.invoke("doomed", "echo", b"before", mode="all")
+            self.assertEqual([r.payload for r in reply.replies], [b"before"])
+            app2 = CohortClient(self.address, "app2", **self.identity("app2"))
+            with self.assertRaises(grpc.RpcError) as denied:
+                app2.delete_group("doomed")  # not in dynamic_groups.create
+            self.assertEqual(denied.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            app2.close()
+            app1.delete_group("doomed")
+            deadline = time.time() + 10
+            while servant.ended is None and time.time() < deadline:
+                time.sleep(0.02)
+            self.assertIn('group "doomed" was deleted', servant.ended or "")
+            with self.assertRaises(grpc.RpcError) as gone:
+                app1.invoke("doomed", "echo", b"after", mode="all")
+            self.assertEqual(gone.exception.code(), grpc.StatusCode.NOT_FOUND)
+            with self.assertRaises(grpc.RpcError) as again:
+                app1.delete_group("doomed")
+            self.assertEqual(again.exception.code(), grpc.StatusCode.NOT_FOUND)
+            with self.assertRaises(grpc.RpcError) as yaml_group:
+                app1.delete_group("locked")  # the YAML's acl names no admin: checked first
+            self.assertEqual(yaml_group.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            self.assertIn("may not admin", yaml_group.exception.details())
+            # The acl of a created group names its admins: app1 is not one of "guarded"'s.
+            app1.create_group("guarded", ["n1"], acl={"invoke": ["app1"], "admin": ["ops"]})
+            with self.assertRaises(grpc.RpcError) as not_admin:
+                app1.delete_group("guarded")
+            self.assertEqual(not_admin.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+            # The name is free again: a new group.
+            app1.create_group("doomed", ["n1"])
+            reborn = Servant(self.address, "doomed", {"echo": lambda payload: payload + b"!"},
+                             **self.identity("app1"))
+            reborn.start()
+            reply = app1.invoke("doomed", "echo", b"again", mode="all")
+            self.assertEqual([r.payload for r in reply.replies], [b"again!"])
+            reborn.stop()
+        finally:
+            servant.stop()
+            app1.close()
+
     def test_plaintext_to_a_tls_daemon_fails(self):
         with self.assertRaises(grpc.FutureTimeoutError):
             CohortClient(self.address, "plaintext", timeout=0.5)

@@ -145,6 +145,10 @@ struct SimCounters {
     servants[id] = *node->RegisterServant(nso, group, [this, node, id, on_get_state](
                                                            nso::ServantDelivery d) {
       if (sim->net.crashed(id)) return;
+      if (!d.ended.empty()) {  // the group was deleted (Node::RemoveGroup)
+        ended[id] = d.ended;
+        return;
+      }
       if (d.method == nso::kGetStateMethod) {
         if (on_get_state && !on_get_state(id)) return;
         sim->net.After(0, [this, node, id, number = d.delivery] {
@@ -176,6 +180,7 @@ struct SimCounters {
   std::map<nso::NodeId, std::string> incoming;
   std::map<nso::NodeId, int> state_installs;
   std::map<nso::NodeId, bool> installed_ok;  // the last state installed was a number
+  std::map<nso::NodeId, std::string> ended;  // the registration's end, why (RemoveGroup)
 };
 
 }  // namespace cohort::test

@@ -21,6 +21,7 @@
 //                                  creates a group on every daemon at run time (dynamic_groups);
 //                                  MEMBERS: node names, comma-separated; join/invoke/admin: its
 //                                  acl (application names or "*"; none given: no acl)
+//     delete-group NAME            deletes a group made by create-group on every daemon
 //   Security: --ca-file PEM (TLS), --server-name NAME, --cert-file/--key-file (client certificate),
 //   --token T or --token-file F (or $COHORT_TOKEN): "authorization: Bearer T" on every call.
 // Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
@@ -76,6 +77,7 @@ constexpr char kUsage[] =
     "                                a group on every daemon at run time (dynamic_groups);\n"
     "                                MEMBERS: node names, comma-separated; join/invoke/admin:\n"
     "                                its acl (application names or \"*\")\n"
+    "  delete-group NAME             delete a group made by create-group, on every daemon\n"
     "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n"
     "TLS: --ca-file PEM [--server-name NAME] [--cert-file PEM --key-file PEM].\n"
     "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n"
@@ -394,6 +396,15 @@ int CreateGroupCmd(const Options& options) {
   return 0;
 }
 
+int DeleteGroupCmd(const Options& options) {
+  if (options.args.size() != 1) return Usage("delete-group NAME");
+  auto client = ConnectOrExit(options);
+  absl::Status deleted = client->DeleteGroup(options.args[0]);
+  if (!deleted.ok()) return Fail(deleted);
+  std::printf("group %s deleted\n", options.args[0].c_str());
+  return 0;
+}
+
 std::string ViewKey(const cohort::View& view) {
   std::string key = absl::StrCat(view.view_id);
   for (const auto& m : view.members) absl::StrAppend(&key, ",", m.name, m.suspected ? "!" : "");
@@ -531,5 +542,6 @@ int main(int argc, char** argv) {
   if (command == "watch") return Watch(options);
   if (command == "drain") return Drain(options);
   if (command == "create-group") return CreateGroupCmd(options);
+  if (command == "delete-group") return DeleteGroupCmd(options);
   return Usage(command.empty() ? "a command is required" : "unknown command " + command);
 }

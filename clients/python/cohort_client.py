@@ -107,6 +107,13 @@ class CohortClient:
                 getattr(request.acl, right).extend(acl.get(right, []))
         self.stub.CreateGroup(request, timeout=timeout, metadata=self.metadata)
 
+    def delete_group(self, group, timeout=10.0):
+        """Deletes a group made by create_group on every daemon (its servants end, its calls
+        fail with NOT_FOUND); the name may be created again. Raises grpc.RpcError: NOT_FOUND,
+        FAILED_PRECONDITION (a group of the YAML), UNAVAILABLE."""
+        self.stub.DeleteGroup(api_pb2.GroupRequest(nso=self.nso, group=group), timeout=timeout,
+                              metadata=self.metadata)
+
     def multicast(self, group, payload, timeout=5.0):
         self.stub.Multicast(api_pb2.MulticastRequest(nso=self.nso, group=group, payload=payload),
                             timeout=timeout, metadata=self.metadata)
@@ -134,6 +141,7 @@ class Servant:
         self._outbox = queue.Queue()
         self._events = None
         self._thread = None
+        self.ended = None  # why the daemon ended the registration (its group was deleted)
 
     def _messages(self):
         yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
@@ -155,6 +163,10 @@ class Servant:
     def _run(self):
         try:
             for event in self._events:
+                if event.ended:
+                    self.ended = event.ended
+                    self._events.cancel()
+                    return
                 if not event.method:
                     self.multicasts.append(event.payload)
                     continue

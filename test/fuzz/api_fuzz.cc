@@ -4,7 +4,9 @@
 // control bits 0-1 choose the call and how the bytes are parsed, as the gRPC service would:
 //   0: cohort::api::InvokeRequest    -> Node::Invoke (options built as ApiService::InvokeOnLoop)
 //   1: cohort::api::MulticastRequest -> Node::Multicast
-//   2: cohort::api::GroupRequest     -> Node::GroupDetails, JoinGroup or LeaveGroup (control bit 7)
+//   2: cohort::api::GroupRequest     -> Node::GroupDetails, JoinGroup or LeaveGroup (control bit 7;
+//                                       bit 6: leave), or with bit 7 and an odd nso field
+//                                       RemoveGroup of incarnation 0 (DeleteGroup)
 //   3: cohort::api::AttachRequest    -> Node::Attach, or Detach of nso control>>2 (bit 7)
 // control bits 2-6: milliseconds to advance the clock by, times 16, then Tick.
 // Bytes that do not parse are refused as gRPC would (no call reaches the Node).
@@ -114,7 +116,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case 2: {
           cohort::api::GroupRequest request;
           if (!request.ParseFromString(record.bytes)) break;
-          if (record.control & 0x80) {
+          if ((record.control & 0x80) && (request.nso() & 1)) {
+            disturbed = true;
+            (void)node.RemoveGroup(request.group(), 0);
+          } else if (record.control & 0x80) {
             disturbed = true;
             (void)((record.control & 0x40) ? node.LeaveGroup(request.group())
                                            : node.JoinGroup(request.group()));
