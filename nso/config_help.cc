@@ -101,8 +101,8 @@ dynamic_groups:               # [absent = off] CreateGroup / DeleteGroup at run 
   create: ["*"]               # [["*"]] who may create and delete: application names or "*"
                               #   (deleting also needs the group's acl.admin, if it has one)
 
-SIGHUP re-reads the file and applies auth.tokens, groups[].acl and timeouts, and starts groups
-added to it; a broken file is logged and ignored.
+SIGHUP re-reads the file and applies auth.tokens, groups[].acl and timeouts, starts groups added
+to it and stops groups removed from it; a broken file is logged and ignored.
 
 Durations (*_ms) are whole milliseconds in 1..86400000 unless noted; counts are in 1..2147483647.
 Every error names the file, the line and the key, e.g.

@@ -486,15 +486,24 @@ void Daemon::Reload(const Config& fresh) {
     ignored.push_back("failure_detector.suspect_on_disconnect");
   }
   // Groups: a new one starts at once, on every daemon whose file gains it (at view 1 with its
-  // members, as at a start: its members form it as their daemons reload). A group removed or
-  // changed (other than its acl and timeouts) waits for a restart.
+  // members, as at a start: its members form it as their daemons reload). A removed one stops
+  // here at once (Node::RemoveGroup: its calls end, its servants are told); its name comes back
+  // only with a restart (the group would start again at view 1 while other daemons may still run
+  // the old one under the same name and incarnation). A group changed (other than its acl and
+  // timeouts) waits for a restart.
   std::map<std::string_view, const GroupConfig*> running;
-  for (const GroupConfig& group : config_.groups) running.emplace(group.name, &group);
+  for (const GroupConfig& group : config_.groups) {
+    if (!removed_groups_.count(group.name)) running.emplace(group.name, &group);
+  }
   for (const auto& [name, group] : added_groups_) running.emplace(name, &group);
   std::vector<std::string> added;
   std::vector<std::string> changed;
   for (const GroupConfig& y : fresh.groups) {
     auto it = running.find(y.name);
+    if (it == running.end() && removed_groups_.count(y.name)) {
+      changed.push_back(y.name + " (removed by an earlier reload)");
+      continue;
+    }
     if (it == running.end()) {
       added.push_back(y.name);
       continue;
@@ -507,10 +516,32 @@ void Daemon::Reload(const Config& fresh) {
   }
   std::set<std::string_view> kept_names;
   for (const GroupConfig& group : fresh.groups) kept_names.insert(group.name);
+  std::vector<std::string> removed;
   for (const auto& [name, group] : running) {
-    if (!kept_names.count(name)) changed.push_back(std::string(name) + " (removed)");
+    if (kept_names.count(name)) continue;
+    if (IsDaemonsOwnGroup(std::string(name))) {  // dynamic_groups was dropped: at a restart
+      changed.push_back(std::string(name) + " (removed)");
+    } else {
+      removed.emplace_back(name);
+    }
   }
   if (!changed.empty()) ignored.push_back("groups " + absl::StrJoin(changed, ", "));
+  for (const std::string& name : removed) {
+    added_groups_.erase(name);
+    removed_groups_.insert(name);
+  }
+  if (!removed.empty()) {
+    loop_->Post([this, removed] {
+      std::vector<std::string> stopped;
+      for (const std::string& name : removed) {
+        if (node_->RemoveGroup(name, 0, "was removed from this daemon's configuration")) {
+          stopped.push_back(name);
+        }
+      }
+      Log("daemon")->info("reload: stopped group(s) {} (removed from the file)",
+                          absl::StrJoin(stopped, ", "));
+    });
+  }
   if (!added.empty()) {
     for (const std::string& name : added) added_groups_.emplace(name, *fresh.FindGroup(name));
     auto kept = std::make_shared<const Config>(fresh);

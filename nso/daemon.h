@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -95,6 +96,8 @@ class Daemon {
   // The groups started by reloads (Reload's thread only); those of the file at start are in
   // config_ (not copied here: memory per group, issue 7).
   std::map<std::string, GroupConfig> added_groups_;
+  // Groups a reload removed (stopped here; their names come back at a restart).
+  std::set<std::string, std::less<>> removed_groups_;
   AccessPolicy policy_;
   // What gRPC's certificate provider reads; declared before everything that holds gRPC
   // credentials, so it outlives them.

@@ -136,7 +136,9 @@ class Node {
   // the group of that name and incarnation stops here. Its calls end with NOT_FOUND, its
   // servants get a last delivery saying so (`ended`), and everything the node kept for it goes;
   // traffic for it is dropped from now on as for an unknown group. False: no such group here.
-  bool RemoveGroup(const std::string& name, uint64_t incarnation);
+  // `why` follows the group's name in the calls' errors and the servants' last delivery.
+  bool RemoveGroup(const std::string& name, uint64_t incarnation,
+                   const std::string& why = "was deleted (DeleteGroup)");
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);

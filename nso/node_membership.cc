@@ -56,19 +56,19 @@ absl::Status Node::LeaveGroup(const std::string& name) {
   return absl::OkStatus();
 }
 
-bool Node::RemoveGroup(const std::string& name, uint64_t incarnation) {
+bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std::string& why) {
   auto found = groups_.find(name);
   if (found == groups_.end() || found->second->group_incarnation() != incarnation) return false;
   // Out of the map first: what the calls' ends release (the causal barrier's held submits, see
   // SubmitInCausalOrder) finds no group, and traffic for it is dropped as for an unknown one.
   std::unique_ptr<Group> group = std::move(found->second);
   groups_.erase(found);
-  const std::string why = absl::StrCat("group \"", name, "\" was deleted (DeleteGroup)");
+  const std::string gone = absl::StrCat("group \"", name, "\" ", why);
   std::vector<CallKey> calls;
   for (const auto& [key, call] : calls_) {
     if (call.group == name) calls.push_back(key);
   }
-  for (const CallKey& key : calls) FinishCall(key, absl::NotFoundError(why));
+  for (const CallKey& key : calls) FinishCall(key, absl::NotFoundError(gone));
   std::vector<uint64_t> servants;
   for (const auto& [id, servant] : servants_) {
     if (servant.group == name) servants.push_back(id);
@@ -78,7 +78,7 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation) {
     servants_.erase(id);
     ServantDelivery last;
     last.group = name;
-    last.ended = why;
+    last.ended = gone;
     sink(std::move(last));
   }
   for (auto it = open_deliveries_.begin(); it != open_deliveries_.end();) {
@@ -104,8 +104,8 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation) {
   preferred_manager_.erase(name);
   outside_routes_.erase(name);
   standby_.erase(name);
-  Log("membership")->info("group {}: incarnation {} deleted: stopped ({} call(s) ended, {} "
-                          "servant(s) told)", name, incarnation, calls.size(), servants.size());
+  Log("membership")->info("group {}: incarnation {} stopped: {} ({} call(s) ended, {} servant(s) "
+                          "told)", name, incarnation, why, calls.size(), servants.size());
   group.reset();
   // The configuration the group was started from (AddGroups), when it held only this group.
   added_from_.erase(

@@ -192,7 +192,8 @@ TEST_CASE("DeleteGroup: every daemon stops the group, its pending calls end and 
   REQUIRE(fresh.ok());
   REQUIRE(fresh->replies.size() == 3);
   for (const auto& reply : fresh->replies) CHECK(reply.payload == "1");
-  CHECK(test::ReadText(cluster.LogPath(1)).find("incarnation 0 deleted") != std::string::npos);
+  CHECK_THAT(test::ReadText(cluster.LogPath(1)),
+             Contains("incarnation 0 stopped: was deleted (DeleteGroup)"));
 
   // cohortctl delete-group.
   const std::string ctl = test::Runfile("tools/cohortctl") + " --address " +

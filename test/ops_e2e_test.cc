@@ -1,7 +1,7 @@
 // Operations on real daemons (issue 8): the gRPC health service turns NOT_SERVING while the daemon
 // is in a minority partition and back when the majority returns; server reflection lists the
 // services (what grpcurl does); Prometheus metrics change when invocations run; cohortctl drives a
-// daemon from the shell; a group added to the daemons' files starts on SIGHUP.
+// daemon from the shell; a group added to the daemons' files starts on SIGHUP, one removed stops.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -188,7 +188,7 @@ TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
 }
 
 TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a restart; one daemon "
-          "reloading late catches up; a removed group waits for a restart",
+          "reloading late catches up; a group removed from a file stops on that daemon",
           "[ops][e2e]") {
   test::Cluster cluster({3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n", "", "info"});
   REQUIRE(cluster.Start());
@@ -237,15 +237,34 @@ TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a resta
   CHECK((*client)->Invoke("g", "get", "", Mode::kFirst, absl::Seconds(1)).status().code() !=
         absl::StatusCode::kNotFound);  // g kept running throughout
 
-  // Removing g from a file is reported and not applied: g goes on until a restart.
+  // g removed from n1's file: n1 stops it at once (its servant is told, its calls end with
+  // NOT_FOUND); n2 and n3 go on with it. Put back, it waits for a restart.
+  auto g_servant = std::make_unique<test::CounterReplica>();
+  REQUIRE(g_servant->Start(cluster.ClientAddress(1), "g").ok());
   const std::string path = cluster.ConfigPath(1);
-  std::string text = test::ReadText(path);
+  const std::string with_g = test::ReadText(path);
+  std::string text = with_g;
   std::ofstream(path, std::ios::trunc) << text.replace(text.find(g_line), g_line.size(), "");
   cluster.Signal(1, SIGHUP);
   REQUIRE(Eventually([&] {
-    return test::ReadText(cluster.LogPath(1)).find("groups g (removed)") != std::string::npos;
+    return (*client)->GroupDetails("g").status().code() == absl::StatusCode::kNotFound;
   }, 5));
-  CHECK((*client)->GroupDetails("g").ok());
+  absl::Status why;
+  CHECK(Eventually([&] { return g_servant->servant->Ended(&why); }, 5));
+  CHECK(why.code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(why.message()), Contains("removed from this daemon's configuration"));
+  CHECK_THAT(test::ReadText(cluster.LogPath(1)), Contains("reload: stopped group(s) g"));
+  auto elsewhere = Client::Connect(cluster.ClientAddress(2));
+  REQUIRE(elsewhere.ok());
+  CHECK((*elsewhere)->GroupDetails("g").ok());
+  CHECK((*client)->GroupDetails("h").ok());  // the other groups go on
+  std::ofstream(path, std::ios::trunc) << with_g;
+  cluster.Signal(1, SIGHUP);
+  REQUIRE(Eventually([&] {
+    return test::ReadText(cluster.LogPath(1)).find("g (removed by an earlier reload)") !=
+           std::string::npos;
+  }, 5));
+  CHECK((*client)->GroupDetails("g").status().code() == absl::StatusCode::kNotFound);
 }
 
 }  // namespace
