@@ -27,6 +27,11 @@ class ClientBackend {
   // Waits at most `wait` for the result (the NSO enforces the call's own deadline).
   virtual absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                               absl::Duration wait) = 0;
+  // The same without waiting: `done` gets the result exactly once, after `wait` at the latest.
+  // It may run in any thread of the backend, under its locks, or before this returns: it only
+  // hands the result over (Client::InvokeAsync queues it, async_results.h). This default waits.
+  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
+  virtual void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done);
   virtual absl::Status Multicast(const api::MulticastRequest& request) = 0;
   virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;

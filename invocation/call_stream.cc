@@ -32,13 +32,16 @@ absl::Status Reset() {
 
 }  // namespace
 
-// A caller waiting for its result; lives on the caller's stack.
+// A caller waiting for its result; lives on the caller's stack. An asynchronous call's lives on
+// the heap until Finish.
 struct CallStream::Pending {
   Stream* stream = nullptr;
   uint64_t call = 0;
   bool done = false;          // guarded by mu_
   absl::Notification noted;  // done: a caller waiting for it needs no mu_
   absl::StatusOr<GroupReplies> result;
+  Done on_done;               // an asynchronous call: nobody waits, this takes the result
+  absl::Time deadline;        // an asynchronous call's (async_deadlines_)
 };
 
 // One InvokeStream. Its fields but `context`, `cq`, `rw`, `helper` and the buffers are guarded by
@@ -153,6 +156,12 @@ void CallStream::IssueWrite(Stream* stream) {
 }
 
 void CallStream::Finish(Pending* pending, absl::StatusOr<GroupReplies> result) {
+  if (pending->on_done) {
+    Done done = std::move(pending->on_done);
+    delete pending;
+    done(std::move(result));
+    return;
+  }
   pending->result = std::move(result);
   pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
 }
@@ -162,6 +171,7 @@ CallStream::Pending* CallStream::Take(uint64_t call) {
   if (it == pending_.end()) return nullptr;  // its caller gave up
   Pending* pending = it->second;
   pending_.erase(it);
+  if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
   --pending->stream->turn.pending;
   pending->done = true;
   return pending;
@@ -174,9 +184,11 @@ void CallStream::Broken(Stream* stream, const absl::Status& status) {
   stream->context.TryCancel();  // ends the operations in progress
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second->stream == stream) {
-      it->second->done = true;
-      Finish(it->second, status);
+      Pending* pending = it->second;
       it = pending_.erase(it);
+      if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
+      pending->done = true;
+      Finish(pending, status);
     } else {
       ++it;
     }
@@ -209,6 +221,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     if (next == grpc::CompletionQueue::GOT_EVENT) stream->Account(tag, ok);
     if (stream->turn.broken) return false;  // failed meanwhile (a deadline, the destructor)
+    if (self == nullptr && ExpireAsync(stream)) return false;
     if (next == grpc::CompletionQueue::SHUTDOWN) {
       Broken(stream, absl::UnavailableError("the call stream to the daemon broke: shut down"));
       return false;
@@ -251,6 +264,21 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
   return more;
 }
 
+bool CallStream::ExpireAsync(Stream* stream) {
+  if (async_deadlines_.empty() || async_deadlines_.begin()->first > absl::Now()) return false;
+  // The daemon answers every call by its deadline (the wait has slack past it): it is stuck.
+  while (!async_deadlines_.empty() && async_deadlines_.begin()->first <= absl::Now()) {
+    Pending* expired = Take(async_deadlines_.begin()->second);
+    if (expired == nullptr) {  // not pending any more (cannot happen: Take forgets it)
+      async_deadlines_.erase(async_deadlines_.begin());
+      continue;
+    }
+    Finish(expired, TimedOut());
+  }
+  Broken(stream, Reset());
+  return true;
+}
+
 void CallStream::HelperLoop(Stream* stream) {
   mu_.Lock();
   while (stream->turn.AwaitHelperTurn(&mu_)) {
@@ -260,6 +288,33 @@ void CallStream::HelperLoop(Stream* stream) {
     mu_.Lock();
   }
   mu_.Unlock();
+}
+
+void CallStream::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) {
+  std::shared_ptr<Stream> stream = Current();
+  api::PipelinedCall call;
+  *call.mutable_invoke() = request;
+  bool write = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stream->turn.broken) {
+      done(absl::UnavailableError("the call stream to the daemon broke: try again"));
+      return;
+    }
+    auto* pending = new Pending;  // freed by Finish
+    pending->stream = stream.get();
+    pending->on_done = std::move(done);
+    pending->deadline = absl::Now() + wait;
+    pending->call = next_call_++;
+    call.set_call(pending->call);
+    pending_[pending->call] = pending;
+    async_deadlines_.emplace(pending->deadline, pending->call);
+    ++stream->turn.pending;
+    stream->outgoing.push_back(std::move(call));
+    write = ClaimWrite(stream.get());
+    if (!stream->turn.reading) stream->turn.AskHelper();  // nobody waits: the helper drives
+  }
+  if (write) IssueWrite(stream.get());
 }
 
 absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& request,

@@ -14,6 +14,9 @@
 //   (one wake-up per call, not two: no reader thread between the stream and the caller);
 // - with several calls pending a helper thread drives it and hands each result to its caller.
 //   The rules of the turn, shared with local_calls.h, are in reader_turn.h.
+// Asynchronous calls (InvokeAsync) go on the same stream; nobody waits for them, so the helper
+// drives while they are pending and fails them when their wait passes without a result (the
+// stream is then reset, as for a caller that waited in vain).
 // Waiting callers sleep on their own Notification and are woken without mu_ held (as in
 // local_calls.h). A caller never waits on the stream beyond its wait: if no result came in time,
 // the call fails DEADLINE_EXCEEDED and the stream is cancelled (the daemon enforces every call's
@@ -24,8 +27,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
 #include <string>
 #include <thread>
 
@@ -55,6 +61,10 @@ class CallStream {
   // Sends the invocation and waits for its result, at most `wait` (the daemon enforces the
   // call's own deadline; `wait` includes slack beyond it). Thread-safe.
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request, absl::Duration wait);
+  // Sends the invocation and returns; `done` gets the result exactly once, within `wait` (under
+  // mu_ or not, in any thread: it only hands the result over). Thread-safe.
+  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
+  void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done);
 
   // Results taken by the callers themselves and by the helper thread (for tests).
   ReadCounts results() const;
@@ -76,9 +86,13 @@ class CallStream {
   // caller leaves calls still pending to the helper. False also when the stream broke.
   bool DriveOne(Stream* stream, Pending* self, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void HelperLoop(Stream* stream);
+  // The helper, after an event: fails the asynchronous calls whose wait has passed and resets
+  // the stream (true), as a waiting caller does.
+  bool ExpireAsync(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a pending call and marks it done; nullptr if it is not pending (its caller gave up).
   Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands a taken call its result and wakes its caller.
+  // Hands a taken call its result and wakes its caller; an asynchronous call's `done` gets it,
+  // and its Pending is freed.
   static void Finish(Pending* pending, absl::StatusOr<GroupReplies> result);
   // Fails every call on `stream` with `status` and cancels it; the next call opens a new one.
   void Broken(Stream* stream, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -89,6 +103,8 @@ class CallStream {
   mutable absl::Mutex mu_;
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
+  // The asynchronous calls among them, by the end of their wait.
+  std::set<std::pair<absl::Time, uint64_t>> async_deadlines_ ABSL_GUARDED_BY(mu_);
   uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
   ReadCounts results_ ABSL_GUARDED_BY(mu_);
 };

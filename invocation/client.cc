@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "invocation/async_results.h"
 #include "invocation/call_stream.h"
 #include "invocation/local_calls.h"
 #include "nso/status.h"
@@ -101,6 +102,11 @@ class RemoteClient final : public internal::ClientBackend {
     }
     return calls_.Invoke(request, wait);
   }
+  void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) override {
+    if (request.ByteSizeLong() > kStreamedCallBytesMax) return InvokeRpcAsync(request, wait, done);
+    if (local_ && local_->InvokeAsync(request, wait, &done)) return;
+    calls_.InvokeAsync(request, wait, std::move(done));
+  }
   absl::Status Multicast(const api::MulticastRequest& request) override {
     grpc::ClientContext context;
     Prepare(&context);
@@ -147,6 +153,24 @@ class RemoteClient final : public internal::ClientBackend {
     SetDeadline(context, absl::Seconds(5));
   }
 
+  // A large call, as Invoke's: a unary RPC of its own, with gRPC's callback API.
+  void InvokeRpcAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) {
+    struct Unary {
+      grpc::ClientContext context;
+      api::InvokeRequest request;
+      api::InvokeReply reply;
+    };
+    auto unary = std::make_shared<Unary>();  // until the callback
+    unary->request = request;
+    Prepare(&unary->context);
+    SetDeadline(&unary->context, wait);
+    stub_->async()->Invoke(&unary->context, &unary->request, &unary->reply,
+                           [unary, done = std::move(done)](grpc::Status status) {
+                             if (!status.ok()) return done(nso::FromGrpcStatus(status));
+                             done(internal::ToGroupReplies(unary->reply));
+                           });
+  }
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<api::Cohort::Stub> stub_;
   std::string token_;
@@ -160,7 +184,13 @@ Client::Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso,
                std::string node_name)
     : backend_(std::move(backend)), nso_(nso), node_name_(std::move(node_name)) {}
 
-Client::~Client() = default;
+Client::~Client() {
+  // The connections first: they fail the asynchronous calls still pending on them, whose
+  // callbacks then run before the callbacks' thread goes.
+  backend_.reset();
+  absl::MutexLock lock(&async_mu_);
+  async_.reset();
+}
 
 std::unique_ptr<Client> Client::WithBackend(std::unique_ptr<internal::ClientBackend> backend,
                                             uint64_t nso, std::string node_name) {
@@ -214,9 +244,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
 
 const char* Client::via() const { return backend_->via(); }
 
-absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
-                                          const std::string& payload, api::Mode mode,
-                                          absl::Duration deadline, Style style) {
+api::InvokeRequest Client::InvokeRequestFor(const std::string& group, const std::string& method,
+                                            const std::string& payload, api::Mode mode,
+                                            absl::Duration deadline, Style style) const {
   api::InvokeRequest request;
   request.set_nso(nso_);
   request.set_group(group);
@@ -226,11 +256,52 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   if (style == Style::kOpen) request.set_style(api::OPEN);
   if (style == Style::kClosed) request.set_style(api::CLOSED);
   request.set_deadline_ms(internal::DeadlineMs(deadline));
+  return request;
+}
+
+absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
+                                          const std::string& payload, api::Mode mode,
+                                          absl::Duration deadline, Style style) {
   // The NSO enforces `deadline`; 2 s of slack here.
-  return backend_->Invoke(request, deadline + absl::Seconds(2));
+  return backend_->Invoke(InvokeRequestFor(group, method, payload, mode, deadline, style),
+                          deadline + absl::Seconds(2));
+}
+
+void Client::InvokeAsync(const std::string& group, const std::string& method,
+                         const std::string& payload, Mode mode, InvokeCallback done,
+                         absl::Duration deadline, Style style) {
+  std::shared_ptr<internal::AsyncResults> results;
+  {
+    absl::MutexLock lock(&async_mu_);
+    if (async_ == nullptr) async_ = std::make_shared<internal::AsyncResults>();
+    results = async_;
+  }
+  results->Expect();
+  backend_->InvokeAsync(
+      InvokeRequestFor(group, method, payload, internal::ToApiMode(mode), deadline, style),
+      deadline + absl::Seconds(2),
+      [results, done = std::move(done)](absl::StatusOr<GroupReplies> result) mutable {
+        results->Post(std::move(done), std::move(result));  // only queued: see async_results.h
+      });
+}
+
+std::future<absl::StatusOr<GroupReplies>> Client::InvokeFuture(
+    const std::string& group, const std::string& method, const std::string& payload, Mode mode,
+    absl::Duration deadline, Style style) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<GroupReplies>>>();
+  std::future<absl::StatusOr<GroupReplies>> future = promise->get_future();
+  InvokeAsync(
+      group, method, payload, mode,
+      [promise](absl::StatusOr<GroupReplies> result) { promise->set_value(std::move(result)); },
+      deadline, style);
+  return future;
 }
 
 namespace internal {
+
+void ClientBackend::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) {
+  done(Invoke(request, wait));
+}
 
 uint32_t DeadlineMs(absl::Duration deadline) {
   int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));

@@ -11,6 +11,8 @@
 #define COHORT_INVOCATION_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/backend.h"
 #include "invocation/local_link.h"
@@ -27,6 +30,9 @@
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
+namespace internal {
+class AsyncResults;  // async_results.h
+}  // namespace internal
 
 using Mode = invocation::Mode;
 
@@ -118,6 +124,21 @@ class Client {
                                       const std::string& payload, Mode mode,
                                       absl::Duration deadline = absl::Seconds(5),
                                       Style style = Style::kGroupDefault);
+  // Invoke without waiting (CORBA's asynchronous method invocation; MinORB, 000: many calls
+  // outstanding per connection): the call leaves on the same stream and `done` gets its result
+  // exactly once, with the same errors as Invoke. Callbacks run on one thread of this Client, one
+  // at a time, in the order results come (async_results.h): a callback may invoke again, but one
+  // that blocks holds up the others. Destroying the Client fails calls still pending on its
+  // connections (CANCELLED) and returns once every callback has run; it must not be destroyed
+  // from one of its callbacks.
+  using InvokeCallback = std::function<void(absl::StatusOr<GroupReplies>)>;
+  void InvokeAsync(const std::string& group, const std::string& method,
+                   const std::string& payload, Mode mode, InvokeCallback done,
+                   absl::Duration deadline = absl::Seconds(5), Style style = Style::kGroupDefault);
+  // The same, with a future.
+  std::future<absl::StatusOr<GroupReplies>> InvokeFuture(
+      const std::string& group, const std::string& method, const std::string& payload, Mode mode,
+      absl::Duration deadline = absl::Seconds(5), Style style = Style::kGroupDefault);
   // Like Invoke with the group's default mode (groups[].default_mode in the YAML).
   absl::StatusOr<GroupReplies> InvokeDefault(const std::string& group, const std::string& method,
                                              const std::string& payload,
@@ -159,11 +180,17 @@ class Client {
  private:
   Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso, std::string node_name);
   api::GroupRequest GroupRequestFor(const std::string& group) const;
+  api::InvokeRequest InvokeRequestFor(const std::string& group, const std::string& method,
+                                      const std::string& payload, api::Mode mode,
+                                      absl::Duration deadline, Style style) const;
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
 
   std::unique_ptr<internal::ClientBackend> backend_;  // gRPC to a daemon, or in-process
+  // InvokeAsync's callbacks (made by the first; destroyed after backend_, see ~Client).
+  absl::Mutex async_mu_;
+  std::shared_ptr<internal::AsyncResults> async_ ABSL_GUARDED_BY(async_mu_);
   uint64_t nso_;
   std::string node_name_;
   internal::LocalEndpoint local_endpoint_;

@@ -20,13 +20,16 @@ absl::Status Reset() {
 
 }  // namespace
 
-// A caller waiting for its result; lives on the caller's stack.
+// A caller waiting for its result; lives on the caller's stack. An asynchronous call's lives on
+// the heap until Finish.
 struct LocalCalls::Pending {
   Connection* connection = nullptr;
   uint64_t call = 0;
   bool done = false;          // guarded by mu_
   absl::Notification noted;  // done: a caller waiting for it needs no mu_ (no contention)
   absl::StatusOr<GroupReplies> result;
+  Done on_done;               // an asynchronous call: nobody waits, this takes the result
+  absl::Time deadline;        // an asynchronous call's (async_deadlines_)
 };
 
 LocalCalls::LocalCalls(LocalEndpoint endpoint, std::unique_ptr<LocalLink> first)
@@ -41,9 +44,10 @@ LocalCalls::~LocalCalls() {
     absl::MutexLock lock(&mu_);
     connection = std::move(connection_);
     if (connection == nullptr) return;
-    connection->turn.broken = true;  // its helper leaves
-    connection->link->Shutdown();
-    connection->turn.helper_wake.Signal();  // it leaves
+    // Its helper leaves; asynchronous calls still pending fail.
+    if (!connection->turn.broken) {
+      Broken(connection.get(), absl::CancelledError("the client is closing"));
+    }
   }
   if (connection->helper.joinable()) connection->helper.join();
 }
@@ -86,6 +90,12 @@ absl::StatusOr<std::shared_ptr<LocalCalls::Connection>> LocalCalls::Current() {
 }
 
 void LocalCalls::Finish(Pending* pending, absl::StatusOr<GroupReplies> result) {
+  if (pending->on_done) {
+    Done done = std::move(pending->on_done);
+    delete pending;
+    done(std::move(result));
+    return;
+  }
   pending->result = std::move(result);
   pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
 }
@@ -95,6 +105,7 @@ LocalCalls::Pending* LocalCalls::Take(uint64_t call) {
   if (it == pending_.end()) return nullptr;  // its caller gave up
   Pending* pending = it->second;
   pending_.erase(it);
+  if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
   --pending->connection->turn.pending;
   pending->done = true;
   return pending;
@@ -106,9 +117,11 @@ void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
   connection->link->Shutdown();
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second->connection == connection) {
-      it->second->done = true;
-      Finish(it->second, status);
+      Pending* pending = it->second;
       it = pending_.erase(it);
+      if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
+      pending->done = true;
+      Finish(pending, status);
     } else {
       ++it;
     }
@@ -136,6 +149,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   {
     absl::MutexLock lock(&mu_);
     if (connection->turn.broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
+    if (self == nullptr && ExpireAsync(connection)) return false;
     switch (outcome) {
       case LocalLink::Outcome::kEnded:
         Broken(connection,
@@ -176,6 +190,22 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   return more;
 }
 
+bool LocalCalls::ExpireAsync(Connection* connection) {
+  if (async_deadlines_.empty() || async_deadlines_.begin()->first > absl::Now()) return false;
+  // The daemon answers every call by its deadline (the wait has slack past it): it is stuck.
+  while (!async_deadlines_.empty() && async_deadlines_.begin()->first <= absl::Now()) {
+    Pending* expired = Take(async_deadlines_.begin()->second);
+    if (expired == nullptr) {  // not pending any more (cannot happen: Take forgets it)
+      async_deadlines_.erase(async_deadlines_.begin());
+      continue;
+    }
+    Finish(expired, absl::DeadlineExceededError(
+                        "no result from the daemon in time: its local link is reset"));
+  }
+  Broken(connection, Reset());
+  return true;
+}
+
 void LocalCalls::HelperLoop(Connection* connection) {
   mu_.Lock();
   while (connection->turn.AwaitHelperTurn(&mu_)) {
@@ -192,6 +222,73 @@ void LocalCalls::HelperLoop(Connection* connection) {
 std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::InvokeRequest& request,
                                                                absl::Duration wait) {
   return Call(request, wait, /*may_reopen=*/true);
+}
+
+bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done) {
+  return CallAsync(request, wait, done, /*may_reopen=*/true);
+}
+
+bool LocalCalls::CallAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done,
+                           bool may_reopen) {
+  absl::StatusOr<std::shared_ptr<Connection>> current = Current();
+  if (!current.ok()) return false;
+  std::shared_ptr<Connection> connection = *std::move(current);
+  api::LocalFrame frame;
+  api::PipelinedCall* call = frame.mutable_call();
+  bool idle = false;  // nobody reads the link: this caller looks at it before the call leaves
+  uint64_t number = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (connection->turn.broken) {
+      (*done)(absl::UnavailableError("the local link broke: try again"));
+      return true;
+    }
+    auto* pending = new Pending;  // freed by Finish
+    pending->connection = connection.get();
+    pending->on_done = std::move(*done);
+    pending->deadline = absl::Now() + wait;
+    number = pending->call = next_call_++;
+    call->set_call(number);
+    pending_[number] = pending;
+    async_deadlines_.emplace(pending->deadline, number);
+    ++connection->turn.pending;
+    if (!connection->turn.reading) {
+      if (connection->turn.pending == 1 && !connection->turn.helper_asked) {
+        connection->turn.reading = idle = true;  // for the look below; then the helper's
+      } else {
+        connection->turn.AskHelper();
+      }
+    }
+  }
+  if (idle && connection->link->PeerClosed()) {
+    // As in Call: the daemon closed this idle link; the call has not left and goes on a new one.
+    {
+      absl::MutexLock lock(&mu_);
+      Pending* pending = Take(number);
+      if (!connection->turn.broken) {
+        Broken(connection.get(),
+               absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
+      }
+      if (pending == nullptr) return true;  // failed meanwhile (the destructor): `done` has run
+      *done = std::move(pending->on_done);
+      delete pending;
+      if (!may_reopen) {
+        (*done)(absl::UnavailableError("the local link broke: try again"));
+        return true;
+      }
+    }
+    return CallAsync(request, wait, done, /*may_reopen=*/false);
+  }
+  *call->mutable_invoke() = request;
+  absl::Status written = connection->link->Write(frame);
+  absl::MutexLock lock(&mu_);
+  if (!written.ok()) {
+    // The link is shut (LocalLink::Write): this call and the others on it fail.
+    if (!connection->turn.broken) Broken(connection.get(), written);
+  } else if (idle && !connection->turn.broken) {
+    connection->turn.Stop(/*caller=*/true);  // the helper reads the result
+  }
+  return true;
 }
 
 std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRequest& request,

@@ -9,6 +9,9 @@
 // Waiting callers sleep on their own Notification, not on mu_, and are woken without mu_ held:
 // with 64 callers a reader that woke them under mu_ cost 15-40% of the calls/s. Reads wait in
 // poll() (LocalLink::Fill says why not in read()).
+// Asynchronous calls (InvokeAsync) go on the same link; nobody waits for them, so the helper reads
+// their results, and fails them when their wait passes without one (the link is then reset, as for
+// a caller that waited in vain).
 // A broken link fails the calls on it with UNAVAILABLE and the next call opens a new one; an idle
 // link (nobody reads it) that the daemon closed is found by the next call before its frame
 // leaves, and that call goes on a new link.
@@ -16,7 +19,10 @@
 #define COHORT_INVOCATION_LOCAL_CALLS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +55,11 @@ class LocalCalls {
   // the caller goes over gRPC, which gets the daemon's own answer.
   std::optional<absl::StatusOr<GroupReplies>> Invoke(const api::InvokeRequest& request,
                                                      absl::Duration wait);
+  // Sends the invocation and returns; `*done` gets the result exactly once, within `wait` (under
+  // mu_ or not, in any thread: it only hands the result over). False, with `*done` untouched,
+  // when the fast path cannot be opened any more (the caller goes over gRPC). Thread-safe.
+  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
+  bool InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done);
 
   // Results read by the callers themselves and by the helper thread (for tests).
   ReadCounts reads() const;
@@ -66,6 +77,11 @@ class LocalCalls {
   // Invoke; `may_reopen`: a link found closed before the call left is replaced once.
   std::optional<absl::StatusOr<GroupReplies>> Call(const api::InvokeRequest& request,
                                                    absl::Duration wait, bool may_reopen);
+  bool CallAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done,
+                 bool may_reopen);
+  // The helper, after a read: fails the asynchronous calls whose wait has passed and resets the
+  // link (true), as a waiting caller does.
+  bool ExpireAsync(Connection* connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<Connection> Adopt(std::unique_ptr<LocalLink> link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one frame (without mu_), hands its result to its caller (after mu_) and says whether
@@ -79,7 +95,8 @@ class LocalCalls {
   // Removes a pending call from pending_ and its connection's count and marks it done; nullptr
   // if it is not pending (a result for it is dropped: its caller gave up).
   Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands a taken call its result and wakes its caller (with or without mu_).
+  // Hands a taken call its result and wakes its caller (with or without mu_); an asynchronous
+  // call's `done` gets it, and its Pending is freed.
   static void Finish(Pending* pending, absl::StatusOr<GroupReplies> result);
   // Fails every call on `connection` with `status` (UNAVAILABLE); the next call opens a new link.
   void Broken(Connection* connection, const absl::Status& status)
@@ -90,6 +107,8 @@ class LocalCalls {
   mutable absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
+  // The asynchronous calls among them, by the end of their wait.
+  std::set<std::pair<absl::Time, uint64_t>> async_deadlines_ ABSL_GUARDED_BY(mu_);
   uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
   ReadCounts reads_ ABSL_GUARDED_BY(mu_);
 };

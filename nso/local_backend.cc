@@ -13,6 +13,20 @@
 namespace cohort::nso {
 namespace {
 
+// A node's result as the stub library returns it.
+absl::StatusOr<GroupReplies> ToGroupReplies(InvokeResult result) {
+  if (!result.status.ok()) return result.status;
+  GroupReplies replies;
+  replies.view_id = result.view_id;
+  replies.wanted = result.wanted;
+  replies.replies.reserve(result.replies.size());
+  for (invocation::MemberReply& reply : result.replies) {
+    replies.replies.push_back(
+        {std::move(reply.member), reply.node, std::move(reply.status), std::move(reply.payload)});
+  }
+  return replies;
+}
+
 // One invocation from this address space: posted to the protocol thread, answered by callback.
 // In-process callers are the node's own application: no token or ACL applies.
 absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
@@ -35,17 +49,7 @@ absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
   if (!waiter->done.WaitForNotificationWithTimeout(wait)) {
     return absl::DeadlineExceededError("no result from the embedded node in time");
   }
-  InvokeResult& result = waiter->result;
-  if (!result.status.ok()) return result.status;
-  GroupReplies replies;
-  replies.view_id = result.view_id;
-  replies.wanted = result.wanted;
-  replies.replies.reserve(result.replies.size());
-  for (invocation::MemberReply& reply : result.replies) {
-    replies.replies.push_back(
-        {std::move(reply.member), reply.node, std::move(reply.status), std::move(reply.payload)});
-  }
-  return replies;
+  return ToGroupReplies(std::move(waiter->result));
 }
 
 class LocalClient final : public internal::ClientBackend {
@@ -66,6 +70,33 @@ class LocalClient final : public internal::ClientBackend {
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
     return LocalInvoke(node_, loop_, request, wait);
+  }
+  void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) override {
+    (void)wait;  // the node ends every call by its deadline
+    absl::StatusOr<InvokeOptions> options = ToInvokeOptions(request);
+    if (!options.ok()) return done(options.status());
+    // Exactly once: by the node, or CANCELLED if the node stops before it runs the call (the
+    // posted task or the node's callback is destroyed unrun).
+    struct Once {
+      Done done;
+      void operator()(absl::StatusOr<GroupReplies> result) {
+        Done taken = std::move(done);
+        done = nullptr;
+        if (taken) taken(std::move(result));
+      }
+      ~Once() {
+        if (done) done(absl::CancelledError("the node stopped before the call ran"));
+      }
+    };
+    auto once = std::make_shared<Once>();
+    once->done = std::move(done);
+    bool posted = loop_->Post([node = node_, nso = request.nso(), options = *std::move(options),
+                               once]() mutable {
+      // On the protocol thread: `done` only hands the result over.
+      node->Invoke(nso, std::move(options),
+                   [once](InvokeResult result) { (*once)(ToGroupReplies(std::move(result))); });
+    });
+    if (!posted) (*once)(absl::UnavailableError("node overloaded or shutting down"));
   }
   absl::Status Multicast(const api::MulticastRequest& request) override {
     return RunOnLoop(loop_, [&] {

@@ -1,0 +1,63 @@
+// Where the results of a Client's asynchronous invocations (Client::InvokeAsync) reach the
+// application. The stub library's paths hand a result over wherever it is known: on a reader
+// thread, under their own locks, on an embedded node's protocol thread, or at once in the calling
+// thread when the call cannot start. None of those may run application code, so each result is
+// queued here and one thread of the Client runs the callbacks, one at a time, in the order the
+// results came, holding no lock of the library: a callback may invoke again (InvokeAsync or
+// Invoke). A callback that blocks holds up the results behind it.
+//
+// The thread starts with the first asynchronous call (most Clients make none). Destroying this
+// object waits until every expected callback has run: a Client's destructor first ends its
+// connections (their pending calls fail and are handed over) and then destroys this.
+#ifndef COHORT_INVOCATION_ASYNC_RESULTS_H_
+#define COHORT_INVOCATION_ASYNC_RESULTS_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "invocation/client.h"
+
+namespace cohort::internal {
+
+class AsyncResults {
+ public:
+  using Callback = std::function<void(absl::StatusOr<GroupReplies>)>;
+
+  AsyncResults() = default;
+  ~AsyncResults();
+  AsyncResults(const AsyncResults&) = delete;
+  AsyncResults& operator=(const AsyncResults&) = delete;
+
+  // Before a call starts: its result will come (exactly once) through Post.
+  void Expect();
+  // Any thread, under any lock: queues `callback` with `result` for the callbacks' thread.
+  void Post(Callback callback, absl::StatusOr<GroupReplies> result);
+
+  // Callbacks run so far (for tests).
+  uint64_t completed() const;
+
+ private:
+  struct Item {
+    Callback callback;
+    absl::StatusOr<GroupReplies> result;
+  };
+  void Loop();
+
+  mutable absl::Mutex mu_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;   // Expect()ed and not yet run
+  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started by the first Expect, under mu_
+};
+
+}  // namespace cohort::internal
+
+#endif  // COHORT_INVOCATION_ASYNC_RESULTS_H_

@@ -1,0 +1,192 @@
+// Client::InvokeAsync on real daemons, over each way a client reaches its NSO (the local fast
+// path, gRPC, an embedded node in this process): many calls in flight from one thread, each
+// callback with its own result (every replica's counter value appears exactly once), on the
+// Client's callbacks thread; sync calls on the same connection meanwhile; errors and futures; a
+// callback that invokes again. A frozen daemon: a call fails by its wait; a Client destroyed with
+// calls pending runs their callbacks (CANCELLED) before its destructor returns.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "invocation/client.h"
+#include "nso/embedded.h"
+#include "test/cluster.h"
+#include "test/counter_replica.h"
+
+namespace cohort {
+namespace {
+
+// n4 is no daemon: the embedded node of the in-process case (outside the group).
+const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
+
+template <typename F>
+bool Eventually(F condition, double seconds) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+TEST_CASE("InvokeAsync: many calls in flight from one thread, each callback with its own result; "
+          "errors, futures, a callback that invokes again",
+          "[async][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc", "in-process");
+  INFO("path " << path);
+  test::Cluster cluster{{4, kGroups, "", "warn"}};
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  std::unique_ptr<EmbeddedNode> node;
+  std::unique_ptr<Client> client;
+  if (path == "in-process") {
+    auto started = EmbeddedNode::StartFromFile(cluster.ConfigPath(4));
+    REQUIRE(started.ok());
+    node = *std::move(started);
+    auto connected = node->Connect("async-app");
+    REQUIRE(connected.ok());
+    client = *std::move(connected);
+  } else {
+    ConnectOptions options;
+    options.client_name = "async-app";
+    options.local = path == "local";
+    auto connected = Client::Connect(cluster.ClientAddress(1), options);
+    REQUIRE(connected.ok());
+    client = *std::move(connected);
+  }
+  REQUIRE(std::string(client->via()) == path);
+  REQUIRE(test::WaitAllReply(client.get(), "counter", 3));
+
+  constexpr int kCalls = 400;
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<GroupReplies>> results;
+  std::set<std::thread::id> callback_threads;
+  for (int k = 0; k < kCalls; ++k) {
+    client->InvokeAsync("counter", "add", "1", Mode::kAll,
+                        [&](absl::StatusOr<GroupReplies> result) {
+                          absl::MutexLock lock(&mu);
+                          results.push_back(std::move(result));
+                          callback_threads.insert(std::this_thread::get_id());
+                        });
+    if (k % 100 == 50) {  // a sync call on the same connection meanwhile
+      auto sync = client->Invoke("counter", "get", "", Mode::kFirst, absl::Seconds(10));
+      CHECK(sync.ok());
+    }
+  }
+  REQUIRE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return results.size() == kCalls;
+  }, 60));
+  std::set<int64_t> values;
+  {
+    absl::MutexLock lock(&mu);
+    for (const auto& result : results) {
+      INFO(result.status().ToString());
+      REQUIRE(result.ok());
+      REQUIRE(result->replies.size() == 3);
+      for (const Reply& reply : result->replies) CHECK(reply.payload == result->replies[0].payload);
+      int64_t value = 0;
+      REQUIRE(absl::SimpleAtoi(result->replies[0].payload, &value));
+      values.insert(value);
+    }
+    CHECK(callback_threads.size() == 1);
+    CHECK(callback_threads.count(std::this_thread::get_id()) == 0);
+  }
+  // Each add got its own position in the total order: 1..kCalls, each once.
+  CHECK(values.size() == static_cast<size_t>(kCalls));
+  CHECK(*values.begin() == 1);
+  CHECK(*values.rbegin() == kCalls);
+
+  // Errors come through the callback; the future form.
+  auto unknown = client->InvokeFuture("no-such-group", "add", "1", Mode::kAll).get();
+  CHECK(unknown.status().code() == absl::StatusCode::kNotFound);
+  auto got = client->InvokeFuture("counter", "get", "", Mode::kAll).get();
+  REQUIRE(got.ok());
+  for (const Reply& reply : got->replies) CHECK(reply.payload == std::to_string(kCalls));
+
+  // A callback invokes again: a chain of 20 calls, each started by the previous one's callback.
+  absl::Notification chained;
+  std::atomic<int> chain_errors{0};
+  std::function<void(int)> next = [&](int left) {
+    client->InvokeAsync("counter", "add", "1", Mode::kMajority,
+                        [&, left](absl::StatusOr<GroupReplies> result) {
+                          if (!result.ok()) chain_errors++;
+                          if (left == 0) {
+                            chained.Notify();
+                          } else {
+                            next(left - 1);
+                          }
+                        });
+  };
+  next(19);
+  REQUIRE(chained.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  CHECK(chain_errors.load() == 0);
+  client.reset();  // before the node it lives in
+}
+
+TEST_CASE("InvokeAsync: a frozen daemon fails a call by its wait; a Client destroyed with calls "
+          "pending runs their callbacks first",
+          "[async][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  ConnectOptions options;
+  options.local = path == "local";
+  auto first = Client::Connect(cluster.ClientAddress(1), options);
+  auto second = Client::Connect(cluster.ClientAddress(1), options);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  REQUIRE(test::WaitAllReply(first->get(), "counter", 3));
+  REQUIRE(test::WaitAllReply(second->get(), "counter", 3));
+
+  cluster.Pause(1);  // the clients' daemon
+  std::atomic<int> cancelled{0};
+  std::atomic<int> callbacks{0};
+  for (int k = 0; k < 5; ++k) {
+    (*first)->InvokeAsync("counter", "add", "1", Mode::kAll,
+                          [&](absl::StatusOr<GroupReplies> result) {
+                            if (result.status().code() == absl::StatusCode::kCancelled) cancelled++;
+                            callbacks++;
+                          },
+                          absl::Seconds(30));
+  }
+  first->reset();  // returns once the 5 callbacks have run
+  CHECK(callbacks.load() == 5);
+  CHECK(cancelled.load() == 5);
+
+  const auto start = std::chrono::steady_clock::now();
+  // Waits 1 s + 2 s of slack; the stub then gives up on the silent daemon.
+  auto stuck = (*second)->InvokeFuture("counter", "get", "", Mode::kAll, absl::Seconds(1)).get();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(stuck.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(seconds < 20);
+  cluster.Resume(1);
+  // The connection was reset; the next calls open a new one.
+  CHECK(Eventually([&] {
+    return (*second)->InvokeFuture("counter", "get", "", Mode::kAll, absl::Seconds(2)).get().ok();
+  }, 30));
+}
+
+}  // namespace
+}  // namespace cohort
