@@ -40,6 +40,12 @@ for ordering in ("consensus", "sequencer"):
                                 seq["errors"], seq["first_error"]))
     if (ordering, "closed-spread", "all") not in rows:
         problems.append("no row %s closed-spread all" % ordering)
+    async_row = rows.get((ordering, "closed-async", "all"))
+    if async_row is None:
+        problems.append("no row %s closed-async all" % ordering)
+    elif not (async_row["results"]["sequential"]["p50_us"] > 0 and
+              async_row["results"]["sequential"]["errors"] == 0):
+        problems.append("row %s closed-async all: no p50, or errors" % ordering)
 # This run has no etcd, no 64 callers, no n = 7, no failover or memory: those targets say "not
 # measured (why)"; the 8 latency targets at n = 3 (daemons, embedded, application processes)
 # have a verdict.

@@ -394,6 +394,25 @@ absl::Status WaitReady(Client* client, const std::string& group, Style style,
 }
 
 // Caller i calls through clients[i % clients.size()] (one client: every caller through it).
+// A group call's result: true when the mode was met and every reply is OK, else why not.
+bool RepliesOk(const absl::StatusOr<GroupReplies>& result, std::string* error) {
+  if (!result.ok()) {
+    *error = result.status().ToString();
+    return false;
+  }
+  if (result->replies.size() < result->wanted) {
+    *error = absl::StrCat(result->replies.size(), " of ", result->wanted, " replies");
+    return false;
+  }
+  for (const Reply& reply : result->replies) {
+    if (!reply.status.ok()) {
+      *error = absl::StrCat(reply.member, ": ", reply.status.ToString());
+      return false;
+    }
+  }
+  return true;
+}
+
 CallFactory GroupCalls(std::vector<Client*> clients, const std::string& group, Mode mode,
                        Style style, std::string payload) {
   return [clients, group, mode, style, payload](int caller) -> CallFn {
@@ -404,24 +423,50 @@ CallFactory GroupCalls(std::vector<Client*> clients, const std::string& group, M
         if (!status.ok()) *error = status.ToString();
         return status.ok();
       }
-      auto result = client->Invoke(group, "echo", payload, mode, absl::Seconds(5), style);
-      if (!result.ok()) {
-        *error = result.status().ToString();
-        return false;
-      }
-      if (result->replies.size() < result->wanted) {
-        *error = absl::StrCat(result->replies.size(), " of ", result->wanted, " replies");
-        return false;
-      }
-      for (const Reply& reply : result->replies) {
-        if (!reply.status.ok()) {
-          *error = absl::StrCat(reply.member, ": ", reply.status.ToString());
-          return false;
-        }
-      }
-      return true;
+      return RepliesOk(client->Invoke(group, "echo", payload, mode, absl::Seconds(5), style),
+                       error);
     };
   };
+}
+
+// Which rows a series of calls fills (GroupResult's key).
+struct RowKey {
+  int n;
+  std::string ordering;
+  std::string style;
+  std::string attached_to;
+};
+
+// closed-async: ONE caller thread with C calls outstanding (Client::InvokeAsync, pipelined on its
+// stream), in place of C threads; wait-for-all. C = 1 is the sequential run.
+void MeasureAsync(const Options& options, Client* client, const RowKey& key, Report* report) {
+  Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " all"));
+  std::string payload(options.payload, 'x');
+  AsyncCallFn call = [client, payload](AsyncDone done) {
+    client->InvokeAsync("bench", "echo", payload, Mode::kAll,
+                        [done](absl::StatusOr<GroupReplies> result) {
+                          std::string error;
+                          bool ok = RepliesOk(result, &error);
+                          done(ok, error);
+                        });
+  };
+  GroupResult result;
+  result.n = key.n;
+  result.ordering = key.ordering;
+  result.style = key.style;
+  result.mode = "all";
+  result.attached_to = key.attached_to;
+  LoadLimits sequential{options.seq_calls, absl::Milliseconds(options.seq_ms), 20};
+  result.series.sequential = RunAsyncLoad(1, sequential, call);
+  for (int callers : options.callers) {
+    if (callers == 1) {
+      result.series.by_callers.push_back(result.series.sequential);
+      continue;
+    }
+    LoadLimits window{INT64_MAX, absl::Milliseconds(options.window_ms), 2};
+    result.series.by_callers.push_back(RunAsyncLoad(callers, window, call));
+  }
+  report->groups.push_back(std::move(result));
 }
 
 const char* BenchModeName(Mode mode) {
@@ -471,13 +516,6 @@ Series MeasureOneWay(const Options& options, const CallFactory& factory, const E
   return series;
 }
 
-// Which rows a series of calls fills (GroupResult's key).
-struct RowKey {
-  int n;
-  std::string ordering;
-  std::string style;
-  std::string attached_to;
-};
 
 // Once the group "bench" is ready for `call_style` calls from every client: one row per mode of
 // `modes` that waits for replies, and a one-way row when `probe` (an in-process servant of the
@@ -583,6 +621,10 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         // One-way's delivered rate is counted by in-process servants; not in the lab.
         MeasureReplyModes(options, {client->get()}, {n, ordering, name, absl::StrCat("n", attach)},
                           call_style, report, replicas.empty() ? nullptr : replicas.front().get());
+        if (name == "closed") {
+          MeasureAsync(options, client->get(), {n, ordering, "closed-async", absl::StrCat("n", attach)},
+                       report);
+        }
       }
       if (ok) MeasureSpread(options, daemons, n, ordering, report);
       replicas.clear();  // detach servants before their daemons go

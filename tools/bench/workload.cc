@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "absl/synchronization/barrier.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 namespace cohort::bench {
 
@@ -71,23 +73,95 @@ LoadResult RunLoad(int callers, const LoadLimits& limits, const CallFactory& fac
   for (std::thread& thread : threads) thread.join();
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
-  LoadResult result;
-  result.callers = callers;
   std::vector<double> all;
+  int64_t error_count = 0;
+  std::string first_error;
   for (int i = 0; i < callers; ++i) {
     all.insert(all.end(), latencies[i].begin(), latencies[i].end());
-    result.errors += errors[i];
-    if (result.first_error.empty()) result.first_error = error_text[i];
+    error_count += errors[i];
+    if (first_error.empty()) first_error = error_text[i];
   }
-  result.calls = static_cast<int64_t>(all.size());
+  return Summarize(callers, std::move(all), error_count, std::move(first_error), seconds);
+}
+
+LoadResult Summarize(int callers, std::vector<double> latencies, int64_t errors,
+                     std::string first_error, double seconds) {
+  LoadResult result;
+  result.callers = callers;
+  result.errors = errors;
+  result.first_error = std::move(first_error);
+  result.calls = static_cast<int64_t>(latencies.size());
   result.seconds = seconds;
   result.throughput = seconds > 0 ? result.calls / seconds : 0;
-  if (!all.empty()) {
-    result.mean_us = std::accumulate(all.begin(), all.end(), 0.0) / all.size();
-    result.p50_us = Percentile(&all, 50);
-    result.p99_us = Percentile(&all, 99);
+  if (!latencies.empty()) {
+    result.mean_us = std::accumulate(latencies.begin(), latencies.end(), 0.0) / latencies.size();
+    result.p50_us = Percentile(&latencies, 50);
+    result.p99_us = Percentile(&latencies, 99);
   }
   return result;
+}
+
+LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCallFn& call) {
+  using Clock = std::chrono::steady_clock;
+  // Warm-up, one call at a time.
+  for (int64_t w = 0; w < limits.warmup_calls; ++w) {
+    absl::Notification done;
+    call([&done](bool, const std::string&) { done.Notify(); });
+    done.WaitForNotification();
+  }
+  struct State {
+    absl::Mutex mu;
+    std::vector<double> latencies ABSL_GUARDED_BY(mu);
+    int64_t errors ABSL_GUARDED_BY(mu) = 0;
+    std::string first_error ABSL_GUARDED_BY(mu);
+    int64_t budget ABSL_GUARDED_BY(mu) = 0;
+    int outstanding ABSL_GUARDED_BY(mu) = 0;
+  } state;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point limit = start + absl::ToChronoNanoseconds(limits.max_time);
+  {
+    absl::MutexLock lock(&state.mu);
+    state.budget = limits.max_calls;
+    state.latencies.reserve(1 << 16);
+  }
+  // Starts one call; its completion records it and starts the next while budget and time last.
+  std::function<void()> start_one = [&] {
+    const Clock::time_point before = Clock::now();
+    call([&, before](bool ok, const std::string& error) {
+      const Clock::time_point after = Clock::now();
+      bool again = false;
+      {
+        absl::MutexLock lock(&state.mu);
+        if (ok) {
+          state.latencies.push_back(
+              std::chrono::duration<double, std::micro>(after - before).count());
+        } else if (state.errors++ == 0) {
+          state.first_error = error;
+        }
+        again = after < limit && state.budget > 0;
+        if (again) {
+          --state.budget;
+        } else {
+          --state.outstanding;
+        }
+      }
+      if (again) start_one();
+    });
+  };
+  int started = 0;
+  {
+    absl::MutexLock lock(&state.mu);
+    started = static_cast<int>(std::min<int64_t>(in_flight, state.budget));
+    state.budget -= started;
+    state.outstanding = started;
+  }
+  for (int i = 0; i < started; ++i) start_one();
+  absl::MutexLock lock(&state.mu);
+  state.mu.Await(absl::Condition(
+      +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->outstanding == 0; }, &state));
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return Summarize(in_flight, std::move(state.latencies), state.errors,
+                   std::move(state.first_error), seconds);
 }
 
 }  // namespace cohort::bench

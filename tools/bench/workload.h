@@ -37,6 +37,19 @@ struct LoadLimits {
 
 LoadResult RunLoad(int callers, const LoadLimits& limits, const CallFactory& factory);
 
+// One asynchronous call: starts it and returns; `done` runs exactly once, in any thread, with
+// whether it succeeded and, if not, why.
+using AsyncDone = std::function<void(bool ok, const std::string& error)>;
+using AsyncCallFn = std::function<void(AsyncDone done)>;
+
+// ONE thread keeps `in_flight` calls outstanding (Client::InvokeAsync): each completion starts the
+// next, until the call budget or the time limit. `callers` in the result is `in_flight`.
+LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCallFn& call);
+
+// The latencies and errors of a run as its result.
+LoadResult Summarize(int callers, std::vector<double> latencies, int64_t errors,
+                     std::string first_error, double seconds);
+
 // Percentile (0..100) of `values` (sorted in place), nearest-rank.
 double Percentile(std::vector<double>* values, double percentile);
 
