@@ -77,6 +77,17 @@ class PythonClientTest(unittest.TestCase):
         reply = self.client.invoke("echo", "echo", b"w", mode="one_way")
         self.assertEqual(len(reply.replies), 0)
 
+    def test_invoke_future_many_in_flight(self):
+        futures = [self.client.invoke_future("echo", "echo", b"f%d" % k, mode="all")
+                   for k in range(50)]
+        for k, future in enumerate(futures):
+            reply = future.result()
+            self.assertEqual(sorted(r.payload for r in reply.replies),
+                             [b"n%d:f%d" % (i, k) for i in (1, 2, 3)])
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.client.invoke_future("nope", "echo", b"", mode="first").result()
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+
     def test_servant_errors_come_back_per_member(self):
         reply = self.client.invoke("echo", "fail", b"", mode="all")
         self.assertEqual(len(reply.replies), 3)

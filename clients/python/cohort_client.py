@@ -92,6 +92,15 @@ class CohortClient:
                                         deadline_ms=deadline_ms)
         return self.stub.Invoke(request, timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata)
 
+    def invoke_future(self, group, method, payload, mode="default", deadline_ms=5000):
+        """invoke without waiting: a grpc.Future whose result() is the reply (or raises as
+        invoke does); many may be in flight on the client's one channel."""
+        request = api_pb2.InvokeRequest(nso=self.nso, group=group, method=method,
+                                        payload=payload, mode=MODES[mode],
+                                        deadline_ms=deadline_ms)
+        return self.stub.Invoke.future(request, timeout=deadline_ms / 1000.0 + 2,
+                                       metadata=self.metadata)
+
     def create_group(self, group, members, ordering="", liveness="", style="", default_mode="",
                      acl=None, timeout=10.0):
         """A group on every daemon at run time (daemons with dynamic_groups). acl: a dict of
