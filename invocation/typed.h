@@ -98,6 +98,23 @@ absl::StatusOr<TypedReplies<Resp>> Invoke(Client* client, const std::string& gro
   return ToTyped<Resp>(client->Invoke(group, rpc, *payload, mode, deadline, style));
 }
 
+// The same without waiting (Client::InvokeAsync): `done` gets the typed replies on the Client's
+// callbacks thread.
+template <typename Req, typename Resp>
+void InvokeAsync(Client* client, const std::string& group, const std::string& rpc,
+                 const Req& request, Mode mode,
+                 std::function<void(absl::StatusOr<TypedReplies<Resp>>)> done,
+                 absl::Duration deadline, Style style) {
+  absl::StatusOr<std::string> payload = Encode(rpc, request);
+  if (!payload.ok()) return done(payload.status());
+  client->InvokeAsync(
+      group, rpc, *payload, mode,
+      [done = std::move(done)](absl::StatusOr<GroupReplies> untyped) {
+        done(ToTyped<Resp>(untyped));
+      },
+      deadline, style);
+}
+
 // A one-way send of `rpc` (003 section 4: "one way send"; no replies).
 template <typename Req>
 absl::Status Send(Client* client, const std::string& group, const std::string& rpc,

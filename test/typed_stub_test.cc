@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,6 +77,17 @@ TEST_CASE("003 s4: typed wait-for-majority and wait-for-all return parsed replie
   REQUIRE(get.ok());
   REQUIRE(!get->replies.empty());
   CHECK(get->replies[0].response.value() == 10);
+
+  // The generated asynchronous form: typed replies in the callback.
+  std::promise<absl::StatusOr<TypedReplies<examples::Value>>> promise;
+  counter.AddAsync(Delta(1), Mode::kAll,
+                   [&promise](absl::StatusOr<TypedReplies<examples::Value>> replies) {
+                     promise.set_value(std::move(replies));
+                   });
+  auto async = promise.get_future().get();
+  REQUIRE(async.ok());
+  REQUIRE(async->replies.size() == 3);
+  for (const auto& item : async->replies) CHECK(item.response.value() == 11);
 }
 
 TEST_CASE("003 s4: a typed servant error reaches the caller in the typed item", "[e2e][typed]") {
