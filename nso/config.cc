@@ -52,7 +52,7 @@ const std::vector<absl::string_view> kTopKeys = {
     "node",       "cluster",          "listen",    "peers",  "log_level",
     "log_format", "failure_detector", "consensus", "limits", "groups", "metrics",
     "tls",        "auth",             "peer_transport", "dynamic_groups"};
-const std::vector<absl::string_view> kDynamicGroupKeys = {"create"};
+const std::vector<absl::string_view> kDynamicGroupKeys = {"create", "state_file"};
 const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file",
                                                  "server_name", "insecure", "reload_seconds"};
 const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates",
@@ -932,15 +932,20 @@ absl::Status CheckConfig(const Reader& reader, Config* config) {
 
 // ---- The document -----------------------------------------------------------------------------
 
-// dynamic_groups: {create: [names or "*"]} (the section alone: anyone may create). Adds the
-// system group after the file's groups.
+// dynamic_groups: {create: [names or "*"], state_file: PATH} (the section alone: anyone may
+// create, nothing kept on disk). Adds the system group after the file's groups.
 absl::Status ReadDynamicGroups(const MapView& top, Config* config) {
   bool present = false;
   CONFIG_RETURN_IF_ERROR(
       ReadSection(top, "dynamic_groups", Presence::kOptional, kDynamicGroupKeys,
                   [&](const MapView& m) {
                     present = true;
-                    return ReadAclList(m, "create", &config->dynamic_group_creators);
+                    CONFIG_RETURN_IF_ERROR(
+                        ReadAclList(m, "create", &config->dynamic_group_creators));
+                    return ReadKey(m, "state_file", Presence::kOptional,
+                                   [config](const Reader& r, const Value& v) {
+                                     return ParseString(r, v, &config->dynamic_groups_state_file);
+                                   });
                   }));
   if (!present) return absl::OkStatus();
   config->dynamic_groups = true;

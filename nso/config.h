@@ -163,6 +163,9 @@ struct Config {
   // create (application names or "*").
   bool dynamic_groups = false;
   std::vector<std::string> dynamic_group_creators;
+  // dynamic_groups.state_file: where this daemon keeps the created groups, so that they survive a
+  // restart of every daemon ("": they live as long as some daemon runs).
+  std::string dynamic_groups_state_file;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;

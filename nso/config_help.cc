@@ -100,6 +100,9 @@ dynamic_groups:               # [absent = off] CreateGroup / DeleteGroup at run 
                               #   (names "cohort.*" are the daemons' own)
   create: ["*"]               # [["*"]] who may create and delete: application names or "*"
                               #   (deleting also needs the group's acl.admin, if it has one)
+  state_file: /var/lib/cohort/groups  # [none] keeps the created groups on disk (written and
+                              #   fsync'd at each creation and deletion): after a restart of
+                              #   every daemon they come back from a majority's files
 
 SIGHUP re-reads the file and applies auth.tokens, groups[].acl and timeouts, starts groups added
 to it and stops groups removed from it; a broken file is logged and ignored.

@@ -1,7 +1,15 @@
 #include "nso/group_directory.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -22,12 +30,83 @@ constexpr char kDefine[] = "define";
 constexpr char kDelete[] = "delete";
 constexpr char kCreated[] = "created";
 constexpr char kExists[] = "exists";
+constexpr char kRestore[] = "restore";
 constexpr char kDeleted[] = "deleted ";  // + the incarnation
 constexpr char kAbsent[] = "absent";
-// State lines (State()): a definition of incarnation 0 as it is (what the first build wrote),
-// "@<incarnation> <definition>" for a later one, "#next <name> <incarnation>" per name.
+// The state is "DS1:" and a DirectoryState. The first build's was text lines: a definition of
+// incarnation 0 as it is, "@<incarnation> <definition>" for a later one, "#next <name>
+// <incarnation>" per name (still read, from a daemon of that build).
+constexpr char kStatePrefix[] = "DS1:";
 constexpr char kLaterPrefix[] = "@";
 constexpr char kNextPrefix[] = "#next ";
+
+absl::Status Restoring() {
+  return absl::UnavailableError(
+      "the daemons are restoring their group directory from their files "
+      "(dynamic_groups.state_file): a majority of them must be up; try again");
+}
+
+// The first build's text state as a DirectoryState.
+wire::DirectoryState FromText(const std::string& text) {
+  wire::DirectoryState state;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    uint64_t incarnation = 0;
+    if (absl::ConsumePrefix(&line, kNextPrefix)) {
+      std::vector<std::string> parts = absl::StrSplit(line, ' ');
+      if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &incarnation)) {
+        wire::DirectoryState::NextIncarnation* next = state.add_next();
+        next->set_name(parts[0]);
+        next->set_incarnation(incarnation);
+      }
+      continue;
+    }
+    if (absl::ConsumePrefix(&line, kLaterPrefix)) {
+      size_t space = line.find(' ');
+      if (space == absl::string_view::npos ||
+          !absl::SimpleAtoi(line.substr(0, space), &incarnation)) {
+        continue;
+      }
+      line.remove_prefix(space + 1);
+    }
+    wire::DirectoryState::Group* group = state.add_groups();
+    group->set_incarnation(incarnation);
+    group->set_definition(std::string(line));  // the name comes from the definition
+  }
+  return state;
+}
+
+absl::StatusOr<wire::DirectoryState> ReadStateFile(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dynamic_groups.state_file \"", path, "\": its directory is not writable: ",
+        std::strerror(errno)));
+  }
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return wire::DirectoryState();  // a first start: nothing made yet
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dynamic_groups.state_file \"", path, "\": ", std::strerror(errno)));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dynamic_groups.state_file \"", path, "\": cannot read: ", std::strerror(errno)));
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string text = bytes.str();
+  absl::string_view body = text;
+  wire::DirectoryState state;
+  if (!absl::ConsumePrefix(&body, kStatePrefix) ||
+      !state.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dynamic_groups.state_file \"", path, "\" is not a group directory written by cohortd "
+        "(damaged?): move it away to start with no created groups"));
+  }
+  return state;
+}
 
 }  // namespace
 
@@ -41,6 +120,14 @@ absl::StatusOr<std::unique_ptr<GroupDirectory>> GroupDirectory::Start(Daemon* da
     return absl::OkStatus();
   });
   if (!attached.ok()) return attached;
+  std::optional<wire::DirectoryState> file;
+  const std::string& path = daemon->config().dynamic_groups_state_file;
+  if (!path.empty()) {
+    absl::StatusOr<wire::DirectoryState> read = ReadStateFile(path);
+    if (!read.ok()) return read.status();
+    file = *std::move(read);
+    directory->restoring_ = true;  // before the servant: before any delivery
+  }
   directory->servant_ = Servant::WithBackend(MakeLocalServant(node, daemon->loop()),
                                              directory->nso_, kSystemGroup);
   GroupDirectory* self = directory.get();
@@ -49,8 +136,11 @@ absl::StatusOr<std::unique_ptr<GroupDirectory>> GroupDirectory::Start(Daemon* da
   directory->servant_->Serve(kDefine, [self](const std::string& definition) {
     return self->OnDefine(definition);
   });
-  directory->servant_->Serve(kDelete, [self](const std::string& name) -> absl::StatusOr<std::string> {
+  directory->servant_->Serve(kDelete, [self](const std::string& name) {
     return self->OnDelete(name);
+  });
+  directory->servant_->Serve(kRestore, [self](const std::string& payload) -> absl::StatusOr<std::string> {
+    return self->OnRestore(payload);
   });
   directory->servant_->OnGetState([self]() -> absl::StatusOr<std::string> { return self->State(); });
   directory->servant_->OnSetState([self](const std::string& state) { return self->SetState(state); });
@@ -58,10 +148,19 @@ absl::StatusOr<std::unique_ptr<GroupDirectory>> GroupDirectory::Start(Daemon* da
     return absl::Status(started.code(), absl::StrCat("group directory: ", started.message()));
   }
   daemon->SetGroupCatalog(self);
+  if (file) {
+    Log("group")->info("group directory: restoring from {} (version {}, {} group(s)) with the "
+                       "other daemons' files", path, file->version(), file->groups_size());
+    file->set_from(daemon->config().node);
+    directory->restore_thread_ =
+        std::thread([self, file = *std::move(file)]() mutable { self->SendRestore(std::move(file)); });
+  }
   return directory;
 }
 
 GroupDirectory::~GroupDirectory() {
+  stopping_.Notify();
+  if (restore_thread_.joinable()) restore_thread_.join();
   daemon_->SetGroupCatalog(nullptr);
   if (servant_) servant_->Stop();
 }
@@ -165,20 +264,50 @@ absl::Status GroupDirectory::AwaitHere(const std::string& what, std::function<bo
 }
 
 absl::StatusOr<std::string> GroupDirectory::OnDefine(const std::string& definition) {
+  if (restoring_) return Restoring();
   absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, daemon_->config());
   if (!group.ok()) return group.status();  // a caller that skipped Create's own check
   if (live_.count(group->name)) return std::string(kExists);
   group->incarnation = next_incarnation_[group->name]++;
   Install(definition, *std::move(group));
+  ++version_;
+  Persist();  // before the answer: an acknowledged creation is on a majority's disks
   return std::string(kCreated);
 }
 
-std::string GroupDirectory::OnDelete(const std::string& name) {
+absl::StatusOr<std::string> GroupDirectory::OnDelete(const std::string& name) {
+  if (restoring_) return Restoring();
   auto it = live_.find(name);
-  if (it == live_.end()) return kAbsent;
+  if (it == live_.end()) return std::string(kAbsent);
   const uint64_t incarnation = it->second.incarnation;
   Uninstall(name);
+  ++version_;
+  Persist();
   return absl::StrCat(kDeleted, incarnation);
+}
+
+std::string GroupDirectory::OnRestore(const std::string& payload) {
+  wire::DirectoryState file;
+  if (!restoring_ || !file.ParseFromString(payload) || file.from().empty()) return "ignored";
+  if (!restored_from_.insert(file.from()).second) return "counted";  // a resend
+  if (restored_from_.size() == 1 || file.version() > best_.version()) {
+    best_ = file;
+    best_.clear_from();
+  }
+  const size_t majority = daemon_->config().peers.size() / 2 + 1;
+  if (restored_from_.size() < majority) return "counted";
+  // A majority's files: the newest holds every acknowledged operation (see the header).
+  Log("group")->info("group directory restored from the files of {} ({} of {} daemons): "
+                     "version {}, {} group(s)",
+                     absl::StrJoin(restored_from_, ", "), restored_from_.size(),
+                     daemon_->config().peers.size(), best_.version(), best_.groups_size());
+  wire::DirectoryState chosen = std::move(best_);
+  restoring_ = false;
+  restored_from_.clear();
+  best_.Clear();
+  Adopt(chosen, /*with_restore=*/false);
+  Persist();
+  return "restored";
 }
 
 void GroupDirectory::Install(const std::string& definition, GroupConfig group) {
@@ -212,50 +341,40 @@ void GroupDirectory::Uninstall(const std::string& name) {
   daemon_->loop()->Post([node, name, incarnation] { node->RemoveGroup(name, incarnation); });
 }
 
-std::string GroupDirectory::State() const {
-  std::vector<std::string> lines;
+wire::DirectoryState GroupDirectory::Snapshot(bool with_restore) const {
+  wire::DirectoryState state;
   for (const auto& [name, live] : live_) {
-    lines.push_back(live.incarnation == 0
-                        ? live.definition
-                        : absl::StrCat(kLaterPrefix, live.incarnation, " ", live.definition));
+    wire::DirectoryState::Group* group = state.add_groups();
+    group->set_name(name);
+    group->set_incarnation(live.incarnation);
+    group->set_definition(live.definition);
   }
   for (const auto& [name, next] : next_incarnation_) {
-    lines.push_back(absl::StrCat(kNextPrefix, name, " ", next));
+    wire::DirectoryState::NextIncarnation* entry = state.add_next();
+    entry->set_name(name);
+    entry->set_incarnation(next);
   }
-  return absl::StrJoin(lines, "\n");
+  state.set_version(version_);
+  if (with_restore && restoring_) {
+    state.set_restoring(true);
+    for (const std::string& from : restored_from_) state.add_restored_from(from);
+    *state.mutable_best() = best_;
+  }
+  return state;
 }
 
-absl::Status GroupDirectory::SetState(const std::string& state) {
+void GroupDirectory::Adopt(const wire::DirectoryState& state, bool with_restore) {
   std::map<std::string, std::pair<std::string, GroupConfig>> wanted;
-  std::map<std::string, uint64_t> next;
-  for (absl::string_view line : absl::StrSplit(state, '\n', absl::SkipEmpty())) {
-    uint64_t incarnation = 0;
-    if (absl::ConsumePrefix(&line, kNextPrefix)) {
-      std::vector<std::string> parts = absl::StrSplit(line, ' ');
-      if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &incarnation)) {
-        next[parts[0]] = incarnation;
-      }
-      continue;
-    }
-    if (absl::ConsumePrefix(&line, kLaterPrefix)) {
-      size_t space = line.find(' ');
-      if (space == absl::string_view::npos ||
-          !absl::SimpleAtoi(line.substr(0, space), &incarnation)) {
-        Log("group")->warn("group directory: malformed line in the state refused");
-        continue;
-      }
-      line.remove_prefix(space + 1);
-    }
-    std::string definition(line);
-    absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, daemon_->config());
-    if (!group.ok()) {  // a provider of another build, or another peers list
-      Log("group")->warn("group directory: definition in the state refused: {}",
+  for (const wire::DirectoryState::Group& entry : state.groups()) {
+    absl::StatusOr<GroupConfig> group = ParseGroupDefinition(entry.definition(), daemon_->config());
+    if (!group.ok()) {  // a daemon of another build, or another peers list
+      Log("group")->warn("group directory: definition refused: {}",
                          std::string(group.status().message()));
       continue;
     }
-    group->incarnation = incarnation;
+    group->incarnation = entry.incarnation();
     std::string name = group->name;
-    wanted[name] = {std::move(definition), *std::move(group)};
+    wanted[name] = {entry.definition(), *std::move(group)};
   }
   // This replica may have missed deletions and creations (it was excluded meanwhile).
   std::vector<std::string> gone;
@@ -269,15 +388,87 @@ absl::Status GroupDirectory::SetState(const std::string& state) {
   for (auto& [name, entry] : wanted) {
     if (!live_.count(name)) Install(entry.first, std::move(entry.second));
   }
-  for (const auto& [name, number] : next) {
-    uint64_t& mine = next_incarnation_[name];
-    mine = std::max(mine, number);
+  for (const wire::DirectoryState::NextIncarnation& next : state.next()) {
+    uint64_t& mine = next_incarnation_[next.name()];
+    mine = std::max(mine, next.incarnation());
   }
   for (const auto& [name, live] : live_) {
     uint64_t& mine = next_incarnation_[name];
     mine = std::max(mine, live.incarnation + 1);
   }
+  version_ = state.version();
+  if (with_restore) {
+    restoring_ = state.restoring();
+    restored_from_ = {state.restored_from().begin(), state.restored_from().end()};
+    best_ = state.best();
+  }
+}
+
+std::string GroupDirectory::State() const {
+  return kStatePrefix + Snapshot(/*with_restore=*/true).SerializeAsString();
+}
+
+absl::Status GroupDirectory::SetState(const std::string& text) {
+  absl::string_view bytes = text;
+  wire::DirectoryState state;
+  if (absl::ConsumePrefix(&bytes, kStatePrefix)) {
+    if (!state.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      return absl::InvalidArgumentError("group directory: the state transferred is damaged");
+    }
+  } else {
+    state = FromText(text);  // from a daemon of the first build
+  }
+  // The provider's directory, restoring or not (a joiner's own restore is then ignored or
+  // counted like any other).
+  Adopt(state, /*with_restore=*/true);
+  if (!restoring_) Persist();
   return absl::OkStatus();
+}
+
+void GroupDirectory::Persist() const {
+  const std::string& path = daemon_->config().dynamic_groups_state_file;
+  if (path.empty()) return;
+  const std::string bytes = kStatePrefix + Snapshot(/*with_restore=*/false).SerializeAsString();
+  const std::string temporary = path + ".tmp";
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0;
+  for (size_t at = 0; ok && at < bytes.size();) {
+    ssize_t n = write(fd, bytes.data() + at, bytes.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) at += static_cast<size_t>(n);
+  }
+  ok = ok && fsync(fd) == 0;
+  if (fd >= 0) close(fd);
+  ok = ok && rename(temporary.c_str(), path.c_str()) == 0;
+  if (ok) {  // the rename itself, durable
+    const size_t slash = path.find_last_of('/');
+    const std::string dir =
+        slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+    int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+      (void)fsync(dir_fd);
+      close(dir_fd);
+    }
+  }
+  if (!ok) {
+    Log("group")->error("group directory: cannot write dynamic_groups.state_file \"{}\": {}: "
+                        "the created groups may not survive a restart of every daemon",
+                        path, std::strerror(errno));
+  }
+}
+
+void GroupDirectory::SendRestore(wire::DirectoryState file) {
+  std::unique_ptr<Client> client = Client::WithBackend(
+      MakeLocalClient(daemon_->node(), daemon_->loop()), nso_, daemon_->config().node);
+  const std::string payload = file.SerializeAsString();
+  // Until it is delivered (a majority of the daemons must be up to order it), or shutdown.
+  while (!stopping_.HasBeenNotified()) {
+    absl::StatusOr<GroupReplies> replies =
+        client->Invoke(kSystemGroup, kRestore, payload, Mode::kMajority, absl::Seconds(5));
+    if (replies.ok()) return;
+    stopping_.WaitForNotificationWithTimeout(absl::Milliseconds(200));
+  }
 }
 
 absl::Status StartGroupDirectoryIfConfigured(Daemon* daemon) {

@@ -18,6 +18,9 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
 namespace cohort::test {
 
 using subprocess::CanConnect;
@@ -66,6 +69,8 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
           << peer_ports_[i] << "}\n";
   }
   for (int i = 0; i < options_.size; ++i) {
+    const std::string extra = absl::StrReplaceAll(
+        options_.extra_yaml, {{"{node}", absl::StrCat("n", i + 1)}, {"{dir}", dir_}});
     std::ofstream out(ConfigPath(i + 1));
     out << "node: n" << i + 1 << "\n"
         << "log_level: " << options_.log_level << "\n"
@@ -73,7 +78,7 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
         << client_ports_[i] << "\n"
         << (options_.listen_local.empty() ? std::string()
                                           : "  local: " + options_.listen_local + "\n")
-        << peers.str() << options_.extra_yaml << "\n" << options_.groups_yaml << "\n";
+        << peers.str() << extra << "\n" << options_.groups_yaml << "\n";
     // The loader requires a tls section: plaintext on purpose unless the test sets its own.
     if (options_.extra_yaml.find("tls:") == std::string::npos) out << "tls: {insecure: true}\n";
     // Tests run two at a time on a 2-core machine: a heartbeat can be late by more than the

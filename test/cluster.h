@@ -22,7 +22,8 @@ struct ClusterOptions {
   int size = 3;
   std::string groups_yaml;  // the `groups:` section, members named n1..nN
   std::string extra_yaml;   // more top-level keys (failure_detector:, consensus:, limits:, tls:;
-                            // without tls: the configs get tls: {insecure: true})
+                            // without tls: the configs get tls: {insecure: true}); "{node}" is
+                            // replaced by the daemon's name, "{dir}" by the cluster's directory
   std::string log_level = "warn";
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
   std::string listen_local;  // listen.local of every daemon ("": the default, auto)

@@ -404,6 +404,14 @@ TEST_CASE("dynamic_groups: the system group of every peer; cohort.* names are th
   CHECK(system->liveness == GroupConfig::Liveness::kEvent);
   Config creators = ParseOk(kBase + insecure + "dynamic_groups: {create: [ops, \"*\"]}\n");
   CHECK(creators.dynamic_group_creators == std::vector<std::string>{"ops", "*"});
+  CHECK(creators.dynamic_groups_state_file.empty());
+  Config kept = ParseOk(kBase + insecure + "dynamic_groups: {state_file: /var/lib/cohort/g}\n");
+  CHECK(kept.dynamic_groups_state_file == "/var/lib/cohort/g");
+  CHECK(kept.dynamic_group_creators == std::vector<std::string>{"*"});
+  CHECK_THAT(ErrorOf(kBase + insecure + "dynamic_groups: {state_file: [a]}\n"),
+             Contains("state_file"));
+  CHECK_THAT(ErrorOf(kBase + insecure + "dynamic_groups: {statefile: x}\n"),
+             Contains("statefile"));
 
   CHECK_THAT(ErrorOf(kBase + insecure + "groups:\n  - {name: cohort.system, members: [n1]}\n"
                      "dynamic_groups: {}\n"),

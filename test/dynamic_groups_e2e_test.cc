@@ -7,6 +7,7 @@
 // starts from a fresh state, also on a daemon that was down meanwhile.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -203,6 +204,75 @@ TEST_CASE("DeleteGroup: every daemon stops the group, its pending calls end and 
   CHECK_THAT(out, Contains("group d deleted"));
   CHECK(test::RunCapture(ctl + "d", &out) == 1);
   CHECK_THAT(out, Contains("NOT_FOUND"));
+}
+
+TEST_CASE("dynamic_groups.state_file: created groups survive a restart of every daemon; a "
+          "majority's files outvote a stale one; a damaged file is refused",
+          "[dynamic][e2e]") {
+  test::Cluster cluster({3, kGroups,
+                         "dynamic_groups: {create: [\"*\"], state_file: \"{dir}/{node}.groups\"}\n"
+                         "failure_detector: {exclude_timeout_ms: 1500}\n",
+                         "info"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 1; i <= 3; ++i) clients.push_back(Connect(cluster, i));
+  // Right after a start the daemons restore from their files (none yet): creations wait for it.
+  REQUIRE(Eventually([&] { return clients[0]->CreateGroup({"kept", {"n1", "n2", "n3"}}).ok(); },
+                     15));
+  REQUIRE(clients[1]->CreateGroup({"again", {"n1", "n2", "n3"}}).ok());
+  REQUIRE(clients[1]->DeleteGroup("again").ok());
+  REQUIRE(clients[1]->CreateGroup({"again", {"n1", "n2", "n3"}}).ok());  // incarnation 1
+  // n3 goes down; "late" is made by n1 and n2 alone: n3's file is stale.
+  clients[2].reset();
+  cluster.Kill(3);
+  REQUIRE(clients[0]->CreateGroup({"late", {"n1", "n2", "n3"}}).ok());
+  clients.clear();
+  cluster.Kill(1);
+  cluster.Kill(2);
+
+  // Every daemon was down. n3 (stale) and n1 come back: a majority, whose newest file has "late".
+  REQUIRE(cluster.StartNode(3));
+  REQUIRE(cluster.StartNode(1));
+  auto n1 = Connect(cluster, 1);
+  auto n3 = Connect(cluster, 3);
+  for (Client* client : {n1.get(), n3.get()}) {
+    for (const char* name : {"kept", "again", "late"}) {
+      INFO(name);
+      CHECK(Eventually([&] { return client->GroupDetails(name).ok(); }, 15));
+    }
+  }
+  CHECK_THAT(test::ReadText(cluster.LogPath(3)), Contains("group directory restored from"));
+  // The restored groups are served as before.
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i : {1, 3}) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(Eventually([&] { return replicas.back()->Start(cluster.ClientAddress(i), "late").ok(); },
+                       5));
+  }
+  auto added = n1->Invoke("late", "add", "2", Mode::kMajority, absl::Seconds(10));
+  REQUIRE(added.ok());
+  // Creations and deletions work again, and the name's next incarnation was kept: "again" is
+  // deleted and made once more (its third incarnation).
+  REQUIRE(Eventually([&] { return n3->CreateGroup({"after", {"n1", "n2", "n3"}}).ok(); }, 10));
+  REQUIRE(n1->DeleteGroup("again").ok());
+  REQUIRE(n1->CreateGroup({"again", {"n1", "n2", "n3"}}).ok());
+  CHECK_THAT(test::ReadText(cluster.LogPath(1)), Contains("incarnation 1 stopped"));
+  // n2 comes back last: the running daemons give it the directory.
+  REQUIRE(cluster.StartNode(2));
+  auto n2 = Connect(cluster, 2);
+  for (const char* name : {"kept", "again", "late", "after"}) {
+    INFO(name);
+    CHECK(Eventually([&] { return n2->GroupDetails(name).ok(); }, 15));
+  }
+
+  // A damaged file: the daemon refuses to start, naming it.
+  n2.reset();
+  cluster.Kill(2);
+  const std::string config = cluster.ConfigPath(2);
+  const std::string file = config.substr(0, config.rfind('/')) + "/n2.groups";
+  std::ofstream(file, std::ios::trunc) << "not a directory";
+  CHECK_FALSE(cluster.StartNode(2));
+  CHECK_THAT(test::ReadText(cluster.LogPath(2)), Contains("is not a group directory written by"));
 }
 
 TEST_CASE("CreateGroup without a majority of the daemons fails with UNAVAILABLE, not a hang; "
