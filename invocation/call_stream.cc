@@ -171,7 +171,7 @@ CallStream::Pending* CallStream::Take(uint64_t call) {
   if (it == pending_.end()) return nullptr;  // its caller gave up
   Pending* pending = it->second;
   pending_.erase(it);
-  if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
+  if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
   --pending->stream->turn.pending;
   pending->done = true;
   return pending;
@@ -186,7 +186,7 @@ void CallStream::Broken(Stream* stream, const absl::Status& status) {
     if (it->second->stream == stream) {
       Pending* pending = it->second;
       it = pending_.erase(it);
-      if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
+      if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
       pending->done = true;
       Finish(pending, status);
     } else {
@@ -265,15 +265,11 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
 }
 
 bool CallStream::ExpireAsync(Stream* stream) {
-  if (async_deadlines_.empty() || async_deadlines_.begin()->first > absl::Now()) return false;
+  std::vector<uint64_t> expired = async_deadlines_.TakeExpired(absl::Now());
+  if (expired.empty()) return false;
   // The daemon answers every call by its deadline (the wait has slack past it): it is stuck.
-  while (!async_deadlines_.empty() && async_deadlines_.begin()->first <= absl::Now()) {
-    Pending* expired = Take(async_deadlines_.begin()->second);
-    if (expired == nullptr) {  // not pending any more (cannot happen: Take forgets it)
-      async_deadlines_.erase(async_deadlines_.begin());
-      continue;
-    }
-    Finish(expired, TimedOut());
+  for (uint64_t call : expired) {
+    if (Pending* pending = Take(call)) Finish(pending, TimedOut());
   }
   Broken(stream, Reset());
   return true;
@@ -308,7 +304,7 @@ void CallStream::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     pending->call = next_call_++;
     call.set_call(pending->call);
     pending_[pending->call] = pending;
-    async_deadlines_.emplace(pending->deadline, pending->call);
+    async_deadlines_.Add(pending->deadline, pending->call);
     ++stream->turn.pending;
     stream->outgoing.push_back(std::move(call));
     write = ClaimWrite(stream.get());

@@ -30,7 +30,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <utility>
 #include <string>
 #include <thread>
@@ -103,8 +102,7 @@ class CallStream {
   mutable absl::Mutex mu_;
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
-  // The asynchronous calls among them, by the end of their wait.
-  std::set<std::pair<absl::Time, uint64_t>> async_deadlines_ ABSL_GUARDED_BY(mu_);
+  AsyncDeadlines async_deadlines_ ABSL_GUARDED_BY(mu_);
   uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
   ReadCounts results_ ABSL_GUARDED_BY(mu_);
 };

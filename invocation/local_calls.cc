@@ -13,6 +13,9 @@ namespace {
 // The helper reads at most this long at a time, so that a turn it no longer has ends.
 constexpr absl::Duration kReadSlice = absl::Milliseconds(100);
 
+absl::Status TimedOut() {
+  return absl::DeadlineExceededError("no result from the daemon in time: its local link is reset");
+}
 absl::Status Reset() {
   return absl::UnavailableError(
       "the local link to the daemon broke: reset after a call got no result in time");
@@ -105,7 +108,7 @@ LocalCalls::Pending* LocalCalls::Take(uint64_t call) {
   if (it == pending_.end()) return nullptr;  // its caller gave up
   Pending* pending = it->second;
   pending_.erase(it);
-  if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
+  if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
   --pending->connection->turn.pending;
   pending->done = true;
   return pending;
@@ -119,7 +122,7 @@ void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
     if (it->second->connection == connection) {
       Pending* pending = it->second;
       it = pending_.erase(it);
-      if (pending->on_done) async_deadlines_.erase({pending->deadline, pending->call});
+      if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
       pending->done = true;
       Finish(pending, status);
     } else {
@@ -158,8 +161,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
       case LocalLink::Outcome::kTimeout:
         if (self != nullptr && !self->done && absl::Now() >= deadline) {
           // The daemon answers every call by its deadline: it is stuck, and the link is reset.
-          Finish(Take(self->call), absl::DeadlineExceededError(
-                                       "no result from the daemon in time: its local link is reset"));
+          Finish(Take(self->call), TimedOut());
           Broken(connection, Reset());
           return false;
         }
@@ -191,16 +193,11 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
 }
 
 bool LocalCalls::ExpireAsync(Connection* connection) {
-  if (async_deadlines_.empty() || async_deadlines_.begin()->first > absl::Now()) return false;
+  std::vector<uint64_t> expired = async_deadlines_.TakeExpired(absl::Now());
+  if (expired.empty()) return false;
   // The daemon answers every call by its deadline (the wait has slack past it): it is stuck.
-  while (!async_deadlines_.empty() && async_deadlines_.begin()->first <= absl::Now()) {
-    Pending* expired = Take(async_deadlines_.begin()->second);
-    if (expired == nullptr) {  // not pending any more (cannot happen: Take forgets it)
-      async_deadlines_.erase(async_deadlines_.begin());
-      continue;
-    }
-    Finish(expired, absl::DeadlineExceededError(
-                        "no result from the daemon in time: its local link is reset"));
+  for (uint64_t call : expired) {
+    if (Pending* pending = Take(call)) Finish(pending, TimedOut());
   }
   Broken(connection, Reset());
   return true;
@@ -250,7 +247,7 @@ bool LocalCalls::CallAsync(const api::InvokeRequest& request, absl::Duration wai
     number = pending->call = next_call_++;
     call->set_call(number);
     pending_[number] = pending;
-    async_deadlines_.emplace(pending->deadline, number);
+    async_deadlines_.Add(pending->deadline, number);
     ++connection->turn.pending;
     if (!connection->turn.reading) {
       if (connection->turn.pending == 1 && !connection->turn.helper_asked) {
@@ -348,8 +345,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
   if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
     absl::MutexLock lock(&mu_);
     if (!pending.done) {
-      Finish(Take(pending.call), absl::DeadlineExceededError(
-                                     "no result from the daemon in time: its local link is reset"));
+      Finish(Take(pending.call), TimedOut());
       Broken(connection.get(), Reset());  // a reader (if any) finds it broken when it is back
     }
   }

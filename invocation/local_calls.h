@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <utility>
 #include <memory>
 #include <optional>
@@ -107,8 +106,7 @@ class LocalCalls {
   mutable absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
-  // The asynchronous calls among them, by the end of their wait.
-  std::set<std::pair<absl::Time, uint64_t>> async_deadlines_ ABSL_GUARDED_BY(mu_);
+  AsyncDeadlines async_deadlines_ ABSL_GUARDED_BY(mu_);
   uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
   ReadCounts reads_ ABSL_GUARDED_BY(mu_);
 };

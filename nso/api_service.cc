@@ -310,43 +310,42 @@ absl::Status ApiService::DeleteGroupInProcess(const std::string& group) {
   return catalog_->Delete(group);
 }
 
-grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
-                                     const api::CreateGroupRequest* request, api::Empty*) {
-  // Held through the call: the catalog (nso/group_directory.h) is not destroyed under it.
-  absl::ReaderMutexLock lock(&catalog_mu_);
+grpc::Status ApiService::CatalogAllowed(grpc::ServerContextBase* context, const char* rpc,
+                                        const std::string& group, bool needs_admin) const {
   if (policy_ != nullptr && context != nullptr) {
+    // Who may create groups (and delete them: then also the group's acl.admin, if it has one).
     std::string caller;
     if (grpc::Status known = policy_->Authenticate(*context, &caller); !known.ok()) return known;
     if (catalog_ != nullptr) {
       if (grpc::Status allowed = policy_->CheckCreator(caller); !allowed.ok()) return allowed;
+      if (needs_admin) {
+        grpc::Status admin = policy_->CheckCaller(caller, group, Right::kAdmin);
+        if (!admin.ok()) return admin;
+      }
     }
   }
   if (catalog_ == nullptr) {
     return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-        "CreateGroup(\"", request->group(), "\"): this daemon has no dynamic_groups section: "
-        "groups come from the daemons' YAML (groups:)")));
+        rpc, "(\"", group, "\"): this daemon has no dynamic_groups section: groups come from "
+        "the daemons' YAML (groups:)")));
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ApiService::CreateGroup(grpc::ServerContext* context,
+                                     const api::CreateGroupRequest* request, api::Empty*) {
+  // Held through the call: the catalog (nso/group_directory.h) is not destroyed under it.
+  absl::ReaderMutexLock lock(&catalog_mu_);
+  grpc::Status allowed = CatalogAllowed(context, "CreateGroup", request->group(), false);
+  if (!allowed.ok()) return allowed;
   return ToGrpcStatus(catalog_->Create(*request));
 }
 
 grpc::Status ApiService::DeleteGroup(grpc::ServerContext* context,
                                      const api::GroupRequest* request, api::Empty*) {
   absl::ReaderMutexLock lock(&catalog_mu_);
-  if (policy_ != nullptr && context != nullptr) {
-    // Who may create groups, and, when the group's acl names admins, one of them.
-    std::string caller;
-    if (grpc::Status known = policy_->Authenticate(*context, &caller); !known.ok()) return known;
-    if (catalog_ != nullptr) {
-      if (grpc::Status allowed = policy_->CheckCreator(caller); !allowed.ok()) return allowed;
-      grpc::Status admin = policy_->CheckCaller(caller, request->group(), Right::kAdmin);
-      if (!admin.ok()) return admin;
-    }
-  }
-  if (catalog_ == nullptr) {
-    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-        "DeleteGroup(\"", request->group(), "\"): this daemon has no dynamic_groups section: "
-        "groups come from the daemons' YAML (groups:)")));
-  }
+  grpc::Status allowed = CatalogAllowed(context, "DeleteGroup", request->group(), true);
+  if (!allowed.ok()) return allowed;
   return ToGrpcStatus(catalog_->Delete(request->group()));
 }
 

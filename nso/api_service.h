@@ -155,6 +155,10 @@ class ApiService final
   // OK when there is no policy, else policy_->Check.
   grpc::Status Allowed(grpc::ServerContextBase* context, const std::string& group, Right right) const;
   grpc::Status Authenticated(grpc::ServerContextBase* context) const;
+  // CreateGroup / DeleteGroup (`needs_admin`): the caller may, and the daemon has a catalog.
+  grpc::Status CatalogAllowed(grpc::ServerContextBase* context, const char* rpc,
+                              const std::string& group, bool needs_admin) const
+      ABSL_SHARED_LOCKS_REQUIRED(catalog_mu_);
 
   Node* node_;
   EventLoop* loop_;

@@ -60,6 +60,18 @@ struct Run {
     return sim.Call(at, client[at], test::CounterAdd("h", mode, 3000));
   }
 
+  // A wait-for-all "add" from n1, tried every 50 ms until every replica answers (100 tries at
+  // most; *attempts: how many).
+  nso::InvokeResult AddAll(int* attempts) {
+    nso::InvokeResult all;
+    for (*attempts = 1; *attempts <= 100; ++*attempts) {
+      all = Add(1, invocation::Mode::kAll);
+      if (all.status.ok() && all.replies.size() == 3) break;
+      sim.net.RunUntil(sim.net.now_ms() + 50);
+    }
+    return all;
+  }
+
   // Node `id` deletes incarnation 0 of h and starts incarnation 1, served by `fresh`.
   void Recreate(NodeId id, test::SimCounters* fresh) {
     REQUIRE(sim.nodes[id]->RemoveGroup("h", 0));
@@ -111,12 +123,8 @@ TEST_CASE("a group started by each node at its own moment runs once a majority h
       }
     }
     // Every replica answers a wait-for-all call, with one value; from outside the group too.
-    nso::InvokeResult all;
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      all = run.Add(1, invocation::Mode::kAll);
-      if (all.status.ok() && all.replies.size() == 3) break;
-      run.sim.net.RunUntil(run.sim.net.now_ms() + 50);
-    }
+    int attempts = 0;
+    nso::InvokeResult all = run.AddAll(&attempts);
     REQUIRE(all.status.ok());
     REQUIRE(all.replies.size() == 3);
     for (const auto& reply : all.replies) CHECK(reply.payload == all.replies[0].payload);
@@ -177,14 +185,8 @@ TEST_CASE("a group deleted and created again by each node at its own moment: pen
       CHECK(run.counters.ended[id].find("\"h\" was deleted") != std::string::npos);
     }
     // The new group: every replica starts from 0; nothing of the old group reaches it.
-    nso::InvokeResult all;
     int attempts = 0;
-    while (attempts < 100) {
-      all = run.Add(1, invocation::Mode::kAll);
-      ++attempts;
-      if (all.status.ok() && all.replies.size() == 3) break;
-      run.sim.net.RunUntil(run.sim.net.now_ms() + 50);
-    }
+    nso::InvokeResult all = run.AddAll(&attempts);
     INFO(all.status.ToString() << ", " << all.replies.size() << " replies");
     REQUIRE(all.status.ok());
     REQUIRE(all.replies.size() == 3);

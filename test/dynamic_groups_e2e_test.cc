@@ -34,16 +34,23 @@ std::unique_ptr<Client> Connect(const test::Cluster& cluster, int index) {
   return *std::move(client);
 }
 
+// Three daemons with group g, `dynamic` (their dynamic_groups section) and a short exclusion.
+test::ClusterOptions ThreeDaemons(const std::string& dynamic) {
+  return {3, kGroups, dynamic + "failure_detector: {exclude_timeout_ms: 1500}\n", "info"};
+}
+
+std::vector<std::unique_ptr<Client>> ConnectAll(const test::Cluster& cluster) {
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 1; i <= cluster.size(); ++i) clients.push_back(Connect(cluster, i));
+  return clients;
+}
+
 TEST_CASE("CreateGroup: every daemon starts the group and its servants serve it; a name is taken "
           "once; bad requests are named; a restarted daemon gets the definitions back",
           "[dynamic][e2e]") {
-  test::Cluster cluster({3, kGroups,
-                         "dynamic_groups: {create: [\"*\"]}\n"
-                         "failure_detector: {exclude_timeout_ms: 1500}\n",
-                         "info"});
+  test::Cluster cluster(ThreeDaemons("dynamic_groups: {create: [\"*\"]}\n"));
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 1; i <= 3; ++i) clients.push_back(Connect(cluster, i));
+  std::vector<std::unique_ptr<Client>> clients = ConnectAll(cluster);
   CHECK(clients[0]->GroupDetails("dyn").status().code() == absl::StatusCode::kNotFound);
 
   GroupSpec spec{"dyn", {"n1", "n2", "n3"}, "sequencer", "event", "closed", "all"};
@@ -126,13 +133,9 @@ TEST_CASE("CreateGroup: every daemon starts the group and its servants serve it;
 TEST_CASE("DeleteGroup: every daemon stops the group, its pending calls end and its servants "
           "are told; the name may be created again as a new group, also where a daemon was down",
           "[dynamic][e2e]") {
-  test::Cluster cluster({3, kGroups,
-                         "dynamic_groups: {create: [\"*\"]}\n"
-                         "failure_detector: {exclude_timeout_ms: 1500}\n",
-                         "info"});
+  test::Cluster cluster(ThreeDaemons("dynamic_groups: {create: [\"*\"]}\n"));
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 1; i <= 3; ++i) clients.push_back(Connect(cluster, i));
+  std::vector<std::unique_ptr<Client>> clients = ConnectAll(cluster);
   REQUIRE(clients[0]->CreateGroup({"d", {"n1", "n2", "n3"}, "consensus"}).ok());
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
   for (int i = 1; i <= 3; ++i) {
@@ -209,13 +212,10 @@ TEST_CASE("DeleteGroup: every daemon stops the group, its pending calls end and 
 TEST_CASE("dynamic_groups.state_file: created groups survive a restart of every daemon; a "
           "majority's files outvote a stale one; a damaged file is refused",
           "[dynamic][e2e]") {
-  test::Cluster cluster({3, kGroups,
-                         "dynamic_groups: {create: [\"*\"], state_file: \"{dir}/{node}.groups\"}\n"
-                         "failure_detector: {exclude_timeout_ms: 1500}\n",
-                         "info"});
+  test::Cluster cluster(ThreeDaemons(
+      "dynamic_groups: {create: [\"*\"], state_file: \"{dir}/{node}.groups\"}\n"));
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 1; i <= 3; ++i) clients.push_back(Connect(cluster, i));
+  std::vector<std::unique_ptr<Client>> clients = ConnectAll(cluster);
   // Right after a start the daemons restore from their files (none yet): creations wait for it.
   REQUIRE(Eventually([&] { return clients[0]->CreateGroup({"kept", {"n1", "n2", "n3"}}).ok(); },
                      15));
