@@ -22,6 +22,7 @@
 #include "nso/embedded.h"
 #include "test/cluster.h"
 #include "test/counter_replica.h"
+#include "test/ops_test_util.h"
 
 namespace cohort {
 namespace {
@@ -29,15 +30,7 @@ namespace {
 // n4 is no daemon: the embedded node of the in-process case (outside the group).
 const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
 
-template <typename F>
-bool Eventually(F condition, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
+using test::Eventually;
 
 TEST_CASE("InvokeAsync: many calls in flight from one thread, each callback with its own result; "
           "errors, futures, a callback that invokes again",
