@@ -144,6 +144,9 @@ struct Options {
   // faulted): their calls go from outside, alternately open (through a request manager) and
   // closed (to every member, one orders it).
   int outside_clients = 0;
+  // "async": each operation goes through Client::InvokeAsync (InvokeFuture), its result taken by
+  // the stub's helper thread and handed over by the callbacks thread, not by the caller.
+  std::string calls = "sync";
   std::string netlab;      // non-empty: run on netlab hosts (see the top of this file)
   std::string kv_servant;  // netlab: the kv-servant binary
   // "grpc": clients and (loopback) servants talk to their daemons over gRPC (InvokeStream, Serve)
@@ -591,7 +594,10 @@ class Run {
                                         : absl::StrCat(key, " ", expected, " ", value);
     int64_t call = NowNs();
     auto result =
-        client->Invoke("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms), style);
+        o_.calls == "async"
+            ? client->InvokeFuture("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms),
+                                   style).get()
+            : client->Invoke("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms), style);
     int64_t ret = NowNs();
     if (!result.ok() || result->replies.empty() || result->replies.size() < result->wanted) {
       std::string error = result.ok() ? "too few replies" : result.status().ToString();
@@ -1117,6 +1123,7 @@ int main(int argc, char** argv) {
     else if (flag == "--kv-servant") o.kv_servant = value;
     else if (flag == "--outside-clients") o.outside_clients = std::atoi(value.c_str());
     else if (flag == "--api") o.api = value;
+    else if (flag == "--calls") o.calls = value;
     else if (flag == "--peer-transport") o.peer_transport = value;
     else if (flag == "--tls-ca") o.tls_ca = value;
     else {
@@ -1127,12 +1134,13 @@ int main(int argc, char** argv) {
   if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1 ||
       o.outside_clients < 0 || o.outside_clients > o.clients ||
       (o.ordering != "consensus" && o.ordering != "sequencer") ||
-      (o.api != "local" && o.api != "grpc") ||
+      (o.api != "local" && o.api != "grpc") || (o.calls != "sync" && o.calls != "async") ||
       (o.peer_transport != "tcp" && o.peer_transport != "grpc")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
+                 "       [--calls sync|async]\n"
                  "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
