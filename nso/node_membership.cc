@@ -102,7 +102,14 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std:
   reply_caches_.erase(name);
   delivered_seq_.erase(name);
   preferred_manager_.erase(name);
-  outside_routes_.erase(name);
+  if (auto route = outside_routes_.find(name); route != outside_routes_.end()) {
+    // One-way requests from here never to be ordered: no longer counted in flight by the
+    // causal barrier (limits.max_unordered_requests).
+    std::vector<uint64_t> dropped;
+    for (const auto& [call_id, pending] : route->second.pending) dropped.push_back(call_id);
+    outside_routes_.erase(route);
+    for (uint64_t call_id : dropped) MarkOrdered(call_id);
+  }
   standby_.erase(name);
   Log("membership")->info("group {}: incarnation {} stopped: {} ({} call(s) ended, {} servant(s) "
                           "told)", name, incarnation, why, calls.size(), servants.size());
