@@ -53,8 +53,9 @@ const std::vector<absl::string_view> kTopKeys = {
     "log_format", "failure_detector", "consensus", "limits", "groups", "metrics",
     "tls",        "auth",             "peer_transport", "dynamic_groups"};
 const std::vector<absl::string_view> kDynamicGroupKeys = {"create", "state_file"};
-const std::vector<absl::string_view> kTlsKeys = {"ca_file", "cert_file", "key_file",
-                                                 "server_name", "insecure", "reload_seconds"};
+const std::vector<absl::string_view> kTlsKeys = {"ca_file",     "cert_file", "key_file",
+                                                 "server_name", "insecure",  "reload_seconds",
+                                                 "crl_dir"};
 const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates",
                                                    "client_ca_file"};
 const std::vector<absl::string_view> kTokenKeys = {"name", "token", "token_file"};
@@ -622,10 +623,9 @@ absl::Status ReadGroup(Reader* reader, const Value& item, const FailureDetectorC
   return absl::OkStatus();
 }
 
-// tls: {ca_file, cert_file, key_file[, server_name, reload_seconds]} or {insecure: true}. The
-// files are read when the daemon starts and every reload_seconds after (cohortd --check validates
-// a config without its secrets). The section is
-// required; RequireTls refuses a file without it, after every other check.
+// tls: {ca_file, cert_file, key_file[, server_name, reload_seconds, crl_dir]} or {insecure:
+// true}. The files are read when the daemon starts and every reload_seconds after (cohortd --check
+// validates a config without its secrets). The section is required; RequireTls refuses a file without it, after every other check.
 absl::Status ReadTls(const MapView& top, TlsConfig* tls) {
   return ReadSection(top, "tls", Presence::kOptional, kTlsKeys, [tls](const MapView& m) {
     bool insecure = false;
@@ -636,7 +636,7 @@ absl::Status ReadTls(const MapView& top, TlsConfig* tls) {
     };
     if (insecure) {
       for (absl::string_view key :
-           {"ca_file", "cert_file", "key_file", "server_name", "reload_seconds"}) {
+           {"ca_file", "cert_file", "key_file", "server_name", "reload_seconds", "crl_dir"}) {
         absl::StatusOr<std::optional<Value>> value = m.Get(key, Presence::kOptional);
         if (!value.ok()) return value.status();
         if (value->has_value()) {
@@ -651,6 +651,7 @@ absl::Status ReadTls(const MapView& top, TlsConfig* tls) {
     CONFIG_RETURN_IF_ERROR(read_string("cert_file", Presence::kRequired, &tls->cert_file));
     CONFIG_RETURN_IF_ERROR(read_string("key_file", Presence::kRequired, &tls->key_file));
     CONFIG_RETURN_IF_ERROR(read_string("server_name", Presence::kOptional, &tls->server_name));
+    CONFIG_RETURN_IF_ERROR(read_string("crl_dir", Presence::kOptional, &tls->crl_dir));
     CONFIG_RETURN_IF_ERROR(ReadInt(m, "reload_seconds", 1, 86400, &tls->reload_seconds));
     tls->enabled = true;
     return absl::OkStatus();

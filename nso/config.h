@@ -115,6 +115,11 @@ struct TlsConfig {
   // The files are read again this often; changed, new connections use them (a rotated
   // certificate needs no restart). 1..86400.
   int64_t reload_seconds = 60;
+  // Optional: a directory of certificate revocation lists (PEM), named as OpenSSL's hashed
+  // directories are (`openssl rehash DIR`). A certificate its issuer's CRL lists is refused in
+  // every handshake (peers, applications); an issuer without a CRL there is not checked. Read
+  // again with the files.
+  std::string crl_dir;
 };
 
 // auth.tokens[]: an application's bearer token (metadata "authorization: Bearer <token>").

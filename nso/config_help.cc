@@ -79,6 +79,9 @@ tls:                          # required: the TLS files, or {insecure: true}; a 
   server_name: cohort               # [host of the address] name peer certificates are checked for
   reload_seconds: 60                # [60] the files are read again this often; new connections
                                     #   use changed ones (rotation without restart; 1..86400)
+  crl_dir: /etc/cohort/crl          # [none] revocation lists (PEM) as an OpenSSL hashed
+                                    #   directory (openssl rehash): a certificate they list is
+                                    #   refused, a daemon's or an application's
   # insecure: true                  # instead of the files: plaintext on purpose, logged as a
                                     #   warning at start (tests, demos, a trusted loopback)
                               # peers use mutual TLS: a daemon without a certificate from ca_file

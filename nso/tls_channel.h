@@ -23,10 +23,13 @@ namespace cohort::nso {
 class TlsContext {
  public:
   // PEM texts (tls.ca_file, tls.cert_file: the chain, leaf first; tls.key_file). An error names
-  // the part that is wrong.
+  // the part that is wrong. `crl_pem` (tls.crl_dir's CRLs, concatenated; "" = none): a peer's
+  // certificate its issuer's CRL lists is refused; an issuer without one is not checked (as
+  // gRPC's crl_directory does).
   static absl::StatusOr<std::shared_ptr<TlsContext>> Create(const std::string& ca_pem,
                                                             const std::string& cert_pem,
-                                                            const std::string& key_pem);
+                                                            const std::string& key_pem,
+                                                            const std::string& crl_pem = "");
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;

@@ -3,11 +3,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -27,6 +31,29 @@ absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& p
   return text.str();
 }
 
+absl::StatusOr<std::string> ReadCrlDir(const std::string& dir) {
+  std::error_code error;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.is_regular_file()) names.push_back(entry.path().string());  // symlinks followed
+  }
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tls.crl_dir: cannot read \"", dir, "\": ", error.message()));
+  }
+  std::sort(names.begin(), names.end());
+  std::string crls;
+  for (const std::string& name : names) {
+    std::ifstream in(name, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (text.str().find("-----BEGIN X509 CRL-----") != std::string::npos) {
+      absl::StrAppend(&crls, text.str(), "\n");
+    }
+  }
+  return crls;
+}
+
 absl::StatusOr<std::shared_ptr<TlsContext>> TlsFiles::Load() {
   std::optional<absl::StatusOr<std::shared_ptr<TlsContext>>> loaded = Reload();
   if (!loaded) return absl::InternalError("TLS files already loaded");
@@ -40,18 +67,22 @@ std::optional<absl::StatusOr<std::shared_ptr<TlsContext>>> TlsFiles::Reload() {
   absl::StatusOr<std::string> client_ca =
       client_ca_file_.empty() ? absl::StatusOr<std::string>("")
                               : ReadPem("auth.client_ca_file", client_ca_file_);
+  absl::StatusOr<std::string> crls =
+      crl_dir_.empty() ? absl::StatusOr<std::string>("") : ReadCrlDir(crl_dir_);
   // Lengths first, so that no two different sets of texts give the same string.
   std::string texts = absl::StrCat(
       ca.ok() ? ca->size() : 0, ":", cert.ok() ? cert->size() : 0, ":", key.ok() ? key->size() : 0,
-      ":", client_ca.ok() ? client_ca->size() : 0, ":", ca.ok() ? *ca : "", cert.ok() ? *cert : "",
-      key.ok() ? *key : "", client_ca.ok() ? *client_ca : "");
+      ":", client_ca.ok() ? client_ca->size() : 0, ":", crls.ok() ? crls->size() : 0, ":",
+      ca.ok() ? *ca : "", cert.ok() ? *cert : "", key.ok() ? *key : "",
+      client_ca.ok() ? *client_ca : "", crls.ok() ? *crls : "");
   if (texts == loaded_ || texts == last_error_) return std::nullopt;
   absl::StatusOr<std::shared_ptr<TlsContext>> context =
       !ca.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(ca.status())
       : !cert.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(cert.status())
       : !key.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(key.status())
       : !client_ca.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(client_ca.status())
-                  : TlsContext::Create(*ca, *cert, *key);
+      : !crls.ok() ? absl::StatusOr<std::shared_ptr<TlsContext>>(crls.status())
+                  : TlsContext::Create(*ca, *cert, *key, *crls);
   if (context.ok() && !client_ca_file_.empty()) {
     if (absl::Status usable = CheckCaBundle("auth.client_ca_file", *client_ca); !usable.ok()) {
       context = usable;

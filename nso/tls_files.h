@@ -23,15 +23,19 @@ namespace cohort::nso {
 
 // The text of a PEM file; `key` (e.g. "tls.cert_file") names it in the error.
 absl::StatusOr<std::string> ReadPem(const std::string& key, const std::string& path);
+// The CRLs (PEM) of the files of `dir` (tls.crl_dir), in name order, concatenated; files that hold
+// no CRL are skipped. An error when the directory cannot be read.
+absl::StatusOr<std::string> ReadCrlDir(const std::string& dir);
 
 class TlsFiles {
  public:
   // `client_ca_file` (auth.client_ca_file, "" = none): the CA of applications' certificates,
   // read and reloaded with the others.
+  // `crl_dir` (tls.crl_dir, "" = none): its CRLs, read and reloaded with the others.
   TlsFiles(std::string ca_file, std::string cert_file, std::string key_file,
-           std::string client_ca_file = "")
+           std::string client_ca_file = "", std::string crl_dir = "")
       : ca_file_(std::move(ca_file)), cert_file_(std::move(cert_file)), key_file_(std::move(key_file)),
-        client_ca_file_(std::move(client_ca_file)) {}
+        client_ca_file_(std::move(client_ca_file)), crl_dir_(std::move(crl_dir)) {}
 
   // Reads the files and makes the context (at start: an error stops the daemon).
   absl::StatusOr<std::shared_ptr<TlsContext>> Load();
@@ -50,7 +54,7 @@ class TlsFiles {
   const std::string& client_ca_pem() const { return client_ca_file_.empty() ? ca_ : client_ca_; }
 
  private:
-  const std::string ca_file_, cert_file_, key_file_, client_ca_file_;
+  const std::string ca_file_, cert_file_, key_file_, client_ca_file_, crl_dir_;
   std::string ca_, cert_, key_, client_ca_;
   std::string loaded_;      // the three texts the current context was made from
   std::string last_error_;  // the three texts of the last failed attempt (not retried as such)

@@ -159,6 +159,10 @@ TEST_CASE("a file without a tls section is refused, naming the file and both fix
   CHECK(ParseOk(kBase + kInsecure).tls.explicit_insecure);
   CHECK(ParseOk(kBase + "tls: {ca_file: a, cert_file: b, key_file: c}\n").tls.enabled);
   CHECK(ParseOk(kBase + "tls: {ca_file: a, cert_file: b, key_file: c}\n").tls.reload_seconds == 60);
+  CHECK(ParseOk(kBase + "tls: {ca_file: a, cert_file: b, key_file: c, crl_dir: /etc/crl}\n")
+            .tls.crl_dir == "/etc/crl");
+  CHECK_THAT(ErrorOf(kBase + "tls: {insecure: true, crl_dir: /etc/crl}\n"),
+             Contains("must not be set with tls.insecure"));
   CHECK_THAT(ErrorOf(kBase + "tls: {ca_file: a, cert_file: b, key_file: c, reload_seconds: 0}\n"),
              StartsWith("config.yaml:6: tls.reload_seconds: "));
   CHECK_THAT(ErrorOf(kBase + "tls: {insecure: true, reload_seconds: 5}\n"),

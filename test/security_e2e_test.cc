@@ -142,6 +142,53 @@ TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins",
   CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), wrong_ca).ok());
 }
 
+TEST_CASE("tls.crl_dir: a certificate its CA revoked is refused, a daemon's (raw TCP and gRPC "
+          "peers) and an application's",
+          "[security][e2e]") {
+  const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
+  INFO("peer_transport: " << transport);
+  std::string ca = MakeCa("ca-crl-" + transport);
+  test::Cluster cluster(
+      {3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+       Replace(TestCaTlsYaml(ca), "}\n", ", crl_dir: " + ca + "/crl}\n") +
+           "auth:\n  client_certificates: true\n"
+           "failure_detector: {suspect_timeout_ms: 500, exclude_timeout_ms: 1500}\n"
+           "peer_transport: " + transport + "\n",
+       "info"});
+  // n3's certificate is from the cluster's CA, which has revoked it (tools/make-test-ca).
+  WriteText(cluster.ConfigPath(3),
+            Replace(Replace(ReadText(cluster.ConfigPath(3)), "/daemon.pem", "/revoked.pem"),
+                    "/daemon.key", "/revoked.key"));
+  REQUIRE(cluster.Start());
+  auto as = [&](const std::string& name) {
+    ConnectOptions options;
+    options.ca_file = ca + "/ca.pem";
+    options.cert_file = ca + "/" + name + ".pem";
+    options.key_file = ca + "/" + name + ".key";
+    options.timeout = absl::Seconds(3);
+    return options;
+  };
+  const std::vector<std::string> majority = {"n1", "n2"};
+  REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), as("app1"), "g") == majority; },
+                     15));
+  for (int i = 0; i < 10; ++i) {
+    CHECK(ViewAt(cluster.ClientAddress(2), as("app1"), "g") == majority);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string log1 = LogOf(cluster, 1);
+  CHECK_THAT(log1, Contains("connected to node 2"));
+  CHECK_THAT(log1, Contains("TLS failure with node 3"));
+  CHECK(log1.find("connected to node 3") == std::string::npos);
+  CHECK(LogOf(cluster, 2).find("connected to node 3") == std::string::npos);
+  // Applications: app1's certificate is taken, the revoked one fails the handshake.
+  auto app1 = Client::Connect(cluster.ClientAddress(1), as("app1"));
+  REQUIRE(app1.ok());
+  CHECK((*app1)->GroupDetails("g").ok());
+  ConnectOptions revoked = as("revoked");
+  revoked.timeout = absl::Milliseconds(500);
+  CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), revoked).ok());
+}
+
 TEST_CASE("mutual TLS binds a certificate to its node: an acceptor refuses a dialer whose "
           "certificate is not for the node its hello names", "[security][e2e]") {
   const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
