@@ -462,10 +462,11 @@ void GroupDirectory::SendRestore(wire::DirectoryState file) {
   std::unique_ptr<Client> client = Client::WithBackend(
       MakeLocalClient(daemon_->node(), daemon_->loop()), nso_, daemon_->config().node);
   const std::string payload = file.SerializeAsString();
-  // Until it is delivered (a majority of the daemons must be up to order it), or shutdown.
+  // Until it is delivered (a majority of the daemons must be up to order it), or shutdown (which
+  // waits for the attempt in progress: short ones).
   while (!stopping_.HasBeenNotified()) {
     absl::StatusOr<GroupReplies> replies =
-        client->Invoke(kSystemGroup, kRestore, payload, Mode::kMajority, absl::Seconds(5));
+        client->Invoke(kSystemGroup, kRestore, payload, Mode::kMajority, absl::Seconds(1));
     if (replies.ok()) return;
     stopping_.WaitForNotificationWithTimeout(absl::Milliseconds(200));
   }
