@@ -117,8 +117,8 @@ struct TlsConfig {
   int64_t reload_seconds = 60;
   // Optional: a directory of certificate revocation lists (PEM), named as OpenSSL's hashed
   // directories are (`openssl rehash DIR`). A certificate its issuer's CRL lists is refused in
-  // every handshake (peers, applications); an issuer without a CRL there is not checked. Read
-  // again with the files.
+  // every handshake (peers, applications); an issuer without a CRL there is not checked. The raw
+  // TCP transport reads it again with the files; gRPC's ports keep a CRL they loaded (a restart).
   std::string crl_dir;
 };
 

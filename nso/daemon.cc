@@ -111,7 +111,7 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
   } else {
     client.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
-  if (!tls.crl_dir.empty()) client.set_crl_directory(tls.crl_dir);
+  if (!tls.crl_dir.empty() && client_certificates) client.set_crl_directory(tls.crl_dir);
   credentials.client_server = grpc::experimental::TlsServerCredentials(client);
   // The dialer checks the acceptor's certificate against the CA and the peer's name (the host of
   // its address, or tls.server_name through the target name override).

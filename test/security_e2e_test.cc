@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -100,8 +101,10 @@ void UseCertificate(const test::Cluster& cluster, int index, const std::string& 
 }
 
 // n1 and n2 form the view of g without n3, whose TLS handshakes fail: the view read `rounds`
-// times 100 ms apart at both, and their logs.
-void CheckKeptOut(const test::Cluster& cluster, const ConnectOptions& options, int rounds) {
+// times 100 ms apart at both, and their logs (from `since1` and `since2` bytes on: what came
+// before is not looked at).
+void CheckKeptOut(const test::Cluster& cluster, const ConnectOptions& options, int rounds,
+                  size_t since1 = 0, size_t since2 = 0) {
   const std::vector<std::string> majority = {"n1", "n2"};
   REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), options, "g") == majority; },
                      15));
@@ -111,10 +114,10 @@ void CheckKeptOut(const test::Cluster& cluster, const ConnectOptions& options, i
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::string log1 = LogOf(cluster, 1);
-  CHECK_THAT(log1, Contains("connected to node 2"));
-  CHECK_THAT(log1, Contains("TLS failure with node 3"));
-  CHECK(log1.find("connected to node 3") == std::string::npos);
-  CHECK(LogOf(cluster, 2).find("connected to node 3") == std::string::npos);
+  if (since1 == 0) CHECK_THAT(log1, Contains("connected to node 2"));
+  CHECK_THAT(log1.substr(std::min(since1, log1.size())), Contains("TLS failure with node 3"));
+  CHECK(log1.find("connected to node 3", since1) == std::string::npos);
+  CHECK(LogOf(cluster, 2).find("connected to node 3", since2) == std::string::npos);
 }
 
 TEST_CASE("mutual TLS: a daemon with a certificate from another CA never joins", "[security][e2e]") {
@@ -186,6 +189,39 @@ TEST_CASE("tls.crl_dir: a certificate its CA revoked is refused, a daemon's (raw
   ConnectOptions revoked = as("revoked");
   revoked.timeout = absl::Milliseconds(500);
   CHECK_FALSE(Client::Connect(cluster.ClientAddress(1), revoked).ok());
+}
+
+TEST_CASE("tls.crl_dir is read again with the tls files: a certificate revoked while the "
+          "daemons run is refused at its next connection (raw TCP peers)",
+          "[security][e2e]") {
+  std::string ca = MakeCa("ca-crl-reload");
+  const std::string crl_dir = ca + "/crl-live";
+  // (recursive: without it, copy() of a directory copies none of its files)
+  constexpr auto kOverwrite =
+      std::filesystem::copy_options::overwrite_existing | std::filesystem::copy_options::recursive;
+  std::filesystem::create_directories(crl_dir);
+  std::filesystem::copy(ca + "/crl-none", crl_dir, kOverwrite);
+  test::Cluster cluster(
+      {3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
+       Replace(TestCaTlsYaml(ca), "}\n", ", crl_dir: " + crl_dir + ", reload_seconds: 1}\n") +
+           "failure_detector: {suspect_timeout_ms: 500, exclude_timeout_ms: 1500}\n"
+           "peer_transport: tcp\n",
+       "info"});
+  UseCertificate(cluster, 3, "revoked");  // not yet revoked in the CRL the daemons read
+  REQUIRE(cluster.Start());
+  ConnectOptions tls;
+  tls.ca_file = ca + "/ca.pem";
+  const std::vector<std::string> all = {"n1", "n2", "n3"};
+  REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), tls, "g") == all; }, 15));
+  // The CA revokes it: the new CRL replaces the old one; n1 and n2 read it within a second.
+  std::filesystem::copy(ca + "/crl", crl_dir, kOverwrite);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  CHECK_THAT(LogOf(cluster, 1), Contains("TLS files changed"));
+  // n3 restarts: its new connections are refused, and the others exclude it.
+  cluster.Kill(3);
+  const size_t since1 = LogOf(cluster, 1).size(), since2 = LogOf(cluster, 2).size();
+  REQUIRE(cluster.StartNode(3));
+  CheckKeptOut(cluster, tls, 10, since1, since2);
 }
 
 TEST_CASE("mutual TLS binds a certificate to its node: an acceptor refuses a dialer whose "
