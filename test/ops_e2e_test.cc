@@ -253,7 +253,10 @@ TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a resta
   CHECK(Eventually([&] { return g_servant->servant->Ended(&why); }, 5));
   CHECK(why.code() == absl::StatusCode::kNotFound);
   CHECK_THAT(std::string(why.message()), Contains("removed from this daemon's configuration"));
-  CHECK_THAT(test::ReadText(cluster.LogPath(1)), Contains("reload: stopped group(s) g"));
+  CHECK(Eventually([&] {
+    return test::ReadText(cluster.LogPath(1)).find("reload: stopped group(s) g") !=
+           std::string::npos;
+  }, 5));
   auto elsewhere = Client::Connect(cluster.ClientAddress(2));
   REQUIRE(elsewhere.ok());
   CHECK((*elsewhere)->GroupDetails("g").ok());
