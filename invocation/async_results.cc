@@ -29,11 +29,6 @@ void AsyncResults::Post(Callback callback, absl::StatusOr<GroupReplies> result) 
   queue_.push_back({std::move(callback), std::move(result)});
 }
 
-uint64_t AsyncResults::completed() const {
-  absl::MutexLock lock(&mu_);
-  return completed_;
-}
-
 void AsyncResults::Loop() {
   std::deque<Item> batch;
   while (true) {
@@ -51,7 +46,6 @@ void AsyncResults::Loop() {
     {
       absl::MutexLock lock(&mu_);
       expected_ -= batch.size();
-      completed_ += batch.size();
     }
     batch.clear();
   }

@@ -39,9 +39,6 @@ class AsyncResults {
   // Any thread, under any lock: queues `callback` with `result` for the callbacks' thread.
   void Post(Callback callback, absl::StatusOr<GroupReplies> result);
 
-  // Callbacks run so far (for tests).
-  uint64_t completed() const;
-
  private:
   struct Item {
     Callback callback;
@@ -49,10 +46,9 @@ class AsyncResults {
   };
   void Loop();
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;   // Expect()ed and not yet run
-  uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // started by the first Expect, under mu_

@@ -4,6 +4,12 @@ namespace cohort::invocation {
 
 bool CausalBarrier::Admit(uint64_t nso, const std::string& group, uint64_t call_id,
                           uint64_t now_ms, Submit submit, size_t bytes) {
+  return AdmitOrHold(nso, group, call_id, now_ms, bytes, [&submit] { return std::move(submit); });
+}
+
+bool CausalBarrier::AdmitOrHold(uint64_t nso, const std::string& group, uint64_t call_id,
+                                uint64_t now_ms, size_t bytes,
+                                const std::function<Submit()>& make_held) {
   PerNso& state = nsos_[nso];
   state.bytes += bytes;
   if (state.held.empty() && (state.unordered.empty() || state.group == group)) {
@@ -11,7 +17,7 @@ bool CausalBarrier::Admit(uint64_t nso, const std::string& group, uint64_t call_
     Track(nso, &state, call_id, now_ms, bytes);
     return true;
   }
-  state.held.push_back({group, call_id, std::move(submit), bytes});
+  state.held.push_back({group, call_id, make_held(), bytes});
   return false;
 }
 

@@ -32,6 +32,10 @@ class CausalBarrier {
   // `bytes`: the request's size, counted in in_flight_bytes until it is ordered.
   bool Admit(uint64_t nso, const std::string& group, uint64_t call_id, uint64_t now_ms,
              Submit submit, size_t bytes = 0);
+  // The same, with the submission made by `make_held` only when it is held: nothing is made on
+  // the usual path (a request submitted at once, issue 7's hot path).
+  bool AdmitOrHold(uint64_t nso, const std::string& group, uint64_t call_id, uint64_t now_ms,
+                   size_t bytes, const std::function<Submit()>& make_held);
   // Request `call_id` is known ordered (or finished): the submissions it released, in order.
   std::vector<Submit> Ordered(uint64_t call_id, uint64_t now_ms);
   // Releases past entries older than release_after_ms.

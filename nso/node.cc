@@ -334,19 +334,20 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
 
 void Node::SubmitInCausalOrder(const wire::Request& request, Group* group,
                                std::function<void(Group*)> submit) {
-  // The barrier may hold it past a DeleteGroup (and a new group of the same name): it goes to
-  // the group it was made for, or nowhere.
-  std::function<void()> held = [this, name = group->name(),
-                                incarnation = group->group_incarnation(),
-                                submit = std::move(submit)] {
-    auto it = groups_.find(name);
-    if (it != groups_.end() && it->second->group_incarnation() == incarnation) {
-      submit(it->second.get());
-    }
+  // A held submission may be released past a DeleteGroup (and a new group of the same name): it
+  // goes to the group it was made for, or nowhere.
+  auto make_held = [&]() -> invocation::CausalBarrier::Submit {
+    return [this, name = group->name(), incarnation = group->group_incarnation(),
+            submit = std::move(submit)] {
+      auto it = groups_.find(name);
+      if (it != groups_.end() && it->second->group_incarnation() == incarnation) {
+        submit(it->second.get());
+      }
+    };
   };
-  if (causal_barrier_.Admit(request.client_nso(), group->name(), request.call_id(), now_ms_, held,
-                            request.payload().size())) {
-    held();
+  if (causal_barrier_.AdmitOrHold(request.client_nso(), group->name(), request.call_id(), now_ms_,
+                                  request.payload().size(), make_held)) {
+    submit(group);
   }
 }
 
@@ -577,8 +578,13 @@ void Node::SendForward(NodeId to, const std::string& group, const wire::Request&
 void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(group);
-  if (auto it = groups_.find(group); it != groups_.end() && it->second->group_incarnation() != 0) {
-    envelope.set_group_incarnation(it->second->group_incarnation());
+  // Replies are routed by call id before the receiver looks at the group (Receive): only the
+  // rest needs the group's incarnation.
+  if (!envelope.has_reply() && !envelope.has_managed_reply()) {
+    auto it = groups_.find(group);
+    if (it != groups_.end() && it->second->group_incarnation() != 0) {
+      envelope.set_group_incarnation(it->second->group_incarnation());
+    }
   }
   envelope.set_sender_node(self_);
   envelope.set_incarnation(incarnation_);

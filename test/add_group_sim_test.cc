@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -87,15 +88,22 @@ struct Run {
   test::SimCounters counters{&sim};
 };
 
-TEST_CASE("a group started by each node at its own moment runs once a majority has it; a late "
-          "member catches up and every replica agrees (many seeds, both orderings)",
-          "[sim][membership]") {
-  const Ordering ordering = GENERATE(Ordering::kConsensus, Ordering::kSequencer);
+// 40 seeds of `body`, each with a fresh Run (group g settled, 200 ms) and an rng of its seed.
+void ForSeeds(Ordering ordering, const std::function<void(Run&, std::mt19937_64&)>& body) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     INFO("seed " << seed << ", ordering " << nso::ToString(ordering));
     Run run(seed, ordering);
     std::mt19937_64 rng(seed);
-    run.sim.net.RunUntil(200);  // g settles
+    run.sim.net.RunUntil(200);
+    body(run, rng);
+  }
+}
+
+TEST_CASE("a group started by each node at its own moment runs once a majority has it; a late "
+          "member catches up and every replica agrees (many seeds, both orderings)",
+          "[sim][membership]") {
+  ForSeeds(GENERATE(Ordering::kConsensus, Ordering::kSequencer), [](Run& run,
+                                                                     std::mt19937_64& rng) {
     // n1 and n2 start h 0-150 ms apart; calls from n1 begin at once and wait for the majority.
     run.Start(1);
     run.sim.net.RunUntil(run.sim.net.now_ms() + rng() % 150);
@@ -138,18 +146,14 @@ TEST_CASE("a group started by each node at its own moment runs once a majority h
     REQUIRE(outside.status.ok());
     REQUIRE(outside.replies.size() == 3);
     for (const auto& reply : outside.replies) CHECK(reply.payload == outside.replies[0].payload);
-  }
+  });
 }
 
 TEST_CASE("a group deleted and created again by each node at its own moment: pending calls end, "
           "old servants are told, and the new group starts fresh (many seeds, both orderings)",
           "[sim][membership]") {
-  const Ordering ordering = GENERATE(Ordering::kConsensus, Ordering::kSequencer);
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
-    INFO("seed " << seed << ", ordering " << nso::ToString(ordering));
-    Run run(seed, ordering);
-    std::mt19937_64 rng(seed);
-    run.sim.net.RunUntil(200);
+  ForSeeds(GENERATE(Ordering::kConsensus, Ordering::kSequencer), [](Run& run,
+                                                                     std::mt19937_64& rng) {
     for (NodeId id = 1; id <= 4; ++id) run.Start(id);
     for (int k = 0; k < 5; ++k) REQUIRE(run.Add(1, invocation::Mode::kAll).status.ok());
     // Calls in flight from a member and from outside while the nodes delete h one by one.
@@ -202,7 +206,7 @@ TEST_CASE("a group deleted and created again by each node at its own moment: pen
     CHECK(first >= 1);
     CHECK(first <= attempts);
     for (NodeId id = 1; id <= 3; ++id) CHECK(fresh.value[id] == first + 1);
-  }
+  });
 }
 
 }  // namespace
