@@ -5,6 +5,8 @@
 #include <future>
 #include <memory>
 
+#include <grpc/grpc_security_constants.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -74,6 +76,7 @@ void AccessPolicy::Update(const Config& config) {
   creators_ = std::move(creators);
   if (!client_certificates_fixed_) {
     client_certificates_ = config.client_certificates;
+    certificate_name_ = config.certificate_name;
     client_certificates_fixed_ = true;
   }
 }
@@ -85,11 +88,22 @@ bool AccessPolicy::auth_enabled() const {
 
 namespace {
 
-// The common name of the verified client certificate of the call's TLS connection, or "".
-std::string CertificateName(const grpc::ServerContextBase& context) {
+// The auth context's property holding the names of the kind auth.certificate_name chose.
+const char* CertificateNameProperty(CertificateNameField field) {
+  switch (field) {
+    case CertificateNameField::kCommonName: return GRPC_X509_CN_PROPERTY_NAME;
+    case CertificateNameField::kDns: return GRPC_PEER_DNS_PROPERTY_NAME;
+    case CertificateNameField::kUri: return GRPC_PEER_URI_PROPERTY_NAME;
+  }
+  return GRPC_X509_CN_PROPERTY_NAME;
+}
+
+// The name (of the kind `field`; the first one, for subject alternative names) of the verified
+// client certificate of the call's TLS connection, or "".
+std::string CertificateName(const grpc::ServerContextBase& context, CertificateNameField field) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr) return "";
-  std::vector<grpc::string_ref> names = auth->FindPropertyValues("x509_common_name");
+  std::vector<grpc::string_ref> names = auth->FindPropertyValues(CertificateNameProperty(field));
   return names.empty() ? "" : std::string(names.front().data(), names.front().size());
 }
 
@@ -99,10 +113,12 @@ grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
                                         std::string* caller) const {
   caller->clear();
   bool certificates;
+  CertificateNameField field;
   {
     absl::MutexLock lock(&mu_);
     if (tokens_.empty() && !client_certificates_) return grpc::Status::OK;  // no authentication
     certificates = client_certificates_;
+    field = certificate_name_;
   }
   std::string token;
   const auto& metadata = context.client_metadata();
@@ -120,7 +136,7 @@ grpc::Status AccessPolicy::Authenticate(const grpc::ServerContextBase& context,
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "this daemon requires metadata \"authorization: Bearer <token>\"");
   }
-  std::string certified = certificates ? CertificateName(context) : "";
+  std::string certified = certificates ? CertificateName(context, field) : "";
   return Combine(certificates, certified, token, caller);
 }
 
@@ -139,10 +155,18 @@ grpc::Status AccessPolicy::AuthenticateLocal(const std::string& certified,
 grpc::Status AccessPolicy::Combine(bool certificates, const std::string& certified,
                                    const std::string& token, std::string* caller) const {
   if (certificates && certified.empty()) {
+    CertificateNameField field;
+    {
+      absl::MutexLock lock(&mu_);
+      field = certificate_name_;
+    }
     return grpc::Status(
         grpc::StatusCode::UNAUTHENTICATED,
-        "this daemon requires a TLS client certificate from its CA, with a common name "
-        "(auth.client_certificates): none was presented");
+        absl::StrCat("this daemon requires a TLS client certificate from its CA, with ",
+                     field == CertificateNameField::kDns   ? "a DNS subject alternative name"
+                     : field == CertificateNameField::kUri ? "a URI subject alternative name"
+                                                           : "a common name",
+                     " (auth.client_certificates, auth.certificate_name): none was presented"));
   }
   if (certified.empty()) return AuthenticateToken(token, caller);
   if (!token.empty()) {

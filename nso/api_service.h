@@ -41,7 +41,8 @@ class AccessPolicy {
  public:
   void Update(const Config& config);
   // OK and the caller's name in *caller ("" when authentication is off), else UNAUTHENTICATED:
-  // the common name of its client certificate, or its token's name; both given, they must agree.
+  // the name of its client certificate (auth.certificate_name: its common name, or its first DNS
+  // or URI subject alternative name), or its token's name; both given, they must agree.
   grpc::Status Authenticate(const grpc::ServerContextBase& context, std::string* caller) const;
   // Authenticate, then PERMISSION_DENIED unless the group's acl grants `right` to the caller.
   // A group without an acl (or unknown to the config) allows every right.
@@ -80,6 +81,7 @@ class AccessPolicy {
   mutable absl::Mutex mu_;
   std::vector<TokenConfig> tokens_ ABSL_GUARDED_BY(mu_);
   bool client_certificates_ ABSL_GUARDED_BY(mu_) = false;
+  CertificateNameField certificate_name_ ABSL_GUARDED_BY(mu_) = CertificateNameField::kCommonName;
   bool client_certificates_fixed_ ABSL_GUARDED_BY(mu_) = false;  // by the first Update
   std::map<std::string, AclConfig, std::less<>> acls_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> creators_ ABSL_GUARDED_BY(mu_);  // dynamic_groups.create

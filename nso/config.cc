@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,6 +47,7 @@ using DefaultMode = GroupConfig::DefaultMode;
 constexpr int64_t kMaxDurationMs = 24 * 60 * 60 * 1000;  // one day: longer is a unit mistake
 constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxNameLength = 64;
+constexpr size_t kMaxApplicationNameLength = 256;
 
 // Keys allowed at each level, in schema order (listed in unknown-key errors).
 const std::vector<absl::string_view> kTopKeys = {
@@ -57,7 +59,7 @@ const std::vector<absl::string_view> kTlsKeys = {"ca_file",     "cert_file", "ke
                                                  "server_name", "insecure",  "reload_seconds",
                                                  "crl_dir"};
 const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates",
-                                                   "client_ca_file"};
+                                                   "client_ca_file", "certificate_name"};
 const std::vector<absl::string_view> kTokenKeys = {"name", "token", "token_file"};
 const std::vector<absl::string_view> kAclKeys = {"join", "invoke", "admin"};
 const std::vector<absl::string_view> kListenKeys = {"peer", "client", "local"};
@@ -91,6 +93,10 @@ const EnumNames<absl::string_view> kLogLevelNames = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"},
     {"warn", "warn"},   {"error", "error"}, {"off", "off"}};
 const EnumNames<absl::string_view> kLogFormatNames = {{"text", "text"}, {"json", "json"}};
+const EnumNames<CertificateNameField> kCertificateNameNames = {
+    {"common_name", CertificateNameField::kCommonName},
+    {"dns", CertificateNameField::kDns},
+    {"uri", CertificateNameField::kUri}};
 const EnumNames<absl::string_view> kPeerTransportNames = {
     {"auto", "auto"}, {"grpc", "grpc"}, {"tcp", "tcp"}};
 
@@ -578,14 +584,29 @@ absl::Status ReadMembers(const MapView& m, std::vector<std::string>* members) {
   });
 }
 
-// An acl list: token names or "*".
+// An application's name in an acl: a token's name, or a client certificate's (a common name, a
+// DNS name, a URI such as spiffe://cluster/ns/app): printable ASCII without spaces, 1..256.
+absl::Status ParseApplicationName(const Reader& reader, const Value& value, std::string* out) {
+  CONFIG_RETURN_IF_ERROR(ParseString(reader, value, out));
+  bool printable = !out->empty() && out->size() <= kMaxApplicationNameLength &&
+                   std::all_of(out->begin(), out->end(), [](char c) { return c > ' ' && c < 127; });
+  if (!printable) {
+    return reader.ErrorAtLine(value.line, value.path,
+                              absl::StrCat("must be an application name (1..256 printable ASCII "
+                                           "characters, no spaces), got \"",
+                                           absl::CHexEscape(*out), "\""));
+  }
+  return absl::OkStatus();
+}
+
+// An acl list: application names or "*".
 absl::Status ReadAclList(const MapView& m, absl::string_view key, std::vector<std::string>* out) {
-  return ReadList(m, key, Presence::kOptional, "token names or \"*\"", [&](const Value& item) {
+  return ReadList(m, key, Presence::kOptional, "application names or \"*\"", [&](const Value& item) {
     std::string name;
     if (item.node.IsScalar() && item.node.Scalar() == "*") {
       name = "*";
     } else {
-      CONFIG_RETURN_IF_ERROR(ParseName(*m.reader(), item, &name));
+      CONFIG_RETURN_IF_ERROR(ParseApplicationName(*m.reader(), item, &name));
     }
     out->push_back(std::move(name));
     return absl::OkStatus();
@@ -719,6 +740,8 @@ absl::Status ReadAuth(const MapView& top, Config* config) {
                                    [config](const Reader& r, const Value& v) {
                                      return ParseString(r, v, &config->client_ca_file);
                                    }));
+    CONFIG_RETURN_IF_ERROR(
+        ReadEnum(m, "certificate_name", kCertificateNameNames, &config->certificate_name));
     // An auth section says how applications prove who they are: tokens, certificates or both.
     Presence tokens = config->client_certificates ? Presence::kOptional : Presence::kRequired;
     return ReadList(m, "tokens", tokens, "tokens", [&](const Value& item) {
@@ -923,6 +946,12 @@ absl::Status CheckConfig(const Reader& reader, Config* config) {
     return reader.ErrorAt("auth.client_ca_file",
                           "needs auth.client_certificates: true (the CA of the applications' "
                           "certificates is used only to check them)");
+  }
+  if (config->certificate_name != CertificateNameField::kCommonName &&
+      !config->client_certificates) {
+    return reader.ErrorAt("auth.certificate_name",
+                          "needs auth.client_certificates: true (it says which name of an "
+                          "application's certificate names it)");
   }
   CONFIG_RETURN_IF_ERROR(ResolveNode(reader, config));
   const FailureDetectorConfig& fd = config->failure_detector;

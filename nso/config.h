@@ -104,6 +104,8 @@ struct LimitsConfig {
 
 // tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and
 // verifies the other against ca_file); applications verify the daemon against ca_file.
+enum class CertificateNameField { kCommonName, kDns, kUri };
+
 struct TlsConfig {
   bool enabled = false;           // false: insecure: true (warned at start); the section is required
   bool explicit_insecure = false;  // insecure: true was written
@@ -163,6 +165,10 @@ struct Config {
   // auth.client_ca_file: the CA of applications' certificates, when not tls.ca_file (with
   // client_certificates; read and reloaded with the tls files).
   std::string client_ca_file;
+  // auth.certificate_name: which name of a client certificate names the application: its
+  // subject's common name (the default), or its first DNS or URI subject alternative name (for
+  // certificates without a common name, such as cert-manager's or SPIFFE's). Applied at start.
+  CertificateNameField certificate_name = CertificateNameField::kCommonName;
   // dynamic_groups: CreateGroup at run time (003 section 3: clients create groups). The daemons
   // order definitions in the system group kSystemGroup of every peer; `create` names who may
   // create (application names or "*").

@@ -97,6 +97,10 @@ auth:                         # [absent = no authentication] how applications pr
                               #   applied at start only
   client_ca_file: /etc/cohort/apps-ca.pem  # [tls.ca_file] the CA of those certificates, if
                               #   not the daemons' (reloaded with the tls files)
+  certificate_name: common_name  # [common_name] which name of a client certificate names the
+                              #   application: common_name, dns or uri (its first DNS or URI
+                              #   subject alternative name, e.g. spiffe://cluster/ns/app);
+                              #   applied at start only
 dynamic_groups:               # [absent = off] CreateGroup / DeleteGroup at run time: the
                               #   daemons order each in their own group cohort.system (every
                               #   peer) and all start (stop) the group as if it were in groups[]

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nso/grpc_revocation.h"
 #include "nso/logging.h"
 #include "nso/tls_files.h"
 
@@ -57,9 +58,27 @@ struct Credentials {
   std::shared_ptr<TlsContext> peer_tls;  // the raw TCP peer transport's (nullptr: plaintext)
 };
 
+// The stores of tls.crl_dir for the gRPC ports, from the texts `files` last validated: the
+// peers' CA and the applications' CA, each with the CRLs.
+absl::Status MakeRevocationStores(const TlsFiles& files,
+                                  std::shared_ptr<const RevocationStore>* peers,
+                                  std::shared_ptr<const RevocationStore>* applications) {
+  absl::StatusOr<std::shared_ptr<const RevocationStore>> peer =
+      RevocationStore::Create("tls.ca_file", files.ca_pem(), files.crl_pem());
+  if (!peer.ok()) return peer.status();
+  absl::StatusOr<std::shared_ptr<const RevocationStore>> application =
+      RevocationStore::Create("auth.client_ca_file", files.client_ca_pem(), files.crl_pem());
+  if (!application.ok()) return application.status();
+  *peers = *std::move(peer);
+  *applications = *std::move(application);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_certificates,
                                             TlsFiles* files,
-                                            PublishedTls* published) {
+                                            PublishedTls* published,
+                                            std::shared_ptr<RevocationSource>* peer_revocations,
+                                            std::shared_ptr<RevocationSource>* client_revocations) {
   Credentials credentials;
   if (!tls.enabled) {
     credentials.peer_server = grpc::InsecureServerCredentials();
@@ -79,6 +98,17 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
     return done;
   }
   namespace tls_api = grpc::experimental;
+  // tls.crl_dir: our own verifier on every gRPC port, fed the CRLs TlsFiles re-reads. (gRPC's
+  // crl_directory keeps a CRL once it has read it: a revocation would need a restart there.)
+  if (!tls.crl_dir.empty()) {
+    std::shared_ptr<const RevocationStore> peers, applications;
+    if (absl::Status made = MakeRevocationStores(*files, &peers, &applications); !made.ok()) {
+      return made;
+    }
+    *peer_revocations = std::make_shared<RevocationSource>(std::move(peers));
+    *client_revocations = std::make_shared<RevocationSource>(std::move(applications));
+  }
+  const bool revocations = *peer_revocations != nullptr;
   auto provider = std::make_shared<tls_api::FileWatcherCertificateProvider>(
       published->identity_path(), published->identity_path(), published->ca_path(),
       static_cast<unsigned int>(tls.reload_seconds));
@@ -87,9 +117,7 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
   peer.watch_root_certs();
   peer.watch_identity_key_cert_pairs();
   peer.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  // tls.crl_dir: gRPC reads the hashed directory itself (a missing CRL leaves an issuer unchecked,
-  // as TlsContext does for the raw TCP transport).
-  if (!tls.crl_dir.empty()) peer.set_crl_directory(tls.crl_dir);
+  if (revocations) peer.set_certificate_verifier(MakeRevocationVerifier(*peer_revocations, false));
   credentials.peer_server = grpc::experimental::TlsServerCredentials(peer);
   // Applications: server-side TLS; they authenticate with bearer tokens (auth.tokens) or with
   // client certificates from the CA (auth.client_certificates). A certificate is requested, not
@@ -111,7 +139,9 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
   } else {
     client.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
-  if (!tls.crl_dir.empty() && client_certificates) client.set_crl_directory(tls.crl_dir);
+  if (revocations && client_certificates) {
+    client.set_certificate_verifier(MakeRevocationVerifier(*client_revocations, false));
+  }
   credentials.client_server = grpc::experimental::TlsServerCredentials(client);
   // The dialer checks the acceptor's certificate against the CA and the peer's name (the host of
   // its address, or tls.server_name through the target name override).
@@ -120,8 +150,9 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
   dialer.watch_root_certs();
   dialer.watch_identity_key_cert_pairs();
   dialer.set_verify_server_certs(true);
-  dialer.set_certificate_verifier(std::make_shared<tls_api::HostNameCertificateVerifier>());
-  if (!tls.crl_dir.empty()) dialer.set_crl_directory(tls.crl_dir);
+  dialer.set_certificate_verifier(
+      revocations ? MakeRevocationVerifier(*peer_revocations, /*check_host=*/true)
+                  : std::make_shared<tls_api::HostNameCertificateVerifier>());
   credentials.peer_dialer = grpc::experimental::TlsCredentials(dialer);
   return credentials;
 }
@@ -174,7 +205,8 @@ absl::Status Daemon::Start() {
                                             config_.tls.crl_dir);
   }
   absl::StatusOr<Credentials> credentials =
-      MakeCredentials(config_.tls, config_.client_certificates, tls_files_.get(), &published_tls_);
+      MakeCredentials(config_.tls, config_.client_certificates, tls_files_.get(), &published_tls_,
+                      &peer_revocations_, &client_revocations_);
   if (!credentials.ok()) return credentials.status();
   if (!config_.tls.enabled) {
     // The loader refuses a config without a tls section: plaintext only with insecure: true.
@@ -378,6 +410,16 @@ void Daemon::ReloadTlsFiles() {
       !published.ok()) {
     Log("daemon")->warn("TLS files changed but could not be handed to gRPC: {}",
                         std::string(published.message()));
+  }
+  if (peer_revocations_ != nullptr) {
+    std::shared_ptr<const RevocationStore> peers, applications;
+    if (absl::Status made = MakeRevocationStores(*tls_files_, &peers, &applications); made.ok()) {
+      peer_revocations_->Set(std::move(peers));
+      client_revocations_->Set(std::move(applications));
+    } else {
+      Log("daemon")->warn("TLS files changed but the gRPC ports keep their CRLs: {}",
+                          std::string(made.message()));
+    }
   }
   if (TcpTransport* tcp = tcp_transport_) {
     loop_->Post([tcp, tls = **std::move(reloaded)]() mutable { tcp->SetTls(std::move(tls)); });

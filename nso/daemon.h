@@ -23,6 +23,7 @@
 #include "nso/event_loop.h"
 #include "nso/grpc_transport.h"
 #include "nso/tcp_transport.h"
+#include "nso/grpc_revocation.h"
 #include "nso/tls_files.h"
 #include "nso/http_server.h"
 #include "nso/metrics.h"
@@ -102,6 +103,8 @@ class Daemon {
   // What gRPC's certificate provider reads; declared before everything that holds gRPC
   // credentials, so it outlives them.
   PublishedTls published_tls_;
+  // tls.crl_dir: the CRLs the gRPC ports check new connections against (null without one).
+  std::shared_ptr<RevocationSource> peer_revocations_, client_revocations_;
   std::unique_ptr<PeerTransport> transport_;  // gRPC streams or raw TCP (peer_transport)
   TcpTransport* tcp_transport_ = nullptr;      // transport_ when it is raw TCP
   std::unique_ptr<TlsFiles> tls_files_;        // with tls: the files (monitor thread after start)

@@ -95,6 +95,7 @@ std::optional<absl::StatusOr<std::shared_ptr<TlsContext>>> TlsFiles::Reload() {
     cert_ = *std::move(cert);
     key_ = *std::move(key);
     client_ca_ = *std::move(client_ca);
+    crl_ = *std::move(crls);
   } else {
     last_error_ = std::move(texts);
   }

@@ -52,10 +52,12 @@ class TlsFiles {
   const std::string& key_pem() const { return key_; }
   // The applications' CA: client_ca_file's, or tls.ca_file's without one.
   const std::string& client_ca_pem() const { return client_ca_file_.empty() ? ca_ : client_ca_; }
+  // tls.crl_dir's CRLs, concatenated ("" = none).
+  const std::string& crl_pem() const { return crl_; }
 
  private:
   const std::string ca_file_, cert_file_, key_file_, client_ca_file_, crl_dir_;
-  std::string ca_, cert_, key_, client_ca_;
+  std::string ca_, cert_, key_, client_ca_, crl_;
   std::string loaded_;      // the three texts the current context was made from
   std::string last_error_;  // the three texts of the last failed attempt (not retried as such)
 };

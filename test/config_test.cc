@@ -465,6 +465,15 @@ TEST_CASE("dynamic_groups: the system group of every peer; cohort.* names are th
   AclConfig bad{true, {"two words"}, {}, {}};
   CHECK_THAT(error_of(GroupDefinitionYaml("x", {"n1"}, "", "", "", "", &bad)),
              Contains("acl.join[0]"));
+  // Certificates' names: a URI SAN (auth.certificate_name: uri) is an application name.
+  AclConfig spiffe{true, {"spiffe://cluster/ns/app"}, {"billing.example.com"}, {}};
+  absl::StatusOr<GroupConfig> by_uri =
+      ParseGroupDefinition(GroupDefinitionYaml("x", {"n1"}, "", "", "", "", &spiffe), on);
+  REQUIRE(by_uri.ok());
+  CHECK(by_uri->acl->join == std::vector<std::string>{"spiffe://cluster/ns/app"});
+  AclConfig control{true, {"a\tb"}, {}, {}};
+  CHECK_THAT(error_of(GroupDefinitionYaml("x", {"n1"}, "", "", "", "", &control)),
+             Contains("a\\tb"));
   CHECK_THAT(error_of("[1, 2]"), Contains("must be a map"));
   CHECK_THAT(error_of("{name: x"), Contains("group definition"));
 }
@@ -529,7 +538,7 @@ TEST_CASE("the help text documents every key", "[config]") {
         "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "groups:", "members:",
         "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "reload_seconds:", "ca_file:",
         "cert_file:", "key_file:", "server_name:", "insecure: true", "client_certificates:",
-        "client_ca_file:", "dynamic_groups:", "create:"}) {
+        "client_ca_file:", "certificate_name:", "dynamic_groups:", "create:"}) {
     INFO(key);
     CHECK_THAT(help, Contains(key));
   }
@@ -572,4 +581,32 @@ TEST_CASE("a stray comma at block level is refused, not a hang (found by fuzzing
   }
 }
 
+}  // namespace cohort::nso
+
+namespace cohort::nso {
+namespace {
+
+TEST_CASE("auth.certificate_name: common_name (default), dns or uri; needs client certificates",
+          "[config]") {
+  const std::string tls = "tls: {ca_file: a, cert_file: b, key_file: c}\n";
+  CHECK(ParseOk(kBase + tls + "auth: {client_certificates: true}\n").certificate_name ==
+        CertificateNameField::kCommonName);
+  CHECK(ParseOk(kBase + tls + "auth: {client_certificates: true, certificate_name: dns}\n")
+            .certificate_name == CertificateNameField::kDns);
+  CHECK(ParseOk(kBase + tls + "auth: {client_certificates: true, certificate_name: uri}\n")
+            .certificate_name == CertificateNameField::kUri);
+  CHECK_THAT(ErrorOf(kBase + tls + "auth: {client_certificates: true, certificate_name: san}\n"),
+             Contains("auth.certificate_name"));
+  CHECK_THAT(ErrorOf(kBase + tls + "auth: {tokens: [{name: a, token: t}], certificate_name: uri}\n"),
+             Contains("needs auth.client_certificates"));
+  // A URI names an application in an acl with client certificates.
+  Config config = ParseOk(kBase + tls +
+                          "auth: {client_certificates: true, certificate_name: uri}\n"
+                          "groups:\n  - name: g\n    members: [n1]\n"
+                          "    acl: {invoke: [\"spiffe://cluster/ns/app\"]}\n");
+  REQUIRE(config.groups.size() == 1);
+  CHECK(config.groups[0].acl->invoke == std::vector<std::string>{"spiffe://cluster/ns/app"});
+}
+
+}  // namespace
 }  // namespace cohort::nso

@@ -196,9 +196,12 @@ TEST_CASE("tls.crl_dir: a certificate its CA revoked is refused, a daemon's (raw
 }
 
 TEST_CASE("tls.crl_dir is read again with the tls files: a certificate revoked while the "
-          "daemons run is refused at its next connection (raw TCP peers)",
+          "daemons run is refused at its next connection, a daemon's (raw TCP and gRPC peers) "
+          "and an application's",
           "[security][e2e]") {
-  std::string ca = MakeCa("ca-crl-reload");
+  const std::string transport = GENERATE(std::string("tcp"), std::string("grpc"));
+  INFO("peer_transport: " << transport);
+  std::string ca = MakeCa("ca-crl-reload-" + transport);
   const std::string crl_dir = ca + "/crl-live";
   // (recursive: without it, copy() of a directory copies none of its files)
   constexpr auto kOverwrite =
@@ -208,15 +211,35 @@ TEST_CASE("tls.crl_dir is read again with the tls files: a certificate revoked w
   test::Cluster cluster(
       {3, "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
        Replace(TestCaTlsYaml(ca), "}\n", ", crl_dir: " + crl_dir + ", reload_seconds: 1}\n") +
+           "auth:\n  client_certificates: true\n"
            "failure_detector: {suspect_timeout_ms: 500, exclude_timeout_ms: 1500}\n"
-           "peer_transport: tcp\n",
+           "peer_transport: " + transport + "\n",
        "info"});
   UseCertificate(cluster, 3, "revoked");  // not yet revoked in the CRL the daemons read
   REQUIRE(cluster.Start());
-  ConnectOptions tls;
-  tls.ca_file = ca + "/ca.pem";
+  auto as = [&](const std::string& name) {
+    ConnectOptions options;
+    options.ca_file = ca + "/ca.pem";
+    options.cert_file = ca + "/" + name + ".pem";
+    options.key_file = ca + "/" + name + ".key";
+    options.timeout = absl::Seconds(3);
+    return options;
+  };
   const std::vector<std::string> all = {"n1", "n2", "n3"};
-  REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), tls, "g") == all; }, 15));
+  REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), as("app1"), "g") == all; }, 15));
+  // (The first view is the configured members: wait until n3 is really connected.)
+  for (int i : {1, 2}) {
+    INFO("n" << i);
+    REQUIRE(Eventually([&] {
+      return LogOf(cluster, i).find("connected to node 3") != std::string::npos;
+    }, 20));
+  }
+  // The application with that certificate (common name app3) is served, for now.
+  {
+    auto app3 = Client::Connect(cluster.ClientAddress(2), as("revoked"));
+    REQUIRE(app3.ok());
+    CHECK((*app3)->GroupDetails("g").ok());
+  }
   // The CA revokes it: the new CRL replaces the old one; n1 and n2 read it within a second.
   std::filesystem::copy(ca + "/crl", crl_dir, kOverwrite);
   // Read within reload_seconds (1 s); generous here, for a loaded machine.
@@ -226,11 +249,18 @@ TEST_CASE("tls.crl_dir is read again with the tls files: a certificate revoked w
       return LogOf(cluster, i).find("TLS files changed") != std::string::npos;
     }, 20));
   }
+  // Its next connection to the API fails the handshake; app1's are taken.
+  ConnectOptions revoked = as("revoked");
+  revoked.timeout = absl::Milliseconds(500);
+  CHECK_FALSE(Client::Connect(cluster.ClientAddress(2), revoked).ok());
+  auto app1 = Client::Connect(cluster.ClientAddress(2), as("app1"));
+  REQUIRE(app1.ok());
+  CHECK((*app1)->GroupDetails("g").ok());
   // n3 restarts: its new connections are refused, and the others exclude it.
   cluster.Kill(3);
   const size_t since1 = LogOf(cluster, 1).size(), since2 = LogOf(cluster, 2).size();
   REQUIRE(cluster.StartNode(3));
-  CheckKeptOut(cluster, tls, 10, since1, since2);
+  CheckKeptOut(cluster, as("app1"), 10, since1, since2);
 }
 
 TEST_CASE("mutual TLS binds a certificate to its node: an acceptor refuses a dialer whose "
@@ -496,6 +526,53 @@ TEST_CASE("client certificates name applications: ACLs by common name over gRPC 
   CHECK_THAT(std::string(mismatch.message()),
              Contains("the bearer token names \"app1\" but the client certificate \"app2\""));
   CHECK_THAT(LogOf(cluster, 1), Contains("applications are named by their TLS client certificates"));
+}
+
+TEST_CASE("auth.certificate_name: an application is named by its certificate's common name, "
+          "first DNS or first URI subject alternative name",
+          "[security][e2e]") {
+  struct Case {
+    std::string field, name, missing;
+  };
+  const Case c = GENERATE(Case{"common_name", "cn-name", ""},
+                          Case{"dns", "dns-name.example", ""},
+                          Case{"uri", "spiffe://cohort/uri-name", "a URI subject alternative name"});
+  INFO("certificate_name: " << c.field);
+  std::string ca = MakeCa("ca-certificate-name-" + c.field);
+  const std::string auth = "auth: {client_certificates: true, certificate_name: " + c.field + "}\n";
+  test::Cluster cluster({1, SecurityYaml("\"" + c.name + "\""), TestCaTlsYaml(ca) + auth, "info"});
+  REQUIRE(cluster.Start());
+  const std::string address = cluster.ClientAddress(1);
+  auto as = [&](const std::string& name, bool local) {
+    ConnectOptions options;
+    options.ca_file = ca + "/ca.pem";
+    options.cert_file = ca + "/" + name + ".pem";
+    options.key_file = ca + "/" + name + ".key";
+    options.local = local;
+    options.timeout = absl::Seconds(3);
+    return options;
+  };
+  auto servant = Servant::Create(address, "locked", as("sans", true));
+  REQUIRE(servant.ok());
+  (*servant)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
+  REQUIRE((*servant)->Start().ok());
+  for (bool local : {false, true}) {
+    INFO("local fast path: " << local);
+    auto named = Client::Connect(address, as("sans", local));
+    REQUIRE(named.ok());
+    CHECK((*named)->Invoke("locked", "echo", "a", Mode::kAll).ok());
+    // app1's certificate: common name app1, SAN DNS:app1, no URI.
+    auto other = Client::Connect(address, as("app1", local));
+    if (!c.missing.empty()) {
+      CHECK(other.status().code() == absl::StatusCode::kUnauthenticated);
+      CHECK_THAT(std::string(other.status().message()), Contains(c.missing));
+      continue;
+    }
+    REQUIRE(other.ok());
+    absl::Status denied = (*other)->Invoke("locked", "echo", "b", Mode::kAll).status();
+    CHECK(denied.code() == absl::StatusCode::kPermissionDenied);
+    CHECK_THAT(std::string(denied.message()), Contains("\"app1\" may not invoke group \"locked\""));
+  }
 }
 
 TEST_CASE("auth.client_ca_file: applications' certificates come from their own CA, not the "
