@@ -42,6 +42,14 @@ LocalCalls::LocalCalls(LocalEndpoint endpoint, std::unique_ptr<LocalLink> first)
 }
 
 LocalCalls::~LocalCalls() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+  }
+  {
+    absl::MutexLock start(&reopener_mu_);
+    if (reopener_.joinable()) reopener_.join();
+  }
   std::shared_ptr<Connection> connection;
   {
     absl::MutexLock lock(&mu_);
@@ -90,6 +98,23 @@ absl::StatusOr<std::shared_ptr<LocalCalls::Connection>> LocalCalls::Current() {
   absl::MutexLock lock(&mu_);
   connection_ = Adopt(*std::move(link));
   return connection_;
+}
+
+std::shared_ptr<LocalCalls::Connection> LocalCalls::CurrentOrReopenLater() {
+  absl::MutexLock start(&reopener_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (connection_ != nullptr && !connection_->turn.broken) return connection_;
+    if (reopening_ || closing_) return nullptr;
+    reopening_ = true;
+  }
+  if (reopener_.joinable()) reopener_.join();  // the last one, done (it cleared reopening_)
+  reopener_ = std::thread([this] {
+    (void)Current();  // failed: the next asynchronous call without a link tries again
+    absl::MutexLock lock(&mu_);
+    reopening_ = false;
+  });
+  return nullptr;
 }
 
 void LocalCalls::Finish(Pending* pending, absl::StatusOr<GroupReplies> result) {
@@ -222,14 +247,8 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::Invoke
 }
 
 bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done) {
-  return CallAsync(request, wait, done, /*may_reopen=*/true);
-}
-
-bool LocalCalls::CallAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done,
-                           bool may_reopen) {
-  absl::StatusOr<std::shared_ptr<Connection>> current = Current();
-  if (!current.ok()) return false;
-  std::shared_ptr<Connection> connection = *std::move(current);
+  std::shared_ptr<Connection> connection = CurrentOrReopenLater();
+  if (connection == nullptr) return false;
   api::LocalFrame frame;
   api::PipelinedCall* call = frame.mutable_call();
   bool idle = false;  // nobody reads the link: this caller looks at it before the call leaves
@@ -258,7 +277,8 @@ bool LocalCalls::CallAsync(const api::InvokeRequest& request, absl::Duration wai
     }
   }
   if (idle && connection->link->PeerClosed()) {
-    // As in Call: the daemon closed this idle link; the call has not left and goes on a new one.
+    // As in Call: the daemon closed this idle link; the call has not left and goes over gRPC
+    // while a new link opens in the background.
     {
       absl::MutexLock lock(&mu_);
       Pending* pending = Take(number);
@@ -269,12 +289,9 @@ bool LocalCalls::CallAsync(const api::InvokeRequest& request, absl::Duration wai
       if (pending == nullptr) return true;  // failed meanwhile (the destructor): `done` has run
       *done = std::move(pending->on_done);
       delete pending;
-      if (!may_reopen) {
-        (*done)(absl::UnavailableError("the local link broke: try again"));
-        return true;
-      }
     }
-    return CallAsync(request, wait, done, /*may_reopen=*/false);
+    (void)CurrentOrReopenLater();  // this call goes over gRPC; the next ones on a new link
+    return false;
   }
   *call->mutable_invoke() = request;
   absl::Status written = connection->link->Write(frame);

@@ -14,7 +14,8 @@
 // a caller that waited in vain).
 // A broken link fails the calls on it with UNAVAILABLE and the next call opens a new one; an idle
 // link (nobody reads it) that the daemon closed is found by the next call before its frame
-// leaves, and that call goes on a new link.
+// leaves, and that call goes on a new link. An asynchronous call never waits for a link to open
+// (up to 5 s with a frozen daemon): it goes over gRPC while a thread reopens the link.
 #ifndef COHORT_INVOCATION_LOCAL_CALLS_H_
 #define COHORT_INVOCATION_LOCAL_CALLS_H_
 
@@ -73,11 +74,13 @@ class LocalCalls {
   };
 
   absl::StatusOr<std::shared_ptr<Connection>> Current();
+  // For asynchronous calls, which must not wait for a link to open: the live link, else null
+  // after starting a reopen in the background (the call goes over gRPC; later ones find the new
+  // link).
+  std::shared_ptr<Connection> CurrentOrReopenLater() ABSL_LOCKS_EXCLUDED(mu_, reopener_mu_);
   // Invoke; `may_reopen`: a link found closed before the call left is replaced once.
   std::optional<absl::StatusOr<GroupReplies>> Call(const api::InvokeRequest& request,
                                                    absl::Duration wait, bool may_reopen);
-  bool CallAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done,
-                 bool may_reopen);
   // The helper, after a read: fails the asynchronous calls whose wait has passed and resets the
   // link (true), as a waiting caller does.
   bool ExpireAsync(Connection* connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -103,6 +106,10 @@ class LocalCalls {
 
   const LocalEndpoint endpoint_;
   absl::Mutex open_mu_;  // one caller at a time replaces a broken link (held without mu_)
+  absl::Mutex reopener_mu_;  // held to start or join reopener_ (without mu_)
+  std::thread reopener_ ABSL_GUARDED_BY(reopener_mu_);  // CurrentOrReopenLater's last one
+  bool reopening_ ABSL_GUARDED_BY(mu_) = false;  // reopener_ runs
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;    // the destructor started: no more reopens
   mutable absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);

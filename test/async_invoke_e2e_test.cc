@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <memory>
 #include <set>
 #include <string>
@@ -174,6 +175,16 @@ TEST_CASE("InvokeAsync: a frozen daemon fails a call by its wait; a Client destr
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(stuck.status().code() == absl::StatusCode::kDeadlineExceeded);
   CHECK(seconds < 20);
+  // The link is reset and the daemon still frozen: an asynchronous call does not wait for a new
+  // link (opening one waits up to 5 s for the frozen daemon's hello); it leaves over gRPC at once
+  // and fails by its wait.
+  const auto issued = std::chrono::steady_clock::now();
+  std::future<absl::StatusOr<GroupReplies>> later =
+      (*second)->InvokeFuture("counter", "get", "", Mode::kAll, absl::Milliseconds(500));
+  const double issue_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - issued).count();
+  CHECK(issue_seconds < 2.5);
+  CHECK_FALSE(later.get().ok());
   cluster.Resume(1);
   // The connection was reset; the next calls open a new one.
   CHECK(Eventually([&] {
