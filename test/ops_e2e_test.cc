@@ -187,6 +187,47 @@ TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
   CHECK(test::MetricValue(metrics, "cohort_invocations_total{mode=\"first\",code=\"OK\"}") == 1);
 }
 
+TEST_CASE("cohortctl join / leave: a daemon hosting a group outside its members joins its view "
+          "(its servant then gets the state) and leaves it",
+          "[ops][e2e][cohortctl]") {
+  // n4 has the group in its file but is not one of its members.
+  test::Cluster cluster({4, "groups:\n  - {name: counter, members: [n1, n2, n3]}\n", "", "info"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+
+  const std::string ctl = test::Runfile("tools/cohortctl") + " --address " +
+                          cluster.ClientAddress(4) + " --timeout-ms 20000 ";
+  std::string out;
+  REQUIRE(test::RunCapture(ctl + "join counter", &out) == 0);
+  CHECK_THAT(out, Contains("n4 joined group counter"));
+  // Its servant, attached after the join, starts from the state the members had.
+  auto fourth = std::make_unique<test::CounterReplica>();
+  REQUIRE(fourth->Start(cluster.ClientAddress(4), "counter").ok());
+  CHECK(test::Eventually([&] { return fourth->value.load() == 5; }, 20));
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll);
+  REQUIRE(all.ok());
+  CHECK(all->replies.size() == 4);
+  for (const auto& reply : all->replies) CHECK(reply.payload == "6");
+
+  REQUIRE(test::RunCapture(ctl + "leave counter", &out) == 0);
+  CHECK_THAT(out, Contains("n4 left group counter"));
+  auto three = (*client)->Invoke("counter", "add", "1", Mode::kAll);
+  REQUIRE(three.ok());
+  CHECK(three->replies.size() == 3);
+  // Errors: an unknown group; a bad command line.
+  CHECK(test::RunCapture(ctl + "join nope", &out) == 1);
+  CHECK_THAT(out, Contains("NOT_FOUND"));
+  CHECK(test::RunCapture(ctl + "join", &out) == 2);
+}
+
 TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a restart; one daemon "
           "reloading late catches up; a group removed from a file stops on that daemon",
           "[ops][e2e]") {

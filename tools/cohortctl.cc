@@ -22,6 +22,9 @@
 //                                  MEMBERS: node names, comma-separated; join/invoke/admin: its
 //                                  acl (application names or "*"; none given: no acl)
 //     delete-group NAME            deletes a group made by create-group on every daemon
+//     join GROUP / leave GROUP     this daemon joins (leaves) GROUP's view, a view change the
+//                                  members agree on (a joiner gets the state first); waits up to
+//                                  --timeout-ms until the view has (lacks) the daemon
 //   Security: --ca-file PEM (TLS), --server-name NAME, --cert-file/--key-file (client certificate),
 //   --token T or --token-file F (or $COHORT_TOKEN): "authorization: Bearer T" on every call.
 // Exit codes: 0 success, 1 the daemon answered with an error (printed), 2 bad command line.
@@ -78,6 +81,8 @@ constexpr char kUsage[] =
     "                                MEMBERS: node names, comma-separated; join/invoke/admin:\n"
     "                                its acl (application names or \"*\")\n"
     "  delete-group NAME             delete a group made by create-group, on every daemon\n"
+    "  join GROUP | leave GROUP      this daemon joins (leaves) the group's view; waits until the\n"
+    "                                view has (lacks) it, up to --timeout-ms\n"
     "--address defaults to $COHORT_ADDRESS or 127.0.0.1:7201.\n"
     "TLS: --ca-file PEM [--server-name NAME] [--cert-file PEM --key-file PEM].\n"
     "Token: --token T | --token-file FILE | $COHORT_TOKEN (sent as authorization: Bearer T).\n"
@@ -405,6 +410,36 @@ int DeleteGroupCmd(const Options& options) {
   return 0;
 }
 
+// join / leave: asks, then reads the view until it has (lacks) this daemon.
+int Membership(const Options& options, bool join) {
+  const char* command = join ? "join" : "leave";
+  if (options.args.size() != 1) return Usage(absl::StrCat(command, " GROUP"));
+  const std::string& group = options.args[0];
+  auto client = ConnectOrExit(options);
+  absl::Status asked = join ? client->JoinGroup(group) : client->LeaveGroup(group);
+  if (!asked.ok()) return Fail(asked);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  while (true) {
+    absl::StatusOr<cohort::View> view = client->GroupDetails(group);
+    if (!view.ok()) return Fail(view.status());
+    bool in = std::any_of(view->members.begin(), view->members.end(),
+                          [&](const cohort::ViewMember& m) { return m.name == client->node_name(); });
+    if (in == join) {
+      std::printf("%s %s group %s: view %llu\n", client->node_name().c_str(),
+                  join ? "joined" : "left", group.c_str(),
+                  static_cast<unsigned long long>(view->view_id));
+      return 0;
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      std::printf("%s is %s the view of group %s after %d ms (view %llu)\n",
+                  client->node_name().c_str(), join ? "not yet in" : "still in", group.c_str(),
+                  options.timeout_ms, static_cast<unsigned long long>(view->view_id));
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 std::string ViewKey(const cohort::View& view) {
   std::string key = absl::StrCat(view.view_id);
   for (const auto& m : view.members) absl::StrAppend(&key, ",", m.name, m.suspected ? "!" : "");
@@ -543,5 +578,7 @@ int main(int argc, char** argv) {
   if (command == "drain") return Drain(options);
   if (command == "create-group") return CreateGroupCmd(options);
   if (command == "delete-group") return DeleteGroupCmd(options);
+  if (command == "join") return Membership(options, /*join=*/true);
+  if (command == "leave") return Membership(options, /*join=*/false);
   return Usage(command.empty() ? "a command is required" : "unknown command " + command);
 }
