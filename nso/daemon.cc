@@ -193,7 +193,10 @@ NodeSnapshot TakeSnapshot(const Node& node) {
 }  // namespace
 
 Daemon::Daemon(Config config)
-    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {}
+    : config_owner_(std::make_shared<const Config>(std::move(config))), config_(*config_owner_) {
+  absl::MutexLock lock(&peers_mu_);
+  peers_ = config_.peers;
+}
 
 Daemon::~Daemon() { Shutdown(); }
 
@@ -475,7 +478,12 @@ std::string Daemon::RenderMetrics() {
   out.Family("cohort_peer_bytes_sent_total", "counter", "Bytes sent to peer daemons.");
   out.Sample("cohort_peer_bytes_sent_total", {}, static_cast<double>(t.bytes_sent.load()));
   out.Family("cohort_peer_connected", "gauge", "1 while the stream to the peer is up.");
-  for (const PeerConfig& peer : config_.peers) {
+  std::vector<PeerConfig> peers;
+  {
+    absl::MutexLock lock(&peers_mu_);
+    peers = peers_;
+  }
+  for (const PeerConfig& peer : peers) {
     if (peer.id == config_.node_id) continue;
     out.Sample("cohort_peer_connected", {{"peer", peer.name}},
                transport_->Connected(peer.id) ? 1 : 0);
@@ -578,6 +586,12 @@ void Daemon::Reload(const Config& fresh) {
     added_groups_.erase(name);
     removed_groups_.insert(name);
   }
+  std::vector<std::string> peer_changes;
+  if (absl::Status peers = ReloadPeers(fresh, running, &peer_changes); !peers.ok()) {
+    ignored.push_back(absl::StrCat("peers (", peers.message(), ")"));
+  } else if (!peer_changes.empty()) {
+    Log("daemon")->info("reload: peers {}", absl::StrJoin(peer_changes, ", "));
+  }
   if (!removed.empty()) {
     loop_->Post([this, removed] {
       std::vector<std::string> stopped;
@@ -613,13 +627,7 @@ void Daemon::Reload(const Config& fresh) {
       config_.metrics_listen != fresh.metrics_listen) {
     ignored.push_back("listen/metrics");
   }
-  bool peers_changed = config_.peers.size() != fresh.peers.size();
-  for (size_t i = 0; !peers_changed && i < fresh.peers.size(); ++i) {
-    peers_changed = config_.peers[i].name != fresh.peers[i].name ||
-                    config_.peers[i].id != fresh.peers[i].id ||
-                    config_.peers[i].address != fresh.peers[i].address;
-  }
-  if (peers_changed) ignored.push_back("peers");
+
   // The client port's TLS settings fix it at start (AccessPolicy keeps the first value).
   if (config_.client_certificates != fresh.client_certificates) {
     ignored.push_back("auth.client_certificates");
@@ -633,6 +641,78 @@ void Daemon::Reload(const Config& fresh) {
     Log("daemon")->warn("reload: changes to {} are not applied until a restart",
                         absl::StrJoin(ignored, ", "));
   }
+}
+
+absl::Status Daemon::ReloadPeers(const Config& fresh,
+                                 const std::map<std::string_view, const GroupConfig*>& running,
+                                 std::vector<std::string>* changes) {
+  std::vector<PeerConfig> current;
+  {
+    absl::MutexLock lock(&peers_mu_);
+    current = peers_;
+  }
+  std::map<std::string, const PeerConfig*> before, after;
+  for (const PeerConfig& peer : current) before[peer.name] = &peer;
+  for (const PeerConfig& peer : fresh.peers) after[peer.name] = &peer;
+  std::vector<std::string> added, moved, removed;
+  for (const auto& [name, peer] : after) {
+    auto it = before.find(name);
+    if (it == before.end()) {
+      added.push_back(absl::StrCat(name, " (id ", peer->id, ") at ", peer->address));
+    } else if (it->second->id != peer->id) {
+      return absl::FailedPreconditionError(absl::StrCat("the id of ", name, " changed"));
+    } else if (it->second->address != peer->address) {
+      if (peer->id == config_.node_id) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("this daemon's own address changed (listen.peer stays ",
+                         config_.listen_peer, ")"));
+      }
+      moved.push_back(absl::StrCat(name, " to ", peer->address));
+    }
+  }
+  for (const auto& [name, peer] : before) {
+    if (after.count(name)) continue;
+    // A peer still named as a member of a group that keeps running stays (the group would lose
+    // a configured member); a group this reload removes does not count.
+    for (const auto& [group, config] : running) {
+      const GroupConfig* fresh_group = fresh.FindGroup(std::string(group));
+      if (fresh_group == nullptr) continue;
+      for (const GroupConfig* g : {config, fresh_group}) {
+        if (g != nullptr &&
+            std::find(g->members.begin(), g->members.end(), name) != g->members.end()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(name, " is still a member of group ", std::string(group)));
+        }
+      }
+    }
+    removed.push_back(name);
+  }
+  if (added.empty() && moved.empty() && removed.empty()) return absl::OkStatus();
+  if (tcp_transport_ == nullptr) {
+    return absl::FailedPreconditionError("peer_transport grpc applies them at a restart");
+  }
+  if (config_.dynamic_groups && (!added.empty() || !removed.empty())) {
+    // The daemons' own group has every peer as a member: its view would have to change too.
+    return absl::FailedPreconditionError(
+        "with dynamic_groups, peers are added or removed at a restart of every daemon");
+  }
+  std::map<NodeId, std::string> addresses;
+  for (const PeerConfig& peer : fresh.peers) {
+    if (peer.id != config_.node_id) addresses[peer.id] = peer.address;
+  }
+  {
+    absl::MutexLock lock(&peers_mu_);
+    peers_ = fresh.peers;
+  }
+  TcpTransport* tcp = tcp_transport_;
+  loop_->Post([this, tcp, addresses, peers = fresh.peers]() mutable {
+    tcp->SetPeers(addresses);
+    node_->SetPeers(std::move(peers));
+  });
+  if (!added.empty()) changes->push_back("added " + absl::StrJoin(added, ", "));
+  if (!moved.empty()) changes->push_back("moved " + absl::StrJoin(moved, ", "));
+  if (!removed.empty()) changes->push_back("removed " + absl::StrJoin(removed, ", "));
+  return absl::OkStatus();
 }
 
 void Daemon::SetGroupCatalog(GroupCatalog* catalog) {

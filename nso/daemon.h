@@ -88,6 +88,12 @@ class Daemon {
   void MonitorLoop();
   // Monitor thread, every tls.reload_seconds: changed TLS files go to the raw TCP transport.
   void ReloadTlsFiles();
+  // A reload's peers (raw TCP transport only): added, moved to another address, removed (not
+  // while a group names them). An error says why they are left for a restart; `running`: the
+  // groups running before this reload.
+  absl::Status ReloadPeers(const Config& fresh,
+                           const std::map<std::string_view, const GroupConfig*>& running,
+                           std::vector<std::string>* changes);
   void SetServing(bool serving, const std::string& why);
 
   // Shared with the Node (one copy of the configuration in the daemon).
@@ -100,6 +106,9 @@ class Daemon {
   // Groups a reload removed (stopped here; their names come back at a restart).
   std::set<std::string, std::less<>> removed_groups_;
   AccessPolicy policy_;
+  // The peers now: config_.peers, then each reload's (ReloadPeers); read by the metrics.
+  mutable absl::Mutex peers_mu_;
+  std::vector<PeerConfig> peers_ ABSL_GUARDED_BY(peers_mu_);
   // What gRPC's certificate provider reads; declared before everything that holds gRPC
   // credentials, so it outlives them.
   PublishedTls published_tls_;

@@ -34,6 +34,7 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
            uint64_t now_ms)
     : config_owner_(std::move(config)),
       config_(*config_owner_),
+      peers_(config_.peers),
       transport_(transport),
       self_(config_.node_id),
       incarnation_(incarnation),
@@ -46,10 +47,10 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
 bool Node::StartGroup(const GroupConfig& group_config, const char* why) {
   std::vector<NodeId> members;
   for (const std::string& member : group_config.members) {
-    const PeerConfig* peer = config_.FindPeer(member);
+    const PeerConfig* peer = FindPeer(member);
     if (peer == nullptr) {
       Log("group")->warn("group {}: not started: member \"{}\" is not a peer of the running "
-                         "configuration (peers change at a restart)", group_config.name, member);
+                         "configuration", group_config.name, member);
       return false;
     }
     members.push_back(peer->id);
@@ -84,8 +85,22 @@ Node::~Node() {
   }
 }
 
+const PeerConfig* Node::FindPeer(std::string_view name) const {
+  for (const PeerConfig& peer : peers_) {
+    if (peer.name == name) return &peer;
+  }
+  return nullptr;
+}
+
+const PeerConfig* Node::FindPeerById(NodeId id) const {
+  for (const PeerConfig& peer : peers_) {
+    if (peer.id == id) return &peer;
+  }
+  return nullptr;
+}
+
 std::string Node::NodeName(NodeId node) const {
-  const PeerConfig* peer = config_.FindPeerById(node);
+  const PeerConfig* peer = FindPeerById(node);
   return peer ? peer->name : absl::StrCat("node-", node);
 }
 
@@ -1202,7 +1217,7 @@ void Node::Tick(uint64_t now_ms) {
       // cut off or crashed) learns of the view it missed and asks to rejoin, as a lively
       // group's member would from the heartbeats it keeps sending. Idle, it would never know.
       for (const std::string& name : group->config().members) {
-        const PeerConfig* peer = config_.FindPeer(name);
+        const PeerConfig* peer = FindPeer(name);
         if (peer != nullptr && peer->id != self_ && !group->IsMember(peer->id)) {
           SendViewNotice(group.get(), peer->id);
         }

@@ -139,6 +139,10 @@ class Node {
   // `why` follows the group's name in the calls' errors and the servants' last delivery.
   bool RemoveGroup(const std::string& name, uint64_t incarnation,
                    const std::string& why = "was deleted (DeleteGroup)");
+  // A configuration reload changed the peers (every daemon, self included): names of new peers
+  // resolve from now on (a group added later may have them as members), join requests go to
+  // them, and removed ones are forgotten. Groups' views are not changed here.
+  void SetPeers(std::vector<PeerConfig> peers) { peers_ = std::move(peers); }
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);
@@ -367,6 +371,10 @@ class Node {
   // Envelopes for a group this node does not have, per (sender, group): the warning's rate.
   std::map<std::pair<NodeId, std::string>, uint64_t> unknown_group_drops_;
   const Config& config_;
+  // The peers: config_.peers at start, then what SetPeers gave (a SIGHUP'd peers list).
+  std::vector<PeerConfig> peers_;
+  const PeerConfig* FindPeer(std::string_view name) const;
+  const PeerConfig* FindPeerById(NodeId id) const;
   Transport* const transport_;
   const NodeId self_;
   const uint64_t incarnation_;

@@ -452,7 +452,7 @@ void Node::SendJoinRequest(Group* group) {
   // To every daemon of the cluster: this node does not know the members of the views it missed.
   Log("membership")->info("group {}: asking to join (this node is in view {}, heard view {})",
                           group->name(), group->view_id(), group->highest_view_heard());
-  for (const PeerConfig& peer : config_.peers) {
+  for (const PeerConfig& peer : peers_) {
     if (peer.id == self_) continue;
     wire::Envelope envelope;
     envelope.mutable_membership()->set_kind(wire::MembershipMessage::JOIN_REQUEST);

@@ -150,14 +150,55 @@ void TcpTransport::SetTls(std::shared_ptr<TlsContext> tls) {
 }
 
 bool TcpTransport::Connected(NodeId peer) const {
+  absl::ReaderMutexLock lock(&links_mu_);
   auto it = links_.find(peer);
   return it != links_.end() && it->second->connected.load();
+}
+
+void TcpTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (peers.count(it->first)) {
+      ++it;
+      continue;
+    }
+    const NodeId peer = it->first;
+    if (it->second->fd >= 0) Close(it->second->fd, "removed from the peers");
+    {
+      absl::MutexLock lock(&links_mu_);
+      it = links_.erase(it);
+    }
+    Log("peer")->info("node {} removed from the peers", peer);
+  }
+  for (const auto& [peer, address] : peers) {
+    if (peer == options_.self) continue;
+    auto found = links_.find(peer);
+    if (found == links_.end()) {
+      auto link = std::make_unique<Link>();
+      link->peer = peer;
+      link->address = address;
+      link->dialer = options_.self < peer;
+      link->backoff_ms = options_.backoff_min_ms;  // retry_at_ms 0: dialed at the next Flush
+      absl::MutexLock lock(&links_mu_);
+      links_[peer] = std::move(link);
+      Log("peer")->info("node {} added to the peers at {}", peer, address);
+      continue;
+    }
+    Link* link = found->second.get();
+    if (link->address == address) continue;
+    Log("peer")->info("node {} moves from {} to {}", peer, link->address, address);
+    link->address = address;
+    link->last_failure.clear();
+    link->backoff_ms = options_.backoff_min_ms;
+    if (link->fd >= 0) Close(link->fd, "its address changed");
+    link->retry_at_ms = 0;
+  }
 }
 
 void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
   auto it = links_.find(to);
   if (it == links_.end()) {
-    Log("peer")->warn("send to unknown node {} dropped", to);
+    // (A peer removed by a reload while still in a group's view: once per 10000.)
+    if (unknown_dropped_++ % 10000 == 0) Log("peer")->warn("send to unknown node {} dropped", to);
     return;
   }
   Link* link = it->second.get();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "nso/event_loop.h"
 #include "nso/peer_names.h"
 #include "nso/tls_channel.h"
@@ -80,6 +81,12 @@ class TcpTransport final : public PeerTransport {
   bool Connected(NodeId peer) const override;
   const TransportCounters& counters() const override { return counters_; }
 
+  // Loop thread: the peers are now `peers` (every peer but self: id -> address; a SIGHUP'd
+  // peers list). A new peer is dialed (or awaited); a peer whose address changed loses its
+  // connection and is dialed at the new address (its certificate is checked against it); a
+  // peer no longer listed loses its connection and its queue.
+  void SetPeers(const std::map<NodeId, std::string>& peers);
+
   // Loop thread: connections made from now on use `tls` (a rotated certificate, nso/tls_files.h);
   // those up keep their session. Only with options.tls (plaintext stays plaintext).
   void SetTls(std::shared_ptr<TlsContext> tls);
@@ -128,10 +135,14 @@ class TcpTransport final : public PeerTransport {
   std::shared_ptr<TlsContext> tls_;  // loop thread: options.tls, or the last SetTls
   TransportCounters counters_;
   int listen_fd_ = -1;
-  std::map<NodeId, std::unique_ptr<Link>> links_;              // fixed after construction
+  // Changed only on the loop thread (SetPeers), which reads it without links_mu_; other threads
+  // (Connected, for the metrics) read it under links_mu_.
+  mutable absl::Mutex links_mu_;
+  std::map<NodeId, std::unique_ptr<Link>> links_;
   std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
   std::vector<char> read_buffer_;                              // loop thread
   uint64_t inbound_tls_failures_ = 0;                          // loop thread
+  uint64_t unknown_dropped_ = 0;  // loop thread: envelopes sent to no known peer
   double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now
   uint64_t accept_tokens_at_ms_ = 0;    // when accept_tokens_ was last refilled
   uint64_t accepts_refused_ = 0;        // over tls_accepts_per_second
