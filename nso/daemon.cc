@@ -260,6 +260,7 @@ absl::Status Daemon::Start() {
     auto grpc = std::make_unique<GrpcTransport>(options, loop_.get());
     // The writes of a batch of protocol work start on the protocol thread, as it ends (issue 7).
     GrpcTransport* raw = grpc.get();
+    grpc_transport_ = raw;
     transport_flush = [raw] { raw->Flush(); };
     grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
     grpc->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
@@ -688,9 +689,6 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
     removed.push_back(name);
   }
   if (added.empty() && moved.empty() && removed.empty()) return absl::OkStatus();
-  if (tcp_transport_ == nullptr) {
-    return absl::FailedPreconditionError("peer_transport grpc applies them at a restart");
-  }
   if (config_.dynamic_groups && (!added.empty() || !removed.empty())) {
     // The daemons' own group has every peer as a member: its view would have to change too.
     return absl::FailedPreconditionError(
@@ -705,8 +703,10 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
     peers_ = fresh.peers;
   }
   TcpTransport* tcp = tcp_transport_;
-  loop_->Post([this, tcp, addresses, peers = fresh.peers]() mutable {
-    tcp->SetPeers(addresses);
+  GrpcTransport* grpc = grpc_transport_;
+  loop_->Post([this, tcp, grpc, addresses, peers = fresh.peers]() mutable {
+    if (tcp != nullptr) tcp->SetPeers(addresses);
+    if (grpc != nullptr) grpc->SetPeers(addresses);
     node_->SetPeers(std::move(peers));
   });
   if (!added.empty()) changes->push_back("added " + absl::StrJoin(added, ", "));

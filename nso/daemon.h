@@ -88,7 +88,7 @@ class Daemon {
   void MonitorLoop();
   // Monitor thread, every tls.reload_seconds: changed TLS files go to the raw TCP transport.
   void ReloadTlsFiles();
-  // A reload's peers (raw TCP transport only): added, moved to another address, removed (not
+  // A reload's peers: added, moved to another address, removed (not
   // while a group names them). An error says why they are left for a restart; `running`: the
   // groups running before this reload.
   absl::Status ReloadPeers(const Config& fresh,
@@ -116,6 +116,7 @@ class Daemon {
   std::shared_ptr<RevocationSource> peer_revocations_, client_revocations_;
   std::unique_ptr<PeerTransport> transport_;  // gRPC streams or raw TCP (peer_transport)
   TcpTransport* tcp_transport_ = nullptr;      // transport_ when it is raw TCP
+  GrpcTransport* grpc_transport_ = nullptr;    // transport_ when it is gRPC
   std::unique_ptr<TlsFiles> tls_files_;        // with tls: the files (monitor thread after start)
   uint64_t tls_checked_ms_ = 0;                // monitor thread
   std::unique_ptr<Node> node_;

@@ -19,6 +19,8 @@ GrpcTransport::GrpcTransport(GrpcTransportOptions options, EventLoop* loop)
     : options_(std::move(options)),
       loop_(loop),
       hello_(HelloFrame(options_.self, options_.cluster)) {
+  absl::MutexLock lock(&mu_);
+  addresses_ = options_.peer_addresses;
   for (const auto& [peer, address] : options_.peer_addresses) {
     links_[peer] =
         std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes, &counters_);
@@ -29,24 +31,97 @@ GrpcTransport::~GrpcTransport() { Shutdown(); }
 
 void GrpcTransport::Start() {
   for (const auto& [peer, address] : options_.peer_addresses) {
-    if (peer > options_.self) dialers_.emplace_back([this, peer = peer] { DialLoop(peer); });
+    if (peer > options_.self) StartDialer(peer);
   }
+}
+
+void GrpcTransport::StartDialer(NodeId peer) {
+  absl::MutexLock lock(&mu_);
+  // (Removed and added again before its dialer noticed: that dialer goes on with the new link.)
+  if (stopping_ || !dialing_.insert(peer).second) return;
+  dialers_.emplace_back([this, peer] { DialLoop(peer); });
 }
 
 void GrpcTransport::Shutdown() {
   if (stopping_.exchange(true)) return;
+  std::vector<std::thread> dialers;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [peer, context] : dial_contexts_) context->TryCancel();
+    dialers = std::move(dialers_);
   }
-  for (auto& [peer, link] : links_) link->DetachAll();
-  for (std::thread& dialer : dialers_) dialer.join();
+  {
+    absl::ReaderMutexLock lock(&links_mu_);
+    for (auto& [peer, link] : links_) link->DetachAll();
+  }
+  for (std::thread& dialer : dialers) dialer.join();
+}
+
+std::string GrpcTransport::AddressOf(NodeId peer) const {
+  absl::MutexLock lock(&mu_);
+  auto it = addresses_.find(peer);
+  return it == addresses_.end() ? "" : it->second;
+}
+
+void GrpcTransport::CancelStreams(NodeId peer) {
+  absl::MutexLock lock(&mu_);
+  if (auto dial = dial_contexts_.find(peer); dial != dial_contexts_.end()) dial->second->TryCancel();
+  if (auto in = inbound_.find(peer); in != inbound_.end()) in->second->TryCancel();
+}
+
+void GrpcTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
+  std::vector<NodeId> removed, moved, added;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [peer, address] : addresses_) {
+      if (!peers.count(peer)) removed.push_back(peer);
+    }
+    for (const auto& [peer, address] : peers) {
+      if (peer == options_.self) continue;
+      auto it = addresses_.find(peer);
+      if (it == addresses_.end()) {
+        added.push_back(peer);
+      } else if (it->second != address) {
+        moved.push_back(peer);
+      }
+    }
+    addresses_ = peers;
+    addresses_.erase(options_.self);
+  }
+  for (NodeId peer : removed) {
+    std::unique_ptr<PeerLink> link;
+    {
+      absl::MutexLock lock(&links_mu_);
+      auto it = links_.find(peer);
+      if (it == links_.end()) continue;
+      link = std::move(it->second);
+      links_.erase(it);
+    }
+    link->DetachAll();
+    retired_links_.push_back(std::move(link));
+    CancelStreams(peer);  // its dialer, if any, sees no address and ends
+    Log("peer")->info("node {} removed from the peers", peer);
+  }
+  for (NodeId peer : moved) {
+    CancelStreams(peer);  // the dialer redials at the new address
+    Log("peer")->info("node {} moves to {}", peer, peers.at(peer));
+  }
+  for (NodeId peer : added) {
+    {
+      absl::MutexLock lock(&links_mu_);
+      links_[peer] = std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes,
+                                                &counters_);
+    }
+    if (peer > options_.self) StartDialer(peer);
+    Log("peer")->info("node {} added to the peers at {}", peer, peers.at(peer));
+  }
 }
 
 void GrpcTransport::Send(NodeId to, wire::Envelope envelope) {
   auto it = links_.find(to);
   if (it == links_.end()) {
-    Log("peer")->warn("send to unknown node {} dropped", to);
+    // (A peer removed by a reload while still in a group's view: once per 10000.)
+    if (unknown_dropped_++ % 10000 == 0) Log("peer")->warn("send to unknown node {} dropped", to);
     return;
   }
   it->second->Enqueue(std::move(envelope));
@@ -79,6 +154,7 @@ void GrpcTransport::LinkChanged(NodeId peer, bool up) {
 }
 
 bool GrpcTransport::Connected(NodeId peer) const {
+  absl::ReaderMutexLock lock(&links_mu_);
   auto it = links_.find(peer);
   return it != links_.end() && it->second->attached();
 }
@@ -95,14 +171,40 @@ void GrpcTransport::DialLoop(NodeId peer) {
   if (!options_.ssl_target_name.empty()) {
     arguments.SetSslTargetNameOverride(options_.ssl_target_name);
   }
-  auto channel = grpc::CreateCustomChannel(
-      options_.peer_addresses.at(peer),
-      options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), arguments);
   std::string last_failure;  // logged once per distinct failure
-  auto stub = wire::Peer::NewStub(channel);
-  PeerLink* link = links_.at(peer).get();
+  std::string address;       // the channel's (a reload may move the peer)
+  std::unique_ptr<wire::Peer::Stub> stub;
+  PeerLink* link = nullptr;
   uint32_t backoff_ms = options_.backoff_min_ms;
   while (!stopping_) {
+    std::string now_at;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = addresses_.find(peer);
+      if (it == addresses_.end()) {  // removed from the peers
+        dialing_.erase(peer);
+        break;
+      }
+      now_at = it->second;
+    }
+    if (now_at != address) {
+      address = now_at;
+      stub = wire::Peer::NewStub(grpc::CreateCustomChannel(
+          address, options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(),
+          arguments));
+      last_failure.clear();
+    }
+    {
+      // The link of this peer now (removed and added again: a new one). SetPeers publishes the
+      // address before it makes the link: a moment without one is waited out.
+      absl::ReaderMutexLock lock(&links_mu_);
+      auto it = links_.find(peer);
+      link = it == links_.end() ? nullptr : it->second.get();
+    }
+    if (link == nullptr) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
     auto stream = std::make_unique<OutboundPeerStream>(this, peer, link);
     {
       absl::MutexLock lock(&mu_);
@@ -116,7 +218,7 @@ void GrpcTransport::DialLoop(NodeId peer) {
       dial_contexts_.erase(peer);
     }
     if (stream->was_attached()) {
-      Log("peer")->info("stream to node {} at {} closed", peer, options_.peer_addresses.at(peer));
+      Log("peer")->info("stream to node {} at {} closed", peer, address);
       backoff_ms = options_.backoff_min_ms;
       last_failure.clear();
     }
@@ -131,11 +233,9 @@ void GrpcTransport::DialLoop(NodeId peer) {
       bool tls = absl::StrContains(lower, "ssl") || absl::StrContains(lower, "handshake") ||
                  absl::StrContains(lower, "certificate") || absl::StrContains(lower, "tls");
       if (tls) {
-        Log("peer")->warn("TLS failure with node {} at {}: {}", peer,
-                          options_.peer_addresses.at(peer), last_failure);
+        Log("peer")->warn("TLS failure with node {} at {}: {}", peer, address, last_failure);
       } else {
-        Log("peer")->info("cannot reach node {} at {}: {}", peer,
-                          options_.peer_addresses.at(peer), last_failure);
+        Log("peer")->info("cannot reach node {} at {}: {}", peer, address, last_failure);
       }
     }
     for (uint32_t slept_ms = 0; slept_ms < backoff_ms && !stopping_; slept_ms += 10) {
@@ -159,7 +259,7 @@ absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& fi
     why = "unsupported wire version " + std::to_string(hello.version());
   } else if (hello.cluster() != options_.cluster) {
     why = "cluster \"" + hello.cluster() + "\" is not \"" + options_.cluster + "\"";
-  } else if (links_.count(peer) == 0) {
+  } else if (AddressOf(peer).empty()) {
     why = "node " + std::to_string(peer) + " is not a configured peer";
   } else if (peer >= options_.self) {
     why = "node " + std::to_string(peer) + " must not dial node " + std::to_string(options_.self) +
@@ -173,8 +273,7 @@ absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& fi
     for (const grpc::string_ref& name : auth->FindPropertyValues(GRPC_X509_SAN_PROPERTY_NAME)) {
       names.emplace_back(name.data(), name.size());
     }
-    const std::string wanted =
-        PeerCertificateName(options_.peer_addresses.at(peer), options_.ssl_target_name);
+    const std::string wanted = PeerCertificateName(AddressOf(peer), options_.ssl_target_name);
     if (!CertificateCarries(names, wanted)) {
       why = "node " + std::to_string(peer) + ": its certificate is not for \"" + wanted + "\"";
     }
@@ -192,7 +291,10 @@ absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& fi
     it->second = context;
   }
   Log("peer")->info("node {} connected from {}", peer, context->peer());
-  return links_.at(peer).get();
+  absl::ReaderMutexLock links_lock(&links_mu_);
+  auto link = links_.find(peer);
+  if (link == links_.end()) return absl::PermissionDeniedError("removed from the peers");
+  return link->second.get();
 }
 
 void GrpcTransport::InboundEnded(NodeId peer, grpc::CallbackServerContext* context) {

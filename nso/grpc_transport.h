@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -67,6 +68,13 @@ class GrpcTransport final : public PeerTransport,
   void SetReceiver(Receiver receiver) override;
   void SetLinkWatcher(LinkWatcher watcher) override;
 
+  // Loop thread: the peers are now `peers` (every peer but self: id -> address; a SIGHUP'd
+  // peers list). A new peer gets a link (and a dialer, if its id is higher); a peer whose
+  // address changed has its streams cancelled and is dialed at the new address (its certificate
+  // is checked against it); a peer no longer listed has its streams cancelled and its link
+  // retired.
+  void SetPeers(const std::map<NodeId, std::string>& peers);
+
   // True while a stream to `peer` is up.
   bool Connected(NodeId peer) const override;
   bool Reachable(NodeId peer) const override { return Connected(peer); }
@@ -90,22 +98,37 @@ class GrpcTransport final : public PeerTransport,
   // On the loop: the frame's valid envelopes to the receiver.
   void DeliverNow(NodeId peer, wire::Frame* frame);
 
+  // The current address of `peer` ("" if it is no peer any more).
+  std::string AddressOf(NodeId peer) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the dialer of a peer with a higher id.
+  void StartDialer(NodeId peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels the streams to and from `peer` (it moved or was removed).
+  void CancelStreams(NodeId peer) ABSL_LOCKS_EXCLUDED(mu_);
+
   const GrpcTransportOptions options_;
   EventLoop* const loop_;
   const wire::PeerFrame hello_;
   TransportCounters counters_;
-  std::map<NodeId, std::unique_ptr<PeerLink>> links_;  // fixed after construction
+  // Changed only on the loop thread (SetPeers), which reads it without links_mu_; gRPC's threads
+  // and the metrics read it under links_mu_. A removed peer's link is retired, not destroyed:
+  // streams may still hold it.
+  mutable absl::Mutex links_mu_;
+  std::map<NodeId, std::unique_ptr<PeerLink>> links_;
+  std::vector<std::unique_ptr<PeerLink>> retired_links_;  // loop thread
   mutable absl::Mutex mu_;
+  std::map<NodeId, std::string> addresses_ ABSL_GUARDED_BY(mu_);  // every peer but self
   Receiver receiver_ ABSL_GUARDED_BY(mu_);
   LinkWatcher link_watcher_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> frames_dropped_{0};  // the loop's queue was full
+  uint64_t unknown_dropped_ = 0;  // loop thread: envelopes sent to no known peer
   // The context of each dialer's stream, while it runs (Shutdown cancels them).
   std::map<NodeId, grpc::ClientContext*> dial_contexts_ ABSL_GUARDED_BY(mu_);
   // The inbound stream serving each lower-id peer; a newer stream from the same peer cancels it
   // (a restarted peer, or one that reconnected: the old stream must not linger half-attached).
   std::map<NodeId, grpc::CallbackServerContext*> inbound_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> dialers_;
+  std::vector<std::thread> dialers_ ABSL_GUARDED_BY(mu_);
+  std::set<NodeId> dialing_ ABSL_GUARDED_BY(mu_);  // peers whose dialer runs
 };
 
 }  // namespace cohort::nso
