@@ -126,7 +126,9 @@ std::string Cluster::LogTails(int lines) const {
 
 bool Cluster::StartNode(int index) {
   std::string log = LogPath(index);
-  pids_[index - 1] = Spawn({Runfile("tools/cohortd"), "--config", ConfigPath(index)}, log);
+  std::vector<std::string> argv = {Runfile("tools/cohortd"), "--config", ConfigPath(index)};
+  argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
+  pids_[index - 1] = Spawn(argv, log);
   // Ready when this daemon (not some other process that took the port) says it serves.
   for (int attempt = 0; attempt < 400; ++attempt) {
     int status = 0;

@@ -27,6 +27,7 @@ struct ClusterOptions {
   std::string log_level = "warn";
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
   std::string listen_local;  // listen.local of every daemon ("": the default, auto)
+  std::vector<std::string> daemon_args;  // more command-line arguments of every cohortd
 };
 
 class Cluster {

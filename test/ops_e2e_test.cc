@@ -228,6 +228,44 @@ TEST_CASE("cohortctl join / leave: a daemon hosting a group outside its members 
   CHECK(test::RunCapture(ctl + "join", &out) == 2);
 }
 
+TEST_CASE("--watch-config reloads a changed file without a signal; a broken one is ignored",
+          "[ops][e2e]") {
+  test::ClusterOptions options{1, "groups:\n  - {name: g, members: [n1]}\n", "", "info"};
+  options.daemon_args = {"--watch-config=0.2"};
+  test::Cluster cluster(options);
+  REQUIRE(cluster.Start());
+  const std::string path = cluster.ConfigPath(1);
+  const std::string text = test::ReadText(path);
+  auto log_has = [&](const std::string& wanted) {
+    return test::Eventually([&] {
+      return test::ReadText(cluster.LogPath(1)).find(wanted) != std::string::npos;
+    }, 20);
+  };
+  const std::string g_line = "  - {name: g, members: [n1]}\n";
+  REQUIRE(text.find(g_line) != std::string::npos);
+  auto with = [&](const std::string& added) {
+    std::string edited = text;
+    edited.replace(edited.find(g_line), g_line.size(), g_line + added);
+    return edited;
+  };
+  std::ofstream(path) << with("  - {name: h, members: [n1]}\n");
+  CHECK(log_has("changed: reloading"));
+  CHECK(log_has("reload: started group(s) h"));
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  CHECK((*client)->GroupDetails("h").ok());
+  // A broken edit: named in the log, nothing changes, the daemon serves on.
+  std::ofstream(path) << with("  - {name: h, members: [n1]\n");
+  CHECK(log_has("reload failed, keeping the running config"));
+  CHECK((*client)->GroupDetails("h").ok());
+  CHECK(cluster.Running(1));
+  // A bad period is refused at start.
+  std::string out;
+  CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--config", path, "--watch-config=0"},
+                         &out) == 2);
+  CHECK_THAT(out, Contains("--watch-config"));
+}
+
 TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a restart; one daemon "
           "reloading late catches up; a group removed from a file stops on that daemon",
           "[ops][e2e]") {

@@ -4,10 +4,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "nso/config.h"
@@ -23,14 +26,24 @@ volatile std::sig_atomic_t g_reload = 0;
 void OnSignal(int) { g_stop = 1; }  // async-signal-safe: the main thread polls the flags
 void OnHangup(int) { g_reload = 1; }
 
+// The file's text ("" if it cannot be read): --watch-config compares it.
+std::string FileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 constexpr char kUsage[] =
-    "usage: cohortd --config FILE.yaml\n"
+    "usage: cohortd --config FILE.yaml [--watch-config[=SECONDS]]\n"
     "       cohortd --check FILE.yaml   (validate the file and exit)\n"
     "       cohortd --help\n\n"
     "The Cohort replica daemon: hosts NewTop service objects for attached clients and the groups\n"
     "of the configuration file. Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime error,\n"
     "2 bad command line or configuration. SIGHUP re-reads the file and applies auth tokens and\n"
-    "group ACLs (a file with errors is logged and ignored).\n\n"
+    "group ACLs (a file with errors is logged and ignored). --watch-config looks at the file\n"
+    "every SECONDS (2) and reloads it when its text changed, as SIGHUP does (a Kubernetes\n"
+    "ConfigMap mounted as a volume changes without a signal).\n\n"
     "Configuration file keys:\n\n";
 
 }  // namespace
@@ -42,6 +55,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string config_path;
   bool check_only = false;
+  double watch_seconds = 0;  // --watch-config: 0 = off
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -52,6 +66,15 @@ int main(int argc, char** argv) {
       config_path = argv[++i];
     } else if (arg.rfind("--config=", 0) == 0) {
       config_path = arg.substr(strlen("--config="));
+    } else if (arg == "--watch-config") {
+      watch_seconds = 2;
+    } else if (arg.rfind("--watch-config=", 0) == 0) {
+      if (!absl::SimpleAtod(arg.substr(strlen("--watch-config=")), &watch_seconds) ||
+          !(watch_seconds >= 0.1 && watch_seconds <= 3600)) {
+        std::fprintf(stderr, "cohortd: --watch-config=SECONDS needs 0.1..3600, got \"%s\"\n",
+                     arg.c_str());
+        return 2;
+      }
     } else {
       std::fprintf(stderr, "cohortd: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
       return 2;
@@ -94,8 +117,19 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
+  std::string watched = watch_seconds > 0 ? FileText(config_path) : "";
+  absl::Time next_look = absl::Now() + absl::Seconds(watch_seconds);
   while (!g_stop) {
     absl::SleepFor(absl::Milliseconds(50));
+    if (watch_seconds > 0 && absl::Now() >= next_look) {
+      next_look = absl::Now() + absl::Seconds(watch_seconds);
+      std::string text = FileText(config_path);
+      if (!text.empty() && text != watched) {
+        watched = std::move(text);
+        cohort::nso::Log("daemon")->info("--watch-config: {} changed: reloading", config_path);
+        g_reload = 1;
+      }
+    }
     if (!g_reload) continue;
     g_reload = 0;
     absl::StatusOr<cohort::nso::Config> fresh = cohort::nso::LoadConfigFile(config_path);
