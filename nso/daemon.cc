@@ -304,6 +304,15 @@ absl::Status Daemon::Start() {
         reply->set_listen_peer(config_.listen_peer);
         reply->set_listen_client(config_.listen_client);
         reply->set_metrics_listen(config_.metrics_listen);
+        absl::MutexLock lock(&peers_mu_);
+        for (const PeerConfig& peer : peers_) {
+          if (peer.id == config_.node_id) continue;
+          api::PeerState* state = reply->add_peers();
+          state->set_name(peer.name);
+          state->set_node(peer.id);
+          state->set_address(peer.address);
+          state->set_connected(transport_->Connected(peer.id));
+        }
       },
       [this](uint64_t timeout_ms) { Drain(timeout_ms); }, &policy_);
   // The standard grpc.health.v1.Health service and server reflection (grpcurl list/describe).

@@ -32,11 +32,6 @@ struct StoreCtxFree {
   void operator()(X509_STORE_CTX* ctx) const { X509_STORE_CTX_free(ctx); }
 };
 
-// An issuer without a CRL is not checked (the raw TCP transport's rule, nso/tls_channel.cc).
-int AcceptMissingCrl(int ok, X509_STORE_CTX* ctx) {
-  return ok != 0 || X509_STORE_CTX_get_error(ctx) == X509_V_ERR_UNABLE_TO_GET_CRL;
-}
-
 // "host:port" -> "host", "[v6]:port" -> "v6"; a bare name or IPv6 address stays as it is.
 std::string HostOf(absl::string_view target) {
   if (!target.empty() && target.front() == '[') {
@@ -52,6 +47,23 @@ std::string HostOf(absl::string_view target) {
 
 }  // namespace
 
+int AcceptMissingCrl(int ok, X509_STORE_CTX* ctx) {
+  return ok != 0 || X509_STORE_CTX_get_error(ctx) == X509_V_ERR_UNABLE_TO_GET_CRL;
+}
+
+absl::Status AddCrls(X509_STORE* store, const std::string& crl_pem) {
+  BioPtr crls = MemoryBio(crl_pem);
+  int count = 0;
+  while (X509_CRL* crl = PEM_read_bio_X509_CRL(crls.get(), nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_crl(store, crl) == 1) ++count;
+    X509_CRL_free(crl);
+  }
+  ERR_clear_error();  // the end of the PEM text reads as an error
+  if (count == 0) return absl::InvalidArgumentError("tls.crl_dir: no CRL could be read in it");
+  X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const RevocationStore>> RevocationStore::Create(
     absl::string_view ca_key, const std::string& ca_pem, const std::string& crl_pem) {
   ERR_clear_error();
@@ -66,15 +78,7 @@ absl::StatusOr<std::shared_ptr<const RevocationStore>> RevocationStore::Create(
   }
   ERR_clear_error();  // the end of the PEM text reads as an error
   if (cas == 0) return absl::InvalidArgumentError(absl::StrCat(ca_key, ": no CA certificate in it"));
-  BioPtr crls = MemoryBio(crl_pem);
-  int count = 0;
-  while (X509_CRL* crl = PEM_read_bio_X509_CRL(crls.get(), nullptr, nullptr, nullptr)) {
-    if (X509_STORE_add_crl(store, crl) == 1) ++count;
-    X509_CRL_free(crl);
-  }
-  ERR_clear_error();
-  if (count == 0) return absl::InvalidArgumentError("tls.crl_dir: no CRL could be read in it");
-  X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+  if (absl::Status added = AddCrls(store, crl_pem); !added.ok()) return added;
   X509_STORE_set_verify_cb(store, AcceptMissingCrl);
   return made;
 }

@@ -15,8 +15,16 @@
 #include "absl/strings/string_view.h"
 
 typedef struct x509_store_st X509_STORE;
+typedef struct x509_store_ctx_st X509_STORE_CTX;
 
 namespace cohort::nso {
+
+// Adds the CRLs of `crl_pem` (PEM, concatenated) to `store` and makes it check them
+// (X509_V_FLAG_CRL_CHECK). An error naming tls.crl_dir when none could be read.
+absl::Status AddCrls(X509_STORE* store, const std::string& crl_pem);
+// The verify callback of a store with CRLs: an issuer without a CRL is not checked (what gRPC's
+// crl_directory did; both transports keep the rule).
+int AcceptMissingCrl(int ok, X509_STORE_CTX* ctx);
 
 // Immutable: shared by the threads that check handshakes.
 class RevocationStore {

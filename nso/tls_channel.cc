@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "nso/revocation.h"
 
 namespace cohort::nso {
 namespace {
@@ -135,21 +136,8 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(const std::string
   // Mutual: each end must present a certificate the CA signed.
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   if (!crl_pem.empty()) {
-    BioPtr crls = MemoryBio(crl_pem);
-    int count = 0;
-    while (X509_CRL* crl = PEM_read_bio_X509_CRL(crls.get(), nullptr, nullptr, nullptr)) {
-      if (X509_STORE_add_crl(store, crl) == 1) ++count;
-      X509_CRL_free(crl);
-    }
-    ERR_clear_error();
-    if (count == 0) return absl::InvalidArgumentError("tls.crl_dir: no CRL could be read in it");
-    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
-    // An issuer without a CRL is not checked (gRPC's crl_directory does the same).
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-                       [](int ok, X509_STORE_CTX* store_ctx) -> int {
-                         return ok != 0 || X509_STORE_CTX_get_error(store_ctx) ==
-                                               X509_V_ERR_UNABLE_TO_GET_CRL;
-                       });
+    if (absl::Status added = AddCrls(store, crl_pem); !added.ok()) return added;
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, AcceptMissingCrl);
   }
   return context;
 }

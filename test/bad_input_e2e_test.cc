@@ -82,11 +82,8 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
   // test, tcp_transport_test).
   test::Cluster cluster({3, kGroups, "peer_transport: grpc\n", "info"});
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
   REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
@@ -146,7 +143,7 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
     CHECK((oversized.status().code() == absl::StatusCode::kResourceExhausted ||
            oversized.status().code() == absl::StatusCode::kInvalidArgument));
     // A client that gives up mid-call: the daemon finishes the call and serves on.
-    for (auto& replica : replicas) replica->slow_ms = 500;
+    for (auto& replica : *replicas) replica->slow_ms = 500;
     auto stub = api::Cohort::NewStub(channel);
     grpc::ClientContext impatient;
     impatient.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
@@ -160,7 +157,7 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
     api::InvokeReply reply;
     grpc::Status gave_up = stub->Invoke(&impatient, invoke, &reply);
     CHECK_FALSE(gave_up.ok());
-    for (auto& replica : replicas) replica->slow_ms = 0;
+    for (auto& replica : *replicas) replica->slow_ms = 0;
   }
 
   // Whatever came before, the group serves and the replicas agree.

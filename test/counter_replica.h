@@ -9,11 +9,13 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
+#include "test/cluster.h"
 
 namespace cohort::test {
 
@@ -55,6 +57,20 @@ struct CounterReplica {
     return servant->Start();
   }
 };
+
+// A counter replica of `group` on each of daemons 1..count of `cluster`.
+inline absl::StatusOr<std::vector<std::unique_ptr<CounterReplica>>> StartCounterReplicas(
+    const Cluster& cluster, int count, const std::string& group = "counter") {
+  std::vector<std::unique_ptr<CounterReplica>> replicas;
+  for (int i = 1; i <= count; ++i) {
+    replicas.push_back(std::make_unique<CounterReplica>());
+    if (absl::Status started = replicas.back()->Start(cluster.ClientAddress(i), group);
+        !started.ok()) {
+      return started;
+    }
+  }
+  return replicas;
+}
 
 // Until the daemon of `client` suspects no member of `group`.
 inline bool WaitHealthy(Client* client, const std::string& group) {

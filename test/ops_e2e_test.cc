@@ -193,11 +193,8 @@ TEST_CASE("cohortctl join / leave: a daemon hosting a group outside its members 
   // n4 has the group in its file but is not one of its members.
   test::Cluster cluster({4, "groups:\n  - {name: counter, members: [n1, n2, n3]}\n", "", "info"});
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
   REQUIRE(test::WaitAllReply(client->get(), "counter", 3));

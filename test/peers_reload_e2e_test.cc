@@ -58,11 +58,8 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
   // n1..n3 run without n4 among their peers.
   Rewrite(cluster, {1, 2, 3}, n4_line, "");
   for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
-  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
   REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
@@ -78,6 +75,15 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
       CHECK(LogHas(cluster, i, "reload: peers added n4 (id 4) at " + cluster.PeerAddress(4)));
       CHECK(LogHas(cluster, i, "connected to node 4"));
     }
+    // cohortctl status lists it.
+    std::string out;
+    CHECK(Eventually([&] {
+      return test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                                  cluster.ClientAddress(1) + " status", &out) == 0 &&
+             out.find("peer: n4 (id 4) " + cluster.PeerAddress(4) + " connected") !=
+                 std::string::npos;
+    }, 20));
+    CHECK_THAT(out, Contains("peer: n2 (id 2) " + cluster.PeerAddress(2) + " connected"));
     // A servant on n4 makes its daemon join the group; it starts from the members' state.
     auto fourth = std::make_unique<test::CounterReplica>();
     REQUIRE(fourth->Start(cluster.ClientAddress(4), "counter").ok());
@@ -119,6 +125,9 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
       CHECK(LogHas(cluster, i, "reload: peers removed n4"));
       CHECK(LogHas(cluster, i, "node 4 removed from the peers"));
     }
+    REQUIRE(test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                                 cluster.ClientAddress(1) + " status", &out) == 0);
+    CHECK(out.find("peer: n4") == std::string::npos);
     auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll);
     REQUIRE(all.ok());
     CHECK(all->replies.size() == 3);

@@ -93,6 +93,22 @@ std::vector<std::string> ViewAt(const std::string& address, const ConnectOptions
 
 using cohort::test::Eventually;
 
+// An application presenting `name`.pem/.key of the test CA in `ca` ("" = no certificate), over
+// TLS checked against its ca.pem; over the local fast path if `local`.
+ConnectOptions AsApp(const std::string& ca, const std::string& name, bool local = false,
+                     absl::Duration timeout = absl::Seconds(3)) {
+  ConnectOptions options;
+  options.ca_file = ca + "/ca.pem";
+  if (!name.empty()) {
+    options.cert_file = ca + "/" + name + ".pem";
+    options.key_file = ca + "/" + name + ".key";
+  }
+  options.local = local;
+  options.timeout = timeout;
+  return options;
+}
+
+
 // Daemon `index` presents `name`.pem/.key of the test CA's directory instead of daemon.pem.
 void UseCertificate(const test::Cluster& cluster, int index, const std::string& name) {
   WriteText(cluster.ConfigPath(index),
@@ -177,14 +193,7 @@ TEST_CASE("tls.crl_dir: a certificate its CA revoked is refused, a daemon's (raw
   // n3's certificate is from the cluster's CA, which has revoked it (tools/make-test-ca).
   UseCertificate(cluster, 3, "revoked");
   REQUIRE(cluster.Start());
-  auto as = [&](const std::string& name) {
-    ConnectOptions options;
-    options.ca_file = ca + "/ca.pem";
-    options.cert_file = ca + "/" + name + ".pem";
-    options.key_file = ca + "/" + name + ".key";
-    options.timeout = absl::Seconds(3);
-    return options;
-  };
+  auto as = [&](const std::string& name) { return AsApp(ca, name); };
   CheckKeptOut(cluster, as("app1"), 10);
   // Applications: app1's certificate is taken, the revoked one fails the handshake.
   auto app1 = Client::Connect(cluster.ClientAddress(1), as("app1"));
@@ -217,14 +226,7 @@ TEST_CASE("tls.crl_dir is read again with the tls files: a certificate revoked w
        "info"});
   UseCertificate(cluster, 3, "revoked");  // not yet revoked in the CRL the daemons read
   REQUIRE(cluster.Start());
-  auto as = [&](const std::string& name) {
-    ConnectOptions options;
-    options.ca_file = ca + "/ca.pem";
-    options.cert_file = ca + "/" + name + ".pem";
-    options.key_file = ca + "/" + name + ".key";
-    options.timeout = absl::Seconds(3);
-    return options;
-  };
+  auto as = [&](const std::string& name) { return AsApp(ca, name); };
   const std::vector<std::string> all = {"n1", "n2", "n3"};
   REQUIRE(Eventually([&] { return ViewAt(cluster.ClientAddress(1), as("app1"), "g") == all; }, 15));
   // (The first view is the configured members: wait until n3 is really connected.)
@@ -450,17 +452,7 @@ TEST_CASE("client certificates name applications: ACLs by common name over gRPC 
   test::Cluster cluster({1, SecurityYaml("app1"), TestCaTlsYaml(ca) + auth, "info"});
   REQUIRE(cluster.Start());
   const std::string address = cluster.ClientAddress(1);
-  auto as = [&](const std::string& name, bool local) {
-    ConnectOptions options;
-    options.ca_file = ca + "/ca.pem";
-    if (!name.empty()) {
-      options.cert_file = ca + "/" + name + ".pem";
-      options.key_file = ca + "/" + name + ".key";
-    }
-    options.local = local;
-    options.timeout = absl::Seconds(3);
-    return options;
-  };
+  auto as = [&](const std::string& name, bool local) { return AsApp(ca, name, local); };
 
   // Servants of app1 on the local fast path, whose register is checked against acl.join.
   std::vector<std::unique_ptr<Servant>> servants;
@@ -543,15 +535,7 @@ TEST_CASE("auth.certificate_name: an application is named by its certificate's c
   test::Cluster cluster({1, SecurityYaml("\"" + c.name + "\""), TestCaTlsYaml(ca) + auth, "info"});
   REQUIRE(cluster.Start());
   const std::string address = cluster.ClientAddress(1);
-  auto as = [&](const std::string& name, bool local) {
-    ConnectOptions options;
-    options.ca_file = ca + "/ca.pem";
-    options.cert_file = ca + "/" + name + ".pem";
-    options.key_file = ca + "/" + name + ".key";
-    options.local = local;
-    options.timeout = absl::Seconds(3);
-    return options;
-  };
+  auto as = [&](const std::string& name, bool local) { return AsApp(ca, name, local); };
   auto servant = Servant::Create(address, "locked", as("sans", true));
   REQUIRE(servant.ok());
   (*servant)->Serve("echo", [](const std::string& p) -> absl::StatusOr<std::string> { return p; });
@@ -586,13 +570,9 @@ TEST_CASE("auth.client_ca_file: applications' certificates come from their own C
   test::Cluster cluster({1, SecurityYaml("cohort-daemon"), TestCaTlsYaml(ca) + auth, "info"});
   REQUIRE(cluster.Start());
   const std::string address = cluster.ClientAddress(1);
+  // (ca.pem: the daemon's certificate is still the cluster's.)
   auto as = [&](const std::string& name) {
-    ConnectOptions options;
-    options.ca_file = ca + "/ca.pem";  // the daemon's certificate is still the cluster's
-    options.cert_file = ca + "/" + name + ".pem";
-    options.key_file = ca + "/" + name + ".key";
-    options.timeout = absl::Milliseconds(1500);
-    return options;
+    return AsApp(ca, name, /*local=*/false, absl::Milliseconds(1500));
   };
   auto servant = Servant::Create(address, "locked", as("rogue"));
   REQUIRE(servant.ok());

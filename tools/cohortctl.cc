@@ -1,7 +1,8 @@
 // cohortctl: operate a Cohort daemon from the shell.
 //
 //   cohortctl [--address HOST:PORT] [--timeout-ms N] COMMAND ...
-//     status                       the daemon: name, cluster, health, groups, calls in flight
+//     status                       the daemon: name, cluster, health, groups, calls in flight,
+//                                  its peers (address, connected or not)
 //     health [SERVICE]             grpc.health.v1 check; exit 0 when SERVING, 1 otherwise
 //     services                     the gRPC services the daemon offers (server reflection)
 //     groups                       every group: view id, members (suspected ones marked), majority
@@ -63,7 +64,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: cohortctl [--address HOST:PORT] [--timeout-ms N] COMMAND ...\n"
-    "  status                        daemon name, cluster, health, groups, calls in flight\n"
+    "  status                        daemon name, cluster, health, groups, calls in flight, peers\n"
     "  health [SERVICE]              gRPC health check (exit 0 SERVING, 1 otherwise)\n"
     "  services                      gRPC services offered (server reflection, like grpcurl list)\n"
     "  groups                        every group: view, members, suspicion, majority\n"
@@ -224,6 +225,10 @@ int Status(const Options& options) {
   std::printf("listen.peer: %s\nlisten.client: %s\nmetrics.listen: %s\n",
               reply.listen_peer().c_str(), reply.listen_client().c_str(),
               reply.metrics_listen().empty() ? "off" : reply.metrics_listen().c_str());
+  for (const cohort::api::PeerState& peer : reply.peers()) {
+    std::printf("peer: %s (id %u) %s %s\n", peer.name().c_str(), peer.node(),
+                peer.address().c_str(), peer.connected() ? "connected" : "not connected");
+  }
   return 0;
 }
 
