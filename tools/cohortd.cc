@@ -40,8 +40,9 @@ constexpr char kUsage[] =
     "       cohortd --help\n\n"
     "The Cohort replica daemon: hosts NewTop service objects for attached clients and the groups\n"
     "of the configuration file. Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime error,\n"
-    "2 bad command line or configuration. SIGHUP re-reads the file and applies auth tokens and\n"
-    "group ACLs (a file with errors is logged and ignored). --watch-config looks at the file\n"
+    "2 bad command line or configuration. SIGHUP re-reads the file and applies auth tokens,\n"
+    "group ACLs, timeouts, added and removed groups and the peers (a file with errors is logged\n"
+    "and ignored; what waits for a restart is logged). --watch-config looks at the file\n"
     "every SECONDS (2) and reloads it when its text changed, as SIGHUP does (a Kubernetes\n"
     "ConfigMap mounted as a volume changes without a signal).\n\n"
     "Configuration file keys:\n\n";
