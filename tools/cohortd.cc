@@ -43,8 +43,8 @@ constexpr char kUsage[] =
     "2 bad command line or configuration. SIGHUP re-reads the file and applies auth tokens,\n"
     "group ACLs, timeouts, added and removed groups and the peers (a file with errors is logged\n"
     "and ignored; what waits for a restart is logged). --watch-config looks at the file\n"
-    "every SECONDS (2) and reloads it when its text changed, as SIGHUP does (a Kubernetes\n"
-    "ConfigMap mounted as a volume changes without a signal).\n\n"
+    "every SECONDS (2) and reloads it, as SIGHUP does, once two looks in a row read the same\n"
+    "changed text (a Kubernetes ConfigMap mounted as a volume changes without a signal).\n\n"
     "Configuration file keys:\n\n";
 
 }  // namespace
@@ -118,18 +118,23 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
+  // --watch-config: a changed text is reloaded once two looks in a row read it, so a file an
+  // editor is still writing in place (a valid YAML cut short would stop the groups it lost) is
+  // not taken half-written.
   std::string watched = watch_seconds > 0 ? FileText(config_path) : "";
+  std::string seen = watched;
   absl::Time next_look = absl::Now() + absl::Seconds(watch_seconds);
   while (!g_stop) {
     absl::SleepFor(absl::Milliseconds(50));
     if (watch_seconds > 0 && absl::Now() >= next_look) {
       next_look = absl::Now() + absl::Seconds(watch_seconds);
       std::string text = FileText(config_path);
-      if (!text.empty() && text != watched) {
-        watched = std::move(text);
+      if (!text.empty() && text != watched && text == seen) {
+        watched = text;
         cohort::nso::Log("daemon")->info("--watch-config: {} changed: reloading", config_path);
         g_reload = 1;
       }
+      seen = std::move(text);
     }
     if (!g_reload) continue;
     g_reload = 0;
