@@ -101,6 +101,11 @@ absl::StatusOr<std::shared_ptr<LocalCalls::Connection>> LocalCalls::Current() {
 }
 
 std::shared_ptr<LocalCalls::Connection> LocalCalls::CurrentOrReopenLater() {
+  {
+    absl::MutexLock lock(&mu_);  // the hot path: one lock, as Current()
+    if (connection_ != nullptr && !connection_->turn.broken) return connection_;
+    if (reopening_ || closing_) return nullptr;
+  }
   absl::MutexLock start(&reopener_mu_);
   {
     absl::MutexLock lock(&mu_);

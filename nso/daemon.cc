@@ -637,7 +637,6 @@ void Daemon::Reload(const Config& fresh) {
       config_.metrics_listen != fresh.metrics_listen) {
     ignored.push_back("listen/metrics");
   }
-
   // The client port's TLS settings fix it at start (AccessPolicy keeps the first value).
   if (config_.client_certificates != fresh.client_certificates) {
     ignored.push_back("auth.client_certificates");
