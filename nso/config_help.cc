@@ -22,7 +22,6 @@ peers:                        # required, non-empty: every daemon of the cluster
                               # id: 1..65535, unique
                               # address: host:port, that peer's listen.peer, unique
                               # a reload (SIGHUP, --watch-config) adds, moves and removes peers
-                              #   (not with dynamic_groups: add/remove at a restart)
 log_level: info               # [info] trace|debug|info|warn|error|off
 log_format: text              # [text] text|json
 peer_transport: auto          # [auto] auto|grpc|tcp: daemon-to-daemon traffic over raw TCP on the

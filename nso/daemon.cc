@@ -652,6 +652,15 @@ void Daemon::Reload(const Config& fresh) {
   }
 }
 
+Config Daemon::GroupDefinitionContext() const {
+  Config context;
+  context.node = config_.node;
+  context.node_id = config_.node_id;
+  context.peers = peers();
+  context.failure_detector = config_.failure_detector;
+  return context;
+}
+
 absl::Status Daemon::ReloadPeers(const Config& fresh,
                                  const std::map<std::string_view, const GroupConfig*>& running,
                                  std::vector<std::string>* changes) {
@@ -685,7 +694,8 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
     // a configured member); a group this reload removes does not count.
     for (const auto& [group, config] : running) {
       const GroupConfig* fresh_group = fresh.FindGroup(std::string(group));
-      if (fresh_group == nullptr) continue;
+      // (The daemons' own group has every peer: a view change takes the peer out, below.)
+      if (fresh_group == nullptr || IsDaemonsOwnGroup(group)) continue;
       for (const GroupConfig* g : {config, fresh_group}) {
         if (g != nullptr &&
             std::find(g->members.begin(), g->members.end(), name) != g->members.end()) {
@@ -696,12 +706,30 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
     }
     removed.push_back(name);
   }
-  if (added.empty() && moved.empty() && removed.empty()) return absl::OkStatus();
-  if (config_.dynamic_groups && (!added.empty() || !removed.empty())) {
-    // The daemons' own group has every peer as a member: its view would have to change too.
-    return absl::FailedPreconditionError(
-        "with dynamic_groups, peers are added or removed at a restart of every daemon");
+  if (!removed.empty()) {
+    // Groups made by CreateGroup and views joined from outside the configured members are known
+    // to the node only: asked on the protocol thread.
+    auto promise = std::make_shared<std::promise<std::string>>();
+    std::future<std::string> future = promise->get_future();
+    Node* node = node_.get();
+    if (!loop_->Post([node, promise, removed] {
+          std::string naming;
+          for (const std::string& peer : removed) {
+            std::vector<std::string> groups = node->GroupsNaming(peer);
+            if (!groups.empty() && naming.empty()) {
+              naming = absl::StrCat(peer, " is still a member of group ", groups.front());
+            }
+          }
+          promise->set_value(naming);
+        }) ||
+        future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      return absl::UnavailableError("the protocol thread did not answer in time");
+    }
+    if (std::string naming = future.get(); !naming.empty()) {
+      return absl::FailedPreconditionError(naming);
+    }
   }
+  if (added.empty() && moved.empty() && removed.empty()) return absl::OkStatus();
   std::map<NodeId, std::string> addresses;
   for (const PeerConfig& peer : fresh.peers) {
     if (peer.id != config_.node_id) addresses[peer.id] = peer.address;
@@ -712,10 +740,23 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
   }
   TcpTransport* tcp = tcp_transport_;
   GrpcTransport* grpc = grpc_transport_;
-  loop_->Post([this, tcp, grpc, addresses, peers = fresh.peers]() mutable {
+  const bool own_group = config_.dynamic_groups && (!added.empty() || !removed.empty());
+  loop_->Post([this, tcp, grpc, addresses, own_group, peers = fresh.peers]() mutable {
     if (tcp != nullptr) tcp->SetPeers(addresses);
     if (grpc != nullptr) grpc->SetPeers(addresses);
+    std::vector<NodeId> ids;
+    for (const PeerConfig& peer : peers) ids.push_back(peer.id);
     node_->SetPeers(std::move(peers));
+    // The daemons' own group has every peer as a member: a view change adds the new ones (each
+    // gets the directory as its state once it runs) and takes out those removed. Each member
+    // proposes it; the first to be ordered applies.
+    if (own_group) {
+      absl::Status proposed = node_->ProposeMembers(kSystemGroup, ids);
+      if (!proposed.ok()) {
+        Log("daemon")->warn("reload: the daemons' own group keeps its view for now: {}",
+                            std::string(proposed.message()));
+      }
+    }
   });
   if (!added.empty()) changes->push_back("added " + absl::StrJoin(added, ", "));
   if (!moved.empty()) changes->push_back("moved " + absl::StrJoin(moved, ", "));

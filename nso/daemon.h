@@ -76,6 +76,14 @@ class Daemon {
   absl::Status CreateGroup(const api::CreateGroupRequest& request);
   absl::Status DeleteGroup(const std::string& group);
   const Config& config() const { return config_; }
+  // The peers now: config().peers, or what the last reload made of them (ReloadPeers).
+  std::vector<PeerConfig> peers() const ABSL_LOCKS_EXCLUDED(peers_mu_) {
+    absl::MutexLock lock(&peers_mu_);
+    return peers_;
+  }
+  // What ParseGroupDefinition reads of the running configuration: the peers now and the
+  // failure-detector defaults (a group created after a reload may have a new peer as member).
+  Config GroupDefinitionContext() const;
   // The acl of a group made by CreateGroup (any thread; null: deleted).
   void SetCreatedGroupAcl(const std::string& group, std::shared_ptr<const AclConfig> acl) {
     policy_.SetCreatedGroupAcl(group, std::move(acl));

@@ -167,6 +167,7 @@ GroupDirectory::~GroupDirectory() {
 
 absl::Status GroupDirectory::Create(const api::CreateGroupRequest& request) {
   const Config& config = daemon_->config();
+  const Config context = daemon_->GroupDefinitionContext();  // the peers now
   std::vector<std::string> members(request.members().begin(), request.members().end());
   AclConfig acl;
   if (request.has_acl()) {
@@ -180,7 +181,7 @@ absl::Status GroupDirectory::Create(const api::CreateGroupRequest& request) {
                                                request.default_mode(),
                                                request.has_acl() ? &acl : nullptr);
   // Checked here first, so that a bad request is answered without a round of consensus.
-  absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, config);
+  absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, context);
   if (!group.ok()) return group.status();
   if (config.FindGroup(group->name) != nullptr) {
     return absl::AlreadyExistsError(
@@ -265,7 +266,8 @@ absl::Status GroupDirectory::AwaitHere(const std::string& what, std::function<bo
 
 absl::StatusOr<std::string> GroupDirectory::OnDefine(const std::string& definition) {
   if (restoring_) return Restoring();
-  absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, daemon_->config());
+  absl::StatusOr<GroupConfig> group =
+      ParseGroupDefinition(definition, daemon_->GroupDefinitionContext());
   if (!group.ok()) return group.status();  // a caller that skipped Create's own check
   if (live_.count(group->name)) return std::string(kExists);
   group->incarnation = next_incarnation_[group->name]++;
@@ -294,13 +296,14 @@ std::string GroupDirectory::OnRestore(const std::string& payload) {
     best_ = file;
     best_.clear_from();
   }
-  const size_t majority = daemon_->config().peers.size() / 2 + 1;
+  const size_t peers = daemon_->peers().size();
+  const size_t majority = peers / 2 + 1;
   if (restored_from_.size() < majority) return "counted";
   // A majority's files: the newest holds every acknowledged operation (see the header).
   Log("group")->info("group directory restored from the files of {} ({} of {} daemons): "
                      "version {}, {} group(s)",
                      absl::StrJoin(restored_from_, ", "), restored_from_.size(),
-                     daemon_->config().peers.size(), best_.version(), best_.groups_size());
+                     peers, best_.version(), best_.groups_size());
   wire::DirectoryState chosen = std::move(best_);
   restoring_ = false;
   restored_from_.clear();

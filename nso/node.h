@@ -143,6 +143,14 @@ class Node {
   // resolve from now on (a group added later may have them as members), join requests go to
   // them, and removed ones are forgotten. Groups' views are not changed here.
   void SetPeers(std::vector<PeerConfig> peers) { peers_ = std::move(peers); }
+  // Proposes a view of `group` whose members are exactly `members` (those added get the state
+  // from this node): a reload that added or removed peers, for the daemons' own group. OK and
+  // nothing sent when the view has them already; UNAVAILABLE when this node is no member or
+  // has no majority; FAILED_PRECONDITION when it cannot give the state to those added.
+  absl::Status ProposeMembers(const std::string& group, const std::vector<NodeId>& members);
+  // The groups running here (the daemons' own excepted) whose configured members or current
+  // view name the peer `name`: a reload may not remove that peer.
+  std::vector<std::string> GroupsNaming(const std::string& name) const;
   // This daemon asks to join `group` / leaves it (a view change ordered among the members).
   absl::Status JoinGroup(const std::string& group);
   absl::Status LeaveGroup(const std::string& group);

@@ -37,6 +37,45 @@ absl::Status Node::JoinGroup(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status Node::ProposeMembers(const std::string& name, const std::vector<NodeId>& members) {
+  absl::StatusOr<Group*> group = FindGroup(name);
+  if (!group.ok()) return group.status();
+  std::vector<NodeId> remove, add;
+  for (NodeId member : (*group)->members()) {
+    if (std::find(members.begin(), members.end(), member) == members.end()) remove.push_back(member);
+  }
+  for (NodeId member : members) {
+    if (!(*group)->IsMember(member)) add.push_back(member);
+  }
+  if (remove.empty() && add.empty()) return absl::OkStatus();
+  if (!(*group)->is_member() || !(*group)->HasMajority()) {
+    return absl::UnavailableError(absl::StrCat("group \"", name, "\": ", config_.node,
+                                               " is no member with a majority to agree on a view"));
+  }
+  if (!add.empty() && !CanGiveState(*group)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("group \"", name, "\": no state here for the members added"));
+  }
+  Log("membership")->info("group {}: proposing a view without [{}] and with [{}] (peers changed)",
+                          name, Names(remove), Names(add));
+  ProposeViewChange(*group, remove, add);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Node::GroupsNaming(const std::string& name) const {
+  std::vector<std::string> naming;
+  const PeerConfig* peer = FindPeer(name);
+  for (const auto& [group_name, group] : groups_) {
+    if (IsDaemonsOwnGroup(group_name)) continue;
+    const std::vector<std::string>& configured = group->config().members;
+    if (std::find(configured.begin(), configured.end(), name) != configured.end() ||
+        (peer != nullptr && group->IsMember(peer->id))) {
+      naming.push_back(group_name);
+    }
+  }
+  return naming;
+}
+
 absl::Status Node::LeaveGroup(const std::string& name) {
   absl::StatusOr<Group*> group = FindGroup(name);
   if (!group.ok()) return group.status();

@@ -115,6 +115,14 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
       REQUIRE((*at4)->LeaveGroup("counter").ok());
     }
     REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+    for (int i = 2; i <= 3; ++i) {  // (n1's view has it already: its call got 3 replies)
+      auto at = Client::Connect(cluster.ClientAddress(i));
+      REQUIRE(at.ok());
+      CHECK(Eventually([&] {
+        auto view = (*at)->GroupDetails("counter");
+        return view.ok() && view->members.size() == 3;
+      }, 20));
+    }
     fourth.reset();
     cluster.Stop(4);
     const std::string moved_line = "  - {name: n4, id: 4, address: " + moved + "}\n";
@@ -144,6 +152,81 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
     CHECK(LogHas(cluster, 1, "are not applied until a restart"));
     CHECK(test::WaitAllReply(client->get(), "counter", 3));
   }
+}
+
+TEST_CASE("dynamic_groups: a peer added by SIGHUP joins the daemons' own group, gets the "
+          "directory, and a group created with it as a member runs there",
+          "[ops][e2e][dynamic]") {
+  test::Cluster cluster({4, "groups:\n  - {name: counter, members: [n1, n2, n3]}\n",
+                         "dynamic_groups: {create: [\"*\"]}\n", "info"});
+  const std::string n3_line = "  - {name: n3, id: 3, address: " + cluster.PeerAddress(3) + "}\n";
+  const std::string n4_line = "  - {name: n4, id: 4, address: " + cluster.PeerAddress(4) + "}\n";
+  Rewrite(cluster, {1, 2, 3}, n4_line, "");
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  // A group made before n4 exists: n4 must learn it from the directory it is given.
+  REQUIRE((*client)->CreateGroup(GroupSpec{"before", {"n1", "n2", "n3"}, "", "", "", ""}).ok());
+  // n4 is unknown: a group naming it is refused.
+  CHECK((*client)->CreateGroup(GroupSpec{"early", {"n2", "n4"}, "", "", "", ""}).code() ==
+        absl::StatusCode::kInvalidArgument);
+
+  Rewrite(cluster, {1, 2, 3}, n3_line, n3_line + n4_line);
+  for (int i = 1; i <= 3; ++i) cluster.Signal(i, SIGHUP);
+  for (int i = 1; i <= 3; ++i) {
+    INFO("n" << i << "\n" << cluster.LogTails(20));
+    CHECK(LogHas(cluster, i, "reload: peers added n4"));
+  }
+  REQUIRE(cluster.StartNode(4));
+  // Every daemon, n4 included, installs a view of the daemons' own group with n4 in it.
+  for (int i = 1; i <= 4; ++i) {
+    INFO("n" << i << "\n" << cluster.LogTails(30));
+    CHECK(Eventually([&] {
+      const std::string log = LogOf(cluster, i);
+      // "view 2 installed: members [1,2,3,4]", or at n4 "joined view 2 (members [1,2,3,4])".
+      for (size_t at = log.find("group cohort.system: "); at != std::string::npos;
+           at = log.find("group cohort.system: ", at + 1)) {
+        const size_t end = log.find('\n', at);
+        const std::string line = log.substr(at, end - at);
+        if (line.find("members [1,2,3,4]") != std::string::npos) return true;
+      }
+      return false;
+    }, 30));
+  }
+  auto at4 = Client::Connect(cluster.ClientAddress(4));
+  REQUIRE(at4.ok());
+  CHECK(Eventually([&] { return (*at4)->GroupDetails("before").ok(); }, 20));
+  // A group with n4 as a member, created from n1: it runs on n2, n3 and n4.
+  REQUIRE((*client)->CreateGroup(GroupSpec{"grown", {"n2", "n3", "n4"}, "", "", "", ""}).ok());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 2; i <= 4; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(Eventually([&] {
+      return replicas.back()->Start(cluster.ClientAddress(i), "grown").ok();
+    }, 20));
+  }
+  CHECK(test::WaitAllReply(client->get(), "grown", 3));
+
+  // Removed: refused while a created group names n4; once it is deleted and n4 killed (a
+  // stopped daemon would leave the group itself, draining), the reload takes n4 out of the
+  // daemons' own group.
+  Rewrite(cluster, {1}, n4_line, "");
+  cluster.Signal(1, SIGHUP);
+  CHECK(LogHas(cluster, 1, "peers (n4 is still a member of group grown)"));
+  REQUIRE((*client)->DeleteGroup("grown").ok());
+  replicas.clear();
+  cluster.Kill(4);
+  Rewrite(cluster, {2, 3}, n4_line, "");
+  std::vector<size_t> before;
+  for (int i = 1; i <= 3; ++i) before.push_back(LogOf(cluster, i).size());
+  for (int i = 1; i <= 3; ++i) cluster.Signal(i, SIGHUP);
+  for (int i = 1; i <= 3; ++i) {
+    INFO("n" << i << "\n" << cluster.LogTails(20));
+    CHECK(LogHas(cluster, i, "reload: peers removed n4", before[i - 1]));
+    CHECK(LogHas(cluster, i, "installed: members [1,2,3]", before[i - 1]));
+  }
+  CHECK((*client)->CreateGroup(GroupSpec{"late", {"n2", "n4"}, "", "", "", ""}).code() ==
+        absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
