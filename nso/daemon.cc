@@ -597,7 +597,7 @@ void Daemon::Reload(const Config& fresh) {
     removed_groups_.insert(name);
   }
   std::vector<std::string> peer_changes;
-  if (absl::Status peers = ReloadPeers(fresh, running, &peer_changes); !peers.ok()) {
+  if (absl::Status peers = ReloadPeers(fresh, removed, &peer_changes); !peers.ok()) {
     ignored.push_back(absl::StrCat("peers (", peers.message(), ")"));
   } else if (!peer_changes.empty()) {
     Log("daemon")->info("reload: peers {}", absl::StrJoin(peer_changes, ", "));
@@ -662,7 +662,7 @@ Config Daemon::GroupDefinitionContext() const {
 }
 
 absl::Status Daemon::ReloadPeers(const Config& fresh,
-                                 const std::map<std::string_view, const GroupConfig*>& running,
+                                 const std::vector<std::string>& groups_removed,
                                  std::vector<std::string>* changes) {
   std::vector<PeerConfig> current;
   {
@@ -689,35 +689,23 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
     }
   }
   for (const auto& [name, peer] : before) {
-    if (after.count(name)) continue;
-    // A peer still named as a member of a group that keeps running stays (the group would lose
-    // a configured member); a group this reload removes does not count.
-    for (const auto& [group, config] : running) {
-      const GroupConfig* fresh_group = fresh.FindGroup(std::string(group));
-      // (The daemons' own group has every peer: a view change takes the peer out, below.)
-      if (fresh_group == nullptr || IsDaemonsOwnGroup(group)) continue;
-      for (const GroupConfig* g : {config, fresh_group}) {
-        if (g != nullptr &&
-            std::find(g->members.begin(), g->members.end(), name) != g->members.end()) {
-          return absl::FailedPreconditionError(
-              absl::StrCat(name, " is still a member of group ", std::string(group)));
-        }
-      }
-    }
-    removed.push_back(name);
+    if (after.count(name) == 0) removed.push_back(name);
   }
   if (!removed.empty()) {
-    // Groups made by CreateGroup and views joined from outside the configured members are known
-    // to the node only: asked on the protocol thread.
+    // A peer still named by a group the node runs (its configured members, a group made by
+    // CreateGroup, or a view it joined from outside them) stays: asked on the protocol thread.
     auto promise = std::make_shared<std::promise<std::string>>();
     std::future<std::string> future = promise->get_future();
     Node* node = node_.get();
-    if (!loop_->Post([node, promise, removed] {
+    if (!loop_->Post([node, promise, removed, groups_removed] {
           std::string naming;
           for (const std::string& peer : removed) {
-            std::vector<std::string> groups = node->GroupsNaming(peer);
-            if (!groups.empty() && naming.empty()) {
-              naming = absl::StrCat(peer, " is still a member of group ", groups.front());
+            for (const std::string& group : node->GroupsNaming(peer)) {
+              // (A group this reload removes stops right after: it does not count.)
+              if (naming.empty() && std::find(groups_removed.begin(), groups_removed.end(),
+                                              group) == groups_removed.end()) {
+                naming = absl::StrCat(peer, " is still a member of group ", group);
+              }
             }
           }
           promise->set_value(naming);

@@ -96,11 +96,10 @@ class Daemon {
   void MonitorLoop();
   // Monitor thread, every tls.reload_seconds: changed TLS files go to the raw TCP transport.
   void ReloadTlsFiles();
-  // A reload's peers: added, moved to another address, removed (not
-  // while a group names them). An error says why they are left for a restart; `running`: the
-  // groups running before this reload.
-  absl::Status ReloadPeers(const Config& fresh,
-                           const std::map<std::string_view, const GroupConfig*>& running,
+  // A reload's peers: added, moved to another address, removed (not while a group the node
+  // runs names them). An error says why they are left for a restart.
+  // `groups_removed`: the groups this reload stops (they do not keep a peer).
+  absl::Status ReloadPeers(const Config& fresh, const std::vector<std::string>& groups_removed,
                            std::vector<std::string>* changes);
   void SetServing(bool serving, const std::string& why);
 

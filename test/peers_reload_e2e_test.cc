@@ -154,6 +154,22 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
   }
 }
 
+TEST_CASE("SIGHUP: a peer and the group that named it removed together", "[ops][e2e]") {
+  test::Cluster cluster({2, "groups:\n  - {name: g, members: [n1]}\n  - {name: h, members: [n1, n2]}\n",
+                         "", "info"});
+  REQUIRE(cluster.StartNode(1));  // n2 never runs
+  const std::string n2_line = "  - {name: n2, id: 2, address: " + cluster.PeerAddress(2) + "}\n";
+  Rewrite(cluster, {1}, n2_line, "");
+  Rewrite(cluster, {1}, "  - {name: h, members: [n1, n2]}\n", "");
+  cluster.Signal(1, SIGHUP);
+  CHECK(LogHas(cluster, 1, "reload: peers removed n2"));
+  CHECK(LogHas(cluster, 1, "reload: stopped group(s) h"));
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  CHECK((*client)->GroupDetails("h").status().code() == absl::StatusCode::kNotFound);
+  CHECK((*client)->GroupDetails("g").ok());
+}
+
 TEST_CASE("dynamic_groups: a peer added by SIGHUP joins the daemons' own group, gets the "
           "directory, and a group created with it as a member runs there",
           "[ops][e2e][dynamic]") {
