@@ -468,6 +468,19 @@ std::string Daemon::RenderMetrics() {
   out.Sample("cohort_serving", {}, serving_ ? 1 : 0);
   out.Family("cohort_uptime_seconds", "gauge", "Seconds since the daemon started.");
   out.Sample("cohort_uptime_seconds", {}, (MonotonicNowMs() - started_ms_) / 1000.0);
+  out.Family("cohort_config_reloads_total", "counter",
+             "Configuration reloads (SIGHUP, --watch-config): applied, or refused (the file did "
+             "not parse or named another node; the running configuration was kept).");
+  out.Sample("cohort_config_reloads_total", {{"result", "applied"}},
+             static_cast<double>(reloads_applied_.load()));
+  out.Sample("cohort_config_reloads_total", {{"result", "refused"}},
+             static_cast<double>(reloads_refused_.load()));
+  out.Family("cohort_config_last_reload_ok", "gauge",
+             "0 while the last reload was refused (alert: the file on disk is not what runs).");
+  out.Sample("cohort_config_last_reload_ok", {}, last_reload_ok_ ? 1 : 0);
+  out.Family("cohort_config_restart_pending", "gauge",
+             "1 when the last applied reload had changes that wait for a restart (logged).");
+  out.Sample("cohort_config_restart_pending", {}, restart_pending_ ? 1 : 0);
   out.Family("cohort_event_loop_queue_depth", "gauge",
              "Tasks waiting for the protocol thread.");
   out.Sample("cohort_event_loop_queue_depth", {}, static_cast<double>(loop_->QueueDepth()));
@@ -650,6 +663,14 @@ void Daemon::Reload(const Config& fresh) {
     Log("daemon")->warn("reload: changes to {} are not applied until a restart",
                         absl::StrJoin(ignored, ", "));
   }
+  restart_pending_ = !ignored.empty();
+  last_reload_ok_ = true;
+  reloads_applied_++;
+}
+
+void Daemon::ReloadRefused() {
+  last_reload_ok_ = false;
+  reloads_refused_++;
 }
 
 Config Daemon::GroupDefinitionContext() const {

@@ -56,6 +56,9 @@ class Daemon {
   // loaded and checked) at once to new calls. Other changes (failure detector timeouts, tls,
   // peers, groups) need a restart; they are logged as not applied.
   void Reload(const Config& fresh);
+  // A reload whose file could not be used (cohortd: it does not parse, or names another node):
+  // counted for the metrics (cohort_config_reloads_total{result="refused"}).
+  void ReloadRefused();
 
   // Samples the protocol state on the protocol thread; UNAVAILABLE if it does not answer in time.
   absl::StatusOr<NodeSnapshot> Snapshot(absl::Duration timeout = absl::Seconds(1));
@@ -136,6 +139,12 @@ class Daemon {
   std::unique_ptr<HttpServer> http_;
   InvocationMetrics invocation_metrics_;
   std::atomic<bool> serving_{true};
+  // Reloads (SIGHUP, --watch-config): applied, refused (a broken file), and whether the last
+  // applied one left changes for a restart.
+  std::atomic<uint64_t> reloads_applied_{0};
+  std::atomic<uint64_t> reloads_refused_{0};
+  std::atomic<bool> restart_pending_{false};
+  std::atomic<bool> last_reload_ok_{true};
   bool health_known_ = false;  // monitor thread only
   absl::Notification stop_monitor_;
   std::thread monitor_;

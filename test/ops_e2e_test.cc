@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
@@ -227,8 +228,15 @@ TEST_CASE("cohortctl join / leave: a daemon hosting a group outside its members 
 
 TEST_CASE("--watch-config reloads a changed file without a signal; a broken one is ignored",
           "[ops][e2e]") {
-  test::ClusterOptions options{1, "groups:\n  - {name: g, members: [n1]}\n", "", "info"};
+  const int metrics_port = test::FreePort();
+  test::ClusterOptions options{1, "groups:\n  - {name: g, members: [n1]}\n",
+                               "metrics: {listen: 127.0.0.1:" + std::to_string(metrics_port) +
+                                   "}\n",
+                               "info"};
   options.daemon_args = {"--watch-config=0.2"};
+  auto metric = [&](const std::string& series) {
+    return test::MetricValue(test::HttpGet(metrics_port, "/metrics"), series);
+  };
   test::Cluster cluster(options);
   REQUIRE(cluster.Start());
   const std::string path = cluster.ConfigPath(1);
@@ -251,11 +259,24 @@ TEST_CASE("--watch-config reloads a changed file without a signal; a broken one 
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
   CHECK((*client)->GroupDetails("h").ok());
-  // A broken edit: named in the log, nothing changes, the daemon serves on.
+  CHECK(metric("cohort_config_reloads_total{result=\"applied\"}") == 1);
+  CHECK(metric("cohort_config_last_reload_ok") == 1);
+  CHECK(metric("cohort_config_restart_pending") == 0);
+  // A broken edit: named in the log and the metrics, nothing changes, the daemon serves on.
   std::ofstream(path) << with("  - {name: h, members: [n1]\n");
   CHECK(log_has("reload failed, keeping the running config"));
   CHECK((*client)->GroupDetails("h").ok());
   CHECK(cluster.Running(1));
+  CHECK(Eventually([&] { return metric("cohort_config_reloads_total{result=\"refused\"}") == 1; }, 10));
+  CHECK(metric("cohort_config_last_reload_ok") == 0);
+  // A change that waits for a restart (a group's ordering): applied, with the restart pending.
+  std::ofstream(path) << absl::StrReplaceAll(with("  - {name: h, members: [n1]}\n"),
+                                              {{"{name: g, members: [n1]}",
+                                                "{name: g, members: [n1], ordering: sequencer}"}});
+  CHECK(log_has("are not applied until a restart"));
+  CHECK(Eventually([&] { return metric("cohort_config_restart_pending") == 1; }, 10));
+  CHECK(metric("cohort_config_last_reload_ok") == 1);
+  CHECK(metric("cohort_config_reloads_total{result=\"applied\"}") == 2);
   // A bad period is refused at start.
   std::string out;
   CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--config", path, "--watch-config=0"},

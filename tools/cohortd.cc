@@ -142,10 +142,12 @@ int main(int argc, char** argv) {
     if (!fresh.ok()) {
       cohort::nso::Log("daemon")->error("SIGHUP: reload failed, keeping the running config: {}",
                                         std::string(fresh.status().message()));
+      daemon.ReloadRefused();
     } else if (fresh->node != node) {
       cohort::nso::Log("daemon")->error(
           "SIGHUP: reload failed, keeping the running config: node changed from {} to {}",
           node, fresh->node);
+      daemon.ReloadRefused();
     } else {
       daemon.Reload(*fresh);
     }
