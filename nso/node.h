@@ -248,6 +248,12 @@ class Node {
     // transfer. Cleared when this daemon is no longer a member, or when a view change re-admits
     // it (awaiting the state).
     bool servant_lost = false;
+    // Joiners this node was to give the state of view `declined_view` to, and could not (its
+    // servant went between proposing their join and its delivery): TickMembership takes them
+    // out again, so that they ask anew and a member with the state re-adds them, instead of
+    // waiting out their state patience (up to the exclusion timeout) in a view that counts them.
+    std::vector<NodeId> declined;
+    uint64_t declined_view = 0;
     uint64_t leave_proposed_ms = 0;
     uint64_t stall_warned_ms = 0;  // node_watchdog.cc
   };

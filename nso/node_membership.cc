@@ -197,8 +197,16 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     if (node != self_) state_to.push_back(node);
     membership.admission.Added(node, now_ms_);
   }
-  if (proposal.provider == self_ && !state_to.empty() && CanGiveState(group)) {
-    RequestState(group, next->view, std::move(state_to));
+  if (proposal.provider == self_ && !state_to.empty()) {
+    if (CanGiveState(group)) {
+      RequestState(group, next->view, std::move(state_to));
+    } else {
+      Log("membership")->warn("group {}: no state here for [{}] added in view {}: taking them "
+                              "out again, so that a member with the state re-adds them",
+                              group->name(), Names(state_to), next->view.id);
+      membership.declined = std::move(state_to);
+      membership.declined_view = next->view.id;
+    }
   }
   if ((membership.joiner.awaiting_state() || membership.servant_lost) &&
       std::find(next->joiners.begin(), next->joiners.end(), self_) != next->joiners.end()) {
@@ -518,6 +526,18 @@ void Node::TickMembership(Group* group) {
     MembershipOf(group).joiner.NotBehindUntil(now_ms_);
   }
   GroupMembership& membership = MembershipOf(group);
+  if (!membership.declined.empty()) {
+    // (Proposed here, not while delivering the view change that added them.)
+    std::vector<NodeId> remove;
+    if (group->view_id() == membership.declined_view && group->is_member() &&
+        group->HasMajority()) {
+      for (NodeId joiner : membership.declined) {
+        if (group->IsMember(joiner)) remove.push_back(joiner);
+      }
+    }
+    membership.declined.clear();
+    if (!remove.empty()) ProposeViewChange(group, remove, {});
+  }
   switch (membership.joiner.Tick(now_ms_, group->is_member(), behind)) {
     case membership::Joiner::Action::kNone: return;
     case membership::Joiner::Action::kStateLateAsk:

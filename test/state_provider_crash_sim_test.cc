@@ -113,4 +113,50 @@ TEST_CASE("a joiner whose state provider crashes is re-added with another member
   }
 }
 
+TEST_CASE("a provider whose servant detaches before the join is delivered takes the joiner out "
+          "again at once; another member re-adds it with the state",
+          "[membership][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    INFO("seed " << seed);
+    Run run(seed);
+    run.Serve(2);
+    run.net.RunUntil(100);
+    for (int i = 0; i < 5; ++i) REQUIRE(run.Add(invocation::Mode::kFirst).size() == 1);
+    // n2 (the only member with a servant) proposes n3's join as the request reaches it; its
+    // servant detaches right after, before the view change is ordered.
+    bool detached = false;
+    run.sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
+      if (detached || to != 2 || !envelope.has_membership() ||
+          envelope.membership().kind() != wire::MembershipMessage::JOIN_REQUEST) {
+        return;
+      }
+      detached = true;
+      run.net.After(0, [&run] { run.nodes[2]->UnregisterServant(run.counters.servants[2]); });
+    };
+    run.Serve(3);
+    for (int waited = 0; waited < 2000 && !detached; waited += 10) {
+      run.net.RunUntil(run.net.now_ms() + 10);
+    }
+    REQUIRE(detached);
+    run.sim.tap = nullptr;
+    run.Serve(1);  // gets the five requests n1 kept for it: now n1 can give the state
+    const uint64_t served_ms = run.net.now_ms();
+    for (int waited = 0; waited < 30000 && run.state_installs[3] == 0; waited += 10) {
+      run.net.RunUntil(run.net.now_ms() + 10);
+    }
+    REQUIRE(run.state_installs[3] == 1);
+    CHECK(run.value[3] == 5);
+    // Well before the joiner's state patience (2 s here): n2 took n3 out at once, and n3 asked
+    // again (every 200 ms) until n1 re-added it.
+    CHECK(run.net.now_ms() - served_ms < 1000);
+    std::vector<std::string> replies;
+    for (int attempt = 0; attempt < 50 && replies.size() != 2; ++attempt) {
+      replies = run.Add(invocation::Mode::kAll);  // n1 and n3: n2 has left
+    }
+    REQUIRE(replies.size() == 2);
+    CHECK(replies[0] == replies[1]);
+  }
+}
+
 }  // namespace cohort
