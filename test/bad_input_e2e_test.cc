@@ -82,12 +82,10 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
   // test, tcp_transport_test).
   test::Cluster cluster({3, kGroups, "peer_transport: grpc\n", "info"});
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
-  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+  auto started = test::StartCounterGroup(cluster, 3);
+  REQUIRE(started.ok());
+  auto& replicas = started->replicas;
+  auto& client = started->client;
 
   SECTION("peers") {
     // Not a configured node.
@@ -143,7 +141,7 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
     CHECK((oversized.status().code() == absl::StatusCode::kResourceExhausted ||
            oversized.status().code() == absl::StatusCode::kInvalidArgument));
     // A client that gives up mid-call: the daemon finishes the call and serves on.
-    for (auto& replica : *replicas) replica->slow_ms = 500;
+    for (auto& replica : replicas) replica->slow_ms = 500;
     auto stub = api::Cohort::NewStub(channel);
     grpc::ClientContext impatient;
     impatient.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
@@ -157,7 +155,7 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
     api::InvokeReply reply;
     grpc::Status gave_up = stub->Invoke(&impatient, invoke, &reply);
     CHECK_FALSE(gave_up.ok());
-    for (auto& replica : *replicas) replica->slow_ms = 0;
+    for (auto& replica : replicas) replica->slow_ms = 0;
   }
 
   // Whatever came before, the group serves and the replicas agree.

@@ -72,6 +72,13 @@ inline absl::StatusOr<std::vector<std::unique_ptr<CounterReplica>>> StartCounter
   return replicas;
 }
 
+// Counter replicas of `group` on daemons 1..count and a client on daemon 1 that waited until every
+// replica answers, then added 5 to the counter (the state a joiner must get).
+struct CounterGroup {
+  std::vector<std::unique_ptr<CounterReplica>> replicas;
+  absl::StatusOr<std::unique_ptr<Client>> client = absl::UnavailableError("not connected");
+};
+
 // Until the daemon of `client` suspects no member of `group`.
 inline bool WaitHealthy(Client* client, const std::string& group) {
   for (int attempt = 0; attempt < 400; ++attempt) {
@@ -93,6 +100,22 @@ inline bool WaitAllReply(Client* client, const std::string& group, size_t replie
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+inline absl::StatusOr<CounterGroup> StartCounterGroup(const Cluster& cluster, int count,
+                                                      const std::string& group = "counter") {
+  CounterGroup started;
+  auto replicas = StartCounterReplicas(cluster, count, group);
+  if (!replicas.ok()) return replicas.status();
+  started.replicas = *std::move(replicas);
+  started.client = Client::Connect(cluster.ClientAddress(1));
+  if (!started.client.ok()) return started.client.status();
+  if (!WaitAllReply(started.client->get(), group, static_cast<size_t>(count))) {
+    return absl::DeadlineExceededError("the replicas did not all answer");
+  }
+  auto added = (*started.client)->Invoke(group, "add", "5", Mode::kAll);
+  if (!added.ok()) return added.status();
+  return started;
 }
 
 }  // namespace cohort::test

@@ -194,12 +194,9 @@ TEST_CASE("cohortctl join / leave: a daemon hosting a group outside its members 
   // n4 has the group in its file but is not one of its members.
   test::Cluster cluster({4, "groups:\n  - {name: counter, members: [n1, n2, n3]}\n", "", "info"});
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
-  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+  auto started = test::StartCounterGroup(cluster, 3);
+  REQUIRE(started.ok());  // (its replicas serve until the end)
+  auto& client = started->client;
 
   const std::string ctl = test::Runfile("tools/cohortctl") + " --address " +
                           cluster.ClientAddress(4) + " --timeout-ms 20000 ";

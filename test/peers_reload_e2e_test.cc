@@ -58,12 +58,9 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
   // n1..n3 run without n4 among their peers.
   Rewrite(cluster, {1, 2, 3}, n4_line, "");
   for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
-  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+  auto started = test::StartCounterGroup(cluster, 3);
+  REQUIRE(started.ok());  // (its replicas serve until the end)
+  auto& client = started->client;
 
   SECTION("added: dialed, and it joins a group") {
     REQUIRE(cluster.StartNode(4));  // its file has every peer
