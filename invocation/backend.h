@@ -47,6 +47,13 @@ class ClientBackend {
   }
   // "local", "grpc" or "in-process" (Client::via).
   virtual const char* via() const = 0;
+  // A new NSO at the daemon (its earlier one is unknown there: the daemon restarted).
+  virtual absl::StatusOr<uint64_t> Attach(const std::string& client_name,
+                                          absl::Duration timeout) {
+    (void)client_name;
+    (void)timeout;
+    return absl::UnimplementedError("this client cannot attach again");
+  }
 };
 
 // A servant's registration and its delivery stream.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "invocation/async_results.h"
 #include "invocation/call_stream.h"
@@ -87,6 +88,19 @@ class RemoteClient final : public internal::ClientBackend {
         calls_(stub_.get(), token_),
         local_(std::move(local)) {}
   const char* via() const override { return local_ ? "local" : "grpc"; }
+
+  absl::StatusOr<uint64_t> Attach(const std::string& client_name,
+                                  absl::Duration timeout) override {
+    grpc::ClientContext context;
+    SetDeadline(&context, timeout);
+    if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
+    api::AttachRequest request;
+    request.set_client_name(client_name);
+    api::AttachReply reply;
+    grpc::Status status = stub_->Attach(&context, request, &reply);
+    if (!status.ok()) return nso::FromGrpcStatus(status);
+    return reply.nso();
+  }
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {
@@ -185,6 +199,10 @@ Client::Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso,
     : backend_(std::move(backend)), nso_(nso), node_name_(std::move(node_name)) {}
 
 Client::~Client() {
+  {
+    absl::MutexLock lock(&reattach_mu_);  // no callback attaches again or resends from now on
+    closing_ = true;
+  }
   // The connections first: they fail the asynchronous calls still pending on them, whose
   // callbacks then run before the callbacks' thread goes.
   backend_.reset();
@@ -238,6 +256,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   std::unique_ptr<Client> client = WithBackend(
       std::make_unique<RemoteClient>(std::move(channel), options.token, std::move(local)),
       reply.nso(), reply.node_name());
+  if (!options.client_name.empty()) client->client_name_ = options.client_name;
+  client->attach_timeout_ = options.timeout;
   if (local_used) client->local_endpoint_ = std::move(endpoint);
   return client;
 }
@@ -248,7 +268,7 @@ api::InvokeRequest Client::InvokeRequestFor(const std::string& group, const std:
                                             const std::string& payload, api::Mode mode,
                                             absl::Duration deadline, Style style) const {
   api::InvokeRequest request;
-  request.set_nso(nso_);
+  request.set_nso(nso_.load());
   request.set_group(group);
   request.set_method(method);
   request.set_payload(payload);
@@ -259,12 +279,54 @@ api::InvokeRequest Client::InvokeRequestFor(const std::string& group, const std:
   return request;
 }
 
+namespace {
+
+// The daemon does not know the NSO (it restarted since the Attach): nothing was accepted.
+bool UnknownNso(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kNotFound &&
+         absl::StrContains(status.message(), "unknown NSO");
+}
+const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
+}  // namespace
+
+bool Client::ReattachAndRetry(uint64_t stale, const std::function<void()>& retry) {
+  absl::MutexLock lock(&reattach_mu_);
+  if (closing_) return false;
+  if (nso_.load() == stale) {  // else another caller attached again already
+    absl::StatusOr<uint64_t> fresh = backend_->Attach(client_name_, attach_timeout_);
+    if (!fresh.ok()) return false;
+    nso_.store(*fresh);
+  }
+  retry();
+  return true;
+}
+
+template <typename RequestT, typename SendFn>
+auto Client::WithNso(RequestT request, SendFn send) -> decltype(send(request)) {
+  request.set_nso(nso_.load());
+  auto result = send(request);
+  if (StatusOf(result).ok() || !UnknownNso(StatusOf(result))) return result;
+  const uint64_t stale = request.nso();
+  ReattachAndRetry(stale, [&] {
+    request.set_nso(nso_.load());
+    result = send(request);
+  });
+  return result;
+}
+
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
                                           const std::string& payload, api::Mode mode,
                                           absl::Duration deadline, Style style) {
   // The NSO enforces `deadline`; 2 s of slack here.
-  return backend_->Invoke(InvokeRequestFor(group, method, payload, mode, deadline, style),
-                          deadline + absl::Seconds(2));
+  return WithNso(InvokeRequestFor(group, method, payload, mode, deadline, style),
+                 [&](const api::InvokeRequest& request) {
+                   return backend_->Invoke(request, deadline + absl::Seconds(2));
+                 });
 }
 
 void Client::InvokeAsync(const std::string& group, const std::string& method,
@@ -277,11 +339,34 @@ void Client::InvokeAsync(const std::string& group, const std::string& method,
     results = async_;
   }
   results->Expect();
+  IssueAsync(InvokeRequestFor(group, method, payload, internal::ToApiMode(mode), deadline, style),
+             deadline, std::move(done), std::move(results), /*may_retry=*/true);
+}
+
+void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
+                        std::shared_ptr<internal::AsyncResults> results, bool may_retry) {
+  InvokeCallback on_result = std::move(done);
+  if (may_retry) {
+    // On the callbacks thread (no lock of the backend held): the daemon restarted, so attach
+    // again and send the call once more; its result comes to `done` then.
+    on_result = [this, request, deadline, results, done = std::move(on_result)](
+                    absl::StatusOr<GroupReplies> result) mutable {
+      if (!result.ok() && UnknownNso(result.status())) {
+        const uint64_t stale = request.nso();
+        bool resent = ReattachAndRetry(stale, [&] {
+          request.set_nso(nso_.load());
+          results->Expect();
+          IssueAsync(std::move(request), deadline, std::move(done), results, false);
+        });
+        if (resent) return;
+      }
+      done(std::move(result));
+    };
+  }
   backend_->InvokeAsync(
-      InvokeRequestFor(group, method, payload, internal::ToApiMode(mode), deadline, style),
-      deadline + absl::Seconds(2),
-      [results, done = std::move(done)](absl::StatusOr<GroupReplies> result) mutable {
-        results->Post(std::move(done), std::move(result));  // only queued: see async_results.h
+      request, deadline + absl::Seconds(2),
+      [results, on_result = std::move(on_result)](absl::StatusOr<GroupReplies> result) mutable {
+        results->Post(std::move(on_result), std::move(result));  // only queued: async_results.h
       });
 }
 
@@ -366,21 +451,21 @@ absl::Status Client::Send(const std::string& group, const std::string& method,
 
 absl::Status Client::Multicast(const std::string& group, const std::string& payload) {
   api::MulticastRequest request;
-  request.set_nso(nso_);
   request.set_group(group);
   request.set_payload(payload);
-  return backend_->Multicast(request);
+  return WithNso(request, [&](const api::MulticastRequest& r) { return backend_->Multicast(r); });
 }
 
 api::GroupRequest Client::GroupRequestFor(const std::string& group) const {
   api::GroupRequest request;
-  request.set_nso(nso_);
+  request.set_nso(nso_.load());
   request.set_group(group);
   return request;
 }
 
 absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
-  absl::StatusOr<api::GroupDetailsReply> reply = backend_->GroupDetails(GroupRequestFor(group));
+  absl::StatusOr<api::GroupDetailsReply> reply = WithNso(
+      GroupRequestFor(group), [&](const api::GroupRequest& r) { return backend_->GroupDetails(r); });
   if (!reply.ok()) return reply.status();
   View view;
   view.group = reply->group();
@@ -395,7 +480,6 @@ absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
 
 absl::Status Client::CreateGroup(const GroupSpec& spec) {
   api::CreateGroupRequest request;
-  request.set_nso(nso_);
   request.set_group(spec.name);
   for (const std::string& member : spec.members) request.add_members(member);
   request.set_ordering(spec.ordering);
@@ -408,19 +492,23 @@ absl::Status Client::CreateGroup(const GroupSpec& spec) {
     for (const std::string& name : spec.acl->invoke) acl->add_invoke(name);
     for (const std::string& name : spec.acl->admin) acl->add_admin(name);
   }
-  return backend_->CreateGroup(request);
+  return WithNso(request,
+                 [&](const api::CreateGroupRequest& r) { return backend_->CreateGroup(r); });
 }
 
 absl::Status Client::DeleteGroup(const std::string& group) {
-  return backend_->DeleteGroup(GroupRequestFor(group));
+  return WithNso(GroupRequestFor(group),
+                 [&](const api::GroupRequest& r) { return backend_->DeleteGroup(r); });
 }
 
 absl::Status Client::JoinGroup(const std::string& group) {
-  return backend_->JoinGroup(GroupRequestFor(group));
+  return WithNso(GroupRequestFor(group),
+                 [&](const api::GroupRequest& r) { return backend_->JoinGroup(r); });
 }
 
 absl::Status Client::LeaveGroup(const std::string& group) {
-  return backend_->LeaveGroup(GroupRequestFor(group));
+  return WithNso(GroupRequestFor(group),
+                 [&](const api::GroupRequest& r) { return backend_->LeaveGroup(r); });
 }
 
 }  // namespace cohort

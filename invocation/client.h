@@ -11,6 +11,7 @@
 #define COHORT_INVOCATION_CLIENT_H_
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
@@ -166,7 +167,7 @@ class Client {
   // daemons.
   absl::Status DeleteGroup(const std::string& group);
 
-  uint64_t nso() const { return nso_; }
+  uint64_t nso() const { return nso_.load(); }
   const std::string& node_name() const { return node_name_; }
   // How invocations reach the NSO: "local" (the daemon's Unix socket), "grpc" or "in-process".
   const char* via() const;
@@ -186,12 +187,31 @@ class Client {
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
+  // The daemon answered "unknown NSO" for `stale` (it restarted, forgetting its NSOs): attaches
+  // again (once for all callers that saw `stale`) and, under the same lock, runs `retry` with the
+  // new NSO in nso(). False (retry not run) when that fails or the Client is closing. A call
+  // refused so was never accepted: sending it again is safe.
+  bool ReattachAndRetry(uint64_t stale, const std::function<void()>& retry)
+      ABSL_LOCKS_EXCLUDED(reattach_mu_);
+  // Sends `request` and runs `done` with its result on the callbacks thread; once (`may_retry`)
+  // after attaching again if the daemon restarted.
+  void IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
+                  std::shared_ptr<internal::AsyncResults> results, bool may_retry);
+  // Runs `send(request)`; again with a new NSO if the daemon answered "unknown NSO".
+  template <typename RequestT, typename SendFn>
+  auto WithNso(RequestT request, SendFn send) -> decltype(send(request));
 
   std::unique_ptr<internal::ClientBackend> backend_;  // gRPC to a daemon, or in-process
   // InvokeAsync's callbacks (made by the first; destroyed after backend_, see ~Client).
   absl::Mutex async_mu_;
   std::shared_ptr<internal::AsyncResults> async_ ABSL_GUARDED_BY(async_mu_);
-  uint64_t nso_;
+  std::atomic<uint64_t> nso_;
+  // ReattachAndRetry's: held while attaching again and resending; ~Client sets closing_ under it
+  // before the backend goes.
+  absl::Mutex reattach_mu_;
+  bool closing_ ABSL_GUARDED_BY(reattach_mu_) = false;
+  std::string client_name_ = "cohort-client";  // ConnectOptions::client_name, to attach again
+  absl::Duration attach_timeout_ = absl::Seconds(5);
   std::string node_name_;
   internal::LocalEndpoint local_endpoint_;
 };

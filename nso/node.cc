@@ -39,6 +39,7 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
       self_(config_.node_id),
       incarnation_(incarnation),
       now_ms_(now_ms),
+      next_nso_(((incarnation & 0xffffffffULL) << 32) | 1),
       // A request never ordered (its group unreachable) holds the next ones for at most this long.
       causal_barrier_(std::max<int64_t>(config_.limits.default_deadline_ms / 5, 200)) {
   for (const GroupConfig& group_config : config_.groups) StartGroup(group_config, "");

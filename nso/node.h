@@ -395,7 +395,10 @@ class Node {
   uint64_t now_ms_;
   std::map<std::string, std::unique_ptr<Group>> groups_;
   std::map<uint64_t, std::string> nsos_;          // NSO id -> client name
-  uint64_t next_nso_ = 1;
+  // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
+  // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told
+  // "unknown NSO" (and attaches again) instead of being taken for another client.
+  uint64_t next_nso_;
   std::map<CallKey, Call> calls_;
   uint64_t next_call_id_ = 1;
   std::map<std::string, invocation::ReplyCache> reply_caches_;  // by group

@@ -192,5 +192,48 @@ TEST_CASE("InvokeAsync: a frozen daemon fails a call by its wait; a Client destr
   }, 30));
 }
 
+TEST_CASE("a Client outlives its daemon's restart: it attaches again and sends the refused call "
+          "once more, sync and async",
+          "[async][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 2; i <= 3; ++i) {  // n1's replica would die with it
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  ConnectOptions options;
+  options.local = path == "local";
+  auto client = Client::Connect(cluster.ClientAddress(1), options);
+  REQUIRE(client.ok());
+  CHECK(Eventually([&] {
+    return (*client)->Invoke("counter", "get", "", Mode::kFirst, absl::Seconds(2)).ok();
+  }, 20));
+  const uint64_t first_nso = (*client)->nso();
+
+  cluster.Kill(1);
+  REQUIRE(cluster.StartNode(1));  // a new daemon: the client's NSO is unknown there
+  // The first calls may fail while the restarted daemon rejoins; none fails for good.
+  CHECK(Eventually([&] {
+    return (*client)->Invoke("counter", "get", "", Mode::kFirst, absl::Seconds(2)).ok();
+  }, 30));
+  CHECK((*client)->nso() != first_nso);
+  CHECK((*client)->GroupDetails("counter").ok());
+  // Asynchronous calls after another restart: the first one is refused ("unknown NSO") and
+  // sent again by the library after it attached again.
+  cluster.Kill(1);
+  REQUIRE(cluster.StartNode(1));
+  const uint64_t second_nso = (*client)->nso();
+  CHECK(Eventually([&] {
+    return (*client)
+        ->InvokeFuture("counter", "get", "", Mode::kFirst, absl::Seconds(2))
+        .get()
+        .ok();
+  }, 30));
+  CHECK((*client)->nso() != second_nso);
+}
+
 }  // namespace
 }  // namespace cohort
