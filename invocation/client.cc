@@ -99,6 +99,11 @@ class RemoteClient final : public internal::ClientBackend {
     api::AttachReply reply;
     grpc::Status status = stub_->Attach(&context, request, &reply);
     if (!status.ok()) return nso::FromGrpcStatus(status);
+    // The restarted daemon's fast path (a new socket and key): the next link opens there.
+    if (local_ && !reply.local_api().empty()) {
+      local_->SetEndpoint(internal::LocalEndpoint{reply.local_api(), reply.local_key(), token_,
+                                                  reply.local_identity()});
+    }
     return reply.nso();
   }
 

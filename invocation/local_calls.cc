@@ -35,8 +35,11 @@ struct LocalCalls::Pending {
   absl::Time deadline;        // an asynchronous call's (async_deadlines_)
 };
 
-LocalCalls::LocalCalls(LocalEndpoint endpoint, std::unique_ptr<LocalLink> first)
-    : endpoint_(std::move(endpoint)) {
+LocalCalls::LocalCalls(LocalEndpoint endpoint, std::unique_ptr<LocalLink> first) {
+  {
+    absl::MutexLock open_lock(&open_mu_);
+    endpoint_ = std::move(endpoint);
+  }
   absl::MutexLock lock(&mu_);
   connection_ = Adopt(std::move(first));
 }
@@ -98,6 +101,11 @@ absl::StatusOr<std::shared_ptr<LocalCalls::Connection>> LocalCalls::Current() {
   absl::MutexLock lock(&mu_);
   connection_ = Adopt(*std::move(link));
   return connection_;
+}
+
+void LocalCalls::SetEndpoint(LocalEndpoint endpoint) {
+  absl::MutexLock open_lock(&open_mu_);
+  endpoint_ = std::move(endpoint);
 }
 
 std::shared_ptr<LocalCalls::Connection> LocalCalls::CurrentOrReopenLater() {

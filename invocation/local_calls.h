@@ -61,6 +61,10 @@ class LocalCalls {
   using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
   bool InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done);
 
+  // The daemon restarted and the Client attached again: its next link opens at `endpoint` (a
+  // new socket and key); the link now up, if any, breaks by itself (its daemon is gone).
+  void SetEndpoint(LocalEndpoint endpoint) ABSL_LOCKS_EXCLUDED(open_mu_);
+
   // Results read by the callers themselves and by the helper thread (for tests).
   ReadCounts reads() const;
 
@@ -104,8 +108,8 @@ class LocalCalls {
   void Broken(Connection* connection, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const LocalEndpoint endpoint_;
   absl::Mutex open_mu_;  // one caller at a time replaces a broken link (held without mu_)
+  LocalEndpoint endpoint_ ABSL_GUARDED_BY(open_mu_);
   absl::Mutex reopener_mu_;  // held to start or join reopener_ (without mu_)
   std::thread reopener_ ABSL_GUARDED_BY(reopener_mu_);  // CurrentOrReopenLater's last one
   bool reopening_ ABSL_GUARDED_BY(mu_) = false;  // reopener_ runs

@@ -12,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,33 @@ namespace {
 const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
 
 using test::Eventually;
+
+// The abstract Unix socket of daemon `index`'s local fast path, from its ready line in the log
+// ("local fast path unix:@cohortd-n1-<pid>-..."), without the "unix:@"; "" if none.
+std::string LocalSocketOf(const test::Cluster& cluster, int index) {
+  const std::string log = test::ReadText(cluster.LogPath(index));
+  const std::string marker = "local fast path unix:@";
+  const size_t at = log.rfind(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  const size_t end = log.find(')', start);
+  return log.substr(start, end - start);
+}
+
+// Connected sockets the kernel lists under the abstract name `name` (/proc/net/unix shows the
+// name on the listening socket and on each connection it accepted: st 03 = connected).
+int ConnectedUnixSockets(const std::string& name) {
+  std::istringstream lines(test::ReadText("/proc/net/unix"));
+  std::string line;
+  int connected = 0;
+  while (std::getline(lines, line)) {
+    if (line.size() > name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0 &&
+        line.find(" 03 ") != std::string::npos) {
+      ++connected;
+    }
+  }
+  return connected;
+}
 
 TEST_CASE("InvokeAsync: many calls in flight from one thread, each callback with its own result; "
           "errors, futures, a callback that invokes again",
@@ -197,7 +225,7 @@ TEST_CASE("a Client outlives its daemon's restart: it attaches again and sends t
           "[async][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
-  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  test::Cluster cluster{{3, kGroups, "", "info"}};  // (info: the ready line names the socket)
   REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<test::CounterReplica>> replicas;
   for (int i = 2; i <= 3; ++i) {  // n1's replica would die with it
@@ -221,6 +249,16 @@ TEST_CASE("a Client outlives its daemon's restart: it attaches again and sends t
   }, 30));
   CHECK((*client)->nso() != first_nso);
   CHECK((*client)->GroupDetails("counter").ok());
+  if (path == "local") {
+    // Back on the fast path: the new daemon's local socket (its abstract name carries its pid)
+    // has a connection, and only this client could have made it (no servant runs at n1).
+    const std::string socket = LocalSocketOf(cluster, 1);
+    REQUIRE_FALSE(socket.empty());
+    CHECK(Eventually([&] {
+      (void)(*client)->Invoke("counter", "get", "", Mode::kFirst, absl::Seconds(2));
+      return ConnectedUnixSockets(socket) > 0;
+    }, 20));
+  }
   // Asynchronous calls after another restart: the first one is refused ("unknown NSO") and
   // sent again by the library after it attached again.
   cluster.Kill(1);
