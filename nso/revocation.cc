@@ -51,6 +51,17 @@ int AcceptMissingCrl(int ok, X509_STORE_CTX* ctx) {
   return ok != 0 || X509_STORE_CTX_get_error(ctx) == X509_V_ERR_UNABLE_TO_GET_CRL;
 }
 
+int AddCaCertificates(X509_STORE* store, const std::string& ca_pem) {
+  BioPtr ca = MemoryBio(ca_pem);
+  int cas = 0;
+  while (X509* cert = PEM_read_bio_X509(ca.get(), nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_cert(store, cert) == 1) ++cas;
+    X509_free(cert);
+  }
+  ERR_clear_error();  // the end of the PEM text reads as an error
+  return cas;
+}
+
 absl::Status AddCrls(X509_STORE* store, const std::string& crl_pem) {
   BioPtr crls = MemoryBio(crl_pem);
   int count = 0;
@@ -70,14 +81,9 @@ absl::StatusOr<std::shared_ptr<const RevocationStore>> RevocationStore::Create(
   X509_STORE* store = X509_STORE_new();
   if (store == nullptr) return absl::InternalError("TLS: cannot make a certificate store");
   std::shared_ptr<const RevocationStore> made(new RevocationStore(store));
-  BioPtr ca = MemoryBio(ca_pem);
-  int cas = 0;
-  while (X509* cert = PEM_read_bio_X509(ca.get(), nullptr, nullptr, nullptr)) {
-    if (X509_STORE_add_cert(store, cert) == 1) ++cas;
-    X509_free(cert);
+  if (AddCaCertificates(store, ca_pem) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(ca_key, ": no CA certificate in it"));
   }
-  ERR_clear_error();  // the end of the PEM text reads as an error
-  if (cas == 0) return absl::InvalidArgumentError(absl::StrCat(ca_key, ": no CA certificate in it"));
   if (absl::Status added = AddCrls(store, crl_pem); !added.ok()) return added;
   X509_STORE_set_verify_cb(store, AcceptMissingCrl);
   return made;

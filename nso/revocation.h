@@ -19,6 +19,8 @@ typedef struct x509_store_ctx_st X509_STORE_CTX;
 
 namespace cohort::nso {
 
+// Adds the certificates of `ca_pem` (PEM, concatenated) to `store` as trusted; how many.
+int AddCaCertificates(X509_STORE* store, const std::string& ca_pem);
 // Adds the CRLs of `crl_pem` (PEM, concatenated) to `store` and makes it check them
 // (X509_V_FLAG_CRL_CHECK). An error naming tls.crl_dir when none could be read.
 absl::Status AddCrls(X509_STORE* store, const std::string& crl_pem);

@@ -100,15 +100,10 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(const std::string
   // One read(2) takes in what the socket has, not a record header and then its body.
   SSL_CTX_set_read_ahead(ctx, 1);
 
-  BioPtr ca = MemoryBio(ca_pem);
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  int cas = 0;
-  while (X509* cert = PEM_read_bio_X509(ca.get(), nullptr, nullptr, nullptr)) {
-    if (X509_STORE_add_cert(store, cert) == 1) ++cas;
-    X509_free(cert);
+  if (AddCaCertificates(store, ca_pem) == 0) {
+    return absl::InvalidArgumentError("tls.ca_file: no CA certificate in it");
   }
-  ERR_clear_error();  // the end of the PEM text reads as an error
-  if (cas == 0) return absl::InvalidArgumentError("tls.ca_file: no CA certificate in it");
 
   BioPtr chain = MemoryBio(cert_pem);
   X509* leaf = PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr);

@@ -7,6 +7,7 @@
 // its state (before: it stayed in view 2 for good); it is then re-added with n1's state.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -86,15 +87,22 @@ struct Run {
   bool provider_crashed = false;
 };
 
-}  // namespace
-
-TEST_CASE("a joiner whose state provider crashes is re-added with another member's state",
-          "[membership][sim]") {
+// Seeds 1..20, each a Run whose n2 served five adds (SIMLOG=1: the nodes' logs).
+void ForSeeds(const std::function<void(Run&)>& check) {
   nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     INFO("seed " << seed);
     Run run(seed);
     REQUIRE(run.ServeTwoAndAddFive());
+    check(run);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a joiner whose state provider crashes is re-added with another member's state",
+          "[membership][sim]") {
+  ForSeeds([](Run& run) {
     run.crash_provider = true;
     run.Serve(3);  // n3 asks to join; n2 proposes (n1 has no servant: no state to give)
     for (int waited = 0; waited < 5000 && !run.provider_crashed; waited += 10) {
@@ -118,17 +126,13 @@ TEST_CASE("a joiner whose state provider crashes is re-added with another member
     CHECK(replies[0] == replies[1]);
     CHECK(run.value[1] == run.value[3]);
     CHECK(run.nodes[1]->GroupDetails("g")->members.size() == 2);
-  }
+  });
 }
 
 TEST_CASE("a provider whose servant detaches before the join is delivered takes the joiner out "
           "again at once; another member re-adds it with the state",
           "[membership][sim]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
-    INFO("seed " << seed);
-    Run run(seed);
-    REQUIRE(run.ServeTwoAndAddFive());
+  ForSeeds([](Run& run) {
     // n2 (the only member with a servant) proposes n3's join as the request reaches it; its
     // servant detaches right after, before the view change is ordered.
     bool detached = false;
@@ -162,7 +166,7 @@ TEST_CASE("a provider whose servant detaches before the join is delivered takes 
     }
     REQUIRE(replies.size() == 2);
     CHECK(replies[0] == replies[1]);
-  }
+  });
 }
 
 }  // namespace cohort
