@@ -353,15 +353,22 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
   InvokeCallback on_result = std::move(done);
   if (may_retry) {
     // On the callbacks thread (no lock of the backend held): the daemon restarted, so attach
-    // again and send the call once more; its result comes to `done` then.
-    on_result = [this, request, deadline, results, done = std::move(on_result)](
+    // again and send the call once more; its result comes to `done` then. (No reference to the
+    // callbacks' AsyncResults is kept here: this runs and is destroyed on its thread, which must
+    // not be the one to destroy it.)
+    on_result = [this, request, deadline, done = std::move(on_result)](
                     absl::StatusOr<GroupReplies> result) mutable {
       if (!result.ok() && UnknownNso(result.status())) {
         const uint64_t stale = request.nso();
         bool resent = ReattachAndRetry(stale, [&] {
+          std::shared_ptr<internal::AsyncResults> again;
+          {
+            absl::MutexLock lock(&async_mu_);  // set: this call was made through it
+            again = async_;
+          }
           request.set_nso(nso_.load());
-          results->Expect();
-          IssueAsync(std::move(request), deadline, std::move(done), results, false);
+          again->Expect();
+          IssueAsync(std::move(request), deadline, std::move(done), std::move(again), false);
         });
         if (resent) return;
       }
