@@ -469,8 +469,7 @@ absl::Status Client::Multicast(const std::string& group, const std::string& payl
 }
 
 api::GroupRequest Client::GroupRequestFor(const std::string& group) const {
-  api::GroupRequest request;
-  request.set_nso(nso_.load());
+  api::GroupRequest request;  // its NSO: set by WithNso, which sends it
   request.set_group(group);
   return request;
 }

@@ -263,12 +263,7 @@ grpc::Status ApiService::Authenticated(grpc::ServerContextBase* context) const {
 }
 
 absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> result = promise->get_future();
-  if (!loop_->Post([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
-    return absl::UnavailableError("daemon overloaded or shutting down: request queue full");
-  }
-  return result.get();
+  return nso::RunOnLoop(loop_, std::move(fn));
 }
 
 grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachRequest* request,

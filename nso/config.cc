@@ -1109,19 +1109,23 @@ std::string_view NameOf(const EnumNames<E>& names, E value) {
 
 }  // namespace
 
-const PeerConfig* Config::FindPeer(std::string_view name) const {
+const PeerConfig* FindPeerIn(const std::vector<PeerConfig>& peers, std::string_view name) {
   for (const PeerConfig& peer : peers) {
     if (peer.name == name) return &peer;
   }
   return nullptr;
 }
 
-const PeerConfig* Config::FindPeerById(uint32_t id) const {
+const PeerConfig* FindPeerByIdIn(const std::vector<PeerConfig>& peers, uint32_t id) {
   for (const PeerConfig& peer : peers) {
     if (peer.id == id) return &peer;
   }
   return nullptr;
 }
+
+const PeerConfig* Config::FindPeer(std::string_view name) const { return FindPeerIn(peers, name); }
+
+const PeerConfig* Config::FindPeerById(uint32_t id) const { return FindPeerByIdIn(peers, id); }
 
 const GroupConfig* Config::FindGroup(std::string_view name) const {
   for (const GroupConfig& group : groups) {

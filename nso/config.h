@@ -25,6 +25,10 @@ struct PeerConfig {
   std::string address;  // host:port, that peer's listen.peer
 };
 
+// The peer of `peers` named `name` / with id `id`; nullptr when there is none.
+const PeerConfig* FindPeerIn(const std::vector<PeerConfig>& peers, std::string_view name);
+const PeerConfig* FindPeerByIdIn(const std::vector<PeerConfig>& peers, uint32_t id);
+
 // groups[].acl: which applications (auth.tokens[].name, or "*" for anyone) may do what with a
 // group. A group without an acl allows everything to every authenticated caller; inside an acl a
 // right that is not listed is denied to everyone.

@@ -304,8 +304,7 @@ absl::Status Daemon::Start() {
         reply->set_listen_peer(config_.listen_peer);
         reply->set_listen_client(config_.listen_client);
         reply->set_metrics_listen(config_.metrics_listen);
-        absl::MutexLock lock(&peers_mu_);
-        for (const PeerConfig& peer : peers_) {
+        for (const PeerConfig& peer : peers()) {
           if (peer.id == config_.node_id) continue;
           api::PeerState* state = reply->add_peers();
           state->set_name(peer.name);
@@ -501,12 +500,7 @@ std::string Daemon::RenderMetrics() {
   out.Family("cohort_peer_bytes_sent_total", "counter", "Bytes sent to peer daemons.");
   out.Sample("cohort_peer_bytes_sent_total", {}, static_cast<double>(t.bytes_sent.load()));
   out.Family("cohort_peer_connected", "gauge", "1 while the stream to the peer is up.");
-  std::vector<PeerConfig> peers;
-  {
-    absl::MutexLock lock(&peers_mu_);
-    peers = peers_;
-  }
-  for (const PeerConfig& peer : peers) {
+  for (const PeerConfig& peer : peers()) {
     if (peer.id == config_.node_id) continue;
     out.Sample("cohort_peer_connected", {{"peer", peer.name}},
                transport_->Connected(peer.id) ? 1 : 0);
@@ -685,11 +679,7 @@ Config Daemon::GroupDefinitionContext() const {
 absl::Status Daemon::ReloadPeers(const Config& fresh,
                                  const std::vector<std::string>& groups_removed,
                                  std::vector<std::string>* changes) {
-  std::vector<PeerConfig> current;
-  {
-    absl::MutexLock lock(&peers_mu_);
-    current = peers_;
-  }
+  const std::vector<PeerConfig> current = peers();
   std::map<std::string, const PeerConfig*> before, after;
   for (const PeerConfig& peer : current) before[peer.name] = &peer;
   for (const PeerConfig& peer : fresh.peers) after[peer.name] = &peer;
@@ -715,28 +705,20 @@ absl::Status Daemon::ReloadPeers(const Config& fresh,
   if (!removed.empty()) {
     // A peer still named by a group the node runs (its configured members, a group made by
     // CreateGroup, or a view it joined from outside them) stays: asked on the protocol thread.
-    auto promise = std::make_shared<std::promise<std::string>>();
-    std::future<std::string> future = promise->get_future();
-    Node* node = node_.get();
-    if (!loop_->Post([node, promise, removed, groups_removed] {
-          std::string naming;
-          for (const std::string& peer : removed) {
-            for (const std::string& group : node->GroupsNaming(peer)) {
-              // (A group this reload removes stops right after: it does not count.)
-              if (naming.empty() && std::find(groups_removed.begin(), groups_removed.end(),
-                                              group) == groups_removed.end()) {
-                naming = absl::StrCat(peer, " is still a member of group ", group);
-              }
-            }
+    absl::Status kept = RunOnLoop(loop_.get(), [&]() -> absl::Status {
+      for (const std::string& peer : removed) {
+        for (const std::string& group : node_->GroupsNaming(peer)) {
+          // (A group this reload removes stops right after: it does not count.)
+          if (std::find(groups_removed.begin(), groups_removed.end(), group) ==
+              groups_removed.end()) {
+            return absl::FailedPreconditionError(
+                absl::StrCat(peer, " is still a member of group ", group));
           }
-          promise->set_value(naming);
-        }) ||
-        future.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
-      return absl::UnavailableError("the protocol thread did not answer in time");
-    }
-    if (std::string naming = future.get(); !naming.empty()) {
-      return absl::FailedPreconditionError(naming);
-    }
+        }
+      }
+      return absl::OkStatus();
+    });
+    if (!kept.ok()) return kept;
   }
   if (added.empty() && moved.empty() && removed.empty()) return absl::OkStatus();
   std::map<NodeId, std::string> addresses;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <future>
+#include <memory>
 
 namespace cohort::nso {
 
@@ -144,6 +146,15 @@ void EventLoop::Run() {
     WaitAndServe(next_tick_ms, /*busy=*/next < batch.size());
   }
   for (auto& flush : flushes_) flush();
+}
+
+absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> result = promise->get_future();
+  if (!loop->Post([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
+    return absl::UnavailableError("node overloaded or shutting down: request queue full");
+  }
+  return result.get();
 }
 
 }  // namespace cohort::nso

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace cohort::nso {
@@ -81,6 +82,10 @@ class EventLoop {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// Runs `fn` on the loop's thread and waits for it; UNAVAILABLE if the loop refuses work (its
+// queue is full, or it is stopping). Not from the loop's own thread.
+absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn);
 
 }  // namespace cohort::nso
 

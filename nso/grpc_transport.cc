@@ -153,10 +153,14 @@ void GrpcTransport::LinkChanged(NodeId peer, bool up) {
   });
 }
 
-bool GrpcTransport::Connected(NodeId peer) const {
-  absl::ReaderMutexLock lock(&links_mu_);
+bool GrpcTransport::LinkUp(NodeId peer) const {
   auto it = links_.find(peer);
   return it != links_.end() && it->second->attached();
+}
+
+bool GrpcTransport::Connected(NodeId peer) const {
+  absl::ReaderMutexLock lock(&links_mu_);
+  return LinkUp(peer);
 }
 
 void GrpcTransport::DialLoop(NodeId peer) {
@@ -254,12 +258,13 @@ absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& fi
                                                        grpc::CallbackServerContext* context) {
   const wire::Hello& hello = first.hello();
   NodeId peer = hello.node();
+  const std::string address = AddressOf(peer);  // "": not a peer (now)
   std::string why;
   if (hello.version() != wire::VERSION_1) {
     why = "unsupported wire version " + std::to_string(hello.version());
   } else if (hello.cluster() != options_.cluster) {
     why = "cluster \"" + hello.cluster() + "\" is not \"" + options_.cluster + "\"";
-  } else if (AddressOf(peer).empty()) {
+  } else if (address.empty()) {
     why = "node " + std::to_string(peer) + " is not a configured peer";
   } else if (peer >= options_.self) {
     why = "node " + std::to_string(peer) + " must not dial node " + std::to_string(options_.self) +
@@ -273,7 +278,7 @@ absl::StatusOr<PeerLink*> GrpcTransport::AcceptInbound(const wire::PeerFrame& fi
     for (const grpc::string_ref& name : auth->FindPropertyValues(GRPC_X509_SAN_PROPERTY_NAME)) {
       names.emplace_back(name.data(), name.size());
     }
-    const std::string wanted = PeerCertificateName(AddressOf(peer), options_.ssl_target_name);
+    const std::string wanted = PeerCertificateName(address, options_.ssl_target_name);
     if (!CertificateCarries(names, wanted)) {
       why = "node " + std::to_string(peer) + ": its certificate is not for \"" + wanted + "\"";
     }

@@ -75,9 +75,10 @@ class GrpcTransport final : public PeerTransport,
   // retired.
   void SetPeers(const std::map<NodeId, std::string>& peers);
 
-  // True while a stream to `peer` is up.
+  // True while a stream to `peer` is up (any thread).
   bool Connected(NodeId peer) const override;
-  bool Reachable(NodeId peer) const override { return Connected(peer); }
+  // The same on the loop thread (the node's calls ask it), where the link table changes: no lock.
+  bool Reachable(NodeId peer) const override { return LinkUp(peer); }
   const TransportCounters& counters() const override { return counters_; }
 
   // wire::Peer::CallbackService: an inbound stream from a lower-id peer.
@@ -98,6 +99,8 @@ class GrpcTransport final : public PeerTransport,
   // On the loop: the frame's valid envelopes to the receiver.
   void DeliverNow(NodeId peer, wire::Frame* frame);
 
+  // Whether a stream to `peer` is attached (loop thread, or under links_mu_).
+  bool LinkUp(NodeId peer) const;
   // The current address of `peer` ("" if it is no peer any more).
   std::string AddressOf(NodeId peer) const ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the dialer of a peer with a higher id.

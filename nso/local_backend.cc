@@ -217,15 +217,6 @@ class LocalServant final : public internal::ServantBackend {
 
 }  // namespace
 
-absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn) {
-  auto promise = std::make_shared<std::promise<absl::Status>>();
-  std::future<absl::Status> result = promise->get_future();
-  if (!loop->Post([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
-    return absl::UnavailableError("node overloaded or shutting down: request queue full");
-  }
-  return result.get();
-}
-
 std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* loop,
                                                          Daemon* daemon) {
   return std::make_unique<LocalClient>(node, loop, daemon);

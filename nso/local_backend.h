@@ -20,8 +20,6 @@ std::unique_ptr<internal::ClientBackend> MakeLocalClient(Node* node, EventLoop* 
                                                          Daemon* daemon = nullptr);
 std::unique_ptr<internal::ServantBackend> MakeLocalServant(Node* node, EventLoop* loop);
 
-// Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the loop refuses work.
-absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn);
 
 }  // namespace cohort::nso
 

@@ -86,20 +86,6 @@ Node::~Node() {
   }
 }
 
-const PeerConfig* Node::FindPeer(std::string_view name) const {
-  for (const PeerConfig& peer : peers_) {
-    if (peer.name == name) return &peer;
-  }
-  return nullptr;
-}
-
-const PeerConfig* Node::FindPeerById(NodeId id) const {
-  for (const PeerConfig& peer : peers_) {
-    if (peer.id == id) return &peer;
-  }
-  return nullptr;
-}
-
 std::string Node::NodeName(NodeId node) const {
   const PeerConfig* peer = FindPeerById(node);
   return peer ? peer->name : absl::StrCat("node-", node);

@@ -387,8 +387,8 @@ class Node {
   const Config& config_;
   // The peers: config_.peers at start, then what SetPeers gave (a SIGHUP'd peers list).
   std::vector<PeerConfig> peers_;
-  const PeerConfig* FindPeer(std::string_view name) const;
-  const PeerConfig* FindPeerById(NodeId id) const;
+  const PeerConfig* FindPeer(std::string_view name) const { return FindPeerIn(peers_, name); }
+  const PeerConfig* FindPeerById(NodeId id) const { return FindPeerByIdIn(peers_, id); }
   Transport* const transport_;
   const NodeId self_;
   const uint64_t incarnation_;

@@ -149,10 +149,14 @@ void TcpTransport::SetTls(std::shared_ptr<TlsContext> tls) {
   if (tls_ && tls) tls_ = std::move(tls);
 }
 
-bool TcpTransport::Connected(NodeId peer) const {
-  absl::ReaderMutexLock lock(&links_mu_);
+bool TcpTransport::LinkUp(NodeId peer) const {
   auto it = links_.find(peer);
   return it != links_.end() && it->second->connected.load();
+}
+
+bool TcpTransport::Connected(NodeId peer) const {
+  absl::ReaderMutexLock lock(&links_mu_);
+  return LinkUp(peer);
 }
 
 void TcpTransport::SetPeers(const std::map<NodeId, std::string>& peers) {

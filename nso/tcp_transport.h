@@ -10,8 +10,8 @@
 // thread. Best effort like every Transport: a broken connection loses what was in flight; the
 // protocols retransmit.
 //
-// Threads: Send, SetReceiver's receiver and everything else run on the loop thread; Connected,
-// Reachable and counters may be read from any thread. Listen before the loop starts; Shutdown
+// Threads: Send, SetReceiver's receiver, Reachable and everything else run on the loop thread;
+// Connected and counters may be read from any thread. Listen before the loop starts; Shutdown
 // after it stopped.
 #ifndef COHORT_NSO_TCP_TRANSPORT_H_
 #define COHORT_NSO_TCP_TRANSPORT_H_
@@ -77,7 +77,9 @@ class TcpTransport final : public PeerTransport {
   void Send(NodeId to, wire::Envelope envelope) override;  // loop thread
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   void SetLinkWatcher(LinkWatcher watcher) override { link_watcher_ = std::move(watcher); }
-  bool Reachable(NodeId peer) const override { return Connected(peer); }
+  // Loop thread (the node's calls ask it): the link table changes on this thread only, so no lock.
+  bool Reachable(NodeId peer) const override { return LinkUp(peer); }
+  // Any thread.
   bool Connected(NodeId peer) const override;
   const TransportCounters& counters() const override { return counters_; }
 
@@ -98,6 +100,9 @@ class TcpTransport final : public PeerTransport {
  private:
   struct Connection;  // one socket, before or after its Hello
   struct Link;        // one peer
+
+  // Whether the link to `peer` is up (loop thread, or under links_mu_).
+  bool LinkUp(NodeId peer) const;
 
   void Accept();
   // TLS: whether an inbound connection may start a handshake now (token bucket).

@@ -38,6 +38,12 @@ bool LogHas(const test::Cluster& cluster, int index, const std::string& text, si
   }, 20);
 }
 
+// Daemon `index`'s line in the peers list test/cluster.cc writes, at `address`.
+std::string PeerLine(int index, const std::string& address) {
+  return "  - {name: n" + std::to_string(index) + ", id: " + std::to_string(index) +
+         ", address: " + address + "}\n";
+}
+
 // Every file's text with `from` replaced by `to`.
 void Rewrite(const test::Cluster& cluster, const std::vector<int>& nodes, const std::string& from,
              const std::string& to) {
@@ -53,8 +59,7 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
   INFO("peer_transport: " << transport);
   test::Cluster cluster({4, "groups:\n  - {name: counter, members: [n1, n2, n3]}\n",
                          "peer_transport: " + transport + "\n", "info"});
-  const std::string n4_line =
-      "  - {name: n4, id: 4, address: " + cluster.PeerAddress(4) + "}\n";
+  const std::string n4_line = PeerLine(4, cluster.PeerAddress(4));
   // n1..n3 run without n4 among their peers.
   Rewrite(cluster, {1, 2, 3}, n4_line, "");
   for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
@@ -64,7 +69,7 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
 
   SECTION("added: dialed, and it joins a group") {
     REQUIRE(cluster.StartNode(4));  // its file has every peer
-    const std::string n3_line = "  - {name: n3, id: 3, address: " + cluster.PeerAddress(3) + "}\n";
+    const std::string n3_line = PeerLine(3, cluster.PeerAddress(3));
     Rewrite(cluster, {1, 2, 3}, n3_line, n3_line + n4_line);
     for (int i = 1; i <= 3; ++i) cluster.Signal(i, SIGHUP);
     for (int i = 1; i <= 3; ++i) {
@@ -122,7 +127,7 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
     }
     fourth.reset();
     cluster.Stop(4);
-    const std::string moved_line = "  - {name: n4, id: 4, address: " + moved + "}\n";
+    const std::string moved_line = PeerLine(4, moved);
     Rewrite(cluster, {1, 2, 3}, moved_line, "");
     for (int i = 1; i <= 3; ++i) cluster.Signal(i, SIGHUP);
     for (int i = 1; i <= 3; ++i) {
@@ -141,7 +146,7 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
   SECTION("a peer a running group still names stays until a restart") {
     // n1's file drops n3 from the peers and from counter's members: counter keeps running with
     // n3 (a group's members change at a restart), so n3 stays a peer.
-    const std::string n3_line = "  - {name: n3, id: 3, address: " + cluster.PeerAddress(3) + "}\n";
+    const std::string n3_line = PeerLine(3, cluster.PeerAddress(3));
     Rewrite(cluster, {1}, n3_line, "");
     Rewrite(cluster, {1}, "members: [n1, n2, n3]", "members: [n1, n2]");
     cluster.Signal(1, SIGHUP);
@@ -155,7 +160,7 @@ TEST_CASE("SIGHUP: a peer and the group that named it removed together", "[ops][
   test::Cluster cluster({2, "groups:\n  - {name: g, members: [n1]}\n  - {name: h, members: [n1, n2]}\n",
                          "", "info"});
   REQUIRE(cluster.StartNode(1));  // n2 never runs
-  const std::string n2_line = "  - {name: n2, id: 2, address: " + cluster.PeerAddress(2) + "}\n";
+  const std::string n2_line = PeerLine(2, cluster.PeerAddress(2));
   Rewrite(cluster, {1}, n2_line, "");
   Rewrite(cluster, {1}, "  - {name: h, members: [n1, n2]}\n", "");
   cluster.Signal(1, SIGHUP);
@@ -172,8 +177,8 @@ TEST_CASE("dynamic_groups: a peer added by SIGHUP joins the daemons' own group, 
           "[ops][e2e][dynamic]") {
   test::Cluster cluster({4, "groups:\n  - {name: counter, members: [n1, n2, n3]}\n",
                          "dynamic_groups: {create: [\"*\"]}\n", "info"});
-  const std::string n3_line = "  - {name: n3, id: 3, address: " + cluster.PeerAddress(3) + "}\n";
-  const std::string n4_line = "  - {name: n4, id: 4, address: " + cluster.PeerAddress(4) + "}\n";
+  const std::string n3_line = PeerLine(3, cluster.PeerAddress(3));
+  const std::string n4_line = PeerLine(4, cluster.PeerAddress(4));
   Rewrite(cluster, {1, 2, 3}, n4_line, "");
   for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
   auto client = Client::Connect(cluster.ClientAddress(1));
