@@ -48,6 +48,7 @@ LocalCalls::~LocalCalls() {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
+    if (opening_ != nullptr) opening_->Shutdown();  // a reopen gives up at once
   }
   {
     absl::MutexLock start(&reopener_mu_);
@@ -93,10 +94,23 @@ absl::StatusOr<std::shared_ptr<LocalCalls::Connection>> LocalCalls::Current() {
   }
   // Broken: its calls have failed and its helper leaves at once (callers still on it hold it).
   if (old != nullptr && old->helper.joinable()) old->helper.join();
-  absl::StatusOr<std::unique_ptr<LocalLink>> link = LocalLink::Open(endpoint_, absl::Seconds(5));
-  if (!link.ok()) {
+  absl::StatusOr<std::unique_ptr<LocalLink>> link = LocalLink::Connect(endpoint_);
+  absl::Status hello = link.status();
+  if (link.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      // The destructor shuts a link still waiting for a frozen daemon's hello (it would wait 5 s).
+      if (closing_) return absl::CancelledError("the client is closing");
+      opening_ = link->get();
+    }
+    hello = (*link)->Hello(endpoint_, absl::Seconds(5));
+    absl::MutexLock lock(&mu_);
+    opening_ = nullptr;
+    if (closing_) return absl::CancelledError("the client is closing");
+  }
+  if (!hello.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("cannot reach the daemon's local fast path: ", link.status().message()));
+        absl::StrCat("cannot reach the daemon's local fast path: ", hello.message()));
   }
   absl::MutexLock lock(&mu_);
   connection_ = Adopt(*std::move(link));

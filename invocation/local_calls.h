@@ -114,6 +114,7 @@ class LocalCalls {
   std::thread reopener_ ABSL_GUARDED_BY(reopener_mu_);  // CurrentOrReopenLater's last one
   bool reopening_ ABSL_GUARDED_BY(mu_) = false;  // reopener_ runs
   bool closing_ ABSL_GUARDED_BY(mu_) = false;    // the destructor started: no more reopens
+  LocalLink* opening_ ABSL_GUARDED_BY(mu_) = nullptr;  // Current()'s link awaiting its hello
   mutable absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);

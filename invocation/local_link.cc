@@ -27,6 +27,13 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Open(const LocalEndpoint& endpoint,
                                                            absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<LocalLink>> link = Connect(endpoint);
+  if (!link.ok()) return link.status();
+  if (absl::Status hello = (*link)->Hello(endpoint, timeout); !hello.ok()) return hello;
+  return link;
+}
+
+absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Connect(const LocalEndpoint& endpoint) {
   if (!absl::StartsWith(endpoint.address, "unix:")) {
     return absl::InvalidArgumentError(
         absl::StrCat("local fast path \"", endpoint.address, "\" is not unix:<name>"));
@@ -47,15 +54,18 @@ absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Open(const LocalEndpoint& 
   // A daemon that stops taking frames for this long is stuck: the write fails, the link breaks.
   timeval send_timeout{10, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  std::unique_ptr<LocalLink> link(new LocalLink(fd));
+  return std::unique_ptr<LocalLink>(new LocalLink(fd));
+}
+
+absl::Status LocalLink::Hello(const LocalEndpoint& endpoint, absl::Duration timeout) {
   api::LocalFrame hello;
   hello.mutable_hello()->set_version(kLocalVersion);
   hello.mutable_hello()->set_key(endpoint.key);
   hello.mutable_hello()->set_token(endpoint.token);
   hello.mutable_hello()->set_identity(endpoint.identity);
-  if (absl::Status written = link->Write(hello); !written.ok()) return written;
+  if (absl::Status written = Write(hello); !written.ok()) return written;
   api::LocalFrame answer;
-  if (!link->ReadWithin(&answer, timeout)) {
+  if (!ReadWithin(&answer, timeout)) {
     return absl::UnavailableError(
         absl::StrCat("no hello from the daemon at ", endpoint.address));
   }
@@ -66,7 +76,7 @@ absl::StatusOr<std::unique_ptr<LocalLink>> LocalLink::Open(const LocalEndpoint& 
   if (!answer.has_hello() || answer.hello().version() != kLocalVersion) {
     return absl::UnavailableError(absl::StrCat("unexpected answer from ", endpoint.address));
   }
-  return link;
+  return absl::OkStatus();
 }
 
 LocalLink::~LocalLink() {

@@ -49,6 +49,11 @@ class LocalLink {
   // Connects, says hello and waits at most `timeout` for the daemon's hello.
   static absl::StatusOr<std::unique_ptr<LocalLink>> Open(const LocalEndpoint& endpoint,
                                                          absl::Duration timeout);
+  // Open in two steps, so that another thread can Shutdown a link still waiting for its hello
+  // (invocation/local_calls.h gives up a reopen when its Client closes): connects only...
+  static absl::StatusOr<std::unique_ptr<LocalLink>> Connect(const LocalEndpoint& endpoint);
+  // ...then says hello and waits at most `timeout` for the daemon's (any error: do not use it).
+  absl::Status Hello(const LocalEndpoint& endpoint, absl::Duration timeout);
   ~LocalLink();
   LocalLink(const LocalLink&) = delete;
   LocalLink& operator=(const LocalLink&) = delete;

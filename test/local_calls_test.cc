@@ -223,5 +223,21 @@ TEST_CASE("local calls: a link the daemon closed while idle is replaced before t
   CHECK_FALSE(calls.Invoke(test::EchoRequest("gone"), absl::Seconds(30)).has_value());
 }
 
+TEST_CASE("local calls: closing while a reopen waits for a frozen daemon's hello does not wait "
+          "for it", "[local]") {
+  FakeDaemon daemon;
+  auto calls = std::make_unique<LocalCalls>(daemon.endpoint(), daemon.Open());
+  // The daemon's end closes and nothing answers a new link's hello any more (the socket still
+  // accepts: a frozen daemon). The asynchronous call finds the link closed, goes over gRPC (false)
+  // and a thread starts reopening, which would wait 5 s for the hello.
+  daemon.Close();
+  LocalCalls::Done done = [](absl::StatusOr<GroupReplies>) {};
+  CHECK_FALSE(calls->InvokeAsync(test::EchoRequest("frozen"), absl::Seconds(10), &done));
+  absl::SleepFor(absl::Milliseconds(300));  // the reopen is waiting for the hello by now
+  const absl::Time closing = absl::Now();
+  calls.reset();
+  CHECK(absl::Now() - closing < absl::Seconds(2));
+}
+
 }  // namespace
 }  // namespace cohort::internal
