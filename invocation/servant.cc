@@ -183,22 +183,35 @@ class LocalServant final : public internal::ServantBackend {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// An NSO at the daemon and the servant's way to it: the local fast path when the Client reached
+// it, else gRPC.
+absl::StatusOr<std::pair<std::unique_ptr<internal::ServantBackend>, uint64_t>> ConnectServant(
+    const std::string& address, const ConnectOptions& options) {
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = DaemonChannel(address, options);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<internal::ServantBackend> backend;
+  if (!(*client)->local_endpoint().address.empty()) {  // the client reached the fast path
+    backend = std::make_unique<LocalServant>((*client)->local_endpoint(), *std::move(channel),
+                                             options.token);
+  } else {
+    backend = std::make_unique<RemoteServant>(*std::move(channel), options.token);
+  }
+  return std::make_pair(std::move(backend), (*client)->nso());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& address,
                                                          const std::string& group,
                                                          const ConnectOptions& options) {
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
-  if (!client.ok()) return client.status();
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = DaemonChannel(address, options);
-  if (!channel.ok()) return channel.status();
-  if (!(*client)->local_endpoint().address.empty()) {  // the client reached the fast path
-    return WithBackend(std::make_unique<LocalServant>((*client)->local_endpoint(),
-                                                      *std::move(channel), options.token),
-                       (*client)->nso(), group);
-  }
-  return WithBackend(std::make_unique<RemoteServant>(*std::move(channel), options.token),
-                     (*client)->nso(), group);
+  auto connected = ConnectServant(address, options);
+  if (!connected.ok()) return connected.status();
+  std::unique_ptr<Servant> servant =
+      WithBackend(std::move(connected->first), connected->second, group);
+  servant->reconnect_ = [address, options] { return ConnectServant(address, options); };
+  return servant;
 }
 
 std::unique_ptr<Servant> Servant::WithBackend(std::unique_ptr<internal::ServantBackend> backend,
@@ -236,11 +249,50 @@ void Servant::OnSetStateChunk(
   set_state_chunk_ = std::move(set_state);
 }
 
-absl::Status Servant::Start() {
+void Servant::RejoinAfterDaemonRestart(absl::Duration give_up_after) {
+  rejoin_ = true;
+  give_up_after_ = give_up_after;
+}
+
+uint64_t Servant::rejoins() const {
+  absl::MutexLock lock(&mu_);
+  return rejoins_;
+}
+
+const char* Servant::via() const {
+  absl::MutexLock lock(&mu_);
+  return backend_->via();
+}
+
+api::ServantMessage::Register Servant::Registration() const {
   api::ServantMessage::Register request;
   request.set_nso(nso_);
   request.set_group(group_);
   for (const auto& [method, handler] : handlers_) request.add_methods(method);
+  return request;
+}
+
+absl::Status Servant::Start() {
+  if (rejoin_ && reconnect_ && (set_state_ || set_state_chunk_) &&
+      (get_state_ || get_state_stream_)) {
+    // What a new servant would start from: a rejoin resets the object to it (servant.h).
+    std::string state;
+    absl::Status read = absl::OkStatus();
+    if (get_state_stream_) {
+      read = get_state_stream_([&state](std::string chunk) { state += chunk; });
+    } else {
+      absl::StatusOr<std::string> got = get_state_();
+      if (got.ok()) state = *std::move(got);
+      read = got.status();
+    }
+    if (!read.ok()) {
+      return absl::Status(read.code(), absl::StrCat("serve group \"", group_,
+                                                    "\": reading the state at Start: ",
+                                                    read.message()));
+    }
+    initial_state_ = std::move(state);
+  }
+  api::ServantMessage::Register request = Registration();
   absl::Status registered =
       inline_ ? backend_->RegisterInline(request, [this](const api::ServantEvent& event) { Handle(event); })
               : backend_->Register(request);
@@ -253,7 +305,12 @@ absl::Status Servant::Start() {
 }
 
 void Servant::Stop() {
-  backend_->Cancel();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    backend_->Cancel();
+    if (registering_ != nullptr) registering_->Cancel();
+  }
   if (!inline_) return;  // the delivery thread records the end
   absl::Status status = backend_->Finish();
   absl::MutexLock lock(&mu_);
@@ -389,18 +446,102 @@ void Servant::Handle(const api::ServantEvent& event) {
 }
 
 void Servant::DeliveryLoop() {
-  api::ServantEvent event;
-  while (backend_->Next(&event)) {
-    Handle(event);
-    if (!event.ended().empty()) {
-      backend_->Cancel();  // the daemon sends nothing more: close the stream
-      break;
+  absl::Status status;
+  do {
+    api::ServantEvent event;
+    while (backend_->Next(&event)) {
+      Handle(event);
+      if (!event.ended().empty()) {
+        backend_->Cancel();  // the daemon sends nothing more: close the stream
+        break;
+      }
     }
-  }
-  absl::Status status = backend_->Finish();
+    status = backend_->Finish();
+  } while (Rejoin(&status));
   absl::MutexLock lock(&mu_);
   end_status_ = ended_.ok() ? status : ended_;
   done_ = true;
+}
+
+namespace {
+
+// Worth another try: the daemon is away (restarting) or did not answer in time.
+bool Transient(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+bool Stopped(absl::Status* why) {
+  *why = absl::CancelledError("servant stopped");
+  return false;
+}
+
+}  // namespace
+
+bool Servant::Rejoin(absl::Status* why) {
+  if (!rejoin_ || !reconnect_ || why->code() != absl::StatusCode::kUnavailable) return false;
+  const absl::Time give_up = absl::Now() + give_up_after_;
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ended_.ok()) return false;  // the daemon ended it (its group was deleted)
+      const absl::Duration wait =
+          std::min(backoff, std::max(give_up - absl::Now(), absl::ZeroDuration()));
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return Stopped(why);
+    }
+    if (absl::Now() >= give_up) {
+      *why = absl::Status(why->code(), absl::StrCat("gave up registering again after ",
+                                                    absl::FormatDuration(give_up_after_), ": ",
+                                                    why->message()));
+      return false;
+    }
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+    auto connected = reconnect_();
+    if (!connected.ok()) {
+      *why = connected.status();
+      if (!Transient(*why)) return false;
+      continue;
+    }
+    std::unique_ptr<internal::ServantBackend> fresh = std::move(connected->first);
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return Stopped(why);
+      registering_ = fresh.get();
+    }
+    ResetState();
+    api::ServantMessage::Register request = Registration();
+    request.set_nso(connected->second);
+    absl::Status registered = fresh->Register(request);
+    absl::MutexLock lock(&mu_);
+    registering_ = nullptr;
+    if (stopping_) return Stopped(why);
+    if (!registered.ok()) {
+      *why = absl::Status(registered.code(), absl::StrCat("serve group \"", group_,
+                                                          "\" again: ", registered.message()));
+      if (!Transient(registered)) return false;
+      continue;
+    }
+    std::swap(backend_, fresh);  // the old one goes when `fresh` does, after the lock
+    nso_ = connected->second;
+    ++rejoins_;
+    return true;
+  }
+}
+
+void Servant::ResetState() {
+  if (!initial_state_) return;
+  absl::Status status;
+  if (set_state_chunk_) {
+    status = set_state_chunk_(0, *initial_state_, true);
+  } else {
+    status = set_state_(*initial_state_);
+  }
+  partial_state_.clear();
+  if (!status.ok()) {
+    std::fprintf(stderr, "cohort servant: resetting the state to rejoin: %s\n",
+                 status.ToString().c_str());
+  }
 }
 
 }  // namespace cohort

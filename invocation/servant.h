@@ -15,8 +15,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
@@ -70,6 +72,20 @@ class Servant {
                                            const std::string& payload, Mode mode,
                                            absl::Duration deadline = absl::Seconds(5));
 
+  // Surviving the daemon (call before Start; a servant made by Create): when the stream ends
+  // because the daemon went away (it restarted or stopped, or the link to it broke: UNAVAILABLE),
+  // the servant attaches and registers again by itself, retrying with back-off (0.1 s up to 2 s)
+  // until it is registered, Stop is called, or `give_up_after` has passed; Wait and Ended report
+  // only the end of that. Before each new registration the object is reset to the state it had
+  // at Start (read then with OnGetState/OnGetStateStream, given back with OnSetState/
+  // OnSetStateChunk), and the group's state follows by state transfer, as for a new servant
+  // (RELIABILITY.md). So a replica never keeps a state the others may not have: after a fresh
+  // start of the whole group (every daemon restarted at once) the replicas start over from their
+  // Start states, as new servants would. Without state hooks the object is kept as it is.
+  void RejoinAfterDaemonRestart(absl::Duration give_up_after = absl::InfiniteDuration());
+  // How many times the servant registered again (RejoinAfterDaemonRestart).
+  uint64_t rejoins() const;
+
   // Inline dispatch (call before Start; only for a servant of an embedded node, nso/embedded.h):
   // handlers run on the node's protocol thread as each delivery is made, with no hand-off to a
   // delivery thread and back (two thread switches less per call: 001 sections 5-6, 003 section 3's
@@ -82,7 +98,7 @@ class Servant {
   absl::Status Start();
   void Stop();
   // How deliveries reach this servant: "local" (the daemon's Unix socket), "grpc", "in-process".
-  const char* via() const { return backend_->via(); }
+  const char* via() const;
   // Blocks until the daemon closes the stream or Stop() is called; returns why it ended
   // (NOT_FOUND when the group was deleted, DeleteGroup).
   absl::Status Wait();
@@ -95,15 +111,30 @@ class Servant {
                                               uint64_t nso, std::string group);
 
  private:
+  // A new NSO at the servant's daemon and a backend over which to register with it (Create's).
+  using Reconnect = std::function<absl::StatusOr<
+      std::pair<std::unique_ptr<internal::ServantBackend>, uint64_t>>()>;
+
   Servant(std::unique_ptr<internal::ServantBackend> backend, uint64_t nso, std::string group);
+  api::ServantMessage::Register Registration() const;
   void DeliveryLoop();
+  // The stream ended with `*why`: registers again (RejoinAfterDaemonRestart) and returns true,
+  // or returns false with `*why` the servant's end.
+  bool Rejoin(absl::Status* why);
+  void ResetState();  // to initial_state_, on the delivery thread
   void Handle(const api::ServantEvent& event);  // one delivery, on the delivery thread (or inline)
   void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
   void SendState(uint64_t delivery);
   void TakeStateChunk(const api::ServantEvent& event);
 
-  std::unique_ptr<internal::ServantBackend> backend_;  // gRPC to a daemon, or in-process
-  const uint64_t nso_;
+  // gRPC to a daemon, or in-process. Replaced (under mu_) only by the delivery thread (Rejoin),
+  // which reads it without the lock; other threads (Stop, via) read it under mu_.
+  std::unique_ptr<internal::ServantBackend> backend_;
+  uint64_t nso_;  // replaced with backend_
+  Reconnect reconnect_;  // Create's; none for an embedded node's servant
+  bool rejoin_ = false;
+  absl::Duration give_up_after_ = absl::InfiniteDuration();
+  std::optional<std::string> initial_state_;  // the state at Start, when the hooks can reset it
   const std::string group_;
   std::map<std::string, Handler> handlers_;
   MulticastHandler multicast_handler_;
@@ -117,7 +148,11 @@ class Servant {
   // The delivery being processed (delivery thread only): numbers the group's nested calls.
   uint64_t current_group_seq_ = 0;
   uint32_t nested_calls_ = 0;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop was called: no new registration
+  // A backend registering again (Rejoin), cancelled by Stop.
+  internal::ServantBackend* registering_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t rejoins_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   // The daemon's `ended` event (its group was deleted): NOT_FOUND naming why.

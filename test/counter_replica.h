@@ -27,6 +27,7 @@ struct CounterReplica {
   std::atomic<int> executions{0};
   std::atomic<int> slow_ms{0};
   std::atomic<int> state_installs{0};
+  bool rejoin = false;  // Servant::RejoinAfterDaemonRestart
 
   // `local` false: the servant's stream goes over gRPC (ApiService::Serve), not the fast path.
   absl::Status Start(const std::string& address, const std::string& group, bool local = true) {
@@ -54,6 +55,7 @@ struct CounterReplica {
       state_installs++;
       return absl::OkStatus();
     });
+    if (rejoin) servant->RejoinAfterDaemonRestart();
     return servant->Start();
   }
 };

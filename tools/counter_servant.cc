@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(state, &value)) return absl::InvalidArgumentError("bad counter state");
     return absl::OkStatus();
   });
+  // A restart of the daemon (an upgrade, a crash) does not end this replica: it registers again
+  // and gets the group's state.
+  (*servant)->RejoinAfterDaemonRestart();
   if (absl::Status status = (*servant)->Start(); !status.ok()) {
     std::fprintf(stderr, "counter-servant: %s\n", status.ToString().c_str());
     return 1;

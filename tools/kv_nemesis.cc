@@ -157,6 +157,10 @@ struct Options {
   // Non-empty: a directory made by tools/make-test-ca; the daemons use TLS (mutual between
   // them), checked against the name "cohort" (a SAN of its certificates, on loopback and netlab).
   std::string tls_ca;
+  // "rejoin" (loopback): each servant is made with Servant::RejoinAfterDaemonRestart and outlives
+  // its daemon's kill -9 (an application process that stays up while its daemon restarts): the
+  // same servant registers again, its store reset and given the group's state, no new servant.
+  std::string servants = "fresh";
 };
 
 // A command run to its end (netlab), its output appended to `log_path`; returns its exit code.
@@ -337,6 +341,14 @@ class Run {
     }
     if (!ready) return false;
     if (i >= o_.nodes) return true;  // the outside daemon: no member, no servant
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (nodes_[i].servant != nullptr) {  // --servants rejoin: it registers again by itself
+        nodes_[i].state = State::kUp;
+        nodes_[i].incarnation++;
+        return true;
+      }
+    }
     return netlab() ? StartServantProcess(i) : AttachServant(i);
   }
 
@@ -348,6 +360,7 @@ class Run {
       auto created = cohort::Servant::Create(Address(i), "kv", Connecting(absl::StrCat("kv-", Name(i))));
       if (created.ok()) {
         store->RegisterWith(created->get());
+        if (o_.servants == "rejoin") (*created)->RejoinAfterDaemonRestart();
         absl::Status started = (*created)->Start();
         if (started.ok()) {
           servant = std::move(*created);
@@ -413,13 +426,15 @@ class Run {
       nodes_[i].pid = 0;
       servant_pid = nodes_[i].servant_pid;
       nodes_[i].servant_pid = 0;
-      servant = std::move(nodes_[i].servant);
+      // --servants rejoin: the daemon only; its servant (and store) stays and registers again.
+      if (o_.servants != "rejoin") servant = std::move(nodes_[i].servant);
     }
     for (pid_t victim : {pid, servant_pid}) {  // a crashed machine: daemon and servant
       if (victim <= 0) continue;
       kill(victim, SIGKILL);
       waitpid(victim, nullptr, 0);
     }
+    if (o_.servants == "rejoin") return;
     if (servant) servant->Stop();  // cancels the stream only
     servant.reset();                // joins its delivery thread, which uses the store
     std::lock_guard<std::mutex> lock(mu_);
@@ -987,12 +1002,21 @@ class Run {
     for (const auto& [k, v] : counts_) absl::StrAppend(&counts, counts.empty() ? "" : ", ", k, " ", v);
     std::string faults;
     for (const auto& [k, v] : faults_) absl::StrAppend(&faults, faults.empty() ? "" : ", ", k, " ", v);
+    uint64_t rejoins = 0;  // --servants rejoin: registrations again after a daemon's kill
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int i = 0; i < o_.nodes; ++i) {
+        if (nodes_[i].servant) rejoins += nodes_[i].servant->rejoins();
+      }
+    }
     std::printf("kv-nemesis: nodes %d, %d s, ops: %s; faults: %s; final reads %d/%d; divergent "
                 "replies %d; replies without servant %d; failed restarts %d; servant streams "
-                "ended unasked %d; replicas agree: %s; acknowledged writes lost: %d\n",
+                "ended unasked %d; servant rejoins %llu; replicas agree: %s; acknowledged writes "
+                "lost: %d\n",
                 o_.nodes, o_.seconds, counts.c_str(), faults.c_str(), final_reads, o_.keys,
                 divergent_.load(), no_servant_replies_.load(), failed_restarts_,
-                servants_revived_, agree ? "yes" : "NO", lost);
+                servants_revived_, static_cast<unsigned long long>(rejoins), agree ? "yes" : "NO",
+                lost);
     Shutdown();
     return healthy && agree && divergent_ == 0 && final_reads == o_.keys && lost == 0 ? 0 : 1;
   }
@@ -1126,6 +1150,7 @@ int main(int argc, char** argv) {
     else if (flag == "--calls") o.calls = value;
     else if (flag == "--peer-transport") o.peer_transport = value;
     else if (flag == "--tls-ca") o.tls_ca = value;
+    else if (flag == "--servants") o.servants = value;
     else {
       std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
       return 2;
@@ -1135,12 +1160,14 @@ int main(int argc, char** argv) {
       o.outside_clients < 0 || o.outside_clients > o.clients ||
       (o.ordering != "consensus" && o.ordering != "sequencer") ||
       (o.api != "local" && o.api != "grpc") || (o.calls != "sync" && o.calls != "async") ||
-      (o.peer_transport != "tcp" && o.peer_transport != "grpc")) {
+      (o.peer_transport != "tcp" && o.peer_transport != "grpc") ||
+      (o.servants != "fresh" && o.servants != "rejoin") ||
+      (o.servants == "rejoin" && !o.netlab.empty())) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
-                 "       [--calls sync|async]\n"
+                 "       [--calls sync|async] [--servants fresh|rejoin (loopback)]\n"
                  "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;
