@@ -242,6 +242,108 @@ class PythonTlsTest(unittest.TestCase):
             CohortClient(self.address, "plaintext", timeout=0.5)
 
 
+def eventually(check, seconds):
+    """check() until it is true (exceptions count as false) or `seconds` passed."""
+    until = time.time() + seconds
+    while True:
+        try:
+            if check():
+                return True
+        except grpc.RpcError:
+            pass
+        if time.time() > until:
+            return False
+        time.sleep(0.1)
+
+
+class Counter:
+    """A replicated counter in Python with its state hooks (state: the value as ASCII)."""
+
+    def __init__(self):
+        self.value = 0
+        self.installs = 0
+
+    def handlers(self):
+        return {"add": self.add, "get": lambda payload: b"%d" % self.value}
+
+    def add(self, payload):
+        self.value += int(payload)
+        return b"%d" % self.value
+
+    def get_state(self):
+        return b"%d" % self.value
+
+    def set_state(self, state):
+        self.value = int(state)
+        self.installs += 1
+
+
+class PythonRestartTest(unittest.TestCase):
+    """State transfer between Python servants; a daemon killed -9 and restarted: its Python
+    servant registers again and gets the state, a client attached to it attaches again."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.cluster = LocalCluster(COHORTD, "counter", self.dir)
+        self.addresses = self.cluster.client_addresses
+        self.counters = [Counter() for _ in self.addresses]
+        self.servants = []
+        for address, counter in zip(self.addresses, self.counters):
+            servant = Servant(address, "counter", counter.handlers(),
+                              get_state=counter.get_state, set_state=counter.set_state,
+                              rejoin_after_daemon_restart=True)
+            servant.start()
+            self.servants.append(servant)
+        self.client = CohortClient(self.addresses[0], "python-restart")
+        self.assertTrue(eventually(lambda: len(self.client.invoke(
+            "counter", "get", b"", mode="all", deadline_ms=2000).replies) == 3, 20))
+        self.client.invoke("counter", "add", b"5", mode="all")
+
+    def tearDown(self):
+        self.client.close()
+        for servant in self.servants:
+            servant.stop()
+        self.cluster.stop()
+
+    def all_answer(self, value):
+        reply = self.client.invoke("counter", "get", b"", mode="all", deadline_ms=2000)
+        return sorted(r.payload for r in reply.replies) == [value] * 3
+
+    def test_a_new_servant_gets_the_state_of_python_servants(self):
+        self.servants[1].stop()  # the application at n2 goes; n2 leaves the view
+        fresh = Counter()
+        servant = Servant(self.addresses[1], "counter", fresh.handlers(),
+                          get_state=fresh.get_state, set_state=fresh.set_state)
+        servant.start()
+        self.servants[1] = servant
+        self.assertTrue(eventually(lambda: self.all_answer(b"5"), 30))
+        self.assertEqual(fresh.installs, 1)
+
+    def test_servant_and_client_outlive_their_daemons_restart(self):
+        at_n3 = CohortClient(self.addresses[2], "python-at-n3")
+        first_nso = at_n3.nso
+        self.cluster.kill(2)
+        self.assertTrue(eventually(lambda: self.client.invoke(
+            "counter", "add", b"2", mode="majority", deadline_ms=2000) is not None, 20))
+        self.cluster.restart(2)
+        # The same Servant object serves again at n3 with the group's state (7).
+        self.assertTrue(eventually(lambda: self.all_answer(b"7"), 60))
+        self.assertEqual(self.servants[2].rejoins, 1)
+        self.assertFalse(self.servants[2].done.is_set())
+        self.assertGreaterEqual(self.counters[2].installs, 1)
+        # The client attached to n3 before its restart: its NSO is unknown there; it attaches
+        # again and the call goes through.
+        self.assertTrue(eventually(lambda: len(at_n3.invoke(
+            "counter", "get", b"", mode="all", deadline_ms=2000).replies) == 3, 30))
+        self.assertNotEqual(at_n3.nso, first_nso)
+        at_n3.close()
+        # Stopped while trying to register again, a servant ends at once.
+        self.cluster.kill(1)
+        time.sleep(0.5)
+        self.servants[1].stop()
+        self.assertEqual(self.servants[1].wait(5), "stopped")
+
+
 if __name__ == "__main__":
     COHORTD = sys.argv.pop(1)
     MAKE_TEST_CA = sys.argv.pop(1)

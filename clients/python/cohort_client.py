@@ -8,7 +8,10 @@ Usage:
 
     from cohort_client import CohortClient, Servant
 
-    servant = Servant("127.0.0.1:7201", "counter", {"echo": lambda payload: payload})
+    servant = Servant("127.0.0.1:7201", "counter", {"echo": lambda payload: payload},
+                      get_state=lambda: b"...",  # state transfer to joiners (bytes), optional
+                      set_state=lambda state: None,
+                      rejoin_after_daemon_restart=True)  # outlives its daemon's restart
     servant.start()                              # deliveries arrive in total order, one at a time
     client = CohortClient("127.0.0.1:7201", "my-app")
     view = client.group_details("counter")       # view_id, members (name, node, suspected)
@@ -22,9 +25,15 @@ With TLS (a daemon's tls section), a bearer token (auth.tokens) and a client cer
     client = CohortClient("cohort-0:7201", "my-app", ca_file="ca.pem", cert_file="app1.pem",
                           key_file="app1.key", token=None, server_name=None)
     Servant(address, group, handlers, ca_file=..., cert_file=..., key_file=..., token=...)
+
+As the C++ library: a client attaches again when its daemon restarted (the daemon answers
+"unknown NSO") and sends the refused request once more; a servant made with
+rejoin_after_daemon_restart registers again by itself, its object first reset to its state at
+start() (get_state then, set_state now), then given the group's state by transfer.
 """
 import queue
 import threading
+import time
 
 import grpc
 
@@ -75,31 +84,54 @@ class CohortClient:
         self.metadata = [("authorization", "Bearer " + token)] if token else None
         self.stub = api_pb2_grpc.CohortStub(self.channel)
         self.admin = api_pb2_grpc.AdminStub(self.channel)
-        reply = self.stub.Attach(api_pb2.AttachRequest(client_name=client_name), timeout=timeout,
-                                 metadata=self.metadata)
+        self._client_name = client_name
+        self._timeout = timeout
+        self._attach_lock = threading.Lock()
+        self.nso = 0
+        self._attach()
+
+    def _attach(self):
+        reply = self.stub.Attach(api_pb2.AttachRequest(client_name=self._client_name),
+                                 timeout=self._timeout, metadata=self.metadata)
         self.nso = reply.nso
         self.node_name = reply.node_name
 
+    def _with_nso(self, call):
+        """call(nso); when the daemon does not know the NSO (it restarted since the Attach, so it
+        accepted nothing), attaches again and calls once more."""
+        nso = self.nso
+        try:
+            return call(nso)
+        except grpc.RpcError as error:
+            if not _unknown_nso(error):
+                raise
+        with self._attach_lock:
+            if self.nso == nso:  # not attached again by another thread meanwhile
+                self._attach()
+        return call(self.nso)
+
     def group_details(self, group, timeout=5.0):
-        return self.stub.GroupDetails(api_pb2.GroupRequest(nso=self.nso, group=group),
-                                      timeout=timeout, metadata=self.metadata)
+        return self._with_nso(lambda nso: self.stub.GroupDetails(
+            api_pb2.GroupRequest(nso=nso, group=group), timeout=timeout, metadata=self.metadata))
+
+    def _invoke_request(self, nso, group, method, payload, mode, deadline_ms):
+        return api_pb2.InvokeRequest(nso=nso, group=group, method=method, payload=payload,
+                                     mode=MODES[mode], deadline_ms=deadline_ms)
 
     def invoke(self, group, method, payload, mode="default", deadline_ms=5000):
         """Raises grpc.RpcError: NOT_FOUND (unknown group), UNAVAILABLE (too few members for
         the mode), DEADLINE_EXCEEDED (mode not met in time), INVALID_ARGUMENT."""
-        request = api_pb2.InvokeRequest(nso=self.nso, group=group, method=method,
-                                        payload=payload, mode=MODES[mode],
-                                        deadline_ms=deadline_ms)
-        return self.stub.Invoke(request, timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata)
+        return self._with_nso(lambda nso: self.stub.Invoke(
+            self._invoke_request(nso, group, method, payload, mode, deadline_ms),
+            timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata))
 
     def invoke_future(self, group, method, payload, mode="default", deadline_ms=5000):
-        """invoke without waiting: a grpc.Future whose result() is the reply (or raises as
-        invoke does); many may be in flight on the client's one channel."""
-        request = api_pb2.InvokeRequest(nso=self.nso, group=group, method=method,
-                                        payload=payload, mode=MODES[mode],
-                                        deadline_ms=deadline_ms)
-        return self.stub.Invoke.future(request, timeout=deadline_ms / 1000.0 + 2,
-                                       metadata=self.metadata)
+        """invoke without waiting: a future whose result() is the reply (or raises as invoke
+        does); many may be in flight on the client's one channel."""
+        future = self.stub.Invoke.future(
+            self._invoke_request(self.nso, group, method, payload, mode, deadline_ms),
+            timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata)
+        return _InvokeFuture(future, self.nso, self, (group, method, payload, mode, deadline_ms))
 
     def create_group(self, group, members, ordering="", liveness="", style="", default_mode="",
                      acl=None, timeout=10.0):
@@ -107,25 +139,28 @@ class CohortClient:
         join/invoke/admin lists of application names (or "*"), as groups[].acl; None: no acl.
         Raises grpc.RpcError: ALREADY_EXISTS, INVALID_ARGUMENT (names the bad key),
         UNAVAILABLE."""
-        request = api_pb2.CreateGroupRequest(
-            nso=self.nso, group=group, members=list(members), ordering=ordering,
-            liveness=liveness, style=style, default_mode=default_mode)
-        if acl is not None:
-            request.acl.SetInParent()
-            for right in ("join", "invoke", "admin"):
-                getattr(request.acl, right).extend(acl.get(right, []))
-        self.stub.CreateGroup(request, timeout=timeout, metadata=self.metadata)
+        def create(nso):
+            request = api_pb2.CreateGroupRequest(
+                nso=nso, group=group, members=list(members), ordering=ordering,
+                liveness=liveness, style=style, default_mode=default_mode)
+            if acl is not None:
+                request.acl.SetInParent()
+                for right in ("join", "invoke", "admin"):
+                    getattr(request.acl, right).extend(acl.get(right, []))
+            self.stub.CreateGroup(request, timeout=timeout, metadata=self.metadata)
+        self._with_nso(create)
 
     def delete_group(self, group, timeout=10.0):
         """Deletes a group made by create_group on every daemon (its servants end, its calls
         fail with NOT_FOUND); the name may be created again. Raises grpc.RpcError: NOT_FOUND,
         FAILED_PRECONDITION (a group of the YAML), UNAVAILABLE."""
-        self.stub.DeleteGroup(api_pb2.GroupRequest(nso=self.nso, group=group), timeout=timeout,
-                              metadata=self.metadata)
+        self._with_nso(lambda nso: self.stub.DeleteGroup(
+            api_pb2.GroupRequest(nso=nso, group=group), timeout=timeout, metadata=self.metadata))
 
     def multicast(self, group, payload, timeout=5.0):
-        self.stub.Multicast(api_pb2.MulticastRequest(nso=self.nso, group=group, payload=payload),
-                            timeout=timeout, metadata=self.metadata)
+        self._with_nso(lambda nso: self.stub.Multicast(
+            api_pb2.MulticastRequest(nso=nso, group=group, payload=payload), timeout=timeout,
+            metadata=self.metadata))
 
     def status(self, timeout=5.0):
         return self.admin.Status(api_pb2.StatusRequest(), timeout=timeout, metadata=self.metadata)
@@ -134,71 +169,231 @@ class CohortClient:
         self.channel.close()
 
 
+def _unknown_nso(error):
+    return error.code() == grpc.StatusCode.NOT_FOUND and "unknown NSO" in (error.details() or "")
+
+
+class _InvokeFuture:
+    """CohortClient.invoke_future's result: a refused call ("unknown NSO": the daemon restarted)
+    is sent again, after attaching again, when its result is asked for."""
+
+    def __init__(self, future, nso, client, call):
+        self._future, self._nso, self._client, self._call = future, nso, client, call
+
+    def done(self):
+        return self._future.done()
+
+    def cancel(self):
+        return self._future.cancel()
+
+    def result(self, timeout=None):
+        try:
+            return self._future.result(timeout=timeout)
+        except grpc.RpcError as error:
+            if not _unknown_nso(error):
+                raise
+        with self._client._attach_lock:
+            if self._client.nso == self._nso:
+                self._client._attach()
+        return self._client.invoke(*self._call)
+
+
+# A state is answered in chunks of at most this size (as the C++ servant).
+STATE_CHUNK_BYTES = 256 * 1024
+
+
 class Servant:
     """A replica of `group` at one daemon. `handlers` maps method names to functions of the
     payload (bytes) returning the reply (bytes); an exception answers with an error. Multicasts
-    (no method) are appended to `self.multicasts`."""
+    (no method) are appended to `self.multicasts`.
+
+    get_state() -> bytes and set_state(bytes): state transfer to a joining replica (read at a
+    view change in delivery order at the member that gives it; installed at the joiner before any
+    other delivery). Without them a replica's state is not transferred.
+
+    rejoin_after_daemon_restart: when the stream ends because the daemon went away (restart,
+    stop, broken connection), the servant attaches and registers again, every 0.1-2 s, until it
+    is registered, stop() is called, or give_up_after seconds passed (None: never). Before
+    registering again its object is reset to the state it had at start() (with the state
+    hooks), and the group's state then arrives by transfer. `rejoins` counts the registrations.
+    """
 
     def __init__(self, address, group, handlers, name="python-servant", timeout=5.0,
-                 **connect):
+                 get_state=None, set_state=None, rejoin_after_daemon_restart=False,
+                 give_up_after=None, **connect):
         """connect: ca_file, cert_file, key_file, server_name, token, as for CohortClient."""
         self.group = group
         self.handlers = dict(handlers)
         self.multicasts = []
+        self._address, self._name, self._connect = address, name, connect
         self._client = CohortClient(address, name, timeout, **connect)
         self._timeout = timeout
-        self._outbox = queue.Queue()
+        self._get_state, self._set_state = get_state, set_state
+        self._rejoin, self._give_up_after = rejoin_after_daemon_restart, give_up_after
+        self._initial_state = None
+        self._partial_state = b""
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._outbox = None
         self._events = None
         self._thread = None
+        self.rejoins = 0
         self.ended = None  # why the daemon ended the registration (its group was deleted)
+        self.end = None    # why the servant ended (once `done` is set)
+        self.done = threading.Event()
 
-    def _messages(self):
-        yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
-            nso=self._client.nso, group=self.group))
-        while True:
-            message = self._outbox.get()
-            if message is None:
-                return
-            yield message
+    def _register(self, client):
+        """A new Serve stream, registered (raises grpc.RpcError or RuntimeError if not)."""
+        outbox = queue.Queue()
+
+        def messages():
+            yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
+                nso=client.nso, group=self.group, methods=sorted(self.handlers)))
+            while True:
+                message = outbox.get()
+                if message is None:
+                    return
+                yield message
+
+        events = client.stub.Serve(messages(), metadata=client.metadata)
+        with self._lock:
+            if self._stopping.is_set():
+                events.cancel()
+                outbox.put(None)
+                raise RuntimeError("servant stopped")
+            self._events, self._outbox = events, outbox
+        try:
+            first = next(events)
+        except (grpc.RpcError, StopIteration):
+            outbox.put(None)
+            raise
+        if not first.registered:
+            outbox.put(None)
+            raise RuntimeError("servant not registered: %r" % first)
 
     def start(self):
-        self._events = self._client.stub.Serve(self._messages(), metadata=self._client.metadata)
-        first = next(self._events)
-        if not first.registered:
-            raise RuntimeError("servant not registered: %r" % first)
+        if self._rejoin and self._get_state and self._set_state:
+            self._initial_state = bytes(self._get_state())  # what a rejoin resets the object to
+        self._register(self._client)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _run(self):
+    def wait(self, timeout=None):
+        """Blocks until the servant ended (or `timeout` seconds); returns why (self.end)."""
+        self.done.wait(timeout)
+        return self.end
+
+    def _answer(self, delivery, payload=b"", status_code=0, error="", more=False):
+        self._outbox.put(api_pb2.ServantMessage(answer=api_pb2.ServantMessage.Answer(
+            delivery=delivery, payload=payload, status_code=status_code, error=error,
+            more=more)))
+
+    def _send_state(self, delivery):
+        try:
+            state = bytes(self._get_state()) if self._get_state else b""
+        except Exception as error:  # the joiner's provider cannot give it: the daemon says so
+            self._answer(delivery, status_code=grpc.StatusCode.UNKNOWN.value[0], error=str(error))
+            return
+        at = 0
+        while len(state) - at > STATE_CHUNK_BYTES:
+            self._answer(delivery, state[at:at + STATE_CHUNK_BYTES], more=True)
+            at += STATE_CHUNK_BYTES
+        self._answer(delivery, state[at:])
+
+    def _take_state_chunk(self, event):
+        if event.state_offset == 0:
+            self._partial_state = b""
+        self._partial_state += event.payload
+        if not event.state_last:
+            return
+        state, self._partial_state = self._partial_state, b""
+        if self._set_state:
+            self._set_state(state)
+
+    def _handle(self, event):
+        if not event.method:
+            self.multicasts.append(event.payload)
+            return
+        if event.method == "$get_state":
+            self._send_state(event.delivery)
+            return
+        if event.method == "$set_state":
+            self._take_state_chunk(event)
+            return
+        answer = api_pb2.ServantMessage.Answer(delivery=event.delivery)
+        handler = self.handlers.get(event.method)
+        if handler is None:
+            answer.status_code = grpc.StatusCode.UNIMPLEMENTED.value[0]
+            answer.error = "no method %r" % event.method
+        else:
+            try:
+                answer.payload = handler(event.payload)
+            except Exception as error:  # the servant's failure goes back to the caller
+                answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
+                answer.error = str(error)
+        if not event.one_way:
+            self._outbox.put(api_pb2.ServantMessage(answer=answer))
+
+    def _serve(self):
+        """Deliveries until the stream ends; returns why."""
         try:
             for event in self._events:
                 if event.ended:
                     self.ended = event.ended
                     self._events.cancel()
-                    return
-                if not event.method:
-                    self.multicasts.append(event.payload)
-                    continue
-                answer = api_pb2.ServantMessage.Answer(delivery=event.delivery)
-                handler = self.handlers.get(event.method)
-                if handler is None:
-                    answer.status_code = grpc.StatusCode.UNIMPLEMENTED.value[0]
-                    answer.error = "no method %r" % event.method
-                else:
-                    try:
-                        answer.payload = handler(event.payload)
-                    except Exception as error:  # the servant's failure goes back to the caller
-                        answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
-                        answer.error = str(error)
-                if not event.one_way:
-                    self._outbox.put(api_pb2.ServantMessage(answer=answer))
-        except grpc.RpcError:
-            pass  # stream ended: stop() or the daemon went away
+                    return "ended: " + event.ended
+                self._handle(event)
+            return "the daemon closed the stream"
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.CANCELLED:
+                return "stopped"
+            return "%s: %s" % (error.code().name, error.details())
+        finally:
+            self._outbox.put(None)
+
+    def _rejoin_now(self):
+        """Registers again with back-off; True once registered."""
+        give_up = None if self._give_up_after is None else time.time() + self._give_up_after
+        backoff = 0.1
+        while not self._stopping.wait(backoff):
+            if give_up is not None and time.time() >= give_up:
+                return False
+            backoff = min(backoff * 2, 2.0)
+            try:
+                client = CohortClient(self._address, self._name, min(self._timeout, 1.0),
+                                      **self._connect)
+            except (grpc.RpcError, grpc.FutureTimeoutError):
+                continue
+            if self._initial_state is not None:
+                self._partial_state = b""
+                self._set_state(self._initial_state)
+            try:
+                self._register(client)
+            except (grpc.RpcError, RuntimeError, StopIteration):
+                client.close()
+                continue
+            old, self._client = self._client, client
+            old.close()
+            self.rejoins += 1
+            return True
+        return False
+
+    def _run(self):
+        while True:
+            why = self._serve()
+            if (self._stopping.is_set() or self.ended is not None or not self._rejoin
+                    or not self._rejoin_now()):
+                break
+        self.end = "stopped" if self._stopping.is_set() else why
+        self.done.set()
 
     def stop(self):
-        self._outbox.put(None)
-        if self._events is not None:
-            self._events.cancel()
+        with self._lock:
+            self._stopping.set()
+            if self._outbox is not None:
+                self._outbox.put(None)
+            if self._events is not None:
+                self._events.cancel()
         if self._thread is not None:
             self._thread.join(timeout=self._timeout)
         self._client.close()

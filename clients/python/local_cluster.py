@@ -2,6 +2,7 @@
 
     cluster = LocalCluster(cohortd_binary, "echo", work_dir)   # started; ports picked here
     cluster.client_addresses                                   # ["127.0.0.1:P1", ...]
+    cluster.kill(2); cluster.restart(2)                       # kill -9 and start n3 again
     cluster.stop()                                             # kills the daemons
 """
 import os
@@ -37,6 +38,7 @@ class LocalCluster:
                         for i, p in enumerate(peer))
         members = ", ".join("n%d" % (i + 1) for i in range(n))
         self.procs = []
+        self._commands = []  # (argv, log path) per daemon
         for i in range(n):
             path = os.path.join(work_dir, "n%d.yaml" % (i + 1))
             with open(path, "w") as f:
@@ -46,14 +48,30 @@ class LocalCluster:
                         "  - {name: %s, members: [%s]%s}\n"
                         % (i + 1, peer[i], self.client_ports[i], tls, extra_yaml, peers, group,
                            members, ", " + group_options if group_options else ""))
-            with open(os.path.join(work_dir, "n%d.log" % (i + 1)), "w") as log:
-                # The daemon keeps its own descriptor of the log.
-                self.procs.append(subprocess.Popen([cohortd, "--config", path],
-                                                   stdout=subprocess.DEVNULL, stderr=log))
+            self._commands.append(([cohortd, "--config", path],
+                                   os.path.join(work_dir, "n%d.log" % (i + 1))))
+            self.procs.append(self._spawn(i))
         for port in self.client_ports:
             if not wait_port(port):
                 self.stop()
                 raise RuntimeError("cohortd did not start (its client port %d)" % port)
+
+    def _spawn(self, i):
+        command, log_path = self._commands[i]
+        with open(log_path, "a") as log:
+            # The daemon keeps its own descriptor of the log.
+            return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+
+    def kill(self, i):
+        """kill -9 of daemon n(i+1)."""
+        self.procs[i].kill()
+        self.procs[i].wait()
+
+    def restart(self, i):
+        """Starts daemon n(i+1) again (after kill), with the same configuration."""
+        self.procs[i] = self._spawn(i)
+        if not wait_port(self.client_ports[i]):
+            raise RuntimeError("cohortd n%d did not start again" % (i + 1))
 
     def stop(self):
         for proc in self.procs:
