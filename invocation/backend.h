@@ -47,8 +47,17 @@ class ClientBackend {
   }
   // "local", "grpc" or "in-process" (Client::via).
   virtual const char* via() const = 0;
-  // A new NSO at the daemon (its earlier one is unknown there: the daemon restarted).
-  virtual absl::StatusOr<uint64_t> Attach(const std::string& client_name,
+  // A new NSO at the daemon (its earlier one is unknown there: the daemon restarted, or the
+  // channel moved to another of the daemons it was given).
+  struct Attached {
+    uint64_t nso = 0;
+    std::string node_name;  // the daemon that holds it
+    // Its local fast path, when this client uses one ("" = none): address, key and identity.
+    std::string local_api;
+    uint64_t local_key = 0;
+    std::string local_identity;
+  };
+  virtual absl::StatusOr<Attached> Attach(const std::string& client_name,
                                           absl::Duration timeout) {
     (void)client_name;
     (void)timeout;

@@ -89,7 +89,7 @@ class RemoteClient final : public internal::ClientBackend {
         local_(std::move(local)) {}
   const char* via() const override { return local_ ? "local" : "grpc"; }
 
-  absl::StatusOr<uint64_t> Attach(const std::string& client_name,
+  absl::StatusOr<Attached> Attach(const std::string& client_name,
                                   absl::Duration timeout) override {
     grpc::ClientContext context;
     SetDeadline(&context, timeout);
@@ -99,12 +99,17 @@ class RemoteClient final : public internal::ClientBackend {
     api::AttachReply reply;
     grpc::Status status = stub_->Attach(&context, request, &reply);
     if (!status.ok()) return nso::FromGrpcStatus(status);
-    // The restarted daemon's fast path (a new socket and key): the next link opens there.
+    // The restarted (or other) daemon's fast path (a new socket and key): the next link opens
+    // there.
+    Attached attached{reply.nso(), reply.node_name()};
     if (local_ && !reply.local_api().empty()) {
       local_->SetEndpoint(internal::LocalEndpoint{reply.local_api(), reply.local_key(), token_,
                                                   reply.local_identity()});
+      attached.local_api = reply.local_api();
+      attached.local_key = reply.local_key();
+      attached.local_identity = reply.local_identity();
     }
-    return reply.nso();
+    return attached;
   }
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
@@ -263,11 +268,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
       reply.nso(), reply.node_name());
   if (!options.client_name.empty()) client->client_name_ = options.client_name;
   client->attach_timeout_ = options.timeout;
-  if (local_used) client->local_endpoint_ = std::move(endpoint);
+  if (local_used) {
+    absl::MutexLock lock(&client->daemon_mu_);
+    client->local_endpoint_ = std::move(endpoint);
+  }
   return client;
 }
 
 const char* Client::via() const { return backend_->via(); }
+
+std::string Client::node_name() const {
+  absl::MutexLock lock(&daemon_mu_);
+  return node_name_;
+}
+
+internal::LocalEndpoint Client::local_endpoint() const {
+  absl::MutexLock lock(&daemon_mu_);
+  return local_endpoint_;
+}
 
 api::InvokeRequest Client::InvokeRequestFor(const std::string& group, const std::string& method,
                                             const std::string& payload, api::Mode mode,
@@ -303,9 +321,17 @@ bool Client::ReattachAndRetry(uint64_t stale, const std::function<void()>& retry
   absl::MutexLock lock(&reattach_mu_);
   if (closing_) return false;
   if (nso_.load() == stale) {  // else another caller attached again already
-    absl::StatusOr<uint64_t> fresh = backend_->Attach(client_name_, attach_timeout_);
+    absl::StatusOr<internal::ClientBackend::Attached> fresh =
+        backend_->Attach(client_name_, attach_timeout_);
     if (!fresh.ok()) return false;
-    nso_.store(*fresh);
+    nso_.store(fresh->nso);
+    absl::MutexLock names(&daemon_mu_);
+    node_name_ = fresh->node_name;
+    if (!local_endpoint_.address.empty()) {  // this client uses the fast path
+      local_endpoint_.address = fresh->local_api;
+      local_endpoint_.key = fresh->local_key;
+      local_endpoint_.identity = fresh->local_identity;
+    }
   }
   retry();
   return true;

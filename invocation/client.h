@@ -107,6 +107,12 @@ struct GroupSpec {
 
 class Client {
  public:
+  // `address` is a gRPC target: "host:port", or several daemons, "ipv4:10.0.0.1:7201,10.0.0.2:7201"
+  // (or a DNS name with several records, "dns:///cohort.example:7201"). With several, the client
+  // attaches to the first that answers and fails over to the next when it dies: the next daemon
+  // answers "unknown NSO" and the client attaches there and sends the refused call once more, as
+  // after a restart of its daemon (calls in flight at the failure may fail UNAVAILABLE: whether
+  // they were ordered is unknown). node_name() then names the new daemon.
   // Connects with TLS and/or a token (options.client_name and options.timeout as below).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
                                                          const ConnectOptions& options);
@@ -168,11 +174,12 @@ class Client {
   absl::Status DeleteGroup(const std::string& group);
 
   uint64_t nso() const { return nso_.load(); }
-  const std::string& node_name() const { return node_name_; }
+  // The daemon that holds the NSO (another after a failover to the next of several daemons).
+  std::string node_name() const ABSL_LOCKS_EXCLUDED(daemon_mu_);
   // How invocations reach the NSO: "local" (the daemon's Unix socket), "grpc" or "in-process".
   const char* via() const;
   // The daemon's local fast path this client uses (address empty when none).
-  const internal::LocalEndpoint& local_endpoint() const { return local_endpoint_; }
+  internal::LocalEndpoint local_endpoint() const ABSL_LOCKS_EXCLUDED(daemon_mu_);
 
   // For the runtime (an embedded node, nso/embedded.h): a Client over another way to its NSO.
   static std::unique_ptr<Client> WithBackend(std::unique_ptr<internal::ClientBackend> backend,
@@ -212,8 +219,10 @@ class Client {
   bool closing_ ABSL_GUARDED_BY(reattach_mu_) = false;
   std::string client_name_ = "cohort-client";  // ConnectOptions::client_name, to attach again
   absl::Duration attach_timeout_ = absl::Seconds(5);
-  std::string node_name_;
-  internal::LocalEndpoint local_endpoint_;
+  // The daemon the NSO is at: replaced when the Client attaches again.
+  mutable absl::Mutex daemon_mu_;
+  std::string node_name_ ABSL_GUARDED_BY(daemon_mu_);
+  internal::LocalEndpoint local_endpoint_ ABSL_GUARDED_BY(daemon_mu_);
 };
 
 // Opens a channel to a daemon's client address with Cohort's message size limits (plaintext).

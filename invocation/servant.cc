@@ -210,7 +210,11 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
   if (!connected.ok()) return connected.status();
   std::unique_ptr<Servant> servant =
       WithBackend(std::move(connected->first), connected->second, group);
-  servant->reconnect_ = [address, options] { return ConnectServant(address, options); };
+  // Attaching waits for the daemon to be ready: each attempt of a rejoin waits at most 1 s, so
+  // that Stop (which cannot cancel an attempt) ends a servant still retrying within about 1 s.
+  ConnectOptions again = options;
+  again.timeout = std::min(options.timeout, absl::Seconds(1));
+  servant->reconnect_ = [address, again] { return ConnectServant(address, again); };
   return servant;
 }
 

@@ -75,8 +75,9 @@ class Servant {
   // Surviving the daemon (call before Start; a servant made by Create): when the stream ends
   // because the daemon went away (it restarted or stopped, or the link to it broke: UNAVAILABLE),
   // the servant attaches and registers again by itself, retrying with back-off (0.1 s up to 2 s)
-  // until it is registered, Stop is called, or `give_up_after` has passed; Wait and Ended report
-  // only the end of that. Before each new registration the object is reset to the state it had
+  // until it is registered, Stop is called (it ends within about 1 s: an attempt to attach waits
+  // up to 1 s for the daemon), or `give_up_after` has passed; Wait and Ended report only the end
+  // of that. Before each new registration the object is reset to the state it had
   // at Start (read then with OnGetState/OnGetStateStream, given back with OnSetState/
   // OnSetStateChunk), and the group's state follows by state transfer, as for a new servant
   // (RELIABILITY.md). So a replica never keeps a state the others may not have: after a fresh

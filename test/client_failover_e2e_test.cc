@@ -1,0 +1,69 @@
+// A Client given several daemons (a gRPC target of many addresses, "ipv4:a:p,b:q,c:r", or a DNS
+// name with several records) fails over when its daemon dies: gRPC's channel connects to the next
+// address, that daemon answers "unknown NSO", and the library attaches there and sends the
+// refused call once more (the machinery of a daemon restart). Over the local fast path too: the
+// new daemon's socket is taken up. Calls in flight at the kill may fail (their outcome is
+// unknown); no later call does.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "invocation/client.h"
+#include "test/cluster.h"
+#include "test/counter_replica.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
+
+using test::Eventually;
+
+TEST_CASE("a Client given several daemons fails over to the next when its daemon dies",
+          "[client][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  REQUIRE(cluster.Start());
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
+  std::string target = "ipv4:";
+  for (int i = 1; i <= 3; ++i) {
+    absl::StrAppend(&target, i > 1 ? "," : "", cluster.ClientAddress(i));
+  }
+  ConnectOptions options;
+  options.local = path == "local";
+  auto client = Client::Connect(target, options);
+  REQUIRE(client.ok());
+  CHECK((*client)->node_name() == "n1");  // gRPC's pick_first: the first address that answers
+  CHECK((*client)->via() == path);
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+  const uint64_t first_nso = (*client)->nso();
+
+  cluster.Kill(1);  // the client's daemon, and with it n1's replica's
+  // The next calls go to n2 or n3 once the channel has moved; wait-for-majority: n1 is gone
+  // (and wait-for-all would wait for its exclusion).
+  CHECK(Eventually([&] {
+    auto added = (*client)->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(2));
+    return added.ok() && added->replies.size() >= 2;
+  }, 30));
+  CHECK((*client)->nso() != first_nso);
+  CHECK((*client)->node_name() != "n1");
+  // Every later call succeeds, synchronous and asynchronous.
+  for (int k = 0; k < 20; ++k) {
+    auto got = (*client)->Invoke("counter", "get", "", Mode::kMajority, absl::Seconds(5));
+    REQUIRE(got.ok());
+    auto later = (*client)->InvokeFuture("counter", "get", "", Mode::kMajority, absl::Seconds(5));
+    REQUIRE(later.get().ok());
+  }
+  if (path == "local") CHECK((*client)->local_endpoint().address.find("n1") == std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort
