@@ -9,17 +9,29 @@ JoinTimeouts JoinTimeoutsFor(uint64_t suspect_timeout_ms, uint64_t exclude_timeo
           std::max<uint64_t>(exclude_timeout_ms, 2000)};
 }
 
-void Joiner::JoinedView(uint64_t view_id, uint64_t now_ms) {
+void Joiner::JoinedView(uint64_t view_id, uint64_t now_ms, NodeId provider) {
   awaiting_state_ = true;
   state_view_ = view_id;
   awaiting_since_ms_ = now_ms;
+  progress_ms_ = now_ms;
+  provider_ = provider;
 }
 
-Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind) {
+Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind, bool provider_suspected) {
   if (awaiting_state_ && now_ms >= awaiting_since_ms_ + timeouts_.state_patience_ms) {
     // Still nothing delivered without the state: ask to be re-added (with a state) and go on
     // waiting; a late state of this view is still taken.
     awaiting_since_ms_ = now_ms;
+    last_request_ms_ = now_ms;
+    return Action::kStateLateAsk;
+  }
+  if (awaiting_state_ && provider_ != 0 && provider_suspected &&
+      now_ms >= std::max(progress_ms_, last_request_ms_) + timeouts_.retry_ms) {
+    // The provider is suspected (the aggressive timeout, 004 section 5) and has sent nothing for
+    // a while: it has likely crashed, and the state would come only after the patience (up to an
+    // exclusion timeout, during which this node counts in the view without answering). Asking
+    // now lets a member that suspects it too re-add this node with its own state. A slow but
+    // live provider keeps sending chunks, so a suspicion alone does not restart its transfer.
     last_request_ms_ = now_ms;
     return Action::kStateLateAsk;
   }
@@ -35,12 +47,18 @@ Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind) {
   return Action::kAskToJoin;
 }
 
-bool Admission::ShouldPropose(NodeId node, bool is_member, bool sending_state,
-                              uint64_t now_ms) const {
+NodeId Admission::ProviderOf(NodeId node) const {
+  auto added = added_.find(node);
+  return added == added_.end() ? 0 : added->second.provider;
+}
+
+bool Admission::ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms,
+                              bool provider_suspected) const {
   if (sending_state) return false;
-  auto added = added_at_ms_.find(node);
-  return !(is_member && added != added_at_ms_.end() &&
-           now_ms < added->second + timeouts_.state_patience_ms);
+  if (provider_suspected) return true;  // its state may never come from there
+  auto added = added_.find(node);
+  return !(is_member && added != added_.end() &&
+           now_ms < added->second.at_ms + timeouts_.state_patience_ms);
 }
 
 bool Admission::NoticeDue(NodeId node, uint64_t now_ms) {

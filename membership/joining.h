@@ -2,9 +2,12 @@
 //
 // - Joiner (the node that wants in): asks to join when it wants to be a member and is not, when
 //   it is behind (it heard a newer view than its own: it was excluded, partitioned away or
-//   restarted), and again when its state does not arrive in time. Requests are rate-limited.
+//   restarted), and again when its state does not arrive in time: after the state patience, or
+//   sooner when it suspects the member that owes it the state (the provider) and no chunk came
+//   for a while (the provider crashed before or while sending). Requests are rate-limited.
 // - Admission (a member): decides whether to answer a join request with a view change, so that
-//   repeated requests of a node whose state is on its way do not re-add it again and again.
+//   repeated requests of a node whose state is on its way do not re-add it again and again,
+//   unless the member that owes it the state is suspected.
 //
 // No I/O, no clock: time comes in as now_ms; decisions come out as return values.
 #ifndef COHORT_MEMBERSHIP_JOINING_H_
@@ -37,17 +40,22 @@ class Joiner {
   bool awaiting_state() const { return awaiting_state_; }
   uint64_t state_view() const { return state_view_; }
 
-  // This node was told (by a chunk or NEW_VIEW) that it is in view `view_id`; its state follows.
-  // Until StateInstalled(), the node delivers nothing (it would apply requests to no state).
-  void JoinedView(uint64_t view_id, uint64_t now_ms);
+  // This node was told (by a chunk or NEW_VIEW) that it is in view `view_id`; its state follows,
+  // from `provider` (0: not known). Until StateInstalled(), the node delivers nothing (it would
+  // apply requests to no state).
+  void JoinedView(uint64_t view_id, uint64_t now_ms, NodeId provider = 0);
+  // A chunk of the awaited state came now (the provider is alive and sending).
+  void StateProgress(uint64_t now_ms) { progress_ms_ = now_ms; }
+  NodeId provider() const { return provider_; }
   void StateInstalled() { awaiting_state_ = false; }
   // A join request went out now.
   void Asked(uint64_t now_ms) { last_request_ms_ = now_ms; }
   // Starts tracking at `now_ms` a node that was not behind until now (a joiner created lazily).
   void NotBehindUntil(uint64_t now_ms) { behind_since_ms_ = now_ms; }
 
-  // `member`: this node is in its current view; `behind`: it heard a newer view than its own.
-  Action Tick(uint64_t now_ms, bool member, bool behind);
+  // `member`: this node is in its current view; `behind`: it heard a newer view than its own;
+  // `provider_suspected`: this node suspects provider() now.
+  Action Tick(uint64_t now_ms, bool member, bool behind, bool provider_suspected = false);
 
  private:
   JoinTimeouts timeouts_;
@@ -55,6 +63,8 @@ class Joiner {
   bool awaiting_state_ = false;
   uint64_t state_view_ = 0;
   uint64_t awaiting_since_ms_ = 0;
+  NodeId provider_ = 0;
+  uint64_t progress_ms_ = 0;  // the last chunk of the awaited state
   uint64_t last_request_ms_ = 0;
   uint64_t behind_since_ms_ = 0;  // last time this node was not behind
 };
@@ -62,18 +72,25 @@ class Joiner {
 class Admission {
  public:
   void SetTimeouts(JoinTimeouts timeouts) { timeouts_ = timeouts; }
-  // A view change added `node` now (its state is on the way).
-  void Added(NodeId node, uint64_t now_ms) { added_at_ms_[node] = now_ms; }
+  // A view change added `node` now; `provider` sends its state.
+  void Added(NodeId node, NodeId provider, uint64_t now_ms) { added_[node] = {now_ms, provider}; }
+  // Who owes `node` the state of its last addition seen here (0: none seen).
+  NodeId ProviderOf(NodeId node) const;
   // Should this member propose a view change for a join request from `node`? Not while a node
-  // just added waits for its state (it asks again by itself if the state never comes), nor while
-  // this member is still sending it a state.
-  bool ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms) const;
+  // just added waits for its state (it asks again by itself if the state never comes) unless
+  // this member suspects its provider, nor while this member is still sending it a state.
+  bool ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms,
+                     bool provider_suspected = false) const;
   // Rate limit of "you are behind" notices to a node that speaks an old view.
   bool NoticeDue(NodeId node, uint64_t now_ms);
 
  private:
   JoinTimeouts timeouts_;
-  std::map<NodeId, uint64_t> added_at_ms_;
+  struct Addition {
+    uint64_t at_ms = 0;
+    NodeId provider = 0;
+  };
+  std::map<NodeId, Addition> added_;
   std::map<NodeId, uint64_t> last_notice_ms_;
 };
 

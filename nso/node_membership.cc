@@ -195,7 +195,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   std::vector<NodeId> state_to;
   for (NodeId node : next->joiners) {
     if (node != self_) state_to.push_back(node);
-    membership.admission.Added(node, now_ms_);
+    membership.admission.Added(node, proposal.provider, now_ms_);
   }
   if (proposal.provider == self_ && !state_to.empty()) {
     if (CanGiveState(group)) {
@@ -212,7 +212,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
       std::find(next->joiners.begin(), next->joiners.end(), self_) != next->joiners.end()) {
     // Re-added while still waiting for a state (its provider crashed), or after its servant's
     // state was lost: the state of the new view comes, and holds every request of the old views.
-    membership.joiner.JoinedView(next->view.id, now_ms_);
+    membership.joiner.JoinedView(next->view.id, now_ms_, proposal.provider);
     membership.receiver.Begin(next->view.id);
     membership.buffered.clear();
   }
@@ -382,6 +382,7 @@ void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessag
     view.mutable_membership()->set_kind(wire::MembershipMessage::NEW_VIEW);
     view.mutable_membership()->set_view_id(group->view_id());
     for (NodeId member : group->members()) view.mutable_membership()->add_members(member);
+    view.mutable_membership()->set_provider(MembershipOf(group).admission.ProviderOf(from));
     group->SendTo(from, std::move(view));
   }
   // A member whose servant holds the state answers (it will send the state); several may
@@ -395,7 +396,12 @@ void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessag
   for (const auto& [key, sender] : state_senders_) {
     if (key.first == group->name() && sender.joiners().count(from)) sending = true;
   }
-  if (!MembershipOf(group).admission.ShouldPropose(from, group->IsMember(from), sending, now_ms_)) {
+  const membership::Admission& admission = MembershipOf(group).admission;
+  const NodeId provider = admission.ProviderOf(from);
+  const bool provider_suspected = provider != 0 && provider != self_ &&
+                                  group->IsMember(provider) && group->suspected(provider);
+  if (!admission.ShouldPropose(from, group->IsMember(from), sending, now_ms_,
+                               provider_suspected)) {
     Log("membership")->debug("group {}: join request of node {}: its state is on the way",
                              group->name(), from);
     return;
@@ -414,10 +420,14 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   if (message.view_id() <= group->view_id()) return;  // already there (it delivered the change)
   std::vector<NodeId> members(message.members().begin(), message.members().end());
   if (std::find(members.begin(), members.end(), self_) == members.end()) return;
+  // A chunk comes from the provider itself; a NEW_VIEW names it (0 when its sender did not see
+  // the addition).
+  const NodeId provider =
+      message.kind() == wire::MembershipMessage::STATE_CHUNK ? from : message.provider();
   Log("membership")->info("group {}: joined view {} (members [{}]); awaiting state from node {}",
-                          group->name(), message.view_id(), Names(members), from);
+                          group->name(), message.view_id(), Names(members), provider);
   GroupMembership& membership = MembershipOf(group);
-  membership.joiner.JoinedView(message.view_id(), now_ms_);
+  membership.joiner.JoinedView(message.view_id(), now_ms_, provider);
   membership.receiver.Begin(message.view_id());
   membership.buffered.clear();
   std::vector<consensus::Delivery> deliveries;
@@ -456,6 +466,7 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
                             group->name(), message.view_id(), meta.replies_size(),
                             meta.delivered_seq());
   }
+  membership.joiner.StateProgress(now_ms_);
   GiveStateToServant(group, std::move(out.servant));
   if (!out.complete) return;
   Log("membership")->info("group {}: state of view {} installed", group->name(),
@@ -538,7 +549,10 @@ void Node::TickMembership(Group* group) {
     membership.declined.clear();
     if (!remove.empty()) ProposeViewChange(group, remove, {});
   }
-  switch (membership.joiner.Tick(now_ms_, group->is_member(), behind)) {
+  const NodeId provider = membership.joiner.provider();
+  const bool provider_suspected = provider != 0 && provider != self_ &&
+                                  group->IsMember(provider) && group->suspected(provider);
+  switch (membership.joiner.Tick(now_ms_, group->is_member(), behind, provider_suspected)) {
     case membership::Joiner::Action::kNone: return;
     case membership::Joiner::Action::kStateLateAsk:
       Log("membership")->warn("group {}: no state for view {} yet: asking to be re-added",

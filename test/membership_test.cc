@@ -216,6 +216,32 @@ TEST_CASE("a joiner asks to join, waits for its state, and asks again when it is
   CHECK(joiner.Tick(9000, true, false) == Joiner::Action::kNone);  // a member, up to date
 }
 
+TEST_CASE("a joiner that suspects its provider asks again once no chunk came for a while",
+          "[join]") {
+  Joiner joiner;
+  joiner.SetTimeouts({200, 10000});
+  joiner.set_want_member(true);
+  joiner.JoinedView(4, 1000, /*provider=*/2);
+  CHECK(joiner.provider() == 2);
+  CHECK(joiner.Tick(1100, true, false, true) == Joiner::Action::kNone);  // just joined
+  CHECK(joiner.Tick(1200, true, false, false) == Joiner::Action::kNone);  // not suspected
+  CHECK(joiner.Tick(1200, true, false, true) == Joiner::Action::kStateLateAsk);
+  CHECK(joiner.awaiting_state());
+  CHECK(joiner.Tick(1300, true, false, true) == Joiner::Action::kNone);  // rate-limited
+  CHECK(joiner.Tick(1400, true, false, true) == Joiner::Action::kStateLateAsk);
+  // A provider still sending is not given up on, suspected or not (a busy provider's "I am
+  // alive" messages may come late behind its chunks).
+  joiner.StateProgress(1500);
+  CHECK(joiner.Tick(1650, true, false, true) == Joiner::Action::kNone);
+  CHECK(joiner.Tick(1700, true, false, true) == Joiner::Action::kStateLateAsk);
+  // Unknown provider (a NEW_VIEW from a member that did not see the addition): the patience.
+  Joiner unknown;
+  unknown.SetTimeouts({200, 10000});
+  unknown.JoinedView(4, 1000);
+  CHECK(unknown.Tick(5000, true, false, true) == Joiner::Action::kNone);
+  CHECK(unknown.Tick(11000, true, false, true) == Joiner::Action::kStateLateAsk);
+}
+
 TEST_CASE("a member that is behind first gets a chance to catch up, then asks", "[join]") {
   Joiner joiner;
   joiner.SetTimeouts({200, 2000});
@@ -228,10 +254,15 @@ TEST_CASE("a member that is behind first gets a chance to catch up, then asks", 
 TEST_CASE("a member does not re-add a joiner whose state is on its way", "[join]") {
   Admission admission;
   admission.SetTimeouts(JoinTimeoutsFor(50, 1000));  // patience: max(1000, 2000)
-  admission.Added(7, 100);
+  admission.Added(7, /*provider=*/2, 100);
+  CHECK(admission.ProviderOf(7) == 2);
+  CHECK(admission.ProviderOf(8) == 0);
   CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000));
+  // Unless its provider is suspected here: the state may never come from there.
+  CHECK(admission.ShouldPropose(7, true, false, 1000, /*provider_suspected=*/true));
   CHECK(admission.ShouldPropose(7, true, false, 2100));
   CHECK_FALSE(admission.ShouldPropose(7, true, true, 5000));  // still sending it a state
+  CHECK_FALSE(admission.ShouldPropose(7, true, true, 1000, true));
   CHECK(admission.ShouldPropose(8, false, false, 1000));
   CHECK(admission.NoticeDue(3, 10));
   CHECK_FALSE(admission.NoticeDue(3, 50));
