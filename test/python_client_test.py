@@ -76,6 +76,14 @@ class PythonClientTest(unittest.TestCase):
         self.assertTrue(reply.replies[0].payload.endswith(b":f"))
         reply = self.client.invoke("echo", "echo", b"w", mode="one_way")
         self.assertEqual(len(reply.replies), 0)
+        # Through a request manager (open) and to every member (closed), per call.
+        reply = self.client.invoke("echo", "echo", b"o", mode="all", style="open")
+        self.assertEqual(sorted(r.payload for r in reply.replies), [b"n1:o", b"n2:o", b"n3:o"])
+        reply = self.client.invoke("echo", "echo", b"c", mode="all", style="closed")
+        self.assertEqual(sorted(r.payload for r in reply.replies), [b"n1:c", b"n2:c", b"n3:c"])
+        with self.assertRaises(ValueError) as bad:
+            self.client.invoke("echo", "echo", b"x", style="sideways")
+        self.assertIn("style 'sideways'", str(bad.exception))
 
     def test_invoke_future_many_in_flight(self):
         futures = [self.client.invoke_future("echo", "echo", b"f%d" % k, mode="all")

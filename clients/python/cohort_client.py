@@ -48,6 +48,10 @@ MODES = {
     "all": api_pb2.WAIT_ALL,
 }
 
+# A call's style (003 section 4): "closed" (to every member), "open" (through a request
+# manager), "default" (the group's).
+STYLES = {"default": api_pb2.STYLE_UNSPECIFIED, "open": api_pb2.OPEN, "closed": api_pb2.CLOSED}
+
 
 def _read(path):
     with open(path, "rb") as f:
@@ -114,24 +118,32 @@ class CohortClient:
         return self._with_nso(lambda nso: self.stub.GroupDetails(
             api_pb2.GroupRequest(nso=nso, group=group), timeout=timeout, metadata=self.metadata))
 
-    def _invoke_request(self, nso, group, method, payload, mode, deadline_ms):
+    def _invoke_request(self, nso, group, method, payload, mode, deadline_ms, style):
+        if mode not in MODES:
+            raise ValueError("mode %r: one of %s" % (mode, ", ".join(sorted(MODES))))
+        if style not in STYLES:
+            raise ValueError("style %r: one of %s" % (style, ", ".join(sorted(STYLES))))
         return api_pb2.InvokeRequest(nso=nso, group=group, method=method, payload=payload,
-                                     mode=MODES[mode], deadline_ms=deadline_ms)
+                                     mode=MODES[mode], deadline_ms=deadline_ms,
+                                     style=STYLES[style])
 
-    def invoke(self, group, method, payload, mode="default", deadline_ms=5000):
+    def invoke(self, group, method, payload, mode="default", deadline_ms=5000, style="default"):
         """Raises grpc.RpcError: NOT_FOUND (unknown group), UNAVAILABLE (too few members for
-        the mode), DEADLINE_EXCEEDED (mode not met in time), INVALID_ARGUMENT."""
+        the mode), DEADLINE_EXCEEDED (mode not met in time), INVALID_ARGUMENT. style: "open",
+        "closed" or "default" (the group's)."""
         return self._with_nso(lambda nso: self.stub.Invoke(
-            self._invoke_request(nso, group, method, payload, mode, deadline_ms),
+            self._invoke_request(nso, group, method, payload, mode, deadline_ms, style),
             timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata))
 
-    def invoke_future(self, group, method, payload, mode="default", deadline_ms=5000):
+    def invoke_future(self, group, method, payload, mode="default", deadline_ms=5000,
+                      style="default"):
         """invoke without waiting: a future whose result() is the reply (or raises as invoke
         does); many may be in flight on the client's one channel."""
         future = self.stub.Invoke.future(
-            self._invoke_request(self.nso, group, method, payload, mode, deadline_ms),
+            self._invoke_request(self.nso, group, method, payload, mode, deadline_ms, style),
             timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata)
-        return _InvokeFuture(future, self.nso, self, (group, method, payload, mode, deadline_ms))
+        return _InvokeFuture(future, self.nso, self,
+                             (group, method, payload, mode, deadline_ms, style))
 
     def create_group(self, group, members, ordering="", liveness="", style="", default_mode="",
                      acl=None, timeout=10.0):
