@@ -339,6 +339,9 @@ class Node {
   // A servant attached here holds the group's replicated state (false while servant_lost).
   bool HasServant(const std::string& group) const;
   bool CanGiveState(const Group* group);
+  // This node suspects `provider` (a member of `group` other than itself), the member owing a
+  // joiner its state: the joiner asks again, and members re-add it, without waiting.
+  bool ProviderSuspected(const Group* group, NodeId provider) const;
   bool AnyServantAttached(const std::string& group) const;
   // The group's last servant here detached: its state is gone; leave the group (see
   // GroupMembership::servant_lost).

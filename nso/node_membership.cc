@@ -397,11 +397,8 @@ void Node::OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessag
     if (key.first == group->name() && sender.joiners().count(from)) sending = true;
   }
   const membership::Admission& admission = MembershipOf(group).admission;
-  const NodeId provider = admission.ProviderOf(from);
-  const bool provider_suspected = provider != 0 && provider != self_ &&
-                                  group->IsMember(provider) && group->suspected(provider);
   if (!admission.ShouldPropose(from, group->IsMember(from), sending, now_ms_,
-                               provider_suspected)) {
+                               ProviderSuspected(group, admission.ProviderOf(from)))) {
     Log("membership")->debug("group {}: join request of node {}: its state is on the way",
                              group->name(), from);
     return;
@@ -478,6 +475,11 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   for (const wire::Request& request : buffered) ApplyRequest(group, request);
 }
 
+bool Node::ProviderSuspected(const Group* group, NodeId provider) const {
+  return provider != 0 && provider != self_ && group->IsMember(provider) &&
+         group->suspected(provider);
+}
+
 void Node::SendStateAck(Group* group, NodeId provider, uint64_t view_id) {
   wire::Envelope ack;
   ack.mutable_membership()->set_kind(wire::MembershipMessage::STATE_ACK);
@@ -549,10 +551,8 @@ void Node::TickMembership(Group* group) {
     membership.declined.clear();
     if (!remove.empty()) ProposeViewChange(group, remove, {});
   }
-  const NodeId provider = membership.joiner.provider();
-  const bool provider_suspected = provider != 0 && provider != self_ &&
-                                  group->IsMember(provider) && group->suspected(provider);
-  switch (membership.joiner.Tick(now_ms_, group->is_member(), behind, provider_suspected)) {
+  switch (membership.joiner.Tick(now_ms_, group->is_member(), behind,
+                                 ProviderSuspected(group, membership.joiner.provider()))) {
     case membership::Joiner::Action::kNone: return;
     case membership::Joiner::Action::kStateLateAsk:
       Log("membership")->warn("group {}: no state for view {} yet: asking to be re-added",
