@@ -112,7 +112,9 @@ class Client {
   // attaches to the first that answers and fails over to the next when it dies: the next daemon
   // answers "unknown NSO" and the client attaches there and sends the refused call once more, as
   // after a restart of its daemon (calls in flight at the failure may fail UNAVAILABLE: whether
-  // they were ordered is unknown). node_name() then names the new daemon.
+  // they were ordered is unknown). node_name() then names the new daemon. With TLS, set
+  // options.server_name to a name every daemon's certificate carries (such a target names no
+  // one host to check).
   // Connects with TLS and/or a token (options.client_name and options.timeout as below).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
                                                          const ConnectOptions& options);

@@ -6,6 +6,7 @@
 // unknown); no later call does.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "test/cluster.h"
 #include "test/counter_replica.h"
 #include "test/ops_test_util.h"
+#include "tools/test_ca.h"
 
 namespace cohort {
 namespace {
@@ -26,22 +28,38 @@ using test::Eventually;
 
 TEST_CASE("a Client given several daemons fails over to the next when its daemon dies",
           "[client][e2e]") {
-  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  // "tls": gRPC over TLS checked against a name every daemon's certificate carries
+  // (ConnectOptions::server_name; a target of several addresses names no one host).
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc", "tls");
   INFO("path " << path);
-  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  ConnectOptions options;
+  options.local = path == "local";
+  std::string tls_yaml;
+  if (path == "tls") {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string ca = std::string(tmp ? tmp : "/tmp") + "/failover-ca";
+    std::string out;
+    REQUIRE(test::RunProcess({test::Runfile("tools/make-test-ca"), ca}, &out) == 0);
+    tls_yaml = TestCaTlsYaml(ca, "cohort");
+    options.ca_file = ca + "/ca.pem";
+    options.server_name = "cohort";  // a SAN of the test CA's daemon certificate
+  }
+  test::Cluster cluster{{3, kGroups, tls_yaml, "warn"}};
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
+  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) {
+    replicas.push_back(std::make_unique<test::CounterReplica>());
+    replicas.back()->connect = options;
+    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
   std::string target = "ipv4:";
   for (int i = 1; i <= 3; ++i) {
     absl::StrAppend(&target, i > 1 ? "," : "", cluster.ClientAddress(i));
   }
-  ConnectOptions options;
-  options.local = path == "local";
   auto client = Client::Connect(target, options);
   REQUIRE(client.ok());
   CHECK((*client)->node_name() == "n1");  // gRPC's pick_first: the first address that answers
-  CHECK((*client)->via() == path);
+  CHECK((*client)->via() == std::string(path == "local" ? "local" : "grpc"));
   REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
   REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
   const uint64_t first_nso = (*client)->nso();

@@ -28,10 +28,11 @@ struct CounterReplica {
   std::atomic<int> slow_ms{0};
   std::atomic<int> state_installs{0};
   bool rejoin = false;  // Servant::RejoinAfterDaemonRestart
+  ConnectOptions connect;  // TLS and tokens, when the daemons want them
 
   // `local` false: the servant's stream goes over gRPC (ApiService::Serve), not the fast path.
   absl::Status Start(const std::string& address, const std::string& group, bool local = true) {
-    ConnectOptions options;
+    ConnectOptions options = connect;
     options.client_name = "counter";
     options.local = local;
     auto created = Servant::Create(address, group, options);
