@@ -157,9 +157,10 @@ struct Options {
   // Non-empty: a directory made by tools/make-test-ca; the daemons use TLS (mutual between
   // them), checked against the name "cohort" (a SAN of its certificates, on loopback and netlab).
   std::string tls_ca;
-  // "rejoin" (loopback): each servant is made with Servant::RejoinAfterDaemonRestart and outlives
-  // its daemon's kill -9 (an application process that stays up while its daemon restarts): the
-  // same servant registers again, its store reset and given the group's state, no new servant.
+  // "rejoin": each servant is made with Servant::RejoinAfterDaemonRestart and outlives its
+  // daemon's kill -9 (an application process that stays up while its daemon restarts): the same
+  // servant registers again, its store reset and given the group's state, no new servant. With
+  // --netlab the kill then ends the daemon only, not the host's kv-servant process.
   std::string servants = "fresh";
 };
 
@@ -343,7 +344,9 @@ class Run {
     if (i >= o_.nodes) return true;  // the outside daemon: no member, no servant
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (nodes_[i].servant != nullptr) {  // --servants rejoin: it registers again by itself
+      // --servants rejoin: it registers again by itself.
+      if (nodes_[i].servant != nullptr ||
+          (nodes_[i].servant_pid > 0 && waitpid(nodes_[i].servant_pid, nullptr, WNOHANG) == 0)) {
         nodes_[i].state = State::kUp;
         nodes_[i].incarnation++;
         return true;
@@ -391,6 +394,7 @@ class Run {
       if (!o_.tls_ca.empty()) {
         argv.insert(argv.end(), {"--ca-file", o_.tls_ca + "/ca.pem", "--server-name", "cohort"});
       }
+      if (o_.servants == "rejoin") argv.insert(argv.end(), {"--rejoin", "yes"});
       pid_t pid = Spawn(argv, log);
       bool serving = false, ended = false;
       for (int wait = 0; wait < 200 && !serving && !ended; ++wait) {
@@ -424,10 +428,15 @@ class Run {
       nodes_[i].state = State::kKilled;
       pid = nodes_[i].pid;
       nodes_[i].pid = 0;
-      servant_pid = nodes_[i].servant_pid;
-      nodes_[i].servant_pid = 0;
-      // --servants rejoin: the daemon only; its servant (and store) stays and registers again.
-      if (o_.servants != "rejoin") servant = std::move(nodes_[i].servant);
+      // --servants rejoin: the daemon only; its servant (and store, or its kv-servant process)
+      // stays and registers again.
+      if (o_.servants != "rejoin") {
+        servant_pid = nodes_[i].servant_pid;
+        nodes_[i].servant_pid = 0;
+        servant = std::move(nodes_[i].servant);
+      } else {
+        servant_pid = 0;
+      }
     }
     for (pid_t victim : {pid, servant_pid}) {  // a crashed machine: daemon and servant
       if (victim <= 0) continue;
@@ -1009,6 +1018,13 @@ class Run {
         if (nodes_[i].servant) rejoins += nodes_[i].servant->rejoins();
       }
     }
+    for (int i = 0; netlab() && i < o_.nodes; ++i) {  // the kv-servant processes say so
+      const std::string log = ReadFrom(absl::StrCat(o_.dir, "/kv-", Name(i), ".log"), 0);
+      for (size_t at = log.find(" registered again"); at != std::string::npos;
+           at = log.find(" registered again", at + 1)) {
+        ++rejoins;
+      }
+    }
     std::printf("kv-nemesis: nodes %d, %d s, ops: %s; faults: %s; final reads %d/%d; divergent "
                 "replies %d; replies without servant %d; failed restarts %d; servant streams "
                 "ended unasked %d; servant rejoins %llu; replicas agree: %s; acknowledged writes "
@@ -1161,13 +1177,12 @@ int main(int argc, char** argv) {
       (o.ordering != "consensus" && o.ordering != "sequencer") ||
       (o.api != "local" && o.api != "grpc") || (o.calls != "sync" && o.calls != "async") ||
       (o.peer_transport != "tcp" && o.peer_transport != "grpc") ||
-      (o.servants != "fresh" && o.servants != "rejoin") ||
-      (o.servants == "rejoin" && !o.netlab.empty())) {
+      (o.servants != "fresh" && o.servants != "rejoin")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
-                 "       [--calls sync|async] [--servants fresh|rejoin (loopback)]\n"
+                 "       [--calls sync|async] [--servants fresh|rejoin]\n"
                  "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return 2;

@@ -1,8 +1,10 @@
 // kv-servant: one replica of the replicated key-value store (tools/kv_store.h documents the
 // methods put / get / cas, their payloads, answers and errors, and the state transfer format).
 // Attaches to one daemon and serves a group (default `kv`) until SIGINT or SIGTERM, or until the
-// daemon ends the stream (exit 1: a supervisor restarts it, and it gets the state again).
-//   kv-servant --daemon 127.0.0.1:7201 [--group kv] [--name kv-1]
+// daemon ends the stream (exit 1: a supervisor restarts it, and it gets the state again); with
+// --rejoin yes it outlives its daemon's restart instead (Servant::RejoinAfterDaemonRestart) and
+// prints "registered again" each time.
+//   kv-servant --daemon 127.0.0.1:7201 [--group kv] [--name kv-1] [--rejoin yes]
 // Then, e.g.:  cohortctl invoke kv put color=blue --mode majority
 //              cohortctl invoke kv cas "color blue green" --mode majority
 #include <csignal>
@@ -20,6 +22,7 @@ void OnSignal(int) { g_stop = 1; }
 
 int main(int argc, char** argv) {
   std::string daemon = "127.0.0.1:7201", group = "kv", name = "kv";
+  bool rejoin = false;
   cohort::ConnectOptions options;
   for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
@@ -32,10 +35,14 @@ int main(int argc, char** argv) {
     else if (flag == "--name") name = argv[i + 1];
     else if (flag == "--ca-file") options.ca_file = argv[i + 1];
     else if (flag == "--server-name") options.server_name = argv[i + 1];
-    else {
+    else if (flag == "--rejoin" && (std::string(argv[i + 1]) == "yes" ||
+                                    std::string(argv[i + 1]) == "no")) {
+      rejoin = std::string(argv[i + 1]) == "yes";
+    } else {
       std::fprintf(stderr, "kv-servant: unknown flag %s\n"
                    "usage: kv-servant --daemon HOST:PORT [--group kv] [--name NAME]"
-                   " [--ca-file CA.pem [--server-name NAME]]\n", flag.c_str());
+                   " [--ca-file CA.pem [--server-name NAME]] [--rejoin yes|no]\n",
+                   flag.c_str());
       return 2;
     }
   }
@@ -47,6 +54,7 @@ int main(int argc, char** argv) {
   }
   cohort::kv::KvStore store;
   store.RegisterWith(servant->get());
+  if (rejoin) (*servant)->RejoinAfterDaemonRestart();
   if (absl::Status status = (*servant)->Start(); !status.ok()) {
     std::fprintf(stderr, "kv-servant: %s\n", status.ToString().c_str());
     return 1;
@@ -56,7 +64,14 @@ int main(int argc, char** argv) {
   std::printf("kv-servant %s serving group %s at %s\n", name.c_str(), group.c_str(), daemon.c_str());
   std::fflush(stdout);
   absl::Status why;
-  while (!g_stop && !(*servant)->Ended(&why)) absl::SleepFor(absl::Milliseconds(50));
+  uint64_t rejoins = 0;
+  while (!g_stop && !(*servant)->Ended(&why)) {
+    absl::SleepFor(absl::Milliseconds(50));
+    for (; rejoins < (*servant)->rejoins(); ++rejoins) {
+      std::printf("kv-servant %s registered again (its daemon restarted)\n", name.c_str());
+      std::fflush(stdout);
+    }
+  }
   (*servant)->Stop();
   if (!g_stop) {
     std::fprintf(stderr, "kv-servant %s: the daemon ended the stream: %s\n", name.c_str(),
