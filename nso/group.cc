@@ -52,7 +52,14 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   incarnations_.clear();
-  if (rare_) rare_->restarts_flagged.clear();
+  if (rare_) {
+    rare_->restarts_flagged.clear();
+    // Restarts noticed in the old view and not yet acted on: the view change that installed this
+    // view may have re-added the node already (another member noticed first), and a second
+    // re-add would cost a view change and a state transfer for nothing (seen in tools/demo). A
+    // restarted node that was not re-added is behind and asks to join by itself.
+    rare_->restarts.clear();
+  }
   if (view_id > view_id_) counters_.view_changes++;
   view_id_ = view_id;
   members_ = std::move(members);
