@@ -276,7 +276,8 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
   }
   std::string identity = policy_ != nullptr ? policy_->SealIdentity(caller) : "";
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
-    absl::StatusOr<uint64_t> nso = node_->Attach(request->client_name());
+    absl::StatusOr<uint64_t> nso =
+        node_->Attach(request->client_name(), /*expires_when_idle=*/true);
     if (!nso.ok()) return nso.status();
     reply->set_nso(*nso);
     reply->set_node(node_->self());

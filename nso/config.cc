@@ -71,7 +71,8 @@ const std::vector<absl::string_view> kFailureDetectorKeys = {
 const std::vector<absl::string_view> kConsensusKeys = {
     "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms", "batch_max_messages"};
 const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "default_deadline_ms",
-                                                   "max_nsos", "max_unordered_requests",
+                                                   "max_nsos", "nso_idle_ms",
+                                                   "max_unordered_requests",
                                                    "max_unordered_bytes"};
 const std::vector<absl::string_view> kGroupKeys = {
     "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
@@ -525,6 +526,7 @@ absl::Status ReadLimitsKeys(const MapView& m, LimitsConfig* limits) {
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_payload_bytes", 1, kMaxCount, &limits->max_payload_bytes));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "default_deadline_ms", &limits->default_deadline_ms));
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_nsos", 1, kMaxCount, &limits->max_nsos));
+  CONFIG_RETURN_IF_ERROR(ReadInt(m, "nso_idle_ms", 0, kMaxCount, &limits->nso_idle_ms));
   CONFIG_RETURN_IF_ERROR(
       ReadInt(m, "max_unordered_requests", 1, kMaxCount, &limits->max_unordered_requests));
   return ReadInt(m, "max_unordered_bytes", 1, kMaxCount, &limits->max_unordered_bytes);

@@ -99,6 +99,12 @@ struct LimitsConfig {
   int64_t max_payload_bytes = 4 * 1024 * 1024;  // >= 1
   int64_t default_deadline_ms = 5000;           // > 0
   int64_t max_nsos = 1000000;                   // >= 1
+  // An NSO attached over the API (a Client) that has not been used for this long, and has no
+  // servant and no request not yet ordered, is detached (0: never). Without it, every Attach of a
+  // client that went away stayed for the daemon's lifetime, and after max_nsos of them the daemon
+  // refused every new client. A Client that comes back later attaches again by itself (the
+  // daemon answers "unknown NSO").
+  int64_t nso_idle_ms = 600000;                 // >= 0
   // Requests (calls, one-way sends, multicasts) of one client NSO not yet known ordered; beyond
   // it a new one is refused RESOURCE_EXHAUSTED (backpressure: a flood faster than the group
   // orders must not grow the daemon's memory without bound).

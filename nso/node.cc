@@ -1,6 +1,7 @@
 #include "nso/node.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "nso/logging.h"
@@ -111,13 +112,13 @@ void Node::ApplyTimeouts(const Config& fresh) {
 
 // ---- NSOs -------------------------------------------------------------------------------------
 
-absl::StatusOr<uint64_t> Node::Attach(const std::string& client_name) {
+absl::StatusOr<uint64_t> Node::Attach(const std::string& client_name, bool expires_when_idle) {
   if (static_cast<int64_t>(nsos_.size()) >= config_.limits.max_nsos) {
     return absl::ResourceExhaustedError(
         absl::StrCat("limits.max_nsos (", config_.limits.max_nsos, ") NSOs already attached"));
   }
   uint64_t nso = next_nso_++;
-  nsos_[nso] = client_name;
+  nsos_[nso] = {client_name, expires_when_idle, now_ms_};
   Log("api")->debug("NSO {} attached for client \"{}\"", nso, client_name);
   return nso;
 }
@@ -133,10 +134,36 @@ absl::Status Node::Detach(uint64_t nso) {
 }
 
 absl::Status Node::CheckNso(uint64_t nso) const {
-  if (nsos_.count(nso) == 0) {
+  auto it = nsos_.find(nso);
+  if (it == nsos_.end()) {
     return absl::NotFoundError(absl::StrCat("unknown NSO ", nso, ": call Attach first"));
   }
+  it->second.last_used_ms = now_ms_;
   return absl::OkStatus();
+}
+
+void Node::ExpireIdleNsos() {
+  const uint64_t idle_ms = static_cast<uint64_t>(config_.limits.nso_idle_ms);
+  if (idle_ms == 0 || now_ms_ < next_nso_sweep_ms_) return;
+  // A walk over every NSO, at most every tenth of the idle time (and every second).
+  next_nso_sweep_ms_ = now_ms_ + std::max<uint64_t>(idle_ms / 10, 1000);
+  std::set<uint64_t> serving;
+  for (const auto& [id, servant] : servants_) serving.insert(servant.nso);
+  size_t detached = 0;
+  for (auto it = nsos_.begin(); it != nsos_.end();) {
+    const NsoEntry& entry = it->second;
+    if (entry.expires_when_idle && now_ms_ >= entry.last_used_ms + idle_ms &&
+        serving.count(it->first) == 0 && causal_barrier_.in_flight(it->first) == 0) {
+      it = nsos_.erase(it);
+      ++detached;
+    } else {
+      ++it;
+    }
+  }
+  if (detached > 0) {
+    Log("api")->info("{} NSO(s) unused for {} ms detached (limits.nso_idle_ms); {} attached",
+                     detached, idle_ms, nsos_.size());
+  }
 }
 
 absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const {
@@ -1223,6 +1250,7 @@ void Node::Tick(uint64_t now_ms) {
   WatchManagers();
   RetryManagedCalls();
   RetryOutsideRequests();
+  ExpireIdleNsos();
   silent_managers_.clear();
   left_managers_.clear();
   ExpireCalls();

@@ -119,7 +119,9 @@ class Node {
   void Tick(uint64_t now_ms);
 
   // 003 section 3: every client of the service gets its own NSO.
-  absl::StatusOr<uint64_t> Attach(const std::string& client_name);
+  // `expires_when_idle`: an API client's NSO, detached after limits.nso_idle_ms unused (the
+  // runtime's own and an embedded node's clients are not).
+  absl::StatusOr<uint64_t> Attach(const std::string& client_name, bool expires_when_idle = false);
   absl::Status Detach(uint64_t nso);
 
   absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
@@ -168,6 +170,7 @@ class Node {
   NodeId self() const { return self_; }
   const std::string& name() const { return config_.node; }
   size_t pending_calls() const { return calls_.size(); }
+  bool attached(uint64_t nso) const { return nsos_.count(nso) > 0; }
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
@@ -317,6 +320,8 @@ class Node {
   // Probes the members this node sends requests through from outside their group, and finds the
   // silent ones (silent_managers_, for this tick's retries).
   void WatchManagers();
+  // Detaches API clients' NSOs unused for limits.nso_idle_ms (no servant, nothing unordered).
+  void ExpireIdleNsos();
   // A Heartbeat with outside_probe: the probe (reply_wanted), its answer, or "not a member".
   void SendOutsideProbe(NodeId to, const std::string& group, bool reply_wanted, bool not_member);
   // `manager` was found silent this tick, or answered "not a member" of `group`, or its
@@ -397,7 +402,13 @@ class Node {
   const uint64_t incarnation_;
   uint64_t now_ms_;
   std::map<std::string, std::unique_ptr<Group>> groups_;
-  std::map<uint64_t, std::string> nsos_;          // NSO id -> client name
+  struct NsoEntry {
+    std::string client_name;
+    bool expires_when_idle = false;
+    mutable uint64_t last_used_ms = 0;  // CheckNso (const) marks each use
+  };
+  std::map<uint64_t, NsoEntry> nsos_;
+  uint64_t next_nso_sweep_ms_ = 0;
   // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
   // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told
   // "unknown NSO" (and attaches again) instead of being taken for another client.

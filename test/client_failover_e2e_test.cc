@@ -6,9 +6,11 @@
 // unknown); no later call does.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +83,37 @@ TEST_CASE("a Client given several daemons fails over to the next when its daemon
     REQUIRE(later.get().ok());
   }
   if (path == "local") CHECK((*client)->local_endpoint().address.find("n1") == std::string::npos);
+}
+
+TEST_CASE("a Client idle past limits.nso_idle_ms attaches again by itself; idle servants stay",
+          "[client][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::Cluster cluster{{3, kGroups, "limits: {nso_idle_ms: 1000}\n", "info"}};
+  REQUIRE(cluster.Start());
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
+  ConnectOptions options;
+  options.local = path == "local";
+  auto client = Client::Connect(cluster.ClientAddress(1), options);
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  const uint64_t first_nso = (*client)->nso();
+  // Idle past the limit (the daemon looks every second): n1 detaches the client's NSO.
+  CHECK(Eventually([&] {
+    return test::ReadText(cluster.LogPath(1)).find("unused for 1000 ms detached") !=
+           std::string::npos;
+  }, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The next calls succeed: the library attaches again after the daemon's "unknown NSO", and
+  // the servants (idle too) were kept: every replica answers.
+  auto all = (*client)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  CHECK(all->replies.size() == 3);
+  CHECK((*client)->nso() != first_nso);
+  auto later = (*client)->InvokeFuture("counter", "add", "1", Mode::kAll, absl::Seconds(5)).get();
+  REQUIRE(later.ok());
+  CHECK(later->replies.size() == 3);
 }
 
 }  // namespace

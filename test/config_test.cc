@@ -130,6 +130,7 @@ TEST_CASE("a minimal file gets the documented defaults", "[config]") {
   CHECK(config.limits.max_payload_bytes == 4 * 1024 * 1024);
   CHECK(config.limits.default_deadline_ms == 5000);
   CHECK(config.limits.max_nsos == 1000000);
+  CHECK(config.limits.nso_idle_ms == 600000);
   CHECK(config.groups.empty());
   CHECK_FALSE(config.tls.enabled);
   CHECK(config.tls.explicit_insecure);
@@ -279,6 +280,10 @@ TEST_CASE("a value of the wrong type is named", "[config]") {
              StartsWith("config.yaml:7: limits.max_nsos: must be an integer"));
   CHECK_THAT(ErrorOf(kBase + "limits:\n  max_nsos: 1.5\n"),
              StartsWith("config.yaml:7: limits.max_nsos: must be an integer, got \"1.5\""));
+  CHECK_THAT(ErrorOf(kBase + "limits:\n  nso_idle_ms: -1\n"),
+             StartsWith("config.yaml:7: limits.nso_idle_ms:"));
+  CHECK(ParseOk(kBase + "tls: {insecure: true}\nlimits:\n  nso_idle_ms: 0\n").limits.nso_idle_ms ==
+        0);  // never
   CHECK_THAT(ErrorOf(kBase + "consensus:\n  optimisation_2: 3\n"),
              StartsWith("config.yaml:7: consensus.optimisation_2: must be true or false"));
   CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: n1\n"),
