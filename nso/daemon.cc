@@ -161,6 +161,8 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
 NodeSnapshot TakeSnapshot(const Node& node) {
   NodeSnapshot snapshot;
   snapshot.pending_calls = node.pending_calls();
+  snapshot.nsos_attached = node.attached_nsos();
+  snapshot.nsos_detached_idle = node.nsos_detached_idle();
   snapshot.outside_unordered = node.outside_unordered();
   snapshot.outside_resent = node.outside_counters().resent;
   snapshot.outside_given_up = node.outside_counters().given_up;

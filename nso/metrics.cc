@@ -183,6 +183,12 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             [](const consensus::OrderCounters& o) { return o.messages_delivered; });
   out->Family("cohort_pending_calls", "gauge", "Invocations in flight at this daemon.");
   out->Sample("cohort_pending_calls", {}, static_cast<double>(snapshot.pending_calls));
+  out->Family("cohort_nsos_attached", "gauge", "NSOs attached at this daemon (one per client).");
+  out->Sample("cohort_nsos_attached", {}, static_cast<double>(snapshot.nsos_attached));
+  out->Family("cohort_nsos_detached_idle_total", "counter",
+              "NSOs detached after limits.nso_idle_ms unused (clients that went away).");
+  out->Sample("cohort_nsos_detached_idle_total", {},
+              static_cast<double>(snapshot.nsos_detached_idle));
   out->Family("cohort_outside_unordered", "gauge",
               "One-way calls and multicasts this daemon sent to a group it is not a member of, "
               "not yet reported ordered (kept to be resent).");

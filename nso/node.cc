@@ -160,6 +160,7 @@ void Node::ExpireIdleNsos() {
       ++it;
     }
   }
+  nsos_detached_idle_ += detached;
   if (detached > 0) {
     Log("api")->info("{} NSO(s) unused for {} ms detached (limits.nso_idle_ms); {} attached",
                      detached, idle_ms, nsos_.size());

@@ -171,6 +171,8 @@ class Node {
   const std::string& name() const { return config_.node; }
   size_t pending_calls() const { return calls_.size(); }
   bool attached(uint64_t nso) const { return nsos_.count(nso) > 0; }
+  size_t attached_nsos() const { return nsos_.size(); }
+  uint64_t nsos_detached_idle() const { return nsos_detached_idle_; }
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
@@ -409,6 +411,7 @@ class Node {
   };
   std::map<uint64_t, NsoEntry> nsos_;
   uint64_t next_nso_sweep_ms_ = 0;
+  uint64_t nsos_detached_idle_ = 0;
   // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
   // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told
   // "unknown NSO" (and attaches again) instead of being taken for another client.

@@ -89,7 +89,9 @@ TEST_CASE("a Client idle past limits.nso_idle_ms attaches again by itself; idle 
           "[client][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
-  test::Cluster cluster{{3, kGroups, "limits: {nso_idle_ms: 1000}\n", "info"}};
+  test::ClusterOptions cluster_options{3, kGroups, "limits: {nso_idle_ms: 1000}\n", "info"};
+  cluster_options.metrics = true;
+  test::Cluster cluster{cluster_options};
   REQUIRE(cluster.Start());
   auto replicas = test::StartCounterReplicas(cluster, 3);
   REQUIRE(replicas.ok());
@@ -114,6 +116,11 @@ TEST_CASE("a Client idle past limits.nso_idle_ms attaches again by itself; idle 
   auto later = (*client)->InvokeFuture("counter", "add", "1", Mode::kAll, absl::Seconds(5)).get();
   REQUIRE(later.ok());
   CHECK(later->replies.size() == 3);
+  // Operators see it: cohort_nsos_detached_idle_total counts it, cohort_nsos_attached the rest.
+  const std::string metrics = test::HttpGet(cluster.MetricsPort(1), "/metrics");
+  CHECK_THAT(metrics, Catch::Matchers::Contains("cohort_nsos_detached_idle_total "));
+  CHECK_THAT(metrics, !Catch::Matchers::Contains("cohort_nsos_detached_idle_total 0\n"));
+  CHECK_THAT(metrics, Catch::Matchers::Contains("cohort_nsos_attached "));
 }
 
 }  // namespace

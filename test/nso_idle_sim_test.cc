@@ -39,6 +39,8 @@ TEST_CASE("an API client's NSO unused for limits.nso_idle_ms is detached; busy o
   CHECK(node->attached(used));
   CHECK(node->attached(serving));
   CHECK(node->attached(own));
+  CHECK(node->nsos_detached_idle() == 1);
+  CHECK(node->attached_nsos() == 3);
   // The client that went away comes back: NOT_FOUND "unknown NSO" (the stub library then
   // attaches again by itself).
   absl::Status back = node->Multicast(idle, "g", "late");
