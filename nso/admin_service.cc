@@ -18,6 +18,7 @@ grpc::Status AdminService::Status(grpc::ServerContext* context, const api::Statu
   fill_status_(reply);
   reply->set_groups(static_cast<uint32_t>(snapshot->groups.size()));
   reply->set_pending_calls(snapshot->pending_calls);
+  reply->set_nsos(snapshot->nsos_attached);
   for (const GroupSnapshot& group : snapshot->groups) {
     if (!group.HasMajority()) reply->add_minority_groups(group.name);
   }

@@ -87,7 +87,7 @@ struct GroupSnapshot {
 struct NodeSnapshot {
   std::vector<GroupSnapshot> groups;
   uint64_t pending_calls = 0;
-  uint64_t nsos_attached = 0;       // clients' NSOs now (Node::attached_nsos)
+  uint64_t nsos_attached = 0;       // clients' NSOs now (Node::attached_nsos; Admin.Status)
   uint64_t nsos_detached_idle = 0;  // detached after limits.nso_idle_ms unused
   // Requests from outside a group (Node::outside_counters, outside_unordered).
   uint64_t outside_unordered = 0;

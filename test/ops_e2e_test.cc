@@ -147,9 +147,16 @@ TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
       test::Runfile("tools/cohortctl") + " --address " + node.cluster.ClientAddress(1) + " ";
   std::string out;
 
+  auto attached = Client::Connect(node.cluster.ClientAddress(1), "status-counted");
+  REQUIRE(attached.ok());
   REQUIRE(test::RunCapture(ctl + "status", &out) == 0);
   CHECK_THAT(out, Contains("node: n1 (id 1)"));
   CHECK_THAT(out, Contains("health: SERVING"));
+  {  // the attached clients' NSOs, this one included
+    const size_t at = out.find("clients: ");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stoll(out.substr(at + 9)) >= 1);
+  }
   CHECK_THAT(out, Contains("metrics.listen: 127.0.0.1:" + std::to_string(node.metrics_port)));
 
   REQUIRE(test::RunCapture(ctl + "health", &out) == 0);

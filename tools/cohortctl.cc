@@ -2,6 +2,7 @@
 //
 //   cohortctl [--address HOST:PORT] [--timeout-ms N] COMMAND ...
 //     status                       the daemon: name, cluster, health, groups, calls in flight,
+//                                  attached clients,
 //                                  its peers (address, connected or not)
 //     health [SERVICE]             grpc.health.v1 check; exit 0 when SERVING, 1 otherwise
 //     services                     the gRPC services the daemon offers (server reflection)
@@ -219,8 +220,10 @@ int Status(const Options& options) {
   if (reply.minority_groups_size() > 0) {
     std::printf("minority_groups: %s\n", absl::StrJoin(reply.minority_groups(), ",").c_str());
   }
-  std::printf("groups: %u\npending_calls: %llu\nqueue_depth: %llu\nuptime_s: %.1f\n",
+  std::printf("groups: %u\npending_calls: %llu\nclients: %llu\nqueue_depth: %llu\n"
+              "uptime_s: %.1f\n",
               reply.groups(), static_cast<unsigned long long>(reply.pending_calls()),
+              static_cast<unsigned long long>(reply.nsos()),
               static_cast<unsigned long long>(reply.queue_depth()), reply.uptime_ms() / 1000.0);
   std::printf("listen.peer: %s\nlisten.client: %s\nmetrics.listen: %s\n",
               reply.listen_peer().c_str(), reply.listen_client().c_str(),
