@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -95,6 +96,18 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as caught:
             self.client.invoke_future("nope", "echo", b"", mode="first").result()
         self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+        # grpc.Future's other methods: a done callback (given the future) and exception().
+        done = threading.Event()
+        seen = []
+        future = self.client.invoke_future("echo", "echo", b"cb", mode="all")
+        future.add_done_callback(lambda f: (seen.append(f), done.set()))
+        self.assertTrue(done.wait(10))
+        self.assertIs(seen[0], future)
+        self.assertTrue(future.done())
+        self.assertIsNone(future.exception())
+        self.assertEqual(len(future.result().replies), 3)
+        missing = self.client.invoke_future("nope", "echo", b"", mode="first")
+        self.assertEqual(missing.exception().code(), grpc.StatusCode.NOT_FOUND)
 
     def test_servant_errors_come_back_per_member(self):
         reply = self.client.invoke("echo", "fail", b"", mode="all")

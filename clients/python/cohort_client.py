@@ -186,8 +186,9 @@ def _unknown_nso(error):
 
 
 class _InvokeFuture:
-    """CohortClient.invoke_future's result: a refused call ("unknown NSO": the daemon restarted)
-    is sent again, after attaching again, when its result is asked for."""
+    """CohortClient.invoke_future's result, with grpc.Future's methods: a refused call ("unknown
+    NSO": the daemon restarted, or the NSO went idle) is sent again, after attaching again, when
+    its result (or exception) is asked for. A done callback gets this future."""
 
     def __init__(self, future, nso, client, call):
         self._future, self._nso, self._client, self._call = future, nso, client, call
@@ -195,8 +196,24 @@ class _InvokeFuture:
     def done(self):
         return self._future.done()
 
+    def running(self):
+        return self._future.running()
+
+    def cancelled(self):
+        return self._future.cancelled()
+
     def cancel(self):
         return self._future.cancel()
+
+    def add_done_callback(self, fn):
+        self._future.add_done_callback(lambda _: fn(self))
+
+    def exception(self, timeout=None):
+        try:
+            self.result(timeout=timeout)
+        except grpc.RpcError as error:
+            return error
+        return None
 
     def result(self, timeout=None):
         try:
