@@ -535,17 +535,12 @@ bool Servant::Rejoin(absl::Status* why) {
 
 void Servant::ResetState() {
   if (!initial_state_) return;
-  absl::Status status;
-  if (set_state_chunk_) {
-    status = set_state_chunk_(0, *initial_state_, true);
-  } else {
-    status = set_state_(*initial_state_);
-  }
-  partial_state_.clear();
-  if (!status.ok()) {
-    std::fprintf(stderr, "cohort servant: resetting the state to rejoin: %s\n",
-                 status.ToString().c_str());
-  }
+  // As a state transfer of one chunk (the hooks' either kind; a partial state is dropped).
+  api::ServantEvent whole;
+  whole.set_payload(*initial_state_);
+  whole.set_state_offset(0);
+  whole.set_state_last(true);
+  TakeStateChunk(whole);
 }
 
 }  // namespace cohort

@@ -48,12 +48,12 @@ TEST_CASE("a Client given several daemons fails over to the next when its daemon
   }
   test::Cluster cluster{{3, kGroups, tls_yaml, "warn"}};
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    replicas.back()->connect = options;
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
+  auto replicas = test::StartCounterReplicas(cluster, 3, "counter",
+                                             [&](int, test::CounterReplica* replica) {
+                                               replica->connect = options;  // TLS, when on
+                                               replica->connect.local = true;
+                                             });
+  REQUIRE(replicas.ok());
   std::string target = "ipv4:";
   for (int i = 1; i <= 3; ++i) {
     absl::StrAppend(&target, i > 1 ? "," : "", cluster.ClientAddress(i));

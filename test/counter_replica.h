@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,13 +29,13 @@ struct CounterReplica {
   std::atomic<int> slow_ms{0};
   std::atomic<int> state_installs{0};
   bool rejoin = false;  // Servant::RejoinAfterDaemonRestart
-  ConnectOptions connect;  // TLS and tokens, when the daemons want them
+  ConnectOptions connect;  // TLS and tokens, when the daemons want them (its `local` and Start's)
 
   // `local` false: the servant's stream goes over gRPC (ApiService::Serve), not the fast path.
   absl::Status Start(const std::string& address, const std::string& group, bool local = true) {
     ConnectOptions options = connect;
     options.client_name = "counter";
-    options.local = local;
+    options.local = local && connect.local;
     auto created = Servant::Create(address, group, options);
     if (!created.ok()) return created.status();
     servant = std::move(*created);
@@ -61,12 +62,15 @@ struct CounterReplica {
   }
 };
 
-// A counter replica of `group` on each of daemons 1..count of `cluster`.
+// A counter replica of `group` on each of daemons 1..count of `cluster`; `tune` sets a replica's
+// options (rejoin, connect) before it starts, given its daemon's index.
 inline absl::StatusOr<std::vector<std::unique_ptr<CounterReplica>>> StartCounterReplicas(
-    const Cluster& cluster, int count, const std::string& group = "counter") {
+    const Cluster& cluster, int count, const std::string& group = "counter",
+    const std::function<void(int, CounterReplica*)>& tune = nullptr) {
   std::vector<std::unique_ptr<CounterReplica>> replicas;
   for (int i = 1; i <= count; ++i) {
     replicas.push_back(std::make_unique<CounterReplica>());
+    if (tune) tune(i, replicas.back().get());
     if (absl::Status started = replicas.back()->Start(cluster.ClientAddress(i), group);
         !started.ok()) {
       return started;

@@ -29,14 +29,14 @@ using test::Eventually;
 std::vector<std::unique_ptr<test::CounterReplica>> StartReplicas(const test::Cluster& cluster,
                                                                  const std::string& path,
                                                                  std::set<int> rejoin) {
-  std::vector<std::unique_ptr<test::CounterReplica>> replicas;
-  for (int i = 1; i <= 3; ++i) {
-    replicas.push_back(std::make_unique<test::CounterReplica>());
-    replicas.back()->rejoin = rejoin.count(i) > 0;
-    REQUIRE(replicas.back()->Start(cluster.ClientAddress(i), "counter", path == "local").ok());
-    CHECK(replicas.back()->servant->via() == path);
-  }
-  return replicas;
+  auto replicas = test::StartCounterReplicas(
+      cluster, 3, "counter", [&](int i, test::CounterReplica* replica) {
+        replica->rejoin = rejoin.count(i) > 0;
+        replica->connect.local = path == "local";
+      });
+  REQUIRE(replicas.ok());
+  for (const auto& replica : *replicas) CHECK(replica->servant->via() == path);
+  return *std::move(replicas);
 }
 
 // Every replica answers a wait-for-all "get" with `value`.

@@ -310,6 +310,7 @@ class Run {
     return options;
   }
   std::string Name(int i) const { return absl::StrCat("n", i + 1); }
+  bool rejoining() const { return o_.servants == "rejoin"; }  // --servants rejoin
 
   void Note(const std::string& text) {
     std::lock_guard<std::mutex> lock(file_mu_);
@@ -363,7 +364,7 @@ class Run {
       auto created = cohort::Servant::Create(Address(i), "kv", Connecting(absl::StrCat("kv-", Name(i))));
       if (created.ok()) {
         store->RegisterWith(created->get());
-        if (o_.servants == "rejoin") (*created)->RejoinAfterDaemonRestart();
+        if (rejoining()) (*created)->RejoinAfterDaemonRestart();
         absl::Status started = (*created)->Start();
         if (started.ok()) {
           servant = std::move(*created);
@@ -394,7 +395,7 @@ class Run {
       if (!o_.tls_ca.empty()) {
         argv.insert(argv.end(), {"--ca-file", o_.tls_ca + "/ca.pem", "--server-name", "cohort"});
       }
-      if (o_.servants == "rejoin") argv.insert(argv.end(), {"--rejoin", "yes"});
+      if (rejoining()) argv.insert(argv.end(), {"--rejoin", "yes"});
       pid_t pid = Spawn(argv, log);
       bool serving = false, ended = false;
       for (int wait = 0; wait < 200 && !serving && !ended; ++wait) {
@@ -430,7 +431,7 @@ class Run {
       nodes_[i].pid = 0;
       // --servants rejoin: the daemon only; its servant (and store, or its kv-servant process)
       // stays and registers again.
-      if (o_.servants != "rejoin") {
+      if (!rejoining()) {
         servant_pid = nodes_[i].servant_pid;
         nodes_[i].servant_pid = 0;
         servant = std::move(nodes_[i].servant);
@@ -443,7 +444,7 @@ class Run {
       kill(victim, SIGKILL);
       waitpid(victim, nullptr, 0);
     }
-    if (o_.servants == "rejoin") return;
+    if (rejoining()) return;
     if (servant) servant->Stop();  // cancels the stream only
     servant.reset();                // joins its delivery thread, which uses the store
     std::lock_guard<std::mutex> lock(mu_);

@@ -109,10 +109,14 @@ class CohortClient:
         except grpc.RpcError as error:
             if not _unknown_nso(error):
                 raise
-        with self._attach_lock:
-            if self.nso == nso:  # not attached again by another thread meanwhile
-                self._attach()
+        self._attach_again(nso)
         return call(self.nso)
+
+    def _attach_again(self, stale):
+        """The daemon did not know NSO `stale`: a new one, unless another thread got it already."""
+        with self._attach_lock:
+            if self.nso == stale:
+                self._attach()
 
     def group_details(self, group, timeout=5.0):
         return self._with_nso(lambda nso: self.stub.GroupDetails(
@@ -221,9 +225,7 @@ class _InvokeFuture:
         except grpc.RpcError as error:
             if not _unknown_nso(error):
                 raise
-        with self._client._attach_lock:
-            if self._client.nso == self._nso:
-                self._client._attach()
+        self._client._attach_again(self._nso)
         return self._client.invoke(*self._call)
 
 
