@@ -45,6 +45,12 @@ class ClientBackend {
     (void)request;
     return absl::UnimplementedError("DeleteGroup goes through a daemon's gRPC API");
   }
+  // Gives the NSO back (~Client): best effort, waiting at most `timeout`.
+  virtual absl::Status Detach(uint64_t nso, absl::Duration timeout) {
+    (void)nso;
+    (void)timeout;
+    return absl::UnimplementedError("this client cannot detach its NSO");
+  }
   // "local", "grpc" or "in-process" (Client::via).
   virtual const char* via() const = 0;
   // A new NSO at the daemon (its earlier one is unknown there: the daemon restarted, or the

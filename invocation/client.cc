@@ -74,6 +74,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
 namespace {
 
 constexpr size_t kStreamedCallBytesMax = 1 << 20;
+// How long ~Client waits for its daemon to take the NSO back (a frozen daemon costs this).
+constexpr absl::Duration kDetachWait = absl::Milliseconds(500);
 
 // The client's NSO in a cohortd daemon, over gRPC: invocations pipelined on one stream, the rest
 // unary calls.
@@ -110,6 +112,16 @@ class RemoteClient final : public internal::ClientBackend {
       attached.local_identity = reply.local_identity();
     }
     return attached;
+  }
+
+  absl::Status Detach(uint64_t nso, absl::Duration timeout) override {
+    grpc::ClientContext context;
+    SetDeadline(&context, timeout);  // not wait_for_ready: a daemon that is gone fails at once
+    if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
+    api::DetachRequest request;
+    request.set_nso(nso);
+    api::Empty reply;
+    return nso::FromGrpcStatus(stub_->Detach(&context, request, &reply));
   }
 
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
@@ -213,6 +225,9 @@ Client::~Client() {
     absl::MutexLock lock(&reattach_mu_);  // no callback attaches again or resends from now on
     closing_ = true;
   }
+  // The daemon forgets this client now rather than after limits.nso_idle_ms; calls it accepted
+  // are still ordered. Best effort: a daemon that is gone has forgotten it already.
+  if (owns_nso_.load()) backend_->Detach(nso_.load(), kDetachWait).IgnoreError();
   // The connections first: they fail the asynchronous calls still pending on them, whose
   // callbacks then run before the callbacks' thread goes.
   backend_.reset();
@@ -221,8 +236,10 @@ Client::~Client() {
 }
 
 std::unique_ptr<Client> Client::WithBackend(std::unique_ptr<internal::ClientBackend> backend,
-                                            uint64_t nso, std::string node_name) {
-  return std::unique_ptr<Client>(new Client(std::move(backend), nso, std::move(node_name)));
+                                            uint64_t nso, std::string node_name, bool owns_nso) {
+  std::unique_ptr<Client> client(new Client(std::move(backend), nso, std::move(node_name)));
+  client->owns_nso_ = owns_nso;
+  return client;
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
@@ -265,7 +282,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
   const bool local_used = local != nullptr;
   std::unique_ptr<Client> client = WithBackend(
       std::make_unique<RemoteClient>(std::move(channel), options.token, std::move(local)),
-      reply.nso(), reply.node_name());
+      reply.nso(), reply.node_name(), /*owns_nso=*/true);
   if (!options.client_name.empty()) client->client_name_ = options.client_name;
   client->attach_timeout_ = options.timeout;
   if (local_used) {

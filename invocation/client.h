@@ -184,8 +184,13 @@ class Client {
   internal::LocalEndpoint local_endpoint() const ABSL_LOCKS_EXCLUDED(daemon_mu_);
 
   // For the runtime (an embedded node, nso/embedded.h): a Client over another way to its NSO.
+  // `owns_nso`: ~Client detaches the NSO (it was attached for this Client alone).
   static std::unique_ptr<Client> WithBackend(std::unique_ptr<internal::ClientBackend> backend,
-                                             uint64_t nso, std::string node_name);
+                                             uint64_t nso, std::string node_name,
+                                             bool owns_nso = false);
+  // For the runtime (a Servant that takes the NSO over): destroying this Client leaves its NSO
+  // attached (a Client made by Connect detaches it).
+  void KeepNsoAtDaemon() { owns_nso_ = false; }
 
  private:
   Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso, std::string node_name);
@@ -219,6 +224,7 @@ class Client {
   // before the backend goes.
   absl::Mutex reattach_mu_;
   bool closing_ ABSL_GUARDED_BY(reattach_mu_) = false;
+  std::atomic<bool> owns_nso_{false};  // ~Client detaches the NSO (WithBackend, KeepNsoAtDaemon)
   std::string client_name_ = "cohort-client";  // ConnectOptions::client_name, to attach again
   absl::Duration attach_timeout_ = absl::Seconds(5);
   // The daemon the NSO is at: replaced when the Client attaches again.

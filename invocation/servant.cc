@@ -189,6 +189,7 @@ absl::StatusOr<std::pair<std::unique_ptr<internal::ServantBackend>, uint64_t>> C
     const std::string& address, const ConnectOptions& options) {
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
   if (!client.ok()) return client.status();
+  (*client)->KeepNsoAtDaemon();  // the servant's from now on
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = DaemonChannel(address, options);
   if (!channel.ok()) return channel.status();
   std::unique_ptr<internal::ServantBackend> backend;

@@ -275,9 +275,10 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
     }
   }
   std::string identity = policy_ != nullptr ? policy_->SealIdentity(caller) : "";
+  const uint64_t owner = nso::Node::OwnerFingerprint(caller);
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
     absl::StatusOr<uint64_t> nso =
-        node_->Attach(request->client_name(), /*expires_when_idle=*/true);
+        node_->Attach(request->client_name(), /*expires_when_idle=*/true, owner);
     if (!nso.ok()) return nso.status();
     reply->set_nso(*nso);
     reply->set_node(node_->self());
@@ -289,6 +290,19 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
     }
     return absl::OkStatus();
   }));
+}
+
+grpc::Status ApiService::Detach(grpc::ServerContext* context, const api::DetachRequest* request,
+                                api::Empty*) {
+  std::string caller;
+  if (policy_ != nullptr) {
+    if (grpc::Status allowed = policy_->Authenticate(*context, &caller); !allowed.ok()) {
+      return allowed;
+    }
+  }
+  const uint64_t requester = nso::Node::OwnerFingerprint(caller);
+  return ToGrpcStatus(
+      RunOnLoop([&]() -> absl::Status { return node_->Detach(request->nso(), requester); }));
 }
 
 void AccessPolicy::SetCreatedGroupAcl(const std::string& group,

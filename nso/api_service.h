@@ -128,6 +128,7 @@ class ApiService final
   }
 
   grpc::Status Attach(grpc::ServerContext*, const api::AttachRequest*, api::AttachReply*) override;
+  grpc::Status Detach(grpc::ServerContext*, const api::DetachRequest*, api::Empty*) override;
   grpc::Status CreateGroup(grpc::ServerContext*, const api::CreateGroupRequest*,
                            api::Empty*) override;
   grpc::Status DeleteGroup(grpc::ServerContext*, const api::GroupRequest*, api::Empty*) override;

@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<Client>> EmbeddedNode::Connect(const std::string&
   absl::StatusOr<uint64_t> nso = Attach(client_name);
   if (!nso.ok()) return nso.status();
   return Client::WithBackend(
-      nso::MakeLocalClient(daemon_->node(), daemon_->loop(), daemon_.get()), *nso, name_);
+      nso::MakeLocalClient(daemon_->node(), daemon_->loop(), daemon_.get()), *nso, name_,
+      /*owns_nso=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Servant>> EmbeddedNode::CreateServant(const std::string& group,

@@ -120,6 +120,10 @@ class LocalClient final : public internal::ClientBackend {
   absl::Status LeaveGroup(const api::GroupRequest& request) override {
     return RunOnLoop(loop_, [&] { return node_->LeaveGroup(request.group()); });
   }
+  absl::Status Detach(uint64_t nso, absl::Duration timeout) override {
+    (void)timeout;  // the protocol thread runs it at once
+    return RunOnLoop(loop_, [&] { return node_->Detach(nso); });
+  }
 
  private:
   Node* const node_;

@@ -189,6 +189,9 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
               "NSOs detached after limits.nso_idle_ms unused (clients that went away).");
   out->Sample("cohort_nsos_detached_idle_total", {},
               static_cast<double>(snapshot.nsos_detached_idle));
+  out->Family("cohort_nsos_detached_total", "counter",
+              "NSOs detached by their clients (Cohort.Detach, e.g. a Client destroyed).");
+  out->Sample("cohort_nsos_detached_total", {}, static_cast<double>(snapshot.nsos_detached));
   out->Family("cohort_outside_unordered", "gauge",
               "One-way calls and multicasts this daemon sent to a group it is not a member of, "
               "not yet reported ordered (kept to be resent).");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "nso/logging.h"
 
@@ -112,19 +113,34 @@ void Node::ApplyTimeouts(const Config& fresh) {
 
 // ---- NSOs -------------------------------------------------------------------------------------
 
-absl::StatusOr<uint64_t> Node::Attach(const std::string& client_name, bool expires_when_idle) {
+absl::StatusOr<uint64_t> Node::Attach(const std::string& client_name, bool expires_when_idle,
+                                      uint64_t owner) {
   if (static_cast<int64_t>(nsos_.size()) >= config_.limits.max_nsos) {
     return absl::ResourceExhaustedError(
         absl::StrCat("limits.max_nsos (", config_.limits.max_nsos, ") NSOs already attached"));
   }
   uint64_t nso = next_nso_++;
-  nsos_[nso] = {client_name, expires_when_idle, now_ms_};
+  nsos_[nso] = {client_name, expires_when_idle, now_ms_, owner};
   Log("api")->debug("NSO {} attached for client \"{}\"", nso, client_name);
   return nso;
 }
 
-absl::Status Node::Detach(uint64_t nso) {
-  if (nsos_.erase(nso) == 0) return absl::NotFoundError(absl::StrCat("unknown NSO ", nso));
+uint64_t Node::OwnerFingerprint(const std::string& caller) {
+  if (caller.empty()) return 0;
+  const uint64_t hash = absl::Hash<std::string>{}(caller);
+  return hash == 0 ? 1 : hash;
+}
+
+absl::Status Node::Detach(uint64_t nso, uint64_t requester) {
+  auto entry = nsos_.find(nso);
+  if (entry == nsos_.end()) return absl::NotFoundError(absl::StrCat("unknown NSO ", nso));
+  if (entry->second.owner != 0 && entry->second.owner != requester) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("NSO ", nso, " was attached by another client: only it may detach it"));
+  }
+  Log("api")->debug("NSO {} of client \"{}\" detached", nso, entry->second.client_name);
+  nsos_.erase(entry);
+  ++nsos_detached_;
   std::vector<uint64_t> gone;
   for (const auto& [id, servant] : servants_) {
     if (servant.nso == nso) gone.push_back(id);

@@ -120,9 +120,18 @@ class Node {
 
   // 003 section 3: every client of the service gets its own NSO.
   // `expires_when_idle`: an API client's NSO, detached after limits.nso_idle_ms unused (the
-  // runtime's own and an embedded node's clients are not).
-  absl::StatusOr<uint64_t> Attach(const std::string& client_name, bool expires_when_idle = false);
-  absl::Status Detach(uint64_t nso);
+  // runtime's own and an embedded node's clients are not). `owner`: a fingerprint of the
+  // authenticated caller (OwnerFingerprint; 0 without authentication), checked by Detach.
+  absl::StatusOr<uint64_t> Attach(const std::string& client_name, bool expires_when_idle = false,
+                                  uint64_t owner = 0);
+  // The client is done with its NSO: it goes with its servants; requests it sent and that are
+  // not yet ordered still are (their resends do not need the NSO). PERMISSION_DENIED when
+  // `requester` is not the NSO's owner, NOT_FOUND for an unknown NSO.
+  absl::Status Detach(uint64_t nso, uint64_t requester = 0);
+  // What Attach and Detach compare: a hash of the authenticated caller's name (0 for none).
+  // A NSO lives no longer than its node, so a hash of this process is enough, and it keeps the
+  // per-NSO memory (issue 7's 2 KiB limit) small.
+  static uint64_t OwnerFingerprint(const std::string& caller);
 
   absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
   // A configuration reload: the groups' failure-detector timeouts and silence periods.
@@ -173,6 +182,7 @@ class Node {
   bool attached(uint64_t nso) const { return nsos_.count(nso) > 0; }
   size_t attached_nsos() const { return nsos_.size(); }
   uint64_t nsos_detached_idle() const { return nsos_detached_idle_; }
+  uint64_t nsos_detached() const { return nsos_detached_; }  // by Detach
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
@@ -408,10 +418,12 @@ class Node {
     std::string client_name;
     bool expires_when_idle = false;
     mutable uint64_t last_used_ms = 0;  // CheckNso (const) marks each use
+    uint64_t owner = 0;                 // OwnerFingerprint of who attached it
   };
   std::map<uint64_t, NsoEntry> nsos_;
   uint64_t next_nso_sweep_ms_ = 0;
   uint64_t nsos_detached_idle_ = 0;
+  uint64_t nsos_detached_ = 0;
   // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
   // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told
   // "unknown NSO" (and attaches again) instead of being taken for another client.

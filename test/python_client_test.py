@@ -16,6 +16,8 @@ import unittest
 
 import grpc
 
+import api_pb2
+import api_pb2_grpc
 from cohort_client import CohortClient, Servant
 from local_cluster import LocalCluster
 
@@ -46,6 +48,22 @@ class PythonClientTest(unittest.TestCase):
         for servant in cls.servants:
             servant.stop()
         cls.cluster.stop()
+
+    def test_close_detaches_the_nso(self):
+        address = "127.0.0.1:%d" % self.client_ports[1]
+        channel = grpc.insecure_channel(address)
+        admin = api_pb2_grpc.AdminStub(channel)
+        before = admin.Status(api_pb2.StatusRequest(), timeout=5).nsos
+        client = CohortClient(address, "python-short-lived")
+        self.assertEqual(admin.Status(api_pb2.StatusRequest(), timeout=5).nsos, before + 1)
+        client.invoke("echo", "echo", b"once", mode="one_way")
+        nso = client.nso
+        client.close()
+        self.assertEqual(admin.Status(api_pb2.StatusRequest(), timeout=5).nsos, before)
+        with self.assertRaises(grpc.RpcError) as gone:
+            api_pb2_grpc.CohortStub(channel).Detach(api_pb2.DetachRequest(nso=nso), timeout=5)
+        self.assertEqual(gone.exception.code(), grpc.StatusCode.NOT_FOUND)
+        channel.close()
 
     def test_attach_gives_an_nso(self):
         self.assertGreater(self.client.nso, 0)

@@ -91,6 +91,7 @@ class CohortClient:
         self._client_name = client_name
         self._timeout = timeout
         self._attach_lock = threading.Lock()
+        self._closed = False
         self.nso = 0
         self._attach()
 
@@ -182,6 +183,17 @@ class CohortClient:
         return self.admin.Status(api_pb2.StatusRequest(), timeout=timeout, metadata=self.metadata)
 
     def close(self):
+        """Gives the NSO back to the daemon (Detach; best effort: a daemon that is gone has
+        forgotten it) and closes the channel. Calls already accepted are still delivered.
+        Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.stub.Detach(api_pb2.DetachRequest(nso=self.nso), timeout=0.5,
+                             metadata=self.metadata)
+        except grpc.RpcError:
+            pass
         self.channel.close()
 
 
