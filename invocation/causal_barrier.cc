@@ -75,6 +75,15 @@ size_t CausalBarrier::held() const {
   return count;
 }
 
+bool CausalBarrier::Holds(uint64_t nso, uint64_t call_id) const {
+  auto it = nsos_.find(nso);
+  if (it == nsos_.end()) return false;
+  for (const Held& held : it->second.held) {
+    if (held.call_id == call_id) return true;
+  }
+  return false;
+}
+
 size_t CausalBarrier::in_flight(uint64_t nso) const {
   auto it = nsos_.find(nso);
   return it == nsos_.end() ? 0 : it->second.unordered.size() + it->second.held.size();

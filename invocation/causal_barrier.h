@@ -42,6 +42,8 @@ class CausalBarrier {
   std::vector<Submit> Expire(uint64_t now_ms);
 
   size_t held() const;
+  // Request `call_id` of `nso` is held (not yet submitted).
+  bool Holds(uint64_t nso, uint64_t call_id) const;
   // Requests of `nso` not yet known ordered, held ones included (limits.max_unordered_requests).
   size_t in_flight(uint64_t nso) const;
   // Their bytes (limits.max_unordered_bytes).

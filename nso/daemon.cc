@@ -168,6 +168,8 @@ NodeSnapshot TakeSnapshot(const Node& node) {
   snapshot.outside_resent = node.outside_counters().resent;
   snapshot.outside_given_up = node.outside_counters().given_up;
   snapshot.standby_takeovers = node.outside_counters().standby_takeovers;
+  snapshot.fifo_held = node.outside_counters().fifo_held;
+  snapshot.fifo_gave_up = node.outside_counters().fifo_gave_up;
   snapshot.managers_silent = node.outside_counters().managers_silent;
   for (const Group* group : node.groups()) {
     GroupSnapshot g;

@@ -206,6 +206,13 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
               "Closed calls from outside ordered by this member because the member named to "
               "order them was suspected or gone.");
   out->Sample("cohort_standby_takeovers_total", {}, static_cast<double>(snapshot.standby_takeovers));
+  out->Family("cohort_outside_fifo_held_total", "counter",
+              "Requests from outside that this member held until their client's previous request "
+              "was ordered (FIFO per client across routes, after a failover).");
+  out->Sample("cohort_outside_fifo_held_total", {}, static_cast<double>(snapshot.fifo_held));
+  out->Family("cohort_outside_fifo_gave_up_total", "counter",
+              "Of them, ordered without it: the previous request did not come in time.");
+  out->Sample("cohort_outside_fifo_gave_up_total", {}, static_cast<double>(snapshot.fifo_gave_up));
   out->Family("cohort_managers_silent_total", "counter",
               "Members this daemon sends requests through from outside their group found silent "
               "(no answer to probes for 2 x suspect_timeout_ms): their requests went to the next "

@@ -95,6 +95,8 @@ struct NodeSnapshot {
   uint64_t outside_resent = 0;
   uint64_t outside_given_up = 0;
   uint64_t standby_takeovers = 0;
+  uint64_t fifo_held = 0;      // requests from outside that waited for their predecessor here
+  uint64_t fifo_gave_up = 0;   // ... and were ordered without it (it did not come in time)
   uint64_t managers_silent = 0;
 };
 

@@ -140,6 +140,7 @@ absl::Status Node::Detach(uint64_t nso, uint64_t requester) {
   }
   Log("api")->debug("NSO {} of client \"{}\" detached", nso, entry->second.client_name);
   nsos_.erase(entry);
+  last_outside_request_.erase(nso);
   ++nsos_detached_;
   std::vector<uint64_t> gone;
   for (const auto& [id, servant] : servants_) {
@@ -170,6 +171,7 @@ void Node::ExpireIdleNsos() {
     const NsoEntry& entry = it->second;
     if (entry.expires_when_idle && now_ms_ >= entry.last_used_ms + idle_ms &&
         serving.count(it->first) == 0 && causal_barrier_.in_flight(it->first) == 0) {
+      last_outside_request_.erase(it->first);
       it = nsos_.erase(it);
       ++detached;
     } else {
@@ -296,6 +298,9 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   request.set_payload(std::move(payload));
   request.set_one_way(true);
   request.set_notify_ordered(!(*group)->is_member());
+  if (!(*group)->is_member()) {
+    request.set_after_call_id(PreviousOutsideRequest(nso, group_name, request.call_id()));
+  }
   SubmitInCausalOrder(request, *group, [this, request](Group* target) { Submit(target, request); });
   return absl::OkStatus();
 }
@@ -335,6 +340,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   // request manager's replica answers; the others execute silently.
   request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
   request.set_notify_ordered(!group->is_member());
+  if (!group->is_member() && request.caller_group().empty()) {
+    // FIFO per client across routes (invocation/outside_fifo.h): its previous request here.
+    request.set_after_call_id(PreviousOutsideRequest(nso, group->name(), request.call_id()));
+  }
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
     SubmitInCausalOrder(request, group, [this, request](Group* live) { Submit(live, request); });
@@ -494,10 +503,14 @@ void Node::RetryManagedCalls() {
     Group* group = groups_.at(call.group).get();
     std::optional<NodeId> manager = group->ManagerAt(call.manager_index);
     if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
+    // A closed call's orderer that left the group (it answered "not a member") orders nothing:
+    // its copies elsewhere would wait for it until they are late (TickStandby), and with them
+    // every later request of the client (outside_fifo.h).
     bool manager_down = (!transport_->Reachable(*manager) &&
                          now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms) ||
                         links_closed_.count(*manager) > 0 ||
-                        (call.managed_request && ManagerLost(call.group, *manager));
+                        (call.managed_request && ManagerLost(call.group, *manager)) ||
+                        (call.closed_request && left_managers_.count({call.group, *manager}) > 0);
     // A closed call's other members order it themselves if its orderer goes silent (StandBy).
     bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
     if (!silent && !manager_down) continue;
@@ -557,8 +570,95 @@ void Node::TickStandby(Group* group) {
     Log("group")->debug("group {}: ordering call {} of node {}: its orderer {} is suspected or gone",
                         group->name(), request.call_id(), request.origin(),
                         NodeName(request.orderer()));
-    Submit(group, request);
+    OrderFromOutside(group, request);
   }
+}
+
+void Node::OrderFromOutside(Group* group, const wire::Request& request) {
+  const uint64_t suspect_ms = group->config().suspect_timeout_ms;
+  // Longer than the client's daemon takes to send the predecessor again through this member:
+  // at once when its request manager's stream breaks, after 2 x suspect_timeout when it is
+  // silent, and 4 x max(10 x suspect_timeout, 500 ms) after a lost message (RetryOutsideRequests).
+  invocation::OutsideFifo& fifo =
+      outside_fifo_.try_emplace(group->name(), std::max<uint64_t>(60 * suspect_ms, 3000))
+          .first->second;
+  bool delivered = false;
+  if (request.after_call_id() != 0) {
+    auto cache = reply_caches_.find(group->name());
+    delivered = cache != reply_caches_.end() &&
+                cache->second.Known(invocation::OutsideFifo::ClientOf(request),
+                                    request.after_call_id());
+  }
+  std::vector<wire::Request> now = fifo.Admit(request, delivered, now_ms_);
+  if (!now.empty()) return ProposeFromOutside(group, std::move(now));
+  ++outside_counters_.fifo_held;
+  Log("group")->debug("group {}: call {} of node {} waits for its client's call {}",
+                      group->name(), request.call_id(), request.origin(),
+                      request.after_call_id());
+  // The predecessor is a closed call this member keeps a copy of, waiting for its orderer: this
+  // member orders it now (its copy at the orderer may be lost, or the orderer gone; the reply
+  // cache executes it once), and with it what waited for it.
+  auto standby = standby_.find(group->name());
+  if (standby == standby_.end()) return;
+  auto copy = standby->second.find({request.origin(), request.origin_incarnation(),
+                                    request.after_call_id()});
+  if (copy == standby->second.end()) return;
+  wire::Request predecessor = std::move(copy->second.request);
+  standby->second.erase(copy);
+  if (standby->second.empty()) standby_.erase(standby);
+  ++outside_counters_.standby_takeovers;
+  OrderFromOutside(group, predecessor);
+}
+
+void Node::ProposeFromOutside(Group* group, std::vector<wire::Request> requests) {
+  for (wire::Request& request : requests) {
+    if (request.managed()) {
+      StartManagedCall(group, std::move(request));
+    } else {
+      Submit(group, request);
+    }
+  }
+}
+
+uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id) {
+  uint64_t& last = last_outside_request_[nso][group];
+  const uint64_t previous = last;
+  last = call_id;
+  if (previous == 0) return 0;
+  // Still waited for here: a call not finished, a one-way request or multicast not reported
+  // ordered (nor given up), or a request the causal barrier holds.
+  if (calls_.count({self_, previous}) > 0 || causal_barrier_.Holds(nso, previous)) return previous;
+  auto route = outside_routes_.find(group);
+  if (route != outside_routes_.end() && route->second.pending.count(previous) > 0) return previous;
+  return 0;
+}
+
+void Node::NoteOutsideDelivered(Group* group, const wire::Request& request) {
+  auto fifo = outside_fifo_.find(group->name());
+  if (fifo == outside_fifo_.end() || !fifo->second.has_work()) return;
+  fifo->second.Delivered(invocation::OutsideFifo::ClientOf(request), request.call_id());
+}
+
+void Node::TickOutsideFifo(Group* group) {
+  auto fifo = outside_fifo_.find(group->name());
+  if (fifo == outside_fifo_.end()) return;
+  if (!group->is_member()) {
+    fifo->second.Clear();  // the clients' daemons go through another member
+    return;
+  }
+  size_t expired = 0;
+  auto cache = reply_caches_.find(group->name());
+  std::vector<wire::Request> now = fifo->second.Take(
+      now_ms_, &expired,
+      [&](const invocation::OutsideFifo::ClientKey& client, uint64_t call_id) {
+        return cache != reply_caches_.end() && cache->second.Known(client, call_id);
+      });
+  if (expired > 0) {
+    outside_counters_.fifo_gave_up += expired;
+    Log("group")->info("group {}: {} request(s) from outside ordered without their client's "
+                       "previous one, which did not come in time", group->name(), expired);
+  }
+  ProposeFromOutside(group, std::move(now));
 }
 
 void Node::StartManagedCall(Group* group, wire::Request request) {
@@ -847,6 +947,7 @@ bool Node::HasServant(const std::string& group) const {
 }
 
 void Node::DeliverRequest(Group* group, const wire::Request& request) {
+  if (request.origin() != self_ && !outside_fifo_.empty()) NoteOutsideDelivered(group, request);
   if (!request.method().empty()) return DeliverInvocation(group, request);
   uint64_t group_seq = ++delivered_seq_[group->name()];
   if (request.notify_ordered()) {
@@ -1182,9 +1283,8 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
       SendOutsideProbe(from, group->name(), /*reply_wanted=*/false, /*not_member=*/true);
       return;
     }
-    if (envelope.forward().managed()) return StartManagedCall(group, envelope.forward());
-    if (StandBy(group, envelope.forward())) return;
-    return Submit(group, envelope.forward());
+    if (!envelope.forward().managed() && StandBy(group, envelope.forward())) return;
+    return OrderFromOutside(group, envelope.forward());
   }
   group->NoteView(from, envelope.view_id());
   if (envelope.view_id() != 0 && envelope.view_id() < group->view_id() && group->is_member()) {
@@ -1260,6 +1360,7 @@ void Node::Tick(uint64_t now_ms) {
     }
     TickServantLost(group.get());
     TickStandby(group.get());
+    TickOutsideFifo(group.get());
     TickMembership(group.get());
     auto open = open_by_group.find(name);
     TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "invocation/causal_barrier.h"
+#include "invocation/outside_fifo.h"
 #include "invocation/reply_cache.h"
 #include "invocation/reply_collector.h"
 #include "membership/joining.h"
@@ -97,6 +98,10 @@ struct OutsideCounters {
   uint64_t given_up = 0;           // ... not known ordered by their deadline
   uint64_t standby_takeovers = 0;  // closed calls ordered here because their orderer failed
   uint64_t managers_silent = 0;    // request managers found silent (membership/manager_watch.h)
+  // Requests from outside ordered here after waiting for their client's previous request
+  // (invocation/outside_fifo.h): once it was here; or after the longest wait, without it.
+  uint64_t fifo_held = 0;
+  uint64_t fifo_gave_up = 0;
 };
 
 class Node {
@@ -186,6 +191,12 @@ class Node {
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
+  // Requests from outside held here for their client's previous one (outside_fifo.h).
+  size_t outside_fifo_held() const {
+    size_t count = 0;
+    for (const auto& [group, fifo] : outside_fifo_) count += fifo.held();
+    return count;
+  }
   // One-way calls and multicasts sent from outside their group, not yet known ordered.
   size_t outside_unordered() const {
     size_t count = 0;
@@ -346,6 +357,16 @@ class Node {
   // kept (or known delivered) rather than ordered here.
   bool StandBy(Group* group, const wire::Request& request);
   void TickStandby(Group* group);
+  // A request from outside that this member orders (forwarded, managed, or a closed call's copy
+  // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
+  void OrderFromOutside(Group* group, const wire::Request& request);
+  void ProposeFromOutside(Group* group, std::vector<wire::Request> requests);
+  // The request of client `nso` to `group` from outside made before `call_id`, if this node
+  // still waits to know it ordered (0: none); records `call_id` as the client's last one.
+  uint64_t PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id);
+  // A delivered request from outside: what waited for it is proposed at the next tick.
+  void NoteOutsideDelivered(Group* group, const wire::Request& request);
+  void TickOutsideFifo(Group* group);
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).
@@ -439,6 +460,9 @@ class Node {
   std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
   std::map<std::string, OutsideRoute> outside_routes_;  // by group
   std::map<std::string, std::map<StandbyKey, StandbyCopy>> standby_;  // by group
+  std::map<std::string, invocation::OutsideFifo> outside_fifo_;        // by group
+  // Each client's last request from here to each group it is not a member of (outside_fifo.h).
+  std::map<uint64_t, std::map<std::string, uint64_t, std::less<>>> last_outside_request_;
   OutsideCounters outside_counters_;
   membership::ManagerWatch manager_watch_;
   std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)

@@ -150,6 +150,7 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std:
     for (uint64_t call_id : dropped) MarkOrdered(call_id);
   }
   standby_.erase(name);
+  outside_fifo_.erase(name);
   Log("membership")->info("group {}: incarnation {} stopped: {} ({} call(s) ended, {} servant(s) "
                           "told)", name, incarnation, why, calls.size(), servants.size());
   group.reset();

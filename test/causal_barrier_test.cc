@@ -67,4 +67,17 @@ TEST_CASE("in_flight counts a client's unordered and held requests; Expire skips
   CHECK(barrier.Expire(5000).empty());
 }
 
+TEST_CASE("Holds names the requests a client has held, not those submitted", "[causality]") {
+  CausalBarrier barrier(1000);
+  CHECK_FALSE(barrier.Holds(1, 5));
+  CHECK(barrier.Admit(1, "g", 5, 0, [] {}));
+  CHECK_FALSE(barrier.Holds(1, 5));  // submitted at once
+  CHECK_FALSE(barrier.Admit(1, "h", 9, 1, [] {}));
+  CHECK(barrier.Holds(1, 9));
+  CHECK_FALSE(barrier.Holds(2, 9));  // another client's
+  auto released = barrier.Ordered(5, 2);
+  CHECK(released.size() == 1);
+  CHECK_FALSE(barrier.Holds(1, 9));
+}
+
 }  // namespace cohort::invocation

@@ -79,6 +79,9 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   snapshot.outside_given_up = 1;
   snapshot.standby_takeovers = 2;
   snapshot.managers_silent = 5;
+  snapshot.fifo_held = 4;
+  snapshot.fifo_gave_up = 1;
+  snapshot.nsos_detached = 6;
   PromWriter out;
   RenderSnapshot(snapshot, &out);
   const std::string& t = out.text();
@@ -87,6 +90,9 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_outside_given_up_total") == 1);
   CHECK(MetricValue(t, "cohort_standby_takeovers_total") == 2);
   CHECK(MetricValue(t, "cohort_managers_silent_total") == 5);
+  CHECK(MetricValue(t, "cohort_outside_fifo_held_total") == 4);
+  CHECK(MetricValue(t, "cohort_outside_fifo_gave_up_total") == 1);
+  CHECK(MetricValue(t, "cohort_nsos_detached_total") == 6);
   CHECK_FALSE(g.HasMajority());
   CHECK(MetricValue(t, "cohort_group_view_id{group=\"counter\"}") == 4);
   CHECK(MetricValue(t, "cohort_group_has_majority{group=\"counter\"}") == 0);

@@ -154,6 +154,15 @@ class StackSim {
                           absl::StrCat("t=", net_.now_ms(), " n", id));
   }
   std::map<NodeId, uint64_t> pending_exclusion_;  // crashed node -> crash time
+  // FIFO per client across routes for the outsider (invocation/outside_fifo.h): its calls by
+  // number (issue order), when each was made, and when it failed at its daemon (0: it did not).
+  struct OutsiderCall {
+    uint64_t issued_ms = 0;
+    uint64_t failed_ms = 0;
+  };
+  std::map<uint64_t, OutsiderCall> outsider_calls_;
+  uint64_t fifo_gave_up_ = 0;  // members' OutsideCounters::fifo_gave_up, crashed ones' included
+  void CheckOutsiderFifo();
 };
 
 nso::Config StackSim::MakeConfig(NodeId id) const {
@@ -414,15 +423,18 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
                  style == nso::GroupConfig::Style::kOpen ? "open" : "closed");
   }
   const uint64_t started_ms = net_.now_ms();
+  const uint64_t number = next_call_ - 1;
+  if (id == outsider_id()) outsider_calls_[number].issued_ms = started_ms;
   static constexpr const char* kModeNames[] = {"one-way", "first", "majority", "all"};
   const std::string kind =
       absl::StrCat(id == outsider_id() ? "outside " : "member ",
                    style == nso::GroupConfig::Style::kOpen ? "open " : "closed ",
                    kModeNames[static_cast<int>(mode)]);
-  replica.node->Invoke(replica.client_nso, options, [this, id, call, mode, started_ms,
-                                                     kind](nso::InvokeResult result) {
+  replica.node->Invoke(replica.client_nso, options, [this, id, call, mode, started_ms, kind,
+                                                     number](nso::InvokeResult result) {
     outstanding_--;
     if (!result.status.ok()) {
+      if (id == outsider_id()) outsider_calls_[number].failed_ms = net_.now_ms();
       last_failure_ = absl::StrCat(call, ": ", result.status.ToString());
       if (trace_) {
         std::fprintf(stderr, "t=%llu FAILED %s\n", (unsigned long long)net_.now_ms(),
@@ -460,6 +472,7 @@ void StackSim::Crash(NodeId id) {
   if (trace_) std::fprintf(stderr, "t=%llu CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
   Replica& replica = replicas_[id];
   CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its crash"));
+  if (replica.node) fifo_gave_up_ += replica.node->outside_counters().fifo_gave_up;
   replica.alive = false;
   replica.node.reset();
   if (kill_rng_.Uniform(100) < options_.kill_percent) {
@@ -670,6 +683,19 @@ StackSimResult StackSim::Run() {
     net_.RunUntil(net_.now_ms() + 20);
   }
   net_.RunUntil(net_.now_ms() + 500);
+  // Requests from outside that a member holds for their client's previous one (at most
+  // max(60 x suspect timeout, 3 s), invocation/outside_fifo.h) are ordered before the replicas
+  // are compared.
+  auto holding = [&] {
+    for (auto& [id, replica] : replicas_) {
+      if (replica.node && replica.node->outside_fifo_held() > 0) return true;
+    }
+    return false;
+  };
+  while (result_.ok && holding() && net_.now_ms() < limit_ms + 10000) {
+    net_.RunUntil(net_.now_ms() + 20);
+  }
+  net_.RunUntil(net_.now_ms() + 500);
   // Every call ever made has completed (with its replies or an error, at its deadline at the
   // latest): nothing stays pending once the faults have stopped. (A crashed node's Node completes
   // its calls as CANCELLED when it is destroyed.)
@@ -698,6 +724,7 @@ StackSimResult StackSim::Run() {
                         reference_.size()));
     }
   }
+  CheckOutsiderFifo();
   std::set<std::string> final_calls(reference_.begin(), reference_.end());
   for (const std::string& call : acknowledged_) {
     if (result_.ok && !final_calls.count(call)) {
@@ -713,6 +740,43 @@ StackSimResult StackSim::Run() {
   }
   result_.call_ms_p50 = Median(std::move(all_ms));
   return result_;
+}
+
+void StackSim::CheckOutsiderFifo() {
+  // The outsider's calls are applied in the order it made them: if x was made before y, y is
+  // not applied before x, unless x had failed at its daemon before y was made (its deadline
+  // passed: whether it will be ordered is unknown, and y does not wait for it), or a member
+  // ordered a call without its predecessor after the longest wait (counted), or the outsider's
+  // daemon gave a one-way call up at its deadline (counted).
+  if (!result_.ok || !options_.outside_caller) return;
+  for (auto& [id, replica] : replicas_) {
+    if (replica.node) fifo_gave_up_ += replica.node->outside_counters().fifo_gave_up;
+  }
+  result_.fifo_gave_up = fifo_gave_up_;
+  if (fifo_gave_up_ > 0 || outsider_.node->outside_counters().given_up > 0) return;
+  std::vector<uint64_t> applied;  // the outsider's calls, in the applied order
+  for (const std::string& call : reference_) {
+    uint64_t number = 0;
+    if (call.size() > 1 && absl::SimpleAtoi(call.substr(1), &number) &&
+        outsider_calls_.count(number) > 0) {
+      applied.push_back(number);
+    }
+  }
+  result_.outside_fifo_checked = true;
+  result_.outside_calls_applied = applied.size();
+  for (size_t i = 0; i < applied.size(); ++i) {
+    for (size_t j = i + 1; j < applied.size(); ++j) {
+      const uint64_t later = applied[i];   // applied first, made after...
+      const uint64_t earlier = applied[j];  // ...this one, applied after it
+      if (earlier > later) continue;
+      const OutsiderCall& x = outsider_calls_[earlier];
+      const OutsiderCall& y = outsider_calls_[later];
+      if (x.failed_ms != 0 && x.failed_ms <= y.issued_ms) continue;
+      return Fail(absl::StrCat("the outside caller's c", later, " (made at t=", y.issued_ms,
+                               "ms) was applied before its c", earlier, " (made at t=",
+                               x.issued_ms, "ms): FIFO per client broken"));
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+#include "invocation/outside_fifo.h"
+
+#include <iterator>
+
+namespace cohort::invocation {
+
+std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
+                                              bool predecessor_delivered, uint64_t now_ms) {
+  std::vector<wire::Request> out;
+  const uint64_t after = request.after_call_id();
+  const ClientKey client = ClientOf(request);
+  if (after == 0 || predecessor_delivered || proposed_.count({client, after}) > 0) {
+    Propose(request, now_ms, &out);
+    return out;
+  }
+  std::vector<Held>& waiting = held_[{client, after}];
+  for (const Held& held : waiting) {
+    if (held.request.call_id() == request.call_id()) return out;  // a copy already waits
+  }
+  waiting.push_back({request, now_ms});
+  return out;
+}
+
+void OutsideFifo::Propose(wire::Request request, uint64_t now_ms,
+                          std::vector<wire::Request>* out) {
+  // Iterative: a chain of held requests is proposed in its order.
+  std::vector<wire::Request> next{std::move(request)};
+  while (!next.empty()) {
+    wire::Request current = std::move(next.back());
+    next.pop_back();
+    const CallKey key{ClientOf(current), current.call_id()};
+    proposed_[key] = now_ms;
+    auto behind = held_.find(key);
+    std::vector<wire::Request> successors;
+    if (behind != held_.end()) {
+      for (Held& held : behind->second) successors.push_back(std::move(held.request));
+      held_.erase(behind);
+    }
+    out->push_back(std::move(current));
+    // Reversed onto the stack, so that they come out in the order they arrived.
+    for (auto it = successors.rbegin(); it != successors.rend(); ++it) next.push_back(*it);
+  }
+}
+
+void OutsideFifo::Delivered(const ClientKey& client, uint64_t call_id) {
+  const CallKey key{client, call_id};
+  proposed_.erase(key);
+  auto behind = held_.find(key);
+  if (behind == held_.end()) return;
+  for (Held& held : behind->second) ready_.push_back(std::move(held.request));
+  held_.erase(behind);
+}
+
+std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
+                                             const Known& known) {
+  std::vector<wire::Request> out;
+  if (known) {
+    for (auto it = held_.begin(); it != held_.end();) {
+      if (!known(it->first.first, it->first.second)) {
+        ++it;
+        continue;
+      }
+      for (Held& held : it->second) ready_.push_back(std::move(held.request));
+      it = held_.erase(it);
+    }
+  }
+  std::vector<wire::Request> ready = std::move(ready_);
+  ready_.clear();
+  for (wire::Request& request : ready) Propose(std::move(request), now_ms, &out);
+  std::vector<wire::Request> late;
+  for (auto it = held_.begin(); it != held_.end();) {
+    std::vector<Held>& waiting = it->second;
+    for (auto held = waiting.begin(); held != waiting.end();) {
+      if (now_ms >= held->since_ms + hold_max_ms_) {
+        late.push_back(std::move(held->request));
+        held = waiting.erase(held);
+      } else {
+        ++held;
+      }
+    }
+    it = waiting.empty() ? held_.erase(it) : std::next(it);
+  }
+  if (expired != nullptr) *expired = late.size();
+  for (wire::Request& request : late) Propose(std::move(request), now_ms, &out);
+  if (now_ms >= next_sweep_ms_) {
+    // Proposals never delivered (lost with a view change): forgotten after remember_ms.
+    next_sweep_ms_ = now_ms + 1000;
+    for (auto it = proposed_.begin(); it != proposed_.end();) {
+      it = now_ms >= it->second + remember_ms_ ? proposed_.erase(it) : std::next(it);
+    }
+  }
+  return out;
+}
+
+void OutsideFifo::Clear() {
+  held_.clear();
+  ready_.clear();
+  proposed_.clear();
+}
+
+size_t OutsideFifo::held() const {
+  size_t count = ready_.size();
+  for (const auto& [key, waiting] : held_) count += waiting.size();
+  return count;
+}
+
+}  // namespace cohort::invocation

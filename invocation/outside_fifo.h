@@ -1,0 +1,84 @@
+// FIFO per client across routes, at the member that orders a request from outside its group.
+//
+// A client whose daemon is not a member reaches the group by three routes (003 section 4.1): its
+// one-way calls and multicasts are forwarded to one member, its open calls go to that member as
+// request manager, and its closed calls go to every member, one of which orders them. While that
+// member lives the routes meet there, in the order the client sent them. When it fails, the
+// client's daemon sends what it had not seen ordered through the next member, and the members
+// that kept copies of its closed calls order those themselves: the routes part, and a later
+// request could be ordered before an earlier one. So each request from outside names its
+// client's previous request to the group that was not yet known ordered when it left
+// (Request.after_call_id), and the member that orders it proposes it only after that one: once
+// it proposed it itself (its own proposals keep their order), or saw it delivered.
+//
+// Pure and bounded: a request waits at most `hold_max_ms` for its predecessor (one that never
+// comes: its client's daemon died with it, or gave it up at its deadline), then is proposed
+// anyway; what this member proposed is remembered until delivered, or for `remember_ms`.
+#ifndef COHORT_INVOCATION_OUTSIDE_FIFO_H_
+#define COHORT_INVOCATION_OUTSIDE_FIFO_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "invocation/reply_cache.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::invocation {
+
+class OutsideFifo {
+ public:
+  using ClientKey = ReplyCache::ClientKey;
+
+  explicit OutsideFifo(uint64_t hold_max_ms, uint64_t remember_ms = 60000)
+      : hold_max_ms_(hold_max_ms), remember_ms_(remember_ms) {}
+
+  static ClientKey ClientOf(const wire::Request& request) {
+    return {request.origin(), request.origin_incarnation(), request.client_nso()};
+  }
+
+  // A request from outside that this member is to order. Returns what to propose now, in order:
+  // the request, then any held behind it; nothing when the request waits for its predecessor.
+  // `predecessor_delivered`: the reply cache knows the predecessor (delivered here).
+  std::vector<wire::Request> Admit(const wire::Request& request, bool predecessor_delivered,
+                                   uint64_t now_ms);
+  // A request from outside was delivered (in total order, whoever proposed it): the requests
+  // held behind it become ready (Take).
+  void Delivered(const ClientKey& client, uint64_t call_id);
+  // What to propose now, in order: the requests whose predecessor was delivered (Delivered, or
+  // `known` by the reply cache: a state transfer brought it), and those held longer than
+  // hold_max_ms (with what was held behind them). `expired` counts the latter.
+  using Known = std::function<bool(const ClientKey& client, uint64_t call_id)>;
+  std::vector<wire::Request> Take(uint64_t now_ms, size_t* expired = nullptr,
+                                  const Known& known = nullptr);
+  // This member no longer orders for the group (it left): everything held is dropped (the
+  // clients' daemons send it again through another member).
+  void Clear();
+
+  size_t held() const;
+  size_t remembered() const { return proposed_.size(); }
+  bool has_work() const { return !held_.empty() || !ready_.empty() || !proposed_.empty(); }
+
+ private:
+  using CallKey = std::pair<ClientKey, uint64_t>;
+  struct Held {
+    wire::Request request;
+    uint64_t since_ms = 0;
+  };
+  // Records `request` as proposed and appends it, and what waited for it, to `out`.
+  void Propose(wire::Request request, uint64_t now_ms, std::vector<wire::Request>* out);
+
+  const uint64_t hold_max_ms_;
+  const uint64_t remember_ms_;
+  std::map<CallKey, std::vector<Held>> held_;  // by the predecessor they wait for
+  std::vector<wire::Request> ready_;           // their predecessor was delivered
+  std::map<CallKey, uint64_t> proposed_;       // by this member, not yet delivered: when
+  uint64_t next_sweep_ms_ = 0;
+};
+
+}  // namespace cohort::invocation
+
+#endif  // COHORT_INVOCATION_OUTSIDE_FIFO_H_

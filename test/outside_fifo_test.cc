@@ -1,0 +1,90 @@
+// invocation/outside_fifo.h: a request from outside is proposed after its client's previous one
+// (proposed here or delivered), in order along a chain, and after hold_max_ms without it.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "invocation/outside_fifo.h"
+
+namespace cohort::invocation {
+namespace {
+
+wire::Request Req(uint64_t call_id, uint64_t after, uint64_t nso = 7) {
+  wire::Request request;
+  request.set_origin(4);
+  request.set_origin_incarnation(9);
+  request.set_client_nso(nso);
+  request.set_call_id(call_id);
+  request.set_after_call_id(after);
+  return request;
+}
+
+std::vector<uint64_t> Ids(const std::vector<wire::Request>& requests) {
+  std::vector<uint64_t> ids;
+  for (const wire::Request& request : requests) ids.push_back(request.call_id());
+  return ids;
+}
+
+TEST_CASE("outside FIFO: a request waits for its predecessor, then the chain goes in order",
+          "[invocation]") {
+  OutsideFifo fifo(/*hold_max_ms=*/1000);
+  CHECK(Ids(fifo.Admit(Req(10, 0), false, 0)) == std::vector<uint64_t>{10});
+  // 11 was proposed here: 12 after it goes at once.
+  CHECK(Ids(fifo.Admit(Req(11, 10), false, 1)) == std::vector<uint64_t>{11});
+  // 14 and 13 arrive before 12 (another route): held; 12 brings both, in the client's order.
+  CHECK(fifo.Admit(Req(14, 13), false, 2).empty());
+  CHECK(fifo.Admit(Req(13, 12), false, 2).empty());
+  CHECK(fifo.Admit(Req(13, 12), false, 3).empty());  // a copy: kept once
+  CHECK(fifo.held() == 2);
+  CHECK(Ids(fifo.Admit(Req(12, 11), false, 4)) == std::vector<uint64_t>{12, 13, 14});
+  CHECK(fifo.held() == 0);
+  // Another client's requests are not held behind this one's.
+  CHECK(Ids(fifo.Admit(Req(15, 0, /*nso=*/8), false, 5)) == std::vector<uint64_t>{15});
+}
+
+TEST_CASE("outside FIFO: a predecessor delivered (proposed elsewhere) releases at the next Take",
+          "[invocation]") {
+  OutsideFifo fifo(1000);
+  CHECK(Ids(fifo.Admit(Req(21, 20), /*predecessor_delivered=*/true, 0)) ==
+        std::vector<uint64_t>{21});
+  CHECK(fifo.Admit(Req(31, 30), false, 0).empty());
+  CHECK(fifo.Admit(Req(32, 31), false, 0).empty());
+  CHECK(fifo.Take(10).empty());
+  fifo.Delivered(OutsideFifo::ClientOf(Req(30, 0)), 30);
+  size_t expired = 7;
+  CHECK(Ids(fifo.Take(11, &expired)) == std::vector<uint64_t>{31, 32});
+  CHECK(expired == 0);
+  CHECK(fifo.held() == 0);
+  // Known by the reply cache without a delivery here (a state transfer brought it).
+  CHECK(fifo.Admit(Req(61, 60), false, 20).empty());
+  CHECK(fifo.Take(21, &expired, [](const OutsideFifo::ClientKey&, uint64_t) { return false; })
+            .empty());
+  CHECK(Ids(fifo.Take(22, &expired, [](const OutsideFifo::ClientKey&, uint64_t call_id) {
+          return call_id == 60;
+        })) == std::vector<uint64_t>{61});
+}
+
+TEST_CASE("outside FIFO: a predecessor that never comes is waited for hold_max_ms, no longer",
+          "[invocation]") {
+  OutsideFifo fifo(/*hold_max_ms=*/1000, /*remember_ms=*/5000);
+  CHECK(fifo.Admit(Req(41, 40), false, 100).empty());
+  CHECK(fifo.Admit(Req(42, 41), false, 150).empty());
+  size_t expired = 0;
+  CHECK(fifo.Take(1099, &expired).empty());
+  CHECK(Ids(fifo.Take(1100, &expired)) == std::vector<uint64_t>{41, 42});
+  CHECK(expired == 1);  // 42 came with 41, its predecessor, in order
+  // What was proposed here is remembered until delivered, or for remember_ms.
+  CHECK(fifo.remembered() == 2);
+  fifo.Delivered(OutsideFifo::ClientOf(Req(41, 0)), 41);
+  CHECK(fifo.remembered() == 1);
+  fifo.Take(7000);
+  CHECK(fifo.remembered() == 0);
+  // Clear (this member left): what was held is dropped.
+  CHECK(fifo.Admit(Req(51, 50), false, 7000).empty());
+  fifo.Clear();
+  CHECK(fifo.held() == 0);
+  CHECK_FALSE(fifo.has_work());
+}
+
+}  // namespace
+}  // namespace cohort::invocation
