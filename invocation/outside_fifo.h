@@ -59,6 +59,10 @@ class OutsideFifo {
   void Clear();
 
   size_t held() const;
+  // A request held here waits for `call_id` of `client`.
+  bool Awaited(const ClientKey& client, uint64_t call_id) const {
+    return held_.count({client, call_id}) > 0;
+  }
   size_t remembered() const { return proposed_.size(); }
   bool has_work() const { return !held_.empty() || !ready_.empty() || !proposed_.empty(); }
 

@@ -633,6 +633,12 @@ uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, ui
   return 0;
 }
 
+bool Node::AwaitedHere(const Group* group, const wire::Request& request) const {
+  auto fifo = outside_fifo_.find(group->name());
+  return fifo != outside_fifo_.end() &&
+         fifo->second.Awaited(invocation::OutsideFifo::ClientOf(request), request.call_id());
+}
+
 void Node::NoteOutsideDelivered(Group* group, const wire::Request& request) {
   auto fifo = outside_fifo_.find(group->name());
   if (fifo == outside_fifo_.end() || !fifo->second.has_work()) return;
@@ -1283,7 +1289,10 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
       SendOutsideProbe(from, group->name(), /*reply_wanted=*/false, /*not_member=*/true);
       return;
     }
-    if (!envelope.forward().managed() && StandBy(group, envelope.forward())) return;
+    if (!envelope.forward().managed() && !AwaitedHere(group, envelope.forward()) &&
+        StandBy(group, envelope.forward())) {
+      return;
+    }
     return OrderFromOutside(group, envelope.forward());
   }
   group->NoteView(from, envelope.view_id());

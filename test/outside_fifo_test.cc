@@ -36,6 +36,8 @@ TEST_CASE("outside FIFO: a request waits for its predecessor, then the chain goe
   CHECK(fifo.Admit(Req(13, 12), false, 2).empty());
   CHECK(fifo.Admit(Req(13, 12), false, 3).empty());  // a copy: kept once
   CHECK(fifo.held() == 2);
+  CHECK(fifo.Awaited(OutsideFifo::ClientOf(Req(12, 0)), 12));
+  CHECK_FALSE(fifo.Awaited(OutsideFifo::ClientOf(Req(12, 0)), 11));
   CHECK(Ids(fifo.Admit(Req(12, 11), false, 4)) == std::vector<uint64_t>{12, 13, 14});
   CHECK(fifo.held() == 0);
   // Another client's requests are not held behind this one's.
