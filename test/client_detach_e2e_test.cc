@@ -54,13 +54,11 @@ TEST_CASE("a destroyed Client detaches its NSO; the calls it sent are still deli
   cluster_options.metrics = true;
   test::Cluster cluster{cluster_options};
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
   ConnectOptions options;
   options.local = path == "local";
-  auto observer = Client::Connect(cluster.ClientAddress(1), options);
-  REQUIRE(observer.ok());
-  REQUIRE(test::WaitAllReply(observer->get(), "counter", 3));
+  auto counters = test::StartCountersWithClient(cluster, 3, options);
+  REQUIRE(counters.ok());
+  auto& observer = counters->client;
   const std::string address = cluster.ClientAddress(2);
   const int64_t before = AttachedAt(address);
   REQUIRE(before >= 1);  // the replica's servant NSO at least

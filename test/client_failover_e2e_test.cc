@@ -93,13 +93,11 @@ TEST_CASE("a Client idle past limits.nso_idle_ms attaches again by itself; idle 
   cluster_options.metrics = true;
   test::Cluster cluster{cluster_options};
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
   ConnectOptions options;
   options.local = path == "local";
-  auto client = Client::Connect(cluster.ClientAddress(1), options);
-  REQUIRE(client.ok());
-  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  auto counters = test::StartCountersWithClient(cluster, 3, options);
+  REQUIRE(counters.ok());
+  auto& client = counters->client;
   const uint64_t first_nso = (*client)->nso();
   // Idle past the limit (the daemon looks every second): n1 detaches the client's NSO.
   CHECK(Eventually([&] {

@@ -109,18 +109,29 @@ inline bool WaitAllReply(Client* client, const std::string& group, size_t replie
   return false;
 }
 
-inline absl::StatusOr<CounterGroup> StartCounterGroup(const Cluster& cluster, int count,
-                                                      const std::string& group = "counter") {
+// Counter replicas of `group` on daemons 1..count and a client connected with `options` to
+// daemon `at` that waited until every replica answers.
+inline absl::StatusOr<CounterGroup> StartCountersWithClient(const Cluster& cluster, int count,
+                                                            const ConnectOptions& options = {},
+                                                            int at = 1,
+                                                            const std::string& group = "counter") {
   CounterGroup started;
   auto replicas = StartCounterReplicas(cluster, count, group);
   if (!replicas.ok()) return replicas.status();
   started.replicas = *std::move(replicas);
-  started.client = Client::Connect(cluster.ClientAddress(1));
+  started.client = Client::Connect(cluster.ClientAddress(at), options);
   if (!started.client.ok()) return started.client.status();
   if (!WaitAllReply(started.client->get(), group, static_cast<size_t>(count))) {
     return absl::DeadlineExceededError("the replicas did not all answer");
   }
-  auto added = (*started.client)->Invoke(group, "add", "5", Mode::kAll);
+  return started;
+}
+
+inline absl::StatusOr<CounterGroup> StartCounterGroup(const Cluster& cluster, int count,
+                                                      const std::string& group = "counter") {
+  absl::StatusOr<CounterGroup> started = StartCountersWithClient(cluster, count, {}, 1, group);
+  if (!started.ok()) return started.status();
+  auto added = (*started->client)->Invoke(group, "add", "5", Mode::kAll);
   if (!added.ok()) return added.status();
   return started;
 }
