@@ -13,11 +13,17 @@ std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
     Propose(request, now_ms, &out);
     return out;
   }
+  if (held_count_ >= max_held_) {
+    ++overflowed_;
+    Propose(request, now_ms, &out);
+    return out;
+  }
   std::vector<Held>& waiting = held_[{client, after}];
   for (const Held& held : waiting) {
     if (held.request.call_id() == request.call_id()) return out;  // a copy already waits
   }
   waiting.push_back({request, now_ms});
+  ++held_count_;
   return out;
 }
 
@@ -34,6 +40,7 @@ void OutsideFifo::Propose(wire::Request request, uint64_t now_ms,
     std::vector<wire::Request> successors;
     if (behind != held_.end()) {
       for (Held& held : behind->second) successors.push_back(std::move(held.request));
+      held_count_ -= behind->second.size();
       held_.erase(behind);
     }
     out->push_back(std::move(current));
@@ -48,6 +55,7 @@ void OutsideFifo::Delivered(const ClientKey& client, uint64_t call_id) {
   auto behind = held_.find(key);
   if (behind == held_.end()) return;
   for (Held& held : behind->second) ready_.push_back(std::move(held.request));
+  held_count_ -= behind->second.size();
   held_.erase(behind);
 }
 
@@ -61,6 +69,7 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
         continue;
       }
       for (Held& held : it->second) ready_.push_back(std::move(held.request));
+      held_count_ -= it->second.size();
       it = held_.erase(it);
     }
   }
@@ -74,6 +83,7 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
       if (now_ms >= held->since_ms + hold_max_ms_) {
         late.push_back(std::move(held->request));
         held = waiting.erase(held);
+        --held_count_;
       } else {
         ++held;
       }
@@ -94,14 +104,9 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
 
 void OutsideFifo::Clear() {
   held_.clear();
+  held_count_ = 0;
   ready_.clear();
   proposed_.clear();
-}
-
-size_t OutsideFifo::held() const {
-  size_t count = ready_.size();
-  for (const auto& [key, waiting] : held_) count += waiting.size();
-  return count;
 }
 
 }  // namespace cohort::invocation

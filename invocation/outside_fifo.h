@@ -13,7 +13,9 @@
 //
 // Pure and bounded: a request waits at most `hold_max_ms` for its predecessor (one that never
 // comes: its client's daemon died with it, or gave it up at its deadline), then is proposed
-// anyway; what this member proposed is remembered until delivered, or for `remember_ms`.
+// anyway; at most `max_held` wait at once (more, from a peer that names predecessors that do not
+// exist, are proposed at once); what this member proposed is remembered until delivered, or for
+// `remember_ms`.
 #ifndef COHORT_INVOCATION_OUTSIDE_FIFO_H_
 #define COHORT_INVOCATION_OUTSIDE_FIFO_H_
 
@@ -33,8 +35,9 @@ class OutsideFifo {
  public:
   using ClientKey = ReplyCache::ClientKey;
 
-  explicit OutsideFifo(uint64_t hold_max_ms, uint64_t remember_ms = 60000)
-      : hold_max_ms_(hold_max_ms), remember_ms_(remember_ms) {}
+  explicit OutsideFifo(uint64_t hold_max_ms, uint64_t remember_ms = 60000,
+                       size_t max_held = 65536)
+      : hold_max_ms_(hold_max_ms), remember_ms_(remember_ms), max_held_(max_held) {}
 
   static ClientKey ClientOf(const wire::Request& request) {
     return {request.origin(), request.origin_incarnation(), request.client_nso()};
@@ -58,7 +61,9 @@ class OutsideFifo {
   // clients' daemons send it again through another member).
   void Clear();
 
-  size_t held() const;
+  size_t held() const { return held_count_ + ready_.size(); }
+  // Requests proposed at once because max_held were waiting.
+  uint64_t overflowed() const { return overflowed_; }
   // A request held here waits for `call_id` of `client`.
   bool Awaited(const ClientKey& client, uint64_t call_id) const {
     return held_.count({client, call_id}) > 0;
@@ -77,6 +82,9 @@ class OutsideFifo {
 
   const uint64_t hold_max_ms_;
   const uint64_t remember_ms_;
+  const size_t max_held_;
+  size_t held_count_ = 0;  // in held_
+  uint64_t overflowed_ = 0;
   std::map<CallKey, std::vector<Held>> held_;  // by the predecessor they wait for
   std::vector<wire::Request> ready_;           // their predecessor was delivered
   std::map<CallKey, uint64_t> proposed_;       // by this member, not yet delivered: when

@@ -589,7 +589,14 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
                 cache->second.Known(invocation::OutsideFifo::ClientOf(request),
                                     request.after_call_id());
   }
+  const uint64_t overflowed = fifo.overflowed();
   std::vector<wire::Request> now = fifo.Admit(request, delivered, now_ms_);
+  if (fifo.overflowed() != overflowed) {
+    ++outside_counters_.fifo_gave_up;  // too many waiting (a peer naming unknown predecessors?)
+    Log("group")->warn("group {}: {} requests from outside already wait for their predecessors: "
+                       "call {} of node {} ordered without waiting", group->name(), fifo.held(),
+                       request.call_id(), request.origin());
+  }
   if (!now.empty()) return ProposeFromOutside(group, std::move(now));
   ++outside_counters_.fifo_held;
   Log("group")->debug("group {}: call {} of node {} waits for its client's call {}",

@@ -88,5 +88,18 @@ TEST_CASE("outside FIFO: a predecessor that never comes is waited for hold_max_m
   CHECK_FALSE(fifo.has_work());
 }
 
+TEST_CASE("outside FIFO: at most max_held wait; more are proposed at once", "[invocation]") {
+  OutsideFifo fifo(/*hold_max_ms=*/1000, /*remember_ms=*/5000, /*max_held=*/2);
+  CHECK(fifo.Admit(Req(71, 70), false, 0).empty());
+  CHECK(fifo.Admit(Req(81, 80), false, 0).empty());
+  CHECK(Ids(fifo.Admit(Req(91, 90), false, 0)) == std::vector<uint64_t>{91});
+  CHECK(fifo.overflowed() == 1);
+  CHECK(fifo.held() == 2);
+  fifo.Delivered(OutsideFifo::ClientOf(Req(70, 0)), 70);
+  CHECK(Ids(fifo.Take(1)) == std::vector<uint64_t>{71});
+  CHECK(fifo.held() == 1);
+  CHECK(fifo.Admit(Req(101, 100), false, 2).empty());  // room again
+}
+
 }  // namespace
 }  // namespace cohort::invocation
