@@ -1011,7 +1011,11 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
       return;
     }
     case invocation::ReplyCache::Verdict::kForgotten:
-      Log("group")->warn("group {}: call {} of node {} is older than the reply cache: ignored",
+      // Almost always a copy resent after the original was delivered (a flood whose ordered
+      // notices lag); an original only if it was ordered after 256 later calls of its client,
+      // which outside_fifo.h prevents unless a wait for a predecessor ran out.
+      Log("group")->warn("group {}: call {} of node {} is older than the 256 latest calls of its "
+                         "client delivered here (a late copy of one delivered before): ignored",
                          group->name(), request.call_id(), request.origin());
       return;
     case invocation::ReplyCache::Verdict::kExecute:
