@@ -256,10 +256,13 @@ grpc::Status ApiService::Allowed(grpc::ServerContextBase* context, const std::st
   return policy_->Check(*context, group, right);
 }
 
-grpc::Status ApiService::Authenticated(grpc::ServerContextBase* context) const {
+grpc::Status ApiService::Authenticated(grpc::ServerContextBase* context,
+                                       std::string* caller) const {
+  std::string ignored;
+  if (caller == nullptr) caller = &ignored;
+  caller->clear();
   if (policy_ == nullptr || context == nullptr) return grpc::Status::OK;
-  std::string caller;
-  return policy_->Authenticate(*context, &caller);
+  return policy_->Authenticate(*context, caller);
 }
 
 absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
@@ -269,11 +272,7 @@ absl::Status ApiService::RunOnLoop(std::function<absl::Status()> fn) {
 grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachRequest* request,
                                 api::AttachReply* reply) {
   std::string caller;
-  if (policy_ != nullptr) {
-    if (grpc::Status allowed = policy_->Authenticate(*context, &caller); !allowed.ok()) {
-      return allowed;
-    }
-  }
+  if (grpc::Status allowed = Authenticated(context, &caller); !allowed.ok()) return allowed;
   std::string identity = policy_ != nullptr ? policy_->SealIdentity(caller) : "";
   const uint64_t owner = nso::Node::OwnerFingerprint(caller);
   return ToGrpcStatus(RunOnLoop([&]() -> absl::Status {
@@ -295,11 +294,7 @@ grpc::Status ApiService::Attach(grpc::ServerContext* context, const api::AttachR
 grpc::Status ApiService::Detach(grpc::ServerContext* context, const api::DetachRequest* request,
                                 api::Empty*) {
   std::string caller;
-  if (policy_ != nullptr) {
-    if (grpc::Status allowed = policy_->Authenticate(*context, &caller); !allowed.ok()) {
-      return allowed;
-    }
-  }
+  if (grpc::Status allowed = Authenticated(context, &caller); !allowed.ok()) return allowed;
   const uint64_t requester = nso::Node::OwnerFingerprint(caller);
   return ToGrpcStatus(
       RunOnLoop([&]() -> absl::Status { return node_->Detach(request->nso(), requester); }));

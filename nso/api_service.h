@@ -157,7 +157,10 @@ class ApiService final
 
   // OK when there is no policy, else policy_->Check.
   grpc::Status Allowed(grpc::ServerContextBase* context, const std::string& group, Right right) const;
-  grpc::Status Authenticated(grpc::ServerContextBase* context) const;
+  // OK when there is no policy or the caller proved who it is (its name in `caller`, if given;
+  // empty without a policy).
+  grpc::Status Authenticated(grpc::ServerContextBase* context,
+                             std::string* caller = nullptr) const;
   // CreateGroup / DeleteGroup (`needs_admin`): the caller may, and the daemon has a catalog.
   grpc::Status CatalogAllowed(grpc::ServerContextBase* context, const char* rpc,
                               const std::string& group, bool needs_admin) const

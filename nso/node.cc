@@ -532,10 +532,7 @@ bool Node::StandBy(Group* group, const wire::Request& request) {
   if (orderer == 0 || orderer == self_ || !group->IsMember(orderer) || group->suspected(orderer)) {
     return false;
   }
-  invocation::ReplyCache::ClientKey client{request.origin(), request.origin_incarnation(),
-                                           request.client_nso()};
-  auto cache = reply_caches_.find(group->name());
-  if (cache != reply_caches_.end() && cache->second.Known(client, request.call_id())) {
+  if (DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.call_id())) {
     return true;  // the orderer's copy was delivered before this one arrived
   }
   standby_[group->name()][{request.origin(), request.origin_incarnation(), request.call_id()}] =
@@ -582,13 +579,9 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
   invocation::OutsideFifo& fifo =
       outside_fifo_.try_emplace(group->name(), std::max<uint64_t>(60 * suspect_ms, 3000))
           .first->second;
-  bool delivered = false;
-  if (request.after_call_id() != 0) {
-    auto cache = reply_caches_.find(group->name());
-    delivered = cache != reply_caches_.end() &&
-                cache->second.Known(invocation::OutsideFifo::ClientOf(request),
-                                    request.after_call_id());
-  }
+  const bool delivered =
+      request.after_call_id() != 0 &&
+      DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.after_call_id());
   const uint64_t overflowed = fifo.overflowed();
   std::vector<wire::Request> now = fifo.Admit(request, delivered, now_ms_);
   if (fifo.overflowed() != overflowed) {
@@ -640,6 +633,12 @@ uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, ui
   return 0;
 }
 
+bool Node::DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
+                         uint64_t call_id) const {
+  auto cache = reply_caches_.find(group.name());
+  return cache != reply_caches_.end() && cache->second.Known(client, call_id);
+}
+
 bool Node::AwaitedHere(const Group* group, const wire::Request& request) const {
   auto fifo = outside_fifo_.find(group->name());
   return fifo != outside_fifo_.end() &&
@@ -660,11 +659,10 @@ void Node::TickOutsideFifo(Group* group) {
     return;
   }
   size_t expired = 0;
-  auto cache = reply_caches_.find(group->name());
   std::vector<wire::Request> now = fifo->second.Take(
       now_ms_, &expired,
       [&](const invocation::OutsideFifo::ClientKey& client, uint64_t call_id) {
-        return cache != reply_caches_.end() && cache->second.Known(client, call_id);
+        return DeliveredHere(*group, client, call_id);
       });
   if (expired > 0) {
     outside_counters_.fifo_gave_up += expired;

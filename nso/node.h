@@ -364,6 +364,9 @@ class Node {
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
   // still waits to know it ordered (0: none); records `call_id` as the client's last one.
   uint64_t PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id);
+  // The group's reply cache knows the call (delivered here, or brought by a state transfer).
+  bool DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
+                     uint64_t call_id) const;
   // A request held here waits for `request` (a closed call's copy is then ordered here, not
   // kept standing by).
   bool AwaitedHere(const Group* group, const wire::Request& request) const;

@@ -50,15 +50,12 @@ TEST_CASE("a destroyed Client detaches its NSO; the calls it sent are still deli
           "[client][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
-  test::ClusterOptions cluster_options{3, kGroups, "", "warn"};
-  cluster_options.metrics = true;
-  test::Cluster cluster{cluster_options};
-  REQUIRE(cluster.Start());
   ConnectOptions options;
   options.local = path == "local";
-  auto counters = test::StartCountersWithClient(cluster, 3, options);
-  REQUIRE(counters.ok());
-  auto& observer = counters->client;
+  test::CounterCluster setup(kGroups, "", "warn", options);
+  REQUIRE(setup.counters.ok());
+  test::Cluster& cluster = setup.cluster;
+  auto& observer = setup.counters->client;
   const std::string address = cluster.ClientAddress(2);
   const int64_t before = AttachedAt(address);
   REQUIRE(before >= 1);  // the replica's servant NSO at least

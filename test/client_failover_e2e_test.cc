@@ -89,15 +89,12 @@ TEST_CASE("a Client idle past limits.nso_idle_ms attaches again by itself; idle 
           "[client][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
-  test::ClusterOptions cluster_options{3, kGroups, "limits: {nso_idle_ms: 1000}\n", "info"};
-  cluster_options.metrics = true;
-  test::Cluster cluster{cluster_options};
-  REQUIRE(cluster.Start());
   ConnectOptions options;
   options.local = path == "local";
-  auto counters = test::StartCountersWithClient(cluster, 3, options);
-  REQUIRE(counters.ok());
-  auto& client = counters->client;
+  test::CounterCluster setup(kGroups, "limits: {nso_idle_ms: 1000}\n", "info", options);
+  REQUIRE(setup.counters.ok());
+  test::Cluster& cluster = setup.cluster;
+  auto& client = setup.counters->client;
   const uint64_t first_nso = (*client)->nso();
   // Idle past the limit (the daemon looks every second): n1 detaches the client's NSO.
   CHECK(Eventually([&] {

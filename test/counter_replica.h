@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -126,6 +127,26 @@ inline absl::StatusOr<CounterGroup> StartCountersWithClient(const Cluster& clust
   }
   return started;
 }
+
+// Three daemons serving `groups_yaml` (a "counter" group of n1..n3) with metrics on, a counter
+// replica on each, and a client on daemon 1 (`connect`) that every replica answered.
+struct CounterCluster {
+  CounterCluster(const std::string& groups_yaml, const std::string& extra_yaml,
+                 const std::string& log_level, ConnectOptions connect)
+      : connect(std::move(connect)), cluster(Options(groups_yaml, extra_yaml, log_level)) {
+    if (cluster.Start()) counters = StartCountersWithClient(cluster, 3, this->connect);
+  }
+  static ClusterOptions Options(const std::string& groups_yaml, const std::string& extra_yaml,
+                                const std::string& log_level) {
+    ClusterOptions options{3, groups_yaml, extra_yaml, log_level};
+    options.metrics = true;
+    return options;
+  }
+
+  ConnectOptions connect;
+  Cluster cluster;
+  absl::StatusOr<CounterGroup> counters = absl::UnavailableError("the daemons did not start");
+};
 
 inline absl::StatusOr<CounterGroup> StartCounterGroup(const Cluster& cluster, int count,
                                                       const std::string& group = "counter") {
