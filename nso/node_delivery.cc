@@ -1,0 +1,318 @@
+// What the order delivers: requests applied to the servants once each (reply cache), their
+// answers sent to whoever collects them, and the collected replies completing calls.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+
+namespace cohort::nso {
+
+namespace {
+
+// FNV-1a: the same value in every daemon, whatever the standard library.
+uint64_t StableHash(const std::string& text) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
+
+}  // namespace
+
+void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
+  // Nothing delivered to a group without membership state (an idle one): it gets none (memory).
+  if (deliveries.empty() && membership_.count(group->name()) == 0) return;
+  GroupMembership& membership = membership_[group->name()];
+  if (membership.joiner.awaiting_state() && membership.servant_lost) {
+    // Re-admitted by a view change (it may never have seen the view that removed it): the state
+    // on its way replaces the one its servant lost.
+    membership.servant_lost = false;
+    membership.joiner.set_want_member(AnyServantAttached(group->name()));
+    Log("membership")->info("group {}: re-admitted after losing its servant; the state follows",
+                            group->name());
+  }
+  for (size_t i = 0; i < deliveries.size(); ++i) {
+    group->Delivered(deliveries[i]);
+    wire::GroupMessage message;
+    if (!message.ParseFromString(deliveries[i].payload)) {
+      Log("group")->error("group {}: undecodable message from node {} seq {} skipped",
+                          group->name(), deliveries[i].origin, deliveries[i].seq);
+      continue;
+    }
+    if (message.has_view_change()) {
+      // The view ends here: whatever the old order delivers after this point is discarded at
+      // every member, and its senders re-broadcast it in the new view. A joiner still waiting
+      // for its state follows the view changes too (it helps agree on the next views; its
+      // requests wait), so a provider's crash cannot leave it behind for good.
+      std::vector<consensus::Delivery> next_view;
+      if (ApplyViewChange(group, message.view_change(), &next_view)) {
+        return DeliverAll(group, std::move(next_view));
+      }
+      continue;
+    }
+    if (membership.joiner.awaiting_state()) {  // no request is applied before the state arrives
+      membership.buffered.push_back(std::move(*message.mutable_request()));
+      continue;
+    }
+    ApplyRequest(group, message.request(), deliveries[i].origin);
+  }
+}
+
+void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer) {
+  GroupMembership& membership = membership_[group->name()];
+  if (!standby_.empty()) {
+    auto standby = standby_.find(group->name());
+    if (standby != standby_.end()) {
+      standby->second.erase({request.origin(), request.origin_incarnation(), request.call_id()});
+    }
+  }
+  if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
+    MarkOrdered(request.call_id());
+  } else if (request.notify_ordered() && (orderer == self_ || orderer == 0)) {
+    // A non-member's request: the member that broadcast it tells the caller's node, one notice
+    // where every member used to send one (n per one-way call, n x n per closed call from
+    // outside). If that member dies first, the caller's causal barrier releases on its timeout.
+    wire::Reply notice;
+    notice.set_call_id(request.call_id());
+    notice.set_origin(request.origin());
+    notice.set_origin_incarnation(request.origin_incarnation());
+    notice.set_replier(self_);
+    notice.set_ordered_notice(true);
+    SendReply(request.origin(), group->name(), notice);
+  }
+  if (membership.servant_lost) return;  // leaving: its replica is gone (see node.h)
+  if (!HasServant(group->name())) {
+    // A member with no servant attached yet (it starts before its application, or restarted):
+    // the group's object is not here to execute anything, so the requests wait for it, in
+    // order, rather than being answered or lost (found by the linearizability checks).
+    if (membership.no_servant.size() < kNoServantBufferMax) {
+      membership.no_servant.push_back(request);
+    } else if (!membership.no_servant_overflow) {
+      membership.no_servant_overflow = true;
+      Log("group")->warn("group {}: no servant attached and {} requests waiting: later ones "
+                         "are dropped; the servant will get the state by rejoining",
+                         group->name(), kNoServantBufferMax);
+    }
+    return;
+  }
+  DeliverRequest(group, request);
+}
+
+bool Node::CanGiveState(const Group* group) {
+  // Its servant holds the group's state: it is attached, and this node is not itself waiting
+  // for a state (a joiner whose provider crashed must not hand on an empty object).
+  if (!HasServant(group->name())) return false;
+  auto found = membership_.find(group->name());
+  return found == membership_.end() || !found->second.joiner.awaiting_state();
+}
+
+bool Node::AnyServantAttached(const std::string& group) const {
+  for (const auto& [id, servant] : servants_) {
+    if (servant.group == group) return true;
+  }
+  return false;
+}
+
+bool Node::HasServant(const std::string& group) const {
+  auto membership = membership_.find(group);
+  if (membership != membership_.end() && membership->second.servant_lost) return false;
+  return AnyServantAttached(group);
+}
+
+void Node::DeliverRequest(Group* group, const wire::Request& request) {
+  if (request.origin() != self_ && !outside_fifo_.empty()) NoteOutsideDelivered(group, request);
+  if (!request.method().empty()) return DeliverInvocation(group, request);
+  uint64_t group_seq = ++delivered_seq_[group->name()];
+  if (request.notify_ordered()) {
+    // From outside the group: it may come twice (resent through another member, SendOutside).
+    // The reply cache knows it as it knows a one-way call: delivered once.
+    invocation::ReplyCache::ClientKey client{request.origin(), request.origin_incarnation(),
+                                             request.client_nso()};
+    invocation::ReplyCache& cache = reply_caches_[group->name()];
+    const wire::Reply* cached = nullptr;
+    if (cache.OnDelivery(client, request.call_id(), &cached) !=
+        invocation::ReplyCache::Verdict::kExecute) {
+      return;
+    }
+    wire::Reply done;
+    done.set_replier(self_);
+    cache.Completed(client, request.call_id(), done);
+  }
+  for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
+    if (servant.group == group->name()) {
+      servant.sink({0, group->name(), "", request.payload(), true, group->view_id(), group_seq});
+    }
+  }
+}
+
+void Node::DeliverInvocation(Group* group, const wire::Request& request) {
+  bool replies = !request.one_way() &&
+                 (!request.reply_from_manager_only() || request.reply_to() == self_);
+  ReplyTarget target{request.reply_to() ? request.reply_to() : request.origin(), request.origin(),
+                     request.origin_incarnation(), request.call_id()};
+  // A group's call (003 section 4.3) is one call whichever member of the group made it.
+  CacheId cache_id =
+      request.caller_group().empty()
+          ? CacheId{{request.origin(), request.origin_incarnation(), request.client_nso()},
+                    request.call_id()}
+          : CacheId{{0, StableHash(request.caller_group()), 0}, request.group_call_id()};
+  const wire::Reply* cached = nullptr;
+  invocation::ReplyCache& cache = reply_caches_[group->name()];
+  uint64_t group_seq = ++delivered_seq_[group->name()];
+  switch (cache.OnDelivery(cache_id.first, cache_id.second, &cached)) {
+    case invocation::ReplyCache::Verdict::kAnswered:
+      if (replies) SendReplyTo(target, group->name(), *cached);
+      return;
+    case invocation::ReplyCache::Verdict::kInProgress: {
+      auto it = open_delivery_by_call_.find(cache_id);
+      if (replies && it != open_delivery_by_call_.end()) {
+        open_deliveries_[it->second].targets.push_back(target);
+      }
+      return;
+    }
+    case invocation::ReplyCache::Verdict::kForgotten:
+      // Almost always a copy resent after the original was delivered (a flood whose ordered
+      // notices lag); an original only if it was ordered after 256 later calls of its client,
+      // which outside_fifo.h prevents unless a wait for a predecessor ran out.
+      Log("group")->warn("group {}: call {} of node {} is older than the 256 latest calls of its "
+                         "client delivered here (a late copy of one delivered before): ignored",
+                         group->name(), request.call_id(), request.origin());
+      return;
+    case invocation::ReplyCache::Verdict::kExecute:
+      break;
+  }
+  uint64_t servant = 0;
+  for (const auto& [id, candidate] : servants_) {
+    if (candidate.group == group->name()) {
+      servant = id;  // the first servant registered for the group executes invocations here
+      break;
+    }
+  }
+  uint64_t number = next_delivery_++;
+  open_deliveries_[number] = {cache_id, {}, group->name(), servant};
+  if (replies) open_deliveries_[number].targets.push_back(target);
+  open_delivery_by_call_[cache_id] = number;
+  if (servant == 0) {
+    Answer(0, number,
+           absl::UnavailableError(absl::StrCat("no servant attached for group \"", group->name(),
+                                               "\" at ", config_.node)),
+           "");
+    return;
+  }
+  servants_[servant].sink({number, group->name(), request.method(), request.payload(),
+                           request.one_way(), group->view_id(), group_seq});
+  if (request.one_way()) {
+    // A one-way call gets no answer (proto/api.proto, ServantEvent.one_way): it is done once
+    // handed to the servant. The reply cache records it, so a duplicate is not executed again.
+    auto it = open_deliveries_.find(number);
+    if (it == open_deliveries_.end()) return;  // the sink answered or detached meanwhile
+    const std::string group_name = it->second.group;
+    open_deliveries_.erase(it);
+    open_delivery_by_call_.erase(cache_id);
+    wire::Reply done;
+    done.set_replier(self_);
+    reply_caches_[group_name].Completed(cache_id.first, cache_id.second, done);
+  }
+}
+
+void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
+                  bool more) {
+  if (AnswerStateRequest(delivery, status, payload, more)) return;
+  auto it = open_deliveries_.find(delivery);
+  if (it == open_deliveries_.end() || it->second.servant != servant) {
+    Log("api")->warn("servant {} answered unknown delivery {}: ignored", servant, delivery);
+    return;
+  }
+  OpenDelivery open = std::move(it->second);
+  open_deliveries_.erase(it);
+  open_delivery_by_call_.erase(open.cache_id);
+  wire::Reply reply;
+  reply.set_replier(self_);
+  reply.set_status_code(static_cast<int>(status.code()));
+  reply.set_error(std::string(status.message()));
+  reply.set_payload(std::move(payload));
+  reply_caches_[open.group].Completed(open.cache_id.first, open.cache_id.second, reply);
+  for (const ReplyTarget& target : open.targets) SendReplyTo(target, open.group, reply);
+}
+
+void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply) {
+  reply.set_call_id(target.call_id);
+  reply.set_origin(target.origin);
+  reply.set_origin_incarnation(target.origin_incarnation);
+  SendReply(target.to, group, reply);
+}
+
+void Node::SendReply(NodeId to, const std::string& group, const wire::Reply& reply) {
+  if (to == self_) return OnReply(reply);
+  wire::Envelope envelope;
+  *envelope.mutable_reply() = reply;
+  SendEnvelope(to, group, std::move(envelope));
+}
+
+void Node::OnReply(const wire::Reply& reply) {
+  // A reply to a call of an earlier incarnation of this daemon (same call id, another call).
+  if (reply.origin() == self_ && reply.origin_incarnation() != incarnation_) return;
+  if (reply.ordered_notice()) {
+    if (reply.origin() != self_) return;
+    MarkOrdered(reply.call_id());
+    // Call ids are unique per node: at most one route holds it (routes: one per group in use).
+    for (auto& [group, route] : outside_routes_) {
+      if (route.pending.erase(reply.call_id()) > 0) break;
+    }
+    return;
+  }
+  auto it = calls_.find({reply.origin(), reply.call_id()});
+  if (it == calls_.end()) return;  // late reply of a finished call
+  invocation::MemberReply member_reply;
+  member_reply.node = reply.replier();
+  member_reply.member = NodeName(reply.replier());
+  member_reply.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
+  member_reply.payload = reply.payload();
+  if (it->second.collector.Add(std::move(member_reply))) FinishCall(it->first, absl::OkStatus());
+}
+
+void Node::OnManagedReply(const wire::ManagedReply& reply) {
+  if (reply.origin_incarnation() != incarnation_) return;  // for an earlier incarnation
+  auto it = calls_.find({self_, reply.call_id()});
+  if (it == calls_.end() || !it->second.managed_request) return;
+  Call call = std::move(it->second);
+  calls_.erase(it);
+  MarkOrdered(reply.call_id());
+  InvokeResult result;
+  result.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
+  result.view_id = reply.view_id();
+  result.wanted = reply.wanted();
+  for (const wire::Reply& from : reply.replies()) {
+    result.replies.push_back({from.replier(), NodeName(from.replier()),
+                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
+                                           from.error()),
+                              from.payload()});
+  }
+  call.done(std::move(result));
+}
+
+void Node::FinishCall(CallKey key, absl::Status status) {
+  auto it = calls_.find(key);
+  if (it == calls_.end()) return;
+  if (key.first == self_) MarkOrdered(key.second);  // replied (so ordered), or given up
+  Call call = std::move(it->second);
+  calls_.erase(it);
+  uint64_t view_id = groups_.count(call.group) ? groups_[call.group]->view_id() : 0;
+  call.done({std::move(status), call.collector.TakeReplies(), view_id, call.collector.wanted()});
+}
+
+void Node::ExpireCalls() {
+  std::vector<CallKey> expired;
+  for (const auto& [key, call] : calls_) {
+    if (now_ms_ >= call.deadline_at_ms) expired.push_back(key);
+  }
+  for (const CallKey& key : expired) {
+    const Call& call = calls_.at(key);
+    FinishCall(key, absl::DeadlineExceededError(absl::StrCat(
+                        "group \"", call.group, "\": ", call.collector.replies().size(), " of ",
+                        call.collector.wanted(), " replies within ", call.deadline_ms, " ms")));
+  }
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,419 @@
+// Calls from outside a group (003 section 4.1): through a request manager (open groups), to
+// every member with one ordering (closed groups), one-way sends and multicasts along one route,
+// kept in FIFO order per client across routes (invocation/outside_fifo.h); and the member side:
+// the manager's re-issued call, the standby copies, the probes that find a frozen manager.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+
+namespace cohort::nso {
+
+void Node::SendManaged(Group* group, Call* call) {
+  call->sent_at_ms = now_ms_;
+  // Rebind at once if the manager's stream goes down (kill) or it answers no probe (frozen,
+  // WatchManagers), or after a long wait for its answer (the request or the answer was lost).
+  call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
+  // No view known (this node left the view of the group's only member): it is retried later,
+  // or ends at its deadline (found by the api fuzzer).
+  std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
+  if (!manager) return;
+  call->managed_request->set_reply_to(*manager);
+  SendForward(*manager, group->name(), *call->managed_request);
+}
+
+void Node::SendClosedOut(Group* group, Call* call) {
+  call->sent_at_ms = now_ms_;
+  std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
+  call->closed_request->set_orderer(manager ? *manager : 0);
+  Submit(group, *call->closed_request);  // to every member
+}
+
+void Node::WatchManagers() {
+  // Probe every suspect_timeout / 2; silent after 2 x suspect_timeout (100 ms by default) while
+  // this node has few requests there: a frozen manager's calls move on within issue 7's 150 ms,
+  // and a busy one still answers probes on its protocol thread (EventLoop serves sockets between
+  // batches of work). But the probe waits in the stream behind this node's earlier requests: with
+  // a flood of them queued (one-way calls accepted at once), the manager answers only once it has
+  // read them all. So the silence allowed grows with the requests this node has there, 2 x
+  // suspect_timeout per 64, up to the exclusion timeout: moving a flood on a mere delay sent all of
+  // it again through member after member, the load doubled and the group ordered nothing (the
+  // bench's n = 7 app-open one-way rows, 0 delivered/s, as in session 9).
+  struct Load {
+    const Group* group = nullptr;
+    uint64_t requests = 0;
+  };
+  std::map<NodeId, Load> loads;
+  for (const auto& [key, call] : calls_) {
+    if (!call.managed_request) continue;
+    const Group* group = groups_.at(call.group).get();
+    if (std::optional<NodeId> manager = group->ManagerAt(call.manager_index)) {
+      loads[*manager].group = group;
+      ++loads[*manager].requests;
+    }
+  }
+  for (const auto& [name, route] : outside_routes_) {
+    if (route.pending.empty()) continue;
+    loads[route.manager].group = groups_.at(name).get();
+    loads[route.manager].requests += route.pending.size();
+  }
+  std::map<NodeId, membership::ManagerWatch::Use> in_use;
+  for (const auto& [manager, load] : loads) {
+    const GroupConfig& config = load.group->config();
+    const uint64_t suspect_ms = std::max<uint64_t>(config.suspect_timeout_ms, 2);
+    const uint64_t silence_ms =
+        std::min(2 * suspect_ms * (1 + load.requests / 64),
+                 std::max<uint64_t>(2 * suspect_ms, config.exclude_timeout_ms));
+    in_use[manager] = {suspect_ms / 2, silence_ms};
+  }
+  if (in_use.empty() && !manager_watch_.watching()) return;
+  membership::ManagerWatch::Actions actions = manager_watch_.Tick(now_ms_, in_use);
+  for (NodeId manager : actions.probe) {
+    SendOutsideProbe(manager, loads[manager].group->name(), /*reply_wanted=*/true,
+                     /*not_member=*/false);
+  }
+  for (NodeId manager : actions.silent) {
+    Log("api")->warn("node {} has not answered for {} ms: sending what went through it through "
+                     "the next member", NodeName(manager), in_use[manager].silence_ms);
+    ++outside_counters_.managers_silent;
+    silent_managers_.insert(manager);
+  }
+}
+
+void Node::SendOutsideProbe(NodeId to, const std::string& group, bool reply_wanted,
+                            bool not_member) {
+  wire::Envelope envelope;
+  wire::Heartbeat* heartbeat = envelope.mutable_heartbeat();
+  heartbeat->set_outside_probe(true);
+  heartbeat->set_reply_wanted(reply_wanted);
+  heartbeat->set_not_member(not_member);
+  heartbeat->set_sent_ms(now_ms_);
+  SendEnvelope(to, group, std::move(envelope));
+}
+
+bool Node::ManagerLost(const std::string& group, NodeId manager) const {
+  return silent_managers_.count(manager) > 0 || left_managers_.count({group, manager}) > 0 ||
+         links_closed_.count(manager) > 0;
+}
+
+void Node::RetryManagedCalls() {
+  for (auto& [key, call] : calls_) {
+    if (!call.managed_request && !call.closed_request) continue;
+    Group* group = groups_.at(call.group).get();
+    std::optional<NodeId> manager = group->ManagerAt(call.manager_index);
+    if (!manager) continue;  // no view: ExpireCalls ends it at its deadline
+    // A closed call's orderer that left the group (it answered "not a member") orders nothing:
+    // its copies elsewhere would wait for it until they are late (TickStandby), and with them
+    // every later request of the client (outside_fifo.h).
+    bool manager_down = (!transport_->Reachable(*manager) &&
+                         now_ms_ >= call.sent_at_ms + group->config().suspect_timeout_ms) ||
+                        links_closed_.count(*manager) > 0 ||
+                        (call.managed_request && ManagerLost(call.group, *manager)) ||
+                        (call.closed_request && left_managers_.count({call.group, *manager}) > 0);
+    // A closed call's other members order it themselves if its orderer goes silent (StandBy).
+    bool silent = call.managed_request && now_ms_ >= call.retry_at_ms;
+    if (!silent && !manager_down) continue;
+    call.manager_index++;
+    preferred_manager_[call.group] = call.manager_index;  // later calls go there at once
+    Log("api")->info("group {}: call {} not answered by its request manager; retrying through {}",
+                     call.group, key.second,
+                     NodeName(*group->ManagerAt(call.manager_index)));
+    if (call.managed_request) {
+      SendManaged(group, &call);
+    } else {
+      SendClosedOut(group, &call);
+    }
+  }
+}
+
+bool Node::StandBy(Group* group, const wire::Request& request) {
+  const NodeId orderer = request.orderer();
+  if (orderer == 0 || orderer == self_ || !group->IsMember(orderer) || group->suspected(orderer)) {
+    return false;
+  }
+  if (DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.call_id())) {
+    return true;  // the orderer's copy was delivered before this one arrived
+  }
+  standby_[group->name()][{request.origin(), request.origin_incarnation(), request.call_id()}] =
+      {request, now_ms_};
+  return true;
+}
+
+void Node::TickStandby(Group* group) {
+  auto found = standby_.find(group->name());
+  if (found == standby_.end()) return;
+  if (!group->is_member()) {
+    standby_.erase(found);
+    return;
+  }
+  // A safety net for an orderer that never got its copy (the caller re-sends when that stream
+  // breaks; this covers a copy lost otherwise).
+  const uint64_t late_ms = std::max<uint64_t>(40 * group->config().suspect_timeout_ms, 2000);
+  std::vector<wire::Request> take_over;
+  for (auto it = found->second.begin(); it != found->second.end();) {
+    const NodeId orderer = it->second.request.orderer();
+    if (group->IsMember(orderer) && !group->suspected(orderer) &&
+        now_ms_ < it->second.arrived_at_ms + late_ms) {
+      ++it;
+      continue;
+    }
+    take_over.push_back(std::move(it->second.request));
+    it = found->second.erase(it);
+  }
+  if (found->second.empty()) standby_.erase(found);
+  outside_counters_.standby_takeovers += take_over.size();
+  for (const wire::Request& request : take_over) {
+    Log("group")->debug("group {}: ordering call {} of node {}: its orderer {} is suspected or gone",
+                        group->name(), request.call_id(), request.origin(),
+                        NodeName(request.orderer()));
+    OrderFromOutside(group, request);
+  }
+}
+
+void Node::OrderFromOutside(Group* group, const wire::Request& request) {
+  const uint64_t suspect_ms = group->config().suspect_timeout_ms;
+  // Longer than the client's daemon takes to send the predecessor again through this member:
+  // at once when its request manager's stream breaks, after 2 x suspect_timeout when it is
+  // silent, and 4 x max(10 x suspect_timeout, 500 ms) after a lost message (RetryOutsideRequests).
+  invocation::OutsideFifo& fifo =
+      outside_fifo_.try_emplace(group->name(), std::max<uint64_t>(60 * suspect_ms, 3000))
+          .first->second;
+  const bool delivered =
+      request.after_call_id() != 0 &&
+      DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.after_call_id());
+  const uint64_t overflowed = fifo.overflowed();
+  std::vector<wire::Request> now = fifo.Admit(request, delivered, now_ms_);
+  if (fifo.overflowed() != overflowed) {
+    ++outside_counters_.fifo_gave_up;  // too many waiting (a peer naming unknown predecessors?)
+    Log("group")->warn("group {}: {} requests from outside already wait for their predecessors: "
+                       "call {} of node {} ordered without waiting", group->name(), fifo.held(),
+                       request.call_id(), request.origin());
+  }
+  if (!now.empty()) return ProposeFromOutside(group, std::move(now));
+  ++outside_counters_.fifo_held;
+  Log("group")->debug("group {}: call {} of node {} waits for its client's call {}",
+                      group->name(), request.call_id(), request.origin(),
+                      request.after_call_id());
+  // The predecessor is a closed call this member keeps a copy of, waiting for its orderer: this
+  // member orders it now (its copy at the orderer may be lost, or the orderer gone; the reply
+  // cache executes it once), and with it what waited for it.
+  auto standby = standby_.find(group->name());
+  if (standby == standby_.end()) return;
+  auto copy = standby->second.find({request.origin(), request.origin_incarnation(),
+                                    request.after_call_id()});
+  if (copy == standby->second.end()) return;
+  wire::Request predecessor = std::move(copy->second.request);
+  standby->second.erase(copy);
+  if (standby->second.empty()) standby_.erase(standby);
+  ++outside_counters_.standby_takeovers;
+  OrderFromOutside(group, predecessor);
+}
+
+void Node::ProposeFromOutside(Group* group, std::vector<wire::Request> requests) {
+  for (wire::Request& request : requests) {
+    if (request.managed()) {
+      StartManagedCall(group, std::move(request));
+    } else {
+      Submit(group, request);
+    }
+  }
+}
+
+uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id) {
+  uint64_t& last = last_outside_request_[nso][group];
+  const uint64_t previous = last;
+  last = call_id;
+  if (previous == 0) return 0;
+  // Still waited for here: a call not finished, a one-way request or multicast not reported
+  // ordered (nor given up), or a request the causal barrier holds.
+  if (calls_.count({self_, previous}) > 0 || causal_barrier_.Holds(nso, previous)) return previous;
+  auto route = outside_routes_.find(group);
+  if (route != outside_routes_.end() && route->second.pending.count(previous) > 0) return previous;
+  return 0;
+}
+
+bool Node::DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
+                         uint64_t call_id) const {
+  auto cache = reply_caches_.find(group.name());
+  return cache != reply_caches_.end() && cache->second.Known(client, call_id);
+}
+
+bool Node::AwaitedHere(const Group* group, const wire::Request& request) const {
+  auto fifo = outside_fifo_.find(group->name());
+  return fifo != outside_fifo_.end() &&
+         fifo->second.Awaited(invocation::OutsideFifo::ClientOf(request), request.call_id());
+}
+
+void Node::NoteOutsideDelivered(Group* group, const wire::Request& request) {
+  auto fifo = outside_fifo_.find(group->name());
+  if (fifo == outside_fifo_.end() || !fifo->second.has_work()) return;
+  fifo->second.Delivered(invocation::OutsideFifo::ClientOf(request), request.call_id());
+}
+
+void Node::TickOutsideFifo(Group* group) {
+  auto fifo = outside_fifo_.find(group->name());
+  if (fifo == outside_fifo_.end()) return;
+  if (!group->is_member()) {
+    fifo->second.Clear();  // the clients' daemons go through another member
+    return;
+  }
+  size_t expired = 0;
+  std::vector<wire::Request> now = fifo->second.Take(
+      now_ms_, &expired,
+      [&](const invocation::OutsideFifo::ClientKey& client, uint64_t call_id) {
+        return DeliveredHere(*group, client, call_id);
+      });
+  if (expired > 0) {
+    outside_counters_.fifo_gave_up += expired;
+    Log("group")->info("group {}: {} request(s) from outside ordered without their client's "
+                       "previous one, which did not come in time", group->name(), expired);
+  }
+  ProposeFromOutside(group, std::move(now));
+}
+
+void Node::StartManagedCall(Group* group, wire::Request request) {
+  CallKey key{request.origin(), request.call_id()};
+  if (calls_.count(key)) return;  // already managing it (a duplicate of a retry)
+  if (request.reply_from_manager_only() && group->members().size() <= 3 &&
+      config_.consensus.optimisation_3) {
+    // Wait-for-first (003 section 4.2's asynchronous forwarding) with n <= 3 and optimisation 3
+    // (without it the manager decides first, and answers alone as below): the request manager
+    // orders the request and collects nothing; every member's replica answers the caller's node
+    // directly and the first answer completes the call there. With optimisation 3 a participant
+    // decides on the proposal, the manager only on the first ACK, so a participant answers one hop
+    // earlier than a reply relayed by the manager would (issue 7); and any live member's answer
+    // completes the call if the manager dies after ordering it. (With n >= 5 the manager decides
+    // first: it alone answers, as below.) A retry through another manager orders the request
+    // again; the reply cache executes it once.
+    request.set_managed(false);
+    request.set_reply_from_manager_only(false);
+    request.set_reply_to(request.origin());
+    Submit(group, request);
+    return;
+  }
+  auto mode = static_cast<invocation::Mode>(request.mode());
+  uint32_t view_size = request.reply_from_manager_only() ? 1 : group->members().size();
+  NodeId origin = request.origin();
+  std::string group_name = group->name();
+  uint64_t deadline_ms =
+      request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
+  Call call{group_name, invocation::ReplyCollector(mode, view_size), now_ms_ + deadline_ms,
+            deadline_ms,
+            [this, origin, group_name, call_id = request.call_id(),
+             origin_incarnation = request.origin_incarnation()](InvokeResult result) {
+              wire::Envelope envelope;
+              wire::ManagedReply* reply = envelope.mutable_managed_reply();
+              reply->set_call_id(call_id);
+              reply->set_origin_incarnation(origin_incarnation);
+              reply->set_view_id(result.view_id);
+              reply->set_wanted(result.wanted);
+              reply->set_status_code(static_cast<int>(result.status.code()));
+              reply->set_error(std::string(result.status.message()));
+              for (const auto& member_reply : result.replies) {
+                wire::Reply* out = reply->add_replies();
+                out->set_call_id(call_id);
+                out->set_replier(member_reply.node);
+                out->set_status_code(static_cast<int>(member_reply.status.code()));
+                out->set_error(std::string(member_reply.status.message()));
+                out->set_payload(member_reply.payload);
+              }
+              SendEnvelope(origin, group_name, std::move(envelope));
+            }};
+  calls_.emplace(key, std::move(call));
+  request.set_managed(false);
+  request.set_reply_to(self_);
+  Submit(group, request);
+}
+
+void Node::SendOutside(Group* group, const wire::Request& request) {
+  // The same member as the client's managed calls (restricted group, 003 section 4.2), so that
+  // its one-way and open calls keep their order along one route.
+  std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[group->name()]);
+  if (!manager) {  // no view known here (found by the api fuzzer)
+    Log("api")->warn("group {}: no member known; a one-way call or multicast is dropped",
+                     group->name());
+    return;
+  }
+  OutsideRoute& route = outside_routes_[group->name()];
+  if (route.pending.empty()) {
+    route.manager = *manager;
+    route.unreachable_since_ms = 0;
+  }
+  // Otherwise after the earlier ones, to the same member (FIFO per sender), until its stream
+  // goes down (RetryOutsideRequests).
+  uint64_t deadline_ms =
+      request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
+  route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms, now_ms_};
+  SendForward(route.manager, group->name(), request);
+}
+
+void Node::Reroute(Group* group, OutsideRoute* route, NodeId manager) {
+  route->manager = manager;
+  route->unreachable_since_ms = 0;
+  outside_counters_.resent += route->pending.size();
+  for (auto& [call_id, pending] : route->pending) {
+    pending.sent_at_ms = now_ms_;
+    SendForward(manager, group->name(), pending.request);
+  }
+}
+
+void Node::RetryOutsideRequests() {
+  for (auto route_it = outside_routes_.begin(); route_it != outside_routes_.end();) {
+    const std::string& name = route_it->first;
+    OutsideRoute& route = route_it->second;
+    // Past its deadline a request is given up (it may have been ordered: its notice is lost).
+    size_t given_up = 0;
+    while (!route.pending.empty() && now_ms_ >= route.pending.begin()->second.give_up_at_ms) {
+      route.pending.erase(route.pending.begin());
+      ++given_up;
+    }
+    outside_counters_.given_up += given_up;
+    if (given_up > 0) {
+      Log("api")->warn("group {}: {} one-way call(s) or multicast(s) from this node not known "
+                       "ordered by their deadline: no longer resent", name, given_up);
+    }
+    if (route.pending.empty()) {
+      route_it = outside_routes_.erase(route_it);
+      continue;
+    }
+    Group* group = groups_.at(name).get();
+    const uint64_t suspect_ms = group->config().suspect_timeout_ms;
+    const uint64_t retry_ms = std::max<uint64_t>(10 * suspect_ms, 500);
+    if (transport_->Reachable(route.manager)) {
+      route.unreachable_since_ms = 0;
+    } else if (route.unreachable_since_ms == 0) {
+      route.unreachable_since_ms = now_ms_;
+    }
+    OutsideRequest& front = route.pending.begin()->second;
+    // Gone (its stream is down) or silent (frozen: it keeps its stream but answers no probe,
+    // WatchManagers): the next member gets every pending request. A member that is only slow is
+    // not left: under overload its notices lag by seconds, and sending it all again through
+    // another member doubled the load until nothing was ordered (issue 7's bench, the first
+    // version of this code); a slow member still answers probes.
+    bool down = (route.unreachable_since_ms != 0 &&
+                 now_ms_ >= route.unreachable_since_ms + suspect_ms) ||
+                ManagerLost(name, route.manager);
+    std::optional<NodeId> manager = group->ManagerAt(preferred_manager_[name]);
+    if (down && manager && *manager == route.manager) {
+      manager = group->ManagerAt(++preferred_manager_[name]);
+    }
+    if (down && manager && *manager != route.manager) {
+      Log("api")->info("group {}: node {} is unreachable; sending the {} one-way call(s) or "
+                       "multicast(s) not known ordered through {}", name, NodeName(route.manager),
+                       route.pending.size(), NodeName(*manager));
+      Reroute(group, &route, *manager);
+    } else if (now_ms_ >= front.sent_at_ms + 4 * retry_ms) {
+      // The manager orders the others: this one's notice was lost (it was ordered by another
+      // member after a view change, or the notice's stream broke), or the request itself was.
+      // Sent again to be sure: one request per tick, a duplicate at worst.
+      front.sent_at_ms = now_ms_;
+      ++outside_counters_.resent;
+      SendForward(route.manager, name, front.request);
+    }
+    ++route_it;
+  }
+}
+
+}  // namespace cohort::nso

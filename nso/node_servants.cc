@@ -1,0 +1,105 @@
+// Servants attached to an NSO of this node: registration, loss, and the view changes they cause.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+
+namespace cohort::nso {
+
+absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& group_name,
+                                               ServantSink sink) {
+  if (absl::Status status = CheckNso(nso); !status.ok()) return status;
+  absl::StatusOr<Group*> group = FindGroup(group_name);
+  if (!group.ok()) return group.status();
+  uint64_t id = next_servant_++;
+  servants_[id] = {nso, group_name, std::move(sink)};
+  Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
+  GroupMembership& membership = MembershipOf(*group);
+  membership.joiner.set_want_member(true);
+  // State that arrived before any servant did, in order.
+  std::vector<membership::StateReceiver::ServantChunk> state =
+      std::move(membership.pending_servant_state);
+  membership.pending_servant_state.clear();
+  GiveStateToServant(*group, std::move(state));
+  // Requests ordered while no servant was here, in order, after the state.
+  std::vector<wire::Request> waiting = std::move(membership.no_servant);
+  membership.no_servant.clear();
+  for (const wire::Request& request : waiting) DeliverRequest(*group, request);
+  if (membership.no_servant_overflow) {
+    membership.no_servant_overflow = false;
+    Log("membership")->warn("group {}: requests were dropped while no servant was attached: "
+                            "rejoining to get the state", group_name);
+    SendJoinRequest(*group);
+  }
+  if (membership.servant_lost) {
+    Log("membership")->info("group {}: servant {} attached while this daemon leaves the group "
+                            "(its previous servant's state is gone): it rejoins with state "
+                            "transfer once out", group_name, id);
+  } else if (!(*group)->is_member()) {
+    Log("membership")->info("group {}: not a member of view {}: asking to join", group_name,
+                            (*group)->view_id());
+    SendJoinRequest(*group);
+  }
+  return id;
+}
+
+void Node::UnregisterServant(uint64_t servant) {
+  auto it = servants_.find(servant);
+  if (it == servants_.end()) return;
+  const std::string group = it->second.group;
+  Log("api")->info("group {}: servant {} detached", group, servant);
+  servants_.erase(it);
+  // Deliveries it never answered get an error reply, so their callers do not wait in vain.
+  std::vector<uint64_t> orphaned;
+  for (const auto& [number, open] : open_deliveries_) {
+    if (open.servant == servant) orphaned.push_back(number);
+  }
+  for (uint64_t number : orphaned) {
+    Answer(servant, number, absl::UnavailableError("servant detached before answering"), "");
+  }
+  if (!AnyServantAttached(group)) OnServantLost(group);
+}
+
+// The replicated object of `group_name` at this daemon was its servant's: with the last servant
+// gone, a servant attaching later has none of it. Keeping this daemon in the view and handing the
+// new servant the requests ordered meanwhile would make it a replica that answers from an empty
+// object (found by cohort-sim --stack with servant crashes). So the daemon leaves the group, and a
+// new servant rejoins with state transfer, like a restarted daemon.
+void Node::OnServantLost(const std::string& group_name) {
+  absl::StatusOr<Group*> group = FindGroup(group_name);
+  if (!group.ok()) return;
+  GroupMembership& membership = membership_[group_name];
+  membership.no_servant.clear();
+  membership.no_servant_overflow = false;
+  membership.joiner.set_want_member(false);
+  if (!(*group)->is_member() || (*group)->members().size() == 1) return;
+  Log("membership")->warn("group {}: its last servant detached: the replica's state is gone; "
+                          "leaving the group (a servant attaching later rejoins with state "
+                          "transfer)", group_name);
+  membership.servant_lost = true;
+  membership.leave_proposed_ms = 0;
+  TickServantLost(*group);
+}
+
+void Node::TickServantLost(Group* group) {
+  auto found = membership_.find(group->name());
+  if (found == membership_.end() || !found->second.servant_lost) return;
+  GroupMembership& membership = found->second;
+  if (!group->is_member()) {
+    membership.servant_lost = false;
+    membership.joiner.set_want_member(AnyServantAttached(group->name()));
+    Log("membership")->info("group {}: left after losing its servant{}", group->name(),
+                            membership.joiner.want_member() ? "; a new servant is attached: rejoining" : "");
+    return;
+  }
+  // Proposed again until it applies: a proposal can be lost with its view, or wait for a majority.
+  uint64_t retry_ms = std::max<uint64_t>(group->config().exclude_timeout_ms, 500);
+  if (membership.leave_proposed_ms != 0 && now_ms_ < membership.leave_proposed_ms + retry_ms) return;
+  if (!group->HasMajority()) return;
+  membership.leave_proposed_ms = now_ms_;
+  ProposeViewChange(group, {self_}, {});
+}
+
+}  // namespace cohort::nso
