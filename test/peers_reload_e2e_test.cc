@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "invocation/client.h"
 #include "test/cluster.h"
@@ -120,10 +121,15 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
     for (int i = 2; i <= 3; ++i) {  // (n1's view has it already: its call got 3 replies)
       auto at = Client::Connect(cluster.ClientAddress(i));
       REQUIRE(at.ok());
-      CHECK(Eventually([&] {
+      std::string last;  // what the daemon said last, for the failure message
+      bool left = Eventually([&] {
         auto view = (*at)->GroupDetails("counter");
+        last = view.ok() ? absl::StrCat(view->members.size(), " members in view ", view->view_id)
+                         : view.status().ToString();
         return view.ok() && view->members.size() == 3;
-      }, 20));
+      }, 20);
+      INFO("n" << i << ": " << last << "\n" << cluster.LogTails(30));
+      CHECK(left);
     }
     fourth.reset();
     cluster.Stop(4);
