@@ -1,5 +1,6 @@
 #include "invocation/outside_fifo.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace cohort::invocation {
@@ -22,7 +23,10 @@ std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
   for (const Held& held : waiting) {
     if (held.request.call_id() == request.call_id()) return out;  // a copy already waits
   }
-  waiting.push_back({request, now_ms});
+  // Until its predecessor's daemon has given it up: that one left before this request, so by
+  // this request's deadline (deadlines alike) it was ordered, or is no longer sent.
+  const uint64_t hold_ms = std::max<uint64_t>(hold_max_ms_, request.deadline_ms() + kDeadlineSlackMs);
+  waiting.push_back({request, now_ms + hold_ms});
   ++held_count_;
   return out;
 }
@@ -80,7 +84,7 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
   for (auto it = held_.begin(); it != held_.end();) {
     std::vector<Held>& waiting = it->second;
     for (auto held = waiting.begin(); held != waiting.end();) {
-      if (now_ms >= held->since_ms + hold_max_ms_) {
+      if (now_ms >= held->until_ms) {
         late.push_back(std::move(held->request));
         held = waiting.erase(held);
         --held_count_;

@@ -11,8 +11,9 @@
 // (Request.after_call_id), and the member that orders it proposes it only after that one: once
 // it proposed it itself (its own proposals keep their order), or saw it delivered.
 //
-// Pure and bounded: a request waits at most `hold_max_ms` for its predecessor (one that never
-// comes: its client's daemon died with it, or gave it up at its deadline), then is proposed
+// Pure and bounded: a request waits at most max(`hold_max_ms`, its deadline + 1 s) for its
+// predecessor (one that never comes: its client's daemon died with it, or gave it up at its
+// deadline, which for a predecessor with the same deadline has passed by then), then is proposed
 // anyway; at most `max_held` wait at once (more, from a peer that names predecessors that do not
 // exist, are proposed at once); what this member proposed is remembered until delivered, or for
 // `remember_ms`.
@@ -75,8 +76,10 @@ class OutsideFifo {
   using CallKey = std::pair<ClientKey, uint64_t>;
   struct Held {
     wire::Request request;
-    uint64_t since_ms = 0;
+    uint64_t until_ms = 0;  // proposed anyway then
   };
+  // Added to a request's deadline: the predecessor's daemon gives it up at its own deadline.
+  static constexpr uint64_t kDeadlineSlackMs = 1000;
   // Records `request` as proposed and appends it, and what waited for it, to `out`.
   void Propose(wire::Request request, uint64_t now_ms, std::vector<wire::Request>* out);
 

@@ -176,7 +176,9 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
   const uint64_t suspect_ms = group->config().suspect_timeout_ms;
   // Longer than the client's daemon takes to send the predecessor again through this member:
   // at once when its request manager's stream breaks, after 2 x suspect_timeout when it is
-  // silent, and 4 x max(10 x suspect_timeout, 500 ms) after a lost message (RetryOutsideRequests).
+  // silent, and 4 x max(10 x suspect_timeout, 500 ms) after a lost message (RetryOutsideRequests);
+  // and at least the request's deadline + 1 s (OutsideFifo::Admit: by then the daemon has had the
+  // predecessor ordered or given it up).
   invocation::OutsideFifo& fifo =
       outside_fifo_.try_emplace(group->name(), std::max<uint64_t>(60 * suspect_ms, 3000))
           .first->second;

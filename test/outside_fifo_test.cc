@@ -1,5 +1,6 @@
 // invocation/outside_fifo.h: a request from outside is proposed after its client's previous one
-// (proposed here or delivered), in order along a chain, and after hold_max_ms without it.
+// (proposed here or delivered), in order along a chain, and after max(hold_max_ms, its deadline
+// + 1 s) without it.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -86,6 +87,31 @@ TEST_CASE("outside FIFO: a predecessor that never comes is waited for hold_max_m
   fifo.Clear();
   CHECK(fifo.held() == 0);
   CHECK_FALSE(fifo.has_work());
+}
+
+TEST_CASE("outside FIFO: a request with a long deadline waits until its deadline + 1 s",
+          "[invocation]") {
+  // Its predecessor left its client's daemon first, so by this request's deadline that daemon
+  // has had it ordered or given it up; waiting less could order this one first while the
+  // predecessor is still being sent.
+  OutsideFifo fifo(/*hold_max_ms=*/1000);
+  wire::Request late = Req(43, 42);
+  late.set_deadline_ms(5000);
+  CHECK(fifo.Admit(late, false, 100).empty());
+  CHECK(fifo.Admit(Req(45, 44), false, 100).empty());  // no deadline given: hold_max_ms
+  size_t expired = 0;
+  CHECK(Ids(fifo.Take(1100, &expired)) == std::vector<uint64_t>{45});
+  CHECK(fifo.Take(6099, &expired).empty());
+  CHECK(fifo.held() == 1);
+  CHECK(Ids(fifo.Take(6100, &expired)) == std::vector<uint64_t>{43});
+  CHECK(expired == 1);
+  // Delivered in time: released at once, whatever its deadline.
+  wire::Request waits = Req(47, 46);
+  waits.set_deadline_ms(5000);
+  CHECK(fifo.Admit(waits, false, 7000).empty());
+  fifo.Delivered(OutsideFifo::ClientOf(Req(46, 0)), 46);
+  CHECK(Ids(fifo.Take(7001, &expired)) == std::vector<uint64_t>{47});
+  CHECK(expired == 0);
 }
 
 TEST_CASE("outside FIFO: at most max_held wait; more are proposed at once", "[invocation]") {

@@ -93,11 +93,14 @@ struct StackSimResult {
   uint64_t call_ms_p50 = 0;
   std::string slowest_call;
   // FIFO per client across routes, for the outside caller: whether it was checked (not when a
-  // member ordered a call without its predecessor after the longest wait, or the outsider's
-  // daemon gave a one-way call up), over how many of its applied calls, and the members' holds.
+  // member ordered a call without its predecessor after the longest wait), over how many of its
+  // applied calls, the members' holds that ended without the predecessor, and the pairs left out
+  // because the earlier call was a one-way call its daemon gave up.
   bool outside_fifo_checked = false;
   uint64_t outside_calls_applied = 0;
   uint64_t fifo_gave_up = 0;
+  // Pairs not checked because the earlier call was a one-way call its daemon gave up.
+  uint64_t fifo_exempt_given_up = 0;
   // By kind: "member closed first", "outside open all", ... (see CallKindName).
   std::map<std::string, CallKindTimes> call_times;
 };

@@ -135,7 +135,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0, servant_crashes = 0, call_ms_max = 0, fifo_checked = 0,
-           fifo_calls = 0, fifo_gave_up_seeds = 0;
+           fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_exempt = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call;
@@ -153,6 +153,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     if (result.outside_fifo_checked) ++fifo_checked;
     fifo_calls += result.outside_calls_applied;
     if (result.fifo_gave_up > 0) ++fifo_gave_up_seeds;
+    fifo_exempt += result.fifo_exempt_given_up;
     drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
     drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
     call_ms_p50s.push_back(result.call_ms_p50);
@@ -185,10 +186,12 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(violations));
   if (options.outside_caller) {
     std::printf("outside caller FIFO across routes checked in %llu seeds (%llu of its calls "
-                "applied); not checked in %llu where a member ordered a call without its "
+                "applied; %llu pairs left out whose earlier call was a one-way call its daemon "
+                "gave up); not checked in %llu where a member ordered a call without its "
                 "predecessor after the longest wait\n",
                 static_cast<unsigned long long>(fifo_checked),
                 static_cast<unsigned long long>(fifo_calls),
+                static_cast<unsigned long long>(fifo_exempt),
                 static_cast<unsigned long long>(fifo_gave_up_seeds));
   }
   std::printf("simulated call time (successful calls, links %llu-%llu ms): median of the seeds' "
