@@ -25,7 +25,8 @@ std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
   }
   // Until its predecessor's daemon has given it up: that one left before this request, so by
   // this request's deadline (deadlines alike) it was ordered, or is no longer sent.
-  const uint64_t hold_ms = std::max<uint64_t>(hold_max_ms_, request.deadline_ms() + kDeadlineSlackMs);
+  const uint64_t hold_ms =
+      std::max<uint64_t>(hold_max_ms_, request.deadline_ms() + kDeadlineSlackMs);
   waiting.push_back({request, now_ms + hold_ms});
   ++held_count_;
   return out;

@@ -14,8 +14,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -128,6 +130,12 @@ bool Cluster::StartNode(int index) {
   std::string log = LogPath(index);
   std::vector<std::string> argv = {Runfile("tools/cohortd"), "--config", ConfigPath(index)};
   argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
+  // The log is appended to across restarts: only what this process writes counts. (A restart
+  // refused after the client port was bound, e.g. for a damaged state file, once passed for
+  // ready on the previous run's line.)
+  std::error_code no_log;
+  const uintmax_t log_before = std::filesystem::exists(log, no_log)
+                                   ? std::filesystem::file_size(log, no_log) : 0;
   pids_[index - 1] = Spawn(argv, log);
   // Ready when this daemon (not some other process that took the port) says it serves.
   for (int attempt = 0; attempt < 400; ++attempt) {
@@ -137,6 +145,7 @@ bool Cluster::StartNode(int index) {
       return false;  // it exited: could not bind its ports, or a bad config
     }
     std::ifstream in(log);
+    in.seekg(static_cast<std::streamoff>(log_before));
     std::stringstream text;
     text << in.rdbuf();
     if (text.str().find(" ready: peers on ") != std::string::npos &&
