@@ -133,9 +133,9 @@ bool Cluster::StartNode(int index) {
   // The log is appended to across restarts: only what this process writes counts. (A restart
   // refused after the client port was bound, e.g. for a damaged state file, once passed for
   // ready on the previous run's line.)
-  std::error_code no_log;
-  const uintmax_t log_before = std::filesystem::exists(log, no_log)
-                                   ? std::filesystem::file_size(log, no_log) : 0;
+  std::error_code no_log;  // no log yet (a first start): read it from its start
+  uintmax_t log_before = std::filesystem::file_size(log, no_log);
+  if (no_log) log_before = 0;
   pids_[index - 1] = Spawn(argv, log);
   // Ready when this daemon (not some other process that took the port) says it serves.
   for (int attempt = 0; attempt < 400; ++attempt) {
