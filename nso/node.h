@@ -29,6 +29,7 @@
 #include "membership/view.h"
 #include "nso/config.h"
 #include "nso/group.h"
+#include "nso/stall_clock.h"
 #include "nso/transport.h"
 #include "proto/wire.pb.h"
 
@@ -285,6 +286,7 @@ class Node {
     // may still get this node added; it then leaves again once it has the state.
     bool left = false;
     uint64_t stall_warned_ms = 0;  // node_watchdog.cc
+    StallClock stall_clock;        // node_watchdog.cc
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.

@@ -18,15 +18,21 @@ void Node::TickWatchdog(Group* group, size_t open) {
   const bool order_waits = group->HasPending();
   const bool requests_wait = found != membership_.end() && (!found->second.buffered.empty() ||
                                                             !found->second.no_servant.empty());
-  if (!order_waits && !requests_wait && open == 0) return;
-  if (now_ms_ < group->last_progress_ms() + kStallMs) return;
+  const bool work_waits = order_waits || requests_wait || open > 0;
+  if (!work_waits) {
+    if (found != membership_.end()) found->second.stall_clock.Observe(false, 0, now_ms_);
+    return;
+  }
   GroupMembership& membership = membership_[group->name()];
+  const uint64_t stalled_ms =
+      membership.stall_clock.Observe(true, group->last_progress_ms(), now_ms_);
+  if (stalled_ms < kStallMs) return;
   if (membership.stall_warned_ms != 0 && now_ms_ < membership.stall_warned_ms + kWarnEveryMs) return;
   membership.stall_warned_ms = now_ms_;
   Log("group")->warn(
       "group {}: no delivery for {} ms in view {} while work waits: {}; {} requests held for the "
       "state ({}), {} for a servant, {} deliveries awaiting the servant's answer{}{}",
-      group->name(), now_ms_ - group->last_progress_ms(), group->view_id(), group->DescribeOrder(),
+      group->name(), stalled_ms, group->view_id(), group->DescribeOrder(),
       membership.buffered.size(),
       membership.joiner.awaiting_state() ? "awaiting state" : "state installed",
       membership.no_servant.size(), open, HasServant(group->name()) ? "" : ", no servant attached",
