@@ -35,8 +35,19 @@ class Joiner {
   enum class Action { kNone, kAskToJoin, kStateLateAsk };
 
   void SetTimeouts(JoinTimeouts timeouts) { timeouts_ = timeouts; }
-  void set_want_member(bool want) { want_member_ = want; }
+  // Wanting in (JoinGroup, a servant attached) also ends a Leave.
+  void set_want_member(bool want) {
+    want_member_ = want;
+    if (want) left_ = false;
+  }
   bool want_member() const { return want_member_; }
+  // Told to leave (LeaveGroup): not wanting in, and a join request already on its way may still
+  // get this node added, after which it leaves again (left()).
+  void Leave() {
+    want_member_ = false;
+    left_ = true;
+  }
+  bool left() const { return left_; }
   bool awaiting_state() const { return awaiting_state_; }
   uint64_t state_view() const { return state_view_; }
 
@@ -60,6 +71,7 @@ class Joiner {
  private:
   JoinTimeouts timeouts_;
   bool want_member_ = false;
+  bool left_ = false;  // Leave() and no set_want_member(true) since
   bool awaiting_state_ = false;
   uint64_t state_view_ = 0;
   uint64_t awaiting_since_ms_ = 0;

@@ -282,9 +282,6 @@ class Node {
     std::vector<NodeId> declined;
     uint64_t declined_view = 0;
     uint64_t leave_proposed_ms = 0;
-    // LeaveGroup was called, and no JoinGroup or servant since: a join request already on its way
-    // may still get this node added; it then leaves again once it has the state.
-    bool left = false;
     uint64_t stall_warned_ms = 0;  // node_watchdog.cc
     StallClock stall_clock;        // node_watchdog.cc
   };

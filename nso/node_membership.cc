@@ -33,7 +33,6 @@ absl::Status Node::JoinGroup(const std::string& name) {
   absl::StatusOr<Group*> group = FindGroup(name);
   if (!group.ok()) return group.status();
   MembershipOf(*group).joiner.set_want_member(true);
-  MembershipOf(*group).left = false;
   if (!(*group)->is_member()) SendJoinRequest(*group);
   return absl::OkStatus();
 }
@@ -80,8 +79,7 @@ std::vector<std::string> Node::GroupsNaming(const std::string& name) const {
 absl::Status Node::LeaveGroup(const std::string& name) {
   absl::StatusOr<Group*> group = FindGroup(name);
   if (!group.ok()) return group.status();
-  MembershipOf(*group).joiner.set_want_member(false);
-  MembershipOf(*group).left = true;
+  MembershipOf(*group).joiner.Leave();
   if (!(*group)->is_member()) return absl::OkStatus();
   if ((*group)->members().size() == 1) {  // the last member: nobody to agree with
     std::vector<consensus::Delivery> none;
@@ -476,7 +474,7 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   std::vector<wire::Request> buffered = std::move(membership.buffered);
   membership.buffered.clear();
   for (const wire::Request& request : buffered) ApplyRequest(group, request);
-  if (membership.left) {
+  if (membership.joiner.left()) {
     // Added by a join request sent before LeaveGroup (peers_reload_e2e_test saw it: the node was
     // out of the view for a moment when LeaveGroup came, its request to rejoin already sent).
     Log("membership")->info("group {}: added in view {} after LeaveGroup (a join request was on "

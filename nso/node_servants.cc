@@ -18,7 +18,6 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
   GroupMembership& membership = MembershipOf(*group);
   membership.joiner.set_want_member(true);
-  membership.left = false;
   // State that arrived before any servant did, in order.
   std::vector<membership::StateReceiver::ServantChunk> state =
       std::move(membership.pending_servant_state);

@@ -216,6 +216,23 @@ TEST_CASE("a joiner asks to join, waits for its state, and asks again when it is
   CHECK(joiner.Tick(9000, true, false) == Joiner::Action::kNone);  // a member, up to date
 }
 
+TEST_CASE("a joiner told to leave stops asking, and stays left until it wants in again",
+          "[join]") {
+  Joiner joiner;
+  joiner.SetTimeouts({200, 2000});
+  joiner.set_want_member(true);
+  CHECK(joiner.Tick(1000, false, false) == Joiner::Action::kAskToJoin);
+  joiner.Leave();
+  CHECK(joiner.left());
+  CHECK_FALSE(joiner.want_member());
+  CHECK(joiner.Tick(2000, false, false) == Joiner::Action::kNone);  // asks no more
+  joiner.set_want_member(false);  // a servant lost: still left
+  CHECK(joiner.left());
+  joiner.set_want_member(true);  // JoinGroup, or a servant attached
+  CHECK_FALSE(joiner.left());
+  CHECK(joiner.Tick(3000, false, false) == Joiner::Action::kAskToJoin);
+}
+
 TEST_CASE("a joiner that suspects its provider asks again once no chunk came for a while",
           "[join]") {
   Joiner joiner;
