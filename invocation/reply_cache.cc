@@ -12,12 +12,13 @@ ReplyCache::Verdict ReplyCache::OnDelivery(ClientKey client, uint64_t call_id,
     return Verdict::kAnswered;
   }
   if (call_id < entry.forgotten_below) return Verdict::kForgotten;
+  const bool out_of_order = !entry.calls.empty() && call_id < entry.calls.rbegin()->first;
   entry.calls.emplace(call_id, std::nullopt);
   while (entry.calls.size() > calls_per_client_max_) {
     entry.forgotten_below = entry.calls.begin()->first + 1;
     entry.calls.erase(entry.calls.begin());
   }
-  return Verdict::kExecute;
+  return out_of_order ? Verdict::kOutOfOrder : Verdict::kExecute;
 }
 
 bool ReplyCache::Known(const ClientKey& client, uint64_t call_id) const {

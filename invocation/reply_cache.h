@@ -5,6 +5,8 @@
 //
 // Pure and deterministic: OnDelivery is called at every replica at the same point of the total
 // order, so every replica makes the same choice. Bounded: `calls_per_client_max` entries per client.
+// Every call id between the window's floor and its highest is either in the window or was never
+// delivered, so a call delivered after a later one of its client is told apart (kOutOfOrder).
 #ifndef COHORT_INVOCATION_REPLY_CACHE_H_
 #define COHORT_INVOCATION_REPLY_CACHE_H_
 
@@ -26,6 +28,10 @@ class ReplyCache {
     kInProgress,  // delivered before, its answer is not back yet
     kAnswered,    // delivered and answered before: resend the cached reply
     kForgotten,   // older than the cache window: neither execute nor answer from the cache
+    // First delivery, but a later call of the same client (call ids increase with the order its
+    // daemon sent them, wire.proto Request.call_id) was delivered before it: executing it would
+    // break FIFO per client. Recorded like kExecute; the caller decides (Node refuses it).
+    kOutOfOrder,
   };
   // (origin daemon, its incarnation, client NSO): call ids restart when a daemon restarts.
   using ClientKey = std::tuple<uint32_t, uint64_t, uint64_t>;

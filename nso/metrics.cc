@@ -213,6 +213,11 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
   out->Family("cohort_outside_fifo_gave_up_total", "counter",
               "Of them, ordered without it: the previous request did not come in time.");
   out->Sample("cohort_outside_fifo_gave_up_total", {}, static_cast<double>(snapshot.fifo_gave_up));
+  out->Family("cohort_fifo_refused_total", "counter",
+              "Requests delivered after a later request of the same client (one whose wait for "
+              "it ran out, above) and refused with ABORTED at every member, not executed: FIFO "
+              "per client holds.");
+  out->Sample("cohort_fifo_refused_total", {}, static_cast<double>(snapshot.fifo_refused));
   out->Family("cohort_managers_silent_total", "counter",
               "Members this daemon sends requests through from outside their group found silent "
               "(no answer to probes for 2 x suspect_timeout_ms): their requests went to the next "

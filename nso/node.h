@@ -103,6 +103,9 @@ struct OutsideCounters {
   // (invocation/outside_fifo.h): once it was here; or after the longest wait, without it.
   uint64_t fifo_held = 0;
   uint64_t fifo_gave_up = 0;
+  // Requests delivered after a later request of their client and refused, not executed (at
+  // every member alike: node_delivery.cc, ReplyCache::Verdict::kOutOfOrder).
+  uint64_t fifo_refused = 0;
 };
 
 class Node {
@@ -420,6 +423,8 @@ class Node {
   void SendStateAck(Group* group, NodeId provider, uint64_t view_id);
   void GiveStateToServant(Group* group, std::vector<membership::StateReceiver::ServantChunk> chunks);
   void DeliverInvocation(Group* group, const wire::Request& request);
+  // The reply every member gives a request delivered after a later one of its client (counted).
+  wire::Reply RefuseOutOfOrder(const Group& group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);
   void OnManagedReply(const wire::ManagedReply& reply);
   void SendReply(NodeId to, const std::string& group, const wire::Reply& reply);

@@ -131,12 +131,19 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
                                              request.client_nso()};
     invocation::ReplyCache& cache = reply_caches_[group->name()];
     const wire::Reply* cached = nullptr;
-    if (cache.OnDelivery(client, request.call_id(), &cached) !=
-        invocation::ReplyCache::Verdict::kExecute) {
+    const invocation::ReplyCache::Verdict verdict =
+        cache.OnDelivery(client, request.call_id(), &cached);
+    if (verdict != invocation::ReplyCache::Verdict::kExecute &&
+        verdict != invocation::ReplyCache::Verdict::kOutOfOrder) {
       return;
     }
     wire::Reply done;
     done.set_replier(self_);
+    if (verdict == invocation::ReplyCache::Verdict::kOutOfOrder) {
+      done = RefuseOutOfOrder(*group, request);
+      cache.Completed(client, request.call_id(), done);
+      return;
+    }
     cache.Completed(client, request.call_id(), done);
   }
   for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
@@ -179,6 +186,16 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
                          "client delivered here (a late copy of one delivered before): ignored",
                          group->name(), request.call_id(), request.origin());
       return;
+    case invocation::ReplyCache::Verdict::kOutOfOrder:
+      // A group's call is numbered by its caller group, not by one client's daemon: executed.
+      // A client's call: refused at every member alike (FIFO per client).
+      if (!request.caller_group().empty()) break;
+      {
+        wire::Reply refused = RefuseOutOfOrder(*group, request);
+        cache.Completed(cache_id.first, cache_id.second, refused);
+        if (replies) SendReplyTo(target, group->name(), refused);
+      }
+      return;
     case invocation::ReplyCache::Verdict::kExecute:
       break;
   }
@@ -214,6 +231,26 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
     done.set_replier(self_);
     reply_caches_[group_name].Completed(cache_id.first, cache_id.second, done);
   }
+}
+
+wire::Reply Node::RefuseOutOfOrder(const Group& group, const wire::Request& request) {
+  // Its client's later request was delivered first: the member that ordered that one waited for
+  // this one longer than its limit (invocation/outside_fifo.h) and ordered without it. Executing
+  // it now would break FIFO per client (003 section 4.1); every member refuses it at this same
+  // point of the total order, so none executes it and the replicas stay alike.
+  ++outside_counters_.fifo_refused;
+  Log("group")->warn("group {}: call {} of node {} (client NSO {}) ordered after a later call of "
+                     "its client: refused, not executed",
+                     group.name(), request.call_id(), NodeName(request.origin()),
+                     request.client_nso());
+  wire::Reply reply;
+  reply.set_replier(self_);
+  reply.set_status_code(static_cast<int>(absl::StatusCode::kAborted));
+  reply.set_error(absl::StrCat(
+      "call ", request.call_id(), " was ordered in group \"", group.name(),
+      "\" after a later call of the same client (the member ordering that one stopped waiting "
+      "for it): refused, not executed, to keep the client's calls in order"));
+  return reply;
 }
 
 void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,

@@ -81,6 +81,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   snapshot.managers_silent = 5;
   snapshot.fifo_held = 4;
   snapshot.fifo_gave_up = 1;
+  snapshot.fifo_refused = 8;
   snapshot.nsos_detached = 6;
   PromWriter out;
   RenderSnapshot(snapshot, &out);
@@ -92,6 +93,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_managers_silent_total") == 5);
   CHECK(MetricValue(t, "cohort_outside_fifo_held_total") == 4);
   CHECK(MetricValue(t, "cohort_outside_fifo_gave_up_total") == 1);
+  CHECK(MetricValue(t, "cohort_fifo_refused_total") == 8);
   CHECK(MetricValue(t, "cohort_nsos_detached_total") == 6);
   CHECK_FALSE(g.HasMajority());
   CHECK(MetricValue(t, "cohort_group_view_id{group=\"counter\"}") == 4);

@@ -41,6 +41,39 @@ TEST_CASE("calls older than the window are forgotten, not executed again", "[rep
   CHECK(cache.OnDelivery(kClient, 9, &cached) == ReplyCache::Verdict::kAnswered);
 }
 
+TEST_CASE("a call delivered after a later call of its client is told apart, once",
+          "[reply_cache]") {
+  // FIFO per client (invocation/outside_fifo.h): call ids increase in the order the client's
+  // daemon sent them, so call 2 delivered after call 3 was overtaken; the node refuses it.
+  ReplyCache cache(4);
+  Execute(&cache, 1);
+  Execute(&cache, 3);
+  const wire::Reply* cached = nullptr;
+  CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kOutOfOrder);
+  // A copy of it delivered again is the same call: answered as the first delivery was.
+  CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kInProgress);
+  wire::Reply refused;
+  refused.set_status_code(10);  // ABORTED
+  cache.Completed(kClient, 2, refused);
+  REQUIRE(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kAnswered);
+  CHECK(cached->status_code() == 10);
+  CHECK(cache.Known(kClient, 2));
+  // In order again after it; another client's numbers are its own.
+  CHECK(cache.OnDelivery(kClient, 4, &cached) == ReplyCache::Verdict::kExecute);
+  CHECK(cache.OnDelivery({3, 7, 2}, 1, &cached) == ReplyCache::Verdict::kExecute);
+  // Call 6 overtakes call 5 (and pushes call 1 out of the window): a joiner given the state
+  // then judges call 5 as every member does.
+  CHECK(cache.OnDelivery(kClient, 6, &cached) == ReplyCache::Verdict::kExecute);
+  wire::GroupState state;
+  cache.ToProto(&state);
+  ReplyCache joiner(4);
+  joiner.FromProto(state);
+  const wire::Reply* at_joiner = nullptr;
+  CHECK(joiner.OnDelivery(kClient, 5, &at_joiner) == ReplyCache::Verdict::kOutOfOrder);
+  CHECK(cache.OnDelivery(kClient, 5, &cached) == ReplyCache::Verdict::kOutOfOrder);
+  CHECK(joiner.OnDelivery(kClient, 1, &at_joiner) == ReplyCache::Verdict::kForgotten);
+}
+
 TEST_CASE("a joiner's cache judges every old call as the provider's does", "[reply_cache]") {
   ReplyCache provider(4);
   for (uint64_t call = 1; call <= 10; ++call) Execute(&provider, call);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -155,17 +156,18 @@ class StackSim {
                           absl::StrCat("t=", net_.now_ms(), " n", id));
   }
   std::map<NodeId, uint64_t> pending_exclusion_;  // crashed node -> crash time
-  // FIFO per client across routes for the outsider (invocation/outside_fifo.h): its calls by
-  // number (issue order), when each was made, and when it failed at its daemon (0: it did not).
-  struct OutsiderCall {
+  // FIFO per client (for the outsider across routes, invocation/outside_fifo.h): every call by
+  // number (issue order), its client as the daemons know it, and when it was made.
+  struct CallMade {
+    NodeId node = 0;
+    uint64_t incarnation = 0;  // a restarted daemon's calls are another client's
+    uint64_t client_nso = 0;
     uint64_t issued_ms = 0;
-    uint64_t failed_ms = 0;
-    bool one_way = false;
-    uint64_t first_applied_ms = 0;  // by any replica (0: not applied)
   };
-  std::map<uint64_t, OutsiderCall> outsider_calls_;
+  std::map<uint64_t, CallMade> calls_made_;
   uint64_t fifo_gave_up_ = 0;  // members' OutsideCounters::fifo_gave_up, crashed ones' included
-  void CheckOutsiderFifo();
+  uint64_t fifo_refused_ = 0;  // ... and fifo_refused
+  void CheckClientFifo();
 };
 
 nso::Config StackSim::MakeConfig(NodeId id) const {
@@ -399,13 +401,6 @@ void StackSim::OnServant(NodeId id, uint64_t generation, nso::ServantDelivery de
   }
   replica.value++;
   replica.applied.push_back(delivery.payload);
-  if (uint64_t number = 0; options_.outside_caller && delivery.payload.size() > 1 &&
-                           absl::SimpleAtoi(delivery.payload.substr(1), &number)) {
-    auto outsider_call = outsider_calls_.find(number);
-    if (outsider_call != outsider_calls_.end() && outsider_call->second.first_applied_ms == 0) {
-      outsider_call->second.first_applied_ms = net_.now_ms();
-    }
-  }
   CheckPrefix(replica.applied, absl::StrCat("node ", id));
   if (!delivery.one_way) {
     replica.node->Answer(replica.servant, delivery.delivery, absl::OkStatus(),
@@ -434,10 +429,7 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
   }
   const uint64_t started_ms = net_.now_ms();
   const uint64_t number = next_call_ - 1;
-  if (id == outsider_id()) {
-    outsider_calls_[number].issued_ms = started_ms;
-    outsider_calls_[number].one_way = mode == invocation::Mode::kOneWay;
-  }
+  calls_made_[number] = {id, replica.incarnation, replica.client_nso, started_ms};
   static constexpr const char* kModeNames[] = {"one-way", "first", "majority", "all"};
   const std::string kind =
       absl::StrCat(id == outsider_id() ? "outside " : "member ",
@@ -447,7 +439,6 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
                                                      number](nso::InvokeResult result) {
     outstanding_--;
     if (!result.status.ok()) {
-      if (id == outsider_id()) outsider_calls_[number].failed_ms = net_.now_ms();
       last_failure_ = absl::StrCat(call, ": ", result.status.ToString());
       if (trace_) {
         std::fprintf(stderr, "t=%llu FAILED %s\n", (unsigned long long)net_.now_ms(),
@@ -474,6 +465,20 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
       std::fprintf(stderr, "t=%llu ACK %s mode %d:%s\n", (unsigned long long)net_.now_ms(),
                    call.c_str(), static_cast<int>(mode), replies.c_str());
     }
+    // A call delivered after a later one of its client is refused by every member alike
+    // (ReplyCache::Verdict::kOutOfOrder): not acknowledged, and no member executed it.
+    size_t refused = 0;
+    for (const auto& reply : result.replies) {
+      if (reply.status.code() == absl::StatusCode::kAborted) ++refused;
+    }
+    if (refused > 0 && refused < result.replies.size()) {
+      return Fail(absl::StrCat("call ", call, " refused as out of its client's order by ", refused,
+                               " of its ", result.replies.size(), " repliers, executed by the others"));
+    }
+    if (refused > 0) {
+      last_failure_ = absl::StrCat(call, ": ", result.replies[0].status.ToString());
+      return;
+    }
     if (mode != invocation::Mode::kOneWay) {
       acknowledged_.insert(call);
       result_.calls_acknowledged++;
@@ -485,7 +490,10 @@ void StackSim::Crash(NodeId id) {
   if (trace_) std::fprintf(stderr, "t=%llu CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
   Replica& replica = replicas_[id];
   CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its crash"));
-  if (replica.node) fifo_gave_up_ += replica.node->outside_counters().fifo_gave_up;
+  if (replica.node) {
+    fifo_gave_up_ += replica.node->outside_counters().fifo_gave_up;
+    fifo_refused_ += replica.node->outside_counters().fifo_refused;
+  }
   replica.alive = false;
   replica.node.reset();
   if (kill_rng_.Uniform(100) < options_.kill_percent) {
@@ -737,7 +745,7 @@ StackSimResult StackSim::Run() {
                         reference_.size()));
     }
   }
-  CheckOutsiderFifo();
+  CheckClientFifo();
   std::set<std::string> final_calls(reference_.begin(), reference_.end());
   for (const std::string& call : acknowledged_) {
     if (result_.ok && !final_calls.count(call)) {
@@ -755,52 +763,38 @@ StackSimResult StackSim::Run() {
   return result_;
 }
 
-void StackSim::CheckOutsiderFifo() {
-  // The outsider's calls are applied in the order it made them: if x was made before y, y is
-  // not applied before x, unless x had failed at its daemon before y was made (its deadline
-  // passed: whether it will be ordered is unknown, and y does not wait for it), or x is a one-way
-  // call its daemon gave up (not known ordered by its deadline: it is applied after it, if ever).
-  // Not checked when a member ordered a call without its predecessor after the longest wait
-  // (counted): members that hold parts of one chain of requests do not all give up at the same
-  // time, and the guarantee holds only that long.
-  if (!result_.ok || !options_.outside_caller) return;
+void StackSim::CheckClientFifo() {
+  // Every client's calls are applied in the order it made them, in every run: the outside
+  // caller's across routes, and a member's too when it was out of the view for a while (its calls
+  // took the outside routes then). A member orders a request from outside without its predecessor
+  // only after the longest wait (invocation/outside_fifo.h), and a call delivered after a later
+  // one of its client is refused by every member, not executed (ReplyCache::Verdict::kOutOfOrder).
+  if (!result_.ok) return;
   for (auto& [id, replica] : replicas_) {
-    if (replica.node) fifo_gave_up_ += replica.node->outside_counters().fifo_gave_up;
+    if (!replica.node) continue;
+    fifo_gave_up_ += replica.node->outside_counters().fifo_gave_up;
+    fifo_refused_ += replica.node->outside_counters().fifo_refused;
   }
   result_.fifo_gave_up = fifo_gave_up_;
-  if (fifo_gave_up_ > 0) return;
-  std::vector<uint64_t> applied;  // the outsider's calls, in the applied order
+  result_.fifo_refused = fifo_refused_;
+  std::map<std::tuple<NodeId, uint64_t, uint64_t>, uint64_t> last_applied;  // per client
   for (const std::string& call : reference_) {
     uint64_t number = 0;
-    if (call.size() > 1 && absl::SimpleAtoi(call.substr(1), &number) &&
-        outsider_calls_.count(number) > 0) {
-      applied.push_back(number);
+    if (call.size() <= 1 || !absl::SimpleAtoi(call.substr(1), &number)) continue;
+    auto made = calls_made_.find(number);
+    if (made == calls_made_.end()) continue;
+    const CallMade& y = made->second;
+    if (y.node == outsider_id()) ++result_.outside_calls_applied;
+    ++result_.fifo_calls_applied;
+    uint64_t& last = last_applied[{y.node, y.incarnation, y.client_nso}];
+    if (last > number) {
+      return Fail(absl::StrCat("node ", y.node, "'s client's c", last, " (made at t=",
+                               calls_made_[last].issued_ms, "ms) was applied before its c", number,
+                               " (made at t=", y.issued_ms, "ms): FIFO per client broken"));
     }
+    last = number;
   }
-  result_.outside_fifo_checked = true;
-  result_.outside_calls_applied = applied.size();
-  for (size_t i = 0; i < applied.size(); ++i) {
-    for (size_t j = i + 1; j < applied.size(); ++j) {
-      const uint64_t later = applied[i];   // applied first, made after...
-      const uint64_t earlier = applied[j];  // ...this one, applied after it
-      if (earlier > later) continue;
-      const OutsiderCall& x = outsider_calls_[earlier];
-      const OutsiderCall& y = outsider_calls_[later];
-      if (x.failed_ms != 0 && x.failed_ms <= y.issued_ms) continue;
-      // The outsider's daemon gives a one-way call up at its deadline on its own clock, seen
-      // at its next tick: applied after that, it had been given up.
-      const uint64_t given_up_by =
-          x.issued_ms + kCallDeadlineMs * 1'000'000 / (1'000'000 + outsider_.drift_ppm) +
-          2 * kTickMs;
-      if (x.one_way && x.first_applied_ms >= given_up_by) {
-        ++result_.fifo_exempt_given_up;
-        continue;
-      }
-      return Fail(absl::StrCat("the outside caller's c", later, " (made at t=", y.issued_ms,
-                               "ms) was applied before its c", earlier, " (made at t=",
-                               x.issued_ms, "ms): FIFO per client broken"));
-    }
-  }
+  result_.fifo_checked = true;
 }
 
 }  // namespace

@@ -92,15 +92,15 @@ struct StackSimResult {
   uint64_t call_ms_max = 0;
   uint64_t call_ms_p50 = 0;
   std::string slowest_call;
-  // FIFO per client across routes, for the outside caller: whether it was checked (not when a
-  // member ordered a call without its predecessor after the longest wait), over how many of its
-  // applied calls, the members' holds that ended without the predecessor, and the pairs left out
-  // because the earlier call was a one-way call its daemon gave up.
-  bool outside_fifo_checked = false;
+  // FIFO per client (the outside caller's across routes): whether it was checked, over how many
+  // applied calls (of them, the outside caller's), the members' holds that ended without the
+  // predecessor, and the calls refused because a later one of their client was delivered before
+  // them (counted once per member that delivered them).
+  bool fifo_checked = false;
+  uint64_t fifo_calls_applied = 0;
   uint64_t outside_calls_applied = 0;
   uint64_t fifo_gave_up = 0;
-  // Pairs not checked because the earlier call was a one-way call its daemon gave up.
-  uint64_t fifo_exempt_given_up = 0;
+  uint64_t fifo_refused = 0;
   // By kind: "member closed first", "outside open all", ... (see CallKindName).
   std::map<std::string, CallKindTimes> call_times;
 };

@@ -53,6 +53,27 @@ TEST_CASE("membership: the same with sequencer order", "[sim][membership]") {
   RunSeeds(1001, 1060, options);
 }
 
+// FIFO per client (every run checks it, test/stack_sim.cc CheckClientFifo): in these seeds a
+// client's call was delivered after a later one of the same client (for the outside caller, a
+// member stopped waiting for the predecessor; for a member, its calls took the outside routes
+// while it was out of the view, and its later calls from inside overtook them). Before the
+// reply cache told such a call apart (ReplyCache::Verdict::kOutOfOrder) the replicas executed
+// it out of order; now every member refuses it.
+TEST_CASE("FIFO per client: a call delivered after a later one of its client is refused by every "
+          "member, not executed", "[sim][membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  for (uint64_t seed : {40011, 40019, 40027}) {
+    StackSimOptions options;
+    options.seed = seed;
+    StackSimResult result = RunStackSimulation(options);
+    INFO("seed " << seed << ": " << result.violation
+                 << "\n  replay: cohort-sim --stack --seeds " << seed << ".." << seed);
+    REQUIRE(result.ok);
+    CHECK(result.fifo_checked);
+    CHECK(result.fifo_refused > 0);
+  }
+}
+
 // Streams that break at a crash or partition, as TCP's do (nso::SimNetworkOptions): sequencer
 // seeds 350 and 2393 stalled for good when a participant of a two-member view committed the
 // sequencer's entries on accepting them (optimisation 3 is for three members, 004 section 4.3)

@@ -135,7 +135,8 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0, servant_crashes = 0, call_ms_max = 0, fifo_checked = 0,
-           fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_exempt = 0;
+           fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0,
+           outside_fifo_calls = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call;
@@ -150,10 +151,11 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     views += result.views_installed;
     transfers += result.state_transfers;
     servant_crashes += result.servant_crashes;
-    if (result.outside_fifo_checked) ++fifo_checked;
-    fifo_calls += result.outside_calls_applied;
+    if (result.fifo_checked) ++fifo_checked;
+    fifo_calls += result.fifo_calls_applied;
+    outside_fifo_calls += result.outside_calls_applied;
     if (result.fifo_gave_up > 0) ++fifo_gave_up_seeds;
-    fifo_exempt += result.fifo_exempt_given_up;
+    fifo_refused += result.fifo_refused;
     drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
     drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
     call_ms_p50s.push_back(result.call_ms_p50);
@@ -184,16 +186,14 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
               static_cast<unsigned long long>(violations));
-  if (options.outside_caller) {
-    std::printf("outside caller FIFO across routes checked in %llu seeds (%llu of its calls "
-                "applied; %llu pairs left out whose earlier call was a one-way call its daemon "
-                "gave up); not checked in %llu where a member ordered a call without its "
-                "predecessor after the longest wait\n",
-                static_cast<unsigned long long>(fifo_checked),
-                static_cast<unsigned long long>(fifo_calls),
-                static_cast<unsigned long long>(fifo_exempt),
-                static_cast<unsigned long long>(fifo_gave_up_seeds));
-  }
+  std::printf("FIFO per client checked in %llu seeds (%llu calls applied, %llu of them the outside "
+              "caller's); in %llu a member ordered a call from outside without its predecessor "
+              "after the longest wait; deliveries refused as out of their client's order: %llu\n",
+              static_cast<unsigned long long>(fifo_checked),
+              static_cast<unsigned long long>(fifo_calls),
+              static_cast<unsigned long long>(outside_fifo_calls),
+              static_cast<unsigned long long>(fifo_gave_up_seeds),
+              static_cast<unsigned long long>(fifo_refused));
   std::printf("simulated call time (successful calls, links %llu-%llu ms): median of the seeds' "
               "p50 %llu ms, longest %llu ms (%s)\n",
               static_cast<unsigned long long>(options.link_delay_min_ms),
