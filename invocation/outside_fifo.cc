@@ -107,11 +107,16 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
   return out;
 }
 
-void OutsideFifo::Clear() {
+std::vector<wire::Request> OutsideFifo::Clear() {
+  std::vector<wire::Request> dropped = std::move(ready_);
+  for (auto& [key, waiting] : held_) {
+    for (Held& held : waiting) dropped.push_back(std::move(held.request));
+  }
   held_.clear();
   held_count_ = 0;
   ready_.clear();
   proposed_.clear();
+  return dropped;
 }
 
 }  // namespace cohort::invocation

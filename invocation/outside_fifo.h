@@ -9,7 +9,10 @@
 // request could be ordered before an earlier one. So each request from outside names its
 // client's previous request to the group that was not yet known ordered when it left
 // (Request.after_call_id), and the member that orders it proposes it only after that one: once
-// it proposed it itself (its own proposals keep their order), or saw it delivered.
+// it proposed it itself (its own proposals keep their order), or saw it delivered. A member's
+// own request made while its client's last request from outside (made before this node joined
+// the view again) is still awaited waits here the same way (Node::SubmitAsMember), released also
+// when its daemon stops awaiting that one.
 //
 // Pure and bounded: a request waits at most max(`hold_max_ms`, its deadline + 1 s) for its
 // predecessor (one that never comes: its client's daemon died with it, or gave it up at its
@@ -59,8 +62,8 @@ class OutsideFifo {
   std::vector<wire::Request> Take(uint64_t now_ms, size_t* expired = nullptr,
                                   const Known& known = nullptr);
   // This member no longer orders for the group (it left): everything held is dropped (the
-  // clients' daemons send it again through another member).
-  void Clear();
+  // clients' daemons send it again through another member) and returned, in the order held.
+  std::vector<wire::Request> Clear();
 
   size_t held() const { return held_count_ + ready_.size(); }
   // Requests proposed at once because max_held were waiting.

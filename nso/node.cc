@@ -291,10 +291,11 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   request.set_payload(std::move(payload));
   request.set_one_way(true);
   request.set_notify_ordered(!(*group)->is_member());
-  if (!(*group)->is_member()) {
-    request.set_after_call_id(PreviousOutsideRequest(nso, group_name, request.call_id()));
-  }
-  SubmitInCausalOrder(request, *group, [this, request](Group* target) { Submit(target, request); });
+  request.set_after_call_id((*group)->is_member()
+                                 ? PendingOutsidePredecessor(nso, group_name)
+                                 : PreviousOutsideRequest(nso, group_name, request.call_id()));
+  SubmitInCausalOrder(request, *group,
+                      [this, request](Group* target) { SubmitAsMember(target, request); });
   return absl::OkStatus();
 }
 
@@ -333,13 +334,17 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   // request manager's replica answers; the others execute silently.
   request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
   request.set_notify_ordered(!group->is_member());
-  if (!group->is_member() && request.caller_group().empty()) {
-    // FIFO per client across routes (invocation/outside_fifo.h): its previous request here.
-    request.set_after_call_id(PreviousOutsideRequest(nso, group->name(), request.call_id()));
+  if (request.caller_group().empty()) {
+    // FIFO per client across routes (invocation/outside_fifo.h): its previous request here, or,
+    // from a member, its last one made from outside if still awaited.
+    request.set_after_call_id(group->is_member()
+                                  ? PendingOutsidePredecessor(nso, group->name())
+                                  : PreviousOutsideRequest(nso, group->name(), request.call_id()));
   }
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
-    SubmitInCausalOrder(request, group, [this, request](Group* live) { Submit(live, request); });
+    SubmitInCausalOrder(request, group,
+                        [this, request](Group* live) { SubmitAsMember(live, request); });
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
   CallKey key{self_, request.call_id()};
@@ -376,7 +381,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   }
   calls_.emplace(key, std::move(call));
   SubmitInCausalOrder(request, group, [this, key, request](Group* live) {
-    if (calls_.count(key)) Submit(live, request);
+    if (calls_.count(key)) SubmitAsMember(live, request);
   });
 }
 

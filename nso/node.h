@@ -369,13 +369,23 @@ class Node {
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
   // still waits to know it ordered (0: none); records `call_id` as the client's last one.
   uint64_t PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id);
+  // For a request of client `nso` made here as a member of `group`: its last request made while
+  // this node was outside the group, if still awaited (0: none). A member's own requests go
+  // straight to the order and would overtake it (found by cohort-sim --stack, session 28).
+  uint64_t PendingOutsidePredecessor(uint64_t nso, const std::string& group) const;
+  // `call_id` of client `nso` to `group`, sent from here while outside it, is still awaited.
+  bool StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id) const;
+  // A member's own request: submitted to the order, or first held (OrderFromOutside) behind its
+  // client's request from outside that it names (after_call_id).
+  void SubmitAsMember(Group* group, const wire::Request& request);
   // The group's reply cache knows the call (delivered here, or brought by a state transfer).
   bool DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
                      uint64_t call_id) const;
   // A request held here waits for `request` (a closed call's copy is then ordered here, not
   // kept standing by).
   bool AwaitedHere(const Group* group, const wire::Request& request) const;
-  // A delivered request from outside: what waited for it is proposed at the next tick.
+  // A delivered request from outside (or this node's own, which its own may wait for): what
+  // waited for it is proposed at the next tick.
   void NoteOutsideDelivered(Group* group, const wire::Request& request);
   void TickOutsideFifo(Group* group);
   // Hands ordered messages to servants; a view change ends the batch (see Group).

@@ -121,7 +121,7 @@ bool Node::HasServant(const std::string& group) const {
 }
 
 void Node::DeliverRequest(Group* group, const wire::Request& request) {
-  if (request.origin() != self_ && !outside_fifo_.empty()) NoteOutsideDelivered(group, request);
+  if (!outside_fifo_.empty()) NoteOutsideDelivered(group, request);
   if (!request.method().empty()) return DeliverInvocation(group, request);
   uint64_t group_seq = ++delivered_seq_[group->name()];
   if (request.notify_ordered()) {

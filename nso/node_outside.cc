@@ -227,13 +227,28 @@ uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, ui
   uint64_t& last = last_outside_request_[nso][group];
   const uint64_t previous = last;
   last = call_id;
-  if (previous == 0) return 0;
-  // Still waited for here: a call not finished, a one-way request or multicast not reported
-  // ordered (nor given up), or a request the causal barrier holds.
-  if (calls_.count({self_, previous}) > 0 || causal_barrier_.Holds(nso, previous)) return previous;
+  return previous != 0 && StillAwaited(nso, group, previous) ? previous : 0;
+}
+
+bool Node::StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id) const {
+  // A call not finished, a one-way request or multicast not reported ordered (nor given up), or
+  // a request the causal barrier holds.
+  if (calls_.count({self_, call_id}) > 0 || causal_barrier_.Holds(nso, call_id)) return true;
   auto route = outside_routes_.find(group);
-  if (route != outside_routes_.end() && route->second.pending.count(previous) > 0) return previous;
-  return 0;
+  return route != outside_routes_.end() && route->second.pending.count(call_id) > 0;
+}
+
+uint64_t Node::PendingOutsidePredecessor(uint64_t nso, const std::string& group) const {
+  auto client = last_outside_request_.find(nso);
+  if (client == last_outside_request_.end()) return 0;
+  auto last = client->second.find(group);
+  if (last == client->second.end() || last->second == 0) return 0;
+  return StillAwaited(nso, group, last->second) ? last->second : 0;
+}
+
+void Node::SubmitAsMember(Group* group, const wire::Request& request) {
+  if (request.after_call_id() != 0 && group->is_member()) return OrderFromOutside(group, request);
+  Submit(group, request);
 }
 
 bool Node::DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
@@ -258,14 +273,24 @@ void Node::TickOutsideFifo(Group* group) {
   auto fifo = outside_fifo_.find(group->name());
   if (fifo == outside_fifo_.end()) return;
   if (!group->is_member()) {
-    fifo->second.Clear();  // the clients' daemons go through another member
+    // The clients' daemons go through another member; this node's own requests, held as a
+    // member behind its earlier one from outside, now go outside too.
+    for (wire::Request& request : fifo->second.Clear()) {
+      if (request.origin() != self_ || request.origin_incarnation() != incarnation_) continue;
+      request.set_notify_ordered(true);
+      Submit(group, request);
+    }
     return;
   }
   size_t expired = 0;
   std::vector<wire::Request> now = fifo->second.Take(
       now_ms_, &expired,
       [&](const invocation::OutsideFifo::ClientKey& client, uint64_t call_id) {
-        return DeliveredHere(*group, client, call_id);
+        if (DeliveredHere(*group, client, call_id)) return true;
+        // This node's own request from outside, which its requests as a member wait for: no
+        // longer awaited here (ordered, finished, or given up at its deadline).
+        return std::get<0>(client) == self_ && std::get<1>(client) == incarnation_ &&
+               !StillAwaited(std::get<2>(client), group->name(), call_id);
       });
   if (expired > 0) {
     outside_counters_.fifo_gave_up += expired;

@@ -476,6 +476,7 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
                                " of its ", result.replies.size(), " repliers, executed by the others"));
     }
     if (refused > 0) {
+      ++result_.calls_refused;
       last_failure_ = absl::StrCat(call, ": ", result.replies[0].status.ToString());
       return;
     }

@@ -101,6 +101,7 @@ struct StackSimResult {
   uint64_t outside_calls_applied = 0;
   uint64_t fifo_gave_up = 0;
   uint64_t fifo_refused = 0;
+  uint64_t calls_refused = 0;  // calls whose caller got the refusal (still waiting for them)
   // By kind: "member closed first", "outside open all", ... (see CallKindName).
   std::map<std::string, CallKindTimes> call_times;
 };

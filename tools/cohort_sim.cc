@@ -135,7 +135,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
            transfers = 0, servant_crashes = 0, call_ms_max = 0, fifo_checked = 0,
-           fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0,
+           fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
            outside_fifo_calls = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
@@ -156,6 +156,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     outside_fifo_calls += result.outside_calls_applied;
     if (result.fifo_gave_up > 0) ++fifo_gave_up_seeds;
     fifo_refused += result.fifo_refused;
+    calls_refused += result.calls_refused;
     drift_seen_min = std::min(drift_seen_min, result.drift_ppm_min);
     drift_seen_max = std::max(drift_seen_max, result.drift_ppm_max);
     call_ms_p50s.push_back(result.call_ms_p50);
@@ -188,12 +189,14 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(violations));
   std::printf("FIFO per client checked in %llu seeds (%llu calls applied, %llu of them the outside "
               "caller's); in %llu a member ordered a call from outside without its predecessor "
-              "after the longest wait; deliveries refused as out of their client's order: %llu\n",
+              "after the longest wait; deliveries refused as out of their client's order: %llu (calls whose "
+              "caller was still waiting and got the refusal: %llu)\n",
               static_cast<unsigned long long>(fifo_checked),
               static_cast<unsigned long long>(fifo_calls),
               static_cast<unsigned long long>(outside_fifo_calls),
               static_cast<unsigned long long>(fifo_gave_up_seeds),
-              static_cast<unsigned long long>(fifo_refused));
+              static_cast<unsigned long long>(fifo_refused),
+              static_cast<unsigned long long>(calls_refused));
   std::printf("simulated call time (successful calls, links %llu-%llu ms): median of the seeds' "
               "p50 %llu ms, longest %llu ms (%s)\n",
               static_cast<unsigned long long>(options.link_delay_min_ms),
