@@ -28,6 +28,7 @@ std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
   const uint64_t hold_ms =
       std::max<uint64_t>(hold_max_ms_, request.deadline_ms() + kDeadlineSlackMs);
   waiting.push_back({request, now_ms + hold_ms});
+  holding_.insert({client, request.call_id()});
   ++held_count_;
   return out;
 }
@@ -41,6 +42,7 @@ void OutsideFifo::Propose(wire::Request request, uint64_t now_ms,
     next.pop_back();
     const CallKey key{ClientOf(current), current.call_id()};
     proposed_[key] = now_ms;
+    holding_.erase(key);
     auto behind = held_.find(key);
     std::vector<wire::Request> successors;
     if (behind != held_.end()) {
@@ -113,6 +115,7 @@ std::vector<wire::Request> OutsideFifo::Clear() {
     for (Held& held : waiting) dropped.push_back(std::move(held.request));
   }
   held_.clear();
+  holding_.clear();
   held_count_ = 0;
   ready_.clear();
   proposed_.clear();

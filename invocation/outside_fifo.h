@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,10 @@ class OutsideFifo {
   bool Awaited(const ClientKey& client, uint64_t call_id) const {
     return held_.count({client, call_id}) > 0;
   }
+  // Request `call_id` of `client` waits here (held, or ready and not yet taken).
+  bool Holds(const ClientKey& client, uint64_t call_id) const {
+    return holding_.count({client, call_id}) > 0;
+  }
   size_t remembered() const { return proposed_.size(); }
   bool has_work() const { return !held_.empty() || !ready_.empty() || !proposed_.empty(); }
 
@@ -93,6 +98,7 @@ class OutsideFifo {
   uint64_t overflowed_ = 0;
   std::map<CallKey, std::vector<Held>> held_;  // by the predecessor they wait for
   std::vector<wire::Request> ready_;           // their predecessor was delivered
+  std::set<CallKey> holding_;                  // the requests in held_ and ready_
   std::map<CallKey, uint64_t> proposed_;       // by this member, not yet delivered: when
   uint64_t next_sweep_ms_ = 0;
 };

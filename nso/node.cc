@@ -133,7 +133,7 @@ absl::Status Node::Detach(uint64_t nso, uint64_t requester) {
   }
   Log("api")->debug("NSO {} of client \"{}\" detached", nso, entry->second.client_name);
   nsos_.erase(entry);
-  last_outside_request_.erase(nso);
+  ForgetOutsideOrder(nso);
   ++nsos_detached_;
   std::vector<uint64_t> gone;
   for (const auto& [id, servant] : servants_) {
@@ -164,7 +164,7 @@ void Node::ExpireIdleNsos() {
     const NsoEntry& entry = it->second;
     if (entry.expires_when_idle && now_ms_ >= entry.last_used_ms + idle_ms &&
         serving.count(it->first) == 0 && causal_barrier_.in_flight(it->first) == 0) {
-      last_outside_request_.erase(it->first);
+      ForgetOutsideOrder(it->first);
       it = nsos_.erase(it);
       ++detached;
     } else {

@@ -373,10 +373,13 @@ class Node {
   // this node was outside the group, if still awaited (0: none). A member's own requests go
   // straight to the order and would overtake it (found by cohort-sim --stack, session 28).
   uint64_t PendingOutsidePredecessor(uint64_t nso, const std::string& group) const;
+  // The NSO is gone: what FIFO per client kept for it (last_outside_request_, member_held_).
+  void ForgetOutsideOrder(uint64_t nso);
   // `call_id` of client `nso` to `group`, sent from here while outside it, is still awaited.
   bool StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id) const;
   // A member's own request: submitted to the order, or first held (OrderFromOutside) behind its
-  // client's request from outside that it names (after_call_id).
+  // client's request from outside that it names (after_call_id), or behind the client's last
+  // request held so (member_held_), which it would overtake.
   void SubmitAsMember(Group* group, const wire::Request& request);
   // The group's reply cache knows the call (delivered here, or brought by a state transfer).
   bool DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
@@ -486,6 +489,8 @@ class Node {
   std::map<std::string, invocation::OutsideFifo> outside_fifo_;        // by group
   // Each client's last request from here to each group it is not a member of (outside_fifo.h).
   std::map<uint64_t, std::map<std::string, uint64_t, std::less<>>> last_outside_request_;
+  // (client NSO, group) -> its last request made here as a member that SubmitAsMember held.
+  std::map<std::pair<uint64_t, std::string>, uint64_t> member_held_;
   OutsideCounters outside_counters_;
   membership::ManagerWatch manager_watch_;
   std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)

@@ -28,7 +28,10 @@ void Node::SendClosedOut(Group* group, Call* call) {
   call->sent_at_ms = now_ms_;
   std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
   call->closed_request->set_orderer(manager ? *manager : 0);
-  Submit(group, *call->closed_request);  // to every member
+  // To every member; or, once this node is a member itself (it joined the view again), into the
+  // order, after its client's previous request (found by cohort-sim --stack, seed 40017 with
+  // --streams-break --liveness event: a resent closed call overtook an open one).
+  SubmitAsMember(group, *call->closed_request);
 }
 
 void Node::WatchManagers() {
@@ -238,6 +241,12 @@ bool Node::StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id
   return route != outside_routes_.end() && route->second.pending.count(call_id) > 0;
 }
 
+void Node::ForgetOutsideOrder(uint64_t nso) {
+  last_outside_request_.erase(nso);
+  member_held_.erase(member_held_.lower_bound({nso, std::string()}),
+                     member_held_.lower_bound({nso + 1, std::string()}));
+}
+
 uint64_t Node::PendingOutsidePredecessor(uint64_t nso, const std::string& group) const {
   auto client = last_outside_request_.find(nso);
   if (client == last_outside_request_.end()) return 0;
@@ -247,8 +256,31 @@ uint64_t Node::PendingOutsidePredecessor(uint64_t nso, const std::string& group)
 }
 
 void Node::SubmitAsMember(Group* group, const wire::Request& request) {
-  if (request.after_call_id() != 0 && group->is_member()) return OrderFromOutside(group, request);
-  Submit(group, request);
+  if (!group->is_member()) return Submit(group, request);
+  uint64_t after = request.after_call_id();
+  if (!member_held_.empty()) {
+    // The client's previous request made here as a member may still wait (behind one from
+    // outside): this one waits behind it rather than overtake it (cohort-sim --stack, seed 40122
+    // with --streams-break --liveness event). Not a request made before it and sent again (a
+    // closed call from outside resent, SendClosedOut): that one keeps its own predecessor.
+    auto previous = member_held_.find({request.client_nso(), group->name()});
+    if (previous != member_held_.end()) {
+      auto fifo = outside_fifo_.find(group->name());
+      if (fifo == outside_fifo_.end() ||
+          !fifo->second.Holds(invocation::OutsideFifo::ClientOf(request), previous->second)) {
+        member_held_.erase(previous);
+      } else if (previous->second < request.call_id()) {
+        after = previous->second;
+      }
+    }
+  }
+  if (after == 0) return Submit(group, request);
+  uint64_t& last_held = member_held_[{request.client_nso(), group->name()}];
+  last_held = std::max(last_held, request.call_id());
+  if (after == request.after_call_id()) return OrderFromOutside(group, request);
+  wire::Request behind = request;
+  behind.set_after_call_id(after);
+  OrderFromOutside(group, behind);
 }
 
 bool Node::DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
@@ -288,9 +320,11 @@ void Node::TickOutsideFifo(Group* group) {
       [&](const invocation::OutsideFifo::ClientKey& client, uint64_t call_id) {
         if (DeliveredHere(*group, client, call_id)) return true;
         // This node's own request from outside, which its requests as a member wait for: no
-        // longer awaited here (ordered, finished, or given up at its deadline).
+        // longer awaited here (ordered, finished, or given up at its deadline), and not itself
+        // waiting here.
         return std::get<0>(client) == self_ && std::get<1>(client) == incarnation_ &&
-               !StillAwaited(std::get<2>(client), group->name(), call_id);
+               !StillAwaited(std::get<2>(client), group->name(), call_id) &&
+               !fifo->second.Holds(client, call_id);
       });
   if (expired > 0) {
     outside_counters_.fifo_gave_up += expired;
@@ -302,7 +336,23 @@ void Node::TickOutsideFifo(Group* group) {
 
 void Node::StartManagedCall(Group* group, wire::Request request) {
   CallKey key{request.origin(), request.call_id()};
-  if (calls_.count(key)) return;  // already managing it (a duplicate of a retry)
+  auto existing = calls_.find(key);
+  if (existing != calls_.end()) {
+    if (request.origin() == self_ && request.origin_incarnation() == incarnation_ &&
+        existing->second.managed_request) {
+      // This node's own open call from when it was outside the group, sent again through
+      // itself now that it is a member (RetryManagedCalls): it orders the call as a member
+      // would, and every replica answers here, where the call's collector takes the replies.
+      // (It used to be taken for a duplicate and never ordered until the next retry through
+      // another member, while the FIFO hold let its client's later requests go first:
+      // cohort-sim --stack, seed 40137 with --streams-break --liveness event.)
+      request.set_managed(false);
+      request.set_reply_to(self_);
+      request.set_reply_from_manager_only(false);
+      Submit(group, request);
+    }
+    return;  // otherwise already managing it (a duplicate of a retry)
+  }
   if (request.reply_from_manager_only() && group->members().size() <= 3 &&
       config_.consensus.optimisation_3) {
     // Wait-for-first (003 section 4.2's asynchronous forwarding) with n <= 3 and optimisation 3

@@ -92,6 +92,21 @@ TEST_CASE("FIFO per client: a member's calls back in the view wait for its calls
     CHECK(result.fifo_checked);
     CHECK(result.fifo_refused == 0);
   }
+  // Event-driven groups, streams that break: a closed call from outside resent after the node
+  // joined (40017), a member's request that would overtake its previous one still held (40122),
+  // and an open call from outside resent through the node itself once a member (40137) each got
+  // a call refused while its caller waited (ABORTED) before they were fixed.
+  for (uint64_t seed : {40017, 40122, 40137}) {
+    StackSimOptions options;
+    options.seed = seed;
+    options.streams_break = true;
+    options.event_driven = true;
+    StackSimResult result = RunStackSimulation(options);
+    INFO("seed " << seed << ": " << result.violation << "\n  replay: cohort-sim --stack --seeds "
+                 << seed << ".." << seed << " --streams-break --liveness event");
+    REQUIRE(result.ok);
+    CHECK(result.calls_refused == 0);
+  }
 }
 
 // Streams that break at a crash or partition, as TCP's do (nso::SimNetworkOptions): sequencer
