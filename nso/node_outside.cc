@@ -306,10 +306,22 @@ void Node::TickOutsideFifo(Group* group) {
   if (fifo == outside_fifo_.end()) return;
   if (!group->is_member()) {
     // The clients' daemons go through another member; this node's own requests, held as a
-    // member behind its earlier one from outside, now go outside too.
+    // member behind its earlier one from outside, now go outside too, in the order made, and
+    // its clients' next requests from outside name them (cohort-sim --stack --calls-per-step 4,
+    // seed 40136: they did not, and overtook them).
+    std::vector<wire::Request> own;
     for (wire::Request& request : fifo->second.Clear()) {
-      if (request.origin() != self_ || request.origin_incarnation() != incarnation_) continue;
+      if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
+        own.push_back(std::move(request));
+      }
+    }
+    std::sort(own.begin(), own.end(), [](const wire::Request& a, const wire::Request& b) {
+      return a.call_id() < b.call_id();
+    });
+    for (wire::Request& request : own) {
       request.set_notify_ordered(true);
+      uint64_t& last = last_outside_request_[request.client_nso()][group->name()];
+      last = std::max(last, request.call_id());
       Submit(group, request);
     }
     return;
