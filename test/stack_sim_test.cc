@@ -15,6 +15,28 @@
 namespace cohort::sim {
 namespace {
 
+// The command that replays `options`' run.
+std::string Replay(const StackSimOptions& options) {
+  return absl::StrCat("cohort-sim --stack --seeds ", options.seed, "..", options.seed,
+                      options.sequencer ? " --ordering sequencer" : "",
+                      options.event_driven ? " --liveness event" : "",
+                      options.streams_break ? " --streams-break" : "",
+                      options.calls_per_step != 1
+                          ? absl::StrCat(" --calls-per-step ", options.calls_per_step)
+                          : "");
+}
+
+// One seed of the FIFO-per-client cases: the run is clean and FIFO was checked.
+StackSimResult RunFifoSeed(uint64_t seed, StackSimOptions options = {}) {
+  nso::ConfigureLogging("off", "text", "");
+  options.seed = seed;
+  StackSimResult result = RunStackSimulation(options);
+  INFO("seed " << seed << ": " << result.violation << "\n  replay: " << Replay(options));
+  REQUIRE(result.ok);
+  CHECK(result.fifo_checked);
+  return result;
+}
+
 void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
   nso::ConfigureLogging("off", "text", "");
   uint64_t views = 0, transfers = 0, acknowledged = 0, servant_crashes = 0;
@@ -22,10 +44,7 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
     options.seed = seed;
     StackSimResult result = RunStackSimulation(options);
     INFO("seed " << seed << " (" << (options.sequencer ? "sequencer" : "consensus") << "): "
-                 << result.violation << "\n  replay: cohort-sim --stack --seeds " << seed << ".."
-                 << seed << (options.sequencer ? " --ordering sequencer" : "")
-                 << (options.event_driven ? " --liveness event" : "")
-                 << (options.streams_break ? " --streams-break" : ""));
+                 << result.violation << "\n  replay: " << Replay(options));
     REQUIRE(result.ok);
     views += result.views_installed;
     transfers += result.state_transfers;
@@ -61,16 +80,9 @@ TEST_CASE("membership: the same with sequencer order", "[sim][membership]") {
 // refuses it.
 TEST_CASE("FIFO per client: a call delivered after a later one of its client is refused by every "
           "member, not executed", "[sim][membership]") {
-  nso::ConfigureLogging("off", "text", "");
   for (uint64_t seed : {40011, 40051, 40053}) {
-    StackSimOptions options;
-    options.seed = seed;
-    StackSimResult result = RunStackSimulation(options);
-    INFO("seed " << seed << ": " << result.violation
-                 << "\n  replay: cohort-sim --stack --seeds " << seed << ".." << seed);
-    REQUIRE(result.ok);
-    CHECK(result.fifo_checked);
-    CHECK(result.fifo_refused > 0);
+    INFO("seed " << seed);
+    CHECK(RunFifoSeed(seed).fifo_refused > 0);
   }
 }
 
@@ -81,43 +93,27 @@ TEST_CASE("FIFO per client: a call delivered after a later one of its client is 
 // these seeds nothing is refused.
 TEST_CASE("FIFO per client: a member's calls back in the view wait for its calls from outside",
           "[sim][membership]") {
-  nso::ConfigureLogging("off", "text", "");
   for (uint64_t seed : {40019, 40027, 40036}) {
-    StackSimOptions options;
-    options.seed = seed;
-    StackSimResult result = RunStackSimulation(options);
-    INFO("seed " << seed << ": " << result.violation
-                 << "\n  replay: cohort-sim --stack --seeds " << seed << ".." << seed);
-    REQUIRE(result.ok);
-    CHECK(result.fifo_checked);
-    CHECK(result.fifo_refused == 0);
+    INFO("seed " << seed);
+    CHECK(RunFifoSeed(seed).fifo_refused == 0);
   }
   // Event-driven groups, streams that break: a closed call from outside resent after the node
   // joined (40017), a member's request that would overtake its previous one still held (40122),
   // and an open call from outside resent through the node itself once a member (40137) each got
   // a call refused while its caller waited (ABORTED) before they were fixed.
+  StackSimOptions event_driven;
+  event_driven.streams_break = true;
+  event_driven.event_driven = true;
   for (uint64_t seed : {40017, 40122, 40137}) {
-    StackSimOptions options;
-    options.seed = seed;
-    options.streams_break = true;
-    options.event_driven = true;
-    StackSimResult result = RunStackSimulation(options);
-    INFO("seed " << seed << ": " << result.violation << "\n  replay: cohort-sim --stack --seeds "
-                 << seed << ".." << seed << " --streams-break --liveness event");
-    REQUIRE(result.ok);
-    CHECK(result.calls_refused == 0);
+    INFO("seed " << seed);
+    CHECK(RunFifoSeed(seed, event_driven).calls_refused == 0);
   }
   // Four calls every 15 ms: a member that left the view with requests held behind one from
   // outside sent them outside, but its clients' next requests from outside did not name them
   // and overtook them (40136: 4 callers got a refusal).
-  StackSimOptions options;
-  options.seed = 40136;
-  options.calls_per_step = 4;
-  StackSimResult result = RunStackSimulation(options);
-  INFO("seed 40136: " << result.violation
-                      << "\n  replay: cohort-sim --stack --seeds 40136..40136 --calls-per-step 4");
-  REQUIRE(result.ok);
-  CHECK(result.calls_refused == 0);
+  StackSimOptions busy;
+  busy.calls_per_step = 4;
+  CHECK(RunFifoSeed(40136, busy).calls_refused == 0);
 }
 
 // Streams that break at a crash or partition, as TCP's do (nso::SimNetworkOptions): sequencer
