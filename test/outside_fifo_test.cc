@@ -3,6 +3,7 @@
 // + 1 s) without it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "invocation/outside_fifo.h"
@@ -82,11 +83,38 @@ TEST_CASE("outside FIFO: a predecessor that never comes is waited for hold_max_m
   CHECK(fifo.remembered() == 1);
   fifo.Take(7000);
   CHECK(fifo.remembered() == 0);
-  // Clear (this member left): what was held is dropped.
+  // Clear (this member left): what was held is dropped, and handed back (the node sends its
+  // own requests among them outside).
   CHECK(fifo.Admit(Req(51, 50), false, 7000).empty());
-  fifo.Clear();
+  CHECK(fifo.Admit(Req(52, 51), false, 7000).empty());
+  CHECK(fifo.Holds(OutsideFifo::ClientOf(Req(51, 0)), 51));
+  CHECK_FALSE(fifo.Holds(OutsideFifo::ClientOf(Req(50, 0)), 50));
+  std::vector<uint64_t> dropped = Ids(fifo.Clear());
+  std::sort(dropped.begin(), dropped.end());
+  CHECK(dropped == std::vector<uint64_t>{51, 52});
   CHECK(fifo.held() == 0);
+  CHECK_FALSE(fifo.Holds(OutsideFifo::ClientOf(Req(51, 0)), 51));
   CHECK_FALSE(fifo.has_work());
+}
+
+TEST_CASE("outside FIFO: a request held here is told apart until it is proposed", "[invocation]") {
+  // Node::SubmitAsMember chains a member's next request behind its previous one while that
+  // one is held here (Holds), and no longer once it went (proposed, with its chain).
+  OutsideFifo fifo(/*hold_max_ms=*/1000);
+  const OutsideFifo::ClientKey client = OutsideFifo::ClientOf(Req(1, 0));
+  CHECK(fifo.Admit(Req(21, 20), false, 0).empty());
+  CHECK(fifo.Admit(Req(22, 21), false, 0).empty());
+  CHECK(fifo.Holds(client, 21));
+  CHECK(fifo.Holds(client, 22));
+  fifo.Delivered(client, 20);
+  CHECK(fifo.Holds(client, 21));  // ready, not yet taken
+  CHECK(Ids(fifo.Take(1)) == std::vector<uint64_t>{21, 22});
+  CHECK_FALSE(fifo.Holds(client, 21));
+  CHECK_FALSE(fifo.Holds(client, 22));
+  // Held past the longest wait: proposed without its predecessor, and no longer held.
+  CHECK(fifo.Admit(Req(31, 30), false, 10).empty());
+  CHECK(fifo.Take(10 + 1000).size() == 1);
+  CHECK_FALSE(fifo.Holds(client, 31));
 }
 
 TEST_CASE("outside FIFO: a request with a long deadline waits until its deadline + 1 s",
