@@ -436,6 +436,10 @@ class Node {
   void SendStateAck(Group* group, NodeId provider, uint64_t view_id);
   void GiveStateToServant(Group* group, std::vector<membership::StateReceiver::ServantChunk> chunks);
   void DeliverInvocation(Group* group, const wire::Request& request);
+  // A request of (origin, incarnation) was made by this daemon in its current incarnation.
+  bool MadeHere(uint32_t origin, uint64_t incarnation) const {
+    return origin == self_ && incarnation == incarnation_;
+  }
   // The reply every member gives a request delivered after a later one of its client (counted).
   wire::Reply RefuseOutOfOrder(const Group& group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);

@@ -67,7 +67,7 @@ void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId order
       standby->second.erase({request.origin(), request.origin_incarnation(), request.call_id()});
     }
   }
-  if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
+  if (MadeHere(request.origin(), request.origin_incarnation())) {
     MarkOrdered(request.call_id());
   } else if (request.notify_ordered() && (orderer == self_ || orderer == 0)) {
     // A non-member's request: the member that broadcast it tells the caller's node, one notice
@@ -131,19 +131,17 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
                                              request.client_nso()};
     invocation::ReplyCache& cache = reply_caches_[group->name()];
     const wire::Reply* cached = nullptr;
-    const invocation::ReplyCache::Verdict verdict =
-        cache.OnDelivery(client, request.call_id(), &cached);
-    if (verdict != invocation::ReplyCache::Verdict::kExecute &&
-        verdict != invocation::ReplyCache::Verdict::kOutOfOrder) {
-      return;
+    switch (cache.OnDelivery(client, request.call_id(), &cached)) {
+      case invocation::ReplyCache::Verdict::kExecute:
+        break;
+      case invocation::ReplyCache::Verdict::kOutOfOrder:
+        cache.Completed(client, request.call_id(), RefuseOutOfOrder(*group, request));
+        return;
+      default:
+        return;
     }
     wire::Reply done;
     done.set_replier(self_);
-    if (verdict == invocation::ReplyCache::Verdict::kOutOfOrder) {
-      done = RefuseOutOfOrder(*group, request);
-      cache.Completed(client, request.call_id(), done);
-      return;
-    }
     cache.Completed(client, request.call_id(), done);
   }
   for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it

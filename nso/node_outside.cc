@@ -311,7 +311,7 @@ void Node::TickOutsideFifo(Group* group) {
     // seed 40136: they did not, and overtook them).
     std::vector<wire::Request> own;
     for (wire::Request& request : fifo->second.Clear()) {
-      if (request.origin() == self_ && request.origin_incarnation() == incarnation_) {
+      if (MadeHere(request.origin(), request.origin_incarnation())) {
         own.push_back(std::move(request));
       }
     }
@@ -334,7 +334,7 @@ void Node::TickOutsideFifo(Group* group) {
         // This node's own request from outside, which its requests as a member wait for: no
         // longer awaited here (ordered, finished, or given up at its deadline), and not itself
         // waiting here.
-        return std::get<0>(client) == self_ && std::get<1>(client) == incarnation_ &&
+        return MadeHere(std::get<0>(client), std::get<1>(client)) &&
                !StillAwaited(std::get<2>(client), group->name(), call_id) &&
                !fifo->second.Holds(client, call_id);
       });
@@ -350,7 +350,7 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
   CallKey key{request.origin(), request.call_id()};
   auto existing = calls_.find(key);
   if (existing != calls_.end()) {
-    if (request.origin() == self_ && request.origin_incarnation() == incarnation_ &&
+    if (MadeHere(request.origin(), request.origin_incarnation()) &&
         existing->second.managed_request) {
       // This node's own open call from when it was outside the group, sent again through
       // itself now that it is a member (RetryManagedCalls): it orders the call as a member
