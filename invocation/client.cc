@@ -1,5 +1,6 @@
 #include "invocation/client.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "invocation/async_results.h"
+#include "invocation/backpressure.h"
 #include "invocation/call_stream.h"
 #include "invocation/local_calls.h"
 #include "nso/status.h"
@@ -285,6 +287,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& addre
       reply.nso(), reply.node_name(), /*owns_nso=*/true);
   if (!options.client_name.empty()) client->client_name_ = options.client_name;
   client->attach_timeout_ = options.timeout;
+  client->SetBackpressureWait(options.backpressure_wait);
   if (local_used) {
     absl::MutexLock lock(&client->daemon_mu_);
     client->local_endpoint_ = std::move(endpoint);
@@ -367,14 +370,41 @@ auto Client::WithNso(RequestT request, SendFn send) -> decltype(send(request)) {
   return result;
 }
 
+template <typename AttemptFn>
+auto Client::WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn attempt)
+    -> decltype(attempt()) {
+  auto result = attempt();
+  invocation::BacklogPause pause;
+  while (invocation::IsBacklog(StatusOf(result))) {
+    const absl::Duration next = pause.Next();
+    const absl::Duration waited = absl::Now() - start;
+    if (waited + next > wait) {
+      if (wait <= absl::ZeroDuration()) return result;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          StatusOf(result).message(), " (waited ", absl::ToInt64Milliseconds(waited),
+          " ms for room: ConnectOptions::backpressure_wait, or the call's deadline)"));
+    }
+    absl::SleepFor(next);
+    result = attempt();
+  }
+  return result;
+}
+
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
                                           const std::string& payload, api::Mode mode,
                                           absl::Duration deadline, Style style) {
-  // The NSO enforces `deadline`; 2 s of slack here.
-  return WithNso(InvokeRequestFor(group, method, payload, mode, deadline, style),
-                 [&](const api::InvokeRequest& request) {
-                   return backend_->Invoke(request, deadline + absl::Seconds(2));
-                 });
+  const absl::Time start = absl::Now();
+  // A call's deadline covers its wait for room; a one-way call's runs from its acceptance.
+  const bool one_way = mode == api::ONE_WAY;
+  const absl::Duration wait = one_way ? backpressure_wait() : std::min(backpressure_wait(), deadline);
+  return WhileBacklogged(start, wait, [&]() {
+    const absl::Duration left = one_way ? deadline : deadline - (absl::Now() - start);
+    // The NSO enforces `left`; 2 s of slack here.
+    return WithNso(InvokeRequestFor(group, method, payload, mode, left, style),
+                   [&](const api::InvokeRequest& request) {
+                     return backend_->Invoke(request, left + absl::Seconds(2));
+                   });
+  });
 }
 
 void Client::InvokeAsync(const std::string& group, const std::string& method,
@@ -508,7 +538,9 @@ absl::Status Client::Multicast(const std::string& group, const std::string& payl
   api::MulticastRequest request;
   request.set_group(group);
   request.set_payload(payload);
-  return WithNso(request, [&](const api::MulticastRequest& r) { return backend_->Multicast(r); });
+  return WhileBacklogged(absl::Now(), backpressure_wait(), [&]() {
+    return WithNso(request, [&](const api::MulticastRequest& r) { return backend_->Multicast(r); });
+  });
 }
 
 api::GroupRequest Client::GroupRequestFor(const std::string& group) const {

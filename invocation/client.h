@@ -85,6 +85,12 @@ struct ConnectOptions {
   // its protocol thread; nso/local_api.h) when the daemon offers one and it can be reached from
   // here (same host); else, or with false, everything goes over gRPC.
   bool local = true;
+  // Send, Multicast and Invoke refused for backpressure (this client already has
+  // limits.max_unordered_requests requests not yet ordered, or max_unordered_bytes; see
+  // invocation/backpressure.h) wait for room and send again, for at most this long (Invoke: at
+  // most its deadline, which the wait counts against), then fail RESOURCE_EXHAUSTED; zero: fail
+  // at once. InvokeAsync never waits: its caller already bounds what it has in flight.
+  absl::Duration backpressure_wait = absl::Seconds(5);
 };
 
 // Adds the options' bearer token (if any) to a call's metadata.
@@ -175,6 +181,11 @@ class Client {
   // daemons.
   absl::Status DeleteGroup(const std::string& group);
 
+  // ConnectOptions::backpressure_wait, for a Client made otherwise (an embedded node's).
+  void SetBackpressureWait(absl::Duration wait) {
+    backpressure_wait_us_.store(absl::ToInt64Microseconds(wait));
+  }
+
   uint64_t nso() const { return nso_.load(); }
   // The daemon that holds the NSO (another after a failover to the next of several daemons).
   std::string node_name() const ABSL_LOCKS_EXCLUDED(daemon_mu_);
@@ -224,6 +235,16 @@ class Client {
   // before the backend goes.
   absl::Mutex reattach_mu_;
   bool closing_ ABSL_GUARDED_BY(reattach_mu_) = false;
+  // Sends what `attempt` makes again while the daemon refuses it for backpressure, for at most
+  // `wait` from `start`, pausing between attempts; the last result.
+  template <typename AttemptFn>
+  auto WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn attempt)
+      -> decltype(attempt());
+  absl::Duration backpressure_wait() const {
+    return absl::Microseconds(backpressure_wait_us_.load());
+  }
+
+  std::atomic<int64_t> backpressure_wait_us_{5000000};  // ConnectOptions::backpressure_wait
   std::atomic<bool> owns_nso_{false};  // ~Client detaches the NSO (WithBackend, KeepNsoAtDaemon)
   std::string client_name_ = "cohort-client";  // ConnectOptions::client_name, to attach again
   absl::Duration attach_timeout_ = absl::Seconds(5);

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "invocation/backpressure.h"
 #include "nso/api_service.h"
 #include "nso/framing.h"
 #include "nso/unix_address.h"
@@ -273,7 +274,7 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
   }
   if (connection->calls_in_flight >= kCallsInFlightMax) {
     OnResult(id, number, mode, start_ns,
-             InvokeResult{absl::ResourceExhaustedError(absl::StrCat(
+             InvokeResult{invocation::BacklogError(absl::StrCat(
                  "over ", kCallsInFlightMax, " calls in flight on this connection"))});
     return true;
   }

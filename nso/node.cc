@@ -5,6 +5,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "invocation/backpressure.h"
 #include "nso/logging.h"
 
 namespace cohort::nso {
@@ -182,16 +183,16 @@ absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t 
   const size_t in_flight = causal_barrier_.in_flight(nso);
   if (in_flight == 0) return absl::OkStatus();  // one request alone is bounded by its payload limit
   if (static_cast<int64_t>(in_flight) >= config_.limits.max_unordered_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "group \"", group, "\": this client has ", in_flight,
-        " requests not yet ordered (limits.max_unordered_requests): retry once they are"));
+    return invocation::BacklogError(absl::StrCat("group \"", group, "\": this client has ",
+                                                 in_flight, " requests not yet ordered "
+                                                 "(limits.max_unordered_requests)"));
   }
   const size_t in_flight_bytes = causal_barrier_.in_flight_bytes(nso);
   if (static_cast<int64_t>(in_flight_bytes + bytes) > config_.limits.max_unordered_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return invocation::BacklogError(absl::StrCat(
         "group \"", group, "\": this client has ", in_flight_bytes, " bytes of requests not yet "
         "ordered; ", bytes, " more exceed limits.max_unordered_bytes (",
-        config_.limits.max_unordered_bytes, "): retry once they are"));
+        config_.limits.max_unordered_bytes, ")"));
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@ Then TLS: client certificates naming applications in a group's ACL, a token that
     python_client_test.py COHORTD MAKE_TEST_CA   (PYTHONPATH: the generated stubs and clients/python)
 """
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -381,6 +382,75 @@ class PythonRestartTest(unittest.TestCase):
         time.sleep(0.5)
         self.servants[1].stop()
         self.assertEqual(self.servants[1].wait(5), "stopped")
+
+
+class PythonBackpressureTest(unittest.TestCase):
+    """A client refused for backpressure (limits.max_unordered_requests) waits for room and
+    sends again (backpressure_wait), or with backpressure_wait=0 gets RESOURCE_EXHAUSTED at
+    once; n2 and n3 frozen (SIGSTOP), so that n1 orders nothing until they go on."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        # The daemon counts a request in its client's backlog for a fifth of the default
+        # deadline at most (4 s here), longer than the freeze.
+        self.cluster = LocalCluster(
+            COHORTD, "counter", self.dir,
+            extra_yaml="limits: {max_unordered_requests: 8, default_deadline_ms: 20000}\n"
+                       "failure_detector: {fail_fast_after_ms: 8000}\n")
+        self.addresses = self.cluster.client_addresses
+        self.counters = [Counter() for _ in self.addresses]
+        self.servants = [Servant(address, "counter", counter.handlers())
+                         for address, counter in zip(self.addresses, self.counters)]
+        for servant in self.servants:
+            servant.start()
+        self.client = CohortClient(self.addresses[0], "python-waits")
+        self.no_wait = CohortClient(self.addresses[0], "python-no-wait", backpressure_wait=0)
+        self.assertTrue(eventually(lambda: len(self.client.invoke(
+            "counter", "get", b"", mode="all", deadline_ms=2000).replies) == 3, 20))
+
+    def tearDown(self):
+        for proc in self.cluster.procs:
+            os.kill(proc.pid, signal.SIGCONT)
+        self.client.close()
+        self.no_wait.close()
+        for servant in self.servants:
+            servant.stop()
+        self.cluster.stop()
+
+    def freeze_others(self, sig):
+        for proc in self.cluster.procs[1:]:
+            os.kill(proc.pid, sig)
+        time.sleep(0.2)
+
+    def test_a_full_backlog_waits_or_is_refused(self):
+        self.freeze_others(signal.SIGSTOP)
+        for _ in range(8):
+            self.no_wait.invoke("counter", "add", b"1", mode="one_way")
+        with self.assertRaises(grpc.RpcError) as refused:
+            self.no_wait.invoke("counter", "add", b"1", mode="one_way")
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertIn("limits.max_unordered_requests", refused.exception.details())
+        for _ in range(8):
+            self.client.invoke("counter", "add", b"1", mode="one_way")
+        outcome = {}
+
+        def ninth():
+            try:
+                self.client.invoke("counter", "add", b"1", mode="one_way")
+                outcome["sent"] = time.monotonic()
+            except grpc.RpcError as error:
+                outcome["error"] = error
+        waiter = threading.Thread(target=ninth)
+        waiter.start()
+        waiter.join(0.6)
+        self.assertTrue(waiter.is_alive())  # waiting for room
+        self.freeze_others(signal.SIGCONT)
+        waiter.join(10)
+        self.assertFalse(waiter.is_alive())
+        self.assertNotIn("error", outcome)
+        # 8 from no_wait, 9 from client, each applied once at every replica.
+        self.assertTrue(eventually(lambda: sorted(r.payload for r in self.client.invoke(
+            "counter", "get", b"", mode="all", deadline_ms=2000).replies) == [b"17"] * 3, 20))
 
 
 if __name__ == "__main__":

@@ -82,7 +82,12 @@ class CohortClient:
     """One application attached to a daemon: it gets its own NSO (NewTop service object)."""
 
     def __init__(self, address, client_name="python", timeout=5.0, ca_file=None, cert_file=None,
-                 key_file=None, server_name=None, token=None):
+                 key_file=None, server_name=None, token=None, backpressure_wait=5.0):
+        """backpressure_wait: seconds an invoke or multicast refused for backpressure (this
+        client has limits.max_unordered_requests requests not yet ordered) waits for room and
+        is sent again (an invoke: at most its deadline), as the C++ ConnectOptions; 0: raise
+        RESOURCE_EXHAUSTED at once."""
+        self._backpressure_wait = backpressure_wait
         self.channel = _connect(address, timeout, ca_file, cert_file, key_file, server_name)
         # The token goes with every call ("authorization: Bearer <token>"), TLS or not.
         self.metadata = [("authorization", "Bearer " + token)] if token else None
@@ -134,11 +139,22 @@ class CohortClient:
 
     def invoke(self, group, method, payload, mode="default", deadline_ms=5000, style="default"):
         """Raises grpc.RpcError: NOT_FOUND (unknown group), UNAVAILABLE (too few members for
-        the mode), DEADLINE_EXCEEDED (mode not met in time), INVALID_ARGUMENT. style: "open",
-        "closed" or "default" (the group's)."""
-        return self._with_nso(lambda nso: self.stub.Invoke(
-            self._invoke_request(nso, group, method, payload, mode, deadline_ms, style),
-            timeout=deadline_ms / 1000.0 + 2, metadata=self.metadata))
+        the mode), DEADLINE_EXCEEDED (mode not met in time), INVALID_ARGUMENT,
+        RESOURCE_EXHAUSTED (no room within backpressure_wait). style: "open", "closed" or
+        "default" (the group's)."""
+        start = time.monotonic()
+        # A call's deadline covers its wait for room; a one-way call's runs from its acceptance.
+        one_way = mode == "one_way"
+        wait = self._backpressure_wait if one_way else min(self._backpressure_wait,
+                                                           deadline_ms / 1000.0)
+
+        def attempt():
+            left_ms = deadline_ms if one_way else max(
+                1, int(deadline_ms - (time.monotonic() - start) * 1000))
+            return self._with_nso(lambda nso: self.stub.Invoke(
+                self._invoke_request(nso, group, method, payload, mode, left_ms, style),
+                timeout=left_ms / 1000.0 + 2, metadata=self.metadata))
+        return _while_backlogged(start, wait, attempt)
 
     def invoke_future(self, group, method, payload, mode="default", deadline_ms=5000,
                       style="default"):
@@ -175,9 +191,10 @@ class CohortClient:
             api_pb2.GroupRequest(nso=nso, group=group), timeout=timeout, metadata=self.metadata))
 
     def multicast(self, group, payload, timeout=5.0):
-        self._with_nso(lambda nso: self.stub.Multicast(
-            api_pb2.MulticastRequest(nso=nso, group=group, payload=payload), timeout=timeout,
-            metadata=self.metadata))
+        _while_backlogged(time.monotonic(), self._backpressure_wait,
+                          lambda: self._with_nso(lambda nso: self.stub.Multicast(
+                              api_pb2.MulticastRequest(nso=nso, group=group, payload=payload),
+                              timeout=timeout, metadata=self.metadata)))
 
     def status(self, timeout=5.0):
         return self.admin.Status(api_pb2.StatusRequest(), timeout=timeout, metadata=self.metadata)
@@ -195,6 +212,30 @@ class CohortClient:
         except grpc.RpcError:
             pass
         self.channel.close()
+
+
+# Ends the message of a refusal for backpressure (invocation/backpressure.h, kBacklogNote):
+# nothing was accepted, so the request may be sent again once there is room.
+BACKLOG_NOTE = "; backpressure: nothing was accepted, send again once earlier requests are ordered"
+
+
+def _backlogged(error):
+    return (error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and
+            BACKLOG_NOTE in (error.details() or ""))
+
+
+def _while_backlogged(start, wait, attempt):
+    """attempt(), again while the daemon refuses it for backpressure, pausing 0.2 ms doubling
+    to 10 ms, for at most `wait` seconds from `start`; then the refusal is raised."""
+    pause = 0.0002
+    while True:
+        try:
+            return attempt()
+        except grpc.RpcError as error:
+            if not _backlogged(error) or time.monotonic() - start + pause > wait:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
 
 
 def _unknown_nso(error):

@@ -1,0 +1,55 @@
+// Backpressure between a client and its daemon. A daemon refuses a request RESOURCE_EXHAUSTED
+// when its client already has limits.max_unordered_requests (or max_unordered_bytes) requests not
+// yet ordered, or a local connection has too many calls in flight: nothing of the request was
+// accepted, and room comes back as the group orders the earlier ones. Such a refusal carries
+// kBacklogNote, so a client can tell it from other RESOURCE_EXHAUSTED errors (a message over
+// gRPC's size limit, which no wait cures) and send the request again later: the C++ Client and
+// the Python client wait for room (ConnectOptions::backpressure_wait), as a producer blocks on a
+// full buffer instead of failing (Kafka's max.block.ms, JGroups' flow control).
+#ifndef COHORT_INVOCATION_BACKPRESSURE_H_
+#define COHORT_INVOCATION_BACKPRESSURE_H_
+
+#include <algorithm>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace cohort::invocation {
+
+// Ends the message of every backlog refusal; clients in other languages match it too
+// (clients/python/cohort_client.py).
+inline constexpr absl::string_view kBacklogNote =
+    "; backpressure: nothing was accepted, send again once earlier requests are ordered";
+
+// RESOURCE_EXHAUSTED for a request refused because its client's backlog is full; `what` says
+// which bound.
+inline absl::Status BacklogError(absl::string_view what) {
+  return absl::ResourceExhaustedError(absl::StrCat(what, kBacklogNote));
+}
+
+inline bool IsBacklog(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         absl::StrContains(status.message(), kBacklogNote);
+}
+
+// The pauses of a caller waiting for room: 200 us, doubling up to 10 ms (a backlog drains in
+// batches of up to consensus.batch_max_messages requests per ordering).
+class BacklogPause {
+ public:
+  absl::Duration Next() {
+    absl::Duration pause = pause_;
+    pause_ = std::min(pause_ * 2, absl::Milliseconds(10));
+    return pause;
+  }
+
+ private:
+  absl::Duration pause_ = absl::Microseconds(200);
+};
+
+}  // namespace cohort::invocation
+
+#endif  // COHORT_INVOCATION_BACKPRESSURE_H_

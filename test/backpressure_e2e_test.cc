@@ -1,0 +1,150 @@
+// A client whose daemon refuses it for backpressure (limits.max_unordered_requests requests not
+// yet ordered; invocation/backpressure.h) waits for room and sends again, for at most
+// ConnectOptions::backpressure_wait (a call: at most its deadline), instead of failing: as a
+// producer blocks on a full buffer. Three daemons; two of them frozen (SIGSTOP) so that the
+// group orders nothing until they go on.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "invocation/backpressure.h"
+#include "invocation/client.h"
+#include "test/cluster.h"
+#include "test/counter_replica.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+using Catch::Matchers::Contains;
+
+const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
+// A small backlog; one-way calls are not refused UNAVAILABLE while the others are frozen. The
+// daemon stops counting a request in its client's backlog after a fifth of the default deadline
+// (the causal barrier's release, nso/node.cc): 4 s here, longer than any freeze of this test.
+const char kLimits[] =
+    "limits: {max_unordered_requests: 16, default_deadline_ms: 20000}\n"
+    "failure_detector: {fail_fast_after_ms: 8000}\n";
+constexpr int kBacklog = 16;
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectWith(const std::string& address, bool local,
+                                                    absl::Duration wait) {
+  ConnectOptions options;
+  options.local = local;
+  options.backpressure_wait = wait;
+  return Client::Connect(address, options);
+}
+
+// Freezes n2 and n3: n1 orders nothing alone (no majority), so what its clients send piles up.
+void FreezeOthers(test::Cluster& cluster) {
+  cluster.Pause(2);
+  cluster.Pause(3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the signals have landed
+}
+
+void ThawOthers(test::Cluster& cluster) {
+  cluster.Resume(2);
+  cluster.Resume(3);
+}
+
+// Fills `client`'s backlog at its daemon: kBacklog one-way "add 1", each accepted.
+void FillBacklog(Client* client) {
+  for (int i = 0; i < kBacklog; ++i) REQUIRE(client->Send("counter", "add", "1").ok());
+}
+
+}  // namespace
+
+TEST_CASE("a client refused for backpressure waits for room (backpressure_wait), then fails",
+          "[backpressure][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::CounterCluster setup(kGroups, kLimits, "warn", ConnectOptions{});
+  REQUIRE(setup.counters.ok());
+  test::Cluster& cluster = setup.cluster;
+  const std::string address = cluster.ClientAddress(1);
+  const bool local = path == "local";
+  auto no_wait = ConnectWith(address, local, absl::ZeroDuration());
+  auto waits = ConnectWith(address, local, absl::Seconds(5));
+  auto short_wait = ConnectWith(address, local, absl::Milliseconds(300));
+  REQUIRE(no_wait.ok());
+  REQUIRE(waits.ok());
+  REQUIRE(short_wait.ok());
+  CHECK(std::string((*waits)->via()) == (local ? "local" : "grpc"));
+
+  FreezeOthers(cluster);
+  // Without a wait: the request after a full backlog is refused at once, as a backlog refusal.
+  FillBacklog(no_wait->get());
+  absl::Time before = absl::Now();
+  absl::Status refused = (*no_wait)->Send("counter", "add", "1");
+  CHECK(absl::Now() - before < absl::Seconds(1));  // no wait (a wait would last 5 s)
+  CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(invocation::IsBacklog(refused));
+  CHECK_THAT(std::string(refused.message()), Contains("limits.max_unordered_requests"));
+
+  // With a wait: a one-way call and a call block while the backlog is full, and go once the
+  // group orders again; the call's deadline covers its wait.
+  FillBacklog(waits->get());
+  before = absl::Now();
+  auto send = std::async(std::launch::async, [&] {
+    return (*waits)->Send("counter", "add", "1");
+  });
+  auto call = std::async(std::launch::async, [&] {
+    return (*waits)->Invoke("counter", "add", "1", Mode::kMajority, absl::Seconds(6));
+  });
+  CHECK(send.wait_for(std::chrono::milliseconds(600)) == std::future_status::timeout);
+  CHECK(call.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);
+  ThawOthers(cluster);
+  REQUIRE(send.wait_for(std::chrono::seconds(8)) == std::future_status::ready);
+  REQUIRE(call.wait_for(std::chrono::seconds(8)) == std::future_status::ready);
+  absl::Status sent = send.get();
+  CHECK(sent.ok());
+  INFO("send: " << sent.ToString());
+  absl::StatusOr<GroupReplies> called = call.get();
+  CHECK(called.ok());
+  CHECK(absl::Now() - before >= absl::Milliseconds(600));
+
+  // A wait that runs out: RESOURCE_EXHAUSTED after about backpressure_wait, saying so; a call
+  // waits at most its deadline, though backpressure_wait is longer.
+  FreezeOthers(cluster);
+  FillBacklog(short_wait->get());
+  FillBacklog(waits->get());
+  before = absl::Now();
+  absl::Status gave_up = (*short_wait)->Send("counter", "add", "1");
+  const absl::Duration waited = absl::Now() - before;
+  before = absl::Now();
+  absl::StatusOr<GroupReplies> late =
+      (*waits)->Invoke("counter", "add", "1", Mode::kMajority, absl::Milliseconds(400));
+  const absl::Duration late_waited = absl::Now() - before;
+  ThawOthers(cluster);
+  CHECK(gave_up.code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(gave_up.message()), Contains("ms for room"));
+  CHECK(waited >= absl::Milliseconds(250));
+  CHECK(waited < absl::Seconds(3));
+  CHECK(late.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(late.status().message()), Contains("ms for room"));
+  CHECK(late_waited >= absl::Milliseconds(300));
+  CHECK(late_waited < absl::Seconds(3));
+
+  // Nothing accepted was lost, nothing refused was applied: every replica applied each accepted
+  // add once. no_wait 16; waits 16, the blocked Send and call, 16 more; short_wait 16.
+  const std::string accepted = std::to_string(4 * kBacklog + 2);
+  std::string last;
+  const bool applied = test::Eventually([&] {
+    auto all = (*waits)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+    last = "";
+    if (!all.ok() || all->replies.size() != 3) return false;
+    for (const Reply& reply : all->replies) {
+      last += reply.payload + " ";
+      if (reply.payload != accepted) return false;
+    }
+    return true;
+  }, 15);
+  INFO("the last replies: " << last);
+  CHECK(applied);
+}
+
+}  // namespace cohort
