@@ -38,7 +38,7 @@ void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
     Track(nso, state, next.call_id, now_ms, next.bytes);
     out->push_back(std::move(next.submit));
   }
-  if (state->unordered.empty() && state->held.empty()) nsos_.erase(nso);
+  if (state->unordered.empty() && state->held.empty() && state->lapsed.empty()) nsos_.erase(nso);
 }
 
 std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint64_t now_ms) {
@@ -53,18 +53,61 @@ std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint
   if (request != state->second.unordered.end()) {
     state->second.bytes -= request->second;
     state->second.unordered.erase(request);
+  } else if (auto lapsed = state->second.lapsed.find(call_id);
+             lapsed != state->second.lapsed.end()) {
+    state->second.bytes -= lapsed->second;
+    state->second.lapsed.erase(lapsed);
   }
   Release(nso, &state->second, now_ms, &released);
   return released;
+}
+
+void CausalBarrier::Forget(uint64_t call_id) {
+  auto it = nso_of_call_.find(call_id);
+  if (it == nso_of_call_.end()) return;
+  const uint64_t nso = it->second;
+  nso_of_call_.erase(it);
+  auto state = nsos_.find(nso);
+  if (state == nsos_.end()) return;
+  if (auto lapsed = state->second.lapsed.find(call_id); lapsed != state->second.lapsed.end()) {
+    state->second.bytes -= lapsed->second;
+    state->second.lapsed.erase(lapsed);
+  }
+  if (state->second.unordered.empty() && state->second.held.empty() &&
+      state->second.lapsed.empty()) {
+    nsos_.erase(state);
+  }
 }
 
 std::vector<CausalBarrier::Submit> CausalBarrier::Expire(uint64_t now_ms) {
   std::vector<Submit> released;
   while (!by_admission_.empty()) {
     const auto [admitted_ms, call_id] = by_admission_.front();
-    if (nso_of_call_.count(call_id) > 0 && now_ms < admitted_ms + release_after_ms_) break;
+    auto it = nso_of_call_.find(call_id);
+    if (it != nso_of_call_.end() && now_ms < admitted_ms + release_after_ms_) break;
     by_admission_.pop_front();
-    for (Submit& submit : Ordered(call_id, now_ms)) released.push_back(std::move(submit));
+    if (it == nso_of_call_.end()) continue;  // ordered meanwhile
+    if (count_for_ms_ <= release_after_ms_) {
+      for (Submit& submit : Ordered(call_id, now_ms)) released.push_back(std::move(submit));
+      continue;
+    }
+    // Its causal wait lapses (what it held goes on), but it is still counted.
+    const uint64_t nso = it->second;
+    auto state = nsos_.find(nso);
+    if (state == nsos_.end()) continue;
+    auto request = state->second.unordered.find(call_id);
+    if (request != state->second.unordered.end()) {
+      state->second.lapsed.insert(*request);
+      state->second.unordered.erase(request);
+      lapsed_by_admission_.emplace_back(admitted_ms, call_id);
+    }
+    Release(nso, &state->second, now_ms, &released);
+  }
+  while (!lapsed_by_admission_.empty()) {
+    const auto [admitted_ms, call_id] = lapsed_by_admission_.front();
+    if (nso_of_call_.count(call_id) > 0 && now_ms < admitted_ms + count_for_ms_) break;
+    lapsed_by_admission_.pop_front();
+    Forget(call_id);
   }
   return released;
 }
@@ -86,7 +129,9 @@ bool CausalBarrier::Holds(uint64_t nso, uint64_t call_id) const {
 
 size_t CausalBarrier::in_flight(uint64_t nso) const {
   auto it = nsos_.find(nso);
-  return it == nsos_.end() ? 0 : it->second.unordered.size() + it->second.held.size();
+  return it == nsos_.end()
+             ? 0
+             : it->second.unordered.size() + it->second.lapsed.size() + it->second.held.size();
 }
 
 size_t CausalBarrier::in_flight_bytes(uint64_t nso) const {

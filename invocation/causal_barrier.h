@@ -8,9 +8,15 @@
 // Pure and bounded in time: an entry older than `release_after_ms` releases what it holds (a call
 // that never got ordered must not block its client forever). Expire costs what it releases (plus
 // entries already ordered), not a walk over every request in flight.
+//
+// It also counts each client's requests not yet ordered for backpressure
+// (limits.max_unordered_requests): a request whose causal wait lapsed is still counted until it
+// is ordered or `count_for_ms` after its admission, so a group that orders slowly bounds what a
+// client has waiting, not only what it sent in the last `release_after_ms`.
 #ifndef COHORT_INVOCATION_CAUSAL_BARRIER_H_
 #define COHORT_INVOCATION_CAUSAL_BARRIER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -25,7 +31,11 @@ class CausalBarrier {
  public:
   using Submit = std::function<void()>;
 
-  explicit CausalBarrier(uint64_t release_after_ms) : release_after_ms_(release_after_ms) {}
+  // `count_for_ms` (at least release_after_ms): how long a request is counted in in_flight at
+  // most, unless reported ordered sooner.
+  explicit CausalBarrier(uint64_t release_after_ms, uint64_t count_for_ms = 0)
+      : release_after_ms_(release_after_ms),
+        count_for_ms_(std::max(release_after_ms, count_for_ms)) {}
 
   // Returns true when the request may be submitted now (it is then awaited as unordered);
   // otherwise `submit` is held and handed back by Ordered() or Expire() later.
@@ -38,7 +48,8 @@ class CausalBarrier {
                    size_t bytes, const std::function<Submit()>& make_held);
   // Request `call_id` is known ordered (or finished): the submissions it released, in order.
   std::vector<Submit> Ordered(uint64_t call_id, uint64_t now_ms);
-  // Releases past entries older than release_after_ms.
+  // Releases past entries older than release_after_ms; stops counting those older than
+  // count_for_ms.
   std::vector<Submit> Expire(uint64_t now_ms);
 
   size_t held() const;
@@ -59,18 +70,25 @@ class CausalBarrier {
   struct PerNso {
     std::string group;                        // group of the requests awaited
     std::map<uint64_t, size_t> unordered;     // call id -> bytes
+    std::map<uint64_t, size_t> lapsed;        // unordered, past release_after_ms: counted only
     std::deque<Held> held;
-    size_t bytes = 0;                         // of `unordered` and `held`
+    size_t bytes = 0;                         // of `unordered`, `lapsed` and `held`
   };
   void Release(uint64_t nso, PerNso* state, uint64_t now_ms, std::vector<Submit>* out);
   void Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms, size_t bytes);
 
+  // Stops counting `call_id`, lapsed, once count_for_ms has passed since its admission.
+  void Forget(uint64_t call_id);
+
   const uint64_t release_after_ms_;
+  const uint64_t count_for_ms_;
   std::map<uint64_t, PerNso> nsos_;
   std::map<uint64_t, uint64_t> nso_of_call_;
   // (admitted at, call id) in admission order, so by time (now_ms never goes back): Expire
   // looks at the front only. Entries ordered meanwhile are skipped there.
   std::deque<std::pair<uint64_t, uint64_t>> by_admission_;
+  // The same for the lapsed requests, which are still counted.
+  std::deque<std::pair<uint64_t, uint64_t>> lapsed_by_admission_;
 };
 
 }  // namespace cohort::invocation

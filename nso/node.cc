@@ -36,8 +36,11 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
       incarnation_(incarnation),
       now_ms_(now_ms),
       next_nso_(((incarnation & 0xffffffffULL) << 32) | 1),
-      // A request never ordered (its group unreachable) holds the next ones for at most this long.
-      causal_barrier_(std::max<int64_t>(config_.limits.default_deadline_ms / 5, 200)) {
+      // A request never ordered (its group unreachable) holds the next ones for at most this
+      // long, and counts against its client's backlog (limits.max_unordered_requests) for at
+      // most the default deadline.
+      causal_barrier_(std::max<int64_t>(config_.limits.default_deadline_ms / 5, 200),
+                      std::max<int64_t>(config_.limits.default_deadline_ms, 200)) {
   for (const GroupConfig& group_config : config_.groups) StartGroup(group_config, "");
 }
 

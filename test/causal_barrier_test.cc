@@ -67,6 +67,43 @@ TEST_CASE("in_flight counts a client's unordered and held requests; Expire skips
   CHECK(barrier.Expire(5000).empty());
 }
 
+TEST_CASE("a request whose causal wait lapsed still counts in_flight until ordered or count_for",
+          "[causality][backpressure]") {
+  CausalBarrier barrier(1000, 5000);
+  CHECK(barrier.Admit(1, "g", 1, 0, [] {}, 10));
+  CHECK(barrier.Admit(1, "g", 2, 0, [] {}, 20));
+  int released = 0;
+  CHECK_FALSE(barrier.Admit(1, "h", 3, 500, [&] { released++; }, 30));
+  // After release_after_ms the held request goes on, but 1 and 2 are still not ordered.
+  auto expired = barrier.Expire(1000);
+  REQUIRE(expired.size() == 1);
+  expired[0]();
+  CHECK(released == 1);
+  CHECK(barrier.in_flight(1) == 3);
+  CHECK(barrier.in_flight_bytes(1) == 60);
+  // A lapsed request reported ordered is no longer counted.
+  CHECK(barrier.Ordered(2, 1200).empty());
+  CHECK(barrier.in_flight(1) == 2);
+  CHECK(barrier.in_flight_bytes(1) == 40);
+  // Request 1 stops counting at 5000; request 3, tracked from its release at 1000, at 6000.
+  CHECK(barrier.Expire(4999).empty());
+  CHECK(barrier.in_flight(1) == 2);
+  CHECK(barrier.Expire(5000).empty());
+  CHECK(barrier.in_flight(1) == 1);
+  CHECK(barrier.in_flight_bytes(1) == 30);
+  CHECK(barrier.Expire(5999).empty());
+  CHECK(barrier.in_flight(1) == 1);
+  CHECK(barrier.Expire(6000).empty());
+  CHECK(barrier.in_flight(1) == 0);
+  CHECK(barrier.in_flight_bytes(1) == 0);
+  // A lapsed request does not hold a request to another group.
+  CHECK(barrier.Admit(1, "g", 4, 7000, [] {}));
+  CHECK(barrier.Expire(8000).empty());
+  CHECK(barrier.in_flight(1) == 1);
+  CHECK(barrier.Admit(1, "h", 5, 8000, [] {}));
+  CHECK(barrier.in_flight(1) == 2);
+}
+
 TEST_CASE("Holds names the requests a client has held, not those submitted", "[causality]") {
   CausalBarrier barrier(1000);
   CHECK_FALSE(barrier.Holds(1, 5));

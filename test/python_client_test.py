@@ -391,11 +391,9 @@ class PythonBackpressureTest(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        # The daemon counts a request in its client's backlog for a fifth of the default
-        # deadline at most (4 s here), longer than the freeze.
         self.cluster = LocalCluster(
             COHORTD, "counter", self.dir,
-            extra_yaml="limits: {max_unordered_requests: 8, default_deadline_ms: 20000}\n"
+            extra_yaml="limits: {max_unordered_requests: 8}\n"
                        "failure_detector: {fail_fast_after_ms: 8000}\n")
         self.addresses = self.cluster.client_addresses
         self.counters = [Counter() for _ in self.addresses]
