@@ -50,6 +50,12 @@ for ordering in ("consensus", "sequencer"):
 # measured (why)"; the 8 latency targets at n = 3 (daemons, embedded, application processes)
 # have a verdict.
 verdicts = [t["verdict"] for t in run.get("targets", [])]
+# The latency targets at n = 3 also have a paired ratio (the row and the echo measured one right
+# after the other), with a verdict.
+paired = [t for t in run.get("targets", []) if "paired" in t]
+if len(paired) < 8 or any(not float(t["paired"]) > 0 or t["paired_verdict"] not in ("met", "NOT MET")
+                          for t in paired):
+    problems.append("paired ratios: %r" % paired)
 judged = [v for v in verdicts if v in ("met", "NOT MET")]
 if len(judged) < 8 or any(v not in ("met", "NOT MET") and not v.startswith("not measured")
                           for v in verdicts):

@@ -266,6 +266,61 @@ Series Measure(const Options& options, const CallFactory& factory) {
   return series;
 }
 
+// ---- paired ratios ------------------------------------------------------------------------------
+
+// A gRPC echo server kept for the whole run, so that each target row's p50 can be divided by an
+// echo p50 measured seconds, not minutes, away (on this VM the echo's p50 drifts 10-20% within a
+// run: the ratios to the mean of its start and end move with it).
+struct PairingEcho {
+  pid_t pid = -1;
+  std::shared_ptr<grpc::Channel> channel;
+};
+PairingEcho g_pairing_echo;
+
+void StartPairingEcho(const Options& options) {
+  const int port = FreePort();
+  g_pairing_echo.pid = Spawn({SelfExe(), "--role", "echo-server", "--port", std::to_string(port)}, "");
+  if (!WaitForPort(port, absl::Seconds(10))) {
+    Progress("paired ratios: the echo server did not start; skipped");
+    KillChild(g_pairing_echo.pid);
+    g_pairing_echo.pid = -1;
+    return;
+  }
+  g_pairing_echo.channel = DaemonChannel(absl::StrCat("127.0.0.1:", port));
+}
+
+void StopPairingEcho() {
+  if (g_pairing_echo.pid > 0) KillChild(g_pairing_echo.pid);
+  g_pairing_echo = {};
+}
+
+// The rows of issue 7's latency targets (report.cc, Targets): n = 3.
+bool IsTargetRow(int n, const std::string& style, Mode mode) {
+  if (n != 3) return false;
+  if (mode == Mode::kFirst) return style == "open" || style == "embed" || style == "app-open";
+  if (mode == Mode::kAll) return style == "closed" || style == "embed" || style == "app-closed";
+  return false;
+}
+
+constexpr int kPairedRounds = 5;
+
+// kPairedRounds x (the echo's sequential p50, then the row's), each over up to 500 calls or
+// 300 ms: the ratios and their median into `result`.
+void MeasurePaired(const Options& options, const CallFactory& row, GroupResult* result) {
+  if (g_pairing_echo.channel == nullptr) return;
+  CallFactory echo = GrpcEchoCalls(g_pairing_echo.channel, std::string(options.payload, 'x'));
+  LoadLimits limits{500, absl::Milliseconds(300), 20};
+  for (int round = 0; round < kPairedRounds; ++round) {
+    const double echo_p50 = RunLoad(1, limits, echo).p50_us;
+    const double row_p50 = RunLoad(1, limits, row).p50_us;
+    if (echo_p50 <= 0 || row_p50 <= 0) return;  // a round without a successful call: no figure
+    result->paired_ratios.push_back(row_p50 / echo_p50);
+  }
+  std::vector<double> sorted = result->paired_ratios;
+  std::sort(sorted.begin(), sorted.end());
+  result->paired_ratio = sorted[sorted.size() / 2];
+}
+
 // ---- floors -------------------------------------------------------------------------------------
 
 // The floors: a full series at the start of the run; `again` (the end of the run): only the
@@ -546,6 +601,7 @@ void MeasureReplyModes(const Options& options, const std::vector<Client*>& clien
     CallFactory factory = GroupCalls(clients, group, mode, call_style, payload);
     result.series = mode == Mode::kOneWay ? MeasureOneWay(options, factory, *probe)
                                           : Measure(options, factory);
+    if (IsTargetRow(key.n, key.style, mode)) MeasurePaired(options, factory, &result);
     report->groups.push_back(std::move(result));
   }
 }
@@ -1181,6 +1237,9 @@ int Main(int argc, char** argv) {
     for (const char* part : {"embedded", "apps", "memory"}) options.skip.insert(part);
   }
   if (!options.skip.count("floors")) MeasureFloors(options, &report);
+  if (!options.skip.count("floors") && !options.netlab_inside && options.netlab_delay_ms < 0) {
+    StartPairingEcho(options);
+  }
   std::optional<NetlabPlacement> placement;
   if (options.netlab_inside) {
     placement = NetlabPlacement{options.netlab, kNetlabNet};
@@ -1219,6 +1278,7 @@ int Main(int argc, char** argv) {
                           " groups"));
     report.memory = MeasureMemory(cohortd, dir, options.memory_nsos, options.memory_groups);
   }
+  StopPairingEcho();
   if (!options.skip.count("floors")) MeasureFloors(options, &report, /*again=*/true);
   KillAllChildren();
   report.total_seconds = absl::ToDoubleSeconds(absl::Now() - begin);

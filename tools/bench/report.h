@@ -37,6 +37,10 @@ struct GroupResult {
   std::string mode;      // first | majority | all | one_way
   std::string attached_to;
   Series series;
+  // Target rows (n = 3, sequential): p50 of this row / p50 of the gRPC echo, each measured right
+  // after the other in kPairedRounds alternations (the echo drifts over a run), and their median.
+  std::vector<double> paired_ratios;
+  double paired_ratio = 0;
 };
 
 struct FailoverResult {
