@@ -397,8 +397,11 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   // A call's deadline covers its wait for room; a one-way call's runs from its acceptance.
   const bool one_way = mode == api::ONE_WAY;
   const absl::Duration wait = one_way ? backpressure_wait() : std::min(backpressure_wait(), deadline);
+  bool first_attempt = true;
   return WhileBacklogged(start, wait, [&]() {
-    const absl::Duration left = one_way ? deadline : deadline - (absl::Now() - start);
+    const absl::Duration left =
+        one_way || first_attempt ? deadline : deadline - (absl::Now() - start);
+    first_attempt = false;
     // The NSO enforces `left`; 2 s of slack here.
     return WithNso(InvokeRequestFor(group, method, payload, mode, left, style),
                    [&](const api::InvokeRequest& request) {
