@@ -139,4 +139,18 @@ size_t CausalBarrier::in_flight_bytes(uint64_t nso) const {
   return it == nsos_.end() ? 0 : it->second.bytes;
 }
 
+size_t CausalBarrier::total_in_flight() const {
+  size_t count = 0;
+  for (const auto& [nso, state] : nsos_) {
+    count += state.unordered.size() + state.lapsed.size() + state.held.size();
+  }
+  return count;
+}
+
+size_t CausalBarrier::total_in_flight_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [nso, state] : nsos_) bytes += state.bytes;
+  return bytes;
+}
+
 }  // namespace cohort::invocation

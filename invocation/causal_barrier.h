@@ -59,6 +59,10 @@ class CausalBarrier {
   size_t in_flight(uint64_t nso) const;
   // Their bytes (limits.max_unordered_bytes).
   size_t in_flight_bytes(uint64_t nso) const;
+  // in_flight and in_flight_bytes summed over every client (the daemon's backlog, for its
+  // metrics; a walk over the clients that have requests in flight).
+  size_t total_in_flight() const;
+  size_t total_in_flight_bytes() const;
 
  private:
   struct Held {

@@ -161,6 +161,8 @@ absl::StatusOr<Credentials> MakeCredentials(const TlsConfig& tls, bool client_ce
 NodeSnapshot TakeSnapshot(const Node& node) {
   NodeSnapshot snapshot;
   snapshot.pending_calls = node.pending_calls();
+  snapshot.unordered_requests = node.unordered_requests();
+  snapshot.unordered_bytes = node.unordered_bytes();
   snapshot.nsos_attached = node.attached_nsos();
   snapshot.nsos_detached_idle = node.nsos_detached_idle();
   snapshot.nsos_detached = node.nsos_detached();

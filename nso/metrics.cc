@@ -183,6 +183,13 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             [](const consensus::OrderCounters& o) { return o.messages_delivered; });
   out->Family("cohort_pending_calls", "gauge", "Invocations in flight at this daemon.");
   out->Sample("cohort_pending_calls", {}, static_cast<double>(snapshot.pending_calls));
+  out->Family("cohort_unordered_requests", "gauge",
+              "Requests of this daemon's clients not yet ordered (each client's bounded by "
+              "limits.max_unordered_requests; beyond it its requests wait or are refused).");
+  out->Sample("cohort_unordered_requests", {}, static_cast<double>(snapshot.unordered_requests));
+  out->Family("cohort_unordered_bytes", "gauge",
+              "Payload bytes of those requests (limits.max_unordered_bytes per client).");
+  out->Sample("cohort_unordered_bytes", {}, static_cast<double>(snapshot.unordered_bytes));
   out->Family("cohort_nsos_attached", "gauge", "NSOs attached at this daemon (one per client).");
   out->Sample("cohort_nsos_attached", {}, static_cast<double>(snapshot.nsos_attached));
   out->Family("cohort_nsos_detached_idle_total", "counter",

@@ -87,6 +87,8 @@ struct GroupSnapshot {
 struct NodeSnapshot {
   std::vector<GroupSnapshot> groups;
   uint64_t pending_calls = 0;
+  uint64_t unordered_requests = 0;  // clients' requests not yet ordered (Node::unordered_requests)
+  uint64_t unordered_bytes = 0;
   uint64_t nsos_attached = 0;       // clients' NSOs now (Node::attached_nsos; Admin.Status)
   uint64_t nsos_detached_idle = 0;  // detached after limits.nso_idle_ms unused
   uint64_t nsos_detached = 0;       // detached by their clients (Cohort.Detach)

@@ -188,6 +188,10 @@ class Node {
   NodeId self() const { return self_; }
   const std::string& name() const { return config_.node; }
   size_t pending_calls() const { return calls_.size(); }
+  // Requests of this daemon's clients not yet ordered, and their bytes: what
+  // limits.max_unordered_requests / max_unordered_bytes bound per client (the backlog).
+  size_t unordered_requests() const { return causal_barrier_.total_in_flight(); }
+  size_t unordered_bytes() const { return causal_barrier_.total_in_flight_bytes(); }
   bool attached(uint64_t nso) const { return nsos_.count(nso) > 0; }
   size_t attached_nsos() const { return nsos_.size(); }
   uint64_t nsos_detached_idle() const { return nsos_detached_idle_; }

@@ -81,6 +81,9 @@ TEST_CASE("a client refused for backpressure waits for room (backpressure_wait),
   CHECK(refused.code() == absl::StatusCode::kResourceExhausted);
   CHECK(invocation::IsBacklog(refused));
   CHECK_THAT(std::string(refused.message()), Contains("limits.max_unordered_requests"));
+  // The daemon's backlog is in its metrics: at least no_wait's 16 requests not yet ordered.
+  CHECK(test::MetricValue(test::HttpGet(cluster.MetricsPort(1), "/metrics"),
+                           "cohort_unordered_requests") >= kBacklog);
 
   // With a wait: a one-way call and a call block while the backlog is full, and go once the
   // group orders again; the call's deadline covers its wait. They block past the causal
@@ -144,6 +147,11 @@ TEST_CASE("a client refused for backpressure waits for room (backpressure_wait),
   }, 15);
   INFO("the last replies: " << last);
   CHECK(applied);
+  // Everything ordered: the backlog is empty again.
+  CHECK(test::Eventually([&] {
+    return test::MetricValue(test::HttpGet(cluster.MetricsPort(1), "/metrics"),
+                              "cohort_unordered_requests") == 0;
+  }, 10));
 }
 
 }  // namespace cohort

@@ -81,6 +81,11 @@ TEST_CASE("a request whose causal wait lapsed still counts in_flight until order
   CHECK(released == 1);
   CHECK(barrier.in_flight(1) == 3);
   CHECK(barrier.in_flight_bytes(1) == 60);
+  CHECK(barrier.Admit(2, "g", 10, 1000, [] {}, 5));  // another client
+  CHECK(barrier.total_in_flight() == 4);
+  CHECK(barrier.total_in_flight_bytes() == 65);
+  CHECK(barrier.Ordered(10, 1000).empty());
+  CHECK(barrier.total_in_flight() == 3);
   // A lapsed request reported ordered is no longer counted.
   CHECK(barrier.Ordered(2, 1200).empty());
   CHECK(barrier.in_flight(1) == 2);

@@ -83,6 +83,8 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   snapshot.fifo_gave_up = 1;
   snapshot.fifo_refused = 8;
   snapshot.nsos_detached = 6;
+  snapshot.unordered_requests = 33;
+  snapshot.unordered_bytes = 3300;
   PromWriter out;
   RenderSnapshot(snapshot, &out);
   const std::string& t = out.text();
@@ -95,6 +97,8 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_outside_fifo_gave_up_total") == 1);
   CHECK(MetricValue(t, "cohort_fifo_refused_total") == 8);
   CHECK(MetricValue(t, "cohort_nsos_detached_total") == 6);
+  CHECK(MetricValue(t, "cohort_unordered_requests") == 33);
+  CHECK(MetricValue(t, "cohort_unordered_bytes") == 3300);
   CHECK_FALSE(g.HasMajority());
   CHECK(MetricValue(t, "cohort_group_view_id{group=\"counter\"}") == 4);
   CHECK(MetricValue(t, "cohort_group_has_majority{group=\"counter\"}") == 0);
