@@ -238,9 +238,13 @@ absl::Status Node::CheckReachable(const Group& group, invocation::Mode mode) con
 
 absl::Status Node::CheckOutsideRoute(const Group& group) const {
   // From outside, one-way calls and multicasts wait at the request manager while the group
-  // orders nothing (its majority cut off, or overload), and past their deadline they are given
-  // up unconfirmed (RetryOutsideRequests). Once the oldest has waited half its deadline, new ones
-  // are refused instead: the caller learns of it while those accepted still have time.
+  // orders nothing (its majority cut off) or orders them slower than they come (overload), and
+  // past their deadline they are given up unconfirmed (RetryOutsideRequests). Once the oldest
+  // has waited half its deadline, new ones are refused instead: the caller learns of it while
+  // those accepted still have time. If the group reported one of them ordered within
+  // fail_fast_after_ms (or they began to wait since), it is ordering, only slower: a
+  // backpressure refusal, which a client waits out (invocation/backpressure.h); if not,
+  // UNAVAILABLE.
   if (group.is_member()) return absl::OkStatus();
   auto route = outside_routes_.find(group.name());
   if (route == outside_routes_.end() || route->second.pending.empty()) return absl::OkStatus();
@@ -248,11 +252,19 @@ absl::Status Node::CheckOutsideRoute(const Group& group) const {
   const uint64_t deadline_ms = oldest.give_up_at_ms - oldest.first_sent_ms;
   const uint64_t waited_ms = now_ms_ - oldest.first_sent_ms;
   if (2 * waited_ms <= deadline_ms) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
+  const std::string backlog = absl::StrCat(
       "group \"", group.name(), "\": ", route->second.pending.size(),
       " one-way call(s) or multicast(s) from this node not yet known ordered, the oldest for ",
-      waited_ms, " ms, over half its deadline (", deadline_ms, " ms): the group is not ordering "
-      "them (its majority cut off from the request manager, or overload); retry later"));
+      waited_ms, " ms, over half its deadline (", deadline_ms, " ms)");
+  const uint64_t since_progress_ms = now_ms_ - route->second.progress_ms;
+  if (since_progress_ms <= static_cast<uint64_t>(config_.failure_detector.fail_fast_after_ms)) {
+    return invocation::BacklogError(absl::StrCat(
+        backlog, ": the group orders them slower than they come (overload; one was reported "
+        "ordered ", since_progress_ms, " ms ago)"));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      backlog, ": the group is not ordering them (its majority cut off from the request manager, "
+      "or overload); retry later"));
 }
 
 absl::StatusOr<Group*> Node::FindGroup(const std::string& group) {

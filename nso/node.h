@@ -251,6 +251,9 @@ class Node {
     std::map<uint64_t, OutsideRequest> pending;  // by call id: the order they were sent in
     NodeId manager = 0;                          // the member they were last sent to
     uint64_t unreachable_since_ms = 0;  // the transport to `manager` has been down since
+    // When one of `pending` was last reported ordered, or `pending` last became non-empty: the
+    // group made progress on this route's backlog since (CheckOutsideRoute).
+    uint64_t progress_ms = 0;
   };
   // A closed call from outside that another member orders (wire.proto, Request.orderer): kept
   // until delivered, ordered here if that member is suspected or leaves the view.

@@ -293,7 +293,10 @@ void Node::OnReply(const wire::Reply& reply) {
     MarkOrdered(reply.call_id());
     // Call ids are unique per node: at most one route holds it (routes: one per group in use).
     for (auto& [group, route] : outside_routes_) {
-      if (route.pending.erase(reply.call_id()) > 0) break;
+      if (route.pending.erase(reply.call_id()) > 0) {
+        route.progress_ms = now_ms_;
+        break;
+      }
     }
     return;
   }

@@ -429,6 +429,7 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
   if (route.pending.empty()) {
     route.manager = *manager;
     route.unreachable_since_ms = 0;
+    route.progress_ms = now_ms_;  // a new backlog: nothing of it is overdue yet
   }
   // Otherwise after the earlier ones, to the same member (FIFO per sender), until its stream
   // goes down (RetryOutsideRequests).

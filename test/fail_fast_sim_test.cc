@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "invocation/backpressure.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
@@ -137,6 +138,7 @@ TEST_CASE("from outside the group, one-way calls and multicasts are refused once
     CHECK_THAT(std::string(refused.message()),
                Catch::Contains("2 one-way call(s) or multicast(s) from this node not yet known "
                                "ordered, the oldest for 1100 ms, over half its deadline (2000 ms)"));
+    CHECK_THAT(std::string(refused.message()), Catch::Contains("not ordering them"));
     CHECK(OneWay(n4, outside).code() == absl::StatusCode::kUnavailable);
 
     // The majority is back before the deadline: the accepted requests are ordered, none was
@@ -152,6 +154,53 @@ TEST_CASE("from outside the group, one-way calls and multicasts are refused once
     for (NodeId id : {1, 2, 3}) {
       INFO("replica n" << id);
       CHECK(delivered[id] == 5);  // first, waits, waits too, after, the one-way call
+    }
+  }
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("from outside the group, a group that orders slowly (overload) refuses for backpressure, "
+          "not UNAVAILABLE, and loses nothing it accepted", "[invocation][sim][backpressure]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    INFO("ordering " << static_cast<int>(ordering));
+    test::SimNodes sim(/*seed=*/23);
+    std::map<NodeId, int> delivered;
+    AddNodes(&sim, ordering, /*deadline_ms=*/1000, &delivered);
+    nso::Node* n4 = sim.nodes[4].get();  // hosts no member
+    uint64_t outside = *n4->Attach("outside");
+    // Every message now takes 150 ms: a request from outside is reported ordered some 600 ms
+    // after it was sent (to the manager, a proposal, an acknowledgement, the notice), more than
+    // half its deadline, while notices keep coming.
+    sim.net.SetDelay(150, 150);
+    int accepted = 0, backlog = 0, unavailable = 0;
+    std::string unexpected;
+    for (int step = 0; step < 60; ++step) {
+      absl::Status status = OneWay(n4, outside);
+      if (status.ok()) {
+        ++accepted;
+      } else if (invocation::IsBacklog(status)) {
+        ++backlog;
+        if (backlog == 1) CHECK_THAT(std::string(status.message()), Catch::Contains("overload"));
+      } else {
+        ++unavailable;
+        unexpected = status.ToString();
+      }
+      sim.net.RunUntil(sim.net.now_ms() + 50);
+    }
+    INFO("accepted " << accepted << ", backlog " << backlog << ", other " << unexpected);
+    CHECK(backlog > 0);       // the slow group did push back
+    CHECK(unavailable == 0);  // but was never taken for one that orders nothing
+    CHECK(accepted > 10);
+    sim.net.SetDelay(1, 1);
+    sim.net.RunUntil(sim.net.now_ms() + 2000);
+    CHECK(n4->outside_counters().given_up == 0);
+    for (NodeId id : {1, 2, 3}) {
+      INFO("replica n" << id);
+      CHECK(delivered[id] == accepted);
     }
   }
 }
