@@ -50,7 +50,8 @@ limits:
   default_deadline_ms: 5000   # [5000] deadline of a call that sets none
   max_nsos: 1000000           # [1000000] most NSOs (client sessions) this daemon holds
   max_unordered_requests: 65536  # [65536] requests of one client not yet ordered; more are
-                              #   refused RESOURCE_EXHAUSTED until the group catches up
+                              #   refused RESOURCE_EXHAUSTED until the group catches up (the
+                              #   C++ and Python clients wait for room: backpressure_wait)
   max_unordered_bytes: 67108864  # [67108864 = 64 MiB] their payload bytes (likewise; a
                               #   client's only request in flight always passes)
 groups:                       # [] groups this cluster hosts
