@@ -100,6 +100,8 @@ std::vector<CausalBarrier::Submit> CausalBarrier::Expire(uint64_t now_ms) {
       state->second.lapsed.insert(*request);
       state->second.unordered.erase(request);
       lapsed_by_admission_.emplace_back(admitted_ms, call_id);
+    } else {
+      nso_of_call_.erase(it);  // not counted (cannot happen: Track records both), not kept
     }
     Release(nso, &state->second, now_ms, &released);
   }
