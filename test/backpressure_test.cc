@@ -124,4 +124,54 @@ TEST_CASE("a non-member's one-way call gets one ordered notice, from the member 
   }
 }
 
+TEST_CASE("a member cut off past the exclusion timeout sends its undelivered one-way calls again "
+          "once it rejoins: none is lost", "[backpressure][sim]") {
+  // Its requests wait unordered (no majority) and count against its client's backlog; they are
+  // not dropped: the member never installs a view without itself, it asks to join the others'
+  // view after the heal and broadcasts them again there (Group::InstallView).
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    INFO("ordering " << static_cast<int>(ordering));
+    test::SimNodes sim(12);
+    test::SimCounters counters(&sim);
+    for (NodeId id = 1; id <= 3; ++id) {
+      nso::Config config = test::GroupOfThree(id, ordering);
+      config.failure_detector.exclude_timeout_ms = 1000;
+      config.failure_detector.fail_fast_after_ms = 60000;  // n1 accepts one-way calls while cut off
+      for (nso::GroupConfig& group : config.groups) group.exclude_timeout_ms = 1000;
+      sim.Add(config);
+      counters.Serve(id, "g");
+    }
+    sim.net.RunUntil(500);
+    nso::Node* n1 = sim.nodes[1].get();
+    uint64_t client = *n1->Attach("client");
+    sim.net.Partition({{1}, {2, 3}});
+    for (int i = 0; i < 3; ++i) {
+      nso::InvokeOptions options = test::CounterAdd("g", invocation::Mode::kOneWay, 0);
+      absl::Status status = absl::UnknownError("no answer");
+      n1->Invoke(client, options, [&](nso::InvokeResult result) { status = result.status; });
+      REQUIRE(status.ok());
+    }
+    CHECK(n1->unordered_requests() == 3);
+    // n2 and n3 leave n1 out of their view (after 1 s); the partition heals at 3 s.
+    sim.net.RunUntil(sim.net.now_ms() + 3000);
+    CHECK(n1->unordered_requests() == 3);  // still waiting, still counted
+    auto view = sim.nodes[2]->GroupDetails("g");
+    REQUIRE(view.ok());
+    CHECK(view->members.size() == 2);
+    sim.net.Heal();
+    sim.net.RunUntil(sim.net.now_ms() + 2000);
+    view = n1->GroupDetails("g");
+    REQUIRE(view.ok());
+    CHECK(view->members.size() == 3);  // back in, with the state
+    CHECK(counters.state_installs[1] == 1);
+    // Each replica applied the three calls once.
+    for (NodeId id : {1, 2, 3}) {
+      INFO("replica n" << id);
+      CHECK(counters.value[id] == 3);
+    }
+    CHECK(n1->unordered_requests() == 0);
+  }
+}
+
 }  // namespace cohort
