@@ -16,8 +16,8 @@
 //
 // HOSTS: the TCPPING initial hosts, e.g. 127.0.0.1[7800],127.0.0.1[7801]. The driver prints one
 // line per measurement: "first|all p50_us P p99_us Q" and "first|all callers C ops/s R".
-import java.io.File;
-import java.io.FileWriter;
+import java.io.ByteArrayInputStream;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -46,10 +46,10 @@ public class JGroupsBench {
         + "<pbcast.NAKACK2 use_mcast_xmit=\"false\"/>\n<UNICAST3/>\n<pbcast.STABLE/>\n"
         + "<pbcast.GMS print_local_addr=\"false\" join_timeout=\"2000\"/>\n"
         + "<SEQUENCER/>\n<UFC/>\n<MFC/>\n<FRAG4/>\n</config>\n";
-    File file = File.createTempFile("jgroups-bench", ".xml");
-    file.deleteOnExit();
-    try (FileWriter out = new FileWriter(file)) { out.write(xml); }
-    JChannel channel = new JChannel(file.getPath());
+    // From memory, not a temporary file: the bench ends members with SIGKILL, which skips
+    // deleteOnExit (each run left its members' files in /tmp).
+    JChannel channel =
+        new JChannel(new ByteArrayInputStream(xml.getBytes(StandardCharsets.UTF_8)));
     channel.connect("cohort-bench");
     return channel;
   }
