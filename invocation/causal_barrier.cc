@@ -38,7 +38,21 @@ void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
     Track(nso, state, next.call_id, now_ms, next.bytes);
     out->push_back(std::move(next.submit));
   }
-  if (state->unordered.empty() && state->held.empty() && state->lapsed.empty()) nsos_.erase(nso);
+  if (Count(*state) == 0) nsos_.erase(nso);
+}
+
+size_t CausalBarrier::Count(const PerNso& state) {
+  return state.unordered.size() + state.lapsed.size() + state.held.size();
+}
+
+void CausalBarrier::Uncount(PerNso* state, uint64_t call_id) {
+  for (std::map<uint64_t, size_t>* counted : {&state->unordered, &state->lapsed}) {
+    auto request = counted->find(call_id);
+    if (request == counted->end()) continue;
+    state->bytes -= request->second;
+    counted->erase(request);
+    return;
+  }
 }
 
 std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint64_t now_ms) {
@@ -49,15 +63,7 @@ std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint
   nso_of_call_.erase(it);
   auto state = nsos_.find(nso);
   if (state == nsos_.end()) return released;
-  auto request = state->second.unordered.find(call_id);
-  if (request != state->second.unordered.end()) {
-    state->second.bytes -= request->second;
-    state->second.unordered.erase(request);
-  } else if (auto lapsed = state->second.lapsed.find(call_id);
-             lapsed != state->second.lapsed.end()) {
-    state->second.bytes -= lapsed->second;
-    state->second.lapsed.erase(lapsed);
-  }
+  Uncount(&state->second, call_id);
   Release(nso, &state->second, now_ms, &released);
   return released;
 }
@@ -69,14 +75,8 @@ void CausalBarrier::Forget(uint64_t call_id) {
   nso_of_call_.erase(it);
   auto state = nsos_.find(nso);
   if (state == nsos_.end()) return;
-  if (auto lapsed = state->second.lapsed.find(call_id); lapsed != state->second.lapsed.end()) {
-    state->second.bytes -= lapsed->second;
-    state->second.lapsed.erase(lapsed);
-  }
-  if (state->second.unordered.empty() && state->second.held.empty() &&
-      state->second.lapsed.empty()) {
-    nsos_.erase(state);
-  }
+  Uncount(&state->second, call_id);
+  if (Count(state->second) == 0) nsos_.erase(state);
 }
 
 std::vector<CausalBarrier::Submit> CausalBarrier::Expire(uint64_t now_ms) {
@@ -131,9 +131,7 @@ bool CausalBarrier::Holds(uint64_t nso, uint64_t call_id) const {
 
 size_t CausalBarrier::in_flight(uint64_t nso) const {
   auto it = nsos_.find(nso);
-  return it == nsos_.end()
-             ? 0
-             : it->second.unordered.size() + it->second.lapsed.size() + it->second.held.size();
+  return it == nsos_.end() ? 0 : Count(it->second);
 }
 
 size_t CausalBarrier::in_flight_bytes(uint64_t nso) const {
@@ -143,9 +141,7 @@ size_t CausalBarrier::in_flight_bytes(uint64_t nso) const {
 
 size_t CausalBarrier::total_in_flight() const {
   size_t count = 0;
-  for (const auto& [nso, state] : nsos_) {
-    count += state.unordered.size() + state.lapsed.size() + state.held.size();
-  }
+  for (const auto& [nso, state] : nsos_) count += Count(state);
   return count;
 }
 

@@ -83,6 +83,10 @@ class CausalBarrier {
 
   // Stops counting `call_id`, lapsed, once count_for_ms has passed since its admission.
   void Forget(uint64_t call_id);
+  // A client's requests counted in in_flight: unordered, lapsed and held.
+  static size_t Count(const PerNso& state);
+  // Takes `call_id` out of `state`'s unordered or lapsed requests, and its bytes.
+  static void Uncount(PerNso* state, uint64_t call_id);
 
   const uint64_t release_after_ms_;
   const uint64_t count_for_ms_;
