@@ -79,12 +79,21 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
       detector_->LinkDown(peer);  // suspected at the next Tick
     }
   }
-  std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
-  undelivered_.clear();
   last_progress_ms_ = now_ms_;
   member_ = IsMember(self_);
+  // Left out (excluded while alive, e.g. by a partition that healed as the others agreed): its
+  // own requests the old view did not deliver wait for the next view with it, as those of a
+  // member that never learnt of the view without it do (it rejoins and sends them there).
   if (!member_) return;
+  std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
+  undelivered_.clear();
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
+}
+
+size_t Group::DropUndelivered() {
+  const size_t dropped = undelivered_.size();
+  undelivered_.clear();
+  return dropped;
 }
 
 consensus::TotalOrder& Group::Order() {

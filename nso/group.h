@@ -86,9 +86,17 @@ class Group {
   void LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries);
 
   // Installs view `view_id` with `members`: a new total-order instance (when this node is a
-  // member), the old one retired; this node's undelivered broadcasts are re-broadcast in it.
+  // member), the old one retired; this node's undelivered broadcasts are re-broadcast in it. A
+  // view without this node keeps them for the next view with it (an excluded member that rejoins
+  // sends them again: none is lost), unless DropUndelivered() says it will not come back.
   void InstallView(uint64_t view_id, std::vector<NodeId> members,
                    std::vector<consensus::Delivery>* deliveries);
+
+  // Forgets this node's broadcasts not delivered (it left: nothing will send them again) and says
+  // how many there were.
+  size_t DropUndelivered();
+  const std::map<uint64_t, std::string>& undelivered() const { return undelivered_; }
+  size_t undelivered_count() const { return undelivered_.size(); }
 
   // The node delivered `delivery` (of the current view): it need not be re-broadcast after a
   // view change. Deliveries discarded after a view change are not reported, so this node's own
@@ -178,7 +186,7 @@ class Group {
   bool member_ = false;                                   // self is in the current view
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
-  std::map<uint64_t, std::string> undelivered_;           // own broadcasts of this view, by seq
+  std::map<uint64_t, std::string> undelivered_;  // own broadcasts not yet delivered, by seq
   uint64_t last_progress_ms_ = 0;
   // Event-driven: a node that starts announces its (new) incarnation to the members, until it
   // hears from one of them (at most kAnnouncements times), so a restarted member of an idle

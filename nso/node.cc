@@ -299,6 +299,16 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
       !admitted.ok()) {
     return admitted;
   }
+  if (Leaving(*group)) {  // made again from outside once this node is out (node_leaving.cc)
+    return HoldWhileLeaving(*group, now_ms_ + config_.limits.default_deadline_ms,
+                            [this, nso, group_name, payload = std::move(payload)](absl::Status status) {
+      if (status.ok()) status = Multicast(nso, group_name, payload);
+      if (!status.ok()) {
+        Log("api")->warn("group {}: a multicast of client {} made while this node left the group "
+                         "was not sent: {}", group_name, nso, status.ToString());
+      }
+    });
+  }
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);
@@ -329,6 +339,20 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   invocation::Mode mode = options.mode_given ? options.mode : ToMode(group->config().default_mode);
   if (absl::Status admitted = Admit(nso, *group, mode, options.payload.size()); !admitted.ok()) {
     return fail(admitted);
+  }
+  if (Leaving(group)) {  // made again from outside once this node is out (node_leaving.cc)
+    const uint64_t total_ms =
+        options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
+    const uint64_t since_ms = now_ms_;
+    absl::Status held = HoldWhileLeaving(
+        group, since_ms + total_ms,
+        [this, nso, options, done, total_ms, since_ms](absl::Status status) mutable {
+          if (!status.ok()) return done({std::move(status), {}, 0, 0});
+          options.deadline_ms = total_ms - std::min(total_ms - 1, now_ms_ - since_ms);
+          Invoke(nso, std::move(options), std::move(done));
+        });
+    if (!held.ok()) fail(held);
+    return;
   }
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
@@ -505,10 +529,9 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   }
   Group* group = it->second.get();
   if (envelope.has_forward()) {
-    auto membership = membership_.find(group->name());  // not MembershipOf: idle groups have none
-    if (!group->is_member() ||
-        (membership != membership_.end() && membership->second.servant_lost)) {
-      // Excluded, left or leaving (its servant is gone), or not yet joined: the sender moves on
+    if (!group->is_member() || Leaving(group)) {
+      // Excluded, left or leaving (told to, or its servant is gone), or not yet joined: the
+      // sender moves on
       // to another member at once rather than wait for its call's retry (a leaving manager's
       // replica cannot answer) or its one-way request's deadline.
       Log("peer")->debug("group {}: forwarded request from node {} but not a member: dropped, "
@@ -595,6 +618,7 @@ void Node::Tick(uint64_t now_ms) {
       if (CanGiveState(group.get())) ProposeViewChange(group.get(), {restarted}, {restarted});
     }
     TickServantLost(group.get());
+    TickLeaving(group.get());
     TickStandby(group.get());
     TickOutsideFifo(group.get());
     TickMembership(group.get());

@@ -292,6 +292,15 @@ class Node {
     std::vector<NodeId> declined;
     uint64_t declined_view = 0;
     uint64_t leave_proposed_ms = 0;
+    uint64_t leave_proposed_view = 0;  // the view the last leave proposal was made in
+    // Calls and multicasts of this node's clients made while it leaves the group (Leaving()):
+    // held until it is out, then made again from outside (node_leaving.cc). Sent as a member's
+    // they could be ordered after the view change that removes it and be dropped.
+    struct Held {
+      uint64_t expires_ms;
+      std::function<void(absl::Status)> resume;  // OK: make it again; else: it ends so
+    };
+    std::vector<Held> held_while_leaving;
     uint64_t stall_warned_ms = 0;  // node_watchdog.cc
     StallClock stall_clock;        // node_watchdog.cc
   };
@@ -376,6 +385,9 @@ class Node {
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
   // still waits to know it ordered (0: none); records `call_id` as the client's last one.
   uint64_t PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id);
+  // The last request of client `nso` this node keeps for `group` to broadcast again once it
+  // rejoins (kept_by_client_), if any and recent (0: none).
+  uint64_t KeptPredecessor(uint64_t nso, const std::string& group);
   // For a request of client `nso` made here as a member of `group`: its last request made while
   // this node was outside the group, if still awaited (0: none). A member's own requests go
   // straight to the order and would overtake it (found by cohort-sim --stack, session 28).
@@ -416,6 +428,21 @@ class Node {
   // GroupMembership::servant_lost).
   void OnServantLost(const std::string& group);
   void TickServantLost(Group* group);
+
+  // Leaving a group (node_leaving.cc): a member told to leave (LeaveGroup, or its servant lost)
+  // until the view without it is installed.
+  bool Leaving(const Group* group) const;
+  // Proposes the view without this node (again after the exclusion timeout, until it applies).
+  void ProposeLeave(Group* group);
+  bool LeaveDueAgain(const Group* group, const GroupMembership& membership) const;
+  // Holds a call or multicast made while leaving; OK from HoldWhileLeaving itself: held.
+  absl::Status HoldWhileLeaving(Group* group, uint64_t expires_ms,
+                                std::function<void(absl::Status)> resume);
+  // Re-proposes a leave not yet applied; makes the held calls again once out, or ends those
+  // past their deadline.
+  void TickLeaving(Group* group);
+  // After a view change removed this node: a node that left forgets its undelivered broadcasts.
+  void LeftView(Group* group);
   // Warns (at most every 5 s) when a group's work has made no progress for 2 s (node_watchdog.cc).
   // `open`: the group's deliveries awaiting the servant's answer.
   void TickWatchdog(Group* group, size_t open);
@@ -502,6 +529,14 @@ class Node {
   std::map<uint64_t, std::map<std::string, uint64_t, std::less<>>> last_outside_request_;
   // (client NSO, group) -> its last request made here as a member that SubmitAsMember held.
   std::map<std::pair<uint64_t, std::string>, uint64_t> member_held_;
+  // (client NSO, group) -> its last request this node broadcast as a member that the view which
+  // left this node out had not delivered; it is broadcast again once the node rejoins
+  // (Group::InstallView), and the client's next request from outside names it (LeftView).
+  struct Kept {
+    uint64_t call_id = 0;
+    uint64_t until_ms = 0;  // named no longer after this: the node may not rejoin soon
+  };
+  std::map<std::pair<uint64_t, std::string>, Kept> kept_by_client_;
   OutsideCounters outside_counters_;
   membership::ManagerWatch manager_watch_;
   std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)

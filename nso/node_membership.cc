@@ -91,7 +91,7 @@ absl::Status Node::LeaveGroup(const std::string& name) {
     return absl::UnavailableError(absl::StrCat("group \"", name, "\": no majority to agree on ",
                                                "the view without ", config_.node));
   }
-  ProposeViewChange(*group, {self_}, {});
+  ProposeLeave(*group);  // what this node's clients send until it is out waits (node_leaving.cc)
   return absl::OkStatus();
 }
 
@@ -137,9 +137,16 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std:
   for (auto it = left_managers_.begin(); it != left_managers_.end();) {
     it = it->first == name ? left_managers_.erase(it) : std::next(it);
   }
-  membership_.erase(name);
+  if (auto membership = membership_.find(name); membership != membership_.end()) {
+    std::vector<GroupMembership::Held> held = std::move(membership->second.held_while_leaving);
+    membership_.erase(membership);
+    for (GroupMembership::Held& call : held) call.resume(absl::NotFoundError(gone));
+  }
   reply_caches_.erase(name);
   delivered_seq_.erase(name);
+  for (auto it = kept_by_client_.begin(); it != kept_by_client_.end();) {
+    it = it->first.second == name ? kept_by_client_.erase(it) : std::next(it);
+  }
   preferred_manager_.erase(name);
   if (auto route = outside_routes_.find(name); route != outside_routes_.end()) {
     // One-way requests from here never to be ordered: no longer counted in flight by the
@@ -225,6 +232,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     if (call.collector.complete()) complete.push_back(key);
   }
   group->InstallView(next->view.id, next->view.members, next_view);
+  if (!group->is_member()) LeftView(group);
   for (const CallKey& key : complete) FinishCall(key, absl::OkStatus());
   return true;
 }
@@ -479,7 +487,7 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
     // out of the view for a moment when LeaveGroup came, its request to rejoin already sent).
     Log("membership")->info("group {}: added in view {} after LeaveGroup (a join request was on "
                             "its way): leaving again", group->name(), message.view_id());
-    ProposeViewChange(group, {self_}, {});
+    ProposeLeave(group);
   }
 }
 

@@ -230,7 +230,8 @@ uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, ui
   uint64_t& last = last_outside_request_[nso][group];
   const uint64_t previous = last;
   last = call_id;
-  return previous != 0 && StillAwaited(nso, group, previous) ? previous : 0;
+  if (previous != 0 && StillAwaited(nso, group, previous)) return previous;
+  return KeptPredecessor(nso, group);
 }
 
 bool Node::StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id) const {
@@ -243,6 +244,8 @@ bool Node::StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id
 
 void Node::ForgetOutsideOrder(uint64_t nso) {
   last_outside_request_.erase(nso);
+  kept_by_client_.erase(kept_by_client_.lower_bound({nso, std::string()}),
+                        kept_by_client_.lower_bound({nso + 1, std::string()}));
   member_held_.erase(member_held_.lower_bound({nso, std::string()}),
                      member_held_.lower_bound({nso + 1, std::string()}));
 }

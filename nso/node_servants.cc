@@ -94,12 +94,10 @@ void Node::TickServantLost(Group* group) {
                             membership.joiner.want_member() ? "; a new servant is attached: rejoining" : "");
     return;
   }
-  // Proposed again until it applies: a proposal can be lost with its view, or wait for a majority.
-  uint64_t retry_ms = std::max<uint64_t>(group->config().exclude_timeout_ms, 500);
-  if (membership.leave_proposed_ms != 0 && now_ms_ < membership.leave_proposed_ms + retry_ms) return;
-  if (!group->HasMajority()) return;
-  membership.leave_proposed_ms = now_ms_;
-  ProposeViewChange(group, {self_}, {});
+  // Proposed again until it applies (node_leaving.cc).
+  if (membership.leave_proposed_ms == 0 ? group->HasMajority() : LeaveDueAgain(group, membership)) {
+    ProposeLeave(group);
+  }
 }
 
 }  // namespace cohort::nso

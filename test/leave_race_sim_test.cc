@@ -56,5 +56,45 @@ TEST_CASE("a node told to leave while its join request is on its way leaves once
   }
 }
 
+TEST_CASE("a leave whose view change is overtaken by another is proposed again until it applies",
+          "[membership][sim]") {
+  // LeaveGroup proposes the view without this node from the current view; a join agreed first
+  // makes that proposal stale (membership::ApplyChange). Before, the node then stayed a member.
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  int overtaken = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    for (uint64_t offset_ms = 0; offset_ms <= 6; ++offset_ms) {
+      INFO("seed " << seed << " offset " << offset_ms);
+      test::SimNodes sim(seed);
+      for (NodeId id = 1; id <= 4; ++id) {
+        sim.Add(test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus));
+      }
+      test::SimCounters counters{&sim};
+      for (NodeId id = 1; id <= 3; ++id) counters.Serve(id, "g");
+      sim.net.RunUntil(300);
+      counters.Serve(4, "g");  // n4 asks to join at once
+      sim.net.RunUntil(sim.net.now_ms() + offset_ms);
+      const uint64_t view_before = sim.nodes[1]->GroupDetails("g")->view_id;
+      REQUIRE(sim.nodes[1]->LeaveGroup("g").ok());
+      // A later view with both n1 and n4: the join was agreed while the leave was pending.
+      bool both = false;
+      for (int step = 0; step < 50; ++step) {
+        sim.net.RunUntil(sim.net.now_ms() + 1);
+        both = both || (InView(sim.nodes[2].get(), 1) && InView(sim.nodes[2].get(), 4) &&
+                        sim.nodes[2]->GroupDetails("g")->view_id > view_before);
+      }
+      overtaken += both;
+      sim.net.RunUntil(sim.net.now_ms() + 5000);
+      for (NodeId id = 2; id <= 4; ++id) {
+        INFO("n" << id);
+        CHECK_FALSE(InView(sim.nodes[id].get(), 1));
+        CHECK(InView(sim.nodes[id].get(), 4));
+      }
+      CHECK_FALSE(InView(sim.nodes[1].get(), 1));
+    }
+  }
+  CHECK(overtaken > 0);  // the race this case is about happened
+}
+
 }  // namespace
 }  // namespace cohort
