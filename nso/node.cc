@@ -299,7 +299,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
       !admitted.ok()) {
     return admitted;
   }
-  if (Leaving(*group)) {  // made again from outside once this node is out (node_leaving.cc)
+  if (MustHold(*group)) {  // made again from outside once this node is out (node_leaving.cc)
     return HoldWhileLeaving(*group, now_ms_ + config_.limits.default_deadline_ms,
                             [this, nso, group_name, payload = std::move(payload)](absl::Status status) {
       if (status.ok()) status = Multicast(nso, group_name, payload);
@@ -340,7 +340,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   if (absl::Status admitted = Admit(nso, *group, mode, options.payload.size()); !admitted.ok()) {
     return fail(admitted);
   }
-  if (Leaving(group)) {  // made again from outside once this node is out (node_leaving.cc)
+  if (MustHold(group)) {  // made again from outside once this node is out (node_leaving.cc)
     const uint64_t total_ms =
         options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
     const uint64_t since_ms = now_ms_;
@@ -531,9 +531,8 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   if (envelope.has_forward()) {
     if (!group->is_member() || Leaving(group)) {
       // Excluded, left or leaving (told to, or its servant is gone), or not yet joined: the
-      // sender moves on
-      // to another member at once rather than wait for its call's retry (a leaving manager's
-      // replica cannot answer) or its one-way request's deadline.
+      // sender moves on to another member at once rather than wait for its call's retry (a
+      // leaving manager's replica cannot answer) or its one-way request's deadline.
       Log("peer")->debug("group {}: forwarded request from node {} but not a member: dropped, "
                          "the sender told", group->name(), from);
       SendOutsideProbe(from, group->name(), /*reply_wanted=*/false, /*not_member=*/true);

@@ -432,6 +432,8 @@ class Node {
   // Leaving a group (node_leaving.cc): a member told to leave (LeaveGroup, or its servant lost)
   // until the view without it is installed.
   bool Leaving(const Group* group) const;
+  // A call or multicast made now waits (HoldWhileLeaving): leaving, or earlier ones wait still.
+  bool MustHold(const Group* group) const;
   // Proposes the view without this node (again after the exclusion timeout, until it applies).
   void ProposeLeave(Group* group);
   bool LeaveDueAgain(const Group* group, const GroupMembership& membership) const;

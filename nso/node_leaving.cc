@@ -24,6 +24,17 @@ uint64_t Node::KeptPredecessor(uint64_t nso, const std::string& group) {
   return 0;
 }
 
+bool Node::MustHold(const Group* group) const {
+  auto found = membership_.find(group->name());
+  if (found == membership_.end()) return false;
+  const GroupMembership& membership = found->second;
+  // Calls held earlier are made again at the next tick: a later one waits behind them, or it
+  // would overtake them (cohort-sim --stack --leaves, seed 30: re-admitted after losing its
+  // servant, the node sent c233 as a member before its held c230).
+  return !membership.held_while_leaving.empty() ||
+         (group->is_member() && (membership.servant_lost || membership.joiner.left()));
+}
+
 bool Node::Leaving(const Group* group) const {
   if (!group->is_member()) return false;
   auto found = membership_.find(group->name());

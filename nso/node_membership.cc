@@ -79,6 +79,12 @@ std::vector<std::string> Node::GroupsNaming(const std::string& name) const {
 absl::Status Node::LeaveGroup(const std::string& name) {
   absl::StatusOr<Group*> group = FindGroup(name);
   if (!group.ok()) return group.status();
+  if ((*group)->is_member() && (*group)->members().size() > 1 && !(*group)->HasMajority()) {
+    // Refused, and nothing changes: the node does not leave later by itself (a leave accepted
+    // is proposed again until it applies, node_leaving.cc).
+    return absl::UnavailableError(absl::StrCat("group \"", name, "\": no majority to agree on ",
+                                               "the view without ", config_.node));
+  }
   MembershipOf(*group).joiner.Leave();
   if (!(*group)->is_member()) return absl::OkStatus();
   if ((*group)->members().size() == 1) {  // the last member: nobody to agree with
@@ -86,10 +92,6 @@ absl::Status Node::LeaveGroup(const std::string& name) {
     (*group)->InstallView((*group)->view_id() + 1, {}, &none);
     Log("membership")->info("group {}: left by its last member", name);
     return absl::OkStatus();
-  }
-  if (!(*group)->HasMajority()) {
-    return absl::UnavailableError(absl::StrCat("group \"", name, "\": no majority to agree on ",
-                                               "the view without ", config_.node));
   }
   ProposeLeave(*group);  // what this node's clients send until it is out waits (node_leaving.cc)
   return absl::OkStatus();

@@ -96,5 +96,27 @@ TEST_CASE("a leave whose view change is overtaken by another is proposed again u
   CHECK(overtaken > 0);  // the race this case is about happened
 }
 
+TEST_CASE("a leave refused for want of a majority changes nothing: the node stays after the heal",
+          "[membership][sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  test::SimNodes sim(3);
+  for (NodeId id = 1; id <= 3; ++id) {
+    sim.Add(test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus));
+  }
+  test::SimCounters counters{&sim};
+  for (NodeId id = 1; id <= 3; ++id) counters.Serve(id, "g");
+  sim.net.RunUntil(300);
+  sim.net.Partition({{1}, {2, 3}});
+  sim.net.RunUntil(sim.net.now_ms() + 200);  // n1 suspects both others
+  absl::Status refused = sim.nodes[1]->LeaveGroup("g");
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);
+  sim.net.Heal();
+  sim.net.RunUntil(sim.net.now_ms() + 5000);
+  for (NodeId id = 1; id <= 3; ++id) {
+    INFO("n" << id);
+    CHECK(InView(sim.nodes[id].get(), 1));  // a refused leave is not carried out later
+  }
+}
+
 }  // namespace
 }  // namespace cohort

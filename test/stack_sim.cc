@@ -50,7 +50,8 @@ class StackSim {
         net_(NetOptions(options)),
         rng_(options.seed * 7919 + 17),
         servant_rng_(options.seed * 15485863 + 5),
-        kill_rng_(options.seed * 32452843 + 7) {
+        kill_rng_(options.seed * 32452843 + 7),
+        leave_rng_(options.seed * 49979687 + 11) {
     result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
     // A generator of its own, so the clocks do not change the rest of a seed's schedule.
     nso::Rng clock_rng(options.seed * 104729 + 3);
@@ -101,6 +102,9 @@ class StackSim {
   // The servant crashes; its daemon stays up. A new one attaches after a while.
   void CrashServant(NodeId id);
   void MaybeCrashServant();
+  // A member leaves the group; it joins again 50-1500 ms later (StackSimOptions::leaves).
+  void MaybeLeave();
+  void Rejoin(NodeId id);
   void OnServant(NodeId id, uint64_t generation, nso::ServantDelivery delivery);
   void Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style style);
   void RecordView(NodeId id);
@@ -124,6 +128,7 @@ class StackSim {
     all.insert(cut_off_.begin(), cut_off_.end());
     all.insert(amnesiac_.begin(), amnesiac_.end());
     all.insert(servantless_.begin(), servantless_.end());
+    all.insert(left_.begin(), left_.end());
     return all.size();
   }
 
@@ -132,6 +137,7 @@ class StackSim {
   nso::Rng rng_;
   nso::Rng servant_rng_;  // servant crashes
   nso::Rng kill_rng_;     // which crashes are kills (its own, so the fault schedule stays)
+  nso::Rng leave_rng_;    // StackSimOptions::leaves
   StackSimResult result_;
   std::map<NodeId, Replica> replicas_;
   Replica outsider_;  // StackSimOptions::outside_caller: node nodes + 1, no member, no servant
@@ -139,6 +145,7 @@ class StackSim {
   std::set<NodeId> cut_off_;   // the minority side of the current partition
   std::set<NodeId> amnesiac_;  // restarted, state not transferred yet
   std::set<NodeId> servantless_;  // daemon up, its servant crashed, no new one attached yet
+  std::set<NodeId> left_;         // told to leave (LeaveGroup), not yet told to join again
   std::map<uint64_t, std::vector<NodeId>> views_;  // view id -> members, as first installed
   std::vector<std::string> reference_;             // longest applied sequence seen
   std::set<std::string> acknowledged_;
@@ -165,6 +172,7 @@ class StackSim {
     uint64_t issued_ms = 0;
   };
   std::map<uint64_t, CallMade> calls_made_;
+  std::set<uint64_t> one_way_accepted_;  // numbers of the one-way calls accepted
   uint64_t fifo_gave_up_ = 0;  // members' OutsideCounters::fifo_gave_up, crashed ones' included
   uint64_t fifo_refused_ = 0;  // ... and fifo_refused
   void CheckClientFifo();
@@ -302,11 +310,50 @@ void StackSim::MaybeCrashServant() {
   NodeId id = 1 + servant_rng_.Uniform(result_.nodes);
   const Replica& replica = replicas_[id];
   if (!replica.alive || crashed_.count(id) || cut_off_.count(id) || servantless_.count(id) ||
-      amnesiac_.count(id)) {
+      amnesiac_.count(id) || left_.count(id)) {
     return;
   }
   if (disabled() >= (result_.nodes - 1) / 2 || !CanDisable(1)) return;
   CrashServant(id);
+}
+
+void StackSim::MaybeLeave() {
+  if (leave_rng_.Uniform(4) != 0) return;
+  NodeId id = 1 + leave_rng_.Uniform(result_.nodes);
+  Replica& replica = replicas_[id];
+  if (!replica.alive || crashed_.count(id) || cut_off_.count(id) || servantless_.count(id) ||
+      amnesiac_.count(id) || left_.count(id)) {
+    return;
+  }
+  if (disabled() >= (result_.nodes - 1) / 2 || !CanDisable(1)) return;
+  As(id);
+  if (!replica.node->LeaveGroup(kGroup).ok()) return;  // no majority in sight: not now
+  if (trace_) std::fprintf(stderr, "t=%llu LEAVE node %u\n", (unsigned long long)net_.now_ms(), id);
+  left_.insert(id);
+  result_.faults++;
+  result_.leaves++;
+  const uint64_t incarnation = replica.incarnation;
+  net_.After(50 + leave_rng_.Uniform(1450), [this, id, incarnation] {
+    const Replica& r = replicas_[id];
+    if (r.alive && r.incarnation == incarnation && left_.count(id)) Rejoin(id);
+  });
+}
+
+void StackSim::Rejoin(NodeId id) {
+  if (trace_) std::fprintf(stderr, "t=%llu JOIN node %u\n", (unsigned long long)net_.now_ms(), id);
+  left_.erase(id);
+  As(id);
+  // Out: it gets the group's state when added again. Still in (its leave not yet agreed), it
+  // stays: joining again ends the leave (a proposal already made may still take it out, and it
+  // then asks to join by itself).
+  absl::StatusOr<nso::GroupInfo> info = replicas_[id].node->GroupDetails(kGroup);
+  if (info.ok() && std::none_of(info->members.begin(), info->members.end(),
+                                [id](const nso::GroupInfo::MemberInfo& m) { return m.node == id; })) {
+    amnesiac_.insert(id);  // until the group's state is installed in its servant
+  }
+  if (absl::Status joined = replicas_[id].node->JoinGroup(kGroup); !joined.ok()) {
+    Fail(absl::StrCat("node ", id, ": JoinGroup: ", joined.ToString()));
+  }
 }
 
 void StackSim::ScheduleTick(NodeId id, uint64_t incarnation) {
@@ -488,6 +535,8 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
     if (mode != invocation::Mode::kOneWay) {
       acknowledged_.insert(call);
       result_.calls_acknowledged++;
+    } else {
+      one_way_accepted_.insert(number);
     }
   });
 }
@@ -505,6 +554,7 @@ void StackSim::Crash(NodeId id) {
     net_.Crash(id);
   }
   crashed_.insert(id);
+  left_.erase(id);  // a restart boots it wanting in
   pending_exclusion_[id] = net_.now_ms();
   result_.faults++;
 }
@@ -593,6 +643,7 @@ void StackSim::Chaos() {
   uint64_t next_fault_ms = net_.now_ms() + 100 + rng_.Uniform(300);
   uint64_t next_slow_ms = net_.now_ms();
   uint64_t next_servant_fault_ms = net_.now_ms() + 100 + servant_rng_.Uniform(300);
+  uint64_t next_leave_ms = net_.now_ms() + 100 + leave_rng_.Uniform(300);
   while (net_.now_ms() < end_ms && result_.ok) {
     uint64_t step_end = net_.now_ms() + options_.call_every_ms;
     std::vector<NodeId> alive;
@@ -619,6 +670,10 @@ void StackSim::Chaos() {
     if (options_.faults && options_.servant_crashes && net_.now_ms() >= next_servant_fault_ms) {
       MaybeCrashServant();
       next_servant_fault_ms = net_.now_ms() + 100 + servant_rng_.Uniform(300);
+    }
+    if (options_.faults && options_.leaves && net_.now_ms() >= next_leave_ms) {
+      MaybeLeave();
+      next_leave_ms = net_.now_ms() + 100 + leave_rng_.Uniform(300);
     }
     if (options_.slow_only && net_.now_ms() >= next_slow_ms) {
       // Bursts of delay above the suspicion timeout but well below the exclusion timeout.
@@ -648,6 +703,7 @@ void StackSim::Heal() {
     amnesiac_.insert(id);
     AttachServant(id);
   }
+  for (NodeId id : std::set<NodeId>(left_)) Rejoin(id);
 }
 
 bool StackSim::Settled() {
@@ -753,6 +809,16 @@ StackSimResult StackSim::Run() {
   for (const std::string& call : acknowledged_) {
     if (result_.ok && !final_calls.count(call)) {
       Fail(absl::StrCat("acknowledged call ", call, " was lost"));
+    }
+  }
+  for (uint64_t number : one_way_accepted_) {
+    const CallMade& made = calls_made_.at(number);
+    if (ReplicaOf(made.node).incarnation != made.incarnation) continue;  // its daemon restarted
+    const std::string call = absl::StrCat("c", number);
+    if (final_calls.count(call)) continue;
+    if (result_.one_way_lost++ == 0) {
+      result_.one_way_lost_example = absl::StrCat(call, " from node ", made.node, " at t=",
+                                                  made.issued_ms, "ms");
     }
   }
   result_.end_ms = net_.now_ms();

@@ -35,6 +35,11 @@ struct StackSimOptions {
   // fresh one, without state, attaches 50-1500 ms later. Its own generator: the other faults of
   // a seed stay the same with or without.
   bool servant_crashes = true;
+  // With faults: a member leaves the group (LeaveGroup, as `cohortctl leave` or a SIGTERM does)
+  // while its clients keep calling, and joins again (JoinGroup, with state transfer) 50-1500 ms
+  // later. Its own generator, like servant crashes; off by default so that the seeds' runs stay
+  // what they were.
+  bool leaves = false;
   bool slow_only = false;         // only delays: bursts above the suspicion timeout, below exclusion
   uint64_t chaos_ms = 4000;       // simulated time with faults
   uint64_t settle_limit_ms = 30000;
@@ -83,6 +88,7 @@ struct StackSimResult {
   uint64_t views_installed = 0;    // highest view id reached
   uint64_t state_transfers = 0;
   uint64_t servant_crashes = 0;
+  uint64_t leaves = 0;
   uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
   int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
   int32_t drift_ppm_max = 0;
@@ -102,6 +108,11 @@ struct StackSimResult {
   uint64_t fifo_gave_up = 0;
   uint64_t fifo_refused = 0;
   uint64_t calls_refused = 0;  // calls whose caller got the refusal (still waiting for them)
+  // One-way calls accepted (OK to their caller) by a daemon that did not crash or restart until
+  // the end, and applied by no replica (without stable storage, a crash of the caller's daemon
+  // may lose what it accepted; nothing else should).
+  uint64_t one_way_lost = 0;
+  std::string one_way_lost_example;
   // By kind: "member closed first", "outside open all", ... (see CallKindName).
   std::map<std::string, CallKindTimes> call_times;
 };

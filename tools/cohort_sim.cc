@@ -113,6 +113,7 @@ std::string StackFlags(const cohort::sim::StackSimOptions& options) {
   flags += DriftFlag(options.drift_ppm_max);
   if (options.event_driven) flags += " --liveness event";
   if (options.streams_break) flags += " --streams-break";
+  if (options.leaves) flags += " --leaves";
   if (options.kill_percent != defaults.kill_percent) {
     flags += " --kill-percent " + std::to_string(options.kill_percent);
   }
@@ -134,12 +135,13 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
                   bool verbose) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t seeds = 0, faults = 0, violations = 0, calls = 0, acknowledged = 0, views = 0,
-           transfers = 0, servant_crashes = 0, call_ms_max = 0, fifo_checked = 0,
+           transfers = 0, servant_crashes = 0, leaves = 0, one_way_lost = 0, call_ms_max = 0,
+           fifo_checked = 0,
            fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
            outside_fifo_calls = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
-  std::string slowest_call;
+  std::string slowest_call, one_way_lost_example;
   int32_t drift_seen_min = 0, drift_seen_max = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
@@ -151,6 +153,11 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     views += result.views_installed;
     transfers += result.state_transfers;
     servant_crashes += result.servant_crashes;
+    leaves += result.leaves;
+    if (result.one_way_lost > 0 && one_way_lost == 0) {
+      one_way_lost_example = "seed " + std::to_string(seed) + ", " + result.one_way_lost_example;
+    }
+    one_way_lost += result.one_way_lost;
     if (result.fifo_checked) ++fifo_checked;
     fifo_calls += result.fifo_calls_applied;
     outside_fifo_calls += result.outside_calls_applied;
@@ -175,7 +182,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
                   StackFlags(options).c_str());
     }
   }
-  std::printf("stack, ordering %s%s: seeds run %llu, faults injected %llu (servant crashes %llu), "
+  std::printf("stack, ordering %s%s: seeds run %llu, faults injected %llu (servant crashes %llu%s), "
               "calls %llu (acknowledged %llu), views installed %llu, state transfers %llu, "
               "violations %llu\n",
               options.sequencer ? "sequencer" : "consensus",
@@ -183,6 +190,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(seeds),
               static_cast<unsigned long long>(faults),
               static_cast<unsigned long long>(servant_crashes),
+              options.leaves ? (", leaves " + std::to_string(leaves)).c_str() : "",
               static_cast<unsigned long long>(calls),
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
@@ -197,6 +205,9 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(fifo_gave_up_seeds),
               static_cast<unsigned long long>(fifo_refused),
               static_cast<unsigned long long>(calls_refused));
+  std::printf("one-way calls accepted by a daemon that stayed up and applied by no replica: %llu%s\n",
+              static_cast<unsigned long long>(one_way_lost),
+              one_way_lost ? (" (first: " + one_way_lost_example + ")").c_str() : "");
   std::printf("simulated call time (successful calls, links %llu-%llu ms): median of the seeds' "
               "p50 %llu ms, longest %llu ms (%s)\n",
               static_cast<unsigned long long>(options.link_delay_min_ms),
@@ -234,13 +245,15 @@ int Usage() {
              "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
-             "                  [--liveness lively|event] [--streams-break] [--kill-percent P]\n"
+             "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
              "  --streams-break: a crash or partition breaks the streams to a node at once, as TCP\n"
              "               resets do (Transport::Reachable); off: the streams always look up\n"
+             "  --leaves:    members also leave the group (LeaveGroup) while their clients call, and\n"
+             "               join again 50-1500 ms later\n"
              "  --kill-percent: of the node crashes, the share that are process kills, whose peers'\n"
              "               connections close and suspect it at once (default 50)\n"
              "  --fault-free: no crash, partition, loss or delay burst (to read the call times)\n"
@@ -274,6 +287,8 @@ int main(int argc, char** argv) {
       stack_options.faults = false;
     } else if (arg == "--streams-break") {
       stack_options.streams_break = true;
+    } else if (arg == "--leaves") {
+      stack_options.leaves = true;
     } else if (arg == "--kill-percent" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value > 100) return Usage();
