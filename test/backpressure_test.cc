@@ -135,11 +135,7 @@ TEST_CASE("a member cut off past the exclusion timeout sends its undelivered one
     test::SimNodes sim(12);
     test::SimCounters counters(&sim);
     for (NodeId id = 1; id <= 3; ++id) {
-      nso::Config config = test::GroupOfThree(id, ordering);
-      config.failure_detector.exclude_timeout_ms = 1000;
-      config.failure_detector.fail_fast_after_ms = 60000;  // n1 accepts one-way calls while cut off
-      for (nso::GroupConfig& group : config.groups) group.exclude_timeout_ms = 1000;
-      sim.Add(config);
+      sim.Add(test::WithQuickExclusion(test::GroupOfThree(id, ordering)));
       counters.Serve(id, "g");
     }
     sim.net.RunUntil(500);

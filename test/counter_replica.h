@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
@@ -156,6 +157,52 @@ inline absl::StatusOr<CounterGroup> StartCounterGroup(const Cluster& cluster, in
   if (!added.ok()) return added.status();
   return started;
 }
+
+// Threads sending "add 1" to `group` through `client` until Stop(): each makes 20 one-way calls,
+// then a wait-for-majority call, so that many requests are in flight at any time. Counts the
+// calls accepted (OK) and keeps the failures.
+class AddSenders {
+ public:
+  AddSenders(Client* client, std::string group, int threads = 4)
+      : client_(client), group_(std::move(group)) {
+    for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { Run(); });
+  }
+  ~AddSenders() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+  int accepted() const { return accepted_.load(); }
+  std::vector<std::string> failures() const {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+
+ private:
+  void Run() {
+    for (int i = 0; !stop_.load(); ++i) {
+      absl::Status status =
+          i % 21 != 20 ? client_->Send(group_, "add", "1")
+                       : client_->Invoke(group_, "add", "1", Mode::kMajority).status();
+      if (status.ok()) {
+        accepted_++;
+      } else {
+        absl::MutexLock lock(&mu_);
+        failures_.push_back(status.ToString());
+      }
+    }
+  }
+
+  Client* const client_;
+  const std::string group_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  mutable absl::Mutex mu_;
+  std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_;
+};
 
 }  // namespace cohort::test
 

@@ -17,27 +17,29 @@ namespace cohort {
 namespace {
 
 using nso::NodeId;
+using test::InView;
 
-// Whether `node` is in the view of group g at `at`.
-bool InView(nso::Node* at, NodeId node) {
-  absl::StatusOr<nso::GroupInfo> info = at->GroupDetails("g");
-  if (!info.ok()) return false;
-  return std::any_of(info->members.begin(), info->members.end(),
-                     [node](const nso::GroupInfo::MemberInfo& member) { return member.node == node; });
-}
+// Nodes n1..`nodes` (n4 outside group g), counters served at n1..n3, run until 300 ms.
+struct Started {
+  Started(uint64_t seed, NodeId nodes) : sim(seed), counters(&sim) {
+    for (NodeId id = 1; id <= nodes; ++id) {
+      sim.Add(test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus));
+    }
+    for (NodeId id = 1; id <= 3; ++id) counters.Serve(id, "g");
+    sim.net.RunUntil(300);
+  }
+  test::SimNodes sim;
+  test::SimCounters counters;
+};
 
 TEST_CASE("a node told to leave while its join request is on its way leaves once added",
           "[membership][sim]") {
   nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     INFO("seed " << seed);
-    test::SimNodes sim(seed);
-    for (NodeId id = 1; id <= 4; ++id) {
-      sim.Add(test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus));
-    }
-    test::SimCounters counters{&sim};
-    for (NodeId id = 1; id <= 3; ++id) counters.Serve(id, "g");
-    sim.net.RunUntil(300);
+    Started started(seed, 4);
+    test::SimNodes& sim = started.sim;
+    test::SimCounters& counters = started.counters;
     counters.Serve(4, "g");  // n4 asks to join at once
     REQUIRE(sim.nodes[4]->LeaveGroup("g").ok());  // not a member yet: nothing to propose
     bool added = false;
@@ -65,13 +67,9 @@ TEST_CASE("a leave whose view change is overtaken by another is proposed again u
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     for (uint64_t offset_ms = 0; offset_ms <= 6; ++offset_ms) {
       INFO("seed " << seed << " offset " << offset_ms);
-      test::SimNodes sim(seed);
-      for (NodeId id = 1; id <= 4; ++id) {
-        sim.Add(test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus));
-      }
-      test::SimCounters counters{&sim};
-      for (NodeId id = 1; id <= 3; ++id) counters.Serve(id, "g");
-      sim.net.RunUntil(300);
+      Started started(seed, 4);
+      test::SimNodes& sim = started.sim;
+      test::SimCounters& counters = started.counters;
       counters.Serve(4, "g");  // n4 asks to join at once
       sim.net.RunUntil(sim.net.now_ms() + offset_ms);
       const uint64_t view_before = sim.nodes[1]->GroupDetails("g")->view_id;
@@ -99,13 +97,8 @@ TEST_CASE("a leave whose view change is overtaken by another is proposed again u
 TEST_CASE("a leave refused for want of a majority changes nothing: the node stays after the heal",
           "[membership][sim]") {
   nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  test::SimNodes sim(3);
-  for (NodeId id = 1; id <= 3; ++id) {
-    sim.Add(test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus));
-  }
-  test::SimCounters counters{&sim};
-  for (NodeId id = 1; id <= 3; ++id) counters.Serve(id, "g");
-  sim.net.RunUntil(300);
+  Started started(3, 3);
+  test::SimNodes& sim = started.sim;
   sim.net.Partition({{1}, {2, 3}});
   sim.net.RunUntil(sim.net.now_ms() + 200);  // n1 suspects both others
   absl::Status refused = sim.nodes[1]->LeaveGroup("g");

@@ -135,32 +135,20 @@ TEST_CASE("SIGTERM while the daemon's clients send: every accepted call is appli
   auto client = Client::Connect(cluster.ClientAddress(3));
   REQUIRE(client.ok());
   const int64_t base = replicas[0]->value.load();
-  std::atomic<bool> stop{false};
-  std::atomic<int> accepted{0}, failed{0};
-  std::vector<std::thread> senders;
-  for (int t = 0; t < 4; ++t) {
-    senders.emplace_back([&] {
-      // 20 one-way calls, then a wait-for-majority call: many requests in flight.
-      for (int i = 0; !stop.load(); ++i) {
-        absl::Status status =
-            i % 21 != 20 ? (*client)->Send("counter", "add", "1")
-                         : (*client)->Invoke("counter", "add", "1", Mode::kMajority).status();
-        (status.ok() ? accepted : failed)++;
-      }
-    });
-  }
+  test::AddSenders senders(client->get(), "counter");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   cluster.Stop(3);  // SIGTERM, and wait for the exit
-  stop = true;
-  for (std::thread& sender : senders) sender.join();
-  INFO("accepted " << accepted.load() << ", failed " << failed.load());
-  CHECK(accepted.load() > 0);
+  senders.Stop();
+  const int64_t accepted = senders.accepted();
+  const int64_t failed = senders.failures().size();
+  INFO("accepted " << accepted << ", failed " << failed);
+  CHECK(accepted > 0);
   // A failed call's outcome is unknown (it may have been applied); an accepted one must be.
   for (int i = 0; i < 2; ++i) {
     INFO("replica n" << i + 1);
-    CHECK(test::Eventually([&] { return replicas[i]->value.load() >= base + accepted.load(); }, 20));
-    CHECK(replicas[i]->value.load() >= base + accepted.load());
-    CHECK(replicas[i]->value.load() <= base + accepted.load() + failed.load());
+    CHECK(test::Eventually([&] { return replicas[i]->value.load() >= base + accepted; }, 20));
+    CHECK(replicas[i]->value.load() >= base + accepted);
+    CHECK(replicas[i]->value.load() <= base + accepted + failed);
   }
   CHECK(replicas[0]->value.load() == replicas[1]->value.load());
 }

@@ -7,7 +7,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -16,7 +15,6 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
-#include "absl/synchronization/mutex.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
@@ -250,42 +248,22 @@ TEST_CASE("cohortctl leave while the daemon's client sends: every accepted call 
   REQUIRE(client.ok());
   REQUIRE(test::WaitAllReply(client->get(), "counter", 4));
 
-  std::atomic<bool> stop{false};
-  std::atomic<int> accepted{0};
-  absl::Mutex mu;
-  std::vector<std::string> failures;  // guarded by mu
-  // Four senders, each 20 one-way calls then a wait-for-majority call: many requests in flight.
-  std::vector<std::thread> senders;
-  for (int t = 0; t < 4; ++t) {
-    senders.emplace_back([&] {
-      for (int i = 0; !stop.load(); ++i) {
-        absl::Status status =
-            i % 21 != 20 ? (*client)->Send("counter", "add", "1")
-                         : (*client)->Invoke("counter", "add", "1", Mode::kMajority).status();
-        if (status.ok()) {
-          accepted++;
-        } else {
-          absl::MutexLock lock(&mu);
-          failures.push_back(status.ToString());
-        }
-      }
-    });
-  }
+  test::AddSenders senders(client->get(), "counter");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const int before_leave = accepted.load();
+  const int before_leave = senders.accepted();
   CHECK(test::RunCapture(ctl + "leave counter", &out) == 0);
   CHECK_THAT(out, Contains("n4 left group counter"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  stop = true;
-  for (std::thread& sender : senders) sender.join();
-  absl::MutexLock lock(&mu);
-  INFO("accepted " << accepted.load() << " (" << before_leave << " before the leave); failures: "
-                   << failures.size() << (failures.empty() ? "" : " first: " + failures[0]));
-  CHECK(accepted.load() > before_leave);  // calls went on through the leave
+  senders.Stop();
+  const std::vector<std::string> failures = senders.failures();
+  INFO("accepted " << senders.accepted() << " (" << before_leave << " before the leave); "
+                   << "failures: " << failures.size()
+                   << (failures.empty() ? "" : " first: " + failures[0]));
+  CHECK(senders.accepted() > before_leave);  // calls went on through the leave
   CHECK(failures.empty());
   for (int i = 0; i < 3; ++i) {
     INFO("replica n" << i + 1);
-    const int64_t want = 5 + accepted.load();
+    const int64_t want = 5 + senders.accepted();
     CHECK(Eventually([&] { return started->replicas[i]->value.load() == want; }, 20));
     CHECK(started->replicas[i]->value.load() == want);
   }

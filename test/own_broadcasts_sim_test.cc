@@ -21,16 +21,24 @@ namespace cohort {
 namespace {
 
 using nso::NodeId;
-
-bool InView(nso::Node* at, NodeId node) {
-  absl::StatusOr<nso::GroupInfo> info = at->GroupDetails("g");
-  if (!info.ok()) return false;
-  return std::any_of(info->members.begin(), info->members.end(),
-                     [node](const nso::GroupInfo::MemberInfo& member) { return member.node == node; });
-}
+using test::InView;
 
 const nso::GroupConfig::Ordering kOrderings[] = {nso::GroupConfig::Ordering::kConsensus,
                                                  nso::GroupConfig::Ordering::kSequencer};
+
+// Group g of n1..n3 serving counters; `quick_exclusion`: test::WithQuickExclusion.
+struct Three {
+  Three(uint64_t seed, nso::GroupConfig::Ordering ordering, bool quick_exclusion)
+      : sim(seed), counters(&sim) {
+    for (NodeId id = 1; id <= 3; ++id) {
+      nso::Config config = test::GroupOfThree(id, ordering);
+      sim.Add(quick_exclusion ? test::WithQuickExclusion(config) : config);
+      counters.Serve(id, "g");
+    }
+  }
+  test::SimNodes sim;
+  test::SimCounters counters;
+};
 
 }  // namespace
 
@@ -40,12 +48,9 @@ TEST_CASE("a member told to leave loses none of its clients' requests: those sen
   for (auto ordering : kOrderings) {
     for (uint64_t seed = 1; seed <= 8; ++seed) {
       INFO("ordering " << static_cast<int>(ordering) << " seed " << seed);
-      test::SimNodes sim(seed);
-      test::SimCounters counters(&sim);
-      for (NodeId id = 1; id <= 3; ++id) {
-        sim.Add(test::GroupOfThree(id, ordering));
-        counters.Serve(id, "g");
-      }
+      Three three(seed, ordering, /*quick_exclusion=*/false);
+      test::SimNodes& sim = three.sim;
+      test::SimCounters& counters = three.counters;
       sim.net.RunUntil(300);
       nso::Node* n1 = sim.nodes[1].get();
       uint64_t client = *n1->Attach("client");
@@ -89,16 +94,9 @@ TEST_CASE("a live member excluded by the others broadcasts its requests not yet 
   for (auto ordering : kOrderings) {
     for (uint64_t seed = 1; seed <= 8; ++seed) {
       INFO("ordering " << static_cast<int>(ordering) << " seed " << seed);
-      test::SimNodes sim(seed);
-      test::SimCounters counters(&sim);
-      for (NodeId id = 1; id <= 3; ++id) {
-        nso::Config config = test::GroupOfThree(id, ordering);
-        config.failure_detector.exclude_timeout_ms = 1000;
-        config.failure_detector.fail_fast_after_ms = 60000;  // n1 accepts calls while cut off
-        for (nso::GroupConfig& group : config.groups) group.exclude_timeout_ms = 1000;
-        sim.Add(config);
-        counters.Serve(id, "g");
-      }
+      Three three(seed, ordering, /*quick_exclusion=*/true);  // n1 accepts calls while cut off
+      test::SimNodes& sim = three.sim;
+      test::SimCounters& counters = three.counters;
       sim.net.RunUntil(500);
       nso::Node* n1 = sim.nodes[1].get();
       uint64_t client = *n1->Attach("client");

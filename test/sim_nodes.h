@@ -4,6 +4,7 @@
 #ifndef COHORT_TEST_SIM_NODES_H_
 #define COHORT_TEST_SIM_NODES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -36,6 +37,23 @@ inline nso::Config GroupOfThree(nso::NodeId id, nso::GroupConfig::Ordering order
   group.ordering = ordering;
   config.groups = {group};
   return config;
+}
+
+// `config` with a member excluded after 1 s of silence, and no call refused by a node cut off
+// from its group's majority (it accepts them while cut off: what becomes of them is the test's).
+inline nso::Config WithQuickExclusion(nso::Config config) {
+  config.failure_detector.exclude_timeout_ms = 1000;
+  config.failure_detector.fail_fast_after_ms = 60000;
+  for (nso::GroupConfig& group : config.groups) group.exclude_timeout_ms = 1000;
+  return config;
+}
+
+// Whether `node` is in node `at`'s current view of `group`.
+inline bool InView(nso::Node* at, nso::NodeId node, const std::string& group = "g") {
+  absl::StatusOr<nso::GroupInfo> info = at->GroupDetails(group);
+  if (!info.ok()) return false;
+  return std::any_of(info->members.begin(), info->members.end(),
+                     [node](const nso::GroupInfo::MemberInfo& member) { return member.node == node; });
 }
 
 struct SimNodes {
