@@ -4,6 +4,9 @@
 // proposed the view without itself are delivered ahead of that view change. What its clients
 // send after the proposal is held here and made again from outside once the view without it is
 // installed: sent as a member's, it could be ordered after the change and never be delivered.
+// A member excluded while alive keeps its undelivered requests for the view it rejoins
+// (Group::InstallView); its clients' requests from outside meanwhile name the last one kept as
+// their predecessor (LeftView, KeptPredecessor), so that they do not overtake it.
 #include <algorithm>
 #include <iterator>
 #include <utility>
