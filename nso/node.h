@@ -293,7 +293,7 @@ class Node {
     uint64_t declined_view = 0;
     uint64_t leave_proposed_ms = 0;
     uint64_t leave_proposed_view = 0;  // the view the last leave proposal was made in
-    // Calls and multicasts of this node's clients made while it leaves the group (Leaving()):
+    // Calls and multicasts of this node's clients made while it leaves the group (MustHold()):
     // held until it is out, then made again from outside (node_leaving.cc). Sent as a member's
     // they could be ordered after the view change that removes it and be dropped.
     struct Held {

@@ -480,6 +480,10 @@ void Node::RetryOutsideRequests() {
       route.unreachable_since_ms = now_ms_;
     }
     OutsideRequest& front = route.pending.begin()->second;
+    // At least twice within its deadline (cohort-sim --stack: with a 1.5 s deadline a lost
+    // forward was never resent, and a one-way call its caller was told was accepted given up).
+    const uint64_t resend_ms = std::min(
+        4 * retry_ms, std::max(retry_ms / 2, (front.give_up_at_ms - front.first_sent_ms) / 3));
     // Gone (its stream is down) or silent (frozen: it keeps its stream but answers no probe,
     // WatchManagers): the next member gets every pending request. A member that is only slow is
     // not left: under overload its notices lag by seconds, and sending it all again through
@@ -497,14 +501,10 @@ void Node::RetryOutsideRequests() {
                        "multicast(s) not known ordered through {}", name, NodeName(route.manager),
                        route.pending.size(), NodeName(*manager));
       Reroute(group, &route, *manager);
-    } else if (now_ms_ >= front.sent_at_ms +
-                              std::min(4 * retry_ms, std::max(retry_ms / 2, (front.give_up_at_ms -
-                                                                             front.first_sent_ms) / 3))) {
+    } else if (now_ms_ >= front.sent_at_ms + resend_ms) {
       // The manager orders the others: this one's notice was lost (it was ordered by another
       // member after a view change, or the notice's stream broke), or the request itself was.
-      // Sent again to be sure: one request per tick, a duplicate at worst; at least twice before
-      // its deadline (cohort-sim --stack: a forward lost with a 1.5 s deadline was never resent,
-      // and a one-way call its caller was told was accepted was given up).
+      // Sent again to be sure: one request per tick, a duplicate at worst.
       front.sent_at_ms = now_ms_;
       ++outside_counters_.resent;
       SendForward(route.manager, name, front.request);
