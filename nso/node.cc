@@ -340,15 +340,15 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   if (absl::Status admitted = Admit(nso, *group, mode, options.payload.size()); !admitted.ok()) {
     return fail(admitted);
   }
+  const uint64_t deadline_ms =
+      options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   if (MustHold(group)) {  // made again from outside once this node is out (node_leaving.cc)
-    const uint64_t total_ms =
-        options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
     const uint64_t since_ms = now_ms_;
     absl::Status held = HoldWhileLeaving(
-        group, since_ms + total_ms,
-        [this, nso, options, done, total_ms, since_ms](absl::Status status) mutable {
+        group, since_ms + deadline_ms,
+        [this, nso, options, done, deadline_ms, since_ms](absl::Status status) mutable {
           if (!status.ok()) return done({std::move(status), {}, 0, 0});
-          options.deadline_ms = total_ms - std::min(total_ms - 1, now_ms_ - since_ms);
+          options.deadline_ms = deadline_ms - std::min(deadline_ms - 1, now_ms_ - since_ms);
           Invoke(nso, std::move(options), std::move(done));
         });
     if (!held.ok()) fail(held);
@@ -356,7 +356,6 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   }
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
-  uint64_t deadline_ms = options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
   wire::Request request;
   request.set_call_id(next_call_id_++);
   request.set_origin(self_);

@@ -285,6 +285,9 @@ class Node {
     // transfer. Cleared when this daemon is no longer a member, or when a view change re-admits
     // it (awaiting the state).
     bool servant_lost = false;
+    // Told to leave (LeaveGroup) or leaving after losing its servant: out once the view without
+    // this node is installed (node_leaving.cc).
+    bool leaving() const { return servant_lost || joiner.left(); }
     // Joiners this node was to give the state of view `declined_view` to, and could not (its
     // servant went between proposing their join and its delivery): TickMembership takes them
     // out again, so that they ask anew and a member with the state re-adds them, instead of

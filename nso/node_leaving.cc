@@ -34,15 +34,13 @@ bool Node::MustHold(const Group* group) const {
   // Calls held earlier are made again at the next tick: a later one waits behind them, or it
   // would overtake them (cohort-sim --stack --leaves, seed 30: re-admitted after losing its
   // servant, the node sent c233 as a member before its held c230).
-  return !membership.held_while_leaving.empty() ||
-         (group->is_member() && (membership.servant_lost || membership.joiner.left()));
+  return !membership.held_while_leaving.empty() || (group->is_member() && membership.leaving());
 }
 
 bool Node::Leaving(const Group* group) const {
   if (!group->is_member()) return false;
   auto found = membership_.find(group->name());
-  return found != membership_.end() &&
-         (found->second.servant_lost || found->second.joiner.left());
+  return found != membership_.end() && found->second.leaving();
 }
 
 void Node::ProposeLeave(Group* group) {
@@ -117,8 +115,7 @@ void Node::TickLeaving(Group* group) {
 
 void Node::LeftView(Group* group) {
   auto found = membership_.find(group->name());
-  const bool left = found != membership_.end() &&
-                    (found->second.joiner.left() || found->second.servant_lost);
+  const bool left = found != membership_.end() && found->second.leaving();
   const size_t undelivered = group->undelivered_count();
   if (undelivered == 0) return;
   if (!left) {
