@@ -27,7 +27,7 @@ std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
   // this request's deadline (deadlines alike) it was ordered, or is no longer sent.
   const uint64_t hold_ms =
       std::max<uint64_t>(hold_max_ms_, request.deadline_ms() + kDeadlineSlackMs);
-  waiting.push_back({request, now_ms + hold_ms});
+  waiting.push_back({request, now_ms + hold_ms, now_ms});
   holding_.insert({client, request.call_id()});
   ++held_count_;
   return out;
@@ -109,6 +109,24 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
   return out;
 }
 
+std::vector<OutsideFifo::CallKey> OutsideFifo::Unseen(uint64_t now_ms, uint64_t wait_ms) {
+  std::vector<CallKey> unseen;
+  for (auto named = named_.begin(); named != named_.end();) {
+    named = held_.count(named->first) == 0 ? named_.erase(named) : std::next(named);
+  }
+  for (const auto& [predecessor, waiting] : held_) {
+    if (holding_.count(predecessor) > 0 || proposed_.count(predecessor) > 0) continue;
+    uint64_t since_ms = now_ms;
+    for (const Held& held : waiting) since_ms = std::min(since_ms, held.since_ms);
+    if (now_ms < since_ms + wait_ms) continue;
+    auto named = named_.find(predecessor);
+    if (named != named_.end() && now_ms < named->second + 4 * wait_ms) continue;
+    named_[predecessor] = now_ms;
+    unseen.push_back(predecessor);
+  }
+  return unseen;
+}
+
 std::vector<wire::Request> OutsideFifo::Clear() {
   std::vector<wire::Request> dropped = std::move(ready_);
   for (auto& [key, waiting] : held_) {
@@ -119,6 +137,7 @@ std::vector<wire::Request> OutsideFifo::Clear() {
   held_count_ = 0;
   ready_.clear();
   proposed_.clear();
+  named_.clear();
   return dropped;
 }
 

@@ -14,6 +14,10 @@
 // the view again) is still awaited waits here the same way (Node::SubmitAsMember), released also
 // when its daemon stops awaiting that one.
 //
+// A predecessor not seen here at all after a while (its forward was lost, typically while its
+// client's daemon was cut off from the group) is named by Unseen, and the member asks that daemon
+// to send it again (Node::AskForPredecessor) rather than wait for its next resend.
+//
 // Pure and bounded: a request waits at most max(`hold_max_ms`, its deadline + 1 s) for its
 // predecessor (one that never comes: its client's daemon died with it, or gave it up at its
 // deadline, which for a predecessor with the same deadline has passed by then), then is proposed
@@ -62,6 +66,12 @@ class OutsideFifo {
   using Known = std::function<bool(const ClientKey& client, uint64_t call_id)>;
   std::vector<wire::Request> Take(uint64_t now_ms, size_t* expired = nullptr,
                                   const Known& known = nullptr);
+  // Predecessors that a request here has waited for `wait_ms` or longer and that are not here
+  // themselves (held, or proposed by this member, not yet delivered): most likely lost on the way
+  // (their client's daemon was cut off from the group when it sent them), so that the member asks
+  // for them. Each is named once, then again every 4 x `wait_ms` while still missing.
+  using CallKey = std::pair<ClientKey, uint64_t>;
+  std::vector<CallKey> Unseen(uint64_t now_ms, uint64_t wait_ms);
   // This member no longer orders for the group (it left): everything held is dropped (the
   // clients' daemons send it again through another member) and returned, in the order held.
   std::vector<wire::Request> Clear();
@@ -81,10 +91,10 @@ class OutsideFifo {
   bool has_work() const { return !held_.empty() || !ready_.empty() || !proposed_.empty(); }
 
  private:
-  using CallKey = std::pair<ClientKey, uint64_t>;
   struct Held {
     wire::Request request;
     uint64_t until_ms = 0;  // proposed anyway then
+    uint64_t since_ms = 0;  // held since
   };
   // Added to a request's deadline: the predecessor's daemon gives it up at its own deadline.
   static constexpr uint64_t kDeadlineSlackMs = 1000;
@@ -100,6 +110,7 @@ class OutsideFifo {
   std::vector<wire::Request> ready_;           // their predecessor was delivered
   std::set<CallKey> holding_;                  // the requests in held_ and ready_
   std::map<CallKey, uint64_t> proposed_;       // by this member, not yet delivered: when
+  std::map<CallKey, uint64_t> named_;          // by Unseen: when last
   uint64_t next_sweep_ms_ = 0;
 };
 

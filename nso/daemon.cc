@@ -172,6 +172,7 @@ NodeSnapshot TakeSnapshot(const Node& node) {
   snapshot.standby_takeovers = node.outside_counters().standby_takeovers;
   snapshot.fifo_held = node.outside_counters().fifo_held;
   snapshot.fifo_gave_up = node.outside_counters().fifo_gave_up;
+  snapshot.fifo_asked = node.outside_counters().fifo_asked;
   snapshot.fifo_refused = node.outside_counters().fifo_refused;
   snapshot.managers_silent = node.outside_counters().managers_silent;
   for (const Group* group : node.groups()) {

@@ -220,6 +220,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
   out->Family("cohort_outside_fifo_gave_up_total", "counter",
               "Of them, ordered without it: the previous request did not come in time.");
   out->Sample("cohort_outside_fifo_gave_up_total", {}, static_cast<double>(snapshot.fifo_gave_up));
+  out->Family("cohort_outside_fifo_asked_total", "counter",
+              "Of them, held for a previous request never seen here, which this member asked "
+              "the client's daemon to send again (its forward was lost).");
+  out->Sample("cohort_outside_fifo_asked_total", {}, static_cast<double>(snapshot.fifo_asked));
   out->Family("cohort_fifo_refused_total", "counter",
               "Requests delivered after a later request of the same client (one whose wait for "
               "it ran out, above) and refused with ABORTED at every member, not executed: FIFO "

@@ -503,7 +503,13 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     }
     return;
   }
-  if (envelope.has_reply()) return OnReply(envelope.reply());
+  if (envelope.has_reply()) {
+    const wire::Reply& reply = envelope.reply();
+    if (reply.predecessor_missing()) {
+      return OnPredecessorMissing(from, envelope.group(), reply);
+    }
+    return OnReply(reply);
+  }
   if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
   auto it = groups_.find(envelope.group());
   if (it == groups_.end() || it->second->group_incarnation() != envelope.group_incarnation()) {

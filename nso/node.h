@@ -103,6 +103,7 @@ struct OutsideCounters {
   // (invocation/outside_fifo.h): once it was here; or after the longest wait, without it.
   uint64_t fifo_held = 0;
   uint64_t fifo_gave_up = 0;
+  uint64_t fifo_asked = 0;  // asks for a predecessor never seen here (AskForPredecessor)
   // Requests delivered after a later request of their client and refused, not executed (at
   // every member alike: node_delivery.cc, ReplyCache::Verdict::kOutOfOrder).
   uint64_t fifo_refused = 0;
@@ -384,6 +385,12 @@ class Node {
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
   void OrderFromOutside(Group* group, const wire::Request& request);
+  // A member holding a request from outside whose predecessor it never saw asks the origin for
+  // it (Reply.predecessor_missing); the origin sends it again at once.
+  void AskForPredecessor(const Group* group, const invocation::OutsideFifo::ClientKey& client,
+                         uint64_t call_id);
+  void OnPredecessorMissing(NodeId from, const std::string& group, const wire::Reply& ask);
+  void SendMissingAgain(NodeId asker, const std::string& group, uint64_t last);
   void ProposeFromOutside(Group* group, std::vector<wire::Request> requests);
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
   // still waits to know it ordered (0: none); records `call_id` as the client's last one.

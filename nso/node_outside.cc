@@ -188,6 +188,7 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
   const bool delivered =
       request.after_call_id() != 0 &&
       DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.after_call_id());
+  const bool copy_waits = fifo.Holds(invocation::OutsideFifo::ClientOf(request), request.call_id());
   const uint64_t overflowed = fifo.overflowed();
   std::vector<wire::Request> now = fifo.Admit(request, delivered, now_ms_);
   if (fifo.overflowed() != overflowed) {
@@ -197,10 +198,12 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
                        request.call_id(), request.origin());
   }
   if (!now.empty()) return ProposeFromOutside(group, std::move(now));
-  ++outside_counters_.fifo_held;
-  Log("group")->debug("group {}: call {} of node {} waits for its client's call {}",
-                      group->name(), request.call_id(), request.origin(),
-                      request.after_call_id());
+  if (!copy_waits) {  // not a copy sent again, already held
+    ++outside_counters_.fifo_held;
+    Log("group")->debug("group {}: call {} of node {} waits for its client's call {}",
+                        group->name(), request.call_id(), request.origin(),
+                        request.after_call_id());
+  }
   // The predecessor is a closed call this member keeps a copy of, waiting for its orderer: this
   // member orders it now (its copy at the orderer may be lost, or the orderer gone; the reply
   // cache executes it once), and with it what waited for it.
@@ -214,6 +217,102 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
   if (standby->second.empty()) standby_.erase(standby);
   ++outside_counters_.standby_takeovers;
   OrderFromOutside(group, predecessor);
+}
+
+void Node::AskForPredecessor(const Group* group, const invocation::OutsideFifo::ClientKey& client,
+                             uint64_t call_id) {
+  // Waited for suspect_timeout and not seen at all: its forward was lost, most likely while the
+  // origin was cut off, and the origin would resend it only after resend_ms
+  // (RetryOutsideRequests), by when its deadline may be past, and a closed call not at all. A
+  // later request came through, so the link works again: the origin is asked for it now
+  // (Reply.predecessor_missing; found by cohort-sim --stack --calls-per-step 4, seeds 40108 and
+  // 40149: a daemon outside the group cut off for about a second lost a dozen one-way calls).
+  // Not at once when a request is held: the predecessor is usually on its way (the simulated
+  // network reorders a link's messages; TCP does not, but a failover changes the route).
+  const auto& [origin, origin_incarnation, client_nso] = client;
+  if (origin == self_) return;
+  wire::Reply ask;
+  ask.set_call_id(call_id);
+  ask.set_origin(origin);
+  ask.set_origin_incarnation(origin_incarnation);
+  ask.set_replier(self_);
+  ask.set_client_nso(client_nso);
+  ask.set_predecessor_missing(true);
+  ++outside_counters_.fifo_asked;
+  Log("group")->debug("group {}: call {} of node {}, which its client's later request waits "
+                      "for, has not come: asking for it", group->name(), call_id,
+                      NodeName(origin));
+  SendReply(origin, group->name(), ask);
+}
+
+void Node::OnPredecessorMissing(NodeId from, const std::string& name, const wire::Reply& ask) {
+  // Only for a request this daemon still awaits. Not answered otherwise: one given up at its
+  // deadline may still be held by another member and ordered later, and a member told "not
+  // coming" that let its client's later requests go on had it refused as out of order then
+  // (tried: cohort-sim --stack --calls-per-step 4, seed 40133; more one-way calls lost).
+  if (ask.origin() != self_ || ask.origin_incarnation() != incarnation_) return;
+  if (!StillAwaited(ask.client_nso(), name, ask.call_id())) return;
+  SendMissingAgain(from, name, ask.call_id());
+}
+
+void Node::SendMissingAgain(NodeId asker, const std::string& name, uint64_t last) {
+  // Every request of this node to the group up to the one asked for and not known ordered goes
+  // to the member that asked: each names its own predecessor, so sent alone they would be asked
+  // for one round trip at a time. One-way calls and multicasts along their route; open calls
+  // rebound to that member as their request manager (RetryManagedCalls would move them on only
+  // at their retry time, to the next member in turn); closed calls to every member again. A
+  // duplicate of one still in flight elsewhere is executed once (the reply cache). One the causal
+  // barrier holds is not sent yet.
+  auto found = groups_.find(name);
+  if (found == groups_.end()) return;
+  Group* group = found->second.get();
+  const std::vector<NodeId>& members = group->members();
+  auto position = std::find(members.begin(), members.end(), asker);
+  if (position == members.end()) return;  // not a member in this node's view of the group
+  const uint32_t index = static_cast<uint32_t>(position - members.begin());
+  // Not again what was just sent (a burst of held requests asks for overlapping prefixes).
+  const uint64_t suspect_ms = group->config().suspect_timeout_ms;
+  const uint64_t again_ms = now_ms_ - std::min(now_ms_, suspect_ms);
+  size_t one_way = 0;
+  size_t open = 0;
+  size_t closed = 0;
+  auto route = outside_routes_.find(name);
+  if (route != outside_routes_.end()) {
+    for (auto it = route->second.pending.begin();
+         it != route->second.pending.end() && it->first <= last; ++it) {
+      if (it->second.sent_at_ms > again_ms) continue;
+      it->second.sent_at_ms = now_ms_;
+      ++outside_counters_.resent;
+      SendForward(asker, name, it->second.request);
+      ++one_way;
+    }
+  }
+  for (auto it = calls_.lower_bound({self_, 0}); it != calls_.end() && it->first.first == self_ &&
+                                                 it->first.second <= last;
+       ++it) {
+    Call& call = it->second;
+    if (call.group != name) continue;
+    if (call.closed_request) {
+      // Every copy lost (sent while this node was cut off): a closed call is otherwise sent
+      // again only when its orderer's stream breaks (cohort-sim --stack --calls-per-step 4,
+      // seed 40149: its client's later requests waited for it 3 s, then were refused).
+      if (call.sent_at_ms > again_ms) continue;
+      ++outside_counters_.resent;
+      SendClosedOut(group, &call);
+      ++closed;
+      continue;
+    }
+    if (!call.managed_request) continue;
+    if (group->ManagerAt(call.manager_index) == asker && call.sent_at_ms > again_ms) continue;
+    call.manager_index += (index + members.size() - call.manager_index % members.size()) %
+                          members.size();
+    ++outside_counters_.resent;
+    SendManaged(group, &call);
+    ++open;
+  }
+  Log("api")->debug("group {}: node {} asks for call {} (not seen there): sent again with {} "
+                    "one-way, {} open and {} closed call(s) before it", name, NodeName(asker),
+                    last, one_way, open, closed);
 }
 
 void Node::ProposeFromOutside(Group* group, std::vector<wire::Request> requests) {
@@ -273,7 +372,11 @@ void Node::SubmitAsMember(Group* group, const wire::Request& request) {
           !fifo->second.Holds(invocation::OutsideFifo::ClientOf(request), previous->second)) {
         member_held_.erase(previous);
       } else if (previous->second < request.call_id()) {
-        after = previous->second;
+        // The later of the two: a call from outside made after the held one (an open call
+        // resent through another member) is the nearer predecessor (cohort-sim --stack
+        // --leaves, seed 40171: a closed call named the held one, went with it, and overtook
+        // the two open calls between, which were refused).
+        after = std::max(after, previous->second);
       }
     }
   }
@@ -341,6 +444,10 @@ void Node::TickOutsideFifo(Group* group) {
                !StillAwaited(std::get<2>(client), group->name(), call_id) &&
                !fifo->second.Holds(client, call_id);
       });
+  for (const auto& [client, call_id] :
+       fifo->second.Unseen(now_ms_, std::max<uint64_t>(group->config().suspect_timeout_ms, 1))) {
+    AskForPredecessor(group, client, call_id);
+  }
   if (expired > 0) {
     outside_counters_.fifo_gave_up += expired;
     Log("group")->info("group {}: {} request(s) from outside ordered without their client's "

@@ -82,6 +82,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   snapshot.fifo_held = 4;
   snapshot.fifo_gave_up = 1;
   snapshot.fifo_refused = 8;
+  snapshot.fifo_asked = 5;
   snapshot.nsos_detached = 6;
   snapshot.unordered_requests = 33;
   snapshot.unordered_bytes = 3300;
@@ -96,6 +97,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_outside_fifo_held_total") == 4);
   CHECK(MetricValue(t, "cohort_outside_fifo_gave_up_total") == 1);
   CHECK(MetricValue(t, "cohort_fifo_refused_total") == 8);
+  CHECK(MetricValue(t, "cohort_outside_fifo_asked_total") == 5);
   CHECK(MetricValue(t, "cohort_nsos_detached_total") == 6);
   CHECK(MetricValue(t, "cohort_unordered_requests") == 33);
   CHECK(MetricValue(t, "cohort_unordered_bytes") == 3300);

@@ -68,6 +68,34 @@ TEST_CASE("outside FIFO: a predecessor delivered (proposed elsewhere) releases a
         })) == std::vector<uint64_t>{61});
 }
 
+TEST_CASE("outside FIFO: a predecessor not seen here after wait_ms is named, once per 4 x "
+          "wait_ms, until it comes", "[invocation]") {
+  OutsideFifo fifo(/*hold_max_ms=*/3000);
+  auto calls = [](const std::vector<OutsideFifo::CallKey>& keys) {
+    std::vector<uint64_t> ids;
+    for (const auto& key : keys) ids.push_back(key.second);
+    return ids;
+  };
+  CHECK(Ids(fifo.Admit(Req(10, 0), false, 0)) == std::vector<uint64_t>{10});  // proposed here
+  CHECK(fifo.Admit(Req(11, 10), false, 0).size() == 1);  // its predecessor was proposed here
+  CHECK(fifo.Admit(Req(13, 12), false, 100).empty());    // 12 not seen
+  CHECK(fifo.Admit(Req(14, 13), false, 100).empty());    // 13 is held here: not named
+  CHECK(fifo.Unseen(149, 50).empty());                   // on its way, perhaps
+  const std::vector<OutsideFifo::CallKey> unseen = fifo.Unseen(150, 50);
+  CHECK(calls(unseen) == std::vector<uint64_t>{12});
+  CHECK(unseen[0].first == OutsideFifo::ClientOf(Req(12, 0)));
+  CHECK(fifo.Unseen(151, 50).empty());       // named once
+  CHECK(fifo.Unseen(349, 50).empty());
+  CHECK(calls(fifo.Unseen(350, 50)) == std::vector<uint64_t>{12});  // again after 4 x wait_ms
+  CHECK(Ids(fifo.Admit(Req(12, 11), false, 360)) == std::vector<uint64_t>{12, 13, 14});
+  CHECK(fifo.Unseen(1000, 50).empty());
+  // Another wait, for another predecessor, is named after its own wait_ms.
+  CHECK(fifo.Admit(Req(21, 20), false, 1000).empty());
+  CHECK(calls(fifo.Unseen(1050, 50)) == std::vector<uint64_t>{20});
+  fifo.Clear();
+  CHECK(fifo.Unseen(2000, 50).empty());
+}
+
 TEST_CASE("outside FIFO: a predecessor that never comes is waited for hold_max_ms, no longer",
           "[invocation]") {
   OutsideFifo fifo(/*hold_max_ms=*/1000, /*remember_ms=*/5000);
