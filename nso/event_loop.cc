@@ -10,6 +10,11 @@
 
 namespace cohort::nso {
 
+namespace {
+// The loop whose protocol state this thread may touch now: its own thread's, or a borrowed one.
+thread_local const EventLoop* tls_running_loop = nullptr;
+}  // namespace
+
 uint64_t MonotonicNowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -61,6 +66,33 @@ bool EventLoop::Post(Task task) {
   return true;
 }
 
+bool EventLoop::InLoopThread() const {
+  return tls_running_loop == this || std::this_thread::get_id() == thread_.get_id();
+}
+
+bool EventLoop::RunOrPost(Task task) {
+  // On the loop (its thread, or a borrower): after what is queued, as Post promises.
+  if (tls_running_loop != this && sleeping_.load() && !loop_wants_.load() && work_mu_.TryLock()) {
+    bool idle;
+    {
+      absl::MutexLock lock(&mu_);
+      // Nothing queued or left from the last batch, which must run first (FIFO).
+      idle = queue_.empty() && carried_.load(std::memory_order_relaxed) == 0 && !stopping_;
+    }
+    if (idle) {
+      const EventLoop* outer = tls_running_loop;
+      tls_running_loop = this;
+      task();
+      for (auto& flush : flushes_) flush();
+      tls_running_loop = outer;
+      work_mu_.Unlock();
+      return true;
+    }
+    work_mu_.Unlock();
+  }
+  return Post(std::move(task));
+}
+
 size_t EventLoop::QueueDepth() const {
   absl::MutexLock lock(&mu_);
   return queue_.size() + carried_.load(std::memory_order_relaxed);
@@ -99,7 +131,11 @@ void EventLoop::WaitAndServe(uint64_t next_tick_ms, bool busy) {
   int timeout_ms = busy || now_ms >= next_tick_ms ? 0 : static_cast<int>(next_tick_ms - now_ms);
   constexpr int kEventsMax = 64;  // more ready descriptors wait for the next round
   epoll_event events[kEventsMax];
+  work_mu_.Unlock();  // a borrower may run a task meanwhile (RunOrPost)
   int ready = epoll_wait(epoll_fd_, events, kEventsMax, timeout_ms);
+  loop_wants_.store(true);
+  work_mu_.Lock();
+  loop_wants_.store(false);
   sleeping_.store(false);
   for (int i = 0; i < ready; ++i) {
     int fd = events[i].data.fd;
@@ -118,6 +154,8 @@ void EventLoop::WaitAndServe(uint64_t next_tick_ms, bool busy) {
 
 void EventLoop::Run() {
   using Clock = std::chrono::steady_clock;
+  tls_running_loop = this;
+  work_mu_.Lock();
   uint64_t next_tick_ms = MonotonicNowMs() + tick_ms_;
   std::vector<Task> batch;
   size_t next = 0;  // the first task of `batch` not run yet
@@ -146,12 +184,13 @@ void EventLoop::Run() {
     WaitAndServe(next_tick_ms, /*busy=*/next < batch.size());
   }
   for (auto& flush : flushes_) flush();
+  work_mu_.Unlock();
 }
 
 absl::Status RunOnLoop(EventLoop* loop, std::function<absl::Status()> fn) {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> result = promise->get_future();
-  if (!loop->Post([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
+  if (!loop->RunOrPost([fn = std::move(fn), promise] { promise->set_value(fn()); })) {
     return absl::UnavailableError("node overloaded or shutting down: request queue full");
   }
   return result.get();

@@ -7,6 +7,13 @@
 // eventfd; the flush callback runs after every batch of work, before the loop sleeps again (the
 // transport sends what the batch produced, one write per peer).
 //
+// Borrowing (RunOrPost): a thread of the node's own process (an embedded node's caller, or its
+// servant answering) runs its task itself when the loop thread sleeps in epoll with nothing
+// queued, instead of waking it: one thread switch less on the call's path (001 section 6 and
+// 002: a hand-off per request is what the fastest ORBs avoid). The loop thread holds `work_mu_`
+// whenever it is not in epoll_wait, so a borrower excludes it; the protocol state still has one
+// owner at a time, and the borrower runs the flushes as the loop would after a batch.
+//
 // Fairness: a batch of posted tasks runs for at most kBatchBudget, and ready descriptors are
 // served after every batch, also while more tasks wait. A flood of posted calls (an embedded
 // node's callers) therefore cannot starve the peer sockets or the tick: the failure detector
@@ -48,8 +55,12 @@ class EventLoop {
   static constexpr uint64_t kBatchBudgetUs = 5000;
 
   bool Post(Task task);
-  // True on the loop's own thread (a task, an I/O handler, a tick, a flush).
-  bool InLoopThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // Runs `task` now on the calling thread if the loop is asleep with nothing queued (then the
+  // flushes), else Post()s it. Not for a task that waits for the loop (RunOnLoop inside it).
+  bool RunOrPost(Task task);
+  // True on the loop's own thread (a task, an I/O handler, a tick, a flush), or in a task that
+  // RunOrPost runs on the caller's thread.
+  bool InLoopThread() const;
   size_t QueueDepth() const;
 
   // On the loop thread (or before Start): serve `fd` (EPOLLIN/EPOLLOUT...) with `handler` on the
@@ -75,6 +86,9 @@ class EventLoop {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: a Post to a sleeping loop
   std::atomic<bool> sleeping_{false};
+  // Held by the loop thread except while it waits in epoll; by a borrower while it runs a task.
+  absl::Mutex work_mu_;
+  std::atomic<bool> loop_wants_{false};  // the loop thread woke and waits for work_mu_
   std::atomic<size_t> carried_{0};  // tasks of the running batch left for the next round
   std::map<int, IoHandler> handlers_;  // loop thread only
   mutable absl::Mutex mu_;

@@ -38,8 +38,9 @@ absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
     InvokeResult result;
   };
   auto waiter = std::make_shared<Waiter>();  // outlives a caller that gave up
-  bool posted = loop->Post([node, nso = request.nso(), options = *std::move(options),
-                            waiter]() mutable {
+  // Run here if the protocol thread sleeps (EventLoop::RunOrPost): no wake-up of it.
+  bool posted = loop->RunOrPost([node, nso = request.nso(), options = *std::move(options),
+                                 waiter]() mutable {
     node->Invoke(nso, std::move(options), [waiter](InvokeResult result) {
       waiter->result = std::move(result);
       waiter->done.Notify();
@@ -90,8 +91,8 @@ class LocalClient final : public internal::ClientBackend {
     };
     auto once = std::make_shared<Once>();
     once->done = std::move(done);
-    bool posted = loop_->Post([node = node_, nso = request.nso(), options = *std::move(options),
-                               once]() mutable {
+    bool posted = loop_->RunOrPost([node = node_, nso = request.nso(),
+                                    options = *std::move(options), once]() mutable {
       // On the protocol thread: `done` only hands the result over.
       node->Invoke(nso, std::move(options),
                    [once](InvokeResult result) { (*once)(ToGroupReplies(std::move(result))); });
@@ -177,8 +178,8 @@ class LocalServant final : public internal::ServantBackend {
   }
   void Answer(const api::ServantMessage::Answer& answer) override {
     absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
-    loop_->Post([node = node_, servant = servant_, number = answer.delivery(), status,
-                 more = answer.more(), payload = answer.payload()]() mutable {
+    loop_->RunOrPost([node = node_, servant = servant_, number = answer.delivery(), status,
+                      more = answer.more(), payload = answer.payload()]() mutable {
       node->Answer(servant, number, status, std::move(payload), more);
     });
   }

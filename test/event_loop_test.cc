@@ -1,5 +1,6 @@
-// The protocol thread (nso/event_loop.h): tasks run in the order posted, and a flood of posted
-// tasks does not starve the watched descriptors or the tick. Found with cohort-bench: 64 threads
+// The protocol thread (nso/event_loop.h): tasks run in the order posted, a flood of posted
+// tasks does not starve the watched descriptors or the tick, and a task borrowed onto the calling
+// thread (RunOrPost) never runs alongside the loop. Found with cohort-bench: 64 threads
 // sending one-way calls through an embedded node kept its task queue non-empty, the loop never
 // looked at its peer sockets, the failure detector heard nobody and the node refused its own calls
 // ("one-way needs 2 of 3 members, 1 reachable", 64,539 errors in a 0.5 s window).
@@ -112,6 +113,100 @@ TEST_CASE("event loop: a flood of posted tasks does not starve descriptors or th
   CHECK(written >= 20);
   CHECK(late == 0);           // every byte was read within 500 ms, while tasks kept waiting
   CHECK(ticks_during >= 20);  // the tick kept running (every 10 ms when free; >= 20 in ~2 s)
+}
+
+TEST_CASE("event loop: RunOrPost runs a task on the calling thread while the loop sleeps, "
+          "never alongside the loop's own work, and after what is queued", "[event_loop]") {
+  // Everything the loop runs (tasks, borrowed tasks, I/O handler, tick, flush) checks that
+  // nothing else of it runs at the same time.
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  int64_t work = 0;  // touched only by what the loop runs: no data race if it is exclusive
+  auto exclusive = [&] {
+    if (inside.fetch_add(1) != 0) overlaps++;
+    ++work;
+    Spin(std::chrono::microseconds(2));
+    inside.fetch_sub(1);
+  };
+  std::atomic<int> ticks{0};
+  EventLoop loop(5, 1 << 20, [&](uint64_t) {
+    exclusive();
+    ticks++;
+  });
+  std::atomic<int> flushes{0};
+  loop.AddFlush([&] {
+    exclusive();
+    flushes++;
+  });
+  int pipe_fds[2];
+  REQUIRE(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) == 0);
+  REQUIRE(loop.Watch(pipe_fds[0], EPOLLIN, [&](uint32_t) {
+    char buffer[64];
+    while (read(pipe_fds[0], buffer, sizeof(buffer)) > 0) {
+    }
+    exclusive();
+  }));
+  loop.Start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in epoll by now
+
+  SECTION("on the caller's thread, as the loop, then the flushes") {
+    std::thread::id ran_on;
+    bool in_loop = false;
+    const int flushes_before = flushes.load();
+    REQUIRE(loop.RunOrPost([&] {
+      ran_on = std::this_thread::get_id();
+      in_loop = loop.InLoopThread();
+    }));
+    CHECK(ran_on == std::this_thread::get_id());
+    CHECK(in_loop);
+    CHECK_FALSE(loop.InLoopThread());  // only while it runs the task
+    CHECK(flushes.load() > flushes_before);
+  }
+
+  SECTION("after a task posted before it") {
+    std::vector<int> order;  // by what the loop runs only
+    REQUIRE(loop.Post([&] {
+      Spin(std::chrono::milliseconds(30));
+      order.push_back(1);
+    }));
+    std::atomic<bool> second_done{false};
+    REQUIRE(loop.RunOrPost([&] {
+      order.push_back(2);
+      second_done = true;
+    }));
+    while (!second_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    loop.Stop();
+    CHECK(order == std::vector<int>{1, 2});
+  }
+
+  SECTION("exclusive with tasks, I/O, the tick and other borrowers") {
+    std::atomic<bool> running{true};
+    std::atomic<int64_t> submitted{0};
+    std::atomic<int> write_failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        while (running) {
+          bool ok = t % 2 == 0 ? loop.RunOrPost(exclusive) : loop.Post(exclusive);
+          if (ok) submitted++;
+          if (t == 3 && write(pipe_fds[1], "x", 1) != 1) write_failures++;  // no REQUIRE here
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    running = false;
+    for (std::thread& thread : threads) thread.join();
+    loop.Stop();
+    INFO("submitted " << submitted.load() << ", ticks " << ticks.load() << ", work " << work);
+    CHECK(overlaps.load() == 0);
+    CHECK(write_failures.load() == 0);
+    CHECK(work >= submitted.load());  // every task ran (plus handlers, ticks, flushes)
+    CHECK(ticks.load() >= 20);       // the loop kept its tick while borrowed
+  }
+  loop.Stop();
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
 }
 
 }  // namespace cohort::nso
