@@ -24,27 +24,33 @@ namespace {
 
 using nso::NodeId;
 
-nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering) {
+nso::Config MakeConfig(NodeId id, nso::GroupConfig::Ordering ordering,
+                       uint64_t default_deadline_ms = 20000) {
   nso::Config config = test::GroupOfThree(id, ordering);
   config.groups[0].exclude_timeout_ms = 2000;
-  config.limits.default_deadline_ms = 20000;
+  config.limits.default_deadline_ms = default_deadline_ms;
   return config;
 }
 
 // Adds n1..n4; n1..n3 get a servant that records each delivery ("m:" multicast, "c:" call, then
-// the payload; not the state transfer's "$" methods) and answers calls at once.
+// the payload; not the state transfer's "$" methods), and when the last one was made in
+// `delivered_at`, and answers calls at once.
 void AddNodes(test::SimNodes* sim, nso::GroupConfig::Ordering ordering,
               std::map<NodeId, std::vector<std::string>>* delivered,
-              std::map<NodeId, uint64_t>* servants = nullptr) {
+              std::map<NodeId, uint64_t>* servants = nullptr,
+              std::map<NodeId, uint64_t>* delivered_at = nullptr,
+              uint64_t default_deadline_ms = 20000) {
   for (NodeId id = 1; id <= 4; ++id) {
-    nso::Node* node = sim->Add(MakeConfig(id, ordering));
+    nso::Node* node = sim->Add(MakeConfig(id, ordering, default_deadline_ms));
     if (id == 4) continue;
     uint64_t servant_nso = *node->Attach("servant");
     auto servant = std::make_shared<uint64_t>(0);
     *servant = *node->RegisterServant(
-        servant_nso, "g", [sim, delivered, node, id, servant](nso::ServantDelivery d) {
+        servant_nso, "g",
+        [sim, delivered, delivered_at, node, id, servant](nso::ServantDelivery d) {
           if (d.method.empty() || d.method[0] != '$') {  // not a state transfer's
             (*delivered)[id].push_back((d.method.empty() ? "m:" : "c:") + d.payload);
+            if (delivered_at != nullptr) (*delivered_at)[id] = sim->net.now_ms();
           }
           if (d.one_way) return;
           sim->net.After(0, [node, servant, number = d.delivery] {
@@ -370,32 +376,15 @@ CutOffOutcome RunCutOff(nso::GroupConfig::Ordering ordering, uint64_t seed) {
   test::SimNodes sim(seed, /*delay_max_ms=*/3, /*streams_break=*/false);
   nso::SimNetwork& net = sim.net;
   CutOffOutcome out;
-  for (NodeId id = 1; id <= 4; ++id) {
-    nso::Config config = MakeConfig(id, ordering);
-    config.limits.default_deadline_ms = 1500;
-    nso::Node* node = sim.Add(config);
-    if (id == 4) continue;
-    uint64_t servant_nso = *node->Attach("servant");
-    auto servant = std::make_shared<uint64_t>(0);
-    *servant = *node->RegisterServant(
-        servant_nso, "g", [&sim, &out, node, id, servant](nso::ServantDelivery d) {
-          if (d.method.empty() || d.method[0] != '$') {
-            out.delivered[id].push_back(d.payload);
-            out.delivered_at_ms[id] = sim.net.now_ms();
-          }
-          if (d.one_way) return;
-          sim.net.After(0, [node, servant, number = d.delivery] {
-            node->Answer(*servant, number, absl::OkStatus(), "ok");
-          });
-        });
-  }
+  AddNodes(&sim, ordering, &out.delivered, /*servants=*/nullptr, &out.delivered_at_ms,
+           /*default_deadline_ms=*/1500);
   net.RunUntil(500);
   nso::Node* caller = sim.nodes[4].get();
   uint64_t client = *caller->Attach("client");
   net.Partition({{1, 2, 3}, {4}});
   for (int i = 0; i < 16; ++i) {
     const std::string payload = absl::StrCat(i);
-    out.sent.push_back(payload);
+    out.sent.push_back(absl::StrCat(i % 4 == 0 ? "m:" : "c:", payload));
     if (i % 4 == 0) {
       REQUIRE(caller->Multicast(client, "g", payload).ok());
     } else {
@@ -416,7 +405,7 @@ CutOffOutcome RunCutOff(nso::GroupConfig::Ordering ordering, uint64_t seed) {
   net.RunUntil(net.now_ms() + 280);  // cut off for 600 ms
   net.Heal();
   out.heal_ms = net.now_ms();
-  out.sent.push_back("last");
+  out.sent.push_back("m:last");
   REQUIRE(caller->Multicast(client, "g", "last").ok());
   net.RunUntil(net.now_ms() + 5000);
   for (NodeId id : {1, 2, 3}) out.asked += sim.nodes[id]->outside_counters().fifo_asked;
