@@ -450,6 +450,9 @@ void Node::MarkOrdered(uint64_t call_id) {
 void Node::SendForward(NodeId to, const std::string& group, const wire::Request& request) {
   wire::Envelope envelope;
   *envelope.mutable_forward() = request;
+  // The latest view this node knows: a member that is behind it may have been excluded (Receive).
+  auto known = groups_.find(group);
+  if (known != groups_.end()) envelope.set_view_id(known->second->view_id());
   SendEnvelope(to, group, std::move(envelope));
 }
 
@@ -534,7 +537,14 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   }
   Group* group = it->second.get();
   if (envelope.has_forward()) {
-    if (!group->is_member() || Leaving(group)) {
+    // The sender knows a later view than this member: this member may have been excluded
+    // without knowing it yet (cut off, then healed), and would order the request in a view
+    // that no longer orders anything (cohort-sim --stack, seed 40137: two one-way calls waited
+    // there 500 ms, until that member died, and were then refused as out of order). The sender
+    // goes through another member; this one learns of the later view.
+    const bool behind = envelope.view_id() > group->view_id();
+    if (behind) group->NoteView(from, envelope.view_id());
+    if (!group->is_member() || Leaving(group) || behind) {
       // Excluded, left or leaving (told to, or its servant is gone), or not yet joined: the
       // sender moves on to another member at once rather than wait for its call's retry (a
       // leaving manager's replica cannot answer) or its one-way request's deadline.
