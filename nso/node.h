@@ -501,6 +501,8 @@ class Node {
   std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: their GroupConfigs
   // Envelopes for a group this node does not have, per (sender, group): the warning's rate.
   std::map<std::pair<NodeId, std::string>, uint64_t> unknown_group_drops_;
+  // Late copies of delivered calls ignored (ReplyCache::Verdict::kForgotten): logged once per 1000.
+  uint64_t late_copies_ignored_ = 0;
   const Config& config_;
   // The peers: config_.peers at start, then what SetPeers gave (a SIGHUP'd peers list).
   std::vector<PeerConfig> peers_;
