@@ -29,18 +29,38 @@ void AsyncResults::Post(Callback callback, absl::StatusOr<GroupReplies> result) 
   queue_.push_back({std::move(callback), std::move(result)});
 }
 
+void AsyncResults::PostAt(absl::Time when, Callback callback,
+                          absl::StatusOr<GroupReplies> result) {
+  absl::MutexLock lock(&mu_);
+  later_.emplace(when, Item{std::move(callback), std::move(result)});
+}
+
 void AsyncResults::Loop() {
   std::deque<Item> batch;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](AsyncResults* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return !self->queue_.empty() || self->stopping_;
-          },
-          this));
-      if (queue_.empty()) return;  // stopping, and every expected result has run
+      // Until something is queued, the earliest delayed item is due, or stopping (every expected
+      // result has run by then: the delayed ones are expected too).
+      auto ready = +[](AsyncResults* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !self->queue_.empty() || self->stopping_ ||
+               (!self->later_.empty() && self->later_.begin()->first <= absl::Now());
+      };
+      if (later_.empty()) {
+        mu_.Await(absl::Condition(ready, this));
+      } else {
+        mu_.AwaitWithDeadline(absl::Condition(ready, this), later_.begin()->first);
+      }
       batch.swap(queue_);
+      const absl::Time now = absl::Now();
+      while (!later_.empty() && later_.begin()->first <= now) {
+        batch.push_back(std::move(later_.begin()->second));
+        later_.erase(later_.begin());
+      }
+      if (batch.empty()) {
+        if (stopping_) return;  // every expected result has run
+        continue;
+      }
     }
     for (Item& item : batch) item.callback(std::move(item.result));
     {

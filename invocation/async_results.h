@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <functional>
 #include <thread>
 #include <utility>
@@ -21,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "invocation/client.h"
 
 namespace cohort::internal {
@@ -38,6 +40,8 @@ class AsyncResults {
   void Expect();
   // Any thread, under any lock: queues `callback` with `result` for the callbacks' thread.
   void Post(Callback callback, absl::StatusOr<GroupReplies> result);
+  // The same, run no earlier than `when` (a call waiting for room at its daemon: Client).
+  void PostAt(absl::Time when, Callback callback, absl::StatusOr<GroupReplies> result);
 
  private:
   struct Item {
@@ -48,6 +52,7 @@ class AsyncResults {
 
   absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, Item> later_ ABSL_GUARDED_BY(mu_);  // PostAt's, by time
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;   // Expect()ed and not yet run
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

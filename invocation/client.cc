@@ -421,36 +421,82 @@ void Client::InvokeAsync(const std::string& group, const std::string& method,
   }
   results->Expect();
   IssueAsync(InvokeRequestFor(group, method, payload, internal::ToApiMode(mode), deadline, style),
-             deadline, std::move(done), std::move(results), /*may_retry=*/true);
+             deadline, std::move(done), std::move(results), /*may_retry=*/true, absl::Now(),
+             std::make_shared<invocation::BacklogPause>());
+}
+
+bool Client::RetryUnlessClosing(const std::function<void()>& retry) {
+  absl::MutexLock lock(&reattach_mu_);
+  if (closing_) return false;
+  retry();
+  return true;
 }
 
 void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
-                        std::shared_ptr<internal::AsyncResults> results, bool may_retry) {
-  InvokeCallback on_result = std::move(done);
-  if (may_retry) {
-    // On the callbacks thread (no lock of the backend held): the daemon restarted, so attach
-    // again and send the call once more; its result comes to `done` then. (No reference to the
-    // callbacks' AsyncResults is kept here: this runs and is destroyed on its thread, which must
-    // not be the one to destroy it.)
-    on_result = [this, request, deadline, done = std::move(on_result)](
-                    absl::StatusOr<GroupReplies> result) mutable {
-      if (!result.ok() && UnknownNso(result.status())) {
-        const uint64_t stale = request.nso();
-        bool resent = ReattachAndRetry(stale, [&] {
-          std::shared_ptr<internal::AsyncResults> again;
-          {
-            absl::MutexLock lock(&async_mu_);  // set: this call was made through it
-            again = async_;
-          }
-          request.set_nso(nso_.load());
-          again->Expect();
-          IssueAsync(std::move(request), deadline, std::move(done), std::move(again), false);
-        });
-        if (resent) return;
-      }
-      done(std::move(result));
+                        std::shared_ptr<internal::AsyncResults> results, bool may_retry,
+                        absl::Time start, std::shared_ptr<invocation::BacklogPause> pause) {
+  // On the callbacks thread (no lock of the backend held). (No reference to the callbacks'
+  // AsyncResults is kept here: this runs and is destroyed on its thread, which must not be the
+  // one to destroy it.)
+  InvokeCallback on_result = [this, request, deadline, may_retry, start, pause,
+                              done = std::move(done)](
+                                 absl::StatusOr<GroupReplies> result) mutable {
+    auto callbacks = [this] {
+      absl::MutexLock lock(&async_mu_);  // set: this call was made through it
+      return async_;
     };
-  }
+    if (!result.ok() && may_retry && UnknownNso(result.status())) {
+      // The daemon restarted: attach again and send the call once more; its result comes to
+      // `done` then.
+      const uint64_t stale = request.nso();
+      bool resent = ReattachAndRetry(stale, [&] {
+        std::shared_ptr<internal::AsyncResults> again = callbacks();
+        request.set_nso(nso_.load());
+        again->Expect();
+        IssueAsync(std::move(request), deadline, std::move(done), std::move(again), false, start,
+                   pause);
+      });
+      if (resent) return;
+    }
+    if (!result.ok() && invocation::IsBacklog(result.status())) {
+      // Refused for backpressure: nothing was accepted. Sent again after a pause, as Call does,
+      // without blocking this thread (the pause is a delayed item of the callbacks' queue).
+      const bool one_way = request.mode() == api::ONE_WAY;
+      const absl::Duration wait =
+          one_way ? backpressure_wait() : std::min(backpressure_wait(), deadline);
+      const absl::Duration next = pause->Next();
+      const absl::Duration waited = absl::Now() - start;
+      if (waited + next <= wait) {
+        std::shared_ptr<internal::AsyncResults> again = callbacks();
+        again->Expect();
+        again->PostAt(
+            absl::Now() + next,
+            [this, request, deadline, may_retry, start, pause, one_way, again,
+             done = std::move(done)](absl::StatusOr<GroupReplies> refused) mutable {
+              const bool sent = RetryUnlessClosing([&] {
+                // A call's deadline covers its wait for room; a one-way call's runs from its
+                // acceptance. (`deadline` stays the call's own: the wait is measured from
+                // `start` against it.)
+                const absl::Duration left =
+                    one_way ? deadline : deadline - (absl::Now() - start);
+                request.set_deadline_ms(internal::DeadlineMs(left));
+                again->Expect();
+                IssueAsync(std::move(request), deadline, std::move(done), again, may_retry,
+                           start, pause);
+              });
+              if (!sent) done(std::move(refused));
+            },
+            std::move(result));
+        return;
+      }
+      if (wait > absl::ZeroDuration()) {
+        result = absl::ResourceExhaustedError(absl::StrCat(
+            result.status().message(), " (waited ", absl::ToInt64Milliseconds(waited),
+            " ms for room: ConnectOptions::backpressure_wait, or the call's deadline)"));
+      }
+    }
+    done(std::move(result));
+  };
   backend_->InvokeAsync(
       request, deadline + absl::Seconds(2),
       [results, on_result = std::move(on_result)](absl::StatusOr<GroupReplies> result) mutable {

@@ -31,6 +31,9 @@
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
+namespace invocation {
+class BacklogPause;  // backpressure.h
+}  // namespace invocation
 namespace internal {
 class AsyncResults;  // async_results.h
 }  // namespace internal
@@ -219,9 +222,14 @@ class Client {
   bool ReattachAndRetry(uint64_t stale, const std::function<void()>& retry)
       ABSL_LOCKS_EXCLUDED(reattach_mu_);
   // Sends `request` and runs `done` with its result on the callbacks thread; once (`may_retry`)
-  // after attaching again if the daemon restarted.
+  // after attaching again if the daemon restarted; and, refused for backpressure, again after a
+  // pause (on the callbacks thread, AsyncResults::PostAt) for at most the wait Call allows
+  // (backpressure_wait; a call: also its deadline) from `start`.
   void IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
-                  std::shared_ptr<internal::AsyncResults> results, bool may_retry);
+                  std::shared_ptr<internal::AsyncResults> results, bool may_retry,
+                  absl::Time start, std::shared_ptr<invocation::BacklogPause> pause);
+  // Runs `retry` under reattach_mu_ unless the Client is closing (its backend may be gone).
+  bool RetryUnlessClosing(const std::function<void()>& retry) ABSL_LOCKS_EXCLUDED(reattach_mu_);
   // Runs `send(request)`; again with a new NSO if the daemon answered "unknown NSO".
   template <typename RequestT, typename SendFn>
   auto WithNso(RequestT request, SendFn send) -> decltype(send(request));

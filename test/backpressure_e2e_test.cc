@@ -1,7 +1,8 @@
 // A client whose daemon refuses it for backpressure (limits.max_unordered_requests requests not
 // yet ordered; invocation/backpressure.h) waits for room and sends again, for at most
 // ConnectOptions::backpressure_wait (a call: at most its deadline), instead of failing: as a
-// producer blocks on a full buffer. Three daemons; two of them frozen (SIGSTOP) so that the
+// producer blocks on a full buffer; an asynchronous call likewise, without blocking its caller.
+// Three daemons; two of them frozen (SIGSTOP) so that the
 // group orders nothing until they go on.
 #include <catch2/catch.hpp>
 
@@ -152,6 +153,73 @@ TEST_CASE("a client refused for backpressure waits for room (backpressure_wait),
     return test::MetricValue(test::HttpGet(cluster.MetricsPort(1), "/metrics"),
                               "cohort_unordered_requests") == 0;
   }, 10));
+}
+
+TEST_CASE("an asynchronous call refused for backpressure is sent again after pauses, without "
+          "blocking its caller, for at most backpressure_wait", "[backpressure][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::CounterCluster setup(kGroups, kLimits, "warn", ConnectOptions{});
+  REQUIRE(setup.counters.ok());
+  test::Cluster& cluster = setup.cluster;
+  const std::string address = cluster.ClientAddress(1);
+  const bool local = path == "local";
+  auto waits = ConnectWith(address, local, absl::Seconds(5));
+  auto short_wait = ConnectWith(address, local, absl::Milliseconds(300));
+  REQUIRE(waits.ok());
+  REQUIRE(short_wait.ok());
+
+  FreezeOthers(cluster);
+  FillBacklog(waits->get());
+  const absl::Time before = absl::Now();
+  std::promise<absl::StatusOr<GroupReplies>> called;
+  (*waits)->InvokeAsync("counter", "add", "1", Mode::kMajority,
+                        [&](absl::StatusOr<GroupReplies> result) {
+                          called.set_value(std::move(result));
+                        },
+                        absl::Seconds(6));
+  CHECK(absl::Now() - before < absl::Milliseconds(500));  // the caller did not wait
+  std::future<absl::StatusOr<GroupReplies>> result = called.get_future();
+  // Without the wait the refusal came at once (RESOURCE_EXHAUSTED, backpressure).
+  CHECK(result.wait_for(std::chrono::milliseconds(1600)) == std::future_status::timeout);
+  ThawOthers(cluster);
+  REQUIRE(result.wait_for(std::chrono::seconds(8)) == std::future_status::ready);
+  absl::StatusOr<GroupReplies> got = result.get();
+  INFO("call: " << got.status().ToString());
+  CHECK(got.ok());
+
+  // A wait that runs out: RESOURCE_EXHAUSTED after about backpressure_wait, saying so.
+  FreezeOthers(cluster);
+  FillBacklog(short_wait->get());
+  const absl::Time refused_from = absl::Now();
+  std::promise<absl::Time> gave_up_at;
+  std::promise<absl::Status> gave_up;
+  (*short_wait)->InvokeAsync("counter", "add", "1", Mode::kMajority,
+                             [&](absl::StatusOr<GroupReplies> result) {
+                               gave_up_at.set_value(absl::Now());
+                               gave_up.set_value(result.status());
+                             },
+                             absl::Seconds(6));
+  std::future<absl::Status> refusal = gave_up.get_future();
+  REQUIRE(refusal.wait_for(std::chrono::seconds(4)) == std::future_status::ready);
+  const absl::Duration waited = gave_up_at.get_future().get() - refused_from;
+  ThawOthers(cluster);
+  const absl::Status status = refusal.get();
+  CHECK(status.code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(status.message()), Contains("ms for room"));
+  CHECK(waited >= absl::Milliseconds(250));
+  CHECK(waited < absl::Seconds(3));
+
+  // Every accepted add applied once: waits 16 + the call, short_wait 16.
+  const std::string accepted = std::to_string(2 * kBacklog + 1);
+  CHECK(test::Eventually([&] {
+    auto all = (*waits)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+    if (!all.ok() || all->replies.size() != 3) return false;
+    for (const Reply& reply : all->replies) {
+      if (reply.payload != accepted) return false;
+    }
+    return true;
+  }, 15));
 }
 
 }  // namespace cohort
