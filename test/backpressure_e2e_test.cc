@@ -37,6 +37,18 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectWith(const std::string& address, 
   return Client::Connect(address, options);
 }
 
+// The counter group on three daemons with a small backlog; clients of n1 by `path` ("local":
+// the local fast path, else gRPC).
+struct SmallBacklogCluster {
+  explicit SmallBacklogCluster(const std::string& path)
+      : setup(kGroups, kLimits, "warn", ConnectOptions{}), local(path == "local") {}
+  absl::StatusOr<std::unique_ptr<Client>> Connect(absl::Duration wait) {
+    return ConnectWith(setup.cluster.ClientAddress(1), local, wait);
+  }
+  test::CounterCluster setup;
+  const bool local;
+};
+
 // Freezes n2 and n3: n1 orders nothing alone (no majority), so what its clients send piles up.
 void FreezeOthers(test::Cluster& cluster) {
   cluster.Pause(2);
@@ -54,20 +66,47 @@ void FillBacklog(Client* client) {
   for (int i = 0; i < kBacklog; ++i) REQUIRE(client->Send("counter", "add", "1").ok());
 }
 
+// Every replica of the counter soon holds `accepted`: each accepted add applied once, no refused
+// one.
+void CheckAppliedEverywhere(Client* client, int accepted) {
+  const std::string expected = std::to_string(accepted);
+  std::string last;
+  const bool applied = test::Eventually([&] {
+    auto all = client->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+    last = "";
+    if (!all.ok() || all->replies.size() != 3) return false;
+    for (const Reply& reply : all->replies) {
+      last += reply.payload + " ";
+      if (reply.payload != expected) return false;
+    }
+    return true;
+  }, 15);
+  INFO("the last replies: " << last);
+  CHECK(applied);
+}
+
+// A wait for room that ran out: the refusal, saying so, after about the wait (at least
+// `at_least`).
+void CheckWaitedOut(const absl::Status& status, absl::Duration waited, absl::Duration at_least) {
+  CHECK(status.code() == absl::StatusCode::kResourceExhausted);
+  CHECK_THAT(std::string(status.message()), Contains("ms for room"));
+  CHECK(waited >= at_least);
+  CHECK(waited < absl::Seconds(3));
+}
+
 }  // namespace
 
 TEST_CASE("a client refused for backpressure waits for room (backpressure_wait), then fails",
           "[backpressure][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
-  test::CounterCluster setup(kGroups, kLimits, "warn", ConnectOptions{});
-  REQUIRE(setup.counters.ok());
-  test::Cluster& cluster = setup.cluster;
-  const std::string address = cluster.ClientAddress(1);
-  const bool local = path == "local";
-  auto no_wait = ConnectWith(address, local, absl::ZeroDuration());
-  auto waits = ConnectWith(address, local, absl::Seconds(5));
-  auto short_wait = ConnectWith(address, local, absl::Milliseconds(300));
+  SmallBacklogCluster small(path);
+  REQUIRE(small.setup.counters.ok());
+  test::Cluster& cluster = small.setup.cluster;
+  const bool local = small.local;
+  auto no_wait = small.Connect(absl::ZeroDuration());
+  auto waits = small.Connect(absl::Seconds(5));
+  auto short_wait = small.Connect(absl::Milliseconds(300));
   REQUIRE(no_wait.ok());
   REQUIRE(waits.ok());
   REQUIRE(short_wait.ok());
@@ -123,31 +162,12 @@ TEST_CASE("a client refused for backpressure waits for room (backpressure_wait),
       (*waits)->Invoke("counter", "add", "1", Mode::kMajority, absl::Milliseconds(400));
   const absl::Duration late_waited = absl::Now() - before;
   ThawOthers(cluster);
-  CHECK(gave_up.code() == absl::StatusCode::kResourceExhausted);
-  CHECK_THAT(std::string(gave_up.message()), Contains("ms for room"));
-  CHECK(waited >= absl::Milliseconds(250));
-  CHECK(waited < absl::Seconds(3));
-  CHECK(late.status().code() == absl::StatusCode::kResourceExhausted);
-  CHECK_THAT(std::string(late.status().message()), Contains("ms for room"));
-  CHECK(late_waited >= absl::Milliseconds(300));
-  CHECK(late_waited < absl::Seconds(3));
+  CheckWaitedOut(gave_up, waited, absl::Milliseconds(250));
+  CheckWaitedOut(late.status(), late_waited, absl::Milliseconds(300));
 
   // Nothing accepted was lost, nothing refused was applied: every replica applied each accepted
   // add once. no_wait 16; waits 16, the blocked Send and call, 16 more; short_wait 16.
-  const std::string accepted = std::to_string(4 * kBacklog + 2);
-  std::string last;
-  const bool applied = test::Eventually([&] {
-    auto all = (*waits)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
-    last = "";
-    if (!all.ok() || all->replies.size() != 3) return false;
-    for (const Reply& reply : all->replies) {
-      last += reply.payload + " ";
-      if (reply.payload != accepted) return false;
-    }
-    return true;
-  }, 15);
-  INFO("the last replies: " << last);
-  CHECK(applied);
+  CheckAppliedEverywhere(waits->get(), 4 * kBacklog + 2);
   // Everything ordered: the backlog is empty again.
   CHECK(test::Eventually([&] {
     return test::MetricValue(test::HttpGet(cluster.MetricsPort(1), "/metrics"),
@@ -159,13 +179,11 @@ TEST_CASE("an asynchronous call refused for backpressure is sent again after pau
           "blocking its caller, for at most backpressure_wait", "[backpressure][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
-  test::CounterCluster setup(kGroups, kLimits, "warn", ConnectOptions{});
-  REQUIRE(setup.counters.ok());
-  test::Cluster& cluster = setup.cluster;
-  const std::string address = cluster.ClientAddress(1);
-  const bool local = path == "local";
-  auto waits = ConnectWith(address, local, absl::Seconds(5));
-  auto short_wait = ConnectWith(address, local, absl::Milliseconds(300));
+  SmallBacklogCluster small(path);
+  REQUIRE(small.setup.counters.ok());
+  test::Cluster& cluster = small.setup.cluster;
+  auto waits = small.Connect(absl::Seconds(5));
+  auto short_wait = small.Connect(absl::Milliseconds(300));
   REQUIRE(waits.ok());
   REQUIRE(short_wait.ok());
 
@@ -204,22 +222,10 @@ TEST_CASE("an asynchronous call refused for backpressure is sent again after pau
   REQUIRE(refusal.wait_for(std::chrono::seconds(4)) == std::future_status::ready);
   const absl::Duration waited = gave_up_at.get_future().get() - refused_from;
   ThawOthers(cluster);
-  const absl::Status status = refusal.get();
-  CHECK(status.code() == absl::StatusCode::kResourceExhausted);
-  CHECK_THAT(std::string(status.message()), Contains("ms for room"));
-  CHECK(waited >= absl::Milliseconds(250));
-  CHECK(waited < absl::Seconds(3));
+  CheckWaitedOut(refusal.get(), waited, absl::Milliseconds(250));
 
   // Every accepted add applied once: waits 16 + the call, short_wait 16.
-  const std::string accepted = std::to_string(2 * kBacklog + 1);
-  CHECK(test::Eventually([&] {
-    auto all = (*waits)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
-    if (!all.ok() || all->replies.size() != 3) return false;
-    for (const Reply& reply : all->replies) {
-      if (reply.payload != accepted) return false;
-    }
-    return true;
-  }, 15));
+  CheckAppliedEverywhere(waits->get(), 2 * kBacklog + 1);
 }
 
 }  // namespace cohort
