@@ -36,6 +36,24 @@ inline bool IsBacklog(const absl::Status& status) {
          absl::StrContains(status.message(), kBacklogNote);
 }
 
+// How long a request refused for backpressure may wait for room: `backpressure_wait`
+// (ConnectOptions); a call also at most its deadline, which the wait counts against (a one-way
+// call's deadline runs from its acceptance).
+inline absl::Duration RoomWait(absl::Duration backpressure_wait, bool one_way,
+                               absl::Duration deadline) {
+  return one_way ? backpressure_wait : std::min(backpressure_wait, deadline);
+}
+
+// The outcome of a request whose wait for room (`wait`) ran out after `waited`: the refusal,
+// saying how long it waited (as it is when no wait was allowed).
+inline absl::Status WaitedOut(const absl::Status& refused, absl::Duration waited,
+                              absl::Duration wait) {
+  if (wait <= absl::ZeroDuration()) return refused;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      refused.message(), " (waited ", absl::ToInt64Milliseconds(waited),
+      " ms for room: ConnectOptions::backpressure_wait, or the call's deadline)"));
+}
+
 // The pauses of a caller waiting for room: 200 us, doubling up to 10 ms (a backlog drains in
 // batches of up to consensus.batch_max_messages requests per ordering).
 class BacklogPause {

@@ -378,12 +378,7 @@ auto Client::WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn at
   while (invocation::IsBacklog(StatusOf(result))) {
     const absl::Duration next = pause.Next();
     const absl::Duration waited = absl::Now() - start;
-    if (waited + next > wait) {
-      if (wait <= absl::ZeroDuration()) return result;
-      return absl::ResourceExhaustedError(absl::StrCat(
-          StatusOf(result).message(), " (waited ", absl::ToInt64Milliseconds(waited),
-          " ms for room: ConnectOptions::backpressure_wait, or the call's deadline)"));
-    }
+    if (waited + next > wait) return invocation::WaitedOut(StatusOf(result), waited, wait);
     absl::SleepFor(next);
     result = attempt();
   }
@@ -394,9 +389,8 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
                                           const std::string& payload, api::Mode mode,
                                           absl::Duration deadline, Style style) {
   const absl::Time start = absl::Now();
-  // A call's deadline covers its wait for room; a one-way call's runs from its acceptance.
   const bool one_way = mode == api::ONE_WAY;
-  const absl::Duration wait = one_way ? backpressure_wait() : std::min(backpressure_wait(), deadline);
+  const absl::Duration wait = invocation::RoomWait(backpressure_wait(), one_way, deadline);
   bool first_attempt = true;
   return WhileBacklogged(start, wait, [&]() {
     const absl::Duration left =
@@ -462,8 +456,7 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
       // Refused for backpressure: nothing was accepted. Sent again after a pause, as Call does,
       // without blocking this thread (the pause is a delayed item of the callbacks' queue).
       const bool one_way = request.mode() == api::ONE_WAY;
-      const absl::Duration wait =
-          one_way ? backpressure_wait() : std::min(backpressure_wait(), deadline);
+      const absl::Duration wait = invocation::RoomWait(backpressure_wait(), one_way, deadline);
       const absl::Duration next = pause->Next();
       const absl::Duration waited = absl::Now() - start;
       if (waited + next <= wait) {
@@ -489,11 +482,7 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
             std::move(result));
         return;
       }
-      if (wait > absl::ZeroDuration()) {
-        result = absl::ResourceExhaustedError(absl::StrCat(
-            result.status().message(), " (waited ", absl::ToInt64Milliseconds(waited),
-            " ms for room: ConnectOptions::backpressure_wait, or the call's deadline)"));
-      }
+      result = invocation::WaitedOut(result.status(), waited, wait);
     }
     done(std::move(result));
   };
