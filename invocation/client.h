@@ -92,7 +92,8 @@ struct ConnectOptions {
   // limits.max_unordered_requests requests not yet ordered, or max_unordered_bytes; see
   // invocation/backpressure.h) wait for room and send again, for at most this long (Invoke: at
   // most its deadline, which the wait counts against), then fail RESOURCE_EXHAUSTED; zero: fail
-  // at once. InvokeAsync never waits: its caller already bounds what it has in flight.
+  // at once. InvokeAsync waits the same way without blocking its caller: the refused call is
+  // sent again from the callbacks thread after each pause, and its callback gets the outcome.
   absl::Duration backpressure_wait = absl::Seconds(5);
 };
 
