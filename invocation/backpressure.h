@@ -13,9 +13,11 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace cohort::invocation {
@@ -67,6 +69,30 @@ class BacklogPause {
  private:
   absl::Duration pause_ = absl::Microseconds(200);
 };
+
+inline const absl::Status& StatusOf(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
+  return result.status();
+}
+
+// Sends what `attempt` makes again while the daemon refuses it for backpressure, for at most
+// `wait` from `start`, pausing between attempts (BacklogPause); the last result, or WaitedOut.
+// Blocks its caller: Client's calls, sends and multicasts, a servant's group-to-group calls.
+template <typename AttemptFn>
+auto WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn attempt)
+    -> decltype(attempt()) {
+  auto result = attempt();
+  BacklogPause pause;
+  while (IsBacklog(StatusOf(result))) {
+    const absl::Duration next = pause.Next();
+    const absl::Duration waited = absl::Now() - start;
+    if (waited + next > wait) return WaitedOut(StatusOf(result), waited, wait);
+    absl::SleepFor(next);
+    result = attempt();
+  }
+  return result;
+}
 
 }  // namespace cohort::invocation
 

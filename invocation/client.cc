@@ -329,12 +329,6 @@ bool UnknownNso(const absl::Status& status) {
   return status.code() == absl::StatusCode::kNotFound &&
          absl::StrContains(status.message(), "unknown NSO");
 }
-const absl::Status& StatusOf(const absl::Status& status) { return status; }
-template <typename T>
-const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
-  return result.status();
-}
-
 }  // namespace
 
 bool Client::ReattachAndRetry(uint64_t stale, const std::function<void()>& retry) {
@@ -361,27 +355,14 @@ template <typename RequestT, typename SendFn>
 auto Client::WithNso(RequestT request, SendFn send) -> decltype(send(request)) {
   request.set_nso(nso_.load());
   auto result = send(request);
-  if (StatusOf(result).ok() || !UnknownNso(StatusOf(result))) return result;
+  if (invocation::StatusOf(result).ok() || !UnknownNso(invocation::StatusOf(result))) {
+    return result;
+  }
   const uint64_t stale = request.nso();
   ReattachAndRetry(stale, [&] {
     request.set_nso(nso_.load());
     result = send(request);
   });
-  return result;
-}
-
-template <typename AttemptFn>
-auto Client::WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn attempt)
-    -> decltype(attempt()) {
-  auto result = attempt();
-  invocation::BacklogPause pause;
-  while (invocation::IsBacklog(StatusOf(result))) {
-    const absl::Duration next = pause.Next();
-    const absl::Duration waited = absl::Now() - start;
-    if (waited + next > wait) return invocation::WaitedOut(StatusOf(result), waited, wait);
-    absl::SleepFor(next);
-    result = attempt();
-  }
   return result;
 }
 
@@ -392,7 +373,7 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   const bool one_way = mode == api::ONE_WAY;
   const absl::Duration wait = invocation::RoomWait(backpressure_wait(), one_way, deadline);
   bool first_attempt = true;
-  return WhileBacklogged(start, wait, [&]() {
+  return invocation::WhileBacklogged(start, wait, [&]() {
     const absl::Duration left =
         one_way || first_attempt ? deadline : deadline - (absl::Now() - start);
     first_attempt = false;
@@ -576,7 +557,7 @@ absl::Status Client::Multicast(const std::string& group, const std::string& payl
   api::MulticastRequest request;
   request.set_group(group);
   request.set_payload(payload);
-  return WhileBacklogged(absl::Now(), backpressure_wait(), [&]() {
+  return invocation::WhileBacklogged(absl::Now(), backpressure_wait(), [&]() {
     return WithNso(request, [&](const api::MulticastRequest& r) { return backend_->Multicast(r); });
   });
 }

@@ -244,11 +244,6 @@ class Client {
   // before the backend goes.
   absl::Mutex reattach_mu_;
   bool closing_ ABSL_GUARDED_BY(reattach_mu_) = false;
-  // Sends what `attempt` makes again while the daemon refuses it for backpressure, for at most
-  // `wait` from `start`, pausing between attempts; the last result.
-  template <typename AttemptFn>
-  auto WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn attempt)
-      -> decltype(attempt());
   absl::Duration backpressure_wait() const {
     return absl::Microseconds(backpressure_wait_us_.load());
   }

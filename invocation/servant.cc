@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "invocation/backpressure.h"
 #include "invocation/client.h"
 #include "nso/status.h"
 
@@ -216,6 +217,7 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
   ConnectOptions again = options;
   again.timeout = std::min(options.timeout, absl::Seconds(1));
   servant->reconnect_ = [address, again] { return ConnectServant(address, again); };
+  servant->backpressure_wait_ = options.backpressure_wait;
   return servant;
 }
 
@@ -340,13 +342,20 @@ absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
   request.set_method(method);
   request.set_payload(payload);
   request.set_mode(internal::ToApiMode(mode));
-  request.set_deadline_ms(internal::DeadlineMs(deadline));
   // Through the called group's request manager (open group), as 003 section 4.3 describes.
   request.set_style(api::OPEN);
   request.set_caller_group(group_);
   request.set_caller_seq(current_group_seq_);
-  request.set_caller_index(nested_calls_++);
-  return backend_->Invoke(request, deadline + absl::Seconds(2));
+  request.set_caller_index(nested_calls_++);  // the same in every attempt: one call
+  const absl::Time start = absl::Now();
+  const bool one_way = mode == Mode::kOneWay;
+  const absl::Duration wait = invocation::RoomWait(backpressure_wait_, one_way, deadline);
+  return invocation::WhileBacklogged(start, wait, [&]() {
+    // A refused attempt was not accepted; the next one has what is left of the deadline.
+    const absl::Duration left = one_way ? deadline : deadline - (absl::Now() - start);
+    request.set_deadline_ms(internal::DeadlineMs(left));
+    return backend_->Invoke(request, left + absl::Seconds(2));
+  });
 }
 
 absl::Status Servant::Wait() {

@@ -67,7 +67,10 @@ class Servant {
 
   // Group-to-group invocation (003 section 4.3), from inside a handler only: the call that this
   // group makes while processing the current delivery. Every replica of the group makes the same
-  // call; the called group executes it once and every replica gets the same replies.
+  // call; the called group executes it once and every replica gets the same replies. Refused
+  // for backpressure (its daemon holds too many of this servant's requests not yet ordered), it
+  // waits for room as a Client's call does (ConnectOptions::backpressure_wait, at most its
+  // deadline, which counts the wait).
   absl::StatusOr<GroupReplies> InvokeGroup(const std::string& group, const std::string& method,
                                            const std::string& payload, Mode mode,
                                            absl::Duration deadline = absl::Seconds(5));
@@ -149,6 +152,9 @@ class Servant {
   // The delivery being processed (delivery thread only): numbers the group's nested calls.
   uint64_t current_group_seq_ = 0;
   uint32_t nested_calls_ = 0;
+  // How long InvokeGroup waits for room when the daemon refuses it for backpressure (at most its
+  // deadline): ConnectOptions::backpressure_wait of Create; 5 s for an embedded node's servant.
+  absl::Duration backpressure_wait_ = absl::Seconds(5);
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop was called: no new registration
   // A backend registering again (Rejoin), cancelled by Stop.

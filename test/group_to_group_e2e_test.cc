@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "test/cluster.h"
+#include "test/ops_test_util.h"
 
 namespace cohort {
 namespace {
@@ -46,12 +49,8 @@ bool Ready(Client* client, const std::string& group, const std::string& method) 
   return false;
 }
 
-}  // namespace
-
-TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member gets the reply",
-          "[e2e][invocation]") {
-  test::Cluster cluster({6, kGroups, "", "warn"});
-  REQUIRE(cluster.Start());
+// gy's replicas on n4..n6: "add N" adds N and answers the sum.
+std::vector<std::unique_ptr<Counter>> StartCounters(test::Cluster& cluster) {
   std::vector<std::unique_ptr<Counter>> counters;
   for (int i = 4; i <= 6; ++i) {
     auto counter = std::make_unique<Counter>();
@@ -68,22 +67,42 @@ TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member g
     REQUIRE(counter->servant->Start().ok());
     counters.push_back(std::move(counter));
   }
+  return counters;
+}
+
+// gx's replicas on n1..n3, serving `method` with what `make_handler` makes for each servant.
+std::vector<std::unique_ptr<Relay>> StartRelays(
+    test::Cluster& cluster, const std::string& method,
+    const std::function<Servant::Handler(Servant*)>& make_handler) {
   std::vector<std::unique_ptr<Relay>> relays;
   for (int i = 1; i <= 3; ++i) {
     auto relay = std::make_unique<Relay>();
     auto created = Servant::Create(cluster.ClientAddress(i), "gx");
     REQUIRE(created.ok());
     relay->servant = std::move(*created);
-    Servant* servant = relay->servant.get();
-    servant->Serve("relay", [servant](const std::string& payload) -> absl::StatusOr<std::string> {
-      auto replies = servant->InvokeGroup("gy", "add", payload, Mode::kAll, absl::Seconds(10));
-      if (!replies.ok()) return replies.status();
-      if (replies->replies.size() != 3) return absl::InternalError("gy did not answer in full");
-      return replies->replies[0].payload;
-    });
-    REQUIRE(servant->Start().ok());
+    relay->servant->Serve(method, make_handler(relay->servant.get()));
+    REQUIRE(relay->servant->Start().ok());
     relays.push_back(std::move(relay));
   }
+  return relays;
+}
+
+}  // namespace
+
+TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member gets the reply",
+          "[e2e][invocation]") {
+  test::Cluster cluster({6, kGroups, "", "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Counter>> counters = StartCounters(cluster);
+  std::vector<std::unique_ptr<Relay>> relays =
+      StartRelays(cluster, "relay", [](Servant* servant) -> Servant::Handler {
+        return [servant](const std::string& payload) -> absl::StatusOr<std::string> {
+          auto replies = servant->InvokeGroup("gy", "add", payload, Mode::kAll, absl::Seconds(10));
+          if (!replies.ok()) return replies.status();
+          if (replies->replies.size() != 3) return absl::InternalError("gy did not answer in full");
+          return replies->replies[0].payload;
+        };
+      });
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
   auto gy_client = Client::Connect(cluster.ClientAddress(4));
@@ -109,6 +128,71 @@ TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member g
   for (const auto& counter : counters) {
     CHECK(counter->value.load() == 7);
     CHECK(counter->executions.load() == 2);  // once per gx request, at each gy replica
+  }
+}
+
+TEST_CASE("a group-to-group call refused for backpressure waits for room, then goes",
+          "[e2e][invocation][backpressure]") {
+  // A backlog of 4 requests per client; one-way calls are not refused UNAVAILABLE while two of
+  // gy's members are frozen.
+  test::Cluster cluster({6, kGroups,
+                         "limits: {max_unordered_requests: 4}\n"
+                         "failure_detector: {fail_fast_after_ms: 8000}\n",
+                         "warn"});
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<Counter>> counters = StartCounters(cluster);
+  constexpr int kFanOut = 10;  // one-way calls per "fan": over the backlog while gy orders nothing
+  std::vector<std::unique_ptr<Relay>> relays =
+      StartRelays(cluster, "fan", [](Servant* servant) -> Servant::Handler {
+        return [servant](const std::string&) -> absl::StatusOr<std::string> {
+          for (int i = 0; i < kFanOut; ++i) {
+            absl::Status sent =
+                servant->InvokeGroup("gy", "add", "1", Mode::kOneWay).status();
+            if (!sent.ok()) return sent;
+          }
+          return std::string("sent");
+        };
+      });
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  auto gy_client = Client::Connect(cluster.ClientAddress(4));
+  REQUIRE(gy_client.ok());
+  REQUIRE(Ready(gy_client->get(), "gy", "add"));
+  for (const auto& counter : counters) counter->executions = 0;
+  const int64_t start_value = counters[0]->value.load();
+
+  // gy orders nothing while n5 and n6 are frozen: each gx replica's one-way calls pile up at its
+  // daemon, and the fifth is refused for backpressure. The handlers wait for room (without the
+  // wait they answer RESOURCE_EXHAUSTED at once) and go on once gy orders again.
+  cluster.Pause(5);
+  cluster.Pause(6);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto fan = std::async(std::launch::async, [&] {
+    return (*client)->Invoke("gx", "fan", "", Mode::kAll, absl::Seconds(20));
+  });
+  CHECK(fan.wait_for(std::chrono::milliseconds(1500)) == std::future_status::timeout);
+  cluster.Resume(5);
+  cluster.Resume(6);
+  REQUIRE(fan.wait_for(std::chrono::seconds(15)) == std::future_status::ready);
+  absl::StatusOr<GroupReplies> fanned = fan.get();
+  INFO(fanned.status().ToString());
+  REQUIRE(fanned.ok());
+  REQUIRE(fanned->replies.size() == 3);
+  for (const Reply& reply : fanned->replies) {
+    INFO(reply.member << ": " << reply.status.ToString());
+    CHECK(reply.status.ok());
+    CHECK(reply.payload == "sent");
+  }
+  // gy executed each of the group's calls once, at every replica: none lost, none doubled.
+  CHECK(test::Eventually([&] {
+    for (const auto& counter : counters) {
+      if (counter->executions.load() != kFanOut) return false;
+    }
+    return true;
+  }, 10));
+  for (const auto& counter : counters) {
+    CHECK(counter->executions.load() == kFanOut);
+    CHECK(counter->value.load() == start_value + kFanOut);
   }
 }
 
