@@ -305,6 +305,11 @@ class Node {
       std::function<void(absl::Status)> resume;  // OK: make it again; else: it ends so
     };
     std::vector<Held> held_while_leaving;
+    // This node's own requests made as a member and held behind their client's earlier request
+    // (OutsideFifo), released while it leaves: broadcast, they would be ordered after the view
+    // change that removes it and be dropped (LeftView). Sent once it is out, from outside, with
+    // those still held (TickOutsideFifo); or as a member's if it stays after all.
+    std::vector<wire::Request> own_released_while_leaving;
     uint64_t stall_warned_ms = 0;  // node_watchdog.cc
     StallClock stall_clock;        // node_watchdog.cc
   };

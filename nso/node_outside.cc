@@ -316,7 +316,17 @@ void Node::SendMissingAgain(NodeId asker, const std::string& name, uint64_t last
 }
 
 void Node::ProposeFromOutside(Group* group, std::vector<wire::Request> requests) {
+  const bool leaving = Leaving(group);
   for (wire::Request& request : requests) {
+    if (leaving && !request.managed() &&
+        MadeHere(request.origin(), request.origin_incarnation())) {
+      // Broadcast after this node proposed its leave, it would be ordered after the view
+      // without this node and dropped (cohort-sim --stack --leaves --calls-per-step 4
+      // --ordering sequencer, seed 60029: a one-way call and two calls released as the node
+      // left were lost). It goes from outside once the node is out (TickOutsideFifo).
+      MembershipOf(group).own_released_while_leaving.push_back(std::move(request));
+      continue;
+    }
     if (request.managed()) {
       StartManagedCall(group, std::move(request));
     } else {
@@ -408,17 +418,29 @@ void Node::NoteOutsideDelivered(Group* group, const wire::Request& request) {
 }
 
 void Node::TickOutsideFifo(Group* group) {
+  std::vector<wire::Request> own;  // this node's own requests to send now
+  if (auto membership = membership_.find(group->name());
+      membership != membership_.end() &&
+      !membership->second.own_released_while_leaving.empty() && !Leaving(group)) {
+    own = std::move(membership->second.own_released_while_leaving);
+    membership->second.own_released_while_leaving.clear();
+    if (group->is_member()) {  // it stayed after all: ordered as a member's, in the order made
+      for (wire::Request& request : own) Submit(group, request);
+      own.clear();
+    }
+  }
   auto fifo = outside_fifo_.find(group->name());
-  if (fifo == outside_fifo_.end()) return;
+  if (fifo == outside_fifo_.end() && own.empty()) return;
   if (!group->is_member()) {
     // The clients' daemons go through another member; this node's own requests, held as a
     // member behind its earlier one from outside, now go outside too, in the order made, and
     // its clients' next requests from outside name them (cohort-sim --stack --calls-per-step 4,
     // seed 40136: they did not, and overtook them).
-    std::vector<wire::Request> own;
-    for (wire::Request& request : fifo->second.Clear()) {
-      if (MadeHere(request.origin(), request.origin_incarnation())) {
-        own.push_back(std::move(request));
+    if (fifo != outside_fifo_.end()) {
+      for (wire::Request& request : fifo->second.Clear()) {
+        if (MadeHere(request.origin(), request.origin_incarnation())) {
+          own.push_back(std::move(request));
+        }
       }
     }
     std::sort(own.begin(), own.end(), [](const wire::Request& a, const wire::Request& b) {
