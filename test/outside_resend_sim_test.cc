@@ -233,10 +233,12 @@ struct FrozenOutcome {
 enum class ManagerFault {
   kFreeze,  // SIGSTOP: its streams stay up; it thaws 5 s after the stream, long excluded
   kLeave,   // its servant detaches: it leaves the group, alive, its streams up
+  kStop,    // it stops (its Node is destroyed, as by SIGTERM) while it manages an open call
 };
 
-// n4 (no member) alternates wait-for-first open calls and one-way calls, 40 in all, through its
-// request manager n1; the fault strikes n1 as the 20th request reaches it.
+// n4 (no member) alternates wait-for-first (for a stop: wait-for-majority) open calls and
+// one-way calls, 40 in all, through its request manager n1; the fault strikes n1 as the 20th
+// request reaches it (a stop: the next open call from then on).
 FrozenOutcome RunManagerFault(nso::GroupConfig::Ordering ordering, ManagerFault fault,
                               uint64_t seed) {
   test::SimNodes sim(seed, /*delay_max_ms=*/3, /*streams_break=*/true);
@@ -244,13 +246,22 @@ FrozenOutcome RunManagerFault(nso::GroupConfig::Ordering ordering, ManagerFault 
   FrozenOutcome out;
   std::map<NodeId, uint64_t> servants;
   int at_n1 = 0;
+  bool struck = false;
   sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
-    if (to == 1 && envelope.has_forward() && envelope.sender_node() == 4 && ++at_n1 == 20) {
-      net.After(0, [&] {
-        if (fault == ManagerFault::kFreeze) sim.Freeze(1);
-        if (fault == ManagerFault::kLeave) sim.nodes[1]->UnregisterServant(servants[1]);
-      });
-    }
+    if (to != 1 || !envelope.has_forward() || envelope.sender_node() != 4) return;
+    if (++at_n1 < 20 || struck) return;
+    // A stop strikes while n1 manages an open call (the call is n1's from this forward on).
+    if (fault == ManagerFault::kStop && !envelope.forward().managed()) return;
+    struck = true;
+    net.After(0, [&] {
+      if (fault == ManagerFault::kFreeze) sim.Freeze(1);
+      if (fault == ManagerFault::kLeave) sim.nodes[1]->UnregisterServant(servants[1]);
+      if (fault == ManagerFault::kStop) {
+        // What the Node sends as it goes still leaves (its links close after it).
+        sim.nodes[1].reset();
+        net.Crash(1);
+      }
+    });
   };
   AddNodes(&sim, ordering, &out.delivered, &servants);
   net.RunUntil(500);
@@ -261,7 +272,11 @@ FrozenOutcome RunManagerFault(nso::GroupConfig::Ordering ordering, ManagerFault 
     call.group = "g";
     call.method = "add";
     call.payload = absl::StrCat(i);
-    call.mode = i % 2 == 0 ? invocation::Mode::kFirst : invocation::Mode::kOneWay;
+    // The stop: wait-for-majority, which n1 manages (collects the replies); wait-for-first at
+    // n = 3 it only orders, each replica answering n4 directly.
+    const invocation::Mode open_mode =
+        fault == ManagerFault::kStop ? invocation::Mode::kMajority : invocation::Mode::kFirst;
+    call.mode = i % 2 == 0 ? open_mode : invocation::Mode::kOneWay;
     call.mode_given = true;
     call.style = nso::GroupConfig::Style::kOpen;
     call.deadline_ms = 5000;
@@ -282,12 +297,15 @@ FrozenOutcome RunManagerFault(nso::GroupConfig::Ordering ordering, ManagerFault 
 
 }  // namespace
 
-TEST_CASE("a frozen request manager, or one that left the group: open calls and one-way calls "
-          "from outside move to the next member within issue 7's failover bound, delivered once "
-          "each", "[invocation][sim]") {
+// A stopped manager ends only its own clients' calls: told CANCELLED, n4 failed the open call
+// it managed, and its client's later requests waited for that one at the other members
+// (cohort-sim --stack --drift-ppm 0 --calls-per-step 3 --streams-break, seed 70032).
+TEST_CASE("a frozen request manager, or one that left the group or stopped: open calls and "
+          "one-way calls from outside move to the next member within issue 7's failover bound, "
+          "delivered once each", "[invocation][sim]") {
   nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
   for (auto ordering : {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (ManagerFault fault : {ManagerFault::kFreeze, ManagerFault::kLeave}) {
+    for (ManagerFault fault : {ManagerFault::kFreeze, ManagerFault::kLeave, ManagerFault::kStop}) {
     for (uint64_t seed : {1, 2, 3}) {
       INFO("ordering " << static_cast<int>(ordering) << " fault " << static_cast<int>(fault)
                        << " seed " << seed);
