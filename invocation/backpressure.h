@@ -46,6 +46,12 @@ inline absl::Duration RoomWait(absl::Duration backpressure_wait, bool one_way,
   return one_way ? backpressure_wait : std::min(backpressure_wait, deadline);
 }
 
+// What is left of a call's `deadline` for an attempt made after waiting for room since `start`:
+// the wait counts against a call's deadline; a one-way call's runs from its acceptance.
+inline absl::Duration DeadlineLeft(absl::Duration deadline, bool one_way, absl::Time start) {
+  return one_way ? deadline : deadline - (absl::Now() - start);
+}
+
 // The outcome of a request whose wait for room (`wait`) ran out after `waited`: the refusal,
 // saying how long it waited (as it is when no wait was allowed).
 inline absl::Status WaitedOut(const absl::Status& refused, absl::Duration waited,

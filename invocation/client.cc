@@ -375,7 +375,7 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
   bool first_attempt = true;
   return invocation::WhileBacklogged(start, wait, [&]() {
     const absl::Duration left =
-        one_way || first_attempt ? deadline : deadline - (absl::Now() - start);
+        first_attempt ? deadline : invocation::DeadlineLeft(deadline, one_way, start);
     first_attempt = false;
     // The NSO enforces `left`; 2 s of slack here.
     return WithNso(InvokeRequestFor(group, method, payload, mode, left, style),
@@ -448,12 +448,10 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
             [this, request, deadline, may_retry, start, pause, one_way, again,
              done = std::move(done)](absl::StatusOr<GroupReplies> refused) mutable {
               const bool sent = RetryUnlessClosing([&] {
-                // A call's deadline covers its wait for room; a one-way call's runs from its
-                // acceptance. (`deadline` stays the call's own: the wait is measured from
-                // `start` against it.)
-                const absl::Duration left =
-                    one_way ? deadline : deadline - (absl::Now() - start);
-                request.set_deadline_ms(internal::DeadlineMs(left));
+                // (`deadline` stays the call's own: the wait is measured from `start` against
+                // it.)
+                request.set_deadline_ms(
+                    internal::DeadlineMs(invocation::DeadlineLeft(deadline, one_way, start)));
                 again->Expect();
                 IssueAsync(std::move(request), deadline, std::move(done), again, may_retry,
                            start, pause);

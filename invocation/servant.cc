@@ -352,7 +352,7 @@ absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
   const absl::Duration wait = invocation::RoomWait(backpressure_wait_, one_way, deadline);
   return invocation::WhileBacklogged(start, wait, [&]() {
     // A refused attempt was not accepted; the next one has what is left of the deadline.
-    const absl::Duration left = one_way ? deadline : deadline - (absl::Now() - start);
+    const absl::Duration left = invocation::DeadlineLeft(deadline, one_way, start);
     request.set_deadline_ms(internal::DeadlineMs(left));
     return backend_->Invoke(request, left + absl::Seconds(2));
   });

@@ -425,6 +425,9 @@ class Node {
   // waited for it is proposed at the next tick.
   void NoteOutsideDelivered(Group* group, const wire::Request& request);
   void TickOutsideFifo(Group* group);
+  // Once this node is out of the group (or stays after all): its requests released while it left
+  // (own_released_while_leaving), taken to go from outside; as a member's they are submitted here.
+  std::vector<wire::Request> TakeOwnReleased(Group* group);
   // Hands ordered messages to servants; a view change ends the batch (see Group).
   void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).

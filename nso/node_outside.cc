@@ -421,18 +421,18 @@ void Node::NoteOutsideDelivered(Group* group, const wire::Request& request) {
   fifo->second.Delivered(invocation::OutsideFifo::ClientOf(request), request.call_id());
 }
 
+std::vector<wire::Request> Node::TakeOwnReleased(Group* group) {
+  auto membership = membership_.find(group->name());
+  if (membership == membership_.end() || Leaving(group)) return {};
+  std::vector<wire::Request> own = std::move(membership->second.own_released_while_leaving);
+  membership->second.own_released_while_leaving.clear();
+  if (!group->is_member()) return own;
+  for (wire::Request& request : own) Submit(group, request);  // it stayed: in the order made
+  return {};
+}
+
 void Node::TickOutsideFifo(Group* group) {
-  std::vector<wire::Request> own;  // this node's own requests to send now
-  if (auto membership = membership_.find(group->name());
-      membership != membership_.end() &&
-      !membership->second.own_released_while_leaving.empty() && !Leaving(group)) {
-    own = std::move(membership->second.own_released_while_leaving);
-    membership->second.own_released_while_leaving.clear();
-    if (group->is_member()) {  // it stayed after all: ordered as a member's, in the order made
-      for (wire::Request& request : own) Submit(group, request);
-      own.clear();
-    }
-  }
+  std::vector<wire::Request> own = TakeOwnReleased(group);  // own requests to send from outside
   auto fifo = outside_fifo_.find(group->name());
   if (fifo == outside_fifo_.end() && own.empty()) return;
   if (!group->is_member()) {

@@ -87,6 +87,18 @@ std::vector<std::unique_ptr<Relay>> StartRelays(
   return relays;
 }
 
+// Every member of gx answered `result` with `payload`.
+void CheckEveryReply(const absl::StatusOr<GroupReplies>& result, const std::string& payload) {
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  REQUIRE(result->replies.size() == 3);
+  for (const Reply& reply : result->replies) {
+    INFO(reply.member << ": " << reply.status.ToString());
+    CHECK(reply.status.ok());
+    CHECK(reply.payload == payload);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member gets the reply",
@@ -113,18 +125,9 @@ TEST_CASE("003 s4.3: three callers in gx, one execution in gy, every gx member g
   REQUIRE(Ready(client->get(), "gx", "relay"));
   for (const auto& counter : counters) counter->executions = 0;
 
-  auto first = (*client)->Invoke("gx", "relay", "5", Mode::kAll, absl::Seconds(20));
-  INFO(first.status().ToString());
-  REQUIRE(first.ok());
-  REQUIRE(first->replies.size() == 3);
-  for (const Reply& reply : first->replies) {
-    INFO(reply.member << ": " << reply.status.ToString());
-    CHECK(reply.status.ok());
-    CHECK(reply.payload == "5");  // not 5, 10, 15: gy executed the group's call once
-  }
-  auto second = (*client)->Invoke("gx", "relay", "2", Mode::kAll, absl::Seconds(20));
-  REQUIRE(second.ok());
-  for (const Reply& reply : second->replies) CHECK(reply.payload == "7");
+  // "5" from each, not 5, 10, 15: gy executed the group's call once.
+  CheckEveryReply((*client)->Invoke("gx", "relay", "5", Mode::kAll, absl::Seconds(20)), "5");
+  CheckEveryReply((*client)->Invoke("gx", "relay", "2", Mode::kAll, absl::Seconds(20)), "7");
   for (const auto& counter : counters) {
     CHECK(counter->value.load() == 7);
     CHECK(counter->executions.load() == 2);  // once per gx request, at each gy replica
@@ -174,15 +177,7 @@ TEST_CASE("a group-to-group call refused for backpressure waits for room, then g
   cluster.Resume(5);
   cluster.Resume(6);
   REQUIRE(fan.wait_for(std::chrono::seconds(15)) == std::future_status::ready);
-  absl::StatusOr<GroupReplies> fanned = fan.get();
-  INFO(fanned.status().ToString());
-  REQUIRE(fanned.ok());
-  REQUIRE(fanned->replies.size() == 3);
-  for (const Reply& reply : fanned->replies) {
-    INFO(reply.member << ": " << reply.status.ToString());
-    CHECK(reply.status.ok());
-    CHECK(reply.payload == "sent");
-  }
+  CheckEveryReply(fan.get(), "sent");
   // gy executed each of the group's calls once, at every replica: none lost, none doubled.
   CHECK(test::Eventually([&] {
     for (const auto& counter : counters) {
