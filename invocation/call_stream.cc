@@ -32,18 +32,6 @@ absl::Status Reset() {
 
 }  // namespace
 
-// A caller waiting for its result; lives on the caller's stack. An asynchronous call's lives on
-// the heap until Finish.
-struct CallStream::Pending {
-  Stream* stream = nullptr;
-  uint64_t call = 0;
-  bool done = false;          // guarded by mu_
-  absl::Notification noted;  // done: a caller waiting for it needs no mu_
-  absl::StatusOr<GroupReplies> result;
-  Done on_done;               // an asynchronous call: nobody waits, this takes the result
-  absl::Time deadline;        // an asynchronous call's (async_deadlines_)
-};
-
 // One InvokeStream. Its fields but `context`, `cq`, `rw`, `helper` and the buffers are guarded by
 // CallStream::mu_; `in` belongs to the driver, `out` and `out_options` to the write's claimant.
 // Destroyed (by the last holder, after its helper was joined) once it broke or the CallStream
@@ -155,45 +143,12 @@ void CallStream::IssueWrite(Stream* stream) {
   stream->rw->Write(stream->out, stream->out_options, kWrite);
 }
 
-void CallStream::Finish(Pending* pending, absl::StatusOr<GroupReplies> result) {
-  if (pending->on_done) {
-    Done done = std::move(pending->on_done);
-    delete pending;
-    done(std::move(result));
-    return;
-  }
-  pending->result = std::move(result);
-  pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
-}
-
-CallStream::Pending* CallStream::Take(uint64_t call) {
-  auto it = pending_.find(call);
-  if (it == pending_.end()) return nullptr;  // its caller gave up
-  Pending* pending = it->second;
-  pending_.erase(it);
-  if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
-  --pending->stream->turn.pending;
-  pending->done = true;
-  return pending;
-}
-
 void CallStream::Broken(Stream* stream, const absl::Status& status) {
   stream->turn.broken = true;  // from now on no call is registered on it
   stream->turn.reading = false;
   stream->outgoing.clear();
   stream->context.TryCancel();  // ends the operations in progress
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second->stream == stream) {
-      Pending* pending = it->second;
-      it = pending_.erase(it);
-      if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
-      pending->done = true;
-      Finish(pending, status);
-    } else {
-      ++it;
-    }
-  }
-  stream->turn.pending = 0;
+  pending_.FailAll(stream, status);
   stream->turn.helper_wake.Signal();  // it leaves
 }
 
@@ -221,7 +176,10 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     if (next == grpc::CompletionQueue::GOT_EVENT) stream->Account(tag, ok);
     if (stream->turn.broken) return false;  // failed meanwhile (a deadline, the destructor)
-    if (self == nullptr && ExpireAsync(stream)) return false;
+    if (self == nullptr && pending_.FailExpired(absl::Now(), TimedOut())) {
+      Broken(stream, Reset());  // a result is missing: the stream is stuck
+      return false;
+    }
     if (next == grpc::CompletionQueue::SHUTDOWN) {
       Broken(stream, absl::UnavailableError("the call stream to the daemon broke: shut down"));
       return false;
@@ -229,7 +187,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
     if (next == grpc::CompletionQueue::TIMEOUT) {
       if (self != nullptr && !self->done && absl::Now() >= deadline) {
         // The daemon answers every call by its deadline: it is stuck, and the stream is reset.
-        Finish(Take(self->call), TimedOut());
+        Calls::Finish(pending_.Take(self->call), TimedOut());
         Broken(stream, Reset());
         return false;
       }
@@ -242,7 +200,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
     } else if (ok && (tag == kStart || tag == kRead)) {
       if (tag == kStart) stream->started = true;
       if (got_result) {
-        taken = Take(call);
+        taken = pending_.Take(call);
         ++(self != nullptr ? results_.by_callers : results_.by_helper);
       }
       ++stream->ops;
@@ -260,19 +218,8 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
   }
   if (write) IssueWrite(stream);
   // Its caller is woken without mu_ held (as in local_calls.cc).
-  if (taken != nullptr) Finish(taken, std::move(result));
+  if (taken != nullptr) Calls::Finish(taken, std::move(result));
   return more;
-}
-
-bool CallStream::ExpireAsync(Stream* stream) {
-  std::vector<uint64_t> expired = async_deadlines_.TakeExpired(absl::Now());
-  if (expired.empty()) return false;
-  // The daemon answers every call by its deadline (the wait has slack past it): it is stuck.
-  for (uint64_t call : expired) {
-    if (Pending* pending = Take(call)) Finish(pending, TimedOut());
-  }
-  Broken(stream, Reset());
-  return true;
 }
 
 void CallStream::HelperLoop(Stream* stream) {
@@ -298,14 +245,10 @@ void CallStream::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
       return;
     }
     auto* pending = new Pending;  // freed by Finish
-    pending->stream = stream.get();
+    pending->connection = stream.get();
     pending->on_done = std::move(done);
     pending->deadline = absl::Now() + wait;
-    pending->call = next_call_++;
-    call.set_call(pending->call);
-    pending_[pending->call] = pending;
-    async_deadlines_.Add(pending->deadline, pending->call);
-    ++stream->turn.pending;
+    call.set_call(pending_.Add(pending));
     stream->outgoing.push_back(std::move(call));
     write = ClaimWrite(stream.get());
     if (!stream->turn.reading) stream->turn.AskHelper();  // nobody waits: the helper drives
@@ -317,7 +260,7 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
                                                 absl::Duration wait) {
   std::shared_ptr<Stream> stream = Current();
   Pending pending;
-  pending.stream = stream.get();
+  pending.connection = stream.get();
   api::PipelinedCall call;
   *call.mutable_invoke() = request;
   bool drive_own = false;  // alone on the stream: this caller takes its result itself
@@ -327,10 +270,7 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
     if (stream->turn.broken) {
       return absl::UnavailableError("the call stream to the daemon broke: try again");
     }
-    pending.call = next_call_++;
-    call.set_call(pending.call);
-    pending_[pending.call] = &pending;
-    ++stream->turn.pending;
+    call.set_call(pending_.Add(&pending));
     stream->outgoing.push_back(std::move(call));
     write = ClaimWrite(stream.get());
     if (!stream->turn.reading) {
@@ -350,7 +290,7 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
   if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
     absl::MutexLock lock(&mu_);
     if (!pending.done) {
-      Finish(Take(pending.call), TimedOut());
+      Calls::Finish(pending_.Take(pending.call), TimedOut());
       Broken(stream.get(), Reset());  // a driver (if any) finds it broken when it is back
     }
   }

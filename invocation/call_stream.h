@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "invocation/pending_calls.h"
 #include "invocation/reader_turn.h"
 #include "proto/api.grpc.pb.h"
 
@@ -62,15 +63,16 @@ class CallStream {
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request, absl::Duration wait);
   // Sends the invocation and returns; `done` gets the result exactly once, within `wait` (under
   // mu_ or not, in any thread: it only hands the result over). Thread-safe.
-  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
+  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;  // PendingCalls' Done
   void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done);
 
   // Results taken by the callers themselves and by the helper thread (for tests).
   ReadCounts results() const;
 
  private:
-  struct Pending;
   struct Stream;  // one InvokeStream, its completion queue and its helper
+  using Calls = PendingCalls<Stream>;
+  using Pending = Calls::Pending;
 
   // The stream to send on, opened if there is none or the last one broke.
   std::shared_ptr<Stream> Current();
@@ -85,14 +87,6 @@ class CallStream {
   // caller leaves calls still pending to the helper. False also when the stream broke.
   bool DriveOne(Stream* stream, Pending* self, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void HelperLoop(Stream* stream);
-  // The helper, after an event: fails the asynchronous calls whose wait has passed and resets
-  // the stream (true), as a waiting caller does.
-  bool ExpireAsync(Stream* stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes a pending call and marks it done; nullptr if it is not pending (its caller gave up).
-  Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands a taken call its result and wakes its caller; an asynchronous call's `done` gets it,
-  // and its Pending is freed.
-  static void Finish(Pending* pending, absl::StatusOr<GroupReplies> result);
   // Fails every call on `stream` with `status` and cancels it; the next call opens a new one.
   void Broken(Stream* stream, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -101,9 +95,7 @@ class CallStream {
   absl::Mutex open_mu_;  // one caller at a time replaces a broken stream (held without mu_)
   mutable absl::Mutex mu_;
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
-  AsyncDeadlines async_deadlines_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
+  Calls pending_ ABSL_GUARDED_BY(mu_);
   ReadCounts results_ ABSL_GUARDED_BY(mu_);
 };
 

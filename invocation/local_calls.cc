@@ -23,18 +23,6 @@ absl::Status Reset() {
 
 }  // namespace
 
-// A caller waiting for its result; lives on the caller's stack. An asynchronous call's lives on
-// the heap until Finish.
-struct LocalCalls::Pending {
-  Connection* connection = nullptr;
-  uint64_t call = 0;
-  bool done = false;          // guarded by mu_
-  absl::Notification noted;  // done: a caller waiting for it needs no mu_ (no contention)
-  absl::StatusOr<GroupReplies> result;
-  Done on_done;               // an asynchronous call: nobody waits, this takes the result
-  absl::Time deadline;        // an asynchronous call's (async_deadlines_)
-};
-
 LocalCalls::LocalCalls(LocalEndpoint endpoint, std::unique_ptr<LocalLink> first) {
   {
     absl::MutexLock open_lock(&open_mu_);
@@ -144,44 +132,11 @@ std::shared_ptr<LocalCalls::Connection> LocalCalls::CurrentOrReopenLater() {
   return nullptr;
 }
 
-void LocalCalls::Finish(Pending* pending, absl::StatusOr<GroupReplies> result) {
-  if (pending->on_done) {
-    Done done = std::move(pending->on_done);
-    delete pending;
-    done(std::move(result));
-    return;
-  }
-  pending->result = std::move(result);
-  pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
-}
-
-LocalCalls::Pending* LocalCalls::Take(uint64_t call) {
-  auto it = pending_.find(call);
-  if (it == pending_.end()) return nullptr;  // its caller gave up
-  Pending* pending = it->second;
-  pending_.erase(it);
-  if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
-  --pending->connection->turn.pending;
-  pending->done = true;
-  return pending;
-}
-
 void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
   connection->turn.broken = true;  // from now on no call is registered on it
   connection->turn.reading = false;
   connection->link->Shutdown();
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second->connection == connection) {
-      Pending* pending = it->second;
-      it = pending_.erase(it);
-      if (pending->on_done) async_deadlines_.Remove(pending->deadline, pending->call);
-      pending->done = true;
-      Finish(pending, status);
-    } else {
-      ++it;
-    }
-  }
-  connection->turn.pending = 0;
+  pending_.FailAll(connection, status);
   connection->turn.helper_wake.Signal();  // it leaves
 }
 
@@ -204,7 +159,10 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   {
     absl::MutexLock lock(&mu_);
     if (connection->turn.broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
-    if (self == nullptr && ExpireAsync(connection)) return false;
+    if (self == nullptr && pending_.FailExpired(absl::Now(), TimedOut())) {
+      Broken(connection, Reset());  // a result is missing: the link is stuck
+      return false;
+    }
     switch (outcome) {
       case LocalLink::Outcome::kEnded:
         Broken(connection,
@@ -213,7 +171,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
       case LocalLink::Outcome::kTimeout:
         if (self != nullptr && !self->done && absl::Now() >= deadline) {
           // The daemon answers every call by its deadline: it is stuck, and the link is reset.
-          Finish(Take(self->call), TimedOut());
+          Calls::Finish(pending_.Take(self->call), TimedOut());
           Broken(connection, Reset());
           return false;
         }
@@ -225,7 +183,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
           return false;
         }
         if (frame.has_result()) {
-          taken = Take(call);
+          taken = pending_.Take(call);
           ++(self != nullptr ? reads_.by_callers : reads_.by_helper);
         }
         break;
@@ -240,19 +198,8 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   }
   // Its caller is woken without mu_ held, so that it and the callers starting calls do not wait
   // for the reader's system call (64 callers: 15-40% of the calls/s).
-  if (taken != nullptr) Finish(taken, std::move(result));
+  if (taken != nullptr) Calls::Finish(taken, std::move(result));
   return more;
-}
-
-bool LocalCalls::ExpireAsync(Connection* connection) {
-  std::vector<uint64_t> expired = async_deadlines_.TakeExpired(absl::Now());
-  if (expired.empty()) return false;
-  // The daemon answers every call by its deadline (the wait has slack past it): it is stuck.
-  for (uint64_t call : expired) {
-    if (Pending* pending = Take(call)) Finish(pending, TimedOut());
-  }
-  Broken(connection, Reset());
-  return true;
 }
 
 void LocalCalls::HelperLoop(Connection* connection) {
@@ -290,11 +237,8 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     pending->connection = connection.get();
     pending->on_done = std::move(*done);
     pending->deadline = absl::Now() + wait;
-    number = pending->call = next_call_++;
+    number = pending_.Add(pending);
     call->set_call(number);
-    pending_[number] = pending;
-    async_deadlines_.Add(pending->deadline, number);
-    ++connection->turn.pending;
     if (!connection->turn.reading) {
       if (connection->turn.pending == 1 && !connection->turn.helper_asked) {
         connection->turn.reading = idle = true;  // for the look below; then the helper's
@@ -308,7 +252,7 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     // while a new link opens in the background.
     {
       absl::MutexLock lock(&mu_);
-      Pending* pending = Take(number);
+      Pending* pending = pending_.Take(number);
       if (!connection->turn.broken) {
         Broken(connection.get(),
                absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
@@ -347,10 +291,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     if (connection->turn.broken) {
       return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
     }
-    pending.call = next_call_++;
-    call->set_call(pending.call);
-    pending_[pending.call] = &pending;
-    ++connection->turn.pending;
+    call->set_call(pending_.Add(&pending));
     if (!connection->turn.reading) {
       if (connection->turn.pending == 1) {
         connection->turn.reading = read_own = true;  // claimed before the call leaves: no one else reads
@@ -365,7 +306,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     // path is gone; calls that came meanwhile were waiting on the dead link and fail.
     {
       absl::MutexLock lock(&mu_);
-      Take(pending.call);
+      pending_.Take(pending.call);
       if (!connection->turn.broken) {
         Broken(connection.get(),
                absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
@@ -389,7 +330,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
   if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
     absl::MutexLock lock(&mu_);
     if (!pending.done) {
-      Finish(Take(pending.call), TimedOut());
+      Calls::Finish(pending_.Take(pending.call), TimedOut());
       Broken(connection.get(), Reset());  // a reader (if any) finds it broken when it is back
     }
   }

@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/local_link.h"
+#include "invocation/pending_calls.h"
 #include "invocation/reader_turn.h"
 #include "proto/api.pb.h"
 
@@ -58,7 +59,7 @@ class LocalCalls {
   // Sends the invocation and returns; `*done` gets the result exactly once, within `wait` (under
   // mu_ or not, in any thread: it only hands the result over). False, with `*done` untouched,
   // when the fast path cannot be opened any more (the caller goes over gRPC). Thread-safe.
-  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
+  using Done = std::function<void(absl::StatusOr<GroupReplies>)>;  // PendingCalls' Done
   bool InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done);
 
   // The daemon restarted and the Client attached again: its next link opens at `endpoint` (a
@@ -69,13 +70,14 @@ class LocalCalls {
   ReadCounts reads() const;
 
  private:
-  struct Pending;
   struct Connection {
     std::unique_ptr<LocalLink> link;
     std::thread helper;
     ReaderTurn turn;         // guarded by LocalCalls::mu_
     api::LocalFrame frame;   // the reader's (whoever holds `turn.reading`)
   };
+  using Calls = PendingCalls<Connection>;
+  using Pending = Calls::Pending;
 
   absl::StatusOr<std::shared_ptr<Connection>> Current();
   // For asynchronous calls, which must not wait for a link to open: the live link, else null
@@ -85,9 +87,6 @@ class LocalCalls {
   // Invoke; `may_reopen`: a link found closed before the call left is replaced once.
   std::optional<absl::StatusOr<GroupReplies>> Call(const api::InvokeRequest& request,
                                                    absl::Duration wait, bool may_reopen);
-  // The helper, after a read: fails the asynchronous calls whose wait has passed and resets the
-  // link (true), as a waiting caller does.
-  bool ExpireAsync(Connection* connection) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<Connection> Adopt(std::unique_ptr<LocalLink> link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one frame (without mu_), hands its result to its caller (after mu_) and says whether
@@ -98,12 +97,6 @@ class LocalCalls {
   bool ReadOne(Connection* connection, Pending* self, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   void HelperLoop(Connection* connection);
-  // Removes a pending call from pending_ and its connection's count and marks it done; nullptr
-  // if it is not pending (a result for it is dropped: its caller gave up).
-  Pending* Take(uint64_t call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands a taken call its result and wakes its caller (with or without mu_); an asynchronous
-  // call's `done` gets it, and its Pending is freed.
-  static void Finish(Pending* pending, absl::StatusOr<GroupReplies> result);
   // Fails every call on `connection` with `status` (UNAVAILABLE); the next call opens a new link.
   void Broken(Connection* connection, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -117,9 +110,7 @@ class LocalCalls {
   LocalLink* opening_ ABSL_GUARDED_BY(mu_) = nullptr;  // Current()'s link awaiting its hello
   mutable absl::Mutex mu_;
   std::shared_ptr<Connection> connection_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
-  AsyncDeadlines async_deadlines_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 1;
+  Calls pending_ ABSL_GUARDED_BY(mu_);
   ReadCounts reads_ ABSL_GUARDED_BY(mu_);
 };
 

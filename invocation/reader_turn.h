@@ -15,12 +15,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <set>
-#include <utility>
-#include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 
 namespace cohort::internal {
 
@@ -69,26 +65,6 @@ struct ReaderTurn {
     reading = false;
     if (caller && (pending > 0 || helper_asked)) AskHelper();
   }
-};
-
-// The asynchronous calls on a connection by the end of their wait (guarded by the owner's mutex):
-// nobody waits for them, so the helper fails those whose wait passed without a result.
-class AsyncDeadlines {
- public:
-  void Add(absl::Time deadline, uint64_t call) { by_time_.emplace(deadline, call); }
-  void Remove(absl::Time deadline, uint64_t call) { by_time_.erase({deadline, call}); }
-  // The calls whose wait has passed by `now`, forgotten here.
-  std::vector<uint64_t> TakeExpired(absl::Time now) {
-    std::vector<uint64_t> expired;
-    while (!by_time_.empty() && by_time_.begin()->first <= now) {
-      expired.push_back(by_time_.begin()->second);
-      by_time_.erase(by_time_.begin());
-    }
-    return expired;
-  }
-
- private:
-  std::set<std::pair<absl::Time, uint64_t>> by_time_;
 };
 
 }  // namespace cohort::internal

@@ -1,0 +1,139 @@
+// The calls a pipelined connection of the client stub waits for, by call number: shared by its
+// two paths, call_stream.h (the gRPC stream) and local_calls.h (the daemon's local link), whose
+// connections carry many outstanding calls (MinORB, 000) and match results to callers by number.
+// A waiting caller's Pending lives on its stack; an asynchronous call's on the heap until Finish.
+// Everything but Finish is guarded by the owner's mutex (as ReaderTurn, reader_turn.h), and
+// `Connection` has a ReaderTurn `turn` counting its calls pending.
+#ifndef COHORT_INVOCATION_PENDING_CALLS_H_
+#define COHORT_INVOCATION_PENDING_CALLS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+namespace cohort {
+
+struct GroupReplies;
+
+namespace internal {
+
+// The asynchronous calls on a connection by the end of their wait: nobody waits for them, so the
+// helper fails those whose wait passed without a result.
+class AsyncDeadlines {
+ public:
+  void Add(absl::Time deadline, uint64_t call) { by_time_.emplace(deadline, call); }
+  void Remove(absl::Time deadline, uint64_t call) { by_time_.erase({deadline, call}); }
+  // The calls whose wait has passed by `now`, forgotten here.
+  std::vector<uint64_t> TakeExpired(absl::Time now) {
+    std::vector<uint64_t> expired;
+    while (!by_time_.empty() && by_time_.begin()->first <= now) {
+      expired.push_back(by_time_.begin()->second);
+      by_time_.erase(by_time_.begin());
+    }
+    return expired;
+  }
+
+ private:
+  std::set<std::pair<absl::Time, uint64_t>> by_time_;
+};
+
+// `Replies` is GroupReplies (client.h), a parameter so that this header needs only its name.
+template <typename Connection, typename Replies = GroupReplies>
+class PendingCalls {
+ public:
+  using Done = std::function<void(absl::StatusOr<Replies>)>;
+
+  struct Pending {
+    Connection* connection = nullptr;
+    uint64_t call = 0;
+    bool done = false;          // guarded by the owner's mutex
+    absl::Notification noted;  // done: a caller waiting for it needs no mutex (no contention)
+    absl::StatusOr<Replies> result;
+    Done on_done;               // an asynchronous call: nobody waits, this takes the result
+    absl::Time deadline;        // an asynchronous call's (it fails when its wait passes)
+  };
+
+  // Registers `pending` (its connection, and for an asynchronous call `on_done` and `deadline`,
+  // set) under the next call number, which it returns; its connection counts it pending.
+  uint64_t Add(Pending* pending) {
+    pending->call = next_call_++;
+    calls_[pending->call] = pending;
+    if (pending->on_done) deadlines_.Add(pending->deadline, pending->call);
+    ++pending->connection->turn.pending;
+    return pending->call;
+  }
+
+  // Removes a pending call and marks it done; nullptr if it is not pending (a result for it is
+  // dropped: its caller gave up, or it failed already).
+  Pending* Take(uint64_t call) {
+    auto it = calls_.find(call);
+    if (it == calls_.end()) return nullptr;
+    Pending* pending = it->second;
+    calls_.erase(it);
+    Forget(pending);
+    --pending->connection->turn.pending;
+    return pending;
+  }
+
+  // Hands a taken call its result and wakes its caller (with or without the owner's mutex); an
+  // asynchronous call's `on_done` gets it, and its Pending is freed.
+  static void Finish(Pending* pending, absl::StatusOr<Replies> result) {
+    if (pending->on_done) {
+      Done done = std::move(pending->on_done);
+      delete pending;
+      done(std::move(result));
+      return;
+    }
+    pending->result = std::move(result);
+    pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
+  }
+
+  // Fails every call on `connection` with `status` (it broke).
+  void FailAll(Connection* connection, const absl::Status& status) {
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second->connection != connection) {
+        ++it;
+        continue;
+      }
+      Pending* pending = it->second;
+      it = calls_.erase(it);
+      Forget(pending);
+      Finish(pending, status);
+    }
+    connection->turn.pending = 0;
+  }
+
+  // Fails with `status` the asynchronous calls whose wait has passed by `now`; true if there were
+  // any (the daemon answers every call by its deadline, and the wait has slack past it: it is
+  // stuck, and the owner resets the connection).
+  bool FailExpired(absl::Time now, const absl::Status& status) {
+    std::vector<uint64_t> expired = deadlines_.TakeExpired(now);
+    for (uint64_t call : expired) {
+      if (Pending* pending = Take(call)) Finish(pending, status);
+    }
+    return !expired.empty();
+  }
+
+ private:
+  void Forget(Pending* pending) {
+    if (pending->on_done) deadlines_.Remove(pending->deadline, pending->call);
+    pending->done = true;
+  }
+
+  std::map<uint64_t, Pending*> calls_;
+  AsyncDeadlines deadlines_;
+  uint64_t next_call_ = 1;
+};
+
+}  // namespace internal
+}  // namespace cohort
+
+#endif  // COHORT_INVOCATION_PENDING_CALLS_H_
