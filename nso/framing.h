@@ -37,6 +37,18 @@ void AppendFrame(const M& message, std::string* out) {
   message.AppendToString(out);
 }
 
+// After a write of `out` from `*offset` on: drops what was sent, all of it once everything went,
+// else the sent half once it is over half the buffer (one move per many partial writes).
+inline void DropSent(std::string* out, size_t* offset) {
+  if (*offset == out->size()) {
+    out->clear();
+    *offset = 0;
+  } else if (*offset > out->size() / 2) {
+    out->erase(0, *offset);
+    *offset = 0;
+  }
+}
+
 }  // namespace cohort::nso
 
 #endif  // COHORT_NSO_FRAMING_H_

@@ -625,13 +625,7 @@ bool TcpTransport::WriteSome(Connection* connection) {
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     return false;
   }
-  if (connection->out_offset == out.size()) {
-    out.clear();
-    connection->out_offset = 0;
-  } else if (connection->out_offset > out.size() / 2) {
-    out.erase(0, connection->out_offset);
-    connection->out_offset = 0;
-  }
+  DropSent(&out, &connection->out_offset);
   UpdateWatch(connection);
   return true;
 }
