@@ -630,9 +630,9 @@ void StackSim::InjectFault() {
         result_.faults++;
       }
       break;
-    case 4:  // loss, duplication and delay
+    case 4:  // loss, duplication and delay (up to 10 ms more than the links' own, --link-ms)
       net_.SetLoss(rng_.Uniform(30000), rng_.Uniform(10000));
-      net_.SetDelay(1, 1 + rng_.Uniform(10));
+      net_.SetDelay(options_.link_delay_min_ms, options_.link_delay_min_ms + rng_.Uniform(10));
       result_.faults++;
       break;
   }
@@ -678,7 +678,7 @@ void StackSim::Chaos() {
     if (options_.slow_only && net_.now_ms() >= next_slow_ms) {
       // Bursts of delay above the suspicion timeout but well below the exclusion timeout.
       uint64_t burst_ms = rng_.Uniform(2) ? options_.suspect_timeout_ms * 2 : 5;
-      net_.SetDelay(1, burst_ms);
+      net_.SetDelay(options_.link_delay_min_ms, options_.link_delay_min_ms - 1 + burst_ms);
       next_slow_ms = net_.now_ms() + 100 + rng_.Uniform(200);
     }
     net_.RunUntil(step_end);
