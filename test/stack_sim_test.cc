@@ -216,6 +216,35 @@ TEST_CASE("004 s5: no member is excluded while it is only slow", "[sim][membersh
   }
 }
 
+// Links far slower than a LAN's (20-100 ms one way, above the 50 ms suspicion timeout) under the
+// same faults, with the default timeouts. Every two-way call needs at least one message between
+// daemons, so none completes in less than one link's delay: until session 33 a loss/delay fault
+// set every link to 1-11 ms for the rest of the run, and such runs went on with short links.
+TEST_CASE("slow links: the same safety and liveness with 60 ms links (both orders)",
+          "[sim][membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  for (bool sequencer : {false, true}) {
+    for (uint64_t seed = 130001; seed <= 130008; ++seed) {
+      StackSimOptions options;
+      options.seed = seed;
+      options.sequencer = sequencer;
+      options.link_delay_min_ms = 60;
+      options.link_delay_max_ms = 60;
+      StackSimResult result = RunStackSimulation(options);
+      INFO("seed " << seed << (sequencer ? ", sequencer" : ", consensus") << ": "
+                   << result.violation << "; replay: cohort-sim --stack --link-ms 60 --seeds "
+                   << seed << ".." << seed << (sequencer ? " --ordering sequencer" : ""));
+      REQUIRE(result.ok);
+      CHECK(result.faults > 0);
+      for (const auto& [kind, times] : result.call_times) {
+        if (kind.find("one-way") != std::string::npos) continue;  // done once accepted
+        INFO(kind);
+        CHECK(times.min_ms >= 60);
+      }
+    }
+  }
+}
+
 namespace {
 
 // No crash, partition, loss or delay burst; calls for calls_ms of simulated time.
