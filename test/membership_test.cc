@@ -216,6 +216,27 @@ TEST_CASE("a joiner asks to join, waits for its state, and asks again when it is
   CHECK(joiner.Tick(9000, true, false) == Joiner::Action::kNone);  // a member, up to date
 }
 
+TEST_CASE("a joiner excluded while it waits for its state asks to join again at once",
+          "[join]") {
+  Joiner joiner;
+  joiner.SetTimeouts({200, 2000});
+  joiner.set_want_member(true);
+  CHECK(joiner.Tick(1000, false, false) == Joiner::Action::kAskToJoin);
+  joiner.JoinedView(4, 1100, /*provider=*/2);
+  CHECK(joiner.Tick(1150, true, false) == Joiner::Action::kNone);  // in view 4, state on its way
+  // View 5 removes it before the state came (the others counted its silence before view 4):
+  // out of the view, it asks again after the retry period, not after the 2 s patience.
+  CHECK(joiner.Tick(1250, false, false) == Joiner::Action::kAskToJoin);
+  CHECK(joiner.awaiting_state());  // a late state of view 4 is still taken
+  CHECK(joiner.Tick(1300, false, false) == Joiner::Action::kNone);  // rate-limited
+  CHECK(joiner.Tick(1450, false, false) == Joiner::Action::kAskToJoin);
+  joiner.JoinedView(6, 1500, /*provider=*/3);
+  CHECK(joiner.Tick(1700, true, false) == Joiner::Action::kNone);  // a member again, waiting
+  // A node that no longer wants in (its servant went) does not ask.
+  joiner.set_want_member(false);
+  CHECK(joiner.Tick(1800, false, false) == Joiner::Action::kNone);
+}
+
 TEST_CASE("a joiner told to leave stops asking, and stays left until it wants in again",
           "[join]") {
   Joiner joiner;

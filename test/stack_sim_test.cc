@@ -172,10 +172,18 @@ TEST_CASE("leaving and rejoining: a member's own requests are not lost", "[sim][
   crashed.calls_per_step = 4;
   crashed.nodes = 5;
   crashed.streams_break = true;
+  // Seed 140001 (session 33): a restarted node was added and, before its state came, removed
+  // again (the others had counted its silence while it was down); it waited out the state
+  // patience (2 s) before asking again, and 10 of its one-way calls, named after its requests
+  // kept from the view, were given up. It now asks again at once (membership::Joiner::Tick).
+  StackSimOptions slow = crashed;
+  slow.calls_per_step = 3;
+  slow.link_delay_min_ms = 50;
+  slow.link_delay_max_ms = 50;
   for (auto [seed, options] : {std::pair{60029, released}, std::pair{60042, rejoined},
-                               std::pair{80097, crashed}}) {
+                               std::pair{80097, crashed}, std::pair{140001, slow}}) {
     StackSimResult result = RunFifoSeed(seed, options);
-    CHECK(result.leaves > 0);
+    if (seed != 140001) CHECK(result.leaves > 0);  // 140001 is about a join, not a leave
     CHECK(result.one_way_lost == 0);
     CHECK(result.calls_refused == 0);
   }
