@@ -127,6 +127,9 @@ std::string StackFlags(const cohort::sim::StackSimOptions& options) {
   if (options.calls_per_step != defaults.calls_per_step) {
     flags += " --calls-per-step " + std::to_string(options.calls_per_step);
   }
+  if (options.suspect_timeout_ms != defaults.suspect_timeout_ms) {
+    flags += " --suspect-ms " + std::to_string(options.suspect_timeout_ms);
+  }
   return flags;
 }
 
@@ -247,6 +250,7 @@ int Usage() {
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
+             "                  [--suspect-ms MS]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
@@ -260,7 +264,9 @@ int Usage() {
              "  --nodes:     the group's size (default: 3 to 5, chosen by the seed)\n"
              "  --calls-per-step: calls started together every 15 ms, from random callers (default 1)\n"
              "  --link-ms:   every message takes D ms (default 1-3); with --fault-free and 1, the\n"
-             "               call times by kind count the hops on each kind's critical path\n",
+             "               call times by kind count the hops on each kind's critical path\n"
+             "  --suspect-ms: the group's suspicion timeout (default 50, as cohortd's); the\n"
+             "               exclusion timeout stays 800 ms\n",
              stderr);
   return 2;
 }
@@ -302,6 +308,10 @@ int main(int argc, char** argv) {
       if (value < 1 || value > 1000) return Usage();
       stack_options.link_delay_min_ms = value;
       stack_options.link_delay_max_ms = value;
+    } else if (arg == "--suspect-ms" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value < 1 || value > 400) return Usage();
+      stack_options.suspect_timeout_ms = value;
     } else if (arg == "--nodes" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value < 1 || value > 9) return Usage();
