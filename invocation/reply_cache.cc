@@ -27,6 +27,12 @@ bool ReplyCache::Known(const ClientKey& client, uint64_t call_id) const {
   return call_id < it->second.forgotten_below || it->second.calls.count(call_id) > 0;
 }
 
+uint64_t ReplyCache::LatestCall(const ClientKey& client) const {
+  auto it = clients_.find(client);
+  if (it == clients_.end() || it->second.calls.empty()) return 0;
+  return it->second.calls.rbegin()->first;
+}
+
 void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply& reply) {
   auto client_it = clients_.find(client);
   if (client_it == clients_.end()) return;

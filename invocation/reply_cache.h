@@ -46,6 +46,8 @@ class ReplyCache {
   size_t clients() const { return clients_.size(); }
   // The call was delivered before (answered, in progress or forgotten).
   bool Known(const ClientKey& client, uint64_t call_id) const;
+  // The highest call number of `client` delivered here (0: none kept).
+  uint64_t LatestCall(const ClientKey& client) const;
 
   // State transfer to a joining member (membership). A copy taken at the view change holds
   // exactly the calls delivered before it; FillAnswersFrom completes the answers that were still

@@ -243,10 +243,12 @@ wire::Reply Node::RefuseOutOfOrder(const Group& group, const wire::Request& requ
   // it now would break FIFO per client (003 section 4.1); every member refuses it at this same
   // point of the total order, so none executes it and the replicas stay alike.
   ++outside_counters_.fifo_refused;
+  const uint64_t later = reply_caches_[group.name()].LatestCall(
+      {request.origin(), request.origin_incarnation(), request.client_nso()});
   Log("group")->warn("group {}: call {} of node {} (client NSO {}) ordered after a later call of "
-                     "its client: refused, not executed",
+                     "its client (call {}): refused, not executed",
                      group.name(), request.call_id(), NodeName(request.origin()),
-                     request.client_nso());
+                     request.client_nso(), later);
   wire::Reply reply;
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(absl::StatusCode::kAborted));

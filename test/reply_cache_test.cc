@@ -50,6 +50,7 @@ TEST_CASE("a call delivered after a later call of its client is told apart, once
   Execute(&cache, 3);
   const wire::Reply* cached = nullptr;
   CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kOutOfOrder);
+  CHECK(cache.LatestCall(kClient) == 3);  // the call it came after (named in the warning)
   // A copy of it delivered again is the same call: answered as the first delivery was.
   CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kInProgress);
   wire::Reply refused;
