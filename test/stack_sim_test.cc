@@ -132,6 +132,19 @@ TEST_CASE("FIFO per client: a member's calls back in the view wait for its calls
     INFO("seed " << seed);
     CHECK(RunFifoSeed(seed, busy).calls_refused == 0);
   }
+  // Seven members, leaves, 30 ms links (session 33): a member excluded with requests 51-59 of a
+  // client kept (sent again once it rejoins) made that client's next request from outside name
+  // its last one from outside still awaited, 50, not 59: 60-64 were ordered first and 51-59
+  // refused, 7 while their callers waited (150004). It names the later of the two now.
+  StackSimOptions slow;
+  slow.nodes = 7;
+  slow.leaves = true;
+  slow.calls_per_step = 2;
+  slow.link_delay_min_ms = 30;
+  slow.link_delay_max_ms = 30;
+  StackSimResult result = RunFifoSeed(150004, slow);
+  CHECK(result.calls_refused == 0);
+  CHECK(result.fifo_refused == 0);
 }
 
 // Streams that break at a crash or partition, as TCP's do (nso::SimNetworkOptions): sequencer
