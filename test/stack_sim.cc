@@ -873,6 +873,39 @@ uint64_t Median(std::vector<uint64_t> values) {
   return *middle;
 }
 
+std::string ReplayFlags(const StackSimOptions& options) {
+  const StackSimOptions defaults;
+  std::string flags = std::string(" --ordering ") + (options.sequencer ? "sequencer" : "consensus");
+  if (options.drift_ppm_max != defaults.drift_ppm_max) {
+    flags += " --drift-ppm " + std::to_string(options.drift_ppm_max);
+  }
+  if (options.event_driven) flags += " --liveness event";
+  if (options.streams_break) flags += " --streams-break";
+  if (options.leaves) flags += " --leaves";
+  if (options.kill_percent != defaults.kill_percent) {
+    flags += " --kill-percent " + std::to_string(options.kill_percent);
+  }
+  if (options.crash_one_at_ms) flags += " --crash-one-at " + std::to_string(options.crash_one_at_ms);
+  if (options.slow_only) flags += " --slow-only";
+  if (!options.faults && !options.slow_only && !options.crash_one_at_ms) flags += " --fault-free";
+  if (options.nodes) flags += " --nodes " + std::to_string(options.nodes);
+  if (options.link_delay_min_ms == options.link_delay_max_ms) {
+    flags += " --link-ms " + std::to_string(options.link_delay_min_ms);
+  }
+  if (options.calls_per_step != defaults.calls_per_step) {
+    flags += " --calls-per-step " + std::to_string(options.calls_per_step);
+  }
+  if (options.suspect_timeout_ms != defaults.suspect_timeout_ms) {
+    flags += " --suspect-ms " + std::to_string(options.suspect_timeout_ms);
+  }
+  return flags;
+}
+
+std::string ReplayCommand(const StackSimOptions& options) {
+  return absl::StrCat("cohort-sim --stack --seeds ", options.seed, "..", options.seed,
+                      ReplayFlags(options));
+}
+
 StackSimResult RunStackSimulation(const StackSimOptions& options) {
   StackSim sim(options);
   return sim.Run();

@@ -119,6 +119,11 @@ struct StackSimResult {
 
 StackSimResult RunStackSimulation(const StackSimOptions& options);
 
+// The cohort-sim flags that replay a run with `options` (those other than the defaults, and the
+// ordering), and the whole command for its seed.
+std::string ReplayFlags(const StackSimOptions& options);
+std::string ReplayCommand(const StackSimOptions& options);
+
 // The middle value of values (the upper one of an even count); 0 for none.
 uint64_t Median(std::vector<uint64_t> values);
 

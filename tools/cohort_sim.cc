@@ -100,39 +100,6 @@ int RunSeeds(uint64_t first, uint64_t last, Ordering ordering) {
   return violations == 0 ? 0 : 1;
 }
 
-// The replay flag for a drift other than the default.
-std::string DriftFlag(uint32_t drift_ppm) {
-  if (drift_ppm == cohort::sim::StackSimOptions{}.drift_ppm_max) return "";
-  return " --drift-ppm " + std::to_string(drift_ppm);
-}
-
-// The replay flags of a stack run's options other than the defaults.
-std::string StackFlags(const cohort::sim::StackSimOptions& options) {
-  const cohort::sim::StackSimOptions defaults;
-  std::string flags = std::string(" --ordering ") + (options.sequencer ? "sequencer" : "consensus");
-  flags += DriftFlag(options.drift_ppm_max);
-  if (options.event_driven) flags += " --liveness event";
-  if (options.streams_break) flags += " --streams-break";
-  if (options.leaves) flags += " --leaves";
-  if (options.kill_percent != defaults.kill_percent) {
-    flags += " --kill-percent " + std::to_string(options.kill_percent);
-  }
-  if (options.crash_one_at_ms) flags += " --crash-one-at " + std::to_string(options.crash_one_at_ms);
-  if (options.slow_only) flags += " --slow-only";
-  if (!options.faults && !options.slow_only && !options.crash_one_at_ms) flags += " --fault-free";
-  if (options.nodes) flags += " --nodes " + std::to_string(options.nodes);
-  if (options.link_delay_min_ms == options.link_delay_max_ms) {
-    flags += " --link-ms " + std::to_string(options.link_delay_min_ms);
-  }
-  if (options.calls_per_step != defaults.calls_per_step) {
-    flags += " --calls-per-step " + std::to_string(options.calls_per_step);
-  }
-  if (options.suspect_timeout_ms != defaults.suspect_timeout_ms) {
-    flags += " --suspect-ms " + std::to_string(options.suspect_timeout_ms);
-  }
-  return flags;
-}
-
 // The whole stack: real Nodes with membership, invocation and servants (test/stack_sim.h).
 int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions options,
                   bool verbose) {
@@ -182,7 +149,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
                   static_cast<unsigned long long>(seed), result.nodes, result.drift_ppm_min,
                   result.drift_ppm_max, result.violation.c_str(),
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
-                  StackFlags(options).c_str());
+                  cohort::sim::ReplayFlags(options).c_str());
     }
   }
   std::printf("stack, ordering %s%s: seeds run %llu, faults injected %llu (servant crashes %llu%s), "
