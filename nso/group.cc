@@ -31,8 +31,15 @@ std::vector<NodeId> Group::TakeExclusions() {
   return rare_ ? std::move(rare_->exclusions) : std::vector<NodeId>();
 }
 
-std::vector<NodeId> Group::TakeRestarts() {
-  return rare_ ? std::move(rare_->restarts) : std::vector<NodeId>();
+std::vector<std::pair<NodeId, uint64_t>> Group::TakeRestarts() {
+  return rare_ ? std::move(rare_->restarts) : std::vector<std::pair<NodeId, uint64_t>>();
+}
+
+uint64_t Group::MemberIncarnation(NodeId node) const {
+  if (auto heard = incarnations_.find(node); heard != incarnations_.end()) return heard->second;
+  if (!rare_) return 0;
+  auto known = rare_->member_incarnations.find(node);
+  return known == rare_->member_incarnations.end() ? 0 : known->second;
 }
 
 std::vector<NodeId> Group::TakeBeyondLog() {
@@ -40,7 +47,8 @@ std::vector<NodeId> Group::TakeBeyondLog() {
 }
 
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
-                        std::vector<consensus::Delivery>* deliveries) {
+                        std::vector<consensus::Delivery>* deliveries,
+                        const std::map<NodeId, uint64_t>& added, bool adopted) {
   if (member_) {
     Order().Freeze();  // made now if unused: it answers a laggard of this view as it always did
     // Kept for a lagging member to learn the decisions up to the change: until every member of
@@ -51,6 +59,17 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   }
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
+  // Which process each member of the new view is: the one named when added; for one that stays,
+  // the one heard in the old view or known before it (a member that restarted is removed and
+  // added again, so the process stays the same while it is a member).
+  std::map<NodeId, uint64_t> known;
+  for (NodeId member : adopted ? std::vector<NodeId>() : members) {
+    auto named = added.find(member);
+    const uint64_t incarnation =
+        named != added.end() ? named->second : MemberIncarnation(member);
+    if (incarnation != 0) known.emplace(member, incarnation);
+  }
+  if (!known.empty() || rare_) rare().member_incarnations = std::move(known);
   incarnations_.clear();
   if (rare_) {
     rare_->restarts_flagged.clear();
@@ -155,7 +174,7 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
                             known->second != envelope.incarnation();
     if (sender_restarted && rare().restarts_flagged.insert(from).second) {  // once per view
       Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
-      rare().restarts.push_back(from);
+      rare().restarts.emplace_back(from, envelope.incarnation());
     }
     return;  // or the sender knows an earlier incarnation of this node: wait to be re-admitted
   }

@@ -89,8 +89,12 @@ class Group {
   // member), the old one retired; this node's undelivered broadcasts are re-broadcast in it. A
   // view without this node keeps them for the next view with it (an excluded member that rejoins
   // sends them again: none is lost), unless DropUndelivered() says it will not come back.
+  // `added`: the members the change adds, with their incarnations (0: unknown). `adopted`: the
+  // view was told (NEW_VIEW, a state), not delivered: this node's old view need not be its
+  // predecessor, so nothing is known of which process each member is.
   void InstallView(uint64_t view_id, std::vector<NodeId> members,
-                   std::vector<consensus::Delivery>* deliveries);
+                   std::vector<consensus::Delivery>* deliveries,
+                   const std::map<NodeId, uint64_t>& added = {}, bool adopted = false);
 
   // Forgets this node's broadcasts not delivered (it left: nothing will send them again) and says
   // how many there were.
@@ -111,8 +115,8 @@ class Group {
 
   // Members the detector's exclusion timeout fired for since the last call.
   std::vector<NodeId> TakeExclusions();
-  // Members heard with a new incarnation (restarted, state lost) since the last call.
-  std::vector<NodeId> TakeRestarts();
+  // Members heard with a new incarnation (restarted, state lost) since the last call, with it.
+  std::vector<std::pair<NodeId, uint64_t>> TakeRestarts();
   // An event-driven group that was idle became active (work arrived) since the last call.
   bool TakeWokeUp() {
     bool woke = woke_up_;
@@ -132,6 +136,10 @@ class Group {
   }
   // `node` sent something in the current view (so it installed it).
   bool HeardInView(NodeId node) const { return incarnations_.count(node) > 0; }
+  // Which process (daemon incarnation) of `node` is the member of the current view, as far as
+  // this node knows: heard in this view, or named when the view change added it, or heard in an
+  // earlier view it stayed a member through. 0: unknown.
+  uint64_t MemberIncarnation(NodeId node) const;
 
   const GroupCounters& counters() const { return counters_; }
   const consensus::OrderCounters* order_counters() const;
@@ -203,8 +211,10 @@ class Group {
     std::map<uint64_t, Retired> retired;  // by view id
     std::vector<NodeId> beyond_log;
     std::vector<NodeId> exclusions;
-    std::vector<NodeId> restarts;
+    std::vector<std::pair<NodeId, uint64_t>> restarts;  // with the new incarnation
     std::set<NodeId> restarts_flagged;
+    // MemberIncarnation of the current view's members not heard in it yet (known ones only).
+    std::map<NodeId, uint64_t> member_incarnations;
   };
   Rare& rare();
   std::unique_ptr<Rare> rare_;

@@ -632,7 +632,8 @@ void Node::Tick(uint64_t now_ms) {
       if (!CanGiveState(group.get()) || !group->HasMajority()) continue;
       Log("membership")->warn("group {}: node {} is behind the decisions kept for it: "
                               "re-admitting it with the state", name, laggard);
-      ProposeViewChange(group.get(), {laggard}, {laggard});
+      ProposeViewChange(group.get(), {laggard}, {laggard},
+                        {group->MemberIncarnation(laggard)});
     }
     if (group->TakeWokeUp() && group->is_member()) {
       // An event-driven group woke up: a configured member outside the view (excluded while
@@ -645,9 +646,11 @@ void Node::Tick(uint64_t now_ms) {
         }
       }
     }
-    for (NodeId restarted : group->TakeRestarts()) {
+    for (const auto& [restarted, incarnation] : group->TakeRestarts()) {
       // Re-admitted with the state of a member whose servant holds it.
-      if (CanGiveState(group.get())) ProposeViewChange(group.get(), {restarted}, {restarted});
+      if (CanGiveState(group.get())) {
+        ProposeViewChange(group.get(), {restarted}, {restarted}, {incarnation});
+      }
     }
     TickServantLost(group.get());
     // Before TickLeaving: once out of the group, this node's own requests still held as a

@@ -468,12 +468,15 @@ class Node {
   void TickWatchdog(Group* group, size_t open);
 
   // Membership (node_membership.cc).
-  void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add);
+  // `add_incarnations`: of each node in `add`, in order (0 or missing: unknown).
+  void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add,
+                         std::vector<uint64_t> add_incarnations = {});
   // Returns true when the view changed; deliveries of the new view go to `next_view`.
   bool ApplyViewChange(Group* group, const wire::ViewChange& change,
                        std::vector<consensus::Delivery>* next_view);
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
-  void OnJoinRequest(Group* group, NodeId from, const wire::MembershipMessage& message);
+  void OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
+                     const wire::MembershipMessage& message);
   void OnNewView(Group* group, NodeId from, const wire::MembershipMessage& message);
   void OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage& message);
   void SendJoinRequest(Group* group);

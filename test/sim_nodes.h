@@ -75,9 +75,11 @@ struct SimNodes {
   }
 
   // A node for `config` (id config.node_id), receiving through `tap` and ticking from now on.
-  nso::Node* Add(nso::Config config) {
+  // `incarnation` (0: the node id): another one for a node restarted (net.Restart).
+  nso::Node* Add(nso::Config config, uint64_t incarnation = 0) {
     const nso::NodeId id = config.node_id;
-    nodes[id] = std::make_unique<nso::Node>(std::move(config), net.Endpoint(id), id, 0);
+    nodes[id] = std::make_unique<nso::Node>(std::move(config), net.Endpoint(id),
+                                            incarnation != 0 ? incarnation : id, net.now_ms());
     net.Endpoint(id)->SetReceiver([this, id](nso::NodeId from, wire::Envelope envelope) {
       if (net.crashed(id)) return;
       if (frozen.count(id) > 0) {
@@ -91,7 +93,7 @@ struct SimNodes {
     net.Endpoint(id)->SetLinkWatcher([this, id](nso::NodeId peer, bool up) {
       if (!net.crashed(id) && frozen.count(id) == 0) nodes[id]->LinkChanged(peer, up);
     });
-    Tick(id);
+    if (ticking.insert(id).second) Tick(id);  // a restarted node's ticks go on
     return nodes[id].get();
   }
 
@@ -129,6 +131,7 @@ struct SimNodes {
   std::map<nso::NodeId, std::vector<std::pair<nso::NodeId, wire::Envelope>>> held;
 
  private:
+  std::set<nso::NodeId> ticking;
   void Tick(nso::NodeId id) {
     net.After(5, [this, id] {
       if (!net.crashed(id) && frozen.count(id) == 0) nodes[id]->Tick(net.now_ms());

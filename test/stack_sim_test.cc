@@ -189,6 +189,25 @@ TEST_CASE("leaving and rejoining: a member's own requests are not lost", "[sim][
   CHECK(joined.calls_refused == 0);
 }
 
+// Seed 162090 (session 34; a 5 ms suspicion timeout over 1-3 ms links, 7 members, sequencer
+// order, streams that break): a restarted node asked to join while the view still counted its
+// earlier process, was told it was in that view (NEW_VIEW), and took that process's broadcasts,
+// delivered there, for its own new ones under the same sequence numbers: its copy of a request
+// from outside was never sent again, the client's later request went first, and 28 deliveries
+// were refused as out of order, 5 of them calls still awaited. Only the same process is told now
+// (Node::OnJoinRequest, Group::MemberIncarnation; test/restart_rejoin_sim_test.cc).
+TEST_CASE("FIFO per client: a restarted member is not taken for its earlier process",
+          "[sim][membership]") {
+  StackSimOptions options;
+  options.sequencer = true;
+  options.nodes = 7;
+  options.streams_break = true;
+  options.suspect_timeout_ms = 5;
+  StackSimResult result = RunFifoSeed(162090, options);
+  CHECK(result.fifo_refused == 0);
+  CHECK(result.calls_refused == 0);
+}
+
 TEST_CASE("membership: the same with streams that break (sequencer order)", "[sim][membership]") {
   StackSimOptions options;
   options.sequencer = true;
