@@ -169,9 +169,9 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
       // counting this node as one with the group's state.
       AnswerHeartbeat(from);
     }
-    auto known = incarnations_.find(from);
-    bool sender_restarted = known != incarnations_.end() && envelope.incarnation() != 0 &&
-                            known->second != envelope.incarnation();
+    const uint64_t member = MemberIncarnation(from);
+    bool sender_restarted =
+        member != 0 && envelope.incarnation() != 0 && member != envelope.incarnation();
     if (sender_restarted && rare().restarts_flagged.insert(from).second) {  // once per view
       Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
       rare().restarts.emplace_back(from, envelope.incarnation());
@@ -206,8 +206,16 @@ bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
     return false;
   }
   if (envelope.incarnation() == 0) return true;
-  auto [known, first] = incarnations->try_emplace(from, envelope.incarnation());
-  return first || known->second == envelope.incarnation();
+  auto known = incarnations->find(from);
+  if (known != incarnations->end()) return known->second == envelope.incarnation();
+  // First heard in the current view: the process this view counts, when known (it was added
+  // with it, or stayed a member since heard), is the only one taken; another is a restart.
+  if (incarnations == &incarnations_) {
+    const uint64_t member = MemberIncarnation(from);
+    if (member != 0 && member != envelope.incarnation()) return false;
+  }
+  incarnations->emplace(from, envelope.incarnation());
+  return true;
 }
 
 void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,

@@ -1,0 +1,98 @@
+// Which process (daemon incarnation) of each member a view counts (nso/group.h
+// Group::MemberIncarnation): heard in the view, named by the change that added it, carried while
+// it stays a member, unknown for a view told rather than delivered. Traffic of another process in
+// the view is refused and reported as a restart, also before the counted one was heard in it.
+#include <catch2/catch.hpp>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nso/group.h"
+#include "nso/logging.h"
+#include "nso/sim_network.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+
+nso::Config ConfigOfTwo() {
+  nso::Config config;
+  config.node = "n2";
+  config.node_id = 2;
+  for (NodeId peer = 1; peer <= 3; ++peer) {
+    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
+  }
+  nso::GroupConfig group;
+  group.name = "g";
+  group.members = {"n1", "n2", "n3"};
+  config.groups = {group};
+  return config;
+}
+
+// A heartbeat of `from`'s process `incarnation` in view `view_id`, as Group::Receive takes it.
+wire::Envelope Heartbeat(NodeId from, uint64_t incarnation, uint64_t view_id) {
+  wire::Envelope envelope;
+  envelope.set_group("g");
+  envelope.set_sender_node(from);
+  envelope.set_view_id(view_id);
+  envelope.set_incarnation(incarnation);
+  envelope.mutable_heartbeat();
+  return envelope;
+}
+
+}  // namespace
+
+TEST_CASE("a view counts one process of each member: heard, added with it, or carried",
+          "[membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  nso::SimNetwork net(nso::SimNetworkOptions{});
+  const nso::Config config = ConfigOfTwo();
+  nso::Group group(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/2, 0);
+  std::vector<consensus::Delivery> deliveries;
+
+  CHECK(group.MemberIncarnation(1) == 0);  // the configured view: nothing heard yet
+  group.Receive(1, Heartbeat(1, 11, 1), &deliveries);
+  CHECK(group.MemberIncarnation(1) == 11);
+  CHECK(group.TakeRestarts().empty());
+
+  // View 2 re-adds n3 with process 103 (a join request's incarnation); n1 stays.
+  group.InstallView(2, {1, 2, 3}, &deliveries, {{3, 103}});
+  CHECK(group.MemberIncarnation(1) == 11);   // carried: heard in view 1
+  CHECK(group.MemberIncarnation(3) == 103);  // named by the change
+  CHECK_FALSE(group.HeardInView(1));
+
+  // Another process of n3 speaks in view 2 first: refused, reported as a restart.
+  group.Receive(3, Heartbeat(3, 203, 2), &deliveries);
+  CHECK_FALSE(group.HeardInView(3));
+  std::vector<std::pair<NodeId, uint64_t>> restarts = group.TakeRestarts();
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0] == std::pair<NodeId, uint64_t>{3, 203});
+  group.Receive(3, Heartbeat(3, 103, 2), &deliveries);  // the counted one is taken
+  CHECK(group.HeardInView(3));
+  CHECK(group.MemberIncarnation(3) == 103);
+
+  // A restart of n1 (known only as carried) is refused too, once per view.
+  group.Receive(1, Heartbeat(1, 12, 2), &deliveries);
+  group.Receive(1, Heartbeat(1, 12, 2), &deliveries);
+  CHECK_FALSE(group.HeardInView(1));
+  restarts = group.TakeRestarts();
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0] == std::pair<NodeId, uint64_t>{1, 12});
+
+  // Added with an unknown process (0): any one is taken, and then counted.
+  group.InstallView(3, {1, 2, 3}, &deliveries, {{1, 0}});
+  CHECK(group.MemberIncarnation(1) == 0);
+  CHECK(group.MemberIncarnation(3) == 103);
+  group.Receive(1, Heartbeat(1, 12, 3), &deliveries);
+  CHECK(group.HeardInView(1));
+  CHECK(group.MemberIncarnation(1) == 12);
+
+  // A view told (NEW_VIEW, a state), not delivered: nothing known of its members' processes.
+  group.InstallView(7, {1, 2, 3}, &deliveries, {}, /*adopted=*/true);
+  CHECK(group.MemberIncarnation(1) == 0);
+  CHECK(group.MemberIncarnation(3) == 0);
+}
+
+}  // namespace cohort
