@@ -173,12 +173,19 @@ TEST_CASE("leaving and rejoining: a member's own requests are not lost", "[sim][
   // again (the others had counted its silence while it was down); it waited out the state
   // patience (2 s) before asking again, and 10 of its one-way calls, named after its requests
   // kept from the view, were given up. It now asks again at once (membership::Joiner::Tick).
+  // Seed 164097 (session 34, a 10 ms suspicion timeout): a node left on losing its servant with
+  // its calls 115-133 held behind its client's call 114 from outside; call 134, made between
+  // leaving the view and the next tick, named 114, not 133, went first, and 115-133 were refused
+  // while their callers waited (14 of them). The held ones now go outside before a call from
+  // outside names its predecessor (Node::PreviousOutsideRequest).
+  StackSimOptions quick = released;
+  quick.suspect_timeout_ms = 10;
   StackSimOptions slow = crashed;
   slow.calls_per_step = 3;
   slow.link_delay_min_ms = 50;
   slow.link_delay_max_ms = 50;
   for (auto [seed, options] : {std::pair{60029, released}, std::pair{60042, rejoined},
-                               std::pair{80097, crashed}}) {
+                               std::pair{80097, crashed}, std::pair{164097, quick}}) {
     StackSimResult result = RunFifoSeed(seed, options);
     CHECK(result.leaves > 0);
     CHECK(result.one_way_lost == 0);
