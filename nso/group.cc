@@ -63,11 +63,13 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   // the one heard in the old view or known before it (a member that restarted is removed and
   // added again, so the process stays the same while it is a member).
   std::map<NodeId, uint64_t> known;
-  for (NodeId member : adopted ? std::vector<NodeId>() : members) {
-    auto named = added.find(member);
-    const uint64_t incarnation =
-        named != added.end() ? named->second : MemberIncarnation(member);
-    if (incarnation != 0) known.emplace(member, incarnation);
+  if (!adopted) {
+    for (NodeId member : members) {
+      auto named = added.find(member);
+      const uint64_t incarnation =
+          named != added.end() ? named->second : MemberIncarnation(member);
+      if (incarnation != 0) known.emplace(member, incarnation);
+    }
   }
   if (!known.empty() || rare_) rare().member_incarnations = std::move(known);
   incarnations_.clear();

@@ -337,7 +337,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   request.set_notify_ordered(!(*group)->is_member());
   request.set_after_call_id((*group)->is_member()
                                  ? PendingOutsidePredecessor(nso, group_name)
-                                 : PreviousOutsideRequest(nso, group_name, request.call_id()));
+                                 : PreviousOutsideRequest(nso, *group, request.call_id()));
   SubmitInCausalOrder(request, *group,
                       [this, request](Group* target) { SubmitAsMember(target, request); });
   return absl::OkStatus();
@@ -396,7 +396,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // from a member, its last one made from outside if still awaited.
     request.set_after_call_id(group->is_member()
                                   ? PendingOutsidePredecessor(nso, group->name())
-                                  : PreviousOutsideRequest(nso, group->name(), request.call_id()));
+                                  : PreviousOutsideRequest(nso, group, request.call_id()));
   }
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);

@@ -399,7 +399,7 @@ class Node {
   void ProposeFromOutside(Group* group, std::vector<wire::Request> requests);
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
   // still waits to know it ordered (0: none); records `call_id` as the client's last one.
-  uint64_t PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id);
+  uint64_t PreviousOutsideRequest(uint64_t nso, Group* group, uint64_t call_id);
   // The last request of client `nso` this node keeps for `group` to broadcast again once it
   // rejoins (kept_by_client_), if any and recent (0: none).
   uint64_t KeptPredecessor(uint64_t nso, const std::string& group);

@@ -339,17 +339,15 @@ void Node::ProposeFromOutside(Group* group, std::vector<wire::Request> requests)
   }
 }
 
-uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, uint64_t call_id) {
+uint64_t Node::PreviousOutsideRequest(uint64_t nso, Group* group, uint64_t call_id) {
   // This node's own requests still held from when it was a member go outside first, as the next
   // tick would send them (TickOutsideFifo), so that this one names the latest of them: made
   // between leaving the view and that tick, it named its client's older request from outside,
   // went first, and they were refused as out of order while their callers waited (cohort-sim
   // --stack --suspect-ms 10 --leaves --calls-per-step 4 --ordering sequencer, seed 164097: a
   // node left on losing its servant with calls 115-133 held behind 114; 134 named 114).
-  if (auto found = groups_.find(group); found != groups_.end() && !found->second->is_member()) {
-    TickOutsideFifo(found->second.get());
-  }
-  uint64_t& last = last_outside_request_[nso][group];
+  if (!group->is_member()) TickOutsideFifo(group);
+  uint64_t& last = last_outside_request_[nso][group->name()];
   const uint64_t previous = last;
   last = call_id;
   // The later of its previous request from outside still awaited and its last one kept from an
@@ -358,8 +356,9 @@ uint64_t Node::PreviousOutsideRequest(uint64_t nso, const std::string& group, ui
   // they were refused as out of order while their callers waited (cohort-sim --stack --link-ms
   // 30 --nodes 7 --leaves --calls-per-step 2, seed 150004: call 60 named 50, not 59; 51-59 were
   // refused after 64).
-  const uint64_t awaited = previous != 0 && StillAwaited(nso, group, previous) ? previous : 0;
-  return std::max(awaited, KeptPredecessor(nso, group));
+  const uint64_t awaited =
+      previous != 0 && StillAwaited(nso, group->name(), previous) ? previous : 0;
+  return std::max(awaited, KeptPredecessor(nso, group->name()));
 }
 
 bool Node::StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id) const {
