@@ -18,6 +18,10 @@ using NodeId = uint32_t;
 struct View {
   uint64_t id = 1;
   std::vector<NodeId> members;  // sorted, unique
+  // Which process (daemon incarnation) of each member the view counts, in the order of
+  // `members` (0 or missing: unknown). Filled where a joiner is told the view (NEW_VIEW, state
+  // chunks: nso/group.h Group::MemberIncarnation); ApplyChange leaves it empty.
+  std::vector<uint64_t> incarnations;
 };
 
 // A proposed change of the view `from_view`: exclusions, leaves and joins at once. A restarted

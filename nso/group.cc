@@ -36,6 +36,7 @@ std::vector<std::pair<NodeId, uint64_t>> Group::TakeRestarts() {
 }
 
 uint64_t Group::MemberIncarnation(NodeId node) const {
+  if (node == self_) return incarnation_;
   if (auto heard = incarnations_.find(node); heard != incarnations_.end()) return heard->second;
   if (!rare_) return 0;
   auto known = rare_->member_incarnations.find(node);
@@ -61,15 +62,15 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   members.erase(std::unique(members.begin(), members.end()), members.end());
   // Which process each member of the new view is: the one named when added; for one that stays,
   // the one heard in the old view or known before it (a member that restarted is removed and
-  // added again, so the process stays the same while it is a member).
+  // added again, so the process stays the same while it is a member). A view told rather than
+  // delivered (`adopted`) counts the processes it was told with, and nothing of the old view.
   std::map<NodeId, uint64_t> known;
-  if (!adopted) {
-    for (NodeId member : members) {
-      auto named = added.find(member);
-      const uint64_t incarnation =
-          named != added.end() ? named->second : MemberIncarnation(member);
-      if (incarnation != 0) known.emplace(member, incarnation);
-    }
+  for (NodeId member : members) {
+    auto named = added.find(member);
+    const uint64_t incarnation = named != added.end() ? named->second
+                                 : adopted            ? 0
+                                                      : MemberIncarnation(member);
+    if (incarnation != 0) known.emplace(member, incarnation);
   }
   if (!known.empty() || rare_) rare().member_incarnations = std::move(known);
   incarnations_.clear();

@@ -90,8 +90,8 @@ class Group {
   // view without this node keeps them for the next view with it (an excluded member that rejoins
   // sends them again: none is lost), unless DropUndelivered() says it will not come back.
   // `added`: the members the change adds, with their incarnations (0: unknown). `adopted`: the
-  // view was told (NEW_VIEW, a state), not delivered: this node's old view need not be its
-  // predecessor, so nothing is known of which process each member is.
+  // view was told (NEW_VIEW, a state), not delivered, and `added` holds the processes it was told
+  // with: this node's old view need not be its predecessor, so nothing else is known of them.
   void InstallView(uint64_t view_id, std::vector<NodeId> members,
                    std::vector<consensus::Delivery>* deliveries,
                    const std::map<NodeId, uint64_t>& added = {}, bool adopted = false);
@@ -138,7 +138,8 @@ class Group {
   bool HeardInView(NodeId node) const { return incarnations_.count(node) > 0; }
   // Which process (daemon incarnation) of `node` is the member of the current view, as far as
   // this node knows: heard in this view, or named when the view change added it, or heard in an
-  // earlier view it stayed a member through. 0: unknown.
+  // earlier view it stayed a member through, or told with the view (NEW_VIEW, a state); this
+  // process for this node. 0: unknown.
   uint64_t MemberIncarnation(NodeId node) const;
 
   const GroupCounters& counters() const { return counters_; }

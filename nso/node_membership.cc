@@ -204,6 +204,17 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
                           Names(proposal.remove), Names(next->joiners));
   // The state goes to the joiners from the member that proposed the change: it was up to date
   // then (a lagging member could not give it). If it fails, the joiner asks again.
+  std::map<NodeId, uint64_t> added;
+  for (int i = 0; i < change.add_size(); ++i) {
+    added[change.add(i)] = i < change.add_incarnations_size() ? change.add_incarnations(i) : 0;
+  }
+  // The processes the new view counts, as Group::InstallView will take them: the state tells
+  // the joiners (OnNewView).
+  for (NodeId member : next->view.members) {
+    auto named = added.find(member);
+    next->view.incarnations.push_back(named != added.end() ? named->second
+                                                           : group->MemberIncarnation(member));
+  }
   GroupMembership& membership = MembershipOf(group);
   std::vector<NodeId> state_to;
   for (NodeId node : next->joiners) {
@@ -235,10 +246,6 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     if (call.group != group->name()) continue;
     for (NodeId gone : proposal.remove) call.collector.MemberGone(gone);
     if (call.collector.complete()) complete.push_back(key);
-  }
-  std::map<NodeId, uint64_t> added;
-  for (int i = 0; i < change.add_size(); ++i) {
-    added[change.add(i)] = i < change.add_incarnations_size() ? change.add_incarnations(i) : 0;
   }
   group->InstallView(next->view.id, next->view.members, next_view, added);
   if (!group->is_member()) LeftView(group);
@@ -336,6 +343,7 @@ void Node::SendStatePieces(const membership::StateSender& sender, const std::str
       message->set_kind(wire::MembershipMessage::STATE_CHUNK);
       message->set_view_id(sender.view().id);
       for (NodeId member : sender.view().members) message->add_members(member);
+      for (uint64_t process : sender.view().incarnations) message->add_member_incarnations(process);
       message->set_chunk_offset(piece.offset);
       message->set_meta_size(sender.meta_size());
       message->set_state(*piece.bytes);
@@ -409,7 +417,10 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
     wire::Envelope view;
     view.mutable_membership()->set_kind(wire::MembershipMessage::NEW_VIEW);
     view.mutable_membership()->set_view_id(group->view_id());
-    for (NodeId member : group->members()) view.mutable_membership()->add_members(member);
+    for (NodeId member : group->members()) {
+      view.mutable_membership()->add_members(member);
+      view.mutable_membership()->add_member_incarnations(group->MemberIncarnation(member));
+    }
     view.mutable_membership()->set_provider(MembershipOf(group).admission.ProviderOf(from));
     group->SendTo(from, std::move(view));
   }
@@ -420,12 +431,18 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
                              group->name(), from);
     return;
   }
+  // Another process than the member the view counts: the member restarted, and a state on the
+  // way is for its earlier process, which the new one ignores (OnNewView). It is re-added now
+  // rather than after the state patience (the exclusion timeout).
+  const uint64_t member_process = group->IsMember(from) ? group->MemberIncarnation(from) : 0;
+  const bool restarted =
+      from_incarnation != 0 && member_process != 0 && member_process != from_incarnation;
   bool sending = false;
   for (const auto& [key, sender] : state_senders_) {
-    if (key.first == group->name() && sender.joiners().count(from)) sending = true;
+    if (key.first == group->name() && sender.joiners().count(from)) sending = !restarted;
   }
   const membership::Admission& admission = MembershipOf(group).admission;
-  if (!admission.ShouldPropose(from, group->IsMember(from), sending, now_ms_,
+  if (!admission.ShouldPropose(from, group->IsMember(from) && !restarted, sending, now_ms_,
                                ProviderSuspected(group, admission.ProviderOf(from)))) {
     Log("membership")->debug("group {}: join request of node {}: its state is on the way",
                              group->name(), from);
@@ -445,6 +462,20 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   if (message.view_id() <= group->view_id()) return;  // already there (it delivered the change)
   std::vector<NodeId> members(message.members().begin(), message.members().end());
   if (std::find(members.begin(), members.end(), self_) == members.end()) return;
+  std::map<NodeId, uint64_t> told;  // the process of each member the view counts
+  for (int i = 0; i < message.members_size() && i < message.member_incarnations_size(); ++i) {
+    const uint64_t process = message.member_incarnations(i);
+    if (process != 0) told[message.members(i)] = process;
+  }
+  if (auto own = told.find(self_); own != told.end() && own->second != incarnation_) {
+    // Meant for an earlier process of this node (a state resent, a NEW_VIEW in flight across the
+    // restart): that process is the member, not this one, which remembers nothing of it. The
+    // members notice the restart and add this process again with a state of its own.
+    Log("membership")->info("group {}: view {} from node {} counts an earlier process of this "
+                            "node (incarnation {}): ignored",
+                            group->name(), message.view_id(), from, own->second);
+    return;  // a state chunk is acknowledged (OnStateChunk): this process needs none of it
+  }
   // A chunk comes from the provider itself; a NEW_VIEW names it (0 when its sender did not see
   // the addition).
   const NodeId provider =
@@ -456,7 +487,7 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   membership.receiver.Begin(message.view_id());
   membership.buffered.clear();
   std::vector<consensus::Delivery> deliveries;
-  group->InstallView(message.view_id(), std::move(members), &deliveries, {}, /*adopted=*/true);
+  group->InstallView(message.view_id(), std::move(members), &deliveries, told, /*adopted=*/true);
   DeliverAll(group, std::move(deliveries));  // buffered until the state is installed
 }
 

@@ -1,6 +1,6 @@
 // Which process (daemon incarnation) of each member a view counts (nso/group.h
 // Group::MemberIncarnation): heard in the view, named by the change that added it, carried while
-// it stays a member, unknown for a view told rather than delivered. Traffic of another process in
+// it stays a member, told with a view told rather than delivered. Traffic of another process in
 // the view is refused and reported as a restart, also before the counted one was heard in it.
 #include <catch2/catch.hpp>
 
@@ -89,8 +89,22 @@ TEST_CASE("a view counts one process of each member: heard, added with it, or ca
   CHECK(group.HeardInView(1));
   CHECK(group.MemberIncarnation(1) == 12);
 
-  // A view told (NEW_VIEW, a state), not delivered: nothing known of its members' processes.
-  group.InstallView(7, {1, 2, 3}, &deliveries, {}, /*adopted=*/true);
+  // A view told (NEW_VIEW, a state), not delivered: the processes it was told with (n1's), none
+  // carried from the old view (n3's).
+  group.InstallView(7, {1, 2, 3}, &deliveries, {{1, 21}, {3, 0}}, /*adopted=*/true);
+  CHECK(group.MemberIncarnation(1) == 21);
+  CHECK(group.MemberIncarnation(3) == 0);
+  CHECK(group.MemberIncarnation(2) == 2);  // this process
+  group.Receive(1, Heartbeat(1, 12, 7), &deliveries);  // not the process told: a restart
+  CHECK_FALSE(group.HeardInView(1));
+  restarts = group.TakeRestarts();
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0] == std::pair<NodeId, uint64_t>{1, 12});
+  group.Receive(3, Heartbeat(3, 303, 7), &deliveries);  // unknown: the first one heard is taken
+  CHECK(group.MemberIncarnation(3) == 303);
+
+  // Told with no processes (a sender that knew none): nothing known.
+  group.InstallView(8, {1, 2, 3}, &deliveries, {}, /*adopted=*/true);
   CHECK(group.MemberIncarnation(1) == 0);
   CHECK(group.MemberIncarnation(3) == 0);
 }

@@ -59,6 +59,8 @@ inline bool InView(nso::Node* at, nso::NodeId node, const std::string& group = "
 struct SimNodes {
   // Sees every envelope before node `to` receives it.
   using Tap = std::function<void(nso::NodeId to, const wire::Envelope& envelope)>;
+  // True for an envelope that node `to` must not receive (lost on the way).
+  using Drop = std::function<bool(nso::NodeId to, const wire::Envelope& envelope)>;
 
   // `streams_break`: SimNetworkOptions::streams_break.
   explicit SimNodes(uint64_t seed, uint64_t delay_max_ms = 3, bool streams_break = false)
@@ -86,6 +88,7 @@ struct SimNodes {
         held[id].emplace_back(from, std::move(envelope));
         return;
       }
+      if (drop && drop(id, envelope)) return;
       if (tap) tap(id, envelope);
       nodes[id]->Receive(from, envelope);
     });
@@ -127,6 +130,7 @@ struct SimNodes {
   nso::SimNetwork net;
   std::map<nso::NodeId, std::unique_ptr<nso::Node>> nodes;
   Tap tap;
+  Drop drop;
   std::set<nso::NodeId> frozen;
   std::map<nso::NodeId, std::vector<std::pair<nso::NodeId, wire::Envelope>>> held;
 
