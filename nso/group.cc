@@ -66,6 +66,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   // delivered (`adopted`) counts the processes it was told with, and nothing of the old view.
   std::map<NodeId, uint64_t> known;
   for (NodeId member : members) {
+    if (member == self_) continue;  // this process (MemberIncarnation): nothing kept for it
     auto named = added.find(member);
     const uint64_t incarnation = named != added.end() ? named->second
                                  : adopted            ? 0
