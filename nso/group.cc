@@ -236,10 +236,16 @@ void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,
 
 void Group::NoteView(NodeId from, uint64_t view_id) {
   announcements_left_ = 0;  // heard from another node: it knows this incarnation, or told its view
+  if (view_id > view_id_) later_view_heard_ms_ = now_ms_;
   if (view_id > highest_view_heard_) {
     highest_view_heard_ = view_id;
     highest_view_sender_ = from;
   }
+}
+
+bool Group::HeardLaterView() const {
+  return highest_view_heard_ > view_id_ &&
+         now_ms_ < later_view_heard_ms_ + config().exclude_timeout_ms;
 }
 
 void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
@@ -354,10 +360,47 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   transport_->Send(to, std::move(envelope));
 }
 
+namespace {
+
+// A message that makes an order: a proposal (its receivers adopt it, and with 3 members decide
+// on it), an ACK (a coordinator decides on a majority of them), a sequence number, a log for a
+// new sequencer, a stability acknowledgement. Not one that asks for what was agreed and so
+// makes a decided member answer with it (an estimate, a NACK, a retransmission request), nor a
+// decision, nor a payload.
+bool MakesOrder(const wire::Envelope& envelope) {
+  if (envelope.has_consensus()) {
+    return envelope.consensus().kind() == wire::ConsensusMessage::PROPOSAL ||
+           envelope.consensus().kind() == wire::ConsensusMessage::ACK;
+  }
+  if (envelope.has_sequencer()) {
+    return envelope.sequencer().kind() == wire::SequencerMessage::ORDERED ||
+           envelope.sequencer().kind() == wire::SequencerMessage::ACK ||
+           envelope.sequencer().kind() == wire::SequencerMessage::EPOCH_STATE;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
                   std::vector<consensus::Delivery>* deliveries) {
+  // A member that hears of a later view knows its own is over: the view's order already
+  // decided everything up to the change that ended it, which this member only has to learn
+  // (by asking: its estimates and NACKs are answered with the decisions). It makes no order
+  // there any more. A restarted daemon starts in the
+  // configured view with no memory; two of them would otherwise be a majority of it and agree
+  // on a history of their own, replacing the state that a member in the later view still holds
+  // (test/restart_rejoin_sim_test.cc: n1 and n2 restarted in turn, n3 in view 2). Each member
+  // of the later view names it in whatever it sends (a view notice answers a join request); once
+  // none has for the exclusion timeout, they are taken as gone, with the state: the view is
+  // used again (a fresh start of the group, as when a majority restarts at once).
+  const bool over = view_id == view_id_ && HeardLaterView();
   for (auto& [to, envelope] : outbox->sends) {
     if (to == self_) continue;
+    if (over && MakesOrder(envelope)) {
+      counters_.order_messages_withheld++;
+      continue;
+    }
     SendInView(view_id, to, std::move(envelope));
   }
   if (view_id == view_id_ && !outbox->deliveries.empty()) last_progress_ms_ = now_ms_;

@@ -33,6 +33,8 @@ struct GroupCounters {
   uint64_t suspicions_on_disconnect = 0;  // of them, because the member's connection closed
   uint64_t exclusions = 0;
   uint64_t view_changes = 0;
+  // Messages that make an order not sent: this member had heard of a later view (Group::Flush).
+  uint64_t order_messages_withheld = 0;
 };
 
 class Group {
@@ -130,6 +132,9 @@ class Group {
   void NoteView(NodeId from, uint64_t view_id);
   // The highest view id heard from another node (> view_id() means this node is behind).
   uint64_t highest_view_heard() const { return highest_view_heard_; }
+  // A view later than this node's was named by another node within the exclusion timeout: this
+  // node's view is over, and it makes no order in it any more (Group::Flush).
+  bool HeardLaterView() const;
   NodeId highest_view_sender() const { return highest_view_sender_; }
   bool HasRetiredView(uint64_t view_id) const {
     return rare_ != nullptr && rare_->retired.count(view_id) > 0;
@@ -223,6 +228,7 @@ class Group {
   std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard
   uint64_t highest_view_heard_ = 0;
   NodeId highest_view_sender_ = 0;
+  uint64_t later_view_heard_ms_ = 0;  // when a view later than this node's was last named
   GroupCounters counters_;
 };
 

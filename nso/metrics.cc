@@ -134,6 +134,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             [](const GroupSnapshot& g) { return g.counters.envelopes_sent; });
   per_group("cohort_view_changes_total", "counter", "Views installed after the first.",
             [](const GroupSnapshot& g) { return g.counters.view_changes; });
+  per_group("cohort_order_messages_withheld_total", "counter",
+            "Messages that make an order (proposals, ACKs, sequence numbers) not sent in a view "
+            "this daemon had heard was over.",
+            [](const GroupSnapshot& g) { return g.counters.order_messages_withheld; });
   per_group("cohort_suspicions_total", "counter",
             "Members suspected by the aggressive timeout (OGS s5) or on a closed connection.",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });

@@ -312,6 +312,11 @@ class Node {
     std::vector<wire::Request> own_released_while_leaving;
     uint64_t stall_warned_ms = 0;  // node_watchdog.cc
     StallClock stall_clock;        // node_watchdog.cc
+    // Members of view `restarted_view` that asked to join as another process than the one the
+    // view counts (so that one is gone), with the new process: when they are all the other
+    // members, this one re-founds the group with them (Node::RefoundIfLast).
+    std::map<NodeId, uint64_t> restarted;
+    uint64_t restarted_view = 0;
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
@@ -475,6 +480,9 @@ class Node {
   bool ApplyViewChange(Group* group, const wire::ViewChange& change,
                        std::vector<consensus::Delivery>* next_view);
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
+  // `from` asked to join as process `incarnation`, not the one the view counts. If every other
+  // member of the view has so restarted, re-founds the group with them (true).
+  bool RefoundIfLast(Group* group, NodeId from, uint64_t incarnation);
   void OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
                      const wire::MembershipMessage& message);
   void OnNewView(Group* group, NodeId from, const wire::MembershipMessage& message);
