@@ -12,6 +12,7 @@
 // calls; then n1 is killed and restarted with a new incarnation while the view is still 2.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -81,11 +82,8 @@ struct Run {
   std::map<NodeId, uint64_t> client;
 };
 
-}  // namespace
-
-TEST_CASE("a restarted member is not told it is in the view its earlier process took part in; "
-          "it is re-added with the state (both orders)",
-          "[membership][sim]") {
+// Runs `body` on a fresh Run for seeds 1..10 of each order (SIMLOG=info|debug: the nodes' log).
+void ForEachRun(const std::function<void(Run&)>& body) {
   nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
   for (auto ordering :
        {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
@@ -93,37 +91,47 @@ TEST_CASE("a restarted member is not told it is in the view its earlier process 
       INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
                                    ? " (sequencer)" : " (consensus)"));
       Run run(seed, ordering);
-      REQUIRE(run.AddAll(1).size() == 3);
-      run.Restart(3, 103);
-      REQUIRE(run.SettleAfter(2, 3));
-      const uint64_t view = run.View(1);
-      // n1's process takes part in this view: its calls are ordered in it.
-      for (int i = 0; i < 3; ++i) REQUIRE(run.AddAll(1).size() == 3);
-      REQUIRE(run.View(1) == view);
-      const int64_t value = run.counters.value[2];
-
-      std::vector<uint64_t> told;  // NEW_VIEW messages to n1 naming the view of its old process
-      run.sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
-        if (to == 1 && envelope.has_membership() &&
-            envelope.membership().kind() == wire::MembershipMessage::NEW_VIEW &&
-            envelope.membership().view_id() <= view) {
-          told.push_back(envelope.membership().view_id());
-        }
-      };
-      run.Restart(1, 101);
-      REQUIRE(run.SettleAfter(view + 1, 1));
-      CHECK(told.empty());
-      // Re-added in a later view with the state: the calls of its earlier process are in it.
-      CHECK(run.counters.installed_ok[1]);
-      CHECK(run.counters.value[1] == value);
-      std::vector<std::string> replies = run.AddAll(2);
-      REQUIRE(replies.size() == 3);
-      CHECK(replies[0] == replies[1]);
-      CHECK(replies[1] == replies[2]);
-      CHECK(run.counters.value[1] == run.counters.value[2]);
-      CHECK(run.counters.value[3] == run.counters.value[2]);
+      body(run);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("a restarted member is not told it is in the view its earlier process took part in; "
+          "it is re-added with the state (both orders)",
+          "[membership][sim]") {
+  ForEachRun([](Run& run) {
+    REQUIRE(run.AddAll(1).size() == 3);
+    run.Restart(3, 103);
+    REQUIRE(run.SettleAfter(2, 3));
+    const uint64_t view = run.View(1);
+    // n1's process takes part in this view: its calls are ordered in it.
+    for (int i = 0; i < 3; ++i) REQUIRE(run.AddAll(1).size() == 3);
+    REQUIRE(run.View(1) == view);
+    const int64_t value = run.counters.value[2];
+
+    std::vector<uint64_t> told;  // NEW_VIEW messages to n1 naming the view of its old process
+    run.sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
+      if (to == 1 && envelope.has_membership() &&
+          envelope.membership().kind() == wire::MembershipMessage::NEW_VIEW &&
+          envelope.membership().view_id() <= view) {
+        told.push_back(envelope.membership().view_id());
+      }
+    };
+    run.Restart(1, 101);
+    REQUIRE(run.SettleAfter(view + 1, 1));
+    CHECK(told.empty());
+    // Re-added in a later view with the state: the calls of its earlier process are in it.
+    CHECK(run.counters.installed_ok[1]);
+    CHECK(run.counters.value[1] == value);
+    std::vector<std::string> replies = run.AddAll(2);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == replies[1]);
+    CHECK(replies[1] == replies[2]);
+    CHECK(run.counters.value[1] == run.counters.value[2]);
+    CHECK(run.counters.value[3] == run.counters.value[2]);
+  });
 }
 
 TEST_CASE("a state meant for a member's earlier process is ignored by the restarted one, which "
@@ -133,64 +141,57 @@ TEST_CASE("a state meant for a member's earlier process is ignored by the restar
   // reaches it; it restarts again (process 203) while the provider still resends view v's state,
   // which counts process 103. Taking it, process 203 would take part in view v's ordering in
   // place of 103, with none of its votes (as in the first case).
-  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
-  for (auto ordering :
-       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (uint64_t seed = 1; seed <= 10; ++seed) {
-      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
-                                   ? " (sequencer)" : " (consensus)"));
-      Run run(seed, ordering);
-      REQUIRE(run.AddAll(1).size() == 3);
-      run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
-        return to == 3 && envelope.has_membership() &&
-               (envelope.membership().kind() == wire::MembershipMessage::STATE_CHUNK ||
-                envelope.membership().kind() == wire::MembershipMessage::NEW_VIEW);
-      };
-      run.Restart(3, 103);
-      bool added = false;  // n1 and n2 in a view that adds process 103
-      for (int waited = 0; waited < 10000 && !added; waited += 10) {
-        run.sim.net.RunUntil(run.sim.net.now_ms() + 10);
-        added = run.View(1) >= 2 && run.View(2) == run.View(1);
-      }
-      REQUIRE(added);
-      const uint64_t view = run.View(1);
-      run.sim.net.RunUntil(run.sim.net.now_ms() + 50);  // states resent, still lost
-      REQUIRE(run.View(1) == view);
-      REQUIRE(run.counters.state_installs[3] == 0);
-
-      run.sim.drop = nullptr;
-      run.Restart(3, 203);
-      std::vector<uint64_t> chunks;  // of the view that counts 103, reaching process 203
-      run.sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
-        if (to == 3 && envelope.has_membership() &&
-            envelope.membership().kind() == wire::MembershipMessage::STATE_CHUNK &&
-            envelope.membership().view_id() == view) {
-          chunks.push_back(view);
-        }
-      };
-      bool took_old_view = false;  // process 203 installed the view that counts 103
-      bool settled = false;
-      for (int waited = 0; waited < 10000 && !settled; waited += 1) {
-        run.sim.net.RunUntil(run.sim.net.now_ms() + 1);
-        if (run.View(3) == view) took_old_view = true;
-        settled = run.counters.state_installs[3] > 0 && run.View(3) > view;
-        for (NodeId id = 1; id <= 3 && settled; ++id) {
-          settled = run.View(id) == run.View(3) &&
-                    run.sim.nodes[id]->GroupDetails("g")->members.size() == 3;
-        }
-      }
-      REQUIRE(settled);
-      CHECK_FALSE(chunks.empty());  // the case arose: process 203 got the old state
-      CHECK_FALSE(took_old_view);
-      CHECK(run.counters.installed_ok[3]);
-      CHECK(run.counters.value[3] == run.counters.value[1]);
-      std::vector<std::string> replies = run.AddAll(2);
-      REQUIRE(replies.size() == 3);
-      CHECK(replies[0] == replies[1]);
-      CHECK(replies[1] == replies[2]);
-      CHECK(run.counters.value[3] == run.counters.value[2]);
+  ForEachRun([](Run& run) {
+    REQUIRE(run.AddAll(1).size() == 3);
+    run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
+      return to == 3 && envelope.has_membership() &&
+             (envelope.membership().kind() == wire::MembershipMessage::STATE_CHUNK ||
+              envelope.membership().kind() == wire::MembershipMessage::NEW_VIEW);
+    };
+    run.Restart(3, 103);
+    bool added = false;  // n1 and n2 in a view that adds process 103
+    for (int waited = 0; waited < 10000 && !added; waited += 10) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 10);
+      added = run.View(1) >= 2 && run.View(2) == run.View(1);
     }
-  }
+    REQUIRE(added);
+    const uint64_t view = run.View(1);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 50);  // states resent, still lost
+    REQUIRE(run.View(1) == view);
+    REQUIRE(run.counters.state_installs[3] == 0);
+
+    run.sim.drop = nullptr;
+    run.Restart(3, 203);
+    std::vector<uint64_t> chunks;  // of the view that counts 103, reaching process 203
+    run.sim.tap = [&](NodeId to, const wire::Envelope& envelope) {
+      if (to == 3 && envelope.has_membership() &&
+          envelope.membership().kind() == wire::MembershipMessage::STATE_CHUNK &&
+          envelope.membership().view_id() == view) {
+        chunks.push_back(view);
+      }
+    };
+    bool took_old_view = false;  // process 203 installed the view that counts 103
+    bool settled = false;
+    for (int waited = 0; waited < 10000 && !settled; waited += 1) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 1);
+      if (run.View(3) == view) took_old_view = true;
+      settled = run.counters.state_installs[3] > 0 && run.View(3) > view;
+      for (NodeId id = 1; id <= 3 && settled; ++id) {
+        settled = run.View(id) == run.View(3) &&
+                  run.sim.nodes[id]->GroupDetails("g")->members.size() == 3;
+      }
+    }
+    REQUIRE(settled);
+    CHECK_FALSE(chunks.empty());  // the case arose: process 203 got the old state
+    CHECK_FALSE(took_old_view);
+    CHECK(run.counters.installed_ok[3]);
+    CHECK(run.counters.value[3] == run.counters.value[1]);
+    std::vector<std::string> replies = run.AddAll(2);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == replies[1]);
+    CHECK(replies[1] == replies[2]);
+    CHECK(run.counters.value[3] == run.counters.value[2]);
+  });
 }
 
 namespace {
@@ -225,40 +226,33 @@ TEST_CASE("two members restarted in turn make no group of their own from the vie
   // (nso/group.cc Group::Flush), so n1 and n2 agree on nothing in view 1; and n3, whose other
   // members' processes are all gone, installs the next view with them and gives them its state
   // (Node::RefoundIfLast).
-  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
-  for (auto ordering :
-       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (uint64_t seed = 1; seed <= 10; ++seed) {
-      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
-                                   ? " (sequencer)" : " (consensus)"));
-      Run run(seed, ordering);
-      uint64_t view = 0;
-      const int64_t value = RestartTwoInTurn(run, &view);
-      bool together = false;
-      for (int waited = 0; waited < 10000 && !together; waited += 5) {
-        run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
-        REQUIRE(run.View(3) >= view);
-        REQUIRE(run.counters.value[3] >= value);
-        together = true;
-        for (NodeId id : {1, 2}) {
-          // Only views n3 made: none of their own from view 1.
-          REQUIRE((run.View(id) == 1 || (run.View(id) > view && run.View(id) <= run.View(3))));
-          if (run.counters.state_installs[id] > 0) REQUIRE(run.counters.value[id] >= value);
-          together = together && run.counters.state_installs[id] > 0 &&
-                     run.View(id) == run.View(3) &&
-                     run.sim.nodes[id]->GroupDetails("g")->members.size() == 3;
-        }
+  ForEachRun([](Run& run) {
+    uint64_t view = 0;
+    const int64_t value = RestartTwoInTurn(run, &view);
+    bool together = false;
+    for (int waited = 0; waited < 10000 && !together; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+      REQUIRE(run.View(3) >= view);
+      REQUIRE(run.counters.value[3] >= value);
+      together = true;
+      for (NodeId id : {1, 2}) {
+        // Only views n3 made: none of their own from view 1.
+        REQUIRE((run.View(id) == 1 || (run.View(id) > view && run.View(id) <= run.View(3))));
+        if (run.counters.state_installs[id] > 0) REQUIRE(run.counters.value[id] >= value);
+        together = together && run.counters.state_installs[id] > 0 &&
+                   run.View(id) == run.View(3) &&
+                   run.sim.nodes[id]->GroupDetails("g")->members.size() == 3;
       }
-      REQUIRE(together);
-      CHECK(run.counters.value[1] == run.counters.value[3]);
-      CHECK(run.counters.value[2] == run.counters.value[3]);
-      std::vector<std::string> replies = run.AddAll(1);
-      REQUIRE(replies.size() == 3);
-      CHECK(replies[0] == absl::StrCat(value + 1));  // nothing n3 applied was lost
-      CHECK(replies[1] == replies[0]);
-      CHECK(replies[2] == replies[0]);
     }
-  }
+    REQUIRE(together);
+    CHECK(run.counters.value[1] == run.counters.value[3]);
+    CHECK(run.counters.value[2] == run.counters.value[3]);
+    std::vector<std::string> replies = run.AddAll(1);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == absl::StrCat(value + 1));  // nothing n3 applied was lost
+    CHECK(replies[1] == replies[0]);
+    CHECK(replies[2] == replies[0]);
+  });
 }
 
 TEST_CASE("two members restarted in turn wait while the last member with the state is heard, "
@@ -267,40 +261,33 @@ TEST_CASE("two members restarted in turn wait while the last member with the sta
   // As above, but n3 never hears their join requests, so it cannot re-found the group; it still
   // names its view to them, so they wait. Once it is gone (crashed), after the exclusion timeout
   // the two make the group again from nothing, as a majority restarted at once would.
-  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
-  for (auto ordering :
-       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (uint64_t seed = 1; seed <= 10; ++seed) {
-      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
-                                   ? " (sequencer)" : " (consensus)"));
-      Run run(seed, ordering);
-      run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
-        return to == 3 && envelope.has_membership() &&
-               envelope.membership().kind() == wire::MembershipMessage::JOIN_REQUEST;
-      };
-      uint64_t view = 0;
-      const int64_t value = RestartTwoInTurn(run, &view);
-      for (int waited = 0; waited < 3000; waited += 5) {
-        run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
-        REQUIRE(run.View(3) == view);
-        REQUIRE(run.counters.value[3] == value);
-        for (NodeId id : {1, 2}) REQUIRE(run.View(id) == 1);
-      }
-      run.sim.net.Crash(3);
-      std::vector<std::string> replies;
-      for (int attempt = 0; attempt < 30 && replies.size() != 2; ++attempt) {
-        run.sim.net.RunUntil(run.sim.net.now_ms() + 1000);
-        nso::InvokeResult result = run.sim.Call(
-            1, run.client[1], test::CounterAdd("g", invocation::Mode::kMajority, 2000));
-        replies.clear();
-        if (result.status.ok()) {
-          for (const auto& reply : result.replies) replies.push_back(reply.payload);
-        }
-      }
-      REQUIRE(replies.size() == 2);
-      CHECK(replies[0] == replies[1]);
+  ForEachRun([](Run& run) {
+    run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
+      return to == 3 && envelope.has_membership() &&
+             envelope.membership().kind() == wire::MembershipMessage::JOIN_REQUEST;
+    };
+    uint64_t view = 0;
+    const int64_t value = RestartTwoInTurn(run, &view);
+    for (int waited = 0; waited < 3000; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+      REQUIRE(run.View(3) == view);
+      REQUIRE(run.counters.value[3] == value);
+      for (NodeId id : {1, 2}) REQUIRE(run.View(id) == 1);
     }
-  }
+    run.sim.net.Crash(3);
+    std::vector<std::string> replies;
+    for (int attempt = 0; attempt < 30 && replies.size() != 2; ++attempt) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 1000);
+      nso::InvokeResult result = run.sim.Call(
+          1, run.client[1], test::CounterAdd("g", invocation::Mode::kMajority, 2000));
+      replies.clear();
+      if (result.status.ok()) {
+        for (const auto& reply : result.replies) replies.push_back(reply.payload);
+      }
+    }
+    REQUIRE(replies.size() == 2);
+    CHECK(replies[0] == replies[1]);
+  });
 }
 
 }  // namespace cohort
