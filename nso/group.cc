@@ -1,6 +1,7 @@
 #include "nso/group.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_join.h"
 #include "nso/logging.h"
@@ -77,6 +78,8 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   incarnations_.clear();
   if (rare_) {
     rare_->restarts_flagged.clear();
+    rare_->refused_restarts.clear();
+    rare_->not_counted_ms = 0;  // the new view counts whichever process it counts
     // Restarts noticed in the old view and not yet acted on: the view change that installed this
     // view may have re-added the node already (another member noticed first), and a second
     // re-add would cost a view change and a state transfer for nothing (seen in tools/demo). A
@@ -176,6 +179,7 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     const uint64_t member = MemberIncarnation(from);
     bool sender_restarted =
         member != 0 && envelope.incarnation() != 0 && member != envelope.incarnation();
+    if (sender_restarted) rare().refused_restarts[from] = member;
     if (sender_restarted && rare().restarts_flagged.insert(from).second) {  // once per view
       Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
       rare().restarts.emplace_back(from, envelope.incarnation());
@@ -243,9 +247,14 @@ void Group::NoteView(NodeId from, uint64_t view_id) {
   }
 }
 
-bool Group::HeardLaterView() const {
-  return highest_view_heard_ > view_id_ &&
-         now_ms_ < later_view_heard_ms_ + config().exclude_timeout_ms;
+bool Group::ViewOver() const {
+  const uint64_t window = config().exclude_timeout_ms;
+  return (highest_view_heard_ > view_id_ && now_ms_ < later_view_heard_ms_ + window) ||
+         NotCounted();
+}
+
+std::map<NodeId, uint64_t> Group::TakeRefusedRestarts() {
+  return rare_ ? std::exchange(rare_->refused_restarts, {}) : std::map<NodeId, uint64_t>();
 }
 
 void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
@@ -394,7 +403,7 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
   // of the later view names it in whatever it sends (a view notice answers a join request); once
   // none has for the exclusion timeout, they are taken as gone, with the state: the view is
   // used again (a fresh start of the group, as when a majority restarts at once).
-  const bool over = view_id == view_id_ && HeardLaterView();
+  const bool over = view_id == view_id_ && ViewOver();
   for (auto& [to, envelope] : outbox->sends) {
     if (to == self_) continue;
     if (over && MakesOrder(envelope)) {

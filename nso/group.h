@@ -132,9 +132,18 @@ class Group {
   void NoteView(NodeId from, uint64_t view_id);
   // The highest view id heard from another node (> view_id() means this node is behind).
   uint64_t highest_view_heard() const { return highest_view_heard_; }
-  // A view later than this node's was named by another node within the exclusion timeout: this
-  // node's view is over, and it makes no order in it any more (Group::Flush).
-  bool HeardLaterView() const;
+  // This node's view is over for it, and it makes no order in it any more (Group::Flush): within
+  // the exclusion timeout, another node named a later view, or a member of this view said it
+  // counts another process of this node (this one restarted: NoteNotCounted).
+  bool ViewOver() const;
+  // A member of the current view counts another process of this node in it.
+  void NoteNotCounted() { rare().not_counted_ms = now_ms_; }
+  bool NotCounted() const {
+    return rare_ && rare_->not_counted_ms != 0 &&
+           now_ms_ < rare_->not_counted_ms + config().exclude_timeout_ms;
+  }
+  // Restarted processes refused since the last call, with the process this view counts instead.
+  std::map<NodeId, uint64_t> TakeRefusedRestarts();
   NodeId highest_view_sender() const { return highest_view_sender_; }
   bool HasRetiredView(uint64_t view_id) const {
     return rare_ != nullptr && rare_->retired.count(view_id) > 0;
@@ -221,6 +230,10 @@ class Group {
     std::set<NodeId> restarts_flagged;
     // MemberIncarnation of the current view's members not heard in it yet (known ones only).
     std::map<NodeId, uint64_t> member_incarnations;
+    // Restarted processes whose traffic in this view was refused since the last call, with the
+    // process this view counts instead: told so (Node::SendRestartNotices).
+    std::map<NodeId, uint64_t> refused_restarts;
+    uint64_t not_counted_ms = 0;  // when a member last said it counts another process of this node
   };
   Rare& rare();
   std::unique_ptr<Rare> rare_;

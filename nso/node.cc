@@ -652,6 +652,7 @@ void Node::Tick(uint64_t now_ms) {
         ProposeViewChange(group.get(), {restarted}, {restarted}, {incarnation});
       }
     }
+    SendRestartNotices(group.get());
     TickServantLost(group.get());
     // Before TickLeaving: once out of the group, this node's own requests still held as a
     // member go outside first (TickOutsideFifo), so that the calls held while it left, made

@@ -483,6 +483,8 @@ class Node {
   // `from` asked to join as process `incarnation`, not the one the view counts. If every other
   // member of the view has so restarted, re-founds the group with them (true).
   bool RefoundIfLast(Group* group, NodeId from, uint64_t incarnation);
+  // Tells restarted processes whose traffic the group refused which process of theirs it counts.
+  void SendRestartNotices(Group* group);
   void OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
                      const wire::MembershipMessage& message);
   void OnNewView(Group* group, NodeId from, const wire::MembershipMessage& message);

@@ -387,7 +387,19 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
       return OnJoinRequest(group, from, envelope.incarnation(), message);
     case wire::MembershipMessage::NEW_VIEW: return OnNewView(group, from, message);
     case wire::MembershipMessage::STATE_CHUNK: return OnStateChunk(group, from, message);
-    case wire::MembershipMessage::VIEW_NOTICE: return;  // noted by Group::NoteView
+    case wire::MembershipMessage::VIEW_NOTICE:
+      // A later view: noted by Group::NoteView. Another process of this node counted in this
+      // view: this one restarted, and is no member of it.
+      if (message.counted_incarnation() != 0 && message.counted_incarnation() != incarnation_ &&
+          envelope.view_id() == group->view_id() && group->IsMember(from)) {
+        if (!group->NotCounted()) {
+          Log("membership")->info("group {}: node {} counts an earlier process of this node in "
+                                  "view {}: asking to join", group->name(), from,
+                                  group->view_id());
+        }
+        group->NoteNotCounted();
+      }
+      return;
     case wire::MembershipMessage::STATE_ACK: {
       auto sender = state_senders_.find({group->name(), message.view_id()});
       if (sender != state_senders_.end()) sender->second.JoinerDone(from);
@@ -472,9 +484,9 @@ bool Node::RefoundIfLast(Group* group, NodeId from, uint64_t incarnation) {
   // agreed in it any more, and this member holds the only state left of the group. It installs
   // the next view by itself, re-adding them (a new process each) with its state, instead of
   // the group waiting for good or starting afresh with nothing. What the gone processes agreed
-  // without this member, if anything, is lost with them. Not when it has heard of a later view
-  // (its own state is not the latest) or holds no state.
-  if (group->HeardLaterView() || !CanGiveState(group) || membership.leaving()) return false;
+  // without this member, if anything, is lost with them. Not when its view is over for it (a
+  // later view exists, whose state is newer; or it restarted itself) or it holds no state.
+  if (group->ViewOver() || !CanGiveState(group) || membership.leaving()) return false;
   std::vector<NodeId> others;
   std::vector<uint64_t> processes;
   for (NodeId member : group->members()) {
@@ -637,6 +649,16 @@ void Node::SendJoinRequest(Group* group) {
   }
 }
 
+void Node::SendRestartNotices(Group* group) {
+  for (const auto& [to, counted] : group->TakeRefusedRestarts()) {
+    if (!MembershipOf(group).admission.NoticeDue(to, now_ms_)) continue;
+    wire::Envelope envelope;
+    envelope.mutable_membership()->set_kind(wire::MembershipMessage::VIEW_NOTICE);
+    envelope.mutable_membership()->set_counted_incarnation(counted);
+    group->SendTo(to, std::move(envelope));
+  }
+}
+
 void Node::SendViewNotice(Group* group, NodeId to) {
   if (!MembershipOf(group).admission.NoticeDue(to, now_ms_)) return;
   wire::Envelope envelope;
@@ -646,7 +668,7 @@ void Node::SendViewNotice(Group* group, NodeId to) {
 
 void Node::TickMembership(Group* group) {
   ResendStates(group);
-  const bool behind = group->highest_view_heard() > group->view_id();
+  const bool behind = group->highest_view_heard() > group->view_id() || group->NotCounted();
   if (membership_.count(group->name()) == 0) {
     // No entry yet: no servant ever wanted in, nothing was delivered; a joiner in that state does
     // nothing unless the node is behind. Idle groups get no entry (memory, issue 7); one made now

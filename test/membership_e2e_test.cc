@@ -217,6 +217,44 @@ TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
   CHECK(fresh.value.load() == 31);
 }
 
+// Outside the fault model (two of three daemons without the state at once), on real daemons:
+// n1 and n2 killed together and started again, each a new process with nothing, in the view the
+// group was in. n3 counts their earlier processes and says so; they ask to join, and n3, the last
+// member with the state, re-founds the group with them (nso/node_membership.cc RefoundIfLast).
+TEST_CASE("two daemons killed at once and started again: the third, the last with the state, "
+          "re-founds the group, and nothing it applied is lost", "[e2e][membership]") {
+  test::Cluster cluster({3, kGroups, "", "info"});
+  std::vector<std::unique_ptr<Replica>> replicas;
+  std::unique_ptr<Client> first = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = Client::Connect(cluster.ClientAddress(3));
+  REQUIRE(client.ok());
+  for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
+  first.reset();
+  cluster.Kill(1);
+  cluster.Kill(2);
+  REQUIRE(cluster.StartNode(1));
+  REQUIRE(cluster.StartNode(2));
+  std::vector<std::unique_ptr<Replica>> restarted;
+  for (int i = 1; i <= 2; ++i) {
+    restarted.push_back(std::make_unique<Replica>());
+    REQUIRE(restarted.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  INFO(cluster.LogTails(30));
+  REQUIRE(Ready(client->get(), 3));
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  REQUIRE(all->replies.size() == 3);
+  for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
+  for (const auto& replica : restarted) {
+    CHECK(replica->state_installs.load() == 1);
+    CHECK(replica->value.load() == 31);
+  }
+  std::ifstream log(cluster.LogPath(3));
+  std::stringstream text;
+  text << log.rdbuf();
+  CHECK(text.str().find("re-founded") != std::string::npos);
+}
+
 // A replica whose state is a large blob, transferred with the streaming hooks: neither the
 // servant library nor the daemons hold it whole; the joiner's servant sees it chunk by chunk.
 struct BlobReplica {

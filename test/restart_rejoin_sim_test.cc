@@ -290,4 +290,42 @@ TEST_CASE("two members restarted in turn wait while the last member with the sta
   });
 }
 
+TEST_CASE("two members killed at once in the configured view, the third unchanged: the two are "
+          "told they restarted, and the third re-founds the group with its state (both orders)",
+          "[membership][sim]") {
+  // No view change before: the restarted processes start in the very view the group is in, and
+  // hear of no later one. n3 refuses their traffic (it counts their earlier processes) and says
+  // so (a VIEW_NOTICE naming the counted process); their view is then over for them (no order
+  // made in it: the two would otherwise order requests of their own under the instance numbers
+  // n3 already decided), they ask to join, and n3, the last with the state, re-founds.
+  ForEachRun([](Run& run) {
+    for (int i = 0; i < 5; ++i) REQUIRE(run.AddAll(3).size() == 3);
+    const int64_t value = run.counters.value[3];
+    REQUIRE(run.View(3) == 1);
+    run.sim.net.Kill(1);
+    run.sim.net.Kill(2);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+    run.Restart(1, 101);
+    run.Restart(2, 102);
+    bool together = false;
+    for (int waited = 0; waited < 10000 && !together; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+      REQUIRE(run.counters.value[3] >= value);
+      together = true;
+      for (NodeId id : {1, 2}) {
+        REQUIRE(run.counters.value[id] <= run.counters.value[3]);  // nothing of their own
+        if (run.counters.state_installs[id] > 0) REQUIRE(run.counters.value[id] >= value);
+        together = together && run.counters.state_installs[id] > 0 &&
+                   run.View(id) == run.View(3) && run.View(3) > 1;
+      }
+    }
+    REQUIRE(together);
+    std::vector<std::string> replies = run.AddAll(2);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == absl::StrCat(value + 1));
+    CHECK(replies[1] == replies[0]);
+    CHECK(replies[2] == replies[0]);
+  });
+}
+
 }  // namespace cohort
