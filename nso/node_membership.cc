@@ -471,55 +471,6 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
   ProposeViewChange(group, remove, {from}, {from_incarnation});
 }
 
-bool Node::RefoundIfLast(Group* group, NodeId from, uint64_t incarnation) {
-  GroupMembership& membership = MembershipOf(group);
-  if (membership.restarted_view != group->view_id()) {
-    membership.restarted.clear();
-    membership.restarted_view = group->view_id();
-  }
-  membership.restarted[from] = incarnation;
-  // Outside the fault model: a majority of the view restarted, one after another, and knows
-  // nothing. The view cannot change (no majority of it is left), but its other members'
-  // processes are gone for good (each restarted: one daemon per node), so nothing can be
-  // agreed in it any more, and this member holds the only state left of the group. It installs
-  // the next view by itself, re-adding them (a new process each) with its state, instead of
-  // the group waiting for good or starting afresh with nothing. What the gone processes agreed
-  // without this member, if anything, is lost with them. Not when its view is over for it (a
-  // later view exists, whose state is newer; or it restarted itself) or it holds no state.
-  if (group->ViewOver() || !CanGiveState(group) || membership.leaving()) return false;
-  std::vector<NodeId> others;
-  std::vector<uint64_t> processes;
-  for (NodeId member : group->members()) {
-    if (member == self_) continue;
-    auto joined = membership.restarted.find(member);
-    const uint64_t counted = group->MemberIncarnation(member);
-    // A later process (daemon incarnations grow: the wall clock at its start) asked to join,
-    // so the counted one is gone; not a late message of an earlier one.
-    if (joined == membership.restarted.end() || counted == 0 || joined->second <= counted) {
-      return false;
-    }
-    others.push_back(member);
-    processes.push_back(joined->second);
-  }
-  if (others.empty()) return false;
-  Log("membership")->warn("group {}: every other member of view {} restarted ([{}]): this "
-                          "member holds the only state left and makes view {} with them "
-                          "(re-founded; anything their earlier processes agreed without it is "
-                          "lost)", group->name(), group->view_id(), Names(others),
-                          group->view_id() + 1);
-  wire::ViewChange change;
-  change.set_from_view(group->view_id());
-  for (size_t i = 0; i < others.size(); ++i) {
-    change.add_remove(others[i]);
-    change.add_add(others[i]);
-    change.add_add_incarnations(processes[i]);
-  }
-  change.set_provider(self_);
-  std::vector<consensus::Delivery> next_view;
-  if (ApplyViewChange(group, change, &next_view)) DeliverAll(group, std::move(next_view));
-  return true;
-}
-
 void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& message) {
   if (message.view_id() <= group->view_id()) return;  // already there (it delivered the change)
   std::vector<NodeId> members(message.members().begin(), message.members().end());
@@ -646,16 +597,6 @@ void Node::SendJoinRequest(Group* group) {
     envelope.mutable_membership()->set_kind(wire::MembershipMessage::JOIN_REQUEST);
     envelope.mutable_membership()->set_view_id(group->view_id());
     group->SendTo(peer.id, std::move(envelope));
-  }
-}
-
-void Node::SendRestartNotices(Group* group) {
-  for (const auto& [to, counted] : group->TakeRefusedRestarts()) {
-    if (!MembershipOf(group).admission.NoticeDue(to, now_ms_)) continue;
-    wire::Envelope envelope;
-    envelope.mutable_membership()->set_kind(wire::MembershipMessage::VIEW_NOTICE);
-    envelope.mutable_membership()->set_counted_incarnation(counted);
-    group->SendTo(to, std::move(envelope));
   }
 }
 
