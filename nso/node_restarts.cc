@@ -5,7 +5,9 @@
 // member of its view has so restarted, the member left with the state re-founds the group
 // (RefoundIfLast). Outside the fault model (RELIABILITY.md: fewer than half of a view fail at
 // once); what it avoids is a group of restarted daemons replacing that state with nothing.
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"

@@ -220,7 +220,7 @@ TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
 // Outside the fault model (two of three daemons without the state at once), on real daemons:
 // n1 and n2 killed together and started again, each a new process with nothing, in the view the
 // group was in. n3 counts their earlier processes and says so; they ask to join, and n3, the last
-// member with the state, re-founds the group with them (nso/node_membership.cc RefoundIfLast).
+// member with the state, re-founds the group with them (nso/node_restarts.cc RefoundIfLast).
 TEST_CASE("two daemons killed at once and started again: the third, the last with the state, "
           "re-founds the group, and nothing it applied is lost", "[e2e][membership]") {
   test::Cluster cluster({3, kGroups, "", "info"});
