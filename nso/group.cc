@@ -247,9 +247,12 @@ void Group::NoteView(NodeId from, uint64_t view_id) {
   }
 }
 
+bool Group::WithinExclusionTimeout(uint64_t since_ms) const {
+  return since_ms != 0 && now_ms_ < since_ms + config().exclude_timeout_ms;
+}
+
 bool Group::ViewOver() const {
-  const uint64_t window = config().exclude_timeout_ms;
-  return (highest_view_heard_ > view_id_ && now_ms_ < later_view_heard_ms_ + window) ||
+  return (highest_view_heard_ > view_id_ && WithinExclusionTimeout(later_view_heard_ms_)) ||
          NotCounted();
 }
 
@@ -396,13 +399,13 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
   // A member that hears of a later view knows its own is over: the view's order already
   // decided everything up to the change that ended it, which this member only has to learn
   // (by asking: its estimates and NACKs are answered with the decisions). It makes no order
-  // there any more. A restarted daemon starts in the
-  // configured view with no memory; two of them would otherwise be a majority of it and agree
-  // on a history of their own, replacing the state that a member in the later view still holds
-  // (test/restart_rejoin_sim_test.cc: n1 and n2 restarted in turn, n3 in view 2). Each member
-  // of the later view names it in whatever it sends (a view notice answers a join request); once
-  // none has for the exclusion timeout, they are taken as gone, with the state: the view is
-  // used again (a fresh start of the group, as when a majority restarts at once).
+  // there any more. A restarted daemon starts in the configured view with no memory; two of
+  // them would otherwise be a majority of it and agree on a history of their own, replacing the
+  // state that a member in the later view still holds (test/restart_rejoin_sim_test.cc: n1 and
+  // n2 restarted in turn, n3 in view 2). Each member of the later view names it in whatever it
+  // sends (a view notice answers a join request); once none has for the exclusion timeout, they
+  // are taken as gone, with the state: the view is used again (a fresh start of the group, as
+  // when a majority restarts at once).
   const bool over = view_id == view_id_ && ViewOver();
   for (auto& [to, envelope] : outbox->sends) {
     if (to == self_) continue;

@@ -138,10 +138,7 @@ class Group {
   bool ViewOver() const;
   // A member of the current view counts another process of this node in it.
   void NoteNotCounted() { rare().not_counted_ms = now_ms_; }
-  bool NotCounted() const {
-    return rare_ && rare_->not_counted_ms != 0 &&
-           now_ms_ < rare_->not_counted_ms + config().exclude_timeout_ms;
-  }
+  bool NotCounted() const { return rare_ && WithinExclusionTimeout(rare_->not_counted_ms); }
   // Restarted processes refused since the last call, with the process this view counts instead.
   std::map<NodeId, uint64_t> TakeRefusedRestarts();
   NodeId highest_view_sender() const { return highest_view_sender_; }
@@ -236,6 +233,8 @@ class Group {
     uint64_t not_counted_ms = 0;  // when a member last said it counts another process of this node
   };
   Rare& rare();
+  // `since_ms` (0: never) is less than the exclusion timeout ago.
+  bool WithinExclusionTimeout(uint64_t since_ms) const;
   std::unique_ptr<Rare> rare_;
   const uint64_t incarnation_;
   std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard

@@ -450,9 +450,9 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
   const bool restarted =
       from_incarnation != 0 && member_process != 0 && member_process != from_incarnation;
   if (restarted && RefoundIfLast(group, from, from_incarnation)) return;
-  bool sending = false;
+  bool sending = false;  // the state of a view that counts `from`'s current process
   for (const auto& [key, sender] : state_senders_) {
-    if (key.first == group->name() && sender.joiners().count(from)) sending = !restarted;
+    if (!restarted && key.first == group->name() && sender.joiners().count(from)) sending = true;
   }
   const membership::Admission& admission = MembershipOf(group).admission;
   if (!admission.ShouldPropose(from, group->IsMember(from) && !restarted, sending, now_ms_,
