@@ -317,6 +317,17 @@ class Node {
     // members, this one re-founds the group with them (Node::RefoundIfLast).
     std::map<NodeId, uint64_t> restarted;
     uint64_t restarted_view = 0;
+    // In view `restarted_view`: the requests each other survivor said it delivered (SURVIVOR),
+    // and the survivor the one with the lowest id chose to re-found the group (0: none yet).
+    std::map<NodeId, uint64_t> survivor_offers;
+    NodeId refounder = 0;
+    void ForRestartedView(uint64_t view_id) {  // forgets the above when the view changed
+      if (restarted_view == view_id) return;
+      restarted.clear();
+      survivor_offers.clear();
+      refounder = 0;
+      restarted_view = view_id;
+    }
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
@@ -481,8 +492,16 @@ class Node {
                        std::vector<consensus::Delivery>* next_view);
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
   // `from` asked to join as process `incarnation`, not the one the view counts. If every other
-  // member of the view has so restarted, re-founds the group with them (true).
+  // member of the view has so restarted, re-founds the group with them (true); if the others
+  // are survivors too, but no majority, see TryRefound.
   bool RefoundIfLast(Group* group, NodeId from, uint64_t incarnation);
+  // What makes a survivor look again whether it re-founds the group (TryRefound).
+  enum class RefoundCause { kJoinRequest, kOffer, kInstructed };
+  // The survivors of a view whose other members all restarted agree on which of them re-founds
+  // the group: true when this node did (kInstructed: a REFOUND told it to).
+  bool TryRefound(Group* group, RefoundCause cause);
+  // SURVIVOR and REFOUND (node_restarts.cc).
+  void OnSurvivor(Group* group, NodeId from, const wire::Envelope& envelope);
   // Tells restarted processes whose traffic the group refused which process of theirs it counts.
   void SendRestartNotices(Group* group);
   void OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,

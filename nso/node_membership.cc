@@ -400,6 +400,8 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
         group->NoteNotCounted();
       }
       return;
+    case wire::MembershipMessage::SURVIVOR:
+    case wire::MembershipMessage::REFOUND: return OnSurvivor(group, from, envelope);
     case wire::MembershipMessage::STATE_ACK: {
       auto sender = state_senders_.find({group->name(), message.view_id()});
       if (sender != state_senders_.end()) sender->second.JoinerDone(from);

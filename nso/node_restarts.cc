@@ -3,8 +3,11 @@
 // then over for it: it makes no order there (nso/group.cc Group::Flush) and asks to join
 // (SendRestartNotices; the receiving side is Node::OnMembership's VIEW_NOTICE). When every other
 // member of its view has so restarted, the member left with the state re-founds the group
-// (RefoundIfLast). Outside the fault model (RELIABILITY.md: fewer than half of a view fail at
-// once); what it avoids is a group of restarted daemons replacing that state with nothing.
+// (RefoundIfLast); when several members are left but no majority, the one of them that
+// delivered most does (TryRefound, SURVIVOR and REFOUND). Outside the fault model
+// (RELIABILITY.md: fewer than half of a view fail at once); what it avoids is a group of
+// restarted daemons replacing that state with nothing, or waiting for good.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -28,40 +31,98 @@ void Node::SendRestartNotices(Group* group) {
 
 bool Node::RefoundIfLast(Group* group, NodeId from, uint64_t incarnation) {
   GroupMembership& membership = MembershipOf(group);
-  if (membership.restarted_view != group->view_id()) {
-    membership.restarted.clear();
-    membership.restarted_view = group->view_id();
-  }
+  membership.ForRestartedView(group->view_id());
   membership.restarted[from] = incarnation;
+  return TryRefound(group, RefoundCause::kJoinRequest);
+}
+
+bool Node::TryRefound(Group* group, RefoundCause cause) {
+  GroupMembership& membership = MembershipOf(group);
+  membership.ForRestartedView(group->view_id());
   // Outside the fault model: a majority of the view restarted (together or in turn) and knows
-  // nothing. The view cannot change (no majority of it is left), but its other members'
-  // processes are gone for good (each restarted: one daemon per node), so nothing can be
-  // agreed in it any more, and this member holds the only state left of the group. It installs
-  // the next view by itself, re-adding them (a new process each) with its state, instead of
-  // the group waiting for good or starting afresh with nothing. What the gone processes agreed
-  // without this member, if anything, is lost with them. Not when its view is over for it (a
-  // later view exists, whose state is newer; or it restarted itself) or it holds no state.
+  // nothing. The view cannot change (no majority of it is left), but the restarted members'
+  // earlier processes are gone for good (each restarted: one daemon per node), so nothing can
+  // be agreed in it any more, and the members left (the survivors) hold the only state left of
+  // the group. One of them installs the next view by itself, re-adding every other member (the
+  // restarted ones as their new processes) with its state, instead of the group waiting for
+  // good or starting afresh with nothing. What the gone processes agreed without the survivors,
+  // if anything, is lost with them. Not when its view is over for it (a later view exists, whose
+  // state is newer; or it restarted itself) or it holds no state.
   if (group->ViewOver() || !CanGiveState(group) || membership.leaving()) return false;
-  std::vector<NodeId> others;
+  std::vector<NodeId> survivors{self_};
+  std::vector<NodeId> others;  // re-added, as `processes`
   std::vector<uint64_t> processes;
+  bool any_restarted = false;
   for (NodeId member : group->members()) {
     if (member == self_) continue;
     auto joined = membership.restarted.find(member);
     const uint64_t counted = group->MemberIncarnation(member);
-    // A later process (daemon incarnations grow: the wall clock at its start) asked to join,
-    // so the counted one is gone; not a late message of an earlier one.
-    if (joined == membership.restarted.end() || counted == 0 || joined->second <= counted) {
-      return false;
+    if (counted == 0) return false;  // its process unknown here
+    if (joined != membership.restarted.end() && joined->second > counted) {
+      // A later process (daemon incarnations grow: the wall clock at its start) asked to join,
+      // so the counted one is gone; not a late message of an earlier one.
+      any_restarted = true;
+      processes.push_back(joined->second);
+    } else if (!group->suspected(member)) {
+      survivors.push_back(member);  // its counted process is heard (or not watched: idle)
+      processes.push_back(counted);
+    } else {
+      return false;  // silent and not restarted: it may come back
     }
     others.push_back(member);
-    processes.push_back(joined->second);
   }
-  if (others.empty()) return false;
-  Log("membership")->warn("group {}: every other member of view {} restarted ([{}]): this "
-                          "member holds the only state left and makes view {} with them "
-                          "(re-founded; anything their earlier processes agreed without it is "
-                          "lost)", group->name(), group->view_id(), absl::StrJoin(others, ","),
-                          group->view_id() + 1);
+  // With a majority of the view left, the view changes as usual (Node::OnJoinRequest).
+  if (!any_restarted || survivors.size() >= group->members().size() / 2 + 1) return false;
+  const std::string& name = group->name();
+  const uint64_t delivered = delivered_seq_[name];
+  if (survivors.size() > 1 && cause != RefoundCause::kInstructed) {
+    // Several survivors: the one that delivered most re-founds (ties: the lowest id), so that
+    // none of what a survivor applied is lost; the survivor with the lowest id chooses it from
+    // what each says (SURVIVOR), once, and tells it (REFOUND). No survivor can deliver anything
+    // new meanwhile (no majority), only catch up on another's decisions, up to the most any
+    // delivered: a choice made on what a survivor said before catching up stays right.
+    if (cause == RefoundCause::kJoinRequest) {
+      for (NodeId survivor : survivors) {
+        if (survivor == self_) continue;
+        wire::Envelope offer;
+        offer.mutable_membership()->set_kind(wire::MembershipMessage::SURVIVOR);
+        offer.mutable_membership()->set_view_id(group->view_id());
+        offer.mutable_membership()->set_delivered(delivered);
+        group->SendTo(survivor, std::move(offer));
+      }
+    }
+    if (*std::min_element(survivors.begin(), survivors.end()) != self_) return false;
+    if (membership.refounder == 0) {
+      NodeId best = self_;
+      uint64_t most = delivered;
+      for (NodeId survivor : survivors) {
+        if (survivor == self_) continue;
+        auto offer = membership.survivor_offers.find(survivor);
+        if (offer == membership.survivor_offers.end()) return false;  // not heard yet
+        if (offer->second > most || (offer->second == most && survivor < best)) {
+          best = survivor;
+          most = offer->second;
+        }
+      }
+      membership.refounder = best;
+      Log("membership")->warn("group {}: the members of view {} other than [{}] restarted; of "
+                              "those left, node {} delivered most ({} requests) and re-founds "
+                              "the group", name, group->view_id(), absl::StrJoin(survivors, ","),
+                              best, most);
+    }
+    if (membership.refounder != self_) {
+      wire::Envelope refound;
+      refound.mutable_membership()->set_kind(wire::MembershipMessage::REFOUND);
+      refound.mutable_membership()->set_view_id(group->view_id());
+      group->SendTo(membership.refounder, std::move(refound));
+      return false;
+    }
+  }
+  Log("membership")->warn("group {}: every other member of view {} restarted or is no majority "
+                          "left with it ([{}] left): this member holds the most state left and "
+                          "makes view {} with all of them (re-founded; anything the restarted "
+                          "members' earlier processes agreed without it is lost)", name,
+                          group->view_id(), absl::StrJoin(survivors, ","), group->view_id() + 1);
   wire::ViewChange change;
   change.set_from_view(group->view_id());
   for (size_t i = 0; i < others.size(); ++i) {
@@ -73,6 +134,23 @@ bool Node::RefoundIfLast(Group* group, NodeId from, uint64_t incarnation) {
   std::vector<consensus::Delivery> next_view;
   if (ApplyViewChange(group, change, &next_view)) DeliverAll(group, std::move(next_view));
   return true;
+}
+
+void Node::OnSurvivor(Group* group, NodeId from, const wire::Envelope& envelope) {
+  const wire::MembershipMessage& message = envelope.membership();
+  // Only from the process this view counts, about this view.
+  if (!group->is_member() || !group->IsMember(from) || message.view_id() != group->view_id() ||
+      envelope.incarnation() == 0 || envelope.incarnation() != group->MemberIncarnation(from)) {
+    return;
+  }
+  GroupMembership& membership = MembershipOf(group);
+  membership.ForRestartedView(group->view_id());
+  if (message.kind() == wire::MembershipMessage::REFOUND) {
+    TryRefound(group, RefoundCause::kInstructed);
+    return;
+  }
+  membership.survivor_offers[from] = message.delivered();
+  TryRefound(group, RefoundCause::kOffer);
 }
 
 }  // namespace cohort::nso

@@ -22,21 +22,26 @@
 
 namespace cohort::test {
 
-// Node `id`'s configuration in the usual cast: peers n1..n4, group "g" of members n1..n3 with
-// `ordering` (n4 hosts no member: the caller from outside the group).
-inline nso::Config GroupOfThree(nso::NodeId id, nso::GroupConfig::Ordering ordering) {
+// Node `id`'s configuration: peers n1..n(size + 1), group "g" of members n1..n`size` with
+// `ordering` (the last peer hosts no member: the caller from outside the group).
+inline nso::Config GroupOf(nso::NodeId id, nso::GroupConfig::Ordering ordering, nso::NodeId size) {
   nso::Config config;
   config.node = absl::StrCat("n", id);
   config.node_id = id;
-  for (nso::NodeId peer = 1; peer <= 4; ++peer) {
-    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
-  }
   nso::GroupConfig group;
   group.name = "g";
-  group.members = {"n1", "n2", "n3"};
   group.ordering = ordering;
+  for (nso::NodeId peer = 1; peer <= size + 1; ++peer) {
+    config.peers.push_back({absl::StrCat("n", peer), peer, absl::StrCat("sim:", peer)});
+    if (peer <= size) group.members.push_back(absl::StrCat("n", peer));
+  }
   config.groups = {group};
   return config;
+}
+
+// The usual cast: group "g" of n1..n3, n4 outside it.
+inline nso::Config GroupOfThree(nso::NodeId id, nso::GroupConfig::Ordering ordering) {
+  return GroupOf(id, ordering, 3);
 }
 
 // `config` with a member excluded after 1 s of silence, and no call refused by a node cut off

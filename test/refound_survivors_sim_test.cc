@@ -1,0 +1,150 @@
+// A majority of a group's view restarted (new processes, nothing remembered) while two or more
+// members kept their processes and the state: no majority of the view is left, so the view
+// cannot change, and the restarted processes must not make a group of their own from nothing
+// (RELIABILITY.md, session 35). The survivors find out which of them holds the most, and that
+// one re-founds the group with everyone (nso/node_restarts.cc).
+//
+// Real Nodes over the simulated network: group g of n1..n5 with counter servants; n1, n2 and n3
+// are killed at once and restarted; n4 and n5 are the survivors.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+#include "nso/sim_network.h"
+#include "test/sim_nodes.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+constexpr NodeId kSize = 5;
+
+struct Run {
+  explicit Run(uint64_t seed, nso::GroupConfig::Ordering ordering)
+      : ordering(ordering), sim(seed, /*delay_max_ms=*/3) {
+    for (NodeId id = 1; id <= kSize; ++id) {
+      sim.Add(test::GroupOf(id, ordering, kSize));
+      counters.Serve(id, "g");
+      client[id] = *sim.nodes[id]->Attach("client");
+    }
+    sim.net.RunUntil(100);
+  }
+
+  void Restart(NodeId id, uint64_t incarnation) {
+    sim.net.Restart(id);
+    sim.Add(test::GroupOf(id, ordering, kSize), incarnation);
+    counters.value[id] = 0;
+    counters.Serve(id, "g");
+    client[id] = *sim.nodes[id]->Attach("client");
+  }
+
+  uint64_t View(NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
+
+  // The replies' values of an "add" from `at` waiting for `mode`, or empty if it failed.
+  std::vector<std::string> Add(NodeId at, invocation::Mode mode) {
+    std::vector<std::string> out;
+    nso::InvokeResult result = sim.Call(at, client[at], test::CounterAdd("g", mode, 2000));
+    if (!result.status.ok()) return out;
+    for (const auto& reply : result.replies) out.push_back(reply.payload);
+    return out;
+  }
+
+  // Kills n1..n3 at once and starts them again. Then runs until all five are in one view after
+  // `view` with n1..n3's states in, for at most 10 s of simulated time, checking on the way that
+  // the survivors keep at least `kept` (by node) and the restarted nodes never make a view of
+  // their own. Returns whether they got there.
+  bool RestartMajorityAndSettle(uint64_t view, const std::map<NodeId, int64_t>& kept) {
+    for (NodeId id : {1, 2, 3}) sim.net.Kill(id);
+    sim.net.RunUntil(sim.net.now_ms() + 20);
+    for (NodeId id : {1, 2, 3}) Restart(id, 100 + id);
+    for (int waited = 0; waited < 10000; waited += 5) {
+      sim.net.RunUntil(sim.net.now_ms() + 5);
+      const uint64_t top = std::max(View(4), View(5));
+      for (const auto& [id, value] : kept) REQUIRE(counters.value[id] >= value);
+      bool together = true;
+      for (NodeId id = 1; id <= kSize; ++id) {
+        // Only views a survivor made: none of their own from view 1.
+        if (id <= 3) REQUIRE((View(id) == 1 || (View(id) > view && View(id) <= top)));
+        together = together && View(id) == top && top > view &&
+                   sim.nodes[id]->GroupDetails("g")->members.size() == kSize &&
+                   (id > 3 || counters.state_installs[id] > 0);
+      }
+      if (together) return true;
+    }
+    return false;
+  }
+
+  nso::GroupConfig::Ordering ordering;
+  test::SimNodes sim;
+  test::SimCounters counters{&sim};
+  std::map<NodeId, uint64_t> client;
+};
+
+void ForEachRun(const std::function<void(Run&)>& body) {
+  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
+  for (auto ordering :
+       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
+                                   ? " (sequencer)" : " (consensus)"));
+      Run run(seed, ordering);
+      body(run);
+    }
+  }
+}
+
+bool Ordering(const wire::Envelope& envelope) {
+  return envelope.has_consensus() || envelope.has_sequencer() || envelope.has_data();
+}
+
+}  // namespace
+
+TEST_CASE("three of five members killed at once: the two survivors, no majority, re-found the "
+          "group with them and nothing applied is lost (both orders)",
+          "[membership][sim]") {
+  ForEachRun([](Run& run) {
+    for (int i = 0; i < 5; ++i) REQUIRE(run.Add(4, invocation::Mode::kAll).size() == kSize);
+    const int64_t value = run.counters.value[4];
+    REQUIRE(value == 5);
+    REQUIRE(run.RestartMajorityAndSettle(1, {{4, value}, {5, value}}));
+    for (NodeId id = 1; id <= kSize; ++id) CHECK(run.counters.value[id] == value);
+    std::vector<std::string> replies = run.Add(1, invocation::Mode::kAll);
+    REQUIRE(replies.size() == kSize);
+    for (const std::string& reply : replies) CHECK(reply == absl::StrCat(value + 1));
+  });
+}
+
+TEST_CASE("three of five members killed at once, one survivor behind the other: the group is "
+          "re-founded with the state of the one that applied more (both orders)",
+          "[membership][sim]") {
+  // n4, the survivor with the lower id, hears none of the ordering of the last two calls (made
+  // while a majority is still up), so n5 holds two more; re-founded from n4's, they would be lost.
+  ForEachRun([](Run& run) {
+    for (int i = 0; i < 3; ++i) REQUIRE(run.Add(5, invocation::Mode::kAll).size() == kSize);
+    const int64_t behind = run.counters.value[4];
+    run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
+      return to == 4 && Ordering(envelope);
+    };
+    for (int i = 0; i < 2; ++i) REQUIRE(run.Add(5, invocation::Mode::kMajority).size() >= 3);
+    for (int waited = 0; waited < 1000 && run.counters.value[5] < behind + 2; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+    }
+    const int64_t ahead = run.counters.value[5];
+    REQUIRE(ahead == behind + 2);
+    REQUIRE(run.counters.value[4] == behind);
+    run.sim.drop = nullptr;
+    REQUIRE(run.RestartMajorityAndSettle(run.View(5), {{4, behind}, {5, ahead}}));
+    for (NodeId id = 1; id <= kSize; ++id) CHECK(run.counters.value[id] == ahead);
+    std::vector<std::string> replies = run.Add(2, invocation::Mode::kAll);
+    REQUIRE(replies.size() == kSize);
+    for (const std::string& reply : replies) CHECK(reply == absl::StrCat(ahead + 1));
+  });
+}
+
+}  // namespace cohort
