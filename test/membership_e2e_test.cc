@@ -255,6 +255,48 @@ TEST_CASE("two daemons killed at once and started again: the third, the last wit
   CHECK(text.str().find("re-founded") != std::string::npos);
 }
 
+TEST_CASE("three of five daemons killed at once and started again: the two left re-found the "
+          "group, and nothing they applied is lost", "[e2e][membership]") {
+  // No majority is left, and two members hold the state: the one that delivered most (a tie
+  // here: the lower id, n4) re-founds the group with everyone (nso/node_restarts.cc TryRefound).
+  constexpr char kFive[] = R"(failure_detector:
+  suspect_timeout_ms: 50
+  exclude_timeout_ms: 1000
+groups:
+  - name: counter
+    members: [n1, n2, n3, n4, n5]
+    ordering: consensus
+)";
+  test::Cluster cluster({5, kFive, "", "info"});
+  std::vector<std::unique_ptr<Replica>> replicas;
+  std::unique_ptr<Client> first = StartCounterGroup(&cluster, 5, &replicas);
+  auto client = Client::Connect(cluster.ClientAddress(5));
+  REQUIRE(client.ok());
+  for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
+  first.reset();
+  for (int i = 1; i <= 3; ++i) cluster.Kill(i);
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  std::vector<std::unique_ptr<Replica>> restarted;
+  for (int i = 1; i <= 3; ++i) {
+    restarted.push_back(std::make_unique<Replica>());
+    REQUIRE(restarted.back()->Start(cluster.ClientAddress(i), "counter").ok());
+  }
+  INFO(cluster.LogTails(30));
+  REQUIRE(Ready(client->get(), 5));
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  REQUIRE(all->replies.size() == 5);
+  for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
+  for (const auto& replica : restarted) {
+    CHECK(replica->state_installs.load() == 1);
+    CHECK(replica->value.load() == 31);
+  }
+  std::ifstream log(cluster.LogPath(4));
+  std::stringstream text;
+  text << log.rdbuf();
+  CHECK(text.str().find("re-founded") != std::string::npos);
+}
+
 // A replica whose state is a large blob, transferred with the streaming hooks: neither the
 // servant library nor the daemons hold it whole; the joiner's servant sees it chunk by chunk.
 struct BlobReplica {
