@@ -221,38 +221,49 @@ TEST_CASE("a fresh replica joins, catches up by state transfer, then serves",
 // n1 and n2 killed together and started again, each a new process with nothing, in the view the
 // group was in. n3 counts their earlier processes and says so; they ask to join, and n3, the last
 // member with the state, re-founds the group with them (nso/node_restarts.cc RefoundIfLast).
-TEST_CASE("two daemons killed at once and started again: the third, the last with the state, "
-          "re-founds the group, and nothing it applied is lost", "[e2e][membership]") {
-  test::Cluster cluster({3, kGroups, "", "info"});
+namespace {
+
+// Ten adds of 3 through daemon `size` of a cluster serving the counter group on every daemon;
+// then daemons 1..`killed` are killed -9 together and started again, each with a fresh replica.
+// The group must come back with its state: every replica answers the next add with 31, and
+// daemon `refounder`'s log says it re-founded the group.
+void KillTogetherAndCheckRefounded(const char* groups_yaml, int size, int killed,
+                                   int refounder) {
+  test::Cluster cluster({size, groups_yaml, "", "info"});
   std::vector<std::unique_ptr<Replica>> replicas;
-  std::unique_ptr<Client> first = StartCounterGroup(&cluster, 3, &replicas);
-  auto client = Client::Connect(cluster.ClientAddress(3));
+  std::unique_ptr<Client> first = StartCounterGroup(&cluster, size, &replicas);
+  auto client = Client::Connect(cluster.ClientAddress(size));
   REQUIRE(client.ok());
   for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
   first.reset();
-  cluster.Kill(1);
-  cluster.Kill(2);
-  REQUIRE(cluster.StartNode(1));
-  REQUIRE(cluster.StartNode(2));
+  for (int i = 1; i <= killed; ++i) cluster.Kill(i);
+  for (int i = 1; i <= killed; ++i) REQUIRE(cluster.StartNode(i));
   std::vector<std::unique_ptr<Replica>> restarted;
-  for (int i = 1; i <= 2; ++i) {
+  for (int i = 1; i <= killed; ++i) {
     restarted.push_back(std::make_unique<Replica>());
     REQUIRE(restarted.back()->Start(cluster.ClientAddress(i), "counter").ok());
   }
   INFO(cluster.LogTails(30));
-  REQUIRE(Ready(client->get(), 3));
+  REQUIRE(Ready(client->get(), size));
   auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
   REQUIRE(all.ok());
-  REQUIRE(all->replies.size() == 3);
+  REQUIRE(all->replies.size() == static_cast<size_t>(size));
   for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
   for (const auto& replica : restarted) {
     CHECK(replica->state_installs.load() == 1);
     CHECK(replica->value.load() == 31);
   }
-  std::ifstream log(cluster.LogPath(3));
+  std::ifstream log(cluster.LogPath(refounder));
   std::stringstream text;
   text << log.rdbuf();
   CHECK(text.str().find("re-founded") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("two daemons killed at once and started again: the third, the last with the state, "
+          "re-founds the group, and nothing it applied is lost", "[e2e][membership]") {
+  KillTogetherAndCheckRefounded(kGroups, 3, 2, 3);
 }
 
 TEST_CASE("three of five daemons killed at once and started again: the two left re-found the "
@@ -267,34 +278,7 @@ groups:
     members: [n1, n2, n3, n4, n5]
     ordering: consensus
 )";
-  test::Cluster cluster({5, kFive, "", "info"});
-  std::vector<std::unique_ptr<Replica>> replicas;
-  std::unique_ptr<Client> first = StartCounterGroup(&cluster, 5, &replicas);
-  auto client = Client::Connect(cluster.ClientAddress(5));
-  REQUIRE(client.ok());
-  for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
-  first.reset();
-  for (int i = 1; i <= 3; ++i) cluster.Kill(i);
-  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
-  std::vector<std::unique_ptr<Replica>> restarted;
-  for (int i = 1; i <= 3; ++i) {
-    restarted.push_back(std::make_unique<Replica>());
-    REQUIRE(restarted.back()->Start(cluster.ClientAddress(i), "counter").ok());
-  }
-  INFO(cluster.LogTails(30));
-  REQUIRE(Ready(client->get(), 5));
-  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
-  REQUIRE(all.ok());
-  REQUIRE(all->replies.size() == 5);
-  for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
-  for (const auto& replica : restarted) {
-    CHECK(replica->state_installs.load() == 1);
-    CHECK(replica->value.load() == 31);
-  }
-  std::ifstream log(cluster.LogPath(4));
-  std::stringstream text;
-  text << log.rdbuf();
-  CHECK(text.str().find("re-founded") != std::string::npos);
+  KillTogetherAndCheckRefounded(kFive, 5, 3, 4);
 }
 
 // A replica whose state is a large blob, transferred with the streaming hooks: neither the

@@ -17,6 +17,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/each_run.h"
 #include "test/sim_nodes.h"
 
 namespace cohort {
@@ -86,19 +87,6 @@ struct Run {
   std::map<NodeId, uint64_t> client;
 };
 
-void ForEachRun(const std::function<void(Run&)>& body) {
-  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
-  for (auto ordering :
-       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (uint64_t seed = 1; seed <= 10; ++seed) {
-      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
-                                   ? " (sequencer)" : " (consensus)"));
-      Run run(seed, ordering);
-      body(run);
-    }
-  }
-}
-
 bool Ordering(const wire::Envelope& envelope) {
   return envelope.has_consensus() || envelope.has_sequencer() || envelope.has_data();
 }
@@ -108,7 +96,7 @@ bool Ordering(const wire::Envelope& envelope) {
 TEST_CASE("three of five members killed at once: the two survivors, no majority, re-found the "
           "group with them and nothing applied is lost (both orders)",
           "[membership][sim]") {
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     for (int i = 0; i < 5; ++i) REQUIRE(run.Add(4, invocation::Mode::kAll).size() == kSize);
     const int64_t value = run.counters.value[4];
     REQUIRE(value == 5);
@@ -125,7 +113,7 @@ TEST_CASE("three of five members killed at once, one survivor behind the other: 
           "[membership][sim]") {
   // n4, the survivor with the lower id, hears none of the ordering of the last two calls (made
   // while a majority is still up), so n5 holds two more; re-founded from n4's, they would be lost.
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     for (int i = 0; i < 3; ++i) REQUIRE(run.Add(5, invocation::Mode::kAll).size() == kSize);
     const int64_t behind = run.counters.value[4];
     run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {

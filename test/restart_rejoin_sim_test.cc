@@ -21,6 +21,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/each_run.h"
 #include "test/sim_nodes.h"
 
 namespace cohort {
@@ -82,26 +83,12 @@ struct Run {
   std::map<NodeId, uint64_t> client;
 };
 
-// Runs `body` on a fresh Run for seeds 1..10 of each order (SIMLOG=info|debug: the nodes' log).
-void ForEachRun(const std::function<void(Run&)>& body) {
-  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
-  for (auto ordering :
-       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (uint64_t seed = 1; seed <= 10; ++seed) {
-      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
-                                   ? " (sequencer)" : " (consensus)"));
-      Run run(seed, ordering);
-      body(run);
-    }
-  }
-}
-
 }  // namespace
 
 TEST_CASE("a restarted member is not told it is in the view its earlier process took part in; "
           "it is re-added with the state (both orders)",
           "[membership][sim]") {
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     REQUIRE(run.AddAll(1).size() == 3);
     run.Restart(3, 103);
     REQUIRE(run.SettleAfter(2, 3));
@@ -141,7 +128,7 @@ TEST_CASE("a state meant for a member's earlier process is ignored by the restar
   // reaches it; it restarts again (process 203) while the provider still resends view v's state,
   // which counts process 103. Taking it, process 203 would take part in view v's ordering in
   // place of 103, with none of its votes (as in the first case).
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     REQUIRE(run.AddAll(1).size() == 3);
     run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
       return to == 3 && envelope.has_membership() &&
@@ -226,7 +213,7 @@ TEST_CASE("two members restarted in turn make no group of their own from the vie
   // (nso/group.cc Group::Flush), so n1 and n2 agree on nothing in view 1; and n3, whose other
   // members' processes are all gone, installs the next view with them and gives them its state
   // (Node::RefoundIfLast).
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     uint64_t view = 0;
     const int64_t value = RestartTwoInTurn(run, &view);
     bool together = false;
@@ -261,7 +248,7 @@ TEST_CASE("two members restarted in turn wait while the last member with the sta
   // As above, but n3 never hears their join requests, so it cannot re-found the group; it still
   // names its view to them, so they wait. Once it is gone (crashed), after the exclusion timeout
   // the two make the group again from nothing, as a majority restarted at once would.
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
       return to == 3 && envelope.has_membership() &&
              envelope.membership().kind() == wire::MembershipMessage::JOIN_REQUEST;
@@ -298,7 +285,7 @@ TEST_CASE("two members killed at once in the configured view, the third unchange
   // so (a VIEW_NOTICE naming the counted process); their view is then over for them (no order
   // made in it: the two would otherwise order requests of their own under the instance numbers
   // n3 already decided), they ask to join, and n3, the last with the state, re-founds.
-  ForEachRun([](Run& run) {
+  test::ForEachRun<Run>([](Run& run) {
     for (int i = 0; i < 5; ++i) REQUIRE(run.AddAll(3).size() == 3);
     const int64_t value = run.counters.value[3];
     REQUIRE(run.View(3) == 1);
