@@ -23,6 +23,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/each_run.h"
 #include "test/sim_nodes.h"
 
 namespace cohort {
@@ -227,57 +228,50 @@ struct Run {
 TEST_CASE("group-to-group calls under crashes, restarts and partitions: gy executes each once "
           "and every gx member relays the same reply (both orders)",
           "[invocation][sim]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? getenv("SIMLOG") : "off", "text", "");
   const uint64_t seeds = getenv("G2G_SEEDS") ? std::stoull(getenv("G2G_SEEDS")) : 20;
-  for (auto ordering :
-       {nso::GroupConfig::Ordering::kConsensus, nso::GroupConfig::Ordering::kSequencer}) {
-    for (uint64_t seed = 1; seed <= seeds; ++seed) {
-      INFO("seed " << seed << (ordering == nso::GroupConfig::Ordering::kSequencer
-                                   ? " (sequencer)" : " (consensus)"));
-      Run run(seed, ordering);
-      run.Chaos(4000);
-      REQUIRE(run.Settle());
-      // Every call made during the run ends (replies or an error) within its deadline.
-      run.sim.net.RunUntil(run.sim.net.now_ms() + 10000);
-      INFO("applied twice: " << absl::StrJoin(run.applied_twice, "; "));
-      CHECK(run.applied_twice.empty());
-      CHECK(run.results.size() == run.made.size());
+  test::ForEachRun<Run>([](Run& run) {
+    run.Chaos(4000);
+    REQUIRE(run.Settle());
+    // Every call made during the run ends (replies or an error) within its deadline.
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 10000);
+    INFO("applied twice: " << absl::StrJoin(run.applied_twice, "; "));
+    CHECK(run.applied_twice.empty());
+    CHECK(run.results.size() == run.made.size());
 
-      // After the faults: calls reach all three members of both groups.
-      for (int i = 1; i <= 3; ++i) run.CallGx(absl::StrCat("after", i), invocation::Mode::kAll);
-      run.sim.net.RunUntil(run.sim.net.now_ms() + 3000);
-      for (int i = 1; i <= 3; ++i) {
-        REQUIRE(run.results.count(absl::StrCat("after", i)) == 1);
-        const nso::InvokeResult& after = run.results[absl::StrCat("after", i)];
-        INFO("after" << i << ": " << after.status.ToString());
-        CHECK(after.status.ok());
-        CHECK(after.replies.size() == 3);
-      }
-      // The gy replicas agree, and hold each relayed request once.
-      const std::vector<std::string>& sequence = run.applied[4];
-      INFO("gy replicas applied " << run.applied[4].size() << ", " << run.applied[5].size()
-                                  << ", " << run.applied[6].size() << " requests");
-      CHECK(run.applied[5] == sequence);
-      CHECK(run.applied[6] == sequence);
-      std::map<std::string, int> times;
-      for (const std::string& tag : sequence) times[tag]++;
-      int acknowledged = 0;
-      for (const auto& [tag, result] : run.results) {
-        INFO("call " << tag << ": " << result.status.ToString() << " "
-                     << (result.replies.empty() ? "" : result.replies[0].payload));
-        CHECK(times[tag] <= 1);
-        if (!result.status.ok()) continue;
-        acknowledged++;
-        CHECK(times[tag] == 1);  // acknowledged: applied by gy, once
-        std::set<std::string> replies;
-        for (const auto& reply : result.replies) {
-          replies.insert(absl::StrCat(reply.status.ToString(), " ", reply.payload));
-        }
-        CHECK(replies.size() == 1);  // every gx member relayed the same reply of gy
-      }
-      CHECK(acknowledged > 100);
+    // After the faults: calls reach all three members of both groups.
+    for (int i = 1; i <= 3; ++i) run.CallGx(absl::StrCat("after", i), invocation::Mode::kAll);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 3000);
+    for (int i = 1; i <= 3; ++i) {
+      REQUIRE(run.results.count(absl::StrCat("after", i)) == 1);
+      const nso::InvokeResult& after = run.results[absl::StrCat("after", i)];
+      INFO("after" << i << ": " << after.status.ToString());
+      CHECK(after.status.ok());
+      CHECK(after.replies.size() == 3);
     }
-  }
+    // The gy replicas agree, and hold each relayed request once.
+    const std::vector<std::string>& sequence = run.applied[4];
+    INFO("gy replicas applied " << run.applied[4].size() << ", " << run.applied[5].size()
+                                << ", " << run.applied[6].size() << " requests");
+    CHECK(run.applied[5] == sequence);
+    CHECK(run.applied[6] == sequence);
+    std::map<std::string, int> times;
+    for (const std::string& tag : sequence) times[tag]++;
+    int acknowledged = 0;
+    for (const auto& [tag, result] : run.results) {
+      INFO("call " << tag << ": " << result.status.ToString() << " "
+                   << (result.replies.empty() ? "" : result.replies[0].payload));
+      CHECK(times[tag] <= 1);
+      if (!result.status.ok()) continue;
+      acknowledged++;
+      CHECK(times[tag] == 1);  // acknowledged: applied by gy, once
+      std::set<std::string> replies;
+      for (const auto& reply : result.replies) {
+        replies.insert(absl::StrCat(reply.status.ToString(), " ", reply.payload));
+      }
+      CHECK(replies.size() == 1);  // every gx member relayed the same reply of gy
+    }
+    CHECK(acknowledged > 100);
+  }, seeds);
 }
 
 }  // namespace cohort
