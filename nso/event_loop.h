@@ -18,7 +18,9 @@
 // served after every batch, also while more tasks wait. A flood of posted calls (an embedded
 // node's callers) therefore cannot starve the peer sockets or the tick: the failure detector
 // hears the peers' "I am alive" messages, so a busy node does not suspect them for its own delay
-// (004 section 5: suspicion is meant for a silent peer, not a slow reader).
+// (004 section 5: suspicion is meant for a silent peer, not a slow reader). For the same reason
+// the ready descriptors are served just before each tick, so a loop that was held up (its thread
+// descheduled) reads what came meanwhile before the tick judges the peers' silence.
 #ifndef COHORT_NSO_EVENT_LOOP_H_
 #define COHORT_NSO_EVENT_LOOP_H_
 

@@ -115,6 +115,48 @@ TEST_CASE("event loop: a flood of posted tasks does not starve descriptors or th
   CHECK(ticks_during >= 20);  // the tick kept running (every 10 ms when free; >= 20 in ~2 s)
 }
 
+TEST_CASE("event loop: what arrived while the loop was held up is read before its next tick",
+          "[event_loop]") {
+  // A loop late for its tick (its thread descheduled on a loaded host, or a long task) must read
+  // what the peers sent meanwhile before the tick looks at their silence: the failure detector
+  // runs in the tick. Found with cohort-bench (n = 7, one-way floods from 16 callers on 2 cores):
+  // a node suspected all six peers at once, "silent 59 ms", their messages unread in its sockets.
+  std::atomic<int> bytes_read{0};
+  std::atomic<bool> held_up{false};
+  std::atomic<bool> stall_over{false};
+  std::atomic<int> read_at_tick{-1};  // bytes read when the first tick after the hold-up ran
+  EventLoop loop(10, 1024, [&](uint64_t) {
+    if (stall_over.exchange(false)) read_at_tick = bytes_read.load();
+  });
+  int pipe_fds[2];
+  REQUIRE(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) == 0);
+  REQUIRE(loop.Watch(pipe_fds[0], EPOLLIN, [&](uint32_t) {
+    char buffer[64];
+    ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (got > 0) bytes_read += static_cast<int>(got);
+  }));
+  loop.Start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // idle, ticking
+  REQUIRE(loop.Post([&] {
+    held_up = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // five ticks late
+    stall_over = true;
+  }));
+  const Clock::time_point asked = Clock::now();
+  while (!held_up && Clock::now() - asked < std::chrono::seconds(2)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(held_up);
+  REQUIRE(write(pipe_fds[1], "x", 1) == 1);  // while the loop is held up
+  while (read_at_tick < 0 && Clock::now() - asked < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  loop.Stop();
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  CHECK(read_at_tick == 1);
+}
+
 TEST_CASE("event loop: RunOrPost runs a task on the calling thread while the loop sleeps, "
           "never alongside the loop's own work, and after what is queued", "[event_loop]") {
   // Everything the loop runs (tasks, borrowed tasks, I/O handler, tick, flush) checks that
