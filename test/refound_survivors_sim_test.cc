@@ -10,12 +10,14 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nso/logging.h"
 #include "nso/node.h"
+#include "nso/rng.h"
 #include "nso/sim_network.h"
 #include "test/each_run.h"
 #include "test/sim_nodes.h"
@@ -28,7 +30,7 @@ constexpr NodeId kSize = 5;
 
 struct Run {
   explicit Run(uint64_t seed, nso::GroupConfig::Ordering ordering)
-      : ordering(ordering), sim(seed, /*delay_max_ms=*/3) {
+      : seed(seed), ordering(ordering), sim(seed, /*delay_max_ms=*/3) {
     for (NodeId id = 1; id <= kSize; ++id) {
       sim.Add(test::GroupOf(id, ordering, kSize));
       counters.Serve(id, "g");
@@ -56,31 +58,43 @@ struct Run {
     return out;
   }
 
-  // Kills n1..n3 at once and starts them again. Then runs until all five are in one view after
-  // `view` with n1..n3's states in, for at most 10 s of simulated time, checking on the way that
-  // the survivors keep at least `kept` (by node) and the restarted nodes never make a view of
-  // their own. Returns whether they got there.
+  // Kills n1..n3 at once and starts them again; then Settle.
   bool RestartMajorityAndSettle(uint64_t view, const std::map<NodeId, int64_t>& kept) {
     for (NodeId id : {1, 2, 3}) sim.net.Kill(id);
     sim.net.RunUntil(sim.net.now_ms() + 20);
     for (NodeId id : {1, 2, 3}) Restart(id, 100 + id);
+    return Settle(view, {1, 2, 3}, kept);
+  }
+
+  // Runs until all five are in one view after `view` with the `restarted` nodes' states in, for
+  // at most 10 s of simulated time, checking on the way that the survivors (the others) keep at
+  // least `kept` (by node) and, with `survivors_lead`, that the restarted nodes are in no view
+  // a survivor has not installed (none of their own). Returns whether they got there.
+  bool Settle(uint64_t view, const std::set<NodeId>& restarted,
+              const std::map<NodeId, int64_t>& kept, bool survivors_lead = true) {
     for (int waited = 0; waited < 10000; waited += 5) {
       sim.net.RunUntil(sim.net.now_ms() + 5);
-      const uint64_t top = std::max(View(4), View(5));
+      uint64_t top = 0;
+      for (NodeId id = 1; id <= kSize; ++id) {
+        if (!restarted.count(id)) top = std::max(top, View(id));
+      }
       for (const auto& [id, value] : kept) REQUIRE(counters.value[id] >= value);
       bool together = true;
       for (NodeId id = 1; id <= kSize; ++id) {
         // Only views a survivor made: none of their own from view 1.
-        if (id <= 3) REQUIRE((View(id) == 1 || (View(id) > view && View(id) <= top)));
+        if (restarted.count(id) && survivors_lead) {
+          REQUIRE((View(id) == 1 || (View(id) > view && View(id) <= top)));
+        }
         together = together && View(id) == top && top > view &&
                    sim.nodes[id]->GroupDetails("g")->members.size() == kSize &&
-                   (id > 3 || counters.state_installs[id] > 0);
+                   (!restarted.count(id) || counters.state_installs[id] > 0);
       }
       if (together) return true;
     }
     return false;
   }
 
+  uint64_t seed;
   nso::GroupConfig::Ordering ordering;
   test::SimNodes sim;
   test::SimCounters counters{&sim};
@@ -133,6 +147,85 @@ TEST_CASE("three of five members killed at once, one survivor behind the other: 
     REQUIRE(replies.size() == kSize);
     for (const std::string& reply : replies) CHECK(reply == absl::StrCat(ahead + 1));
   });
+}
+
+TEST_CASE("a random majority of five killed while calls are in flight, together or one after "
+          "another: the survivors re-found the group, the replicas agree and keep all the "
+          "survivors applied (both orders)",
+          "[membership][sim]") {
+  // Calls of every mode start every 3-8 ms from random members; at a random moment three random
+  // members are killed, 0-40 ms apart (no view change comes between: the exclusion timeout is
+  // seconds), and each starts again 5-60 ms after its kill. The survivors may differ in what
+  // they delivered, and calls of theirs are in flight.
+  test::ForEachRun<Run>([](Run& run) {
+    nso::Rng rng(run.seed * 1000003 + (run.ordering == nso::GroupConfig::Ordering::kSequencer));
+    std::vector<NodeId> order = {1, 2, 3, 4, 5};
+    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.Uniform(i + 1)]);
+    const std::set<NodeId> victims(order.begin(), order.begin() + 3);
+    std::set<NodeId> killed;
+    int started = 0;
+    int ended = 0;
+    const uint64_t kill_at = run.sim.net.now_ms() + rng.Range(20, 300);
+    uint64_t next_kill = kill_at;
+    std::map<NodeId, uint64_t> restart_at;
+    std::map<NodeId, int64_t> kept;  // the survivors' values when the last victim went
+    const invocation::Mode modes[] = {invocation::Mode::kAll, invocation::Mode::kMajority,
+                                      invocation::Mode::kFirst, invocation::Mode::kOneWay};
+    for (uint64_t end = kill_at + 400; run.sim.net.now_ms() < end;) {
+      const NodeId at = 1 + rng.Uniform(kSize);
+      if (!killed.count(at) || run.counters.state_installs[at] > 0) {
+        ++started;
+        nso::InvokeOptions options =
+            test::CounterAdd("g", modes[rng.Uniform(4)], /*deadline_ms=*/2000);
+        run.sim.nodes[at]->Invoke(run.client[at], options,
+                                  [&ended](nso::InvokeResult) { ++ended; });
+      }
+      const uint64_t until = run.sim.net.now_ms() + rng.Range(3, 8);
+      while (run.sim.net.now_ms() < until) {
+        run.sim.net.RunUntil(run.sim.net.now_ms() + 1);
+        const uint64_t now = run.sim.net.now_ms();
+        if (killed.size() < victims.size() && now >= next_kill) {
+          const NodeId victim = order[killed.size()];
+          run.sim.net.Kill(victim);
+          killed.insert(victim);
+          restart_at[victim] = now + rng.Range(5, 60);
+          next_kill = now + rng.Range(0, 40);
+          if (killed.size() == victims.size()) {
+            for (NodeId id = 1; id <= kSize; ++id) {
+              if (!victims.count(id)) kept[id] = run.counters.value[id];
+            }
+          }
+        }
+        for (auto it = restart_at.begin(); it != restart_at.end();) {
+          if (now < it->second) {
+            ++it;
+            continue;
+          }
+          // Its calls in flight end with its process (their callbacks went with the node).
+          run.Restart(it->first, 1000 + it->first);
+          it = restart_at.erase(it);
+        }
+      }
+    }
+    INFO("victims " << order[0] << "," << order[1] << "," << order[2] << "; kept " << kept.size());
+    REQUIRE(killed.size() == 3);
+    REQUIRE(restart_at.empty());
+    // Not survivors_lead: a victim restarted while a majority still lived is added again in a
+    // view of the survivors and the others alive then, which it may install before them.
+    REQUIRE(run.Settle(1, victims, kept, /*survivors_lead=*/false));
+    // The replicas agree, and each holds at least what every survivor had applied.
+    int64_t most_kept = 0;
+    for (const auto& [id, value] : kept) most_kept = std::max(most_kept, value);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 3000);  // the survivors' calls end
+    std::vector<std::string> replies = run.Add(order[0], invocation::Mode::kAll);
+    REQUIRE(replies.size() == kSize);
+    for (const std::string& reply : replies) CHECK(reply == replies[0]);
+    int64_t final_value = 0;
+    REQUIRE(absl::SimpleAtoi(replies[0], &final_value));
+    CHECK(final_value > most_kept);
+    for (NodeId id = 1; id <= kSize; ++id) CHECK(run.counters.value[id] == final_value);
+    CHECK(started > 20);
+  }, 20);
 }
 
 }  // namespace cohort
