@@ -1,6 +1,7 @@
 #include "membership/joining.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace cohort::membership {
 
@@ -25,13 +26,18 @@ Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind, bool prov
     last_request_ms_ = now_ms;
     return Action::kStateLateAsk;
   }
-  if (awaiting_state_ && provider_ != 0 && provider_suspected &&
+  if (awaiting_state_ && (provider_ == 0 || provider_suspected) &&
       now_ms >= std::max(progress_ms_, last_request_ms_) + timeouts_.retry_ms) {
     // The provider is suspected (the aggressive timeout, 004 section 5) and has sent nothing for
     // a while: it has likely crashed, and the state would come only after the patience (up to an
     // exclusion timeout, during which this node counts in the view without answering). Asking
     // now lets a member that suspects it too re-add this node with its own state. A slow but
     // live provider keeps sending chunks, so a suspicion alone does not restart its transfer.
+    // Or no provider is known: told its view by a member that did not add it (a member that
+    // missed a view change), no state may be on its way at all; if one is, the members do not
+    // re-add it for the asking (Admission::ShouldPropose), and its chunks hold this back
+    // (refound_survivors_sim_test's randomised case, seed 315: a member told view 2 waited
+    // 10 s, the state patience, for a state nobody owed it).
     last_request_ms_ = now_ms;
     return Action::kStateLateAsk;
   }
@@ -60,6 +66,12 @@ Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind, bool prov
 NodeId Admission::ProviderOf(NodeId node) const {
   auto added = added_.find(node);
   return added == added_.end() ? 0 : added->second.provider;
+}
+
+void Admission::ProviderGone(NodeId provider) {
+  for (auto it = added_.begin(); it != added_.end();) {
+    it = it->second.provider == provider ? added_.erase(it) : std::next(it);
+  }
 }
 
 bool Admission::ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms,

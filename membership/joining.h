@@ -3,8 +3,9 @@
 // - Joiner (the node that wants in): asks to join when it wants to be a member and is not, when
 //   it is behind (it heard a newer view than its own: it was excluded, partitioned away or
 //   restarted), and again when its state does not arrive in time: after the state patience, or
-//   sooner when it suspects the member that owes it the state (the provider) and no chunk came
-//   for a while (the provider crashed before or while sending). Requests are rate-limited.
+//   sooner when it suspects the member that owes it the state (the provider), or knows none,
+//   and no chunk came for a while (the provider crashed before or while sending). Requests are
+//   rate-limited.
 // - Admission (a member): decides whether to answer a join request with a view change, so that
 //   repeated requests of a node whose state is on its way do not re-add it again and again,
 //   unless the member that owes it the state is suspected.
@@ -88,6 +89,10 @@ class Admission {
   void Added(NodeId node, NodeId provider, uint64_t now_ms) { added_[node] = {now_ms, provider}; }
   // Who owes `node` the state of its last addition seen here (0: none seen).
   NodeId ProviderOf(NodeId node) const;
+  // A view change removed `provider` (it failed, or restarted and was added again as a new
+  // process): the states it owed will not come, so the nodes waiting for them are re-added at
+  // their next request, not after the state patience.
+  void ProviderGone(NodeId provider);
   // Should this member propose a view change for a join request from `node`? Not while a node
   // just added waits for its state (it asks again by itself if the state never comes) unless
   // this member suspects its provider, nor while this member is still sending it a state.

@@ -319,6 +319,9 @@ class Node {
     uint64_t restarted_view = 0;
     // In view `restarted_view`: the requests each other survivor said it delivered (SURVIVOR),
     // and the survivor the one with the lowest id chose to re-found the group (0: none yet).
+    // The process (incarnation) of joiner.provider() when this node joined: a view that counts
+    // another one of it, or none, means the state it owed will not come (TickMembership).
+    uint64_t provider_process = 0;
     std::map<NodeId, uint64_t> survivor_offers;
     NodeId refounder = 0;
     void ForRestartedView(uint64_t view_id) {  // forgets the above when the view changed

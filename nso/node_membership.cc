@@ -216,6 +216,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
                                                            : group->MemberIncarnation(member));
   }
   GroupMembership& membership = MembershipOf(group);
+  for (NodeId gone : proposal.remove) membership.admission.ProviderGone(gone);
   std::vector<NodeId> state_to;
   for (NodeId node : next->joiners) {
     if (node != self_) state_to.push_back(node);
@@ -237,6 +238,12 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     // Re-added while still waiting for a state (its provider crashed), or after its servant's
     // state was lost: the state of the new view comes, and holds every request of the old views.
     membership.joiner.JoinedView(next->view.id, now_ms_, proposal.provider);
+    membership.provider_process = 0;
+    for (size_t i = 0; i < next->view.members.size(); ++i) {
+      if (next->view.members[i] == proposal.provider) {
+        membership.provider_process = next->view.incarnations[i];
+      }
+    }
     membership.receiver.Begin(next->view.id);
     membership.buffered.clear();
   }
@@ -503,6 +510,7 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   membership.buffered.clear();
   std::vector<consensus::Delivery> deliveries;
   group->InstallView(message.view_id(), std::move(members), &deliveries, told, /*adopted=*/true);
+  membership.provider_process = provider != 0 ? group->MemberIncarnation(provider) : 0;
   DeliverAll(group, std::move(deliveries));  // buffered until the state is installed
 }
 
@@ -632,8 +640,14 @@ void Node::TickMembership(Group* group) {
     membership.declined.clear();
     if (!remove.empty()) ProposeViewChange(group, remove, {});
   }
+  // The member that owes this node its state left the view, or the view counts another process
+  // of it (it restarted and was added again): that state will never come.
+  const NodeId provider = membership.joiner.provider();
+  const bool provider_gone = membership.joiner.awaiting_state() && provider != 0 &&
+                             provider != self_ && membership.provider_process != 0 &&
+                             group->MemberIncarnation(provider) != membership.provider_process;
   switch (membership.joiner.Tick(now_ms_, group->is_member(), behind,
-                                 ProviderSuspected(group, membership.joiner.provider()))) {
+                                 provider_gone || ProviderSuspected(group, provider))) {
     case membership::Joiner::Action::kNone: return;
     case membership::Joiner::Action::kStateLateAsk:
       Log("membership")->warn("group {}: no state for view {} yet: asking to be re-added",

@@ -204,7 +204,7 @@ TEST_CASE("a joiner asks to join, waits for its state, and asks again when it is
   CHECK(joiner.Tick(1000, false, false) == Joiner::Action::kAskToJoin);
   CHECK(joiner.Tick(1100, false, false) == Joiner::Action::kNone);  // rate-limited
   CHECK(joiner.Tick(1200, false, false) == Joiner::Action::kAskToJoin);
-  joiner.JoinedView(4, 1250);
+  joiner.JoinedView(4, 1250, /*provider=*/2);
   CHECK(joiner.awaiting_state());
   CHECK(joiner.state_view() == 4);
   CHECK(joiner.Tick(3000, true, false) == Joiner::Action::kNone);
@@ -272,12 +272,17 @@ TEST_CASE("a joiner that suspects its provider asks again once no chunk came for
   joiner.StateProgress(1500);
   CHECK(joiner.Tick(1650, true, false, true) == Joiner::Action::kNone);
   CHECK(joiner.Tick(1700, true, false, true) == Joiner::Action::kStateLateAsk);
-  // Unknown provider (a NEW_VIEW from a member that did not see the addition): the patience.
+  // Unknown provider (told its view by a member that did not add it): no state may be on its
+  // way, so it asks again once nothing came for a while, as with a suspected provider; chunks
+  // coming hold it back.
   Joiner unknown;
   unknown.SetTimeouts({200, 10000});
   unknown.JoinedView(4, 1000);
-  CHECK(unknown.Tick(5000, true, false, true) == Joiner::Action::kNone);
-  CHECK(unknown.Tick(11000, true, false, true) == Joiner::Action::kStateLateAsk);
+  CHECK(unknown.Tick(1100, true, false) == Joiner::Action::kNone);
+  unknown.StateProgress(1150);
+  CHECK(unknown.Tick(1300, true, false) == Joiner::Action::kNone);
+  CHECK(unknown.Tick(1350, true, false) == Joiner::Action::kStateLateAsk);
+  CHECK(unknown.Tick(1450, true, false) == Joiner::Action::kNone);  // rate-limited
 }
 
 TEST_CASE("a member that is behind first gets a chance to catch up, then asks", "[join]") {
@@ -305,6 +310,19 @@ TEST_CASE("a member does not re-add a joiner whose state is on its way", "[join]
   CHECK(admission.NoticeDue(3, 10));
   CHECK_FALSE(admission.NoticeDue(3, 50));
   CHECK(admission.NoticeDue(3, 110));
+}
+
+TEST_CASE("a joiner whose provider left the view is re-added at its next request", "[join]") {
+  Admission admission;
+  admission.SetTimeouts(JoinTimeoutsFor(50, 1000));
+  admission.Added(7, /*provider=*/2, 100);
+  admission.Added(8, /*provider=*/3, 100);
+  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000));
+  admission.ProviderGone(2);  // removed by a view change (it failed, or restarted)
+  CHECK(admission.ProviderOf(7) == 0);
+  CHECK(admission.ShouldPropose(7, true, false, 1000));
+  CHECK(admission.ProviderOf(8) == 3);  // another provider's joiner still waits
+  CHECK_FALSE(admission.ShouldPropose(8, true, false, 1000));
 }
 
 }  // namespace cohort::membership

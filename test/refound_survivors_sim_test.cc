@@ -53,7 +53,10 @@ struct Run {
   std::vector<std::string> Add(NodeId at, invocation::Mode mode) {
     std::vector<std::string> out;
     nso::InvokeResult result = sim.Call(at, client[at], test::CounterAdd("g", mode, 2000));
-    if (!result.status.ok()) return out;
+    if (!result.status.ok()) {
+      last_error = result.status.ToString();
+      return out;
+    }
     for (const auto& reply : result.replies) out.push_back(reply.payload);
     return out;
   }
@@ -91,8 +94,22 @@ struct Run {
       }
       if (together) return true;
     }
+    unsettled = Where();
     return false;
   }
+
+  // Where each node stands (for a case's INFO).
+  std::string Where() {
+    std::string out;
+    for (NodeId id = 1; id <= kSize; ++id) {
+      absl::StrAppend(&out, " n", id, ": view ", View(id), ", ",
+                      sim.nodes[id]->GroupDetails("g")->members.size(), " members, ",
+                      counters.state_installs[id], " states, value ", counters.value[id], ";");
+    }
+    return out;
+  }
+  std::string unsettled;   // after Settle failed
+  std::string last_error;  // of the last Add that failed
 
   uint64_t seed;
   nso::GroupConfig::Ordering ordering;
@@ -156,7 +173,12 @@ TEST_CASE("a random majority of five killed while calls are in flight, together 
   // Calls of every mode start every 3-8 ms from random members; at a random moment three random
   // members are killed, 0-40 ms apart (no view change comes between: the exclusion timeout is
   // seconds), and each starts again 5-60 ms after its kill. The survivors may differ in what
-  // they delivered, and calls of theirs are in flight.
+  // they delivered, and calls of theirs are in flight. REFOUND_SEEDS / REFOUND_FIRST_SEED run
+  // other seeds. Of 1,000 of each order, two do not recover (consensus 233, sequencer 654): a
+  // view change re-adding the first victim was decided, but delivered only by a victim killed
+  // next; the survivors, which never learn that decision (no majority is left to finish it),
+  // hear of the later view from the re-added process, which holds no state, and wait
+  // (RELIABILITY.md, limits).
   test::ForEachRun<Run>([](Run& run) {
     nso::Rng rng(run.seed * 1000003 + (run.ordering == nso::GroupConfig::Ordering::kSequencer));
     std::vector<NodeId> order = {1, 2, 3, 4, 5};
@@ -212,12 +234,15 @@ TEST_CASE("a random majority of five killed while calls are in flight, together 
     REQUIRE(restart_at.empty());
     // Not survivors_lead: a victim restarted while a majority still lived is added again in a
     // view of the survivors and the others alive then, which it may install before them.
-    REQUIRE(run.Settle(1, victims, kept, /*survivors_lead=*/false));
+    const bool settled = run.Settle(1, victims, kept, /*survivors_lead=*/false);
+    INFO(run.unsettled);
+    REQUIRE(settled);
     // The replicas agree, and each holds at least what every survivor had applied.
     int64_t most_kept = 0;
     for (const auto& [id, value] : kept) most_kept = std::max(most_kept, value);
     run.sim.net.RunUntil(run.sim.net.now_ms() + 3000);  // the survivors' calls end
     std::vector<std::string> replies = run.Add(order[0], invocation::Mode::kAll);
+    INFO(run.last_error << ";" << run.Where());
     REQUIRE(replies.size() == kSize);
     for (const std::string& reply : replies) CHECK(reply == replies[0]);
     int64_t final_value = 0;
@@ -225,7 +250,8 @@ TEST_CASE("a random majority of five killed while calls are in flight, together 
     CHECK(final_value > most_kept);
     for (NodeId id = 1; id <= kSize; ++id) CHECK(run.counters.value[id] == final_value);
     CHECK(started > 20);
-  }, 20);
+  }, getenv("REFOUND_SEEDS") ? std::stoull(getenv("REFOUND_SEEDS")) : 20,
+     getenv("REFOUND_FIRST_SEED") ? std::stoull(getenv("REFOUND_FIRST_SEED")) : 1);
 }
 
 }  // namespace cohort

@@ -181,6 +181,57 @@ TEST_CASE("a state meant for a member's earlier process is ignored by the restar
   });
 }
 
+TEST_CASE("a joiner whose state provider restarted and was added again asks for its state at "
+          "once, not after the state patience (both orders)",
+          "[membership][sim]") {
+  // n3 restarts and is added again by n1 (view 2), which is killed and restarted before its
+  // state reaches n3, and is itself added again (view 3). The view then counts n1's new
+  // process, heard and trusted, so no suspicion tells n3 or n2 that the state n3 waits for will
+  // never come; before, n3 waited the state patience (the exclusion timeout, 10 s here). Found
+  // by refound_survivors_sim_test's randomised case (seed 181).
+  test::ForEachRun<Run>([](Run& run) {
+    REQUIRE(run.AddAll(1).size() == 3);
+    bool n3_asks = true;
+    run.sim.drop = [&n3_asks](NodeId to, const wire::Envelope& envelope) {
+      if (!envelope.has_membership()) return false;
+      const auto kind = envelope.membership().kind();
+      if (kind == wire::MembershipMessage::JOIN_REQUEST && envelope.sender_node() == 3) {
+        return to == 2 || !n3_asks;  // n1 adds it, and gives the state
+      }
+      return to == 3 && kind == wire::MembershipMessage::STATE_CHUNK;  // which never comes
+    };
+    run.Restart(3, 103);
+    bool waiting = false;  // n3 in view 2, added by n1, without its state
+    for (int waited = 0; waited < 5000 && !waiting; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+      waiting = run.View(1) == 2 && run.View(2) == 2 && run.View(3) == 2;
+    }
+    REQUIRE(waiting);
+    REQUIRE(run.counters.state_installs[3] == 0);
+    n3_asks = false;
+    run.Restart(1, 101);
+    bool readded = false;  // n1's new process added again, with its state from n2
+    for (int waited = 0; waited < 5000 && !readded; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+      readded = run.View(2) >= 3 && run.counters.state_installs[1] > 0;
+    }
+    REQUIRE(readded);
+    REQUIRE(run.counters.state_installs[3] == 0);
+    run.sim.drop = nullptr;
+    const uint64_t since = run.sim.net.now_ms();
+    while (run.counters.state_installs[3] == 0 && run.sim.net.now_ms() < since + 9000) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+    }
+    INFO("n3's state after " << run.sim.net.now_ms() - since << " ms");
+    CHECK(run.sim.net.now_ms() - since < 1000);
+    REQUIRE(run.counters.state_installs[3] > 0);
+    std::vector<std::string> replies = run.AddAll(2);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == replies[1]);
+    CHECK(replies[1] == replies[2]);
+  });
+}
+
 namespace {
 
 // n3 restarted and added again (view `view`), five calls applied; then n2 and n1 killed and
