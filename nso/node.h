@@ -319,9 +319,6 @@ class Node {
     uint64_t restarted_view = 0;
     // In view `restarted_view`: the requests each other survivor said it delivered (SURVIVOR),
     // and the survivor the one with the lowest id chose to re-found the group (0: none yet).
-    // The process (incarnation) of joiner.provider() when this node joined: a view that counts
-    // another one of it, or none, means the state it owed will not come (TickMembership).
-    uint64_t provider_process = 0;
     std::map<NodeId, uint64_t> survivor_offers;
     NodeId refounder = 0;
     void ForRestartedView(uint64_t view_id) {  // forgets the above when the view changed
@@ -331,6 +328,9 @@ class Node {
       refounder = 0;
       restarted_view = view_id;
     }
+    // The process (incarnation) of joiner.provider() when this node joined: a view that counts
+    // another one of it, or none, means the state it owed will not come (TickMembership).
+    uint64_t provider_process = 0;
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
