@@ -35,6 +35,7 @@ struct GroupCounters {
   uint64_t view_changes = 0;
   // Messages that make an order not sent: this member had heard of a later view (Group::Flush).
   uint64_t order_messages_withheld = 0;
+  uint64_t refounded = 0;  // views this node installed by itself to re-found the group
 };
 
 class Group {
@@ -154,6 +155,7 @@ class Group {
   uint64_t MemberIncarnation(NodeId node) const;
 
   const GroupCounters& counters() const { return counters_; }
+  void NoteRefounded() { counters_.refounded++; }  // Node::TryRefound
   const consensus::OrderCounters* order_counters() const;
   bool HasPending() const;
   // Last time this member's order delivered something (or the view was installed), and one line

@@ -138,6 +138,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             "Messages that make an order (proposals, ACKs, sequence numbers) not sent in a view "
             "this daemon had heard was over.",
             [](const GroupSnapshot& g) { return g.counters.order_messages_withheld; });
+  per_group("cohort_group_refounded_total", "counter",
+            "Times this daemon re-founded the group: a majority of its view had restarted and it "
+            "held the most state left (what their earlier processes agreed without it is lost).",
+            [](const GroupSnapshot& g) { return g.counters.refounded; });
   per_group("cohort_suspicions_total", "counter",
             "Members suspected by the aggressive timeout (OGS s5) or on a closed connection.",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });

@@ -132,7 +132,10 @@ bool Node::TryRefound(Group* group, RefoundCause cause) {
   }
   change.set_provider(self_);
   std::vector<consensus::Delivery> next_view;
-  if (ApplyViewChange(group, change, &next_view)) DeliverAll(group, std::move(next_view));
+  if (ApplyViewChange(group, change, &next_view)) {
+    group->NoteRefounded();
+    DeliverAll(group, std::move(next_view));
+  }
   return true;
 }
 

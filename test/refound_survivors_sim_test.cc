@@ -108,6 +108,15 @@ struct Run {
     }
     return out;
   }
+  // Re-foundings of g counted by all nodes (cohort_group_refounded_total).
+  uint64_t Refounded() {
+    uint64_t total = 0;
+    for (NodeId id = 1; id <= kSize; ++id) {
+      for (const nso::Group* group : sim.nodes[id]->groups()) total += group->counters().refounded;
+    }
+    return total;
+  }
+
   std::string unsettled;   // after Settle failed
   std::string last_error;  // of the last Add that failed
 
@@ -133,6 +142,7 @@ TEST_CASE("three of five members killed at once: the two survivors, no majority,
     REQUIRE(value == 5);
     REQUIRE(run.RestartMajorityAndSettle(1, {{4, value}, {5, value}}));
     for (NodeId id = 1; id <= kSize; ++id) CHECK(run.counters.value[id] == value);
+    CHECK(run.Refounded() == 1);  // by one survivor, once
     std::vector<std::string> replies = run.Add(1, invocation::Mode::kAll);
     REQUIRE(replies.size() == kSize);
     for (const std::string& reply : replies) CHECK(reply == absl::StrCat(value + 1));
@@ -160,6 +170,7 @@ TEST_CASE("three of five members killed at once, one survivor behind the other: 
     run.sim.drop = nullptr;
     REQUIRE(run.RestartMajorityAndSettle(run.View(5), {{4, behind}, {5, ahead}}));
     for (NodeId id = 1; id <= kSize; ++id) CHECK(run.counters.value[id] == ahead);
+    CHECK(run.Refounded() == 1);
     std::vector<std::string> replies = run.Add(2, invocation::Mode::kAll);
     REQUIRE(replies.size() == kSize);
     for (const std::string& reply : replies) CHECK(reply == absl::StrCat(ahead + 1));

@@ -358,6 +358,8 @@ TEST_CASE("two members killed at once in the configured view, the third unchange
       }
     }
     REQUIRE(together);
+    const nso::Group* g = run.sim.nodes[3]->groups().front();
+    CHECK(g->counters().refounded == 1);  // cohort_group_refounded_total at n3
     std::vector<std::string> replies = run.AddAll(2);
     REQUIRE(replies.size() == 3);
     CHECK(replies[0] == absl::StrCat(value + 1));
