@@ -204,7 +204,10 @@ void KillRandomMajority(R& run, uint64_t kill_gap_max_ms = 40) {
   const std::set<NodeId> victims(order.begin(), order.begin() + majority);
   std::set<NodeId> killed;
   int started = 0;
-  int ended = 0;
+  // Calls not ended yet, by the node and process that made them: a call made by a process that
+  // is then killed goes with it; every other must end (replies or an error, by its deadline).
+  std::map<std::pair<NodeId, int>, int> open_calls;
+  std::map<NodeId, int> process;  // how often each node was killed
   const uint64_t kill_at = run.sim.net.now_ms() + rng.Range(20, 300);
   uint64_t next_kill = kill_at;
   std::map<NodeId, uint64_t> restart_at;
@@ -217,8 +220,10 @@ void KillRandomMajority(R& run, uint64_t kill_gap_max_ms = 40) {
       ++started;
       nso::InvokeOptions options =
           test::CounterAdd("g", modes[rng.Uniform(4)], /*deadline_ms=*/2000);
+      const std::pair<NodeId, int> maker{at, process[at]};
+      open_calls[maker]++;
       run.sim.nodes[at]->Invoke(run.client[at], options,
-                                [&ended](nso::InvokeResult) { ++ended; });
+                                [&open_calls, maker](nso::InvokeResult) { open_calls[maker]--; });
     }
     const uint64_t until = run.sim.net.now_ms() + rng.Range(3, 8);
     while (run.sim.net.now_ms() < until) {
@@ -228,6 +233,7 @@ void KillRandomMajority(R& run, uint64_t kill_gap_max_ms = 40) {
         const NodeId victim = order[killed.size()];
         run.sim.net.Kill(victim);
         killed.insert(victim);
+        process[victim]++;
         restart_at[victim] = now + rng.Range(5, 60);
         next_kill = now + rng.Range(0, kill_gap_max_ms);
         if (killed.size() == victims.size()) {
@@ -269,6 +275,10 @@ void KillRandomMajority(R& run, uint64_t kill_gap_max_ms = 40) {
   CHECK(final_value > most_kept);
   for (NodeId id = 1; id <= R::kSize; ++id) CHECK(run.counters.value[id] == final_value);
   CHECK(started > 20);
+  for (const auto& [maker, open] : open_calls) {
+    INFO("node " << maker.first << (maker.second > 0 ? " (restarted)" : ""));
+    if (process[maker.first] == maker.second) CHECK(open == 0);  // its process still runs
+  }
 }
 
 }  // namespace
