@@ -22,6 +22,14 @@ struct View {
   // `members` (0 or missing: unknown). Filled where a joiner is told the view (NEW_VIEW, state
   // chunks: nso/group.h Group::MemberIncarnation); ApplyChange leaves it empty.
   std::vector<uint64_t> incarnations;
+
+  // The process the view counts of `node` (0: unknown, or no member).
+  uint64_t IncarnationOf(NodeId node) const {
+    for (size_t i = 0; i < members.size() && i < incarnations.size(); ++i) {
+      if (members[i] == node) return incarnations[i];
+    }
+    return 0;
+  }
 };
 
 // A proposed change of the view `from_view`: exclusions, leaves and joins at once. A restarted

@@ -460,6 +460,8 @@ class Node {
   // This node suspects `provider` (a member of `group` other than itself), the member owing a
   // joiner its state: the joiner asks again, and members re-add it, without waiting.
   bool ProviderSuspected(const Group* group, NodeId provider) const;
+  // This node waits for a state from a provider whose process the view no longer counts.
+  bool ProviderGone(Group* group);
   bool AnyServantAttached(const std::string& group) const;
   // The group's last servant here detached: its state is gone; leave the group (see
   // GroupMembership::servant_lost).

@@ -238,12 +238,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     // Re-added while still waiting for a state (its provider crashed), or after its servant's
     // state was lost: the state of the new view comes, and holds every request of the old views.
     membership.joiner.JoinedView(next->view.id, now_ms_, proposal.provider);
-    membership.provider_process = 0;
-    for (size_t i = 0; i < next->view.members.size(); ++i) {
-      if (next->view.members[i] == proposal.provider) {
-        membership.provider_process = next->view.incarnations[i];
-      }
-    }
+    membership.provider_process = next->view.IncarnationOf(proposal.provider);
     membership.receiver.Begin(next->view.id);
     membership.buffered.clear();
   }
@@ -564,6 +559,16 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   }
 }
 
+bool Node::ProviderGone(Group* group) {
+  // The member that owes this node its state left the view, or the view counts another process
+  // of it (it restarted and was added again): that state will never come.
+  const GroupMembership& membership = MembershipOf(group);
+  const NodeId provider = membership.joiner.provider();
+  return membership.joiner.awaiting_state() && provider != 0 && provider != self_ &&
+         membership.provider_process != 0 &&
+         group->MemberIncarnation(provider) != membership.provider_process;
+}
+
 bool Node::ProviderSuspected(const Group* group, NodeId provider) const {
   return provider != 0 && provider != self_ && group->IsMember(provider) &&
          group->suspected(provider);
@@ -640,14 +645,9 @@ void Node::TickMembership(Group* group) {
     membership.declined.clear();
     if (!remove.empty()) ProposeViewChange(group, remove, {});
   }
-  // The member that owes this node its state left the view, or the view counts another process
-  // of it (it restarted and was added again): that state will never come.
   const NodeId provider = membership.joiner.provider();
-  const bool provider_gone = membership.joiner.awaiting_state() && provider != 0 &&
-                             provider != self_ && membership.provider_process != 0 &&
-                             group->MemberIncarnation(provider) != membership.provider_process;
   switch (membership.joiner.Tick(now_ms_, group->is_member(), behind,
-                                 provider_gone || ProviderSuspected(group, provider))) {
+                                 ProviderGone(group) || ProviderSuspected(group, provider))) {
     case membership::Joiner::Action::kNone: return;
     case membership::Joiner::Action::kStateLateAsk:
       Log("membership")->warn("group {}: no state for view {} yet: asking to be re-added",

@@ -77,6 +77,15 @@ struct Run {
     return out;
   }
 
+  // AddAll from `at`, which must be answered by all three replicas alike; their value.
+  std::string AddAllAgreed(NodeId at) {
+    std::vector<std::string> replies = AddAll(at);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == replies[1]);
+    CHECK(replies[1] == replies[2]);
+    return replies[0];
+  }
+
   nso::GroupConfig::Ordering ordering;
   test::SimNodes sim;
   test::SimCounters counters{&sim};
@@ -112,10 +121,7 @@ TEST_CASE("a restarted member is not told it is in the view its earlier process 
     // Re-added in a later view with the state: the calls of its earlier process are in it.
     CHECK(run.counters.installed_ok[1]);
     CHECK(run.counters.value[1] == value);
-    std::vector<std::string> replies = run.AddAll(2);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == replies[1]);
-    CHECK(replies[1] == replies[2]);
+    run.AddAllAgreed(2);
     CHECK(run.counters.value[1] == run.counters.value[2]);
     CHECK(run.counters.value[3] == run.counters.value[2]);
   });
@@ -173,10 +179,7 @@ TEST_CASE("a state meant for a member's earlier process is ignored by the restar
     CHECK_FALSE(took_old_view);
     CHECK(run.counters.installed_ok[3]);
     CHECK(run.counters.value[3] == run.counters.value[1]);
-    std::vector<std::string> replies = run.AddAll(2);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == replies[1]);
-    CHECK(replies[1] == replies[2]);
+    run.AddAllAgreed(2);
     CHECK(run.counters.value[3] == run.counters.value[2]);
   });
 }
@@ -225,10 +228,7 @@ TEST_CASE("a joiner whose state provider restarted and was added again asks for 
     INFO("n3's state after " << run.sim.net.now_ms() - since << " ms");
     CHECK(run.sim.net.now_ms() - since < 1000);
     REQUIRE(run.counters.state_installs[3] > 0);
-    std::vector<std::string> replies = run.AddAll(2);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == replies[1]);
-    CHECK(replies[1] == replies[2]);
+    run.AddAllAgreed(2);
   });
 }
 
@@ -285,11 +285,7 @@ TEST_CASE("two members restarted in turn make no group of their own from the vie
     REQUIRE(together);
     CHECK(run.counters.value[1] == run.counters.value[3]);
     CHECK(run.counters.value[2] == run.counters.value[3]);
-    std::vector<std::string> replies = run.AddAll(1);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == absl::StrCat(value + 1));  // nothing n3 applied was lost
-    CHECK(replies[1] == replies[0]);
-    CHECK(replies[2] == replies[0]);
+    CHECK(run.AddAllAgreed(1) == absl::StrCat(value + 1));  // nothing n3 applied was lost
   });
 }
 
@@ -360,11 +356,7 @@ TEST_CASE("two members killed at once in the configured view, the third unchange
     REQUIRE(together);
     const nso::Group* g = run.sim.nodes[3]->groups().front();
     CHECK(g->counters().refounded == 1);  // cohort_group_refounded_total at n3
-    std::vector<std::string> replies = run.AddAll(2);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == absl::StrCat(value + 1));
-    CHECK(replies[1] == replies[0]);
-    CHECK(replies[2] == replies[0]);
+    CHECK(run.AddAllAgreed(2) == absl::StrCat(value + 1));
   });
 }
 
