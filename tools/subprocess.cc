@@ -9,25 +9,57 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 
 namespace cohort::subprocess {
 
 namespace {
 
-// One port picked by the kernel for 127.0.0.1 (bound once, then released).
-int KernelPort() {
+// Binds `port` (0: one the kernel picks) on 127.0.0.1 and releases it: the port bound, or 0.
+int BindOnce(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
+  address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  int port = ntohs(address.sin_port);
+  int bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    socklen_t length = sizeof(address);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+    bound = ntohs(address.sin_port);
+  }
   close(fd);
-  return port;
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), 0 if unknown.
+int EphemeralLow() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  int high = 0;
+  return (range >> low >> high) ? low : 0;
+}
+
+// A port free now on 127.0.0.1, below the ephemeral range when it leaves room: the kernel gives
+// ports of that range to every outgoing connection of every process, so a daemon killed and
+// started again on its port (lincheck, membership tests) could find it taken by a connection of
+// a test running beside it ("cannot listen ... Address already in use", seen in lincheck_test).
+// Below it, only another test's pick can take the port, at random among thousands.
+int PickPort() {
+  static const int low = EphemeralLow();
+  constexpr int kFirst = 10000;
+  if (low > kFirst + 1000) {
+    static std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> ports(kFirst, low - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int port = BindOnce(ports(rng));
+      if (port != 0) return port;
+    }
+  }
+  return BindOnce(0);
 }
 
 }  // namespace
@@ -38,8 +70,8 @@ int FreePort() {
   static std::mutex mu;
   static std::set<int> given;
   std::lock_guard<std::mutex> lock(mu);
-  int port = KernelPort();
-  for (int attempt = 0; attempt < 100 && given.count(port); ++attempt) port = KernelPort();
+  int port = PickPort();
+  for (int attempt = 0; attempt < 100 && given.count(port); ++attempt) port = PickPort();
   given.insert(port);
   return port;
 }

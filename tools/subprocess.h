@@ -10,8 +10,9 @@
 
 namespace cohort::subprocess {
 
-// A free TCP port on 127.0.0.1 (bound once, then released), never the same twice in a process.
-// Another process may still take it before it is bound: daemons do not share a port (no
+// A free TCP port on 127.0.0.1 (bound once, then released), never the same twice in a process,
+// picked at random below the kernel's ephemeral range (outgoing connections never take it).
+// Another test may still pick it before it is bound: daemons do not share a port (no
 // SO_REUSEPORT), so that shows as a daemon failing to start, "address in use".
 int FreePort();
 // A blocking TCP connection to 127.0.0.1:port (the caller closes it); -1 if refused.

@@ -6,12 +6,28 @@
     cluster.stop()                                             # kills the daemons
 """
 import os
+import random
 import socket
 import subprocess
 import time
 
 
 def free_port():
+    """A port free now on 127.0.0.1, at random below the kernel's ephemeral range where it
+    leaves room (outgoing connections take ports of that range, so a daemon restarted on its port
+    would find it taken: tools/subprocess.cc PickPort)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    for _ in range(100 if low > 11000 else 0):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", random.randrange(10000, low)))
+                return s.getsockname()[1]
+            except OSError:
+                continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
