@@ -14,7 +14,7 @@ bool Contains(const std::vector<NodeId>& nodes, NodeId node) {
 std::optional<NextView> ApplyChange(const View& current, const ViewChangeProposal& change) {
   if (change.from_view != current.id) return std::nullopt;
   NextView next;
-  next.view.id = current.id + 1;
+  next.view.id = std::max(current.id + 1, change.to_view);
   for (NodeId member : current.members) {
     if (!Contains(change.remove, member)) {
       next.view.members.push_back(member);

@@ -39,6 +39,10 @@ struct ViewChangeProposal {
   std::vector<NodeId> remove;
   std::vector<NodeId> add;
   NodeId provider = 0;  // the member that sends the state to the joiners (the proposer)
+  // The id of the next view; 0 (the usual): from_view + 1. Past every view heard of when a
+  // member re-founds the group (nso/node_restarts.cc): a view named only by processes that await
+  // its state is passed over, and none of them may take the new view for the one it is in.
+  uint64_t to_view = 0;
 };
 
 struct NextView {

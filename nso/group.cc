@@ -85,6 +85,9 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
     // re-add would cost a view change and a state transfer for nothing (seen in tools/demo). A
     // restarted node that was not re-added is behind and asks to join by itself.
     rare_->restarts.clear();
+    for (auto it = rare_->later_views.begin(); it != rare_->later_views.end();) {
+      it = it->second.view <= view_id ? rare_->later_views.erase(it) : std::next(it);
+    }
   }
   if (view_id > view_id_) counters_.view_changes++;
   view_id_ = view_id;
@@ -238,13 +241,38 @@ void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,
   detector_->SetOptions(options);
 }
 
-void Group::NoteView(NodeId from, uint64_t view_id) {
+void Group::NoteView(NodeId from, uint64_t view_id, uint64_t incarnation, bool awaiting_state) {
   announcements_left_ = 0;  // heard from another node: it knows this incarnation, or told its view
-  if (view_id > view_id_) later_view_heard_ms_ = now_ms_;
-  if (view_id > highest_view_heard_) {
-    highest_view_heard_ = view_id;
-    highest_view_sender_ = from;
+  if (rare_ && incarnation != 0) {
+    auto named = rare_->later_views.find(from);
+    // Daemon incarnations grow (the wall clock at its start): a later process of that node
+    // speaks, the one that held the later view's state is gone.
+    if (named != rare_->later_views.end() && incarnation > named->second.incarnation) {
+      rare_->later_views.erase(named);
+    }
   }
+  if (view_id <= view_id_) return;
+  if (awaiting_state) {
+    // Its sender holds no state of that view (nor delivered anything in it): no newer state is
+    // known to exist, so this view is not over for that. Where a process of the later view
+    // holds its state, it names the view too (in-model: a majority of the view installed it).
+    // Out of the model, such processes may be all that is left of it, told the view by a member
+    // that died before giving them its state, while the processes that installed it have all
+    // restarted (refound_survivors_sim_test, consensus seed 233): the view has nothing to give,
+    // and the survivors re-found the group past it (Node::TryRefound).
+    rare().highest_view_named = std::max(rare().highest_view_named, view_id);
+    return;
+  }
+  highest_view_heard_ = std::max(highest_view_heard_, view_id);
+  rare().later_views[from] = {view_id, incarnation, now_ms_};
+}
+
+bool Group::LaterViewHeld(bool recently) const {
+  if (!rare_) return false;
+  for (const auto& [node, named] : rare_->later_views) {
+    if (named.view > view_id_ && (!recently || WithinExclusionTimeout(named.heard_ms))) return true;
+  }
+  return false;
 }
 
 bool Group::WithinExclusionTimeout(uint64_t since_ms) const {
@@ -252,8 +280,7 @@ bool Group::WithinExclusionTimeout(uint64_t since_ms) const {
 }
 
 bool Group::ViewOver() const {
-  return (highest_view_heard_ > view_id_ && WithinExclusionTimeout(later_view_heard_ms_)) ||
-         NotCounted();
+  return LaterViewHeld(/*recently=*/true) || NotCounted();
 }
 
 std::map<NodeId, uint64_t> Group::TakeRefusedRestarts() {
@@ -362,6 +389,7 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   if (group_incarnation() != 0) envelope.set_group_incarnation(group_incarnation());
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
+  if (awaiting_state_ && view_id == view_id_) envelope.set_awaiting_state(true);
   envelope.set_incarnation(incarnation_);
   const std::map<NodeId, uint64_t>& known =
       view_id == view_id_ ? incarnations_ : rare().retired.at(view_id).incarnations;

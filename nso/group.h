@@ -11,6 +11,7 @@
 #ifndef COHORT_NSO_GROUP_H_
 #define COHORT_NSO_GROUP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -129,20 +130,33 @@ class Group {
   // Members of the current view the order can no longer bring up to date (Outbox::beyond_log)
   // since the last call: they need the state, by a view change re-admitting them.
   std::vector<NodeId> TakeBeyondLog();
-  // Any envelope of this group from `from` names the view its sender is in.
-  void NoteView(NodeId from, uint64_t view_id);
-  // The highest view id heard from another node (> view_id() means this node is behind).
+  // Any envelope of this group from process `incarnation` of node `from` names the view its
+  // sender is in; `awaiting_state`: the sender holds no state of that view yet
+  // (Envelope.awaiting_state).
+  void NoteView(NodeId from, uint64_t view_id, uint64_t incarnation = 0,
+                bool awaiting_state = false);
+  // The highest view id heard from another node that held its state.
   uint64_t highest_view_heard() const { return highest_view_heard_; }
+  // The highest view id heard from any node, one that awaits its state included.
+  uint64_t highest_view_named() const {
+    return std::max(highest_view_heard_, rare_ ? rare_->highest_view_named : 0);
+  }
+  // This node is behind: a process that holds the state of a later view named it, and no later
+  // process of its node has been heard since (it may still give that state), or a member of this
+  // view counts another process of this node.
+  bool Behind() const { return LaterViewHeld(/*recently=*/false) || NotCounted(); }
+  // This node awaits the state of its view (a joiner): its envelopes say so.
+  void SetAwaitingState(bool awaiting) { awaiting_state_ = awaiting; }
   // This node's view is over for it, and it makes no order in it any more (Group::Flush): within
-  // the exclusion timeout, another node named a later view, or a member of this view said it
-  // counts another process of this node (this one restarted: NoteNotCounted).
+  // the exclusion timeout, another node's process that holds the state of a later view named it
+  // (and no later process of that node was heard since), or a member of this view said it counts
+  // another process of this node (this one restarted: NoteNotCounted).
   bool ViewOver() const;
   // A member of the current view counts another process of this node in it.
   void NoteNotCounted() { rare().not_counted_ms = now_ms_; }
   bool NotCounted() const { return rare_ && WithinExclusionTimeout(rare_->not_counted_ms); }
   // Restarted processes refused since the last call, with the process this view counts instead.
   std::map<NodeId, uint64_t> TakeRefusedRestarts();
-  NodeId highest_view_sender() const { return highest_view_sender_; }
   bool HasRetiredView(uint64_t view_id) const {
     return rare_ != nullptr && rare_->retired.count(view_id) > 0;
   }
@@ -206,6 +220,7 @@ class Group {
   uint64_t view_id_ = 1;
   uint64_t now_ms_;
   bool member_ = false;                                   // self is in the current view
+  bool awaiting_state_ = false;                           // SetAwaitingState
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
   std::map<uint64_t, std::string> undelivered_;  // own broadcasts not yet delivered, by seq
@@ -233,7 +248,20 @@ class Group {
     // process this view counts instead: told so (Node::SendRestartNotices).
     std::map<NodeId, uint64_t> refused_restarts;
     uint64_t not_counted_ms = 0;  // when a member last said it counts another process of this node
+    // Views later than this node's named by a process that held their state, by its node: the
+    // latest such view of each, the process, when last named. Dropped once a later process of
+    // that node is heard (the one that held the state is gone).
+    struct LaterView {
+      uint64_t view = 0;
+      uint64_t incarnation = 0;
+      uint64_t heard_ms = 0;
+    };
+    std::map<NodeId, LaterView> later_views;
+    uint64_t highest_view_named = 0;  // by a node that awaited its state
   };
+  // A process that holds the state of a later view named it (`recently`: within the exclusion
+  // timeout), and no later process of its node was heard since.
+  bool LaterViewHeld(bool recently) const;
   Rare& rare();
   // `since_ms` (0: never) is less than the exclusion timeout ago.
   bool WithinExclusionTimeout(uint64_t since_ms) const;
@@ -241,8 +269,6 @@ class Group {
   const uint64_t incarnation_;
   std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard
   uint64_t highest_view_heard_ = 0;
-  NodeId highest_view_sender_ = 0;
-  uint64_t later_view_heard_ms_ = 0;  // when a view later than this node's was last named
   GroupCounters counters_;
 };
 

@@ -561,7 +561,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     // there 500 ms, until that member died, and were then refused as out of order). The sender
     // goes through another member; this one learns of the later view.
     const bool behind = envelope.view_id() > group->view_id();
-    if (behind) group->NoteView(from, envelope.view_id());
+    if (behind) group->NoteView(from, envelope.view_id(), envelope.incarnation());
     if (!group->is_member() || Leaving(group) || behind) {
       // Excluded, left or leaving (told to, or its servant is gone), or not yet joined: the
       // sender moves on to another member at once rather than wait for its call's retry (a
@@ -577,7 +577,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     }
     return OrderFromOutside(group, envelope.forward());
   }
-  group->NoteView(from, envelope.view_id());
+  group->NoteView(from, envelope.view_id(), envelope.incarnation(), envelope.awaiting_state());
   if (envelope.view_id() != 0 && envelope.view_id() < group->view_id() && group->is_member()) {
     SendViewNotice(group, from);
   }

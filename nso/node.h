@@ -493,8 +493,9 @@ class Node {
   void ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add,
                          std::vector<uint64_t> add_incarnations = {});
   // Returns true when the view changed; deliveries of the new view go to `next_view`.
+  // `to_view` (0: the next): the new view's id (membership::ViewChangeProposal::to_view).
   bool ApplyViewChange(Group* group, const wire::ViewChange& change,
-                       std::vector<consensus::Delivery>* next_view);
+                       std::vector<consensus::Delivery>* next_view, uint64_t to_view = 0);
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
   // `from` asked to join as process `incarnation`, not the one the view counts. If every other
   // member of the view has so restarted, re-founds the group with them (true); if the others

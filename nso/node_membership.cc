@@ -191,11 +191,11 @@ void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vect
 }
 
 bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
-                           std::vector<consensus::Delivery>* next_view) {
+                           std::vector<consensus::Delivery>* next_view, uint64_t to_view) {
   membership::ViewChangeProposal proposal{change.from_view(),
                                           {change.remove().begin(), change.remove().end()},
                                           {change.add().begin(), change.add().end()},
-                                          change.provider()};
+                                          change.provider(), to_view};
   std::optional<membership::NextView> next =
       membership::ApplyChange({group->view_id(), group->members()}, proposal);
   if (!next) return false;  // stale (the view already changed) or empty
@@ -238,6 +238,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     // Re-added while still waiting for a state (its provider crashed), or after its servant's
     // state was lost: the state of the new view comes, and holds every request of the old views.
     membership.joiner.JoinedView(next->view.id, now_ms_, proposal.provider);
+    group->SetAwaitingState(true);
     membership.provider_process = next->view.IncarnationOf(proposal.provider);
     membership.receiver.Begin(next->view.id);
     membership.buffered.clear();
@@ -501,6 +502,7 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
                           group->name(), message.view_id(), Names(members), provider);
   GroupMembership& membership = MembershipOf(group);
   membership.joiner.JoinedView(message.view_id(), now_ms_, provider);
+  group->SetAwaitingState(true);
   membership.receiver.Begin(message.view_id());
   membership.buffered.clear();
   std::vector<consensus::Delivery> deliveries;
@@ -547,6 +549,7 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
                           message.view_id());
   SendStateAck(group, from, message.view_id());
   membership.joiner.StateInstalled();
+  group->SetAwaitingState(false);
   std::vector<wire::Request> buffered = std::move(membership.buffered);
   membership.buffered.clear();
   for (const wire::Request& request : buffered) ApplyRequest(group, request);
@@ -624,7 +627,7 @@ void Node::SendViewNotice(Group* group, NodeId to) {
 
 void Node::TickMembership(Group* group) {
   ResendStates(group);
-  const bool behind = group->highest_view_heard() > group->view_id() || group->NotCounted();
+  const bool behind = group->Behind();
   if (membership_.count(group->name()) == 0) {
     // No entry yet: no servant ever wanted in, nothing was delivered; a joiner in that state does
     // nothing unless the node is behind. Idle groups get no entry (memory, issue 7); one made now

@@ -118,11 +118,15 @@ bool Node::TryRefound(Group* group, RefoundCause cause) {
       return false;
     }
   }
+  // Past any view a restarted member's process was told of and awaits the state of (its provider
+  // died before giving it; no one holds that view's state: Group::NoteView), so that none takes
+  // the new view for its own.
+  const uint64_t to_view = std::max(group->view_id(), group->highest_view_named()) + 1;
   Log("membership")->warn("group {}: every other member of view {} restarted or is no majority "
                           "left with it ([{}] left): this member holds the most state left and "
                           "makes view {} with all of them (re-founded; anything the restarted "
                           "members' earlier processes agreed without it is lost)", name,
-                          group->view_id(), absl::StrJoin(survivors, ","), group->view_id() + 1);
+                          group->view_id(), absl::StrJoin(survivors, ","), to_view);
   wire::ViewChange change;
   change.set_from_view(group->view_id());
   for (size_t i = 0; i < others.size(); ++i) {
@@ -132,7 +136,7 @@ bool Node::TryRefound(Group* group, RefoundCause cause) {
   }
   change.set_provider(self_);
   std::vector<consensus::Delivery> next_view;
-  if (ApplyViewChange(group, change, &next_view)) {
+  if (ApplyViewChange(group, change, &next_view, to_view)) {
     group->NoteRefounded();
     DeliverAll(group, std::move(next_view));
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
+#include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
 
@@ -95,11 +97,15 @@ struct SimNodes {
       }
       if (drop && drop(id, envelope)) return;
       if (tap) tap(id, envelope);
+      As(id);
       nodes[id]->Receive(from, envelope);
     });
     // A frozen node reads nothing: it learns of a closed connection by the timeout alone.
     net.Endpoint(id)->SetLinkWatcher([this, id](nso::NodeId peer, bool up) {
-      if (!net.crashed(id) && frozen.count(id) == 0) nodes[id]->LinkChanged(peer, up);
+      if (!net.crashed(id) && frozen.count(id) == 0) {
+        As(id);
+        nodes[id]->LinkChanged(peer, up);
+      }
     });
     if (ticking.insert(id).second) Tick(id);  // a restarted node's ticks go on
     return nodes[id].get();
@@ -143,9 +149,21 @@ struct SimNodes {
   std::set<nso::NodeId> ticking;
   void Tick(nso::NodeId id) {
     net.After(5, [this, id] {
-      if (!net.crashed(id) && frozen.count(id) == 0) nodes[id]->Tick(net.now_ms());
+      if (!net.crashed(id) && frozen.count(id) == 0) {
+        As(id);
+        nodes[id]->Tick(net.now_ms());
+      }
       Tick(id);
     });
+  }
+
+ public:
+  // With SIMLOG=info|debug, the nodes' log lines name the node and the simulated time (call it
+  // before anything that runs a node's code outside Receive, LinkChanged and Tick).
+  void As(nso::NodeId id) {
+    static const char* const level = std::getenv("SIMLOG");
+    if (level == nullptr) return;
+    nso::ConfigureLogging(level, "text", absl::StrCat("t=", net.now_ms(), " n", id));
   }
 };
 
