@@ -24,6 +24,14 @@ uint32_t RepliesWanted(Mode mode, uint32_t view_size) {
   return view_size;
 }
 
+bool ReplyCollector::complete() const {
+  if (gone_.empty()) return replies_.size() >= wanted_;
+  const auto counted = std::count_if(replies_.begin(), replies_.end(), [this](const MemberReply& r) {
+    return std::find(gone_.begin(), gone_.end(), r.node) == gone_.end();
+  });
+  return static_cast<uint32_t>(counted) >= wanted_;
+}
+
 bool ReplyCollector::Add(MemberReply reply) {
   auto same = [&](const MemberReply& r) { return r.node == reply.node; };
   if (std::none_of(replies_.begin(), replies_.end(), same)) replies_.push_back(std::move(reply));

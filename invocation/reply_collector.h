@@ -34,10 +34,12 @@ class ReplyCollector {
   bool Add(MemberReply reply);
   // A member left the server view (crash or exclusion): the mode is now counted against the
   // smaller view, so wait-for-all no longer waits for it (issue 5: "a member that crashes
-  // mid-call is not waited for").
+  // mid-call is not waited for"). Its reply, if it came, is kept but no longer counted: the
+  // replies counted are those of the view that remains (a member removed and added again as a
+  // new process, answering from the old view, must not stand in for another member's reply).
   void MemberGone(uint32_t node);
 
-  bool complete() const { return replies_.size() >= wanted_; }
+  bool complete() const;
   uint32_t wanted() const { return wanted_; }
   const std::vector<MemberReply>& replies() const { return replies_; }
   std::vector<MemberReply> TakeReplies() { return std::move(replies_); }

@@ -31,6 +31,26 @@ TEST_CASE("collector: wait-for-all does not wait for a member that left the view
   CHECK(collector.wanted() == 2);
 }
 
+TEST_CASE("collector: the reply of a member gone from the view stands in for no other's",
+          "[invocation]") {
+  // n3 answered, then left the view (or was removed and added again as a new process): the
+  // call now waits for n1 and n2, both (refound_survivors_sim_test saw 6 of 7 members answer).
+  ReplyCollector all(Mode::kAll, 3);
+  CHECK_FALSE(all.Add({3, "n3", absl::OkStatus(), ""}));
+  all.MemberGone(3);
+  CHECK(all.wanted() == 2);
+  CHECK_FALSE(all.Add({1, "n1", absl::OkStatus(), ""}));
+  CHECK_FALSE(all.complete());
+  CHECK(all.Add({2, "n2", absl::OkStatus(), ""}));
+  CHECK(all.replies().size() == 3);  // n3's reply is still handed to the caller
+  ReplyCollector majority(Mode::kMajority, 5);
+  CHECK_FALSE(majority.Add({5, "n5", absl::OkStatus(), ""}));
+  CHECK_FALSE(majority.Add({4, "n4", absl::OkStatus(), ""}));
+  majority.MemberGone(5);  // 3 of the 4 left
+  CHECK_FALSE(majority.Add({1, "n1", absl::OkStatus(), ""}));
+  CHECK(majority.Add({2, "n2", absl::OkStatus(), ""}));
+}
+
 TEST_CASE("collector: a view change never lets a call complete without replies", "[invocation]") {
   ReplyCollector first(Mode::kFirst, 1);  // asynchronous forwarding: the manager's reply only
   first.MemberGone(2);
