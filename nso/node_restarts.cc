@@ -92,6 +92,16 @@ bool Node::TryRefound(Group* group, RefoundCause cause) {
       }
     }
     if (*std::min_element(survivors.begin(), survivors.end()) != self_) return false;
+    if (membership.refounder != 0 &&
+        std::find(survivors.begin(), survivors.end(), membership.refounder) == survivors.end()) {
+      // The one chosen restarted before it re-founded the group (it would have given this
+      // member the next view; or it did, and that view died with it, unheard): choose again
+      // among those left. A chosen one that is silent but not restarted still holds it back
+      // (above: it may come back).
+      Log("membership")->warn("group {}: node {}, chosen to re-found the group, restarted first: "
+                              "choosing again", group->name(), membership.refounder);
+      membership.refounder = 0;
+    }
     if (membership.refounder == 0) {
       NodeId best = self_;
       uint64_t most = delivered;

@@ -182,6 +182,57 @@ TEST_CASE("three of five members killed at once, one survivor behind the other: 
   });
 }
 
+TEST_CASE("four of seven members killed at once, then the survivor chosen to re-found the "
+          "group before it does: the survivors left choose again (both orders)",
+          "[membership][sim]") {
+  // n5 and n6 hear none of the ordering of the last two calls, so n7 holds two more and n5 (the
+  // lowest survivor) chooses it; n7 never gets that word (REFOUND dropped) and is killed and
+  // restarted. n5 then chooses between n5 and n6; before, it kept telling n7's new process to
+  // re-found, and the group waited for good.
+  test::ForEachRun<RunOf<7>>([](RunOf<7>& run) {
+    for (int i = 0; i < 3; ++i) REQUIRE(run.Add(7, invocation::Mode::kAll).size() == 7);
+    const int64_t behind = run.counters.value[5];
+    bool told = false;  // n5 chose n7
+    bool deaf = true;
+    run.sim.drop = [&told, &deaf](NodeId to, const wire::Envelope& envelope) {
+      if (to == 7 && envelope.has_membership() &&
+          envelope.membership().kind() == wire::MembershipMessage::REFOUND) {
+        told = true;
+        return true;
+      }
+      return deaf && (to == 5 || to == 6) && Ordering(envelope);
+    };
+    for (int i = 0; i < 2; ++i) REQUIRE(run.Add(7, invocation::Mode::kMajority).size() >= 4);
+    for (int waited = 0; waited < 1000 && run.counters.value[7] < behind + 2; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+    }
+    REQUIRE(run.counters.value[7] == behind + 2);
+    REQUIRE(run.counters.value[6] == behind);
+    for (NodeId id : {1, 2, 3, 4}) run.sim.net.Kill(id);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+    for (NodeId id : {1, 2, 3, 4}) run.Restart(id, 100 + id);
+    for (int waited = 0; waited < 3000 && !told; waited += 5) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
+    }
+    REQUIRE(told);
+    REQUIRE(run.View(5) == 1);  // not re-founded yet
+    run.sim.net.Kill(7);
+    deaf = false;
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+    run.Restart(7, 107);
+    const bool settled = run.Settle(1, {1, 2, 3, 4, 7}, {{5, behind}, {6, behind}});
+    INFO(run.unsettled);
+    REQUIRE(settled);
+    // n7's two calls died with it (no survivor applied them): what re-founding loses.
+    for (NodeId id = 1; id <= 7; ++id) CHECK(run.counters.value[id] == behind);
+    CHECK(run.Refounded() == 1);
+    std::vector<std::string> replies = run.Add(7, invocation::Mode::kAll);
+    INFO(run.last_error);
+    REQUIRE(replies.size() == 7);
+    for (const std::string& reply : replies) CHECK(reply == absl::StrCat(behind + 1));
+  });
+}
+
 TEST_CASE("a member re-added in a view only members killed next installed: the survivors "
           "re-found the group past it (both orders)",
           "[membership][sim]") {
