@@ -63,9 +63,9 @@ Joiner::Action Joiner::Tick(uint64_t now_ms, bool member, bool behind, bool prov
   return Action::kAskToJoin;
 }
 
-NodeId Admission::ProviderOf(NodeId node) const {
+NodeId Admission::ProviderOf(NodeId node, uint64_t view) const {
   auto added = added_.find(node);
-  return added == added_.end() ? 0 : added->second.provider;
+  return added == added_.end() || added->second.view != view ? 0 : added->second.provider;
 }
 
 void Admission::ProviderGone(NodeId provider) {
@@ -75,11 +75,11 @@ void Admission::ProviderGone(NodeId provider) {
 }
 
 bool Admission::ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms,
-                              bool provider_suspected) const {
+                              uint64_t view, bool provider_suspected) const {
   if (sending_state) return false;
   if (provider_suspected) return true;  // its state may never come from there
   auto added = added_.find(node);
-  return !(is_member && added != added_.end() &&
+  return !(is_member && added != added_.end() && added->second.view == view &&
            now_ms < added->second.at_ms + timeouts_.state_patience_ms);
 }
 

@@ -85,19 +85,26 @@ class Joiner {
 class Admission {
  public:
   void SetTimeouts(JoinTimeouts timeouts) { timeouts_ = timeouts; }
-  // A view change added `node` now; `provider` sends its state.
-  void Added(NodeId node, NodeId provider, uint64_t now_ms) { added_[node] = {now_ms, provider}; }
-  // Who owes `node` the state of its last addition seen here (0: none seen).
-  NodeId ProviderOf(NodeId node) const;
+  // A view change added `node` now, making view `view`; `provider` sends its state.
+  void Added(NodeId node, NodeId provider, uint64_t now_ms, uint64_t view) {
+    added_[node] = {now_ms, provider, view};
+  }
+  // Who owes `node` the state of view `view`: the provider of its addition, if that made `view`
+  // (0: none seen, or it was added in an earlier view and got, or gave up, that view's state).
+  NodeId ProviderOf(NodeId node, uint64_t view) const;
   // A view change removed `provider` (it failed, or restarted and was added again as a new
   // process): the states it owed will not come, so the nodes waiting for them are re-added at
   // their next request, not after the state patience.
   void ProviderGone(NodeId provider);
-  // Should this member propose a view change for a join request from `node`? Not while a node
-  // just added waits for its state (it asks again by itself if the state never comes) unless
-  // this member suspects its provider, nor while this member is still sending it a state.
+  // Should this member, in view `view`, propose a view change for a join request from `node`?
+  // Not while a node added in this view waits for its state (it asks again by itself if the
+  // state never comes) unless this member suspects its provider, nor while this member is still
+  // sending it a state. A node added in an earlier view that asks is behind this view: it missed
+  // a view change, and no state of this view is on its way to it (refound_survivors_sim_test's
+  // randomised case, sequencer seed 1535: told view 5 with view 4's provider, a member waited the
+  // state patience, 10 s, and a wait-for-all call timed out on it).
   bool ShouldPropose(NodeId node, bool is_member, bool sending_state, uint64_t now_ms,
-                     bool provider_suspected = false) const;
+                     uint64_t view, bool provider_suspected = false) const;
   // Rate limit of "you are behind" notices to a node that speaks an old view.
   bool NoticeDue(NodeId node, uint64_t now_ms);
 
@@ -106,6 +113,7 @@ class Admission {
   struct Addition {
     uint64_t at_ms = 0;
     NodeId provider = 0;
+    uint64_t view = 0;  // the view the addition made
   };
   std::map<NodeId, Addition> added_;
   std::map<NodeId, uint64_t> last_notice_ms_;

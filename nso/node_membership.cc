@@ -220,7 +220,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   std::vector<NodeId> state_to;
   for (NodeId node : next->joiners) {
     if (node != self_) state_to.push_back(node);
-    membership.admission.Added(node, proposal.provider, now_ms_);
+    membership.admission.Added(node, proposal.provider, now_ms_, next->view.id);
   }
   if (proposal.provider == self_ && !state_to.empty()) {
     if (CanGiveState(group)) {
@@ -438,7 +438,8 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
       view.mutable_membership()->add_members(member);
       view.mutable_membership()->add_member_incarnations(group->MemberIncarnation(member));
     }
-    view.mutable_membership()->set_provider(MembershipOf(group).admission.ProviderOf(from));
+    view.mutable_membership()->set_provider(
+        MembershipOf(group).admission.ProviderOf(from, group->view_id()));
     group->SendTo(from, std::move(view));
   }
   // A member whose servant holds the state answers (it will send the state); several may
@@ -460,8 +461,9 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
     if (!restarted && key.first == group->name() && sender.joiners().count(from)) sending = true;
   }
   const membership::Admission& admission = MembershipOf(group).admission;
-  if (!admission.ShouldPropose(from, group->IsMember(from) && !restarted, sending, now_ms_,
-                               ProviderSuspected(group, admission.ProviderOf(from)))) {
+  if (!admission.ShouldPropose(
+          from, group->IsMember(from) && !restarted, sending, now_ms_, group->view_id(),
+          ProviderSuspected(group, admission.ProviderOf(from, group->view_id())))) {
     Log("membership")->debug("group {}: join request of node {}: its state is on the way",
                              group->name(), from);
     return;

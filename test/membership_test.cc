@@ -297,16 +297,16 @@ TEST_CASE("a member that is behind first gets a chance to catch up, then asks", 
 TEST_CASE("a member does not re-add a joiner whose state is on its way", "[join]") {
   Admission admission;
   admission.SetTimeouts(JoinTimeoutsFor(50, 1000));  // patience: max(1000, 2000)
-  admission.Added(7, /*provider=*/2, 100);
-  CHECK(admission.ProviderOf(7) == 2);
-  CHECK(admission.ProviderOf(8) == 0);
-  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000));
+  admission.Added(7, /*provider=*/2, 100, /*view=*/4);
+  CHECK(admission.ProviderOf(7, 4) == 2);
+  CHECK(admission.ProviderOf(8, 4) == 0);
+  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000, 4));
   // Unless its provider is suspected here: the state may never come from there.
-  CHECK(admission.ShouldPropose(7, true, false, 1000, /*provider_suspected=*/true));
-  CHECK(admission.ShouldPropose(7, true, false, 2100));
-  CHECK_FALSE(admission.ShouldPropose(7, true, true, 5000));  // still sending it a state
-  CHECK_FALSE(admission.ShouldPropose(7, true, true, 1000, true));
-  CHECK(admission.ShouldPropose(8, false, false, 1000));
+  CHECK(admission.ShouldPropose(7, true, false, 1000, 4, /*provider_suspected=*/true));
+  CHECK(admission.ShouldPropose(7, true, false, 2100, 4));
+  CHECK_FALSE(admission.ShouldPropose(7, true, true, 5000, 4));  // still sending it a state
+  CHECK_FALSE(admission.ShouldPropose(7, true, true, 1000, 4, true));
+  CHECK(admission.ShouldPropose(8, false, false, 1000, 4));
   CHECK(admission.NoticeDue(3, 10));
   CHECK_FALSE(admission.NoticeDue(3, 50));
   CHECK(admission.NoticeDue(3, 110));
@@ -315,14 +315,27 @@ TEST_CASE("a member does not re-add a joiner whose state is on its way", "[join]
 TEST_CASE("a joiner whose provider left the view is re-added at its next request", "[join]") {
   Admission admission;
   admission.SetTimeouts(JoinTimeoutsFor(50, 1000));
-  admission.Added(7, /*provider=*/2, 100);
-  admission.Added(8, /*provider=*/3, 100);
-  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000));
+  admission.Added(7, /*provider=*/2, 100, /*view=*/4);
+  admission.Added(8, /*provider=*/3, 100, /*view=*/4);
+  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000, 4));
   admission.ProviderGone(2);  // removed by a view change (it failed, or restarted)
-  CHECK(admission.ProviderOf(7) == 0);
-  CHECK(admission.ShouldPropose(7, true, false, 1000));
-  CHECK(admission.ProviderOf(8) == 3);  // another provider's joiner still waits
-  CHECK_FALSE(admission.ShouldPropose(8, true, false, 1000));
+  CHECK(admission.ProviderOf(7, 4) == 0);
+  CHECK(admission.ShouldPropose(7, true, false, 1000, 4));
+  CHECK(admission.ProviderOf(8, 4) == 3);  // another provider's joiner still waits
+  CHECK_FALSE(admission.ShouldPropose(8, true, false, 1000, 4));
+}
+
+TEST_CASE("a member added in an earlier view that asks to join is re-added, and told no provider",
+          "[join]") {
+  // n7 was added in view 4 (its state came from n2), then missed the change to view 5: the view
+  // this member tells it names no provider (none owes it view 5's state), and its request is
+  // answered by a view change that re-adds it with a state, not held back for the patience.
+  Admission admission;
+  admission.SetTimeouts(JoinTimeoutsFor(50, 10000));  // patience: 10 s
+  admission.Added(7, /*provider=*/2, 100, /*view=*/4);
+  CHECK_FALSE(admission.ShouldPropose(7, true, false, 1000, 4));
+  CHECK(admission.ProviderOf(7, 5) == 0);
+  CHECK(admission.ShouldPropose(7, true, false, 1000, 5));
 }
 
 }  // namespace cohort::membership
