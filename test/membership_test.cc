@@ -60,6 +60,14 @@ TEST_CASE("a view change removes, adds, and re-adds a restarted member", "[view]
   CHECK(readd->view.members == V({1, 2, 3}));
   CHECK(readd->removed.empty());
   CHECK(readd->joiners == V({2}));
+
+  // A re-founding view goes past the views heard of (to_view); never back.
+  auto past = ApplyChange(view, {4, V({2}), V({2}), 1, /*to_view=*/7});
+  REQUIRE(past);
+  CHECK(past->view.id == 7);
+  auto not_back = ApplyChange(view, {4, V({2}), V({2}), 1, /*to_view=*/3});
+  REQUIRE(not_back);
+  CHECK(not_back->view.id == 5);
 }
 
 TEST_CASE("a stale or emptying view change is not applied", "[view]") {
