@@ -462,6 +462,9 @@ class Node {
   bool ProviderSuspected(const Group* group, NodeId provider) const;
   // This node waits for a state from a provider whose process the view no longer counts.
   bool ProviderGone(Group* group);
+  // This node is in view `view_id` of `group` and awaits its state from `provider` (0: not
+  // known): nothing is delivered until it comes, and its envelopes say so (awaiting_state).
+  void AwaitState(Group* group, uint64_t view_id, NodeId provider);
   bool AnyServantAttached(const std::string& group) const;
   // The group's last servant here detached: its state is gone; leave the group (see
   // GroupMembership::servant_lost).

@@ -237,11 +237,8 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
       std::find(next->joiners.begin(), next->joiners.end(), self_) != next->joiners.end()) {
     // Re-added while still waiting for a state (its provider crashed), or after its servant's
     // state was lost: the state of the new view comes, and holds every request of the old views.
-    membership.joiner.JoinedView(next->view.id, now_ms_, proposal.provider);
-    group->SetAwaitingState(true);
+    AwaitState(group, next->view.id, proposal.provider);
     membership.provider_process = next->view.IncarnationOf(proposal.provider);
-    membership.receiver.Begin(next->view.id);
-    membership.buffered.clear();
   }
   // Wait-for-all no longer waits for removed members (issue 5).
   std::vector<CallKey> complete;
@@ -502,11 +499,8 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
       message.kind() == wire::MembershipMessage::STATE_CHUNK ? from : message.provider();
   Log("membership")->info("group {}: joined view {} (members [{}]); awaiting state from node {}",
                           group->name(), message.view_id(), Names(members), provider);
+  AwaitState(group, message.view_id(), provider);
   GroupMembership& membership = MembershipOf(group);
-  membership.joiner.JoinedView(message.view_id(), now_ms_, provider);
-  group->SetAwaitingState(true);
-  membership.receiver.Begin(message.view_id());
-  membership.buffered.clear();
   std::vector<consensus::Delivery> deliveries;
   group->InstallView(message.view_id(), std::move(members), &deliveries, told, /*adopted=*/true);
   membership.provider_process = provider != 0 ? group->MemberIncarnation(provider) : 0;
@@ -562,6 +556,14 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
                             "its way): leaving again", group->name(), message.view_id());
     ProposeLeave(group);
   }
+}
+
+void Node::AwaitState(Group* group, uint64_t view_id, NodeId provider) {
+  GroupMembership& membership = MembershipOf(group);
+  membership.joiner.JoinedView(view_id, now_ms_, provider);
+  group->SetAwaitingState(true);
+  membership.receiver.Begin(view_id);
+  membership.buffered.clear();
 }
 
 bool Node::ProviderGone(Group* group) {

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -43,6 +44,13 @@ struct RunOf {
     sim.net.RunUntil(100);
   }
 
+  // Kills `ids` at once (kill -9) and, 20 ms later, starts each again as process 100 + id.
+  void KillAndRestart(std::initializer_list<NodeId> ids) {
+    for (NodeId id : ids) sim.net.Kill(id);
+    sim.net.RunUntil(sim.net.now_ms() + 20);
+    for (NodeId id : ids) Restart(id, 100 + id);
+  }
+
   void Restart(NodeId id, uint64_t incarnation) {
     sim.net.Restart(id);
     sim.Add(test::GroupOf(id, ordering, kSize), incarnation);
@@ -67,9 +75,7 @@ struct RunOf {
 
   // Kills n1..n3 at once and starts them again; then Settle.
   bool RestartMajorityAndSettle(uint64_t view, const std::map<NodeId, int64_t>& kept) {
-    for (NodeId id : {1, 2, 3}) sim.net.Kill(id);
-    sim.net.RunUntil(sim.net.now_ms() + 20);
-    for (NodeId id : {1, 2, 3}) Restart(id, 100 + id);
+    KillAndRestart({1, 2, 3});
     return Settle(view, {1, 2, 3}, kept);
   }
 
@@ -208,18 +214,14 @@ TEST_CASE("four of seven members killed at once, then the survivor chosen to re-
     }
     REQUIRE(run.counters.value[7] == behind + 2);
     REQUIRE(run.counters.value[6] == behind);
-    for (NodeId id : {1, 2, 3, 4}) run.sim.net.Kill(id);
-    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
-    for (NodeId id : {1, 2, 3, 4}) run.Restart(id, 100 + id);
+    run.KillAndRestart({1, 2, 3, 4});
     for (int waited = 0; waited < 3000 && !told; waited += 5) {
       run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
     }
     REQUIRE(told);
     REQUIRE(run.View(5) == 1);  // not re-founded yet
-    run.sim.net.Kill(7);
     deaf = false;
-    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
-    run.Restart(7, 107);
+    run.KillAndRestart({7});
     const bool settled = run.Settle(1, {1, 2, 3, 4, 7}, {{5, behind}, {6, behind}});
     INFO(run.unsettled);
     REQUIRE(settled);
@@ -244,9 +246,7 @@ TEST_CASE("a member that missed a view change after its own addition is re-added
   // and a wait-for-all call timed out on it (the randomised case below, sequencer seed 1535).
   test::ForEachRun<Run>([](Run& run) {
     REQUIRE(run.Add(1, invocation::Mode::kAll).size() == Run::kSize);
-    run.sim.net.Kill(5);
-    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
-    run.Restart(5, 105);
+    run.KillAndRestart({5});
     REQUIRE(run.Settle(1, {5}, {}));
     // A call from n1, so that n1 coordinates the next consensus instance: one n5 coordinated
     // would wait for good, n5 hearing nothing of it and no one suspecting n5.
@@ -269,9 +269,7 @@ TEST_CASE("a member that missed a view change after its own addition is re-added
         told = true;
       }
     };
-    run.sim.net.Kill(4);
-    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
-    run.Restart(4, 104);
+    run.KillAndRestart({4});
     for (int waited = 0; waited < 3000 && !told; waited += 5) {
       run.sim.net.RunUntil(run.sim.net.now_ms() + 5);
     }
@@ -325,9 +323,7 @@ TEST_CASE("a member re-added in a view only members killed next installed: the s
       return cut && survivor && (envelope.sender_node() == 1 || envelope.sender_node() == 2) &&
              envelope.incarnation() == envelope.sender_node();
     };
-    run.sim.net.Kill(3);
-    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
-    run.Restart(3, 103);
+    run.KillAndRestart({3});
     auto installed = [&run] {
       return run.View(1) > 1 || run.View(2) > 1 || run.View(4) > 1 || run.View(5) > 1;
     };
@@ -343,11 +339,7 @@ TEST_CASE("a member re-added in a view only members killed next installed: the s
     }
     REQUIRE(run.View(3) == 2);  // told its view, awaiting a state that will not come
     REQUIRE(run.counters.state_installs[3] == 0);
-    run.sim.net.Kill(1);
-    run.sim.net.Kill(2);
-    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
-    run.Restart(1, 101);
-    run.Restart(2, 102);
+    run.KillAndRestart({1, 2});
     const bool settled =
         run.Settle(/*view=*/2, {1, 2, 3}, {{4, value}, {5, value}}, /*survivors_lead=*/false);
     INFO(run.unsettled);
