@@ -7,12 +7,15 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
-#include <set>
+#include <string>
 
 namespace cohort::subprocess {
 
@@ -43,21 +46,46 @@ int EphemeralLow() {
   return (range >> low >> high) ? low : 0;
 }
 
-// A port free now on 127.0.0.1, below the ephemeral range when it leaves room: the kernel gives
-// ports of that range to every outgoing connection of every process, so a daemon killed and
-// started again on its port (lincheck, membership tests) could find it taken by a connection of
-// a test running beside it ("cannot listen ... Address already in use", seen in lincheck_test).
-// Below it, only another test's pick can take the port, at random among thousands.
+// Claims `port` among the processes of this machine (its network namespace) for as long as this
+// one lives: binds the abstract Unix socket "cohort-port-<port>", which the kernel releases when
+// the process ends (no file is left behind). False if another process (or this one) holds it.
+// Concurrent tests pick ports at random from one range; the claim keeps two from taking the same
+// port between one's check and its daemon's bind (backpressure_e2e_test saw "cannot listen on
+// listen.peer ...: Address already in use" beside another test).
+bool ClaimPort(int port) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;  // no claim possible: the bind check alone
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  const std::string name = "cohort-port-" + std::to_string(port);
+  std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
+  const socklen_t length = offsetof(sockaddr_un, sun_path) + 1 + name.size();
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    close(fd);
+    return false;
+  }
+  return true;  // fd stays open until the process ends: the claim
+}
+
+// A port free now on 127.0.0.1 and claimed (ClaimPort), below the ephemeral range when it leaves
+// room: the kernel gives ports of that range to every outgoing connection of every process, so a
+// daemon killed and started again on its port (lincheck, membership tests) could find it taken by
+// a connection of a test running beside it ("cannot listen ... Address already in use", seen in
+// lincheck_test).
 int PickPort() {
   static const int low = EphemeralLow();
   constexpr int kFirst = 10000;
   if (low > kFirst + 1000) {
     static std::mt19937 rng(std::random_device{}());
     std::uniform_int_distribution<int> ports(kFirst, low - 1);
-    for (int attempt = 0; attempt < 100; ++attempt) {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
       const int port = BindOnce(ports(rng));
-      if (port != 0) return port;
+      if (port != 0 && ClaimPort(port)) return port;
     }
+  }
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = BindOnce(0);
+    if (port != 0 && ClaimPort(port)) return port;
   }
   return BindOnce(0);
 }
@@ -65,15 +93,11 @@ int PickPort() {
 }  // namespace
 
 int FreePort() {
-  // The kernel may hand the same released port out twice in a row: never give a port twice in
-  // this process (two daemons of one test on one port).
+  // A port is claimed once per machine (ClaimPort), so never given twice in this process either
+  // (two daemons of one test on one port).
   static std::mutex mu;
-  static std::set<int> given;
   std::lock_guard<std::mutex> lock(mu);
-  int port = PickPort();
-  for (int attempt = 0; attempt < 100 && given.count(port); ++attempt) port = PickPort();
-  given.insert(port);
-  return port;
+  return PickPort();
 }
 
 int ConnectLoopback(int port) {

@@ -10,10 +10,10 @@
 
 namespace cohort::subprocess {
 
-// A free TCP port on 127.0.0.1 (bound once, then released), never the same twice in a process,
-// picked at random below the kernel's ephemeral range (outgoing connections never take it).
-// Another test may still pick it before it is bound: daemons do not share a port (no
-// SO_REUSEPORT), so that shows as a daemon failing to start, "address in use".
+// A free TCP port on 127.0.0.1 (bound once, then released), picked at random below the kernel's
+// ephemeral range (outgoing connections never take it) and claimed for as long as this process
+// lives (an abstract Unix socket named after it): no other process picking ports this way (the
+// tests, LocalCluster in Python) gets it meanwhile, nor this one twice.
 int FreePort();
 // A blocking TCP connection to 127.0.0.1:port (the caller closes it); -1 if refused.
 int ConnectLoopback(int port);

@@ -12,25 +12,50 @@ import subprocess
 import time
 
 
+_claims = []  # the abstract Unix sockets claiming this process's ports (_claim)
+
+
+def _claim(port):
+    """Claims `port` for as long as this process lives, as tools/subprocess.cc ClaimPort does
+    (the abstract Unix socket "cohort-port-<port>"): no other test picking ports this way takes
+    it meanwhile. False if another process holds it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind("\0cohort-port-%d" % port)
+    except OSError:
+        s.close()
+        return False
+    _claims.append(s)
+    return True
+
+
+def _bind_once(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return 0
+        return s.getsockname()[1]
+
+
 def free_port():
-    """A port free now on 127.0.0.1, at random below the kernel's ephemeral range where it
-    leaves room (outgoing connections take ports of that range, so a daemon restarted on its port
-    would find it taken: tools/subprocess.cc PickPort)."""
+    """A port free now on 127.0.0.1 and claimed (_claim), at random below the kernel's ephemeral
+    range where it leaves room (outgoing connections take ports of that range, so a daemon
+    restarted on its port would find it taken: tools/subprocess.cc PickPort)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         low = 0
-    for _ in range(100 if low > 11000 else 0):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", random.randrange(10000, low)))
-                return s.getsockname()[1]
-            except OSError:
-                continue
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    for _ in range(1000 if low > 11000 else 0):
+        port = _bind_once(random.randrange(10000, low))
+        if port and _claim(port):
+            return port
+    for _ in range(1000):
+        port = _bind_once(0)
+        if port and _claim(port):
+            return port
+    return _bind_once(0)
 
 
 def wait_port(port, seconds=10):
