@@ -50,6 +50,10 @@ int RunProcess(const std::vector<std::string>& argv, std::string* stderr_text) {
 }
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+  // COHORT_TEST_LOG_LEVEL: every daemon's log level, for a run kept to be read (e.g. "info").
+  if (const char* level = std::getenv("COHORT_TEST_LOG_LEVEL"); level != nullptr && *level) {
+    options_.log_level = level;
+  }
   const char* tmp = std::getenv("TEST_TMPDIR");
   // One directory per cluster of the process: successive clusters of one test binary often get
   // the same address, and a directory named after it made a later cluster append to an earlier
