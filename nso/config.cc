@@ -28,17 +28,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-
-// Local twin of COHORT_RETURN_IF_ERROR (nso/status.h), which would pull gRPC into this target.
-#define CONFIG_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    ::absl::Status config_status_ = (expr);           \
-    if (!config_status_.ok()) return config_status_;  \
-  } while (0)
+#include "nso/config_yaml.h"
 
 namespace cohort::nso {
 namespace {
 
+using config_yaml::ChildPath;
+using config_yaml::Describe;
+using config_yaml::EnumNames;
+using config_yaml::ItemPath;
+using config_yaml::LineOf;
+using config_yaml::ListItems;
+using config_yaml::MapView;
+using config_yaml::ParseInt;
+using config_yaml::ParseString;
+using config_yaml::Presence;
+using config_yaml::ReadBool;
+using config_yaml::ReadEnum;
+using config_yaml::ReadEnumString;
+using config_yaml::Reader;
+using config_yaml::ReadInt;
+using config_yaml::ReadKey;
+using config_yaml::ReadSection;
+using config_yaml::Value;
 using Ordering = GroupConfig::Ordering;
 using Liveness = GroupConfig::Liveness;
 using Style = GroupConfig::Style;
@@ -78,8 +90,6 @@ const std::vector<absl::string_view> kGroupKeys = {
     "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
     "default_mode", "suspect_timeout_ms", "exclude_timeout_ms", "acl"};
 
-template <typename E>
-using EnumNames = std::vector<std::pair<absl::string_view, E>>;
 
 const EnumNames<Ordering> kOrderingNames = {{"consensus", Ordering::kConsensus},
                                             {"sequencer", Ordering::kSequencer}};
@@ -100,244 +110,6 @@ const EnumNames<CertificateNameField> kCertificateNameNames = {
     {"uri", CertificateNameField::kUri}};
 const EnumNames<absl::string_view> kPeerTransportNames = {
     {"auto", "auto"}, {"grpc", "grpc"}, {"tcp", "tcp"}};
-
-enum class Presence { kRequired, kOptional };
-
-// 1-based line of a yaml-cpp mark, 0 when unknown.
-int LineOf(const YAML::Mark& mark) { return mark.line >= 0 ? mark.line + 1 : 0; }
-
-// Builds errors "<file>:<line>: <path>: <what>" and remembers the line of every key path read.
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  absl::Status ErrorAtLine(int line, absl::string_view path, absl::string_view what) const {
-    std::string where = line > 0 ? absl::StrCat(file_, ":", line, ": ") : absl::StrCat(file_, ": ");
-    if (!path.empty()) absl::StrAppend(&where, path, ": ");
-    return absl::InvalidArgumentError(absl::StrCat(where, what));
-  }
-
-  // An error at the recorded line of `path`, or of its nearest recorded ancestor.
-  absl::Status ErrorAt(absl::string_view path, absl::string_view what) const {
-    return ErrorAtLine(FindLine(path), path, what);
-  }
-
-  void Record(const std::string& path, int line) { lines_.emplace(path, line); }
-  bool WasRead(absl::string_view path) const { return lines_.find(path) != lines_.end(); }
-
- private:
-  int FindLine(absl::string_view path) const {
-    while (!path.empty()) {
-      auto it = lines_.find(path);
-      if (it != lines_.end()) return it->second;
-      size_t cut = path.find_last_of(".[");
-      path = path.substr(0, cut == absl::string_view::npos ? 0 : cut);
-    }
-    auto root = lines_.find("");
-    return root != lines_.end() ? root->second : 1;
-  }
-
-  std::string file_;
-  std::map<std::string, int, std::less<>> lines_;
-};
-
-// A YAML value with its key path and the line of its key (or list item).
-struct Value {
-  std::string path;
-  int line = 0;
-  YAML::Node node;
-};
-
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    case YAML::NodeType::Scalar: return absl::StrCat("\"", node.Scalar(), "\"");
-    default: return "nothing";
-  }
-}
-
-std::string ChildPath(absl::string_view parent, absl::string_view key) {
-  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
-}
-
-std::string ItemPath(absl::string_view parent, size_t index) {
-  return absl::StrCat(parent, "[", index, "]");
-}
-
-size_t EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string UnknownKeyMessage(absl::string_view key, const std::vector<absl::string_view>& keys) {
-  std::string message = absl::StrCat("unknown key \"", key, "\"");
-  for (absl::string_view known : keys) {
-    if (EditDistance(key, known) <= 2) {
-      absl::StrAppend(&message, " (did you mean \"", known, "\"?)");
-      break;
-    }
-  }
-  absl::StrAppend(&message, "; valid keys here: ", absl::StrJoin(keys, ", "));
-  return message;
-}
-
-// A YAML map whose keys are checked: strings, distinct, all in the allowed list.
-class MapView {
- public:
-  static absl::StatusOr<MapView> Open(Reader* reader, const Value& value,
-                                      const std::vector<absl::string_view>& keys) {
-    if (!value.node.IsMap()) {
-      return reader->ErrorAtLine(value.line, value.path,
-                                 absl::StrCat("must be a map, got ", Describe(value.node)));
-    }
-    MapView view(reader, value);
-    CONFIG_RETURN_IF_ERROR(view.Index(keys));
-    return view;
-  }
-
-  // The value of `key`; nullopt when absent and optional.
-  absl::StatusOr<std::optional<Value>> Get(absl::string_view key, Presence presence) const {
-    auto it = entries_.find(key);
-    if (it == entries_.end()) {
-      if (presence == Presence::kOptional) return std::optional<Value>();
-      return reader_->ErrorAtLine(self_.line, ChildPath(self_.path, key), "missing required key");
-    }
-    return std::optional<Value>(it->second);
-  }
-
-  Reader* reader() const { return reader_; }
-
- private:
-  MapView(Reader* reader, Value self) : reader_(reader), self_(std::move(self)) {}
-
-  absl::Status Index(const std::vector<absl::string_view>& keys) {
-    for (const auto& entry : self_.node) {  // by value: it-> returns a temporary proxy
-      const YAML::Node key = entry.first;
-      int line = LineOf(key.Mark());
-      if (!key.IsScalar()) {
-        return reader_->ErrorAtLine(line, self_.path,
-                                    absl::StrCat("keys must be names, got ", Describe(key)));
-      }
-      std::string path = ChildPath(self_.path, key.Scalar());
-      if (std::find(keys.begin(), keys.end(), key.Scalar()) == keys.end()) {
-        return reader_->ErrorAtLine(line, path, UnknownKeyMessage(key.Scalar(), keys));
-      }
-      auto [previous, inserted] = entries_.emplace(key.Scalar(), Value{path, line, entry.second});
-      if (!inserted) {
-        return reader_->ErrorAtLine(line, path,
-                                    absl::StrCat("duplicate key \"", key.Scalar(),
-                                                 "\" (first at line ", previous->second.line, ")"));
-      }
-      reader_->Record(path, line);
-    }
-    return absl::OkStatus();
-  }
-
-  Reader* reader_;
-  Value self_;
-  std::map<std::string, Value, std::less<>> entries_;
-};
-
-// The items of a YAML list, each with its path "parent[i]" and line.
-absl::StatusOr<std::vector<Value>> ListItems(Reader* reader, const Value& value,
-                                             absl::string_view expected) {
-  if (!value.node.IsSequence()) {
-    return reader->ErrorAtLine(value.line, value.path,
-                               absl::StrCat("must be a list of ", expected, ", got ",
-                                            Describe(value.node)));
-  }
-  std::vector<Value> items;
-  for (size_t i = 0; i < value.node.size(); ++i) {
-    const YAML::Node& item = value.node[i];
-    int line = LineOf(item.Mark());
-    Value entry{ItemPath(value.path, i), line > 0 ? line : value.line, item};
-    reader->Record(entry.path, entry.line);
-    items.push_back(std::move(entry));
-  }
-  return items;
-}
-
-// ---- Scalars ----------------------------------------------------------------------------------
-
-absl::Status ParseString(const Reader& reader, const Value& value, std::string* out) {
-  if (!value.node.IsScalar()) {
-    return reader.ErrorAtLine(value.line, value.path,
-                              absl::StrCat("must be a string, got ", Describe(value.node)));
-  }
-  if (value.node.Scalar().empty()) {
-    return reader.ErrorAtLine(value.line, value.path, "must not be empty");
-  }
-  *out = value.node.Scalar();
-  return absl::OkStatus();
-}
-
-bool IsPlainScalar(const YAML::Node& node) {
-  return node.IsScalar() && node.Tag() != "!";  // "!" marks a quoted scalar: a string
-}
-
-absl::Status ParseInt(const Reader& reader, const Value& value, int64_t min, int64_t max,
-                      int64_t* out) {
-  int64_t parsed = 0;
-  if (!IsPlainScalar(value.node) || !absl::SimpleAtoi(value.node.Scalar(), &parsed)) {
-    return reader.ErrorAtLine(value.line, value.path,
-                              absl::StrCat("must be an integer, got ", Describe(value.node)));
-  }
-  if (parsed < min || parsed > max) {
-    return reader.ErrorAtLine(value.line, value.path,
-                              absl::StrCat("must be in ", min, "..", max, ", got ", parsed));
-  }
-  *out = parsed;
-  return absl::OkStatus();
-}
-
-absl::Status ParseBool(const Reader& reader, const Value& value, bool* out) {
-  std::string text = IsPlainScalar(value.node) ? absl::AsciiStrToLower(value.node.Scalar()) : "";
-  if (text == "true" || text == "yes" || text == "on") {
-    *out = true;
-  } else if (text == "false" || text == "no" || text == "off") {
-    *out = false;
-  } else {
-    return reader.ErrorAtLine(value.line, value.path,
-                              absl::StrCat("must be true or false, got ", Describe(value.node)));
-  }
-  return absl::OkStatus();
-}
-
-template <typename E>
-std::string EnumChoices(const EnumNames<E>& names) {
-  std::vector<std::string> quoted;
-  for (const auto& [name, unused] : names) quoted.push_back(absl::StrCat("\"", name, "\""));
-  if (quoted.size() == 2) return absl::StrCat(quoted[0], " or ", quoted[1]);
-  return absl::StrCat("one of ", absl::StrJoin(quoted, ", "));
-}
-
-template <typename E>
-absl::Status ParseEnum(const Reader& reader, const Value& value, const EnumNames<E>& names,
-                       E* out) {
-  if (value.node.IsScalar()) {
-    for (const auto& [name, enumerator] : names) {
-      if (value.node.Scalar() == name) {
-        *out = enumerator;
-        return absl::OkStatus();
-      }
-    }
-  }
-  return reader.ErrorAtLine(
-      value.line, value.path,
-      absl::StrCat("must be ", EnumChoices(names), ", got ", Describe(value.node)));
-}
 
 bool IsValidName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
@@ -397,18 +169,6 @@ absl::Status ParseAddress(const Reader& reader, const Value& value, std::string*
   return absl::OkStatus();
 }
 
-// ---- Keys of a map: absent optional keys leave *out (the default) untouched --------------------
-
-using ValueParser = std::function<absl::Status(const Reader&, const Value&)>;
-
-absl::Status ReadKey(const MapView& map, absl::string_view key, Presence presence,
-                     const ValueParser& parse) {
-  absl::StatusOr<std::optional<Value>> value = map.Get(key, presence);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return absl::OkStatus();
-  return parse(*map.reader(), **value);
-}
-
 absl::Status ReadName(const MapView& map, absl::string_view key, Presence presence,
                       std::string* out) {
   return ReadKey(map, key, presence,
@@ -420,51 +180,8 @@ absl::Status ReadAddress(const MapView& map, absl::string_view key, std::string*
                  [out](const Reader& r, const Value& v) { return ParseAddress(r, v, out); });
 }
 
-absl::Status ReadInt(const MapView& map, absl::string_view key, int64_t min, int64_t max,
-                     int64_t* out) {
-  return ReadKey(map, key, Presence::kOptional, [=](const Reader& r, const Value& v) {
-    return ParseInt(r, v, min, max, out);
-  });
-}
-
 absl::Status ReadDurationMs(const MapView& map, absl::string_view key, int64_t* out) {
   return ReadInt(map, key, 1, kMaxDurationMs, out);
-}
-
-absl::Status ReadBool(const MapView& map, absl::string_view key, bool* out) {
-  return ReadKey(map, key, Presence::kOptional,
-                 [out](const Reader& r, const Value& v) { return ParseBool(r, v, out); });
-}
-
-template <typename E>
-absl::Status ReadEnum(const MapView& map, absl::string_view key, const EnumNames<E>& names,
-                      E* out) {
-  return ReadKey(map, key, Presence::kOptional,
-                 [&names, out](const Reader& r, const Value& v) {
-                   return ParseEnum(r, v, names, out);
-                 });
-}
-
-absl::Status ReadEnumString(const MapView& map, absl::string_view key,
-                            const EnumNames<absl::string_view>& names, std::string* out) {
-  absl::string_view chosen = *out;
-  CONFIG_RETURN_IF_ERROR(ReadEnum(map, key, names, &chosen));
-  *out = std::string(chosen);
-  return absl::OkStatus();
-}
-
-// Opens the sub-map at `key` (optional unless `presence` says otherwise) and reads it with `read`.
-absl::Status ReadSection(const MapView& map, absl::string_view key, Presence presence,
-                         const std::vector<absl::string_view>& keys,
-                         const std::function<absl::Status(const MapView&)>& read) {
-  absl::StatusOr<std::optional<Value>> value = map.Get(key, presence);
-  if (!value.ok()) return value.status();
-  if (!value->has_value() || ((*value)->node.IsNull() && presence == Presence::kOptional)) {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<MapView> section = MapView::Open(map.reader(), **value, keys);
-  if (!section.ok()) return section.status();
-  return read(*section);
 }
 
 // ---- Sections ---------------------------------------------------------------------------------
