@@ -73,7 +73,7 @@ void FillBacklog(Client* client) {
 
 // Everything n1's clients sent is ordered: its backlog (every client's) is empty. A freeze
 // after the group ordered again must start from there: a one-way call accepted after a thaw is
-// not yet ordered when the call after it has its majority of replies (the session 38 failure:
+// not yet ordered when the call after it has its majority of replies (session 37's failure:
 // one request of `waits` still counted made its next fill wait 5 s for room, past the default
 // deadline, after which its daemon stops counting requests, short_wait's too).
 bool BacklogEmpty(test::Cluster& cluster) {
