@@ -5,14 +5,10 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstddef>
-#include <cstring>
 #include <set>
-#include <string>
 #include <vector>
 
 #include "tools/subprocess.h"
@@ -31,20 +27,6 @@ bool Bindable(int port) {
   const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   close(fd);
   return bound;
-}
-
-// Whether some process holds the claim on `port` (tools/subprocess.cc ClaimPort: the abstract
-// Unix socket "cohort-port-<port>").
-bool ClaimHeld(int port) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string name = "cohort-port-" + std::to_string(port);
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const socklen_t length = offsetof(sockaddr_un, sun_path) + 1 + name.size();
-  const bool held = bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0;
-  close(fd);
-  return held;
 }
 
 // kPorts ports picked by a child process, which stays alive (its claims held) until `release`
@@ -96,14 +78,14 @@ TEST_CASE("FreePort gives free ports, each once in a process and once among live
   int shared = 0;
   for (int port : theirs) shared += mine.count(port);
   CHECK(shared == 0);  // a live process's ports are not given to another
-  CHECK(ClaimHeld(theirs.front()));
+  CHECK(subprocess::PortClaimed(theirs.front()));
   // The claims end with the child, leaving nothing behind.
   close(release);
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  for (int port : theirs) CHECK_FALSE(ClaimHeld(port));
+  for (int port : theirs) CHECK_FALSE(subprocess::PortClaimed(port));
 }
 
 }  // namespace cohort

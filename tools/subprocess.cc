@@ -46,20 +46,27 @@ int EphemeralLow() {
   return (range >> low >> high) ? low : 0;
 }
 
+// The abstract Unix socket "cohort-port-<port>" (sun_path[0] = 0: no file) that claims `port`;
+// returns the address's length.
+socklen_t ClaimAddress(int port, sockaddr_un* address) {
+  *address = sockaddr_un{};
+  address->sun_family = AF_UNIX;
+  const std::string name = "cohort-port-" + std::to_string(port);
+  std::memcpy(address->sun_path + 1, name.data(), name.size());
+  return offsetof(sockaddr_un, sun_path) + 1 + name.size();
+}
+
 // Claims `port` among the processes of this machine (its network namespace) for as long as this
-// one lives: binds the abstract Unix socket "cohort-port-<port>", which the kernel releases when
-// the process ends (no file is left behind). False if another process (or this one) holds it.
-// Concurrent tests pick ports at random from one range; the claim keeps two from taking the same
-// port between one's check and its daemon's bind (backpressure_e2e_test saw "cannot listen on
-// listen.peer ...: Address already in use" beside another test).
+// one lives: binds its ClaimAddress, which the kernel releases when the process ends (no file is
+// left behind). False if another process (or this one) holds it. Concurrent tests pick ports at
+// random from one range; the claim keeps two from taking the same port between one's check and
+// its daemon's bind (backpressure_e2e_test saw "cannot listen on listen.peer ...: Address
+// already in use" beside another test).
 bool ClaimPort(int port) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return true;  // no claim possible: the bind check alone
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  const std::string name = "cohort-port-" + std::to_string(port);
-  std::memcpy(address.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
-  const socklen_t length = offsetof(sockaddr_un, sun_path) + 1 + name.size();
+  sockaddr_un address;
+  const socklen_t length = ClaimAddress(port, &address);
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
     close(fd);
     return false;
@@ -71,26 +78,31 @@ bool ClaimPort(int port) {
 // room: the kernel gives ports of that range to every outgoing connection of every process, so a
 // daemon killed and started again on its port (lincheck, membership tests) could find it taken by
 // a connection of a test running beside it ("cannot listen ... Address already in use", seen in
-// lincheck_test).
+// lincheck_test). The kernel's own pick when that range is too small, or all tried were taken.
 int PickPort() {
   static const int low = EphemeralLow();
   constexpr int kFirst = 10000;
-  if (low > kFirst + 1000) {
-    static std::mt19937 rng(std::random_device{}());
-    std::uniform_int_distribution<int> ports(kFirst, low - 1);
-    for (int attempt = 0; attempt < 1000; ++attempt) {
-      const int port = BindOnce(ports(rng));
-      if (port != 0 && ClaimPort(port)) return port;
-    }
-  }
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int port = BindOnce(0);
+  const bool below = low > kFirst + 1000;
+  static std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> ports(kFirst, below ? low - 1 : kFirst);
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    const int port = BindOnce(below && attempt < 1000 ? ports(rng) : 0);
     if (port != 0 && ClaimPort(port)) return port;
   }
   return BindOnce(0);
 }
 
 }  // namespace
+
+bool PortClaimed(int port) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un address;
+  const socklen_t length = ClaimAddress(port, &address);
+  const bool held = bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0;
+  close(fd);
+  return held;
+}
 
 int FreePort() {
   // A port is claimed once per machine (ClaimPort), so never given twice in this process either

@@ -15,6 +15,8 @@ namespace cohort::subprocess {
 // lives (an abstract Unix socket named after it): no other process picking ports this way (the
 // tests, LocalCluster in Python) gets it meanwhile, nor this one twice.
 int FreePort();
+// Whether some process holds the claim on `port` that FreePort makes.
+bool PortClaimed(int port);
 // A blocking TCP connection to 127.0.0.1:port (the caller closes it); -1 if refused.
 int ConnectLoopback(int port);
 // True when something accepts connections on 127.0.0.1:port.
