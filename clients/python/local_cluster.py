@@ -47,12 +47,9 @@ def free_port():
             low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         low = 0
-    for _ in range(1000 if low > 11000 else 0):
-        port = _bind_once(random.randrange(10000, low))
-        if port and _claim(port):
-            return port
-    for _ in range(1000):
-        port = _bind_once(0)
+    below = low > 11000
+    for attempt in range(2000):  # the kernel's pick when that range is too small, or taken
+        port = _bind_once(random.randrange(10000, low) if below and attempt < 1000 else 0)
         if port and _claim(port):
             return port
     return _bind_once(0)
