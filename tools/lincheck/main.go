@@ -1,5 +1,6 @@
-// lincheck: checks a history recorded by tools/kv_nemesis.cc against a sequential key-value
-// specification with Porcupine (github.com/anishathalye/porcupine), partitioned by key.
+// lincheck: checks a history recorded by kv-nemesis (tools/kv_nemesis_history.cc) against a
+// sequential key-value specification with Porcupine (github.com/anishathalye/porcupine),
+// partitioned by key.
 //
 //	lincheck [-timeout 60s] [-html out.html] HISTORY.jsonl
 //
