@@ -358,6 +358,53 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
   }
 }
 
+std::string ChandraToueg::StateKey() const {
+  std::string key;
+  auto put = [&key](uint64_t value) {
+    key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  auto put_batch = [&](const wire::MessageBatch& batch) {
+    const std::string bytes = batch.SerializeAsString();
+    put(bytes.size());
+    key.append(bytes);
+  };
+  auto put_nodes = [&](const std::set<NodeId>& nodes) {
+    put(nodes.size());
+    for (NodeId node : nodes) put(node);
+  };
+  put_nodes(suspected_);
+  put(now_ms_);
+  put(started_);
+  put(round_);
+  put_batch(estimate_);
+  put(timestamp_);
+  put(static_cast<uint64_t>(phase_));
+  put(move_pending_);
+  put(move_at_ms_);
+  put(last_sent_ms_);
+  put(estimates_.size());
+  for (const auto& [node, entry] : estimates_) {
+    put(node);
+    put(entry.first);
+    put_batch(entry.second);
+  }
+  put(proposed_);
+  put_batch(proposal_);
+  put_nodes(acks_);
+  put_nodes(nacks_);
+  put(decided_);
+  put_batch(decision_);
+  put(decision_round_);
+  put(decision_sent_ms_.size());
+  for (const auto& [node, sent_ms] : decision_sent_ms_) {
+    put(node);
+    put(sent_ms);
+  }
+  put(decided_ms_);
+  put_nodes(decision_owed_);
+  return key;
+}
+
 void ChandraToueg::Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
                         const wire::MessageBatch* value, ConsensusSends* out) {
   wire::ConsensusMessage message;

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -92,6 +93,11 @@ class ChandraToueg {
   NodeId Coordinator(uint32_t round) const {
     return members_[(first_coordinator_ + round - 1) % members_.size()];
   }
+
+  // Every field that decides what this instance does next, as bytes: two instances with equal
+  // keys act alike on every input. For the exhaustive exploration of test/consensus_explorer.h,
+  // which visits each state once. `steps_` and the counters are left out: they only count.
+  std::string StateKey() const;
 
  private:
   enum class Phase { kWaitProposal, kReplied };

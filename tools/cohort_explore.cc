@@ -1,0 +1,104 @@
+// cohort-explore: exhaustive exploration of one Chandra-Toueg consensus instance within bounds
+// (test/consensus_explorer.h): every interleaving of deliveries, losses, clock ticks,
+// suspicions and crashes, each distinct state once, checking agreement, validity, integrity and
+// termination. The test (//test:consensus_explorer_test) runs small bounds; this runs any.
+//
+//   cohort-explore [--n N] [--optimisations 123] [--crashes C] [--suspicions S] [--ticks T]
+//                  [--drops D] [--max-round R] [--max-states M] [--completion-every K]
+//
+// Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
+// to it); 3: stopped at --max-states before the end, no violation found so far.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "test/consensus_explorer.h"
+
+namespace {
+
+int Usage() {
+  std::fputs(
+      "usage: cohort-explore [--n N] [--optimisations 123] [--crashes C] [--suspicions S]\n"
+      "                      [--ticks T] [--drops D] [--max-round R] [--max-states M]\n"
+      "                      [--completion-every K]\n"
+      "  --n:             members, 1..7 (default 3)\n"
+      "  --optimisations: which of 004 section 4's optimisations are on, e.g. 13, or - for none\n"
+      "                   (default 123)\n"
+      "  --crashes, --suspicions, --ticks, --drops: how many of each fault the exploration may\n"
+      "                   take, each at any point (defaults 1, 2, 3, 1; a suspicion is one\n"
+      "                   member starting or stopping to suspect another)\n"
+      "  --max-round:     states past this round are checked, not explored (default 4)\n"
+      "  --max-states:    stop after this many distinct states (default 3000000)\n"
+      "  --completion-every: termination is checked from quiescent states and from 1 state in K\n"
+      "                   (default 8)\n",
+      stderr);
+  return 2;
+}
+
+bool ParseCount(const char* text, uint64_t low, uint64_t high, uint64_t* out) {
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || value < low || value > high) return false;
+  *out = value;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cohort::explore::Bounds bounds;
+  std::string optimisations = "123";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) return Usage();
+    const char* value = argv[++i];
+    uint64_t number = 0;
+    if (arg == "--optimisations") {
+      optimisations = value;
+      if (optimisations.find_first_not_of("123-") != std::string::npos) return Usage();
+      continue;
+    }
+    const bool ok =
+        (arg == "--n" || arg == "--crashes" || arg == "--suspicions" || arg == "--ticks" ||
+         arg == "--drops" || arg == "--max-round" || arg == "--completion-every")
+            ? ParseCount(value, arg == "--n" || arg == "--max-round" || arg == "--completion-every",
+                         arg == "--n" ? 7 : 1000, &number)
+            : arg == "--max-states" && ParseCount(value, 1, UINT64_MAX, &number);
+    if (!ok) return Usage();
+    if (arg == "--n") bounds.n = static_cast<uint32_t>(number);
+    if (arg == "--crashes") bounds.crashes = static_cast<uint32_t>(number);
+    if (arg == "--suspicions") bounds.suspicion_changes = static_cast<uint32_t>(number);
+    if (arg == "--ticks") bounds.ticks = static_cast<uint32_t>(number);
+    if (arg == "--drops") bounds.drops = static_cast<uint32_t>(number);
+    if (arg == "--max-round") bounds.max_round = static_cast<uint32_t>(number);
+    if (arg == "--completion-every") bounds.completion_every = static_cast<uint32_t>(number);
+    if (arg == "--max-states") bounds.max_states = number;
+  }
+  bounds.consensus.optimisation_1 = optimisations.find('1') != std::string::npos;
+  bounds.consensus.optimisation_2 = optimisations.find('2') != std::string::npos;
+  bounds.consensus.optimisation_3 = optimisations.find('3') != std::string::npos;
+
+  const auto start = std::chrono::steady_clock::now();
+  const cohort::explore::Report report = cohort::explore::Explore(bounds);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "n %u, optimisations %s, bounds: crashes %u, suspicions %u, ticks %u, drops %u, round %u\n"
+      "states %llu (%s), transitions %llu, termination checks %llu, states with a decision "
+      "%llu, past the round bound %llu, latest decision round %u, %.1f s\n",
+      bounds.n, optimisations.c_str(), bounds.crashes, bounds.suspicion_changes, bounds.ticks,
+      bounds.drops, bounds.max_round, static_cast<unsigned long long>(report.states),
+      report.complete ? "complete" : "stopped at --max-states",
+      static_cast<unsigned long long>(report.transitions),
+      static_cast<unsigned long long>(report.completions),
+      static_cast<unsigned long long>(report.decided_states),
+      static_cast<unsigned long long>(report.cut_states), report.max_decision_round, seconds);
+  if (!report.violation.empty()) {
+    std::printf("VIOLATION: %s\n", report.violation.c_str());
+    return 1;
+  }
+  std::printf("no violation\n");
+  return report.complete ? 0 : 3;
+}
