@@ -358,6 +358,13 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
   }
 }
 
+// A field added to ChandraToueg must be added to StateKey too (or said to only count, as
+// steps_): two states that differ in it would otherwise be taken for one, and the exploration
+// would skip what follows. This size (x86-64, libstdc++) changes with a new field.
+#if defined(__x86_64__) && defined(__GLIBCXX__)
+static_assert(sizeof(ChandraToueg) == 608, "a new field of ChandraToueg: add it to StateKey");
+#endif
+
 std::string ChandraToueg::StateKey() const {
   std::string key;
   auto put = [&key](uint64_t value) {
