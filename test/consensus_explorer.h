@@ -48,7 +48,8 @@ struct Report {
   uint64_t transitions = 0;        // actions taken (some lead to states visited already)
   uint64_t completions = 0;        // termination checks run
   uint64_t decided_states = 0;     // states in which some member has decided
-  uint32_t max_decision_round = 0; // the latest round in which any member decided
+  uint32_t max_decision_round = 0; // the latest round any member decided in (termination
+                                   // checks included: they run past max_round)
   uint64_t cut_states = 0;         // states past max_round, not explored further
   bool complete = false;           // every state within the bounds visited
   std::string violation;           // empty: none; else what broke, and the actions leading to it
