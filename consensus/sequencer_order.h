@@ -70,6 +70,9 @@ class SequencerOrder final : public TotalOrder {
   uint64_t committed() const { return commit_; }
   size_t retained() const { return log_.size(); }  // entries kept (from order number log_base_)
   std::string Describe() const override;
+  // Every field that decides what this member does next, as bytes (the counters left out: they
+  // only count). For the exhaustive exploration of test/sequencer_explorer.h.
+  std::string StateKey() const;
 
  private:
   using Kind = wire::SequencerMessage;

@@ -1,11 +1,13 @@
-// Every interleaving within small bounds (test/consensus_explorer.h): agreement, validity,
-// integrity and termination of one Chandra-Toueg instance under a crash, message loss, a false
-// suspicion, timers and any delivery order, with each of 004 section 4's optimisations on or
-// off. The bounds keep each exploration within seconds; larger ones: cohort-explore
-// (RELIABILITY.md has the runs).
+// Every interleaving within small bounds (test/explorer_engine.h): agreement, validity,
+// integrity and termination of one Chandra-Toueg instance (test/consensus_explorer.h) under a
+// crash, message loss, a false suspicion, timers and any delivery order, with each of 004
+// section 4's optimisations on or off; total order, integrity, FIFO and termination of the
+// sequencer order (test/sequencer_explorer.h). The bounds keep each exploration within
+// seconds; larger ones: cohort-explore (RELIABILITY.md has the runs).
 #include <catch2/catch.hpp>
 
 #include "test/consensus_explorer.h"
+#include "test/sequencer_explorer.h"
 
 namespace cohort::explore {
 namespace {
@@ -25,8 +27,8 @@ Bounds Make(uint32_t n, int mask, uint32_t ticks, uint32_t suspicions, uint32_t 
   return bounds;
 }
 
-Report RequireSafeAndLive(const Bounds& bounds) {
-  const Report report = Explore(bounds);
+Report RequireSafeAndLive(const Bounds& bounds, bool sequencer = false) {
+  const Report report = sequencer ? ExploreSequencer(bounds) : Explore(bounds);
   INFO("n = " << bounds.n << ", optimisations " << bounds.consensus.optimisation_1
               << bounds.consensus.optimisation_2 << bounds.consensus.optimisation_3 << ": "
               << report.states << " states, " << report.completions << " termination checks");
@@ -79,6 +81,33 @@ TEST_CASE("explorer: the checks fail when the model is broken", "[explore]") {
     CHECK(report.violation.empty());
     CHECK(report.complete);
   }
+}
+
+Bounds Sequencer(uint32_t n, bool optimisation_3, uint32_t ticks, uint32_t suspicions,
+                 uint32_t crashes, uint32_t drops, uint32_t broadcasts) {
+  Bounds bounds = Make(n, optimisation_3 ? 7 : 3, ticks, suspicions, crashes, drops, 2);
+  bounds.broadcasts = broadcasts;
+  return bounds;
+}
+
+TEST_CASE("explorer: the sequencer order, a crash of the sequencer, a loss, a suspicion",
+          "[explore]") {
+  // Two messages from any members; the sequencer (member 1) or another crashes at any point.
+  CHECK(RequireSafeAndLive(Sequencer(3, true, 1, 0, 1, 1, 2), true).max_decision_round >= 1);
+  // A false suspicion moves the sequencer to a later epoch (consensus/sequencer_order.h).
+  CHECK(RequireSafeAndLive(Sequencer(3, true, 0, 1, 1, 0, 1), true).max_decision_round >= 1);
+  // Without optimisation 3 the sequencer sends commit notices.
+  RequireSafeAndLive(Sequencer(3, false, 0, 0, 1, 1, 1), true);
+  RequireSafeAndLive(Sequencer(4, true, 0, 0, 1, 0, 1), true);
+  RequireSafeAndLive(Sequencer(5, true, 0, 0, 1, 0, 1), true);
+}
+
+TEST_CASE("explorer: the sequencer order's checks fail on a forged entry", "[explore]") {
+  Bounds bounds = Sequencer(3, true, 0, 0, 0, 0, 1);
+  bounds.corruptions = 1;
+  const Report report = ExploreSequencer(bounds);
+  REQUIRE_THAT(report.violation, Catch::Contains("never broadcast"));
+  CHECK_THAT(report.violation, Catch::Contains("deliver corrupted ORDERED"));
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
-// cohort-explore: exhaustive exploration of one Chandra-Toueg consensus instance within bounds
-// (test/consensus_explorer.h): every interleaving of deliveries, losses, clock ticks,
-// suspicions and crashes, each distinct state once, checking agreement, validity, integrity and
-// termination. The test (//test:consensus_explorer_test) runs small bounds; this runs any.
+// cohort-explore: exhaustive exploration within bounds of one Chandra-Toueg consensus instance
+// (test/consensus_explorer.h: agreement, validity, integrity, termination) or of the sequencer
+// order (test/sequencer_explorer.h: total order, integrity, FIFO, termination): every
+// interleaving of deliveries, losses, clock ticks, suspicions and crashes, each distinct state
+// once. The test (//test:consensus_explorer_test) runs small bounds; this runs any.
 //
-//   cohort-explore [--n N] [--optimisations 123] [--crashes C] [--suspicions S] [--ticks T]
-//                  [--drops D] [--max-round R] [--max-states M] [--completion-every K]
+//   cohort-explore [--order consensus|sequencer] [--n N] [--optimisations 123] [--crashes C]
+//                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--max-round R]
+//                  [--max-states M] [--completion-every K]
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
@@ -15,21 +17,25 @@
 #include <string>
 
 #include "test/consensus_explorer.h"
+#include "test/sequencer_explorer.h"
 
 namespace {
 
 int Usage() {
   std::fputs(
-      "usage: cohort-explore [--n N] [--optimisations 123] [--crashes C] [--suspicions S]\n"
-      "                      [--ticks T] [--drops D] [--max-round R] [--max-states M]\n"
+      "usage: cohort-explore [--order consensus|sequencer] [--n N] [--optimisations 123]\n"
+      "                      [--crashes C] [--suspicions S] [--ticks T] [--drops D]\n"
+      "                      [--broadcasts B] [--max-round R] [--max-states M]\n"
       "                      [--completion-every K]\n"
+      "  --order:         one consensus instance (default), or the sequencer order\n"
       "  --n:             members, 1..7 (default 3)\n"
       "  --optimisations: which of 004 section 4's optimisations are on, e.g. 13, or - for none\n"
       "                   (default 123)\n"
       "  --crashes, --suspicions, --ticks, --drops: how many of each fault the exploration may\n"
       "                   take, each at any point (defaults 1, 2, 3, 1; a suspicion is one\n"
       "                   member starting or stopping to suspect another)\n"
-      "  --max-round:     states past this round are checked, not explored (default 4)\n"
+      "  --broadcasts:    the sequencer order: messages broadcast, each by any member (default 2)\n"
+      "  --max-round:     states past this round (epoch) are checked, not explored (default 4)\n"
       "  --max-states:    stop after this many distinct states (default 3000000)\n"
       "  --completion-every: termination is checked from quiescent states and from 1 state in K\n"
       "                   (default 8)\n",
@@ -50,11 +56,17 @@ bool ParseCount(const char* text, uint64_t low, uint64_t high, uint64_t* out) {
 int main(int argc, char** argv) {
   cohort::explore::Bounds bounds;
   std::string optimisations = "123";
+  bool sequencer = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return Usage();
     const char* value = argv[++i];
     uint64_t number = 0;
+    if (arg == "--order") {
+      if (std::string(value) != "consensus" && std::string(value) != "sequencer") return Usage();
+      sequencer = std::string(value) == "sequencer";
+      continue;
+    }
     if (arg == "--optimisations") {
       optimisations = value;
       if (optimisations.find_first_not_of("123-") != std::string::npos) return Usage();
@@ -62,7 +74,8 @@ int main(int argc, char** argv) {
     }
     const bool ok =
         (arg == "--n" || arg == "--crashes" || arg == "--suspicions" || arg == "--ticks" ||
-         arg == "--drops" || arg == "--max-round" || arg == "--completion-every")
+         arg == "--drops" || arg == "--broadcasts" || arg == "--max-round" ||
+         arg == "--completion-every")
             ? ParseCount(value, arg == "--n" || arg == "--max-round" || arg == "--completion-every",
                          arg == "--n" ? 7 : 1000, &number)
             : arg == "--max-states" && ParseCount(value, 1, UINT64_MAX, &number);
@@ -72,6 +85,7 @@ int main(int argc, char** argv) {
     if (arg == "--suspicions") bounds.suspicion_changes = static_cast<uint32_t>(number);
     if (arg == "--ticks") bounds.ticks = static_cast<uint32_t>(number);
     if (arg == "--drops") bounds.drops = static_cast<uint32_t>(number);
+    if (arg == "--broadcasts") bounds.broadcasts = static_cast<uint32_t>(number);
     if (arg == "--max-round") bounds.max_round = static_cast<uint32_t>(number);
     if (arg == "--completion-every") bounds.completion_every = static_cast<uint32_t>(number);
     if (arg == "--max-states") bounds.max_states = number;
@@ -81,15 +95,18 @@ int main(int argc, char** argv) {
   bounds.consensus.optimisation_3 = optimisations.find('3') != std::string::npos;
 
   const auto start = std::chrono::steady_clock::now();
-  const cohort::explore::Report report = cohort::explore::Explore(bounds);
+  const cohort::explore::Report report =
+      sequencer ? cohort::explore::ExploreSequencer(bounds) : cohort::explore::Explore(bounds);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "n %u, optimisations %s, bounds: crashes %u, suspicions %u, ticks %u, drops %u, round %u\n"
+      "%s, n %u, optimisations %s, bounds: crashes %u, suspicions %u, ticks %u, drops %u, "
+      "broadcasts %u, round %u\n"
       "states %llu (%s), transitions %llu, termination checks %llu, states with a decision "
       "%llu, past the round bound %llu, latest decision round %u, %.1f s\n",
-      bounds.n, optimisations.c_str(), bounds.crashes, bounds.suspicion_changes, bounds.ticks,
-      bounds.drops, bounds.max_round, static_cast<unsigned long long>(report.states),
+      sequencer ? "sequencer order" : "consensus", bounds.n, optimisations.c_str(), bounds.crashes, bounds.suspicion_changes, bounds.ticks,
+      bounds.drops, bounds.broadcasts, bounds.max_round,
+      static_cast<unsigned long long>(report.states),
       report.complete ? "complete" : "stopped at --max-states",
       static_cast<unsigned long long>(report.transitions),
       static_cast<unsigned long long>(report.completions),

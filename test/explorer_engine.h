@@ -1,0 +1,341 @@
+// The exhaustive explorer's engine: depth-first search over every interleaving of a protocol's
+// members within bounds, each distinct state visited once. A Model says what a member is and
+// does (test/consensus_explorer.cc: one Chandra-Toueg instance; test/sequencer_explorer.cc:
+// the sequencer order); the engine owns the network (any delivery order, duplicates, losses),
+// the clocks (ticks), the failure detector (suspicions started or withdrawn, false ones
+// included), crashes, the safety check after every action and the termination check: with no
+// more faults, every member up suspecting exactly the crashed ones and every message delivered
+// while the clocks move, the model must be done, if a majority is up.
+#ifndef COHORT_TEST_EXPLORER_ENGINE_H_
+#define COHORT_TEST_EXPLORER_ENGINE_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "consensus/chandra_toueg.h"
+
+namespace cohort::explore {
+
+using consensus::NodeId;
+
+struct Bounds {
+  uint32_t n = 3;
+  consensus::ConsensusOptions consensus;  // the sequencer order takes optimisation_3 from it
+  uint32_t crashes = 1;            // crash-stop failures, each at any point
+  uint32_t suspicion_changes = 2;  // a member starts or stops suspecting another
+  uint32_t ticks = 3;              // a member's clock moves on by tick_ms (its timers fire)
+  uint32_t drops = 1;              // in-flight messages lost
+  uint64_t tick_ms = 25;           // default options: > round_delay_ms, half retransmit_ms
+  // Rounds (epochs for the sequencer order) can go on without end while suspicions are wrong
+  // (◇S promises nothing before it stabilises), even with no timer firing: states past this
+  // round are checked, not explored.
+  uint32_t max_round = 4;
+  uint32_t broadcasts = 2;  // the sequencer order: messages broadcast, each by any member
+  // A faulty network that rewrites a message (the consensus model: a PROPOSAL's value, by
+  // another member's initial value; the sequencer order: an ORDERED entry's payload), at most
+  // this many times: outside the fault model, so that the checks are seen to fail.
+  uint32_t corruptions = 0;
+  uint64_t max_states = 3000000;  // stop, incomplete, after this many distinct states
+  uint32_t completion_every = 8;  // termination checked from 1 in this many states as well
+};
+
+struct Report {
+  uint64_t states = 0;             // distinct states visited
+  uint64_t transitions = 0;        // actions taken (some lead to states visited already)
+  uint64_t completions = 0;        // termination checks run
+  uint64_t decided_states = 0;     // states in which some member has decided (delivered)
+  uint32_t max_decision_round = 0; // the latest round (epoch) any member decided in
+                                   // (termination checks included: they run past max_round)
+  uint64_t cut_states = 0;         // states past max_round, not explored further
+  bool complete = false;           // every state within the bounds visited
+  std::string violation;           // empty: none; else what broke, and the actions leading to it
+};
+
+// Model (a class with these members, all const):
+//   types Member, Message, Record (copyable; Record holds what the checks observed);
+//   std::vector<Member> Create();                                 // member i + 1 at index i
+//   void Step(Member&, Record&, uint32_t i, NodeId from, const Message&, uint64_t now, Sends*);
+//   void Tick(Member&, Record&, uint32_t i, uint64_t now, Sends*);
+//   void Suspect(Member&, Record&, uint32_t i, NodeId node, bool suspected, Sends*);
+//   std::vector<std::string> Actions(const Member&, const Record&, uint32_t i);  // its own
+//   void Act(Member&, Record&, uint32_t i, size_t action, uint64_t now, Sends*);
+//   void Settle(Member&, Record&, uint32_t i, uint64_t now, Sends*);  // before a completion
+//   std::string Key(const Member&), RecordKey(const Record&), MessageKey(const Message&),
+//       Label(const Message&);
+//   bool Corrupt(Message*, NodeId to);                            // false: left as it is
+//   std::string CheckSafety(const std::vector<Member>&, Record&); // "" or what broke
+//   bool Terminated(const std::vector<Member>&, const Record&, const std::vector<bool>& crashed);
+//       // what termination asks for (every member up decided, delivered ...)
+//   bool Done(same);  // nothing left to explore: terminated, and no action of the model's left
+//   bool PastBound(const Member&);
+//   bool CanTick(const Member&);                                  // false: a tick is a no-op
+//   std::string Undone(const std::vector<Member>&, const Record&, const std::vector<bool>&);
+//   bool Decided(const Member&), uint32_t DecisionRound(const Member&);   // for the report
+// where Sends = std::vector<std::pair<NodeId, Message>>.
+template <class Model>
+class Engine {
+ public:
+  using Member = typename Model::Member;
+  using Message = typename Model::Message;
+  using Record = typename Model::Record;
+  using Sends = std::vector<std::pair<NodeId, Message>>;
+
+  Engine(const Bounds& bounds, Model model) : bounds_(bounds), model_(std::move(model)) {}
+
+  Report Run() {
+    World world;
+    world.members = model_.Create();
+    world.crashed.assign(bounds_.n, false);
+    world.suspects.assign(bounds_.n, std::vector<bool>(bounds_.n, false));
+    world.clock_ms.assign(bounds_.n, 0);
+    report_.complete = Visit(world);
+    return report_;
+  }
+
+ private:
+  // A message on its way; `key` identifies it for the state's fingerprint.
+  struct InFlight {
+    NodeId from = 0;
+    NodeId to = 0;
+    Message message;
+    std::string key;
+  };
+
+  struct World {
+    std::vector<Member> members;  // index i is member i + 1
+    std::vector<bool> crashed;
+    std::vector<std::vector<bool>> suspects;  // suspects[i][j]: member i + 1 suspects j + 1
+    std::vector<uint64_t> clock_ms;
+    std::vector<InFlight> network;  // sorted by key: equal messages side by side
+    Record record;
+    uint32_t crashes = 0, suspicion_changes = 0, ticks = 0, drops = 0, corruptions = 0;
+  };
+
+  // Depth first; false once the exploration stops (a violation, or max_states).
+  bool Visit(const World& world) {
+    if (!report_.violation.empty()) return false;
+    if (!visited_.insert(Fingerprint(world)).second) return true;
+    if (++report_.states > bounds_.max_states) return false;
+    if (std::any_of(world.members.begin(), world.members.end(),
+                    [this](const Member& m) { return model_.Decided(m); })) {
+      ++report_.decided_states;
+    }
+    if (world.network.empty() || report_.states % bounds_.completion_every == 0) {
+      if (!CheckTermination(world)) return false;
+    }
+    if (model_.Done(world.members, world.record, world.crashed)) return true;
+    if (std::any_of(world.members.begin(), world.members.end(),
+                    [this](const Member& m) { return model_.PastBound(m); })) {
+      ++report_.cut_states;
+      return true;
+    }
+    const uint32_t n = bounds_.n;
+    for (size_t k = 0; k < world.network.size(); ++k) {
+      if (k > 0 && world.network[k].key == world.network[k - 1].key) continue;  // same outcome
+      const InFlight& message = world.network[k];
+      const std::string what = absl::StrCat(model_.Label(message.message), " ", message.from,
+                                            "->", message.to);
+      if (!Act(world, "deliver " + what, [k](World& w, Engine& e) { e.Deliver(w, k, false); })) {
+        return false;
+      }
+      if (world.drops < bounds_.drops &&
+          !Act(world, "drop " + what, [k](World& w, Engine&) {
+            w.network.erase(w.network.begin() + k);
+            ++w.drops;
+          })) {
+        return false;
+      }
+      Message corrupted = message.message;
+      if (world.corruptions < bounds_.corruptions && model_.Corrupt(&corrupted, message.to) &&
+          !Act(world, "deliver corrupted " + what,
+               [k](World& w, Engine& e) { e.Deliver(w, k, true); })) {
+        return false;
+      }
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      if (world.crashed[i]) continue;
+      const NodeId id = i + 1;
+      if (world.ticks < bounds_.ticks && model_.CanTick(world.members[i]) &&
+          !Act(world, absl::StrCat("tick ", id), [i](World& w, Engine& e) { e.Tick(w, i); })) {
+        return false;
+      }
+      const std::vector<std::string> actions =
+          model_.Actions(world.members[i], world.record, i);
+      for (size_t a = 0; a < actions.size(); ++a) {
+        if (!Act(world, actions[a], [i, a](World& w, Engine& e) {
+              Sends out;
+              e.model_.Act(w.members[i], w.record, i, a, w.clock_ms[i], &out);
+              e.Send(w, i + 1, out);
+            })) {
+          return false;
+        }
+      }
+      if (world.suspicion_changes < bounds_.suspicion_changes) {
+        for (uint32_t j = 0; j < n; ++j) {
+          if (j == i) continue;
+          const bool now = !world.suspects[i][j];
+          if (!Act(world, absl::StrCat(id, now ? " suspects " : " trusts ", j + 1),
+                   [i, j, now](World& w, Engine& e) {
+                     ++w.suspicion_changes;
+                     e.SetSuspicion(w, i, j, now);
+                   })) {
+            return false;
+          }
+        }
+      }
+      if (world.crashes < bounds_.crashes &&
+          !Act(world, absl::StrCat("crash ", id), [i](World& w, Engine& e) { e.Crash(w, i); })) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool Act(const World& world, const std::string& action,
+           const std::function<void(World&, Engine&)>& apply) {
+    World next = world;
+    apply(next, *this);
+    ++report_.transitions;
+    trace_.push_back(action);
+    const bool go_on = CheckSafety(next) && Visit(next);
+    trace_.pop_back();
+    return go_on;
+  }
+
+  void Deliver(World& world, size_t k, bool corrupt) {
+    InFlight message = std::move(world.network[k]);
+    world.network.erase(world.network.begin() + k);
+    if (corrupt) {
+      ++world.corruptions;
+      model_.Corrupt(&message.message, message.to);
+    }
+    const uint32_t i = message.to - 1;
+    Sends out;
+    model_.Step(world.members[i], world.record, i, message.from, message.message,
+                world.clock_ms[i], &out);
+    Send(world, message.to, out);
+  }
+
+  void Tick(World& world, uint32_t i) {
+    ++world.ticks;
+    world.clock_ms[i] += bounds_.tick_ms;
+    Sends out;
+    model_.Tick(world.members[i], world.record, i, world.clock_ms[i], &out);
+    Send(world, i + 1, out);
+  }
+
+  void SetSuspicion(World& world, uint32_t i, uint32_t j, bool suspected) {
+    world.suspects[i][j] = suspected;
+    Sends out;
+    model_.Suspect(world.members[i], world.record, i, j + 1, suspected, &out);
+    Send(world, i + 1, out);
+  }
+
+  void Crash(World& world, uint32_t i) {
+    ++world.crashes;
+    world.crashed[i] = true;
+    const NodeId id = i + 1;
+    world.network.erase(std::remove_if(world.network.begin(), world.network.end(),
+                                       [id](const InFlight& m) { return m.to == id; }),
+                        world.network.end());
+  }
+
+  void Send(World& world, NodeId from, Sends& out) {
+    for (auto& [to, message] : out) {
+      if (to < 1 || to > bounds_.n || world.crashed[to - 1]) continue;  // lost with its receiver
+      InFlight sent{from, to, std::move(message), {}};
+      sent.key = absl::StrCat(to, ",", from, ",", model_.MessageKey(sent.message));
+      auto at = std::upper_bound(
+          world.network.begin(), world.network.end(), sent.key,
+          [](const std::string& key, const InFlight& m) { return key < m.key; });
+      world.network.insert(at, std::move(sent));
+    }
+    out.clear();
+  }
+
+  std::pair<uint64_t, uint64_t> Fingerprint(const World& world) const {
+    std::string key;
+    for (uint32_t i = 0; i < bounds_.n; ++i) {
+      const std::string member = model_.Key(world.members[i]);
+      absl::StrAppend(&key, member.size(), ":", member, world.crashed[i] ? "x" : "-",
+                      world.clock_ms[i], ";");
+      for (bool s : world.suspects[i]) key.push_back(s ? '1' : '0');
+    }
+    for (const InFlight& message : world.network) {
+      absl::StrAppend(&key, message.key.size(), ":", message.key);
+    }
+    const std::string record = model_.RecordKey(world.record);
+    absl::StrAppend(&key, "|", record.size(), ":", record, "|", world.crashes, ",",
+                    world.suspicion_changes, ",", world.ticks, ",", world.drops, ",",
+                    world.corruptions);
+    return {std::hash<std::string>{}(key), absl::Hash<std::string>{}(key)};
+  }
+
+  bool Fail(const std::string& what) {
+    report_.violation = absl::StrCat(
+        what, "\nafter: ", trace_.empty() ? "(start)" : absl::StrJoin(trace_, "; "));
+    return false;
+  }
+
+  bool CheckSafety(World& world) {
+    const std::string broken = model_.CheckSafety(world.members, world.record);
+    if (!broken.empty()) return Fail(broken);
+    for (const Member& member : world.members) {
+      if (model_.Decided(member)) {
+        report_.max_decision_round =
+            std::max(report_.max_decision_round, model_.DecisionRound(member));
+      }
+    }
+    return true;
+  }
+
+  bool CheckTermination(const World& from) {
+    const uint32_t n = bounds_.n;
+    const auto up =
+        static_cast<uint32_t>(std::count(from.crashed.begin(), from.crashed.end(), false));
+    if (up < n / 2 + 1) return true;  // no termination without a majority (and ◇S)
+    ++report_.completions;
+    World world = from;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (world.crashed[i]) continue;
+      for (uint32_t j = 0; j < n; ++j) {
+        if (j != i && world.suspects[i][j] != world.crashed[j]) {
+          SetSuspicion(world, i, j, world.crashed[j]);
+        }
+      }
+      Sends out;
+      model_.Settle(world.members[i], world.record, i, world.clock_ms[i], &out);
+      Send(world, i + 1, out);
+    }
+    constexpr int kRounds = 400;  // of delivering everything, then a tick at every member
+    for (int round = 0; round < kRounds; ++round) {
+      while (!world.network.empty()) Deliver(world, 0, false);
+      if (!CheckSafety(world)) return false;
+      if (model_.Terminated(world.members, world.record, world.crashed)) return true;
+      for (uint32_t i = 0; i < n; ++i) {
+        if (!world.crashed[i]) Tick(world, i);
+      }
+    }
+    return Fail(absl::StrCat("termination: with no more faults and ", up, " of ", n,
+                             " members up, after ", kRounds, " rounds of delivery: ",
+                             model_.Undone(world.members, world.record, world.crashed)));
+  }
+
+  const Bounds bounds_;
+  const Model model_;
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> visited_;
+  std::vector<std::string> trace_;
+  Report report_;
+};
+
+}  // namespace cohort::explore
+
+#endif  // COHORT_TEST_EXPLORER_ENGINE_H_
