@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "consensus/state_key.h"
+
 namespace cohort::consensus {
 
 using Kind = wire::ConsensusMessage;
@@ -366,50 +368,34 @@ static_assert(sizeof(ChandraToueg) == 608, "a new field of ChandraToueg: add it 
 #endif
 
 std::string ChandraToueg::StateKey() const {
-  std::string key;
-  auto put = [&key](uint64_t value) {
-    key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-  };
-  auto put_batch = [&](const wire::MessageBatch& batch) {
-    const std::string bytes = batch.SerializeAsString();
-    put(bytes.size());
-    key.append(bytes);
-  };
-  auto put_nodes = [&](const std::set<NodeId>& nodes) {
-    put(nodes.size());
-    for (NodeId node : nodes) put(node);
-  };
-  put_nodes(suspected_);
-  put(now_ms_);
-  put(started_);
-  put(round_);
-  put_batch(estimate_);
-  put(timestamp_);
-  put(static_cast<uint64_t>(phase_));
-  put(move_pending_);
-  put(move_at_ms_);
-  put(last_sent_ms_);
-  put(estimates_.size());
+  StateKeyWriter key;
+  key.Put(suspected_);
+  key.Put(now_ms_);
+  key.Put(started_);
+  key.Put(round_);
+  key.Put(estimate_);
+  key.Put(timestamp_);
+  key.Put(static_cast<uint64_t>(phase_));
+  key.Put(move_pending_);
+  key.Put(move_at_ms_);
+  key.Put(last_sent_ms_);
+  key.Put(static_cast<uint64_t>(estimates_.size()));
   for (const auto& [node, entry] : estimates_) {
-    put(node);
-    put(entry.first);
-    put_batch(entry.second);
+    key.Put(node);
+    key.Put(entry.first);
+    key.Put(entry.second);
   }
-  put(proposed_);
-  put_batch(proposal_);
-  put_nodes(acks_);
-  put_nodes(nacks_);
-  put(decided_);
-  put_batch(decision_);
-  put(decision_round_);
-  put(decision_sent_ms_.size());
-  for (const auto& [node, sent_ms] : decision_sent_ms_) {
-    put(node);
-    put(sent_ms);
-  }
-  put(decided_ms_);
-  put_nodes(decision_owed_);
-  return key;
+  key.Put(proposed_);
+  key.Put(proposal_);
+  key.Put(acks_);
+  key.Put(nacks_);
+  key.Put(decided_);
+  key.Put(decision_);
+  key.Put(decision_round_);
+  key.Put(decision_sent_ms_);
+  key.Put(decided_ms_);
+  key.Put(decision_owed_);
+  return key.Take();
 }
 
 void ChandraToueg::Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,

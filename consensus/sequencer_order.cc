@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "consensus/state_key.h"
+
 namespace cohort::consensus {
 
 SequencerOrder::SequencerOrder(NodeId self, std::vector<NodeId> members,
@@ -540,7 +542,6 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
   out->sends.emplace_back(to, std::move(envelope));
 }
 
-
 // A field added to SequencerOrder must be added to StateKey too: two states that differ in it
 // would otherwise be taken for one, and the exploration would skip what follows. This size
 // (x86-64, libstdc++) changes with a new field.
@@ -550,68 +551,45 @@ static_assert(sizeof(SequencerOrder) == 784,
 #endif
 
 std::string SequencerOrder::StateKey() const {
-  std::string key;
-  auto put = [&key](uint64_t value) {
-    key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-  };
-  auto put_bytes = [&](const std::string& bytes) {
-    put(bytes.size());
-    key.append(bytes);
-  };
-  auto put_map = [&](const std::map<NodeId, uint64_t>& map) {
-    put(map.size());
-    for (const auto& [node, value] : map) {
-      put(node);
-      put(value);
-    }
-  };
-  put(frozen_);
-  put(suspected_.size());
-  for (NodeId node : suspected_) put(node);
-  put(now_ms_);
-  put(epoch_);
-  put(log_epoch_);
-  put(log_.size());
-  for (const wire::DataMessage& entry : log_) put_bytes(entry.SerializeAsString());
-  put(log_base_);
-  put(stable_);
-  put_map(pruned_seq_);
-  put_map(member_delivered_);
-  put(commit_);
-  put(need_cursor_);
-  put(delivered_);
-  put_map(delivered_seq_);
-  put_map(log_seq_);
-  put(early_forwards_.size());
+  StateKeyWriter key;
+  key.Put(frozen_);
+  key.Put(suspected_);
+  key.Put(now_ms_);
+  key.Put(epoch_);
+  key.Put(log_epoch_);
+  key.Put(static_cast<uint64_t>(log_.size()));
+  for (const wire::DataMessage& entry : log_) key.Put(entry);
+  key.Put(log_base_);
+  key.Put(stable_);
+  key.Put(pruned_seq_);
+  key.Put(member_delivered_);
+  key.Put(commit_);
+  key.Put(need_cursor_);
+  key.Put(delivered_);
+  key.Put(delivered_seq_);
+  key.Put(log_seq_);
+  key.Put(static_cast<uint64_t>(early_forwards_.size()));
   for (const auto& [origin, forwards] : early_forwards_) {
-    put(origin);
-    put(forwards.size());
-    for (const auto& [seq, message] : forwards) {
-      put(seq);
-      put_bytes(message.SerializeAsString());
-    }
+    key.Put(origin);
+    key.Put(forwards);
   }
-  put(early_forwards_count_);
-  put(next_seq_);
-  put(own_.size());
-  for (const auto& [seq, payload] : own_) {
-    put(seq);
-    put_bytes(payload);
-  }
-  put(last_retransmit_ms_);
-  put(established_);
-  put_map(acked_);
-  put(sent_end_);
-  put(state_first_);
-  put(states_.size());
+  key.Put(early_forwards_count_);
+  key.Put(next_seq_);
+  key.Put(own_);
+  key.Put(last_retransmit_ms_);
+  key.Put(established_);
+  key.Put(acked_);
+  key.Put(sent_end_);
+  key.Put(state_first_);
+  key.Put(static_cast<uint64_t>(states_.size()));
   for (const auto& [node, state] : states_) {
-    put(node);
-    put(state.log_epoch);
-    put(state.log_length);
-    put(state.entries.size());
-    for (const wire::DataMessage& entry : state.entries) put_bytes(entry.SerializeAsString());
+    key.Put(node);
+    key.Put(state.log_epoch);
+    key.Put(state.log_length);
+    key.Put(static_cast<uint64_t>(state.entries.size()));
+    for (const wire::DataMessage& entry : state.entries) key.Put(entry);
   }
-  return key;
+  return key.Take();
 }
 
 }  // namespace cohort::consensus

@@ -153,8 +153,7 @@ class Engine {
           })) {
         return false;
       }
-      Message corrupted = message.message;
-      if (world.corruptions < bounds_.corruptions && model_.Corrupt(&corrupted, message.to) &&
+      if (world.corruptions < bounds_.corruptions && Corruptible(message) &&
           !Act(world, "deliver corrupted " + what,
                [k](World& w, Engine& e) { e.Deliver(w, k, true); })) {
         return false;
@@ -208,6 +207,11 @@ class Engine {
     const bool go_on = CheckSafety(next) && Visit(next);
     trace_.pop_back();
     return go_on;
+  }
+
+  bool Corruptible(const InFlight& message) const {
+    Message copy = message.message;
+    return model_.Corrupt(&copy, message.to);
   }
 
   void Deliver(World& world, size_t k, bool corrupt) {

@@ -1,6 +1,7 @@
 #include "test/sequencer_explorer.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 #include <vector>

@@ -10,10 +10,12 @@
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "test/consensus_explorer.h"
@@ -61,7 +63,6 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return Usage();
     const char* value = argv[++i];
-    uint64_t number = 0;
     if (arg == "--order") {
       if (std::string(value) != "consensus" && std::string(value) != "sequencer") return Usage();
       sequencer = std::string(value) == "sequencer";
@@ -72,23 +73,32 @@ int main(int argc, char** argv) {
       if (optimisations.find_first_not_of("123-") != std::string::npos) return Usage();
       continue;
     }
-    const bool ok =
-        (arg == "--n" || arg == "--crashes" || arg == "--suspicions" || arg == "--ticks" ||
-         arg == "--drops" || arg == "--broadcasts" || arg == "--max-round" ||
-         arg == "--completion-every")
-            ? ParseCount(value, arg == "--n" || arg == "--max-round" || arg == "--completion-every",
-                         arg == "--n" ? 7 : 1000, &number)
-            : arg == "--max-states" && ParseCount(value, 1, UINT64_MAX, &number);
-    if (!ok) return Usage();
-    if (arg == "--n") bounds.n = static_cast<uint32_t>(number);
-    if (arg == "--crashes") bounds.crashes = static_cast<uint32_t>(number);
-    if (arg == "--suspicions") bounds.suspicion_changes = static_cast<uint32_t>(number);
-    if (arg == "--ticks") bounds.ticks = static_cast<uint32_t>(number);
-    if (arg == "--drops") bounds.drops = static_cast<uint32_t>(number);
-    if (arg == "--broadcasts") bounds.broadcasts = static_cast<uint32_t>(number);
-    if (arg == "--max-round") bounds.max_round = static_cast<uint32_t>(number);
-    if (arg == "--completion-every") bounds.completion_every = static_cast<uint32_t>(number);
-    if (arg == "--max-states") bounds.max_states = number;
+    if (arg == "--max-states") {
+      if (!ParseCount(value, 1, UINT64_MAX, &bounds.max_states)) return Usage();
+      continue;
+    }
+    // The small counts: flag, lowest and highest value, where it goes.
+    const struct {
+      const char* flag;
+      uint64_t low, high;
+      uint32_t* field;
+    } counts[] = {
+        {"--n", 1, 7, &bounds.n},
+        {"--crashes", 0, 1000, &bounds.crashes},
+        {"--suspicions", 0, 1000, &bounds.suspicion_changes},
+        {"--ticks", 0, 1000, &bounds.ticks},
+        {"--drops", 0, 1000, &bounds.drops},
+        {"--broadcasts", 0, 1000, &bounds.broadcasts},
+        {"--max-round", 1, 1000, &bounds.max_round},
+        {"--completion-every", 1, 1000, &bounds.completion_every},
+    };
+    const auto* count = std::find_if(std::begin(counts), std::end(counts),
+                                     [&arg](const auto& c) { return arg == c.flag; });
+    uint64_t number = 0;
+    if (count == std::end(counts) || !ParseCount(value, count->low, count->high, &number)) {
+      return Usage();
+    }
+    *count->field = static_cast<uint32_t>(number);
   }
   bounds.consensus.optimisation_1 = optimisations.find('1') != std::string::npos;
   bounds.consensus.optimisation_2 = optimisations.find('2') != std::string::npos;

@@ -15,10 +15,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
+#include "tools/json_string.h"
 #include "tools/kv_nemesis_run.h"
 #include "tools/kv_nemesis_util.h"
 
 namespace cohort::kv_nemesis {
+
+using ::cohort::tools::JsonString;
 
 void Run::Note(const std::string& text) {
   std::lock_guard<std::mutex> lock(file_mu_);

@@ -1,5 +1,5 @@
-// kv-nemesis's small helpers: the clock (since the start of the process), file reading, JSON
-// string escaping, and running a command to its end.
+// kv-nemesis's small helpers: the clock (since the start of the process), file reading, and
+// running a command to its end. (JSON strings: tools/json_string.h.)
 #ifndef COHORT_TOOLS_KV_NEMESIS_UTIL_H_
 #define COHORT_TOOLS_KV_NEMESIS_UTIL_H_
 
@@ -19,7 +19,6 @@ void SleepMs(int ms);
 
 std::string ReadFrom(const std::string& path, size_t offset);
 size_t FileSize(const std::string& path);
-std::string JsonString(const std::string& s);
 
 // A command run to its end (netlab), its output appended to `log_path`; returns its exit code.
 int RunCommand(const std::vector<std::string>& argv, const std::string& log_path);

@@ -12,9 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "tools/json_string.h"
 
 namespace cohort::bench {
 namespace {
+
+using ::cohort::tools::JsonString;
 
 std::string Num(double value, int precision = 0) {
   return absl::StrFormat("%.*f", precision, value);
@@ -174,25 +177,6 @@ std::vector<Target> Targets(const Report& report) {
                      "<= 2048",
                      verdict(m.measured && m.groups > 0, m.bytes_per_nso + m.bytes_per_group <= 2048)});
   return targets;
-}
-
-std::string JsonString(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string JsonLoad(const LoadResult& r) {

@@ -1,0 +1,45 @@
+// The bytes of a protocol state machine's StateKey (chandra_toueg.h, sequencer_order.h): every
+// value fixed-width or length-prefixed, so that two different states never give the same key.
+#ifndef COHORT_CONSENSUS_STATE_KEY_H_
+#define COHORT_CONSENSUS_STATE_KEY_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "google/protobuf/message_lite.h"
+
+namespace cohort::consensus {
+
+class StateKeyWriter {
+ public:
+  void Put(uint64_t value) { key_.append(reinterpret_cast<const char*>(&value), sizeof(value)); }
+  void Put(const std::string& bytes) {
+    Put(static_cast<uint64_t>(bytes.size()));
+    key_.append(bytes);
+  }
+  void Put(const google::protobuf::MessageLite& message) { Put(message.SerializeAsString()); }
+  template <typename T>
+  void Put(const std::set<T>& values) {
+    Put(static_cast<uint64_t>(values.size()));
+    for (const T& value : values) Put(value);
+  }
+  template <typename K, typename V>
+  void Put(const std::map<K, V>& map) {
+    Put(static_cast<uint64_t>(map.size()));
+    for (const auto& [key, value] : map) {
+      Put(key);
+      Put(value);
+    }
+  }
+  std::string Take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
+}  // namespace cohort::consensus
+
+#endif  // COHORT_CONSENSUS_STATE_KEY_H_
