@@ -10,15 +10,14 @@ using Kind = wire::ConsensusMessage;
 
 ChandraToueg::ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
                            ConsensusOptions options, std::set<NodeId> suspected,
-                           OrderCounters* counters, size_t first_coordinator)
+                           size_t first_coordinator)
     : self_(self),
       members_(std::move(members)),
       instance_(instance),
       first_coordinator_(members_.empty() ? 0 : first_coordinator % members_.size()),
       options_(options),
       majority_(members_.size() / 2 + 1),
-      suspected_(std::move(suspected)),
-      counters_(counters) {
+      suspected_(std::move(suspected)) {
   suspected_.erase(self_);
 }
 
@@ -309,10 +308,6 @@ void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
   decision_steps_ = steps_;
   decided_ms_ = now_ms_;
   move_pending_ = false;
-  if (counters_ != nullptr) {
-    ++counters_->instances_decided;
-    counters_->rounds_total += round;
-  }
 }
 
 void ChandraToueg::Tick(uint64_t now_ms, ConsensusSends* out) {
@@ -364,7 +359,7 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
 // steps_): two states that differ in it would otherwise be taken for one, and the exploration
 // would skip what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(ChandraToueg) == 608, "a new field of ChandraToueg: add it to StateKey");
+static_assert(sizeof(ChandraToueg) == 600, "a new field of ChandraToueg: add it to StateKey");
 #endif
 
 std::string ChandraToueg::StateKey() const {
@@ -407,18 +402,26 @@ void ChandraToueg::Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t r
   if (value != nullptr) *message.mutable_value() = *value;
   message.set_timestamp(timestamp_);
   message.set_steps(steps_ + 1);
-  if (counters_ != nullptr) {
-    switch (kind) {
-      case Kind::ESTIMATE: ++counters_->messages_sent_estimate; break;
-      case Kind::PROPOSAL: ++counters_->messages_sent_proposal; break;
-      case Kind::ACK: ++counters_->messages_sent_ack; break;
-      case Kind::NACK: ++counters_->messages_sent_nack; break;
-      case Kind::DECISION: ++counters_->messages_sent_decision; break;
-      case Kind::DECIDED: ++counters_->messages_sent_decided; break;
+  out->emplace_back(to, std::move(message));
+}
+
+void CountSends(const ConsensusSends& sends, OrderCounters* counters) {
+  for (const auto& [to, message] : sends) {
+    switch (message.kind()) {
+      case Kind::ESTIMATE: ++counters->messages_sent_estimate; break;
+      case Kind::PROPOSAL: ++counters->messages_sent_proposal; break;
+      case Kind::ACK: ++counters->messages_sent_ack; break;
+      case Kind::NACK: ++counters->messages_sent_nack; break;
+      case Kind::DECISION: ++counters->messages_sent_decision; break;
+      case Kind::DECIDED: ++counters->messages_sent_decided; break;
       default: break;
     }
   }
-  out->emplace_back(to, std::move(message));
+}
+
+void CountDecision(const ChandraToueg& decided, OrderCounters* counters) {
+  ++counters->instances_decided;
+  counters->rounds_total += decided.decision_round();
 }
 
 }  // namespace cohort::consensus

@@ -58,10 +58,11 @@ using ConsensusSends = std::vector<std::pair<NodeId, wire::ConsensusMessage>>;
 class ChandraToueg {
  public:
   // `members` is the group in coordinator order, from members[first_coordinator] for round 1;
-  // `self` must be one of them. `counters` (may be null) receives the count of messages sent by
-  // kind.
+  // `self` must be one of them. The instance holds no pointer: a copy is a whole, independent
+  // instance (the exhaustive explorer copies states); its caller counts what it sends
+  // (CountSends) and decides (CountDecision).
   ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
-               ConsensusOptions options, std::set<NodeId> suspected, OrderCounters* counters,
+               ConsensusOptions options, std::set<NodeId> suspected,
                size_t first_coordinator = 0);
 
   // Starts the instance with this node's initial value. Call once, before Step.
@@ -90,13 +91,14 @@ class ChandraToueg {
   // Decided, and a DECISION is still owed to a participant if its ACK does not come (Tick).
   bool owes_decision() const { return !decision_owed_.empty(); }
 
+  size_t first_coordinator() const { return first_coordinator_; }
   NodeId Coordinator(uint32_t round) const {
     return members_[(first_coordinator_ + round - 1) % members_.size()];
   }
 
   // Every field that decides what this instance does next, as bytes: two instances with equal
   // keys act alike on every input. For the exhaustive exploration of test/consensus_explorer.h,
-  // which visits each state once. `steps_` and the counters are left out: they only count.
+  // which visits each state once. `steps_` is left out: it only counts.
   std::string StateKey() const;
 
  private:
@@ -129,7 +131,6 @@ class ChandraToueg {
   const ConsensusOptions options_;
   const size_t majority_;  // floor(n / 2) + 1
   std::set<NodeId> suspected_;
-  OrderCounters* const counters_;
   uint64_t now_ms_ = 0;
   uint32_t steps_ = 0;  // largest `steps` received: this node's causal depth in the instance
 
@@ -159,6 +160,11 @@ class ChandraToueg {
   uint64_t decided_ms_ = 0;
   std::set<NodeId> decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
 };
+
+// Adds the messages in `sends` to `counters`, by kind.
+void CountSends(const ConsensusSends& sends, OrderCounters* counters);
+// Adds a decided instance (and its deciding round) to `counters`.
+void CountDecision(const ChandraToueg& decided, OrderCounters* counters);
 
 }  // namespace cohort::consensus
 

@@ -33,7 +33,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -76,12 +75,23 @@ class ConsensusOrder final : public TotalOrder {
 
   // The lowest instance not yet decided here.
   uint64_t next_instance() const { return next_instance_; }
+  // The round of instance next_instance_ here (0: not started).
+  uint32_t round() const;
+  // Instance k if this member still holds it (running or decided and kept), else null.
+  const ChandraToueg* instance(uint64_t k) const;
+
+  // Every field that decides what this member does next, as bytes (its instances' StateKeys
+  // included): two members with equal keys act alike on every input. For the exhaustive
+  // exploration of test/consensus_order_explorer.h. The counters are left out: they only count.
+  std::string StateKey() const;
   std::string Describe() const override;
 
  private:
   using MessageId = std::pair<NodeId, uint64_t>;  // (origin, seq)
 
   ChandraToueg* Current();
+  // Creates instance next_instance_, coordinated first by members_[leader_].
+  ChandraToueg* StartInstance();
   void MaybeStartInstance(bool even_if_empty, Outbox* out);
   wire::MessageBatch MakeBatch() const;
   // Holds another member's (or a re-queued own) message for a later batch; beyond
@@ -127,7 +137,7 @@ class ConsensusOrder final : public TotalOrder {
   size_t leader_ = 0;  // index in members_ of the round-1 coordinator of next_instance_
   // Instance next_instance_ (when started) and the decided ones before it still kept
   // (PruneDecided); decided_bytes_ is the size of the decisions kept.
-  std::map<uint64_t, std::unique_ptr<ChandraToueg>> instances_;
+  std::map<uint64_t, ChandraToueg> instances_;
   std::set<uint64_t> owing_;  // decided instances whose owes_decision() was true at delivery
 
   uint64_t last_diffusion_ms_ = 0;

@@ -46,7 +46,7 @@ class ConsensusModel {
     std::vector<Member> members;
     for (uint32_t i = 1; i <= bounds_.n; ++i) {
       members.emplace_back(i, ids, /*instance=*/1, bounds_.consensus, std::set<NodeId>{},
-                           /*counters=*/nullptr, /*first_coordinator=*/0);
+                           /*first_coordinator=*/0);
     }
     return members;
   }

@@ -2,11 +2,13 @@
 // integrity and termination of one Chandra-Toueg instance (test/consensus_explorer.h) under a
 // crash, message loss, a false suspicion, timers and any delivery order, with each of 004
 // section 4's optimisations on or off; total order, integrity, FIFO and termination of the
+// order on a sequence of consensus instances (test/consensus_order_explorer.h) and of the
 // sequencer order (test/sequencer_explorer.h). The bounds keep each exploration within
 // seconds; larger ones: cohort-explore (RELIABILITY.md has the runs).
 #include <catch2/catch.hpp>
 
 #include "test/consensus_explorer.h"
+#include "test/consensus_order_explorer.h"
 #include "test/sequencer_explorer.h"
 
 namespace cohort::explore {
@@ -27,8 +29,8 @@ Bounds Make(uint32_t n, int mask, uint32_t ticks, uint32_t suspicions, uint32_t 
   return bounds;
 }
 
-Report RequireSafeAndLive(const Bounds& bounds, bool sequencer = false) {
-  const Report report = sequencer ? ExploreSequencer(bounds) : Explore(bounds);
+Report RequireSafeAndLive(const Bounds& bounds, Report (*explore)(const Bounds&) = Explore) {
+  const Report report = explore(bounds);
   INFO("n = " << bounds.n << ", optimisations " << bounds.consensus.optimisation_1
               << bounds.consensus.optimisation_2 << bounds.consensus.optimisation_3 << ": "
               << report.states << " states, " << report.completions << " termination checks");
@@ -93,13 +95,13 @@ Bounds Sequencer(uint32_t n, bool optimisation_3, uint32_t ticks, uint32_t suspi
 TEST_CASE("explorer: the sequencer order, a crash of the sequencer, a loss, a suspicion",
           "[explore]") {
   // Two messages from any members; the sequencer (member 1) or another crashes at any point.
-  CHECK(RequireSafeAndLive(Sequencer(3, true, 1, 0, 1, 1, 2), true).max_decision_round >= 1);
+  CHECK(RequireSafeAndLive(Sequencer(3, true, 1, 0, 1, 1, 2), ExploreSequencer).max_decision_round >= 1);
   // A false suspicion moves the sequencer to a later epoch (consensus/sequencer_order.h).
-  CHECK(RequireSafeAndLive(Sequencer(3, true, 0, 1, 1, 0, 1), true).max_decision_round >= 1);
+  CHECK(RequireSafeAndLive(Sequencer(3, true, 0, 1, 1, 0, 1), ExploreSequencer).max_decision_round >= 1);
   // Without optimisation 3 the sequencer sends commit notices.
-  RequireSafeAndLive(Sequencer(3, false, 0, 0, 1, 1, 1), true);
-  RequireSafeAndLive(Sequencer(4, true, 0, 0, 1, 0, 1), true);
-  RequireSafeAndLive(Sequencer(5, true, 0, 0, 1, 0, 1), true);
+  RequireSafeAndLive(Sequencer(3, false, 0, 0, 1, 1, 1), ExploreSequencer);
+  RequireSafeAndLive(Sequencer(4, true, 0, 0, 1, 0, 1), ExploreSequencer);
+  RequireSafeAndLive(Sequencer(5, true, 0, 0, 1, 0, 1), ExploreSequencer);
 }
 
 TEST_CASE("explorer: the sequencer order's checks fail on a forged entry", "[explore]") {
@@ -108,6 +110,51 @@ TEST_CASE("explorer: the sequencer order's checks fail on a forged entry", "[exp
   const Report report = ExploreSequencer(bounds);
   REQUIRE_THAT(report.violation, Catch::Contains("never broadcast"));
   CHECK_THAT(report.violation, Catch::Contains("deliver corrupted ORDERED"));
+}
+
+Bounds Order(uint32_t n, int mask, uint32_t ticks, uint32_t suspicions, uint32_t crashes,
+             uint32_t drops, uint32_t broadcasts, uint32_t max_round = 3) {
+  Bounds bounds = Make(n, mask, ticks, suspicions, crashes, drops, max_round);
+  bounds.broadcasts = broadcasts;
+  return bounds;
+}
+
+TEST_CASE("explorer: the consensus order, n = 3: two broadcasts, a crash or a loss",
+          "[explore]") {
+  // cohortd's options. Two messages from any members at any point: they share an instance's
+  // batch or take one each, an instance starts on its own message or on another's; member 1,
+  // round 1's first coordinator, or another crashes at any point.
+  CHECK(RequireSafeAndLive(Order(3, 7, 0, 0, 1, 0, 2), ExploreConsensusOrder)
+            .max_decision_round >= 2);
+  RequireSafeAndLive(Order(3, 7, 0, 0, 0, 1, 2), ExploreConsensusOrder);
+  // One message, with a crash, a loss and a tick (retransmission) together.
+  RequireSafeAndLive(Order(3, 7, 1, 0, 1, 1, 1), ExploreConsensusOrder);
+}
+
+TEST_CASE("explorer: the consensus order, each optimisation mask: a crash and a loss",
+          "[explore]") {
+  for (int mask = 0; mask < 8; ++mask) {
+    // Without optimisation 1 rounds follow each other at once: fewer of them.
+    RequireSafeAndLive(Order(3, mask, 0, 0, 1, 1, 1, (mask & 1) != 0 ? 3 : 2),
+                       ExploreConsensusOrder);
+  }
+}
+
+TEST_CASE("explorer: the consensus order, a false suspicion, n = 4", "[explore]") {
+  // While member 1 is wrongly suspected the others decide empty batches and its message waits
+  // for a later instance: the first instance is explored, later ones checked.
+  Bounds bounds = Order(3, 7, 0, 1, 1, 0, 1, 2);
+  bounds.max_instances = 1;
+  CHECK(RequireSafeAndLive(bounds, ExploreConsensusOrder).max_decision_round >= 2);
+  RequireSafeAndLive(Order(4, 7, 0, 0, 1, 0, 1), ExploreConsensusOrder);
+}
+
+TEST_CASE("explorer: the consensus order's checks fail on a forged proposal", "[explore]") {
+  Bounds bounds = Order(3, 7, 0, 0, 0, 0, 1);
+  bounds.corruptions = 1;
+  const Report report = ExploreConsensusOrder(bounds);
+  REQUIRE_THAT(report.violation, Catch::Contains("never broadcast"));
+  CHECK_THAT(report.violation, Catch::Contains("deliver corrupted PROPOSAL"));
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ struct Bounds {
   // (◇S promises nothing before it stabilises), even with no timer firing: states past this
   // round are checked, not explored.
   uint32_t max_round = 4;
+  // The consensus order: instances can go on without end too. While a member is wrongly
+  // suspected, instances it would have filled decide empty batches (the others' estimates)
+  // and the next starts at once. States past this instance are checked, not explored.
+  uint32_t max_instances = 4;
   uint32_t broadcasts = 2;  // the sequencer order: messages broadcast, each by any member
   // A faulty network that rewrites a message (the consensus model: a PROPOSAL's value, by
   // another member's initial value; the sequencer order: an ORDERED entry's payload), at most
@@ -54,7 +58,7 @@ struct Report {
   uint64_t decided_states = 0;     // states in which some member has decided (delivered)
   uint32_t max_decision_round = 0; // the latest round (epoch) any member decided in
                                    // (termination checks included: they run past max_round)
-  uint64_t cut_states = 0;         // states past max_round, not explored further
+  uint64_t cut_states = 0;         // states past max_round (max_instances), not explored further
   bool complete = false;           // every state within the bounds visited
   std::string violation;           // empty: none; else what broke, and the actions leading to it
 };

@@ -211,7 +211,7 @@ TEST_CASE("a member that ignores DECIDED (an older build) still decides, a round
 }
 
 TEST_CASE("a DECIDED decides only the proposal its receiver adopted in that round", "[order]") {
-  ChandraToueg node(2, Members(5), /*instance=*/1, ConsensusOptions{}, {}, nullptr);
+  ChandraToueg node(2, Members(5), /*instance=*/1, ConsensusOptions{}, {});
   ConsensusSends sends;
   node.Propose(wire::MessageBatch{}, 0, &sends);  // optimisation 2: waits for node 1's proposal
   sends.clear();

@@ -338,19 +338,25 @@ PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options
   std::vector<consensus::OrderCounters> counters(n);
   std::vector<std::unique_ptr<consensus::ChandraToueg>> nodes;
   std::vector<uint64_t> decided_at_ms(n, 0);
+  std::vector<bool> decision_counted(n, false);
   auto flush = [&](uint32_t i, consensus::ConsensusSends& sends) {
+    consensus::CountSends(sends, &counters[i]);
     for (auto& [to, message] : sends) {
       wire::Envelope envelope;
       *envelope.mutable_consensus() = std::move(message);
       network.Endpoint(ids[i])->Send(to, std::move(envelope));
     }
-    if (nodes[i]->decided() && decided_at_ms[i] == 0) decided_at_ms[i] = network.now_ms();
+    if (nodes[i]->decided() && !decision_counted[i]) {
+      decision_counted[i] = true;
+      decided_at_ms[i] = network.now_ms();
+      consensus::CountDecision(*nodes[i], &counters[i]);
+    }
   };
   for (uint32_t i = 0; i < n; ++i) {
     std::set<NodeId> suspected;
     if (crashed_coordinator && i != 0) suspected.insert(ids[0]);
     nodes.push_back(std::make_unique<consensus::ChandraToueg>(ids[i], ids, 1, options,
-                                                              suspected, &counters[i]));
+                                                              suspected));
     network.Endpoint(ids[i])->SetReceiver([&, i](NodeId from, wire::Envelope envelope) {
       consensus::ConsensusSends sends;
       nodes[i]->Step(from, envelope.consensus(), &sends);

@@ -4,15 +4,7 @@
 // the sequencer to a later epoch) and crashes within the bounds, each distinct state visited
 // once (test/explorer_engine.h).
 //
-// Checked in every state reached (atomic broadcast, Chandra & Toueg 1996, section 6; 003
-// section 3's asymmetric order):
-//   total order: of any two members' delivery sequences one is a prefix of the other (a crashed
-//     member's deliveries count: uniform);
-//   integrity: a member delivers a message once, and only a message that was broadcast;
-//   FIFO: a member delivers each origin's messages in the order they were broadcast, none
-//     skipped.
-// And termination: with no more faults (suspicions then exact), every member up delivers every
-// message broadcast by a member up and every message any member delivered, if a majority is up.
+// What is checked: test/broadcast_model.h (total order, integrity, FIFO, termination).
 #ifndef COHORT_TEST_SEQUENCER_EXPLORER_H_
 #define COHORT_TEST_SEQUENCER_EXPLORER_H_
 

@@ -1,12 +1,13 @@
 // cohort-explore: exhaustive exploration within bounds of one Chandra-Toueg consensus instance
-// (test/consensus_explorer.h: agreement, validity, integrity, termination) or of the sequencer
-// order (test/sequencer_explorer.h: total order, integrity, FIFO, termination): every
+// (test/consensus_explorer.h: agreement, validity, integrity, termination), of the total order
+// on a sequence of instances (test/consensus_order_explorer.h) or of the sequencer order
+// (test/sequencer_explorer.h; both orders: total order, integrity, FIFO, termination): every
 // interleaving of deliveries, losses, clock ticks, suspicions and crashes, each distinct state
 // once. The test (//test:consensus_explorer_test) runs small bounds; this runs any.
 //
-//   cohort-explore [--order consensus|sequencer] [--n N] [--optimisations 123] [--crashes C]
+//   cohort-explore [--order consensus|consensus-order|sequencer] [--n N] [--optimisations 123] [--crashes C]
 //                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--max-round R]
-//                  [--max-states M] [--completion-every K]
+//                  [--max-instances I] [--max-states M] [--completion-every K]
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
@@ -19,25 +20,29 @@
 #include <string>
 
 #include "test/consensus_explorer.h"
+#include "test/consensus_order_explorer.h"
 #include "test/sequencer_explorer.h"
 
 namespace {
 
 int Usage() {
   std::fputs(
-      "usage: cohort-explore [--order consensus|sequencer] [--n N] [--optimisations 123]\n"
-      "                      [--crashes C] [--suspicions S] [--ticks T] [--drops D]\n"
-      "                      [--broadcasts B] [--max-round R] [--max-states M]\n"
-      "                      [--completion-every K]\n"
-      "  --order:         one consensus instance (default), or the sequencer order\n"
+      "usage: cohort-explore [--order consensus|consensus-order|sequencer] [--n N]\n"
+      "                      [--optimisations 123] [--crashes C] [--suspicions S] [--ticks T]\n"
+      "                      [--drops D] [--broadcasts B] [--max-round R] [--max-instances I]\n"
+      "                      [--max-states M] [--completion-every K]\n"
+      "  --order:         one consensus instance (default), the total order on a sequence of\n"
+      "                   consensus instances, or the sequencer order\n"
       "  --n:             members, 1..7 (default 3)\n"
       "  --optimisations: which of 004 section 4's optimisations are on, e.g. 13, or - for none\n"
       "                   (default 123)\n"
       "  --crashes, --suspicions, --ticks, --drops: how many of each fault the exploration may\n"
       "                   take, each at any point (defaults 1, 2, 3, 1; a suspicion is one\n"
       "                   member starting or stopping to suspect another)\n"
-      "  --broadcasts:    the sequencer order: messages broadcast, each by any member (default 2)\n"
+      "  --broadcasts:    the orders: messages broadcast, each by any member (default 2)\n"
       "  --max-round:     states past this round (epoch) are checked, not explored (default 4)\n"
+      "  --max-instances: the consensus order: states past this instance are checked, not\n"
+      "                   explored (default 4)\n"
       "  --max-states:    stop after this many distinct states (default 3000000)\n"
       "  --completion-every: termination is checked from quiescent states and from 1 state in K\n"
       "                   (default 8)\n",
@@ -58,14 +63,16 @@ bool ParseCount(const char* text, uint64_t low, uint64_t high, uint64_t* out) {
 int main(int argc, char** argv) {
   cohort::explore::Bounds bounds;
   std::string optimisations = "123";
-  bool sequencer = false;
+  std::string order = "consensus";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return Usage();
     const char* value = argv[++i];
     if (arg == "--order") {
-      if (std::string(value) != "consensus" && std::string(value) != "sequencer") return Usage();
-      sequencer = std::string(value) == "sequencer";
+      order = value;
+      if (order != "consensus" && order != "consensus-order" && order != "sequencer") {
+        return Usage();
+      }
       continue;
     }
     if (arg == "--optimisations") {
@@ -90,6 +97,7 @@ int main(int argc, char** argv) {
         {"--drops", 0, 1000, &bounds.drops},
         {"--broadcasts", 0, 1000, &bounds.broadcasts},
         {"--max-round", 1, 1000, &bounds.max_round},
+        {"--max-instances", 1, 1000, &bounds.max_instances},
         {"--completion-every", 1, 1000, &bounds.completion_every},
     };
     const auto* count = std::find_if(std::begin(counts), std::end(counts),
@@ -106,16 +114,21 @@ int main(int argc, char** argv) {
 
   const auto start = std::chrono::steady_clock::now();
   const cohort::explore::Report report =
-      sequencer ? cohort::explore::ExploreSequencer(bounds) : cohort::explore::Explore(bounds);
+      order == "sequencer"         ? cohort::explore::ExploreSequencer(bounds)
+      : order == "consensus-order" ? cohort::explore::ExploreConsensusOrder(bounds)
+                                   : cohort::explore::Explore(bounds);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "%s, n %u, optimisations %s, bounds: crashes %u, suspicions %u, ticks %u, drops %u, "
-      "broadcasts %u, round %u\n"
+      "broadcasts %u, round %u, instance %u\n"
       "states %llu (%s), transitions %llu, termination checks %llu, states with a decision "
-      "%llu, past the round bound %llu, latest decision round %u, %.1f s\n",
-      sequencer ? "sequencer order" : "consensus", bounds.n, optimisations.c_str(), bounds.crashes, bounds.suspicion_changes, bounds.ticks,
-      bounds.drops, bounds.broadcasts, bounds.max_round,
+      "%llu, past the round (instance) bound %llu, latest decision round %u, %.1f s\n",
+      order == "sequencer"         ? "sequencer order"
+      : order == "consensus-order" ? "consensus order"
+                                   : "consensus",
+      bounds.n, optimisations.c_str(), bounds.crashes, bounds.suspicion_changes, bounds.ticks,
+      bounds.drops, bounds.broadcasts, bounds.max_round, bounds.max_instances,
       static_cast<unsigned long long>(report.states),
       report.complete ? "complete" : "stopped at --max-states",
       static_cast<unsigned long long>(report.transitions),
