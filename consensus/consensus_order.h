@@ -98,6 +98,8 @@ class ConsensusOrder final : public TotalOrder {
   // unordered_messages_max only in place of a later message of the same origin, else dropped.
   void KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload);
   void OnDiffusion(const wire::Diffusion& diffusion, Outbox* out);
+  // Keeps the batch's messages not delivered here yet (another member's) for a later batch.
+  void KeepUndelivered(const wire::MessageBatch& batch);
   void OnConsensus(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   void DeliverDecided(Outbox* out);
   void DeliverDecidedInstances(Outbox* out);
