@@ -38,6 +38,16 @@ struct Observed {
   std::vector<std::vector<Sent>> delivered;   // by member - 1, in delivery order
 };
 
+// Members 1..n of an order, each made with `options` (a Traits' Create).
+template <class Order, class Options>
+std::vector<Order> MakeMembers(uint32_t n, const Options& options) {
+  std::vector<NodeId> ids;
+  for (NodeId id = 1; id <= n; ++id) ids.push_back(id);
+  std::vector<Order> members;
+  for (NodeId id = 1; id <= n; ++id) members.emplace_back(id, ids, options);
+  return members;
+}
+
 // Traits: type Order (a consensus::TotalOrder, copyable, with StateKey()), and static
 //   std::vector<Order> Create(const Bounds&);
 //   std::string MessageKey(const wire::Envelope&), Label(const wire::Envelope&);

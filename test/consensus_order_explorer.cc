@@ -19,11 +19,7 @@ struct ConsensusOrderTraits {
   static std::vector<Order> Create(const Bounds& bounds) {
     consensus::ConsensusOrderOptions options;
     options.consensus = bounds.consensus;
-    std::vector<NodeId> ids;
-    for (uint32_t i = 1; i <= bounds.n; ++i) ids.push_back(i);
-    std::vector<Order> members;
-    for (uint32_t i = 1; i <= bounds.n; ++i) members.emplace_back(i, ids, options);
-    return members;
+    return MakeMembers<Order>(bounds.n, options);
   }
   static std::string MessageKey(const wire::Envelope& message) {
     if (!message.has_consensus()) return message.SerializeAsString();

@@ -20,11 +20,7 @@ struct SequencerTraits {
     consensus::SequencerOrderOptions options;
     options.optimisation_3 = bounds.consensus.optimisation_3;
     options.retransmit_ms = bounds.consensus.retransmit_ms;
-    std::vector<NodeId> ids;
-    for (uint32_t i = 1; i <= bounds.n; ++i) ids.push_back(i);
-    std::vector<Order> members;
-    for (uint32_t i = 1; i <= bounds.n; ++i) members.emplace_back(i, ids, options);
-    return members;
+    return MakeMembers<Order>(bounds.n, options);
   }
   static std::string MessageKey(const wire::Envelope& message) {
     return message.SerializeAsString();
