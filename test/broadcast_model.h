@@ -9,8 +9,9 @@
 //     member's deliveries count: uniform);
 //   integrity: a member delivers a message once, and only a message that was broadcast;
 //   FIFO: a member delivers each origin's messages in the order they were broadcast, none
-//     skipped.
-// And termination: with no more faults (suspicions then exact), every member up delivers every
+//     skipped;
+//   end of view: a member whose order was frozen (Bounds::freezes) delivers nothing more.
+// And termination, while no member is frozen: with no more faults (suspicions then exact), every member up delivers every
 // message broadcast by a member up and every message any member delivered, if a majority is up.
 #ifndef COHORT_TEST_BROADCAST_MODEL_H_
 #define COHORT_TEST_BROADCAST_MODEL_H_
@@ -34,8 +35,13 @@ namespace cohort::explore {
 using Sent = std::tuple<NodeId, uint64_t, std::string>;
 
 struct Observed {
+  static constexpr size_t kNotFrozen = static_cast<size_t>(-1);
   std::vector<Sent> broadcast;                // in the order they were broadcast
   std::vector<std::vector<Sent>> delivered;   // by member - 1, in delivery order
+  std::vector<size_t> frozen_at;  // by member - 1: its deliveries when frozen, or kNotFrozen
+  uint32_t freezes = 0;
+
+  bool Frozen(uint32_t i) const { return i < frozen_at.size() && frozen_at[i] != kNotFrozen; }
 };
 
 // Members 1..n of an order, each made with `options` (a Traits' Create).
@@ -83,17 +89,33 @@ class BroadcastModel {
     member.Suspect(node, suspected, &outbox);
     Take(outbox, record, i, out);
   }
-  // Its own action: broadcasting the next message, while the bound allows.
+  // Its own actions, while the bounds allow and its view goes on: broadcasting the next
+  // message, and the end of its view (the runtime broadcasts nothing in a frozen order).
   std::vector<std::string> Actions(const Member&, const Record& record, uint32_t i) const {
-    if (record.broadcast.size() >= bounds_.broadcasts) return {};
-    return {absl::StrCat("broadcast m", record.broadcast.size() + 1, " at ", i + 1)};
+    std::vector<std::string> actions;
+    if (CanBroadcast(record, i)) {
+      actions.push_back(absl::StrCat("broadcast m", record.broadcast.size() + 1, " at ", i + 1));
+    }
+    if (!record.Frozen(i) && record.freezes < bounds_.freezes) {
+      actions.push_back(absl::StrCat("freeze ", i + 1));
+    }
+    return actions;
   }
-  void Act(Member& member, Record& record, uint32_t i, size_t, uint64_t, Sends* out) const {
-    std::string payload = absl::StrCat("m", record.broadcast.size() + 1);
-    consensus::Outbox outbox;
-    const uint64_t seq = member.Broadcast(payload, &outbox);
-    record.broadcast.emplace_back(i + 1, seq, std::move(payload));
-    Take(outbox, record, i, out);
+  void Act(Member& member, Record& record, uint32_t i, size_t action, uint64_t,
+           Sends* out) const {
+    if (action == 0 && CanBroadcast(record, i)) {
+      std::string payload = absl::StrCat("m", record.broadcast.size() + 1);
+      consensus::Outbox outbox;
+      const uint64_t seq = member.Broadcast(payload, &outbox);
+      record.broadcast.emplace_back(i + 1, seq, std::move(payload));
+      Take(outbox, record, i, out);
+      return;
+    }
+    member.Freeze();
+    ++record.freezes;
+    record.delivered.resize(std::max<size_t>(record.delivered.size(), i + 1));
+    record.frozen_at.resize(bounds_.n, Observed::kNotFrozen);
+    record.frozen_at[i] = record.delivered[i].size();
   }
   void Settle(Member&, Record&, uint32_t, uint64_t, Sends*) const {}
 
@@ -109,6 +131,7 @@ class BroadcastModel {
       key.push_back('|');
       for (const Sent& sent : delivered) put(sent);
     }
+    for (size_t at : record.frozen_at) absl::StrAppend(&key, "/", at);
     return key;
   }
   std::string MessageKey(const Message& message) const { return Traits::MessageKey(message); }
@@ -119,6 +142,10 @@ class BroadcastModel {
     record.delivered.resize(members.size());
     for (uint32_t i = 0; i < members.size(); ++i) {
       const std::vector<Sent>& mine = record.delivered[i];
+      if (record.Frozen(i) && mine.size() != record.frozen_at[i]) {
+        return absl::StrCat("end of view: member ", i + 1, " delivered ", Name(mine.back()),
+                            " after its order was frozen");
+      }
       std::set<std::pair<NodeId, uint64_t>> seen;
       std::map<NodeId, uint64_t> last_seq;
       for (const Sent& sent : mine) {
@@ -149,14 +176,16 @@ class BroadcastModel {
     return {};
   }
   // Every member up delivered what it must: each message broadcast by a member up, and each
-  // message any member delivered.
+  // message any member delivered. Not asked once a view ended (the next view's order would
+  // take over).
   bool Terminated(const std::vector<Member>& members, const Record& record,
                   const std::vector<bool>& crashed) const {
-    return Missing(members, record, crashed).empty();
+    return record.freezes > 0 || Missing(members, record, crashed).empty();
   }
   bool Done(const std::vector<Member>& members, const Record& record,
             const std::vector<bool>& crashed) const {
-    return record.broadcast.size() >= bounds_.broadcasts && Terminated(members, record, crashed);
+    return record.broadcast.size() >= bounds_.broadcasts && record.freezes == 0 &&
+           Missing(members, record, crashed).empty();
   }
   std::string Undone(const std::vector<Member>& members, const Record& record,
                      const std::vector<bool>& crashed) const {
@@ -168,6 +197,9 @@ class BroadcastModel {
   uint32_t DecisionRound(const Member& member) const { return Traits::DecisionRound(member); }
 
  private:
+  bool CanBroadcast(const Record& record, uint32_t i) const {
+    return !record.Frozen(i) && record.broadcast.size() < bounds_.broadcasts;
+  }
   static std::string Name(const Sent& sent) {
     return absl::StrCat(std::get<2>(sent), " (", std::get<0>(sent), ".", std::get<1>(sent), ")");
   }

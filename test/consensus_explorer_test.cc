@@ -149,6 +149,20 @@ TEST_CASE("explorer: the consensus order, a false suspicion, n = 4", "[explore]"
   RequireSafeAndLive(Order(4, 7, 0, 0, 1, 0, 1), ExploreConsensusOrder);
 }
 
+TEST_CASE("explorer: both orders, a view that ends (Freeze) at any member, at any point",
+          "[explore]") {
+  // A frozen order delivers nothing more and only answers laggards (consensus/total_order.h);
+  // the others' order stays safe. With a crash, a loss and a tick; the sequencer order with two
+  // members' views ending too.
+  Bounds bounds = Order(3, 7, 1, 0, 1, 1, 1);
+  bounds.freezes = 1;
+  RequireSafeAndLive(bounds, ExploreConsensusOrder);
+  RequireSafeAndLive(bounds, ExploreSequencer);
+  bounds = Sequencer(3, true, 1, 0, 0, 0, 2);
+  bounds.freezes = 2;
+  RequireSafeAndLive(bounds, ExploreSequencer);
+}
+
 TEST_CASE("explorer: the consensus order's checks fail on a forged proposal", "[explore]") {
   Bounds bounds = Order(3, 7, 0, 0, 0, 0, 1);
   bounds.corruptions = 1;

@@ -42,7 +42,11 @@ struct Bounds {
   // suspected, instances it would have filled decide empty batches (the others' estimates)
   // and the next starts at once. States past this instance are checked, not explored.
   uint32_t max_instances = 4;
-  uint32_t broadcasts = 2;  // the sequencer order: messages broadcast, each by any member
+  uint32_t broadcasts = 2;  // the orders: messages broadcast, each by any member
+  // The orders: members whose view ends (TotalOrder::Freeze), each at any point. Once one has,
+  // termination is not asked (the next view's order takes over); what is checked is that a
+  // frozen member delivers nothing more, and the orders' safety among everyone.
+  uint32_t freezes = 0;
   // A faulty network that rewrites a message (the consensus model: a PROPOSAL's value, by
   // another member's initial value; the sequencer order: an ORDERED entry's payload), at most
   // this many times: outside the fault model, so that the checks are seen to fail.

@@ -6,8 +6,8 @@
 // once. The test (//test:consensus_explorer_test) runs small bounds; this runs any.
 //
 //   cohort-explore [--order consensus|consensus-order|sequencer] [--n N] [--optimisations 123] [--crashes C]
-//                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--max-round R]
-//                  [--max-instances I] [--max-states M] [--completion-every K]
+//                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--freezes F]
+//                  [--max-round R] [--max-instances I] [--max-states M] [--completion-every K]
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
@@ -29,8 +29,8 @@ int Usage() {
   std::fputs(
       "usage: cohort-explore [--order consensus|consensus-order|sequencer] [--n N]\n"
       "                      [--optimisations 123] [--crashes C] [--suspicions S] [--ticks T]\n"
-      "                      [--drops D] [--broadcasts B] [--max-round R] [--max-instances I]\n"
-      "                      [--max-states M] [--completion-every K]\n"
+      "                      [--drops D] [--broadcasts B] [--freezes F] [--max-round R]\n"
+      "                      [--max-instances I] [--max-states M] [--completion-every K]\n"
       "  --order:         one consensus instance (default), the total order on a sequence of\n"
       "                   consensus instances, or the sequencer order\n"
       "  --n:             members, 1..7 (default 3)\n"
@@ -40,6 +40,8 @@ int Usage() {
       "                   take, each at any point (defaults 1, 2, 3, 1; a suspicion is one\n"
       "                   member starting or stopping to suspect another)\n"
       "  --broadcasts:    the orders: messages broadcast, each by any member (default 2)\n"
+      "  --freezes:       the orders: members whose view ends (Freeze), each at any point;\n"
+      "                   termination is then not checked (default 0)\n"
       "  --max-round:     states past this round (epoch) are checked, not explored (default 4)\n"
       "  --max-instances: the consensus order: states past this instance are checked, not\n"
       "                   explored (default 4)\n"
@@ -96,6 +98,7 @@ int main(int argc, char** argv) {
         {"--ticks", 0, 1000, &bounds.ticks},
         {"--drops", 0, 1000, &bounds.drops},
         {"--broadcasts", 0, 1000, &bounds.broadcasts},
+        {"--freezes", 0, 1000, &bounds.freezes},
         {"--max-round", 1, 1000, &bounds.max_round},
         {"--max-instances", 1, 1000, &bounds.max_instances},
         {"--completion-every", 1, 1000, &bounds.completion_every},
@@ -121,14 +124,14 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "%s, n %u, optimisations %s, bounds: crashes %u, suspicions %u, ticks %u, drops %u, "
-      "broadcasts %u, round %u, instance %u\n"
+      "broadcasts %u, freezes %u, round %u, instance %u\n"
       "states %llu (%s), transitions %llu, termination checks %llu, states with a decision "
       "%llu, past the round (instance) bound %llu, latest decision round %u, %.1f s\n",
       order == "sequencer"         ? "sequencer order"
       : order == "consensus-order" ? "consensus order"
                                    : "consensus",
       bounds.n, optimisations.c_str(), bounds.crashes, bounds.suspicion_changes, bounds.ticks,
-      bounds.drops, bounds.broadcasts, bounds.max_round, bounds.max_instances,
+      bounds.drops, bounds.broadcasts, bounds.freezes, bounds.max_round, bounds.max_instances,
       static_cast<unsigned long long>(report.states),
       report.complete ? "complete" : "stopped at --max-states",
       static_cast<unsigned long long>(report.transitions),
