@@ -4,7 +4,9 @@
 //   Broadcast: the message is diffused to every member (wire Diffusion) and again every
 //     retransmit_ms while undelivered; each member keeps the set of unordered messages. A member
 //     about to start an instance whose round 1 it coordinates diffuses nothing: its proposal
-//     carries the message.
+//     carries the message. A member that gets a proposal it will not adopt (a round it has left,
+//     e.g. suspecting the coordinator, or an instance decided here) keeps its messages as if
+//     diffused, so that its next estimate carries them.
 //   Round 1 of instance k + 1 is coordinated by the member with the most messages decided in k
 //     (ties: the first in the batch; the coordinator rotates from there in later rounds): the
 //     member that broadcasts most coordinates the instances ordering its messages.
