@@ -11,7 +11,8 @@
 //   FIFO: a member delivers each origin's messages in the order they were broadcast, none
 //     skipped;
 //   end of view: a member whose order was frozen (Bounds::freezes) delivers nothing more.
-// And termination, while no member is frozen: with no more faults (suspicions then exact), every member up delivers every
+// And termination, while no member is frozen (a member reported as asking beyond another's
+// decided log is left out: it needs the state, membership's part): with no more faults (suspicions then exact), every member up delivers every
 // message broadcast by a member up and every message any member delivered, if a majority is up.
 #ifndef COHORT_TEST_BROADCAST_MODEL_H_
 #define COHORT_TEST_BROADCAST_MODEL_H_
@@ -40,6 +41,7 @@ struct Observed {
   std::vector<std::vector<Sent>> delivered;   // by member - 1, in delivery order
   std::vector<size_t> frozen_at;  // by member - 1: its deliveries when frozen, or kNotFrozen
   uint32_t freezes = 0;
+  std::set<NodeId> need_state;  // reported as asking beyond a member's decided log
 
   bool Frozen(uint32_t i) const { return i < frozen_at.size() && frozen_at[i] != kNotFrozen; }
 };
@@ -132,6 +134,7 @@ class BroadcastModel {
       for (const Sent& sent : delivered) put(sent);
     }
     for (size_t at : record.frozen_at) absl::StrAppend(&key, "/", at);
+    for (NodeId node : record.need_state) absl::StrAppend(&key, "s", node);
     return key;
   }
   std::string MessageKey(const Message& message) const { return Traits::MessageKey(message); }
@@ -214,6 +217,7 @@ class BroadcastModel {
       record.delivered[i].emplace_back(delivery.origin, delivery.seq, delivery.payload);
     }
     for (auto& send : outbox.sends) out->push_back(std::move(send));
+    record.need_state.insert(outbox.beyond_log.begin(), outbox.beyond_log.end());
   }
   std::vector<std::string> Missing(const std::vector<Member>& members, const Record& record,
                                    const std::vector<bool>& crashed) const {
@@ -224,7 +228,7 @@ class BroadcastModel {
     for (const auto& delivered : record.delivered) wanted.insert(delivered.begin(), delivered.end());
     std::vector<std::string> missing;
     for (uint32_t i = 0; i < members.size(); ++i) {
-      if (crashed[i]) continue;
+      if (crashed[i] || record.need_state.count(i + 1) > 0) continue;  // state transfer's part
       const std::vector<Sent> none;
       const std::vector<Sent>& mine = i < record.delivered.size() ? record.delivered[i] : none;
       for (const Sent& sent : wanted) {

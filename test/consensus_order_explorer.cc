@@ -19,6 +19,7 @@ struct ConsensusOrderTraits {
   static std::vector<Order> Create(const Bounds& bounds) {
     consensus::ConsensusOrderOptions options;
     options.consensus = bounds.consensus;
+    if (bounds.decided_log_max > 0) options.decided_log_max = bounds.decided_log_max;
     return MakeMembers<Order>(bounds.n, options);
   }
   static std::string MessageKey(const wire::Envelope& message) {

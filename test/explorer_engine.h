@@ -47,6 +47,11 @@ struct Bounds {
   // termination is not asked (the next view's order takes over); what is checked is that a
   // frozen member delivers nothing more, and the orders' safety among everyone.
   uint32_t freezes = 0;
+  // The consensus order: decided instances each member keeps for laggards (0: cohortd's
+  // default, more than any exploration reaches). A member that asks beyond them is reported
+  // (Outbox::beyond_log) and needs the state (membership re-admits it): termination is then not
+  // asked of it, and safety still is.
+  uint32_t decided_log_max = 0;
   // A faulty network that rewrites a message (the consensus model: a PROPOSAL's value, by
   // another member's initial value; the sequencer order: an ORDERED entry's payload), at most
   // this many times: outside the fault model, so that the checks are seen to fail.

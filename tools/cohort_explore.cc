@@ -7,7 +7,8 @@
 //
 //   cohort-explore [--order consensus|consensus-order|sequencer] [--n N] [--optimisations 123] [--crashes C]
 //                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--freezes F]
-//                  [--max-round R] [--max-instances I] [--max-states M] [--completion-every K]
+//                  [--decided-log L] [--max-round R] [--max-instances I] [--max-states M]
+//                  [--completion-every K]
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
@@ -29,8 +30,9 @@ int Usage() {
   std::fputs(
       "usage: cohort-explore [--order consensus|consensus-order|sequencer] [--n N]\n"
       "                      [--optimisations 123] [--crashes C] [--suspicions S] [--ticks T]\n"
-      "                      [--drops D] [--broadcasts B] [--freezes F] [--max-round R]\n"
-      "                      [--max-instances I] [--max-states M] [--completion-every K]\n"
+      "                      [--drops D] [--broadcasts B] [--freezes F] [--decided-log L]\n"
+      "                      [--max-round R] [--max-instances I] [--max-states M]\n"
+      "                      [--completion-every K]\n"
       "  --order:         one consensus instance (default), the total order on a sequence of\n"
       "                   consensus instances, or the sequencer order\n"
       "  --n:             members, 1..7 (default 3)\n"
@@ -42,6 +44,8 @@ int Usage() {
       "  --broadcasts:    the orders: messages broadcast, each by any member (default 2)\n"
       "  --freezes:       the orders: members whose view ends (Freeze), each at any point;\n"
       "                   termination is then not checked (default 0)\n"
+      "  --decided-log:   the consensus order: decided instances kept for laggards (default 0:\n"
+      "                   cohortd's); a member asking beyond them needs the state\n"
       "  --max-round:     states past this round (epoch) are checked, not explored (default 4)\n"
       "  --max-instances: the consensus order: states past this instance are checked, not\n"
       "                   explored (default 4)\n"
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
         {"--drops", 0, 1000, &bounds.drops},
         {"--broadcasts", 0, 1000, &bounds.broadcasts},
         {"--freezes", 0, 1000, &bounds.freezes},
+        {"--decided-log", 0, 1000000, &bounds.decided_log_max},
         {"--max-round", 1, 1000, &bounds.max_round},
         {"--max-instances", 1, 1000, &bounds.max_instances},
         {"--completion-every", 1, 1000, &bounds.completion_every},
