@@ -144,10 +144,7 @@ FailoverResult RunFailover(const Options& options, const std::string& cohortd, c
         completions.push_back(done);
       } else {
         ++result.failed;
-        if (result.first_error.empty()) {
-          result.first_error = call.ok() ? absl::StrCat(call->replies.size(), " of ", call->wanted, " replies")
-                                         : call.status().ToString();
-        }
+        if (result.first_error.empty()) RepliesOk(call, &result.first_error);  // its reason
       }
     }
   });
@@ -238,10 +235,7 @@ ExclusionResult RunExclusion(const Options& options, const std::string& cohortd,
         }
       } else {
         ++result.failed_fast;
-        if (result.first_error.empty()) {
-          result.first_error = call.ok() ? absl::StrCat(call->replies.size(), " of ", call->wanted, " replies")
-                                         : call.status().ToString();
-        }
+        if (result.first_error.empty()) RepliesOk(call, &result.first_error);  // its reason
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
