@@ -141,7 +141,7 @@ class BroadcastModel {
   std::string Label(const Message& message) const { return Traits::Label(message); }
   bool Corrupt(Message* message, NodeId) const { return Traits::Corrupt(message); }
 
-  std::string CheckSafety(const std::vector<Member>& members, Record& record) const {
+  std::string CheckSafety(const MemberView<Member>& members, Record& record) const {
     record.delivered.resize(members.size());
     for (uint32_t i = 0; i < members.size(); ++i) {
       const std::vector<Sent>& mine = record.delivered[i];
@@ -181,16 +181,16 @@ class BroadcastModel {
   // Every member up delivered what it must: each message broadcast by a member up, and each
   // message any member delivered. Not asked once a view ended (the next view's order would
   // take over).
-  bool Terminated(const std::vector<Member>& members, const Record& record,
+  bool Terminated(const MemberView<Member>& members, const Record& record,
                   const std::vector<bool>& crashed) const {
     return record.freezes > 0 || Missing(members, record, crashed).empty();
   }
-  bool Done(const std::vector<Member>& members, const Record& record,
+  bool Done(const MemberView<Member>& members, const Record& record,
             const std::vector<bool>& crashed) const {
     return record.broadcast.size() >= bounds_.broadcasts && record.freezes == 0 &&
            Missing(members, record, crashed).empty();
   }
-  std::string Undone(const std::vector<Member>& members, const Record& record,
+  std::string Undone(const MemberView<Member>& members, const Record& record,
                      const std::vector<bool>& crashed) const {
     return absl::StrCat("not delivered: ", absl::StrJoin(Missing(members, record, crashed), ", "));
   }
@@ -219,7 +219,7 @@ class BroadcastModel {
     for (auto& send : outbox.sends) out->push_back(std::move(send));
     record.need_state.insert(outbox.beyond_log.begin(), outbox.beyond_log.end());
   }
-  std::vector<std::string> Missing(const std::vector<Member>& members, const Record& record,
+  std::vector<std::string> Missing(const MemberView<Member>& members, const Record& record,
                                    const std::vector<bool>& crashed) const {
     std::set<Sent> wanted;
     for (const Sent& sent : record.broadcast) {

@@ -106,7 +106,7 @@ class ConsensusModel {
     return false;
   }
 
-  std::string CheckSafety(const std::vector<Member>& members, Record& decided) const {
+  std::string CheckSafety(const MemberView<Member>& members, Record& decided) const {
     decided.resize(members.size());
     for (uint32_t i = 0; i < members.size(); ++i) {
       const ChandraToueg& member = members[i];
@@ -133,18 +133,18 @@ class ConsensusModel {
     return {};
   }
   // Every member up decided: nothing left to decide, only to repeat.
-  bool Done(const std::vector<Member>& members, const Record& record,
+  bool Done(const MemberView<Member>& members, const Record& record,
             const std::vector<bool>& crashed) const {
     return Terminated(members, record, crashed);
   }
-  bool Terminated(const std::vector<Member>& members, const Record&,
+  bool Terminated(const MemberView<Member>& members, const Record&,
             const std::vector<bool>& crashed) const {
     for (uint32_t i = 0; i < members.size(); ++i) {
       if (!crashed[i] && !members[i].decided()) return false;
     }
     return true;
   }
-  std::string Undone(const std::vector<Member>& members, const Record&,
+  std::string Undone(const MemberView<Member>& members, const Record&,
                      const std::vector<bool>& crashed) const {
     std::vector<std::string> undecided;
     for (uint32_t i = 0; i < members.size(); ++i) {

@@ -12,11 +12,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,6 +57,14 @@ struct Bounds {
   // another member's initial value; the sequencer order: an ORDERED entry's payload), at most
   // this many times: outside the fault model, so that the checks are seen to fail.
   uint32_t corruptions = 0;
+  // A state the model calls done (Model::Done: nothing left but repetition) is checked, not
+  // explored further, unless this is set.
+  bool past_done = false;
+  // Skip transitions whose outcome another order of the same actions reaches (sleep sets): the
+  // same states, fewer transitions. Off: every transition taken, to compare. With sleep sets,
+  // no state reachable only past a done state is visited; without, some are, through orders
+  // that reach them without passing one (past_done: all are, either way).
+  bool sleep_sets = true;
   uint64_t max_states = 3000000;  // stop, incomplete, after this many distinct states
   uint32_t completion_every = 8;  // termination checked from 1 in this many states as well
 };
@@ -72,6 +81,29 @@ struct Report {
   std::string violation;           // empty: none; else what broke, and the actions leading to it
 };
 
+// A member's state in an explored state. States reached from one another share the members an
+// action did not touch (an action copies only the member it changes), and each member's key is
+// hashed once, not in every state that has it.
+template <class Member>
+struct MemberSlot {
+  Member member;
+  mutable bool hashed = false;
+  mutable std::pair<uint64_t, uint64_t> hash;
+};
+
+// The members of a state, read-only: what the model's checks see.
+template <class Member>
+class MemberView {
+ public:
+  explicit MemberView(const std::vector<std::shared_ptr<MemberSlot<Member>>>& slots)
+      : slots_(&slots) {}
+  size_t size() const { return slots_->size(); }
+  const Member& operator[](size_t i) const { return (*slots_)[i]->member; }
+
+ private:
+  const std::vector<std::shared_ptr<MemberSlot<Member>>>* slots_;
+};
+
 // Model (a class with these members, all const):
 //   types Member, Message, Record (copyable; Record holds what the checks observed);
 //   std::vector<Member> Create();                                 // member i + 1 at index i
@@ -84,8 +116,8 @@ struct Report {
 //   std::string Key(const Member&), RecordKey(const Record&), MessageKey(const Message&),
 //       Label(const Message&);
 //   bool Corrupt(Message*, NodeId to);                            // false: left as it is
-//   std::string CheckSafety(const std::vector<Member>&, Record&); // "" or what broke
-//   bool Terminated(const std::vector<Member>&, const Record&, const std::vector<bool>& crashed);
+//   std::string CheckSafety(const MemberView<Member>&, Record&);  // "" or what broke
+//   bool Terminated(const MemberView<Member>&, const Record&, const std::vector<bool>& crashed);
 //       // what termination asks for (every member up decided, delivered ...)
 //   bool Done(same);  // nothing left to explore: terminated, and no action of the model's left
 //   bool PastBound(const Member&);
@@ -105,86 +137,177 @@ class Engine {
 
   Report Run() {
     World world;
-    world.members = model_.Create();
+    for (Member& member : model_.Create()) {
+      world.members.push_back(std::make_shared<Slot>(Slot{std::move(member)}));
+    }
     world.crashed.assign(bounds_.n, false);
     world.suspects.assign(bounds_.n, std::vector<bool>(bounds_.n, false));
     world.clock_ms.assign(bounds_.n, 0);
-    report_.complete = Visit(world);
+    bool expanded = false;
+    report_.complete = Visit(world, {}, &expanded);
     return report_;
   }
 
  private:
-  // A message on its way; `key` identifies it for the state's fingerprint.
+  using Slot = MemberSlot<Member>;
+
+  // A message on its way; `key` identifies it for the state's fingerprint (`hash` is its hash).
+  // Never changed once sent: states share it.
   struct InFlight {
     NodeId from = 0;
     NodeId to = 0;
     Message message;
     std::string key;
+    std::pair<uint64_t, uint64_t> hash;
   };
 
   struct World {
-    std::vector<Member> members;  // index i is member i + 1
+    std::vector<std::shared_ptr<Slot>> members;  // index i is member i + 1; copied on write
     std::vector<bool> crashed;
     std::vector<std::vector<bool>> suspects;  // suspects[i][j]: member i + 1 suspects j + 1
     std::vector<uint64_t> clock_ms;
-    std::vector<InFlight> network;  // sorted by key: equal messages side by side
+    std::vector<std::shared_ptr<const InFlight>> network;  // sorted by key: equal ones side by side
     Record record;
     uint32_t crashes = 0, suspicion_changes = 0, ticks = 0, drops = 0, corruptions = 0;
+
+    MemberView<Member> view() const { return MemberView<Member>(members); }
   };
 
-  // Depth first; false once the exploration stops (a violation, or max_states).
-  bool Visit(const World& world) {
+  static std::pair<uint64_t, uint64_t> Hash(const std::string& key) {
+    return {std::hash<std::string>{}(key), absl::Hash<std::string>{}(key)};
+  }
+
+  // Member i of `world`, to be changed: a copy of its own if another state shares it.
+  static Member& Mutable(World& world, uint32_t i) {
+    std::shared_ptr<Slot>& slot = world.members[i];
+    if (slot.use_count() > 1) slot = std::make_shared<Slot>(Slot{slot->member});
+    slot->hashed = false;
+    return slot->member;
+  }
+
+  // A delivery put to sleep (Godefroid 1996, chapter 5: sleep sets): the message's hash and
+  // its receiver. Delivering a message to one member and any action of another member commute
+  // and neither disables the other (the budgets of faults are only taken by the faults, and
+  // the record's parts are each member's own), so once a state's successor by a delivery is
+  // explored, its later siblings by another member's actions need not deliver it again: that
+  // state is the successor of the first by their action. Sleep sets skip transitions, never
+  // states: every state is still visited, and checked.
+  struct Asleep {
+    uint64_t hash;
+    NodeId to;
+  };
+  using Sleep = std::vector<Asleep>;
+
+  struct Seen {
+    Sleep sleep;            // the deliveries it was last visited without
+    bool expanded = false;  // false: its successors are not explored (done, or past a bound)
+  };
+
+  static bool Holds(const Sleep& sleep, uint64_t hash) {
+    return std::any_of(sleep.begin(), sleep.end(),
+                       [hash](const Asleep& a) { return a.hash == hash; });
+  }
+  // What stays asleep after an action of member `actor`: the deliveries to the others.
+  static Sleep After(const Sleep& sleep, NodeId actor) {
+    Sleep kept;
+    for (const Asleep& a : sleep) {
+      if (a.to != actor) kept.push_back(a);
+    }
+    return kept;
+  }
+
+  // Depth first; false once the exploration stops (a violation, or max_states). `expanded`:
+  // whether the state's successors are (or were) explored.
+  bool Visit(const World& world, Sleep sleep, bool* expanded) {
+    *expanded = false;
     if (!report_.violation.empty()) return false;
-    if (!visited_.insert(Fingerprint(world)).second) return true;
+    const std::pair<uint64_t, uint64_t> fingerprint = Fingerprint(world);
+    if (auto seen = visited_.find(fingerprint); seen != visited_.end()) {
+      // Visited: explore the deliveries it was visited without that are awake now, and keep
+      // asleep only what both visits had asleep.
+      *expanded = seen->second.expanded;
+      if (!seen->second.expanded) return true;
+      Sleep awake, both;
+      for (const Asleep& a : seen->second.sleep) {
+        (Holds(sleep, a.hash) ? both : awake).push_back(a);
+      }
+      if (awake.empty()) return true;
+      seen->second.sleep = std::move(both);
+      return Expand(world, std::move(sleep), &awake);
+    }
+    visited_.emplace(fingerprint, Seen{sleep, false});
     if (++report_.states > bounds_.max_states) return false;
-    if (std::any_of(world.members.begin(), world.members.end(),
-                    [this](const Member& m) { return model_.Decided(m); })) {
+    const MemberView<Member> members = world.view();
+    auto any_member = [&members](auto&& predicate) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (predicate(members[i])) return true;
+      }
+      return false;
+    };
+    if (any_member([this](const Member& m) { return model_.Decided(m); })) {
       ++report_.decided_states;
     }
     if (world.network.empty() || report_.states % bounds_.completion_every == 0) {
       if (!CheckTermination(world)) return false;
     }
-    if (model_.Done(world.members, world.record, world.crashed)) return true;
-    if (std::any_of(world.members.begin(), world.members.end(),
-                    [this](const Member& m) { return model_.PastBound(m); })) {
+    if (!bounds_.past_done && model_.Done(members, world.record, world.crashed)) return true;
+    if (any_member([this](const Member& m) { return model_.PastBound(m); })) {
       ++report_.cut_states;
       return true;
     }
+    visited_[fingerprint].expanded = true;
+    *expanded = true;
+    return Expand(world, std::move(sleep), nullptr);
+  }
+
+  // Takes every action of `world` but the deliveries asleep; `only`: just these deliveries.
+  bool Expand(const World& world, Sleep sleep, const Sleep* only) {
+    const MemberView<Member> members = world.view();
     const uint32_t n = bounds_.n;
     for (size_t k = 0; k < world.network.size(); ++k) {
-      if (k > 0 && world.network[k].key == world.network[k - 1].key) continue;  // same outcome
-      const InFlight& message = world.network[k];
+      const InFlight& message = *world.network[k];
+      if (k > 0 && message.key == world.network[k - 1]->key) continue;  // same outcome
+      const uint64_t hash = message.hash.first;
+      if (only != nullptr ? !Holds(*only, hash) : Holds(sleep, hash)) continue;
       const std::string what = absl::StrCat(model_.Label(message.message), " ", message.from,
                                             "->", message.to);
-      if (!Act(world, "deliver " + what, [k](World& w, Engine& e) { e.Deliver(w, k, false); })) {
+      bool expanded = false;
+      if (!Act(world, "deliver " + what, After(sleep, message.to), &expanded,
+               [k](World& w, Engine& e) { e.Deliver(w, k, false); })) {
         return false;
       }
+      if (expanded && bounds_.sleep_sets) sleep.push_back({hash, message.to});
+      if (only != nullptr) continue;  // the rest was taken in the first visit
       if (world.drops < bounds_.drops &&
-          !Act(world, "drop " + what, [k](World& w, Engine&) {
-            w.network.erase(w.network.begin() + k);
-            ++w.drops;
-          })) {
+          !Act(world, "drop " + what, After(sleep, message.to), &expanded,
+               [k](World& w, Engine&) {
+                 w.network.erase(w.network.begin() + k);
+                 ++w.drops;
+               })) {
         return false;
       }
       if (world.corruptions < bounds_.corruptions && Corruptible(message) &&
-          !Act(world, "deliver corrupted " + what,
+          !Act(world, "deliver corrupted " + what, After(sleep, message.to), &expanded,
                [k](World& w, Engine& e) { e.Deliver(w, k, true); })) {
         return false;
       }
     }
+    if (only != nullptr) return true;
     for (uint32_t i = 0; i < n; ++i) {
       if (world.crashed[i]) continue;
       const NodeId id = i + 1;
-      if (world.ticks < bounds_.ticks && model_.CanTick(world.members[i]) &&
-          !Act(world, absl::StrCat("tick ", id), [i](World& w, Engine& e) { e.Tick(w, i); })) {
+      const Sleep kept = After(sleep, id);
+      bool expanded = false;
+      if (world.ticks < bounds_.ticks && model_.CanTick(members[i]) &&
+          !Act(world, absl::StrCat("tick ", id), kept, &expanded,
+               [i](World& w, Engine& e) { e.Tick(w, i); })) {
         return false;
       }
-      const std::vector<std::string> actions =
-          model_.Actions(world.members[i], world.record, i);
+      const std::vector<std::string> actions = model_.Actions(members[i], world.record, i);
       for (size_t a = 0; a < actions.size(); ++a) {
-        if (!Act(world, actions[a], [i, a](World& w, Engine& e) {
+        if (!Act(world, actions[a], kept, &expanded, [i, a](World& w, Engine& e) {
               Sends out;
-              e.model_.Act(w.members[i], w.record, i, a, w.clock_ms[i], &out);
+              e.model_.Act(Mutable(w, i), w.record, i, a, w.clock_ms[i], &out);
               e.Send(w, i + 1, out);
             })) {
           return false;
@@ -194,8 +317,8 @@ class Engine {
         for (uint32_t j = 0; j < n; ++j) {
           if (j == i) continue;
           const bool now = !world.suspects[i][j];
-          if (!Act(world, absl::StrCat(id, now ? " suspects " : " trusts ", j + 1),
-                   [i, j, now](World& w, Engine& e) {
+          if (!Act(world, absl::StrCat(id, now ? " suspects " : " trusts ", j + 1), kept,
+                   &expanded, [i, j, now](World& w, Engine& e) {
                      ++w.suspicion_changes;
                      e.SetSuspicion(w, i, j, now);
                    })) {
@@ -204,20 +327,21 @@ class Engine {
         }
       }
       if (world.crashes < bounds_.crashes &&
-          !Act(world, absl::StrCat("crash ", id), [i](World& w, Engine& e) { e.Crash(w, i); })) {
+          !Act(world, absl::StrCat("crash ", id), kept, &expanded,
+               [i](World& w, Engine& e) { e.Crash(w, i); })) {
         return false;
       }
     }
     return true;
   }
 
-  bool Act(const World& world, const std::string& action,
+  bool Act(const World& world, const std::string& action, Sleep sleep, bool* expanded,
            const std::function<void(World&, Engine&)>& apply) {
     World next = world;
     apply(next, *this);
     ++report_.transitions;
     trace_.push_back(action);
-    const bool go_on = CheckSafety(next) && Visit(next);
+    const bool go_on = CheckSafety(next) && Visit(next, std::move(sleep), expanded);
     trace_.pop_back();
     return go_on;
   }
@@ -228,31 +352,35 @@ class Engine {
   }
 
   void Deliver(World& world, size_t k, bool corrupt) {
-    InFlight message = std::move(world.network[k]);
+    const std::shared_ptr<const InFlight> message = world.network[k];
     world.network.erase(world.network.begin() + k);
+    const uint32_t i = message->to - 1;
+    Sends out;
     if (corrupt) {
       ++world.corruptions;
-      model_.Corrupt(&message.message, message.to);
+      Message rewritten = message->message;
+      model_.Corrupt(&rewritten, message->to);
+      model_.Step(Mutable(world, i), world.record, i, message->from, rewritten,
+                  world.clock_ms[i], &out);
+    } else {
+      model_.Step(Mutable(world, i), world.record, i, message->from, message->message,
+                  world.clock_ms[i], &out);
     }
-    const uint32_t i = message.to - 1;
-    Sends out;
-    model_.Step(world.members[i], world.record, i, message.from, message.message,
-                world.clock_ms[i], &out);
-    Send(world, message.to, out);
+    Send(world, message->to, out);
   }
 
   void Tick(World& world, uint32_t i) {
     ++world.ticks;
     world.clock_ms[i] += bounds_.tick_ms;
     Sends out;
-    model_.Tick(world.members[i], world.record, i, world.clock_ms[i], &out);
+    model_.Tick(Mutable(world, i), world.record, i, world.clock_ms[i], &out);
     Send(world, i + 1, out);
   }
 
   void SetSuspicion(World& world, uint32_t i, uint32_t j, bool suspected) {
     world.suspects[i][j] = suspected;
     Sends out;
-    model_.Suspect(world.members[i], world.record, i, j + 1, suspected, &out);
+    model_.Suspect(Mutable(world, i), world.record, i, j + 1, suspected, &out);
     Send(world, i + 1, out);
   }
 
@@ -260,40 +388,67 @@ class Engine {
     ++world.crashes;
     world.crashed[i] = true;
     const NodeId id = i + 1;
-    world.network.erase(std::remove_if(world.network.begin(), world.network.end(),
-                                       [id](const InFlight& m) { return m.to == id; }),
-                        world.network.end());
+    world.network.erase(
+        std::remove_if(world.network.begin(), world.network.end(),
+                       [id](const std::shared_ptr<const InFlight>& m) { return m->to == id; }),
+        world.network.end());
   }
 
   void Send(World& world, NodeId from, Sends& out) {
     for (auto& [to, message] : out) {
       if (to < 1 || to > bounds_.n || world.crashed[to - 1]) continue;  // lost with its receiver
-      InFlight sent{from, to, std::move(message), {}};
-      sent.key = absl::StrCat(to, ",", from, ",", model_.MessageKey(sent.message));
-      auto at = std::upper_bound(
-          world.network.begin(), world.network.end(), sent.key,
-          [](const std::string& key, const InFlight& m) { return key < m.key; });
+      auto sent = std::make_shared<InFlight>();
+      sent->from = from;
+      sent->to = to;
+      sent->message = std::move(message);
+      sent->key = absl::StrCat(to, ",", from, ",", model_.MessageKey(sent->message));
+      sent->hash = Hash(sent->key);
+      auto at = std::upper_bound(world.network.begin(), world.network.end(), sent->key,
+                                 [](const std::string& key,
+                                    const std::shared_ptr<const InFlight>& m) {
+                                   return key < m->key;
+                                 });
       world.network.insert(at, std::move(sent));
     }
     out.clear();
   }
 
+  // Two 64-bit hashes of everything a state is made of: its members' keys, crashes, clocks,
+  // suspicions, messages in flight, record and the faults taken.
   std::pair<uint64_t, uint64_t> Fingerprint(const World& world) const {
     std::string key;
+    auto put = [&key](uint64_t value) {
+      key.append(reinterpret_cast<const char*>(&value), sizeof value);
+    };
     for (uint32_t i = 0; i < bounds_.n; ++i) {
-      const std::string member = model_.Key(world.members[i]);
-      absl::StrAppend(&key, member.size(), ":", member, world.crashed[i] ? "x" : "-",
-                      world.clock_ms[i], ";");
-      for (bool s : world.suspects[i]) key.push_back(s ? '1' : '0');
+      const Slot& slot = *world.members[i];
+      if (!slot.hashed) {
+        slot.hash = Hash(model_.Key(slot.member));
+        slot.hashed = true;
+      }
+      put(slot.hash.first);
+      put(slot.hash.second);
+      put(world.crashed[i] ? 1 : 0);
+      put(world.clock_ms[i]);
+      uint64_t suspects = 0;
+      for (uint32_t j = 0; j < bounds_.n; ++j) {
+        if (world.suspects[i][j]) suspects |= uint64_t{1} << j;
+      }
+      put(suspects);
     }
-    for (const InFlight& message : world.network) {
-      absl::StrAppend(&key, message.key.size(), ":", message.key);
+    put(world.network.size());
+    for (const auto& message : world.network) {
+      put(message->hash.first);
+      put(message->hash.second);
     }
-    const std::string record = model_.RecordKey(world.record);
-    absl::StrAppend(&key, "|", record.size(), ":", record, "|", world.crashes, ",",
-                    world.suspicion_changes, ",", world.ticks, ",", world.drops, ",",
-                    world.corruptions);
-    return {std::hash<std::string>{}(key), absl::Hash<std::string>{}(key)};
+    const auto record = Hash(model_.RecordKey(world.record));
+    put(record.first);
+    put(record.second);
+    for (uint32_t count : {world.crashes, world.suspicion_changes, world.ticks, world.drops,
+                           world.corruptions}) {
+      put(count);
+    }
+    return Hash(key);
   }
 
   bool Fail(const std::string& what) {
@@ -303,12 +458,13 @@ class Engine {
   }
 
   bool CheckSafety(World& world) {
-    const std::string broken = model_.CheckSafety(world.members, world.record);
+    const MemberView<Member> members = world.view();
+    const std::string broken = model_.CheckSafety(members, world.record);
     if (!broken.empty()) return Fail(broken);
-    for (const Member& member : world.members) {
-      if (model_.Decided(member)) {
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (model_.Decided(members[i])) {
         report_.max_decision_round =
-            std::max(report_.max_decision_round, model_.DecisionRound(member));
+            std::max(report_.max_decision_round, model_.DecisionRound(members[i]));
       }
     }
     return true;
@@ -329,26 +485,26 @@ class Engine {
         }
       }
       Sends out;
-      model_.Settle(world.members[i], world.record, i, world.clock_ms[i], &out);
+      model_.Settle(Mutable(world, i), world.record, i, world.clock_ms[i], &out);
       Send(world, i + 1, out);
     }
     constexpr int kRounds = 400;  // of delivering everything, then a tick at every member
     for (int round = 0; round < kRounds; ++round) {
       while (!world.network.empty()) Deliver(world, 0, false);
       if (!CheckSafety(world)) return false;
-      if (model_.Terminated(world.members, world.record, world.crashed)) return true;
+      if (model_.Terminated(world.view(), world.record, world.crashed)) return true;
       for (uint32_t i = 0; i < n; ++i) {
         if (!world.crashed[i]) Tick(world, i);
       }
     }
     return Fail(absl::StrCat("termination: with no more faults and ", up, " of ", n,
                              " members up, after ", kRounds, " rounds of delivery: ",
-                             model_.Undone(world.members, world.record, world.crashed)));
+                             model_.Undone(world.view(), world.record, world.crashed)));
   }
 
   const Bounds bounds_;
   const Model model_;
-  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> visited_;
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, Seen> visited_;
   std::vector<std::string> trace_;
   Report report_;
 };

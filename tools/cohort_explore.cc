@@ -8,7 +8,7 @@
 //   cohort-explore [--order consensus|consensus-order|sequencer] [--n N] [--optimisations 123] [--crashes C]
 //                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--freezes F]
 //                  [--decided-log L] [--max-round R] [--max-instances I] [--max-states M]
-//                  [--completion-every K]
+//                  [--completion-every K] [--sleep-sets on|off] [--past-done on|off]
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
@@ -32,7 +32,8 @@ int Usage() {
       "                      [--optimisations 123] [--crashes C] [--suspicions S] [--ticks T]\n"
       "                      [--drops D] [--broadcasts B] [--freezes F] [--decided-log L]\n"
       "                      [--max-round R] [--max-instances I] [--max-states M]\n"
-      "                      [--completion-every K]\n"
+      "                      [--completion-every K] [--sleep-sets on|off]\n"
+      "                      [--past-done on|off]\n"
       "  --order:         one consensus instance (default), the total order on a sequence of\n"
       "                   consensus instances, or the sequencer order\n"
       "  --n:             members, 1..7 (default 3)\n"
@@ -51,7 +52,10 @@ int Usage() {
       "                   explored (default 4)\n"
       "  --max-states:    stop after this many distinct states (default 3000000)\n"
       "  --completion-every: termination is checked from quiescent states and from 1 state in K\n"
-      "                   (default 8)\n",
+      "                   (default 8)\n"
+      "  --sleep-sets:    skip transitions to states another order of the same actions\n"
+      "                   reaches (default on; off takes every transition)\n"
+      "  --past-done:     explore on from states where everything is done (default off)\n",
       stderr);
   return 2;
 }
@@ -84,6 +88,18 @@ int main(int argc, char** argv) {
     if (arg == "--optimisations") {
       optimisations = value;
       if (optimisations.find_first_not_of("123-") != std::string::npos) return Usage();
+      continue;
+    }
+    if (arg == "--past-done") {
+      const std::string choice = value;
+      if (choice != "on" && choice != "off") return Usage();
+      bounds.past_done = choice == "on";
+      continue;
+    }
+    if (arg == "--sleep-sets") {
+      const std::string choice = value;
+      if (choice != "on" && choice != "off") return Usage();
+      bounds.sleep_sets = choice == "on";
       continue;
     }
     if (arg == "--max-states") {
