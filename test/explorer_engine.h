@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,11 @@ struct Bounds {
   // no state reachable only past a done state is visited; without, some are, through orders
   // that reach them without passing one (past_done: all are, either way).
   bool sleep_sets = true;
+  // 0: actions are taken in a fixed order. Else they are shuffled at every state (this seeds
+  // the shuffle): a run stopped at max_states then samples states all over the space, not only
+  // the corner a fixed order reaches first, and runs with other seeds sample others (swarm
+  // verification). A run that completes visits the same states whatever the order.
+  uint64_t shuffle_seed = 0;
   uint64_t max_states = 3000000;  // stop, incomplete, after this many distinct states
   uint32_t completion_every = 8;  // termination checked from 1 in this many states as well
 };
@@ -133,7 +139,8 @@ class Engine {
   using Record = typename Model::Record;
   using Sends = std::vector<std::pair<NodeId, Message>>;
 
-  Engine(const Bounds& bounds, Model model) : bounds_(bounds), model_(std::move(model)) {}
+  Engine(const Bounds& bounds, Model model)
+      : bounds_(bounds), model_(std::move(model)), rng_(bounds.shuffle_seed) {}
 
   Report Run() {
     World world;
@@ -260,79 +267,93 @@ class Engine {
     return Expand(world, std::move(sleep), nullptr);
   }
 
+  // An action a state allows: what it is called, which member takes it (a delivery: its
+  // receiver), and what it does.
+  struct Option {
+    std::string label;
+    NodeId actor = 0;
+    bool delivery = false;
+    uint64_t hash = 0;  // a delivery's message
+    std::function<void(World&, Engine&)> apply;
+  };
+
   // Takes every action of `world` but the deliveries asleep; `only`: just these deliveries.
   bool Expand(const World& world, Sleep sleep, const Sleep* only) {
+    std::vector<Option> options = Options(world, sleep, only);
+    if (bounds_.shuffle_seed != 0) std::shuffle(options.begin(), options.end(), rng_);
+    for (Option& option : options) {
+      bool expanded = false;
+      if (!Act(world, option.label, After(sleep, option.actor), &expanded, option.apply)) {
+        return false;
+      }
+      if (option.delivery && expanded && bounds_.sleep_sets) {
+        sleep.push_back({option.hash, option.actor});
+      }
+    }
+    return true;
+  }
+
+  std::vector<Option> Options(const World& world, const Sleep& sleep, const Sleep* only) const {
+    std::vector<Option> options;
     const MemberView<Member> members = world.view();
     const uint32_t n = bounds_.n;
     for (size_t k = 0; k < world.network.size(); ++k) {
       const InFlight& message = *world.network[k];
       if (k > 0 && message.key == world.network[k - 1]->key) continue;  // same outcome
       const uint64_t hash = message.hash.first;
-      if (only != nullptr ? !Holds(*only, hash) : Holds(sleep, hash)) continue;
+      if (only != nullptr && !Holds(*only, hash)) continue;
       const std::string what = absl::StrCat(model_.Label(message.message), " ", message.from,
                                             "->", message.to);
-      bool expanded = false;
-      if (!Act(world, "deliver " + what, After(sleep, message.to), &expanded,
-               [k](World& w, Engine& e) { e.Deliver(w, k, false); })) {
-        return false;
+      // Asleep, its delivery is skipped; its loss is not (a loss is never put to sleep).
+      if (only != nullptr || !Holds(sleep, hash)) {
+        options.push_back({"deliver " + what, message.to, true, hash,
+                           [k](World& w, Engine& e) { e.Deliver(w, k, false); }});
       }
-      if (expanded && bounds_.sleep_sets) sleep.push_back({hash, message.to});
       if (only != nullptr) continue;  // the rest was taken in the first visit
-      if (world.drops < bounds_.drops &&
-          !Act(world, "drop " + what, After(sleep, message.to), &expanded,
-               [k](World& w, Engine&) {
-                 w.network.erase(w.network.begin() + k);
-                 ++w.drops;
-               })) {
-        return false;
+      if (world.drops < bounds_.drops) {
+        options.push_back({"drop " + what, message.to, false, 0, [k](World& w, Engine&) {
+                             w.network.erase(w.network.begin() + k);
+                             ++w.drops;
+                           }});
       }
-      if (world.corruptions < bounds_.corruptions && Corruptible(message) &&
-          !Act(world, "deliver corrupted " + what, After(sleep, message.to), &expanded,
-               [k](World& w, Engine& e) { e.Deliver(w, k, true); })) {
-        return false;
+      if (world.corruptions < bounds_.corruptions && Corruptible(message)) {
+        options.push_back({"deliver corrupted " + what, message.to, false, 0,
+                           [k](World& w, Engine& e) { e.Deliver(w, k, true); }});
       }
     }
-    if (only != nullptr) return true;
+    if (only != nullptr) return options;
     for (uint32_t i = 0; i < n; ++i) {
       if (world.crashed[i]) continue;
       const NodeId id = i + 1;
-      const Sleep kept = After(sleep, id);
-      bool expanded = false;
-      if (world.ticks < bounds_.ticks && model_.CanTick(members[i]) &&
-          !Act(world, absl::StrCat("tick ", id), kept, &expanded,
-               [i](World& w, Engine& e) { e.Tick(w, i); })) {
-        return false;
+      if (world.ticks < bounds_.ticks && model_.CanTick(members[i])) {
+        options.push_back({absl::StrCat("tick ", id), id, false, 0,
+                           [i](World& w, Engine& e) { e.Tick(w, i); }});
       }
       const std::vector<std::string> actions = model_.Actions(members[i], world.record, i);
       for (size_t a = 0; a < actions.size(); ++a) {
-        if (!Act(world, actions[a], kept, &expanded, [i, a](World& w, Engine& e) {
-              Sends out;
-              e.model_.Act(Mutable(w, i), w.record, i, a, w.clock_ms[i], &out);
-              e.Send(w, i + 1, out);
-            })) {
-          return false;
-        }
+        options.push_back({actions[a], id, false, 0, [i, a](World& w, Engine& e) {
+                             Sends out;
+                             e.model_.Act(Mutable(w, i), w.record, i, a, w.clock_ms[i], &out);
+                             e.Send(w, i + 1, out);
+                           }});
       }
       if (world.suspicion_changes < bounds_.suspicion_changes) {
         for (uint32_t j = 0; j < n; ++j) {
           if (j == i) continue;
           const bool now = !world.suspects[i][j];
-          if (!Act(world, absl::StrCat(id, now ? " suspects " : " trusts ", j + 1), kept,
-                   &expanded, [i, j, now](World& w, Engine& e) {
-                     ++w.suspicion_changes;
-                     e.SetSuspicion(w, i, j, now);
-                   })) {
-            return false;
-          }
+          options.push_back({absl::StrCat(id, now ? " suspects " : " trusts ", j + 1), id, false,
+                             0, [i, j, now](World& w, Engine& e) {
+                               ++w.suspicion_changes;
+                               e.SetSuspicion(w, i, j, now);
+                             }});
         }
       }
-      if (world.crashes < bounds_.crashes &&
-          !Act(world, absl::StrCat("crash ", id), kept, &expanded,
-               [i](World& w, Engine& e) { e.Crash(w, i); })) {
-        return false;
+      if (world.crashes < bounds_.crashes) {
+        options.push_back({absl::StrCat("crash ", id), id, false, 0,
+                           [i](World& w, Engine& e) { e.Crash(w, i); }});
       }
     }
-    return true;
+    return options;
   }
 
   bool Act(const World& world, const std::string& action, Sleep sleep, bool* expanded,
@@ -506,6 +527,7 @@ class Engine {
   const Model model_;
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, Seen> visited_;
   std::vector<std::string> trace_;
+  std::mt19937_64 rng_;  // Bounds::shuffle_seed
   Report report_;
 };
 

@@ -9,6 +9,7 @@
 //                  [--suspicions S] [--ticks T] [--drops D] [--broadcasts B] [--freezes F]
 //                  [--decided-log L] [--max-round R] [--max-instances I] [--max-states M]
 //                  [--completion-every K] [--sleep-sets on|off] [--past-done on|off]
+//                  [--shuffle SEED]
 //
 // Exit 0: explored completely, no violation; 1: a violation (printed with the actions leading
 // to it); 3: stopped at --max-states before the end, no violation found so far.
@@ -33,7 +34,7 @@ int Usage() {
       "                      [--drops D] [--broadcasts B] [--freezes F] [--decided-log L]\n"
       "                      [--max-round R] [--max-instances I] [--max-states M]\n"
       "                      [--completion-every K] [--sleep-sets on|off]\n"
-      "                      [--past-done on|off]\n"
+      "                      [--past-done on|off] [--shuffle SEED]\n"
       "  --order:         one consensus instance (default), the total order on a sequence of\n"
       "                   consensus instances, or the sequencer order\n"
       "  --n:             members, 1..7 (default 3)\n"
@@ -55,7 +56,10 @@ int Usage() {
       "                   (default 8)\n"
       "  --sleep-sets:    skip transitions to states another order of the same actions\n"
       "                   reaches (default on; off takes every transition)\n"
-      "  --past-done:     explore on from states where everything is done (default off)\n",
+      "  --past-done:     explore on from states where everything is done (default off)\n"
+      "  --shuffle:       take each state's actions in an order drawn from SEED (default 0: a\n"
+      "                   fixed order); runs stopped at --max-states then sample the whole\n"
+      "                   space, each seed other states\n",
       stderr);
   return 2;
 }
@@ -100,6 +104,10 @@ int main(int argc, char** argv) {
       const std::string choice = value;
       if (choice != "on" && choice != "off") return Usage();
       bounds.sleep_sets = choice == "on";
+      continue;
+    }
+    if (arg == "--shuffle") {
+      if (!ParseCount(value, 0, UINT64_MAX, &bounds.shuffle_seed)) return Usage();
       continue;
     }
     if (arg == "--max-states") {
