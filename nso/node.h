@@ -414,6 +414,9 @@ class Node {
   void AskForPredecessor(const Group* group, const invocation::OutsideFifo::ClientKey& client,
                          uint64_t call_id);
   void OnPredecessorMissing(NodeId from, const std::string& group, const wire::Reply& ask);
+  // The origin's answer: the call asked for failed there (Reply.predecessor_gone); what waits
+  // here for it goes on.
+  void OnPredecessorGone(const std::string& group, const wire::Reply& answer);
   void SendMissingAgain(NodeId asker, const std::string& group, uint64_t last);
   void ProposeFromOutside(Group* group, std::vector<wire::Request> requests);
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
@@ -603,6 +606,8 @@ class Node {
   OutsideCounters outside_counters_;
   membership::ManagerWatch manager_watch_;
   std::set<NodeId> silent_managers_;  // found silent this tick (WatchManagers)
+  // Calls made here that failed (at their deadline, mostly), the latest 4096 (OnPredecessorMissing).
+  std::set<uint64_t> failed_here_;
   std::set<NodeId> links_closed_;     // peers whose connection closed and is not back (LinkChanged)
   // (group, member) that answered a forwarded request "not a member" since the last tick.
   std::set<std::pair<std::string, NodeId>> left_managers_;

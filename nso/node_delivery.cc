@@ -342,6 +342,12 @@ void Node::FinishCall(CallKey key, absl::Status status) {
   auto it = calls_.find(key);
   if (it == calls_.end()) return;
   if (key.first == self_) MarkOrdered(key.second);  // replied (so ordered), or given up
+  if (key.first == self_ && !status.ok()) {
+    // Its caller is told it failed: a member holding the client's later requests for it need
+    // not (OnPredecessorMissing). Call ids grow: the oldest go first.
+    failed_here_.insert(key.second);
+    if (failed_here_.size() > 4096) failed_here_.erase(failed_here_.begin());
+  }
   Call call = std::move(it->second);
   calls_.erase(it);
   uint64_t view_id = groups_.count(call.group) ? groups_[call.group]->view_id() : 0;
