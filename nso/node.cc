@@ -274,6 +274,15 @@ absl::Status Node::CheckOutsideRoute(const Group& group) const {
       "group \"", group.name(), "\": ", route->second.pending.size(),
       " one-way call(s) or multicast(s) from this node not yet known ordered, the oldest for ",
       waited_ms, " ms, over half its deadline (", deadline_ms, " ms)");
+  if (route->second.unreachable_since_ms != 0) {
+    // Not overload: the stream to the request manager is down (this node cut off, or the
+    // manager gone), whatever the group ordered lately (cohort-sim --stack --leaves
+    // --streams-break --calls-per-step 4, seed 210293: refusals at t=1475-1565 blamed overload).
+    return absl::UnavailableError(absl::StrCat(
+        backlog, ": the stream to its request manager ", NodeName(route->second.manager),
+        " has been down for ", now_ms_ - route->second.unreachable_since_ms,
+        " ms (this node cut off, or the manager gone); retry later"));
+  }
   const uint64_t since_progress_ms = now_ms_ - route->second.progress_ms;
   if (since_progress_ms <= static_cast<uint64_t>(config_.failure_detector.fail_fast_after_ms)) {
     return invocation::BacklogError(absl::StrCat(

@@ -206,3 +206,44 @@ TEST_CASE("from outside the group, a group that orders slowly (overload) refuses
 }
 
 }  // namespace cohort
+
+namespace cohort {
+
+TEST_CASE("from outside the group, a node whose stream to its request manager is down is refused "
+          "UNAVAILABLE, not for backpressure, and loses nothing once the partition heals",
+          "[invocation][sim]") {
+  // cohort-sim --stack --leaves --streams-break --calls-per-step 4, seed 210293: a node cut off
+  // alone was refused "the group orders them slower than they come (overload ...)", as a call of
+  // its had been reported ordered within fail_fast_after_ms; the client would have waited for
+  // room that no ordering would make.
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  test::SimNodes sim(/*seed=*/24, /*delay_max_ms=*/3, /*streams_break=*/true);
+  std::map<NodeId, int> delivered;
+  AddNodes(&sim, nso::GroupConfig::Ordering::kConsensus, /*deadline_ms=*/1500, &delivered);
+  nso::Node* n4 = sim.nodes[4].get();  // hosts no member
+  uint64_t outside = *n4->Attach("outside");
+  REQUIRE(n4->Multicast(outside, "g", "first").ok());
+  sim.net.RunUntil(sim.net.now_ms() + 100);
+  REQUIRE(n4->outside_unordered() == 0);
+
+  sim.net.Partition({{4}, {1, 2, 3}});
+  REQUIRE(n4->Multicast(outside, "g", "cut off").ok());  // the oldest: accepted at once
+  sim.net.RunUntil(sim.net.now_ms() + 800);  // over half its deadline, within fail_fast_after_ms
+  absl::Status refused = n4->Multicast(outside, "g", "refused");
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);
+  CHECK_FALSE(invocation::IsBacklog(refused));
+  CHECK_THAT(std::string(refused.message()), Catch::Contains("the stream to its request manager"));
+  CHECK_THAT(std::string(refused.message()), Catch::Contains("has been down for"));
+
+  // Healed before its deadline: the accepted one is sent again at once and ordered.
+  sim.net.Heal();
+  sim.net.RunUntil(sim.net.now_ms() + 400);
+  CHECK(n4->outside_unordered() == 0);
+  CHECK(n4->outside_counters().given_up == 0);
+  for (NodeId id : {1, 2, 3}) {
+    INFO("replica n" << id);
+    CHECK(delivered[id] == 2);  // first, cut off
+  }
+}
+
+}  // namespace cohort
