@@ -536,7 +536,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   if (envelope.has_reply()) {
     const wire::Reply& reply = envelope.reply();
     if (reply.predecessor_missing()) {
-      if (reply.predecessor_gone()) return OnPredecessorGone(envelope.group(), reply);
+      if (reply.predecessor_gone()) return OnPredecessorGone(from, envelope.group(), reply);
       return OnPredecessorMissing(from, envelope.group(), reply);
     }
     return OnReply(reply);

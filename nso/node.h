@@ -415,8 +415,8 @@ class Node {
                          uint64_t call_id);
   void OnPredecessorMissing(NodeId from, const std::string& group, const wire::Reply& ask);
   // The origin's answer: the call asked for failed there (Reply.predecessor_gone); what waits
-  // here for it goes on.
-  void OnPredecessorGone(const std::string& group, const wire::Reply& answer);
+  // here for it goes on. Taken only from the origin itself.
+  void OnPredecessorGone(NodeId from, const std::string& group, const wire::Reply& answer);
   void SendMissingAgain(NodeId asker, const std::string& group, uint64_t last);
   void ProposeFromOutside(Group* group, std::vector<wire::Request> requests);
   // The request of client `nso` to `group` from outside made before `call_id`, if this node

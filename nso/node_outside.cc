@@ -270,9 +270,15 @@ void Node::OnPredecessorMissing(NodeId from, const std::string& name, const wire
   SendMissingAgain(from, name, ask.call_id());
 }
 
-void Node::OnPredecessorGone(const std::string& name, const wire::Reply& answer) {
+void Node::OnPredecessorGone(NodeId from, const std::string& name, const wire::Reply& answer) {
   auto fifo = outside_fifo_.find(name);
   if (fifo == outside_fifo_.end()) return;
+  if (from != answer.origin()) {
+    Log("group")->warn("group {}: node {} says call {} of node {} failed; only its origin can: "
+                       "ignored", name, NodeName(from), answer.call_id(),
+                       NodeName(answer.origin()));
+    return;
+  }
   Log("group")->debug("group {}: call {} of node {} failed there: what waits for it goes on",
                       name, answer.call_id(), NodeName(answer.origin()));
   fifo->second.Delivered({answer.origin(), answer.origin_incarnation(), answer.client_nso()},
