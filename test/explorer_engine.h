@@ -5,7 +5,10 @@
 // the clocks (ticks), the failure detector (suspicions started or withdrawn, false ones
 // included), crashes, the safety check after every action and the termination check: with no
 // more faults, every member up suspecting exactly the crashed ones and every message delivered
-// while the clocks move, the model must be done, if a majority is up.
+// while the clocks move, the model must be done, if a majority is up. States share the members
+// an action did not touch (copy on write); sleep sets skip transitions whose outcome another
+// order of the same actions reaches (Bounds::sleep_sets), and Bounds::shuffle_seed draws the
+// order in which each state's actions are taken.
 #ifndef COHORT_TEST_EXPLORER_ENGINE_H_
 #define COHORT_TEST_EXPLORER_ENGINE_H_
 
@@ -197,8 +200,8 @@ class Engine {
   // and neither disables the other (the budgets of faults are only taken by the faults, and
   // the record's parts are each member's own), so once a state's successor by a delivery is
   // explored, its later siblings by another member's actions need not deliver it again: that
-  // state is the successor of the first by their action. Sleep sets skip transitions, never
-  // states: every state is still visited, and checked.
+  // state is the successor of the first by their action. Only deliveries are put to sleep.
+  // Sleep sets skip transitions, never states: every state is still visited, and checked.
   struct Asleep {
     uint64_t hash;
     NodeId to;
