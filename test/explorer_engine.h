@@ -232,7 +232,9 @@ class Engine {
     *expanded = false;
     if (!report_.violation.empty()) return false;
     const std::pair<uint64_t, uint64_t> fingerprint = Fingerprint(world);
-    if (auto seen = visited_.find(fingerprint); seen != visited_.end()) {
+    // One lookup: nothing is inserted into visited_ before `seen` is last used below.
+    auto [seen, first_visit] = visited_.try_emplace(fingerprint, Seen{sleep, false});
+    if (!first_visit) {
       // Visited: explore the deliveries it was visited without that are awake now, and keep
       // asleep only what both visits had asleep.
       *expanded = seen->second.expanded;
@@ -245,7 +247,6 @@ class Engine {
       seen->second.sleep = std::move(both);
       return Expand(world, std::move(sleep), &awake);
     }
-    visited_.emplace(fingerprint, Seen{sleep, false});
     if (++report_.states > bounds_.max_states) return false;
     const MemberView<Member> members = world.view();
     auto any_member = [&members](auto&& predicate) {
@@ -265,7 +266,7 @@ class Engine {
       ++report_.cut_states;
       return true;
     }
-    visited_[fingerprint].expanded = true;
+    seen->second.expanded = true;
     *expanded = true;
     return Expand(world, std::move(sleep), nullptr);
   }
