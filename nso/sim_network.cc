@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace cohort::nso {
 
 class SimNetwork::SimEndpoint final : public Transport {
@@ -49,11 +51,15 @@ void SimNetwork::Schedule(uint64_t time_ms, Event event) {
 
 void SimNetwork::Send(NodeId from, NodeId to, wire::Envelope envelope) {
   ++counters_.messages_sent;
+  if (options_.record_send_kinds) send_kinds_.push_back(static_cast<uint8_t>(envelope.body_case()));
   // Random draws happen for every send, whatever the faults, so traces stay aligned.
-  const bool drop = rng_.Chance(options_.drop_per_million);
-  const bool duplicate = rng_.Chance(options_.duplicate_per_million);
-  const uint64_t delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
-  const uint64_t duplicate_delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
+  bool drop = rng_.Chance(options_.drop_per_million);
+  bool duplicate = rng_.Chance(options_.duplicate_per_million);
+  uint64_t delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
+  uint64_t duplicate_delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
+  if (counters_.messages_sent == options_.perturb_send) {
+    Perturb(from, to, envelope, &drop, &duplicate, &delay_ms, &duplicate_delay_ms);
+  }
   if (drop || crashed(from) || crashed(to) || !Connected(from, to) ||
       events_.size() >= options_.events_max) {
     ++counters_.messages_dropped;
@@ -70,6 +76,28 @@ void SimNetwork::Send(NodeId from, NodeId to, wire::Envelope envelope) {
     Schedule(now_ms_ + duplicate_delay_ms, std::move(copy));
   }
   Schedule(now_ms_ + delay_ms, std::move(event));
+}
+
+void SimNetwork::Perturb(NodeId from, NodeId to, const wire::Envelope& envelope, bool* drop,
+                         bool* duplicate, uint64_t* delay_ms, uint64_t* duplicate_delay_ms) {
+  const google::protobuf::FieldDescriptor* body =
+      wire::Envelope::descriptor()->FindFieldByNumber(envelope.body_case());
+  std::string done;
+  if (options_.perturb_drop) {
+    *drop = true;
+    done = "lost";
+  } else if (options_.perturb_duplicate_ms > 0) {
+    *duplicate = true;
+    *duplicate_delay_ms = *delay_ms + options_.perturb_duplicate_ms;
+    done = absl::StrCat("delivered again ", options_.perturb_duplicate_ms, " ms later");
+  } else {
+    *delay_ms += options_.perturb_delay_ms;
+    done = absl::StrCat("delayed ", options_.perturb_delay_ms, " ms");
+  }
+  perturbed_kind_ = body == nullptr ? "no body" : body->name();
+  perturbed_ = absl::StrCat("message ", counters_.messages_sent, " (", perturbed_kind_, ", group ",
+                            envelope.group(), " view ", envelope.view_id(), ") n", from, "->n",
+                            to, " sent at t=", now_ms_, "ms: ", done);
 }
 
 void SimNetwork::Deliver(Event& event) {

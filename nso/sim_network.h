@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,15 @@ struct SimNetworkOptions {
   // Transport::Reachable as a TCP stream's: false once the peer crashed or a partition separates
   // the two. Off: always true (the whole-stack simulator's schedules were swept that way).
   bool streams_break = false;
+  // One message singled out (cohort-sim --perturb: every message of a run, one per run): the
+  // perturb_send-th Send() (1-based; 0: none) is lost, or arrives perturb_delay_ms later than
+  // drawn, or also arrives again perturb_duplicate_ms after the original. Random draws stay
+  // aligned with the unperturbed run's.
+  uint64_t perturb_send = 0;
+  bool perturb_drop = false;
+  uint64_t perturb_delay_ms = 0;
+  uint64_t perturb_duplicate_ms = 0;
+  bool record_send_kinds = false;  // keep each Send()'s body kind (send_kinds())
 };
 
 struct SimCounters {
@@ -87,6 +97,13 @@ class SimNetwork {
   const SimCounters& counters() const { return counters_; }
   // A hash of every delivery (time, from, to, envelope bytes): same seed, same trace.
   uint64_t trace_hash() const { return trace_hash_; }
+  // The message SimNetworkOptions::perturb_send singled out ("" until it is sent): its kind,
+  // sender, receiver, time and what was done to it.
+  const std::string& perturbed() const { return perturbed_; }
+  const std::string& perturbed_kind() const { return perturbed_kind_; }  // "consensus", ...
+  // With SimNetworkOptions::record_send_kinds: the body of every Send() so far, in order (the
+  // Envelope's body field number; 0: none).
+  const std::vector<uint8_t>& send_kinds() const { return send_kinds_; }
   Rng* rng() { return &rng_; }
 
  private:
@@ -102,6 +119,9 @@ class SimNetwork {
   using EventKey = std::pair<uint64_t, uint64_t>;  // (time_ms, insertion sequence)
 
   void Send(NodeId from, NodeId to, wire::Envelope envelope);
+  // SimNetworkOptions::perturb_send's message: what to do to it, and noted in perturbed_.
+  void Perturb(NodeId from, NodeId to, const wire::Envelope& envelope, bool* drop,
+               bool* duplicate, uint64_t* delay_ms, uint64_t* duplicate_delay_ms);
   // Tells every live peer of `node` that its link to it went down or came up, a delay later.
   void NotifyLinks(NodeId node, bool up);
   void Schedule(uint64_t time_ms, Event event);
@@ -121,6 +141,9 @@ class SimNetwork {
   std::map<NodeId, size_t> partition_of_;  // empty = no partition
   SimCounters counters_;
   uint64_t trace_hash_ = 1469598103934665603ULL;
+  std::string perturbed_;
+  std::string perturbed_kind_;
+  std::vector<uint8_t> send_kinds_;
 };
 
 }  // namespace cohort::nso

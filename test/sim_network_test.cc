@@ -1,6 +1,7 @@
 // The simulated network's fault injection (nso/sim_network.h).
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <vector>
 
 #include "nso/rng.h"
@@ -178,6 +179,53 @@ uint64_t Trace(uint64_t seed) {
                                                                      Heartbeat(i));
   network.RunUntilQuiet(100000);
   return network.trace_hash();
+}
+
+TEST_CASE("sim network: the message singled out is lost, delayed or delivered again late",
+          "[sim]") {
+  struct Case {
+    const char* name;
+    bool drop;
+    uint64_t delay_ms;
+    uint64_t duplicate_ms;
+    std::vector<uint64_t> want_values;  // the heartbeats delivered to node 2, in order
+    std::vector<uint64_t> want_at_ms;   // and when
+    const char* done;
+  };
+  const std::vector<Case> cases = {
+      {"drop", true, 0, 0, {1, 3}, {10, 10}, "lost"},
+      {"delay", false, 500, 0, {1, 3, 2}, {10, 10, 510}, "delayed 500 ms"},
+      {"duplicate", false, 0, 700, {1, 2, 3, 2}, {10, 10, 10, 710},
+       "delivered again 700 ms later"},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      SimNetworkOptions options;
+      options.delay_min_ms = options.delay_max_ms = 10;
+      options.perturb_send = 2;
+      options.perturb_drop = c.drop;
+      options.perturb_delay_ms = c.delay_ms;
+      options.perturb_duplicate_ms = c.duplicate_ms;
+      options.record_send_kinds = true;
+      SimNetwork network(options);
+      std::vector<Received> log;
+      Record(&network, 2, &log);
+      for (uint64_t value : {1, 2, 3}) network.Endpoint(1)->Send(2, Heartbeat(value));
+      CHECK(network.perturbed() ==
+            std::string("message 2 (heartbeat, group  view 0) n1->n2 sent at t=0ms: ") + c.done);
+      CHECK(network.perturbed_kind() == "heartbeat");
+      CHECK(network.send_kinds() ==
+            std::vector<uint8_t>(3, wire::Envelope::kHeartbeat));
+      network.RunUntil(2000);
+      std::vector<uint64_t> values, at_ms;
+      for (const Received& r : log) {
+        values.push_back(r.heartbeat);
+        at_ms.push_back(r.at_ms);
+      }
+      CHECK(values == c.want_values);
+      CHECK(at_ms == c.want_at_ms);
+    }
+  }
 }
 
 TEST_CASE("sim network: same seed, same trace; another seed, another trace", "[sim]") {

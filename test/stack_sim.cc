@@ -81,6 +81,11 @@ class StackSim {
     net.delay_min_ms = options.link_delay_min_ms;
     net.delay_max_ms = options.link_delay_max_ms;
     net.streams_break = options.streams_break;
+    net.perturb_send = options.perturb_send;
+    net.perturb_drop = options.perturb_drop;
+    net.perturb_delay_ms = options.perturb_delay_ms;
+    net.perturb_duplicate_ms = options.perturb_duplicate_ms;
+    net.record_send_kinds = options.record_send_kinds;
     return net;
   }
   nso::Config MakeConfig(NodeId id) const;
@@ -687,6 +692,7 @@ void StackSim::Chaos() {
 
 void StackSim::Heal() {
   if (trace_) std::fprintf(stderr, "t=%llu END OF FAULTS\n", (unsigned long long)net_.now_ms());
+  result_.messages_sent_in_chaos = net_.counters().messages_sent;
   net_.Heal();
   cut_off_.clear();
   net_.SetLoss(0, 0);
@@ -822,6 +828,11 @@ StackSimResult StackSim::Run() {
     }
   }
   result_.end_ms = net_.now_ms();
+  result_.messages_sent = net_.counters().messages_sent;
+  result_.perturbed = net_.perturbed();
+  result_.perturbed_kind = net_.perturbed_kind();
+  result_.trace_hash = net_.trace_hash();
+  result_.send_kinds = net_.send_kinds();
   std::vector<uint64_t> all_ms;
   for (const auto& [kind, times] : call_ms_by_kind_) {
     all_ms.insert(all_ms.end(), times.begin(), times.end());
@@ -897,6 +908,19 @@ std::string ReplayFlags(const StackSimOptions& options) {
   }
   if (options.suspect_timeout_ms != defaults.suspect_timeout_ms) {
     flags += " --suspect-ms " + std::to_string(options.suspect_timeout_ms);
+  }
+  if (options.chaos_ms != defaults.chaos_ms) {
+    flags += " --chaos-ms " + std::to_string(options.chaos_ms);
+  }
+  if (options.perturb_send != 0) {
+    if (options.perturb_drop) {
+      flags += " --perturb drop";
+    } else if (options.perturb_duplicate_ms != 0) {
+      flags += " --perturb duplicate:" + std::to_string(options.perturb_duplicate_ms);
+    } else {
+      flags += " --perturb delay:" + std::to_string(options.perturb_delay_ms);
+    }
+    flags += absl::StrCat(" --sends ", options.perturb_send, "..", options.perturb_send);
   }
   return flags;
 }

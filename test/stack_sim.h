@@ -67,6 +67,14 @@ struct StackSimOptions {
   // network. With both 1, a fault-free call's simulated time counts its hops on the critical path.
   uint64_t link_delay_min_ms = 1;
   uint64_t link_delay_max_ms = 3;
+  // One message of the run singled out: lost, delayed or delivered again late
+  // (nso::SimNetworkOptions::perturb_send and the rest; cohort-sim --perturb takes every message
+  // of a run in turn).
+  uint64_t perturb_send = 0;
+  bool perturb_drop = false;
+  uint64_t perturb_delay_ms = 0;
+  uint64_t perturb_duplicate_ms = 0;
+  bool record_send_kinds = false;  // fill StackSimResult::send_kinds
 };
 
 // Simulated times of the successful calls of one kind: caller inside or outside the group,
@@ -113,6 +121,14 @@ struct StackSimResult {
   // may lose what it accepted; nothing else should).
   uint64_t one_way_lost = 0;
   std::string one_way_lost_example;
+  uint64_t messages_sent = 0;  // by every node, over the whole run
+  // Of them, those sent before the faults stopped (the checks of liveness that follow assume a
+  // network that loses nothing).
+  uint64_t messages_sent_in_chaos = 0;
+  std::string perturbed;       // the message StackSimOptions::perturb_send singled out, if sent
+  std::string perturbed_kind;  // its body: "consensus", "heartbeat", ...
+  uint64_t trace_hash = 0;     // nso::SimNetwork::trace_hash at the end
+  std::vector<uint8_t> send_kinds;  // with record_send_kinds: nso::SimNetwork::send_kinds
   // By kind: "member closed first", "outside open all", ... (see CallKindName).
   std::map<std::string, CallKindTimes> call_times;
 };

@@ -8,6 +8,10 @@
 //              [--link-ms D]
 //       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift; the
 //       simulated group is lively (default) or event-driven (003 section 3).
+//   cohort-sim --stack --seeds A..B --perturb drop|delay:MS|duplicate:MS [--sends X..Y]
+//              [--kinds K1,K2] [--sends-every K] [other --stack flags]
+//       every message of each seed's run in turn (one per run) lost, delayed or delivered again
+//       late (test/stack_perturb.h).
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
 //       the random fault simulation (test/order_sim.h) over seeds A..B; prints seeds run,
 //       faults injected, violations, and the command that replays any failing seed.
@@ -16,11 +20,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nso/logging.h"
 #include "test/order_sim.h"
+#include "test/stack_perturb.h"
 #include "test/stack_sim.h"
 
 namespace {
@@ -210,6 +216,55 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
   return violations == 0 ? 0 : 1;
 }
 
+// Every message of each seed's run singled out in turn (test/stack_perturb.h).
+int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOptions options,
+                          const cohort::sim::Perturbation& perturbation,
+                          const cohort::sim::SendRange& range, bool verbose) {
+  cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
+  uint64_t runs = 0, perturbed = 0, diverged = 0, violations = 0, lost_runs = 0, lost = 0;
+  std::map<std::string, uint64_t> kinds;
+  for (uint64_t seed = first; seed <= last; ++seed) {
+    options.seed = seed;
+    const cohort::sim::PerturbReport report =
+        cohort::sim::RunPerturbations(options, perturbation, range);
+    std::printf("seed %llu: %llu messages sent in the unperturbed run while faults may happen, %llu runs, %llu perturbed, "
+                "%llu diverged, violations %llu, runs that lost one-way calls %llu, views up to "
+                "%llu\n",
+                static_cast<unsigned long long>(seed),
+                static_cast<unsigned long long>(report.base_messages),
+                static_cast<unsigned long long>(report.runs),
+                static_cast<unsigned long long>(report.perturbed),
+                static_cast<unsigned long long>(report.diverged),
+                static_cast<unsigned long long>(report.violations),
+                static_cast<unsigned long long>(report.lost_runs),
+                static_cast<unsigned long long>(report.views_max));
+    for (const std::string& failure : report.failures) std::printf("  %s\n", failure.c_str());
+    std::fflush(stdout);
+    runs += report.runs;
+    perturbed += report.perturbed;
+    diverged += report.diverged;
+    violations += report.violations;
+    lost_runs += report.lost_runs;
+    lost += report.one_way_lost;
+    for (const auto& [kind, count] : report.kinds) kinds[kind] += count;
+  }
+  std::string by_kind;
+  for (const auto& [kind, count] : kinds) {
+    by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + std::to_string(count);
+  }
+  std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s), "
+              "deliveries differ from the unperturbed run in %llu, violations %llu, runs that "
+              "lost one-way calls %llu (calls %llu)\n",
+              options.sequencer ? "sequencer" : "consensus",
+              static_cast<unsigned long long>(runs), static_cast<unsigned long long>(perturbed),
+              by_kind.c_str(), static_cast<unsigned long long>(diverged),
+              static_cast<unsigned long long>(violations),
+              static_cast<unsigned long long>(lost_runs), static_cast<unsigned long long>(lost));
+  // A lost one-way call is a violation unless faults can cut its caller off (the documented
+  // limit, stack_sim.h StackSimResult::one_way_lost).
+  return violations == 0 && (options.faults || lost_runs == 0) ? 0 : 1;
+}
+
 int Usage() {
   std::fputs("usage: cohort-sim --table\n"
              "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
@@ -217,7 +272,9 @@ int Usage() {
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
-             "                  [--suspect-ms MS]\n"
+             "                  [--suspect-ms MS] [--chaos-ms MS]\n"
+             "       cohort-sim --stack --seeds A..B --perturb drop|delay:MS|duplicate:MS\n"
+             "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K] [other flags]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
@@ -233,7 +290,13 @@ int Usage() {
              "  --link-ms:   every message takes D ms (default 1-3); with --fault-free and 1, the\n"
              "               call times by kind count the hops on each kind's critical path\n"
              "  --suspect-ms: the group's suspicion timeout (default 50, as cohortd's); the\n"
-             "               exclusion timeout stays 800 ms\n",
+             "               exclusion timeout stays 800 ms\n"
+             "  --chaos-ms:  simulated time with faults and calls, before the checks (default 4000)\n"
+             "  --perturb:   run each seed once as it is, then once per message it sent, with that\n"
+             "               message alone lost, delayed MS more, or delivered again MS later\n"
+             "  --sends:     only messages X..Y of the run (1-based); --kinds: only these bodies\n"
+             "               (consensus, membership, data, heartbeat, sequencer, reply, forward,\n"
+             "               managed_reply); --sends-every: every K-th of those\n",
              stderr);
   return 2;
 }
@@ -245,6 +308,8 @@ int main(int argc, char** argv) {
   cohort::sim::StackSimOptions stack_options;
   std::string seeds;
   Ordering ordering = Ordering::kConsensus;
+  std::optional<cohort::sim::Perturbation> perturbation;
+  cohort::sim::SendRange sends;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--table") {
@@ -300,6 +365,29 @@ int main(int argc, char** argv) {
       } else {
         return Usage();
       }
+    } else if (arg == "--chaos-ms" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value < 1 || value > 600000) return Usage();
+      stack_options.chaos_ms = value;
+    } else if (arg == "--perturb" && i + 1 < argc) {
+      auto parsed = cohort::sim::ParsePerturbation(argv[++i]);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
+        return Usage();
+      }
+      perturbation = *parsed;
+    } else if (arg == "--sends" && i + 1 < argc) {
+      if (!ParseRange(argv[++i], &sends.first, &sends.last) || sends.first == 0) return Usage();
+    } else if (arg == "--kinds" && i + 1 < argc) {
+      auto parsed = cohort::sim::ParseKinds(argv[++i]);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
+        return Usage();
+      }
+      sends.kinds = *parsed;
+    } else if (arg == "--sends-every" && i + 1 < argc) {
+      sends.every = std::strtoull(argv[++i], nullptr, 10);
+      if (sends.every < 1) return Usage();
     } else if (arg == "--seeds" && i + 1 < argc) {
       seeds = argv[++i];
     } else if (arg == "--ordering" && i + 1 < argc) {
@@ -319,6 +407,10 @@ int main(int argc, char** argv) {
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
   stack_options.sequencer = ordering == Ordering::kSequencer;
+  if (perturbation && !stack) return Usage();
+  if (perturbation) {
+    return RunStackPerturbations(first, last, stack_options, *perturbation, sends, verbose);
+  }
   if (stack) return RunStackSeeds(first, last, stack_options, verbose);
   return RunSeeds(first, last, ordering);
 }

@@ -1,0 +1,125 @@
+#include "test/stack_perturb.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::sim {
+
+absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text) {
+  Perturbation perturbation;
+  if (text == "drop") {
+    perturbation.kind = Perturbation::Kind::kDrop;
+    return perturbation;
+  }
+  std::string ms;
+  if (absl::StartsWith(text, "delay:")) {
+    perturbation.kind = Perturbation::Kind::kDelay;
+    ms = text.substr(6);
+  } else if (absl::StartsWith(text, "duplicate:")) {
+    perturbation.kind = Perturbation::Kind::kDuplicate;
+    ms = text.substr(10);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("perturbation \"", text, "\": expected drop, delay:MS or duplicate:MS"));
+  }
+  if (!absl::SimpleAtoi(ms, &perturbation.ms) || perturbation.ms < 1 ||
+      perturbation.ms > 3600000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("perturbation \"", text, "\": MS must be 1 to 3600000"));
+  }
+  return perturbation;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseKinds(const std::string& text) {
+  std::vector<std::string> kinds = absl::StrSplit(text, ',', absl::SkipEmpty());
+  const google::protobuf::OneofDescriptor* body =
+      wire::Envelope::descriptor()->FindOneofByName("body");
+  for (const std::string& kind : kinds) {
+    bool known = false;
+    for (int i = 0; i < body->field_count(); ++i) known |= body->field(i)->name() == kind;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "message kind \"", kind, "\": expected ", "one of wire::Envelope's bodies (consensus, "
+          "membership, data, heartbeat, sequencer, reply, forward, managed_reply)"));
+    }
+  }
+  if (kinds.empty()) return absl::InvalidArgumentError("no message kind given");
+  return kinds;
+}
+
+PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturbation,
+                               const SendRange& range) {
+  base.perturb_send = 0;
+  base.perturb_drop = false;
+  base.perturb_delay_ms = 0;
+  base.perturb_duplicate_ms = 0;
+  base.record_send_kinds = true;
+  PerturbReport report;
+  const StackSimResult unperturbed = RunStackSimulation(base);
+  report.base_messages = unperturbed.messages_sent_in_chaos;
+  if (!unperturbed.ok) {
+    ++report.violations;
+    report.failures.push_back(absl::StrCat("the unperturbed run: ", unperturbed.violation,
+                                           "\n  replay: ", ReplayCommand(base)));
+    return report;
+  }
+  // Only messages sent while faults may happen: the liveness checks after them ask every call
+  // to succeed over a network that loses nothing.
+  const uint64_t sent = unperturbed.messages_sent_in_chaos;
+  const uint64_t last = range.last == 0 ? sent : std::min(range.last, sent);
+  // The sends to single out: those of the chosen kinds, every `every`-th.
+  std::set<int> kinds;
+  for (const std::string& kind : range.kinds) {
+    kinds.insert(wire::Envelope::descriptor()->FindFieldByName(kind)->number());
+  }
+  std::vector<uint64_t> sends;
+  for (uint64_t send = std::max<uint64_t>(range.first, 1); send <= last; ++send) {
+    if (kinds.empty() || kinds.count(unperturbed.send_kinds[send - 1])) sends.push_back(send);
+  }
+  base.record_send_kinds = false;
+  const uint64_t every = std::max<uint64_t>(range.every, 1);
+  for (size_t k = 0; k < sends.size(); k += every) {
+    const uint64_t send = sends[k];
+    StackSimOptions options = base;
+    options.perturb_send = send;
+    options.perturb_drop = perturbation.kind == Perturbation::Kind::kDrop;
+    if (perturbation.kind == Perturbation::Kind::kDelay) options.perturb_delay_ms = perturbation.ms;
+    if (perturbation.kind == Perturbation::Kind::kDuplicate) {
+      options.perturb_duplicate_ms = perturbation.ms;
+    }
+    const StackSimResult result = RunStackSimulation(options);
+    ++report.runs;
+    if (!result.perturbed.empty()) {
+      ++report.perturbed;
+      ++report.kinds[result.perturbed_kind];
+    }
+    if (result.trace_hash != unperturbed.trace_hash) ++report.diverged;
+    report.one_way_lost += result.one_way_lost;
+    report.calls_refused += result.calls_refused;
+    report.views_max = std::max(report.views_max, result.views_installed);
+    const bool lost = result.one_way_lost > unperturbed.one_way_lost;
+    if (result.ok && !lost) continue;
+    if (!result.ok) ++report.violations;
+    if (lost) ++report.lost_runs;
+    if (report.failures.size() < 10) {
+      report.failures.push_back(absl::StrCat(
+          result.perturbed, ": ",
+          result.ok ? absl::StrCat(result.one_way_lost, " one-way calls lost (first: ",
+                                   result.one_way_lost_example, ")")
+                    : result.violation,
+          "\n  replay: ", ReplayCommand(options), " --verbose"));
+    }
+  }
+  return report;
+}
+
+}  // namespace cohort::sim
