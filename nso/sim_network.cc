@@ -57,9 +57,21 @@ void SimNetwork::Send(NodeId from, NodeId to, wire::Envelope envelope) {
   bool duplicate = rng_.Chance(options_.duplicate_per_million);
   uint64_t delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
   uint64_t duplicate_delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
-  if (counters_.messages_sent == options_.perturb_send) {
-    Perturb(from, to, envelope, &drop, &duplicate, &delay_ms, &duplicate_delay_ms);
+  const bool singled_out = counters_.messages_sent == options_.perturb_send;
+  if (singled_out) Perturb(from, to, envelope, &drop, &duplicate, &delay_ms, &duplicate_delay_ms);
+  Enqueue(from, to, std::move(envelope), drop, duplicate, delay_ms, duplicate_delay_ms);
+  if (singled_out && options_.perturb_crash) {
+    // The sender crashes right after this message: the rest of what it is sending now is lost.
+    const bool crashes = perturb_hook_ && perturb_hook_(from);
+    if (crashes) Crash(from);
+    absl::StrAppend(&perturbed_, crashes ? "its sender crashed right after"
+                                         : "its sender did not crash (the run's rules forbid it)");
+    perturb_crashed_ = crashes;
   }
+}
+
+void SimNetwork::Enqueue(NodeId from, NodeId to, wire::Envelope envelope, bool drop,
+                         bool duplicate, uint64_t delay_ms, uint64_t duplicate_delay_ms) {
   if (drop || crashed(from) || crashed(to) || !Connected(from, to) ||
       events_.size() >= options_.events_max) {
     ++counters_.messages_dropped;
@@ -83,7 +95,9 @@ void SimNetwork::Perturb(NodeId from, NodeId to, const wire::Envelope& envelope,
   const google::protobuf::FieldDescriptor* body =
       wire::Envelope::descriptor()->FindFieldByNumber(envelope.body_case());
   std::string done;
-  if (options_.perturb_drop) {
+  if (options_.perturb_crash) {
+    done = "sent, and ";
+  } else if (options_.perturb_drop) {
     *drop = true;
     done = "lost";
   } else if (options_.perturb_duplicate_ms > 0) {

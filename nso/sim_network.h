@@ -41,6 +41,8 @@ struct SimNetworkOptions {
   bool perturb_drop = false;
   uint64_t perturb_delay_ms = 0;
   uint64_t perturb_duplicate_ms = 0;
+  // Or its sender crashes right after sending it, if SimNetwork::SetPerturbHook's hook agrees.
+  bool perturb_crash = false;
   bool record_send_kinds = false;  // keep each Send()'s body kind (send_kinds())
 };
 
@@ -101,6 +103,11 @@ class SimNetwork {
   // sender, receiver, time and what was done to it.
   const std::string& perturbed() const { return perturbed_; }
   const std::string& perturbed_kind() const { return perturbed_kind_; }  // "consensus", ...
+  // SimNetworkOptions::perturb_crash: `hook(sender)` is called right after the message is sent;
+  // true: the sender is crashed at once (Crash), and the hook's owner does the rest (it may not
+  // destroy the sender's process from inside its send). False: the run's rules forbid it.
+  void SetPerturbHook(std::function<bool(NodeId)> hook) { perturb_hook_ = std::move(hook); }
+  bool perturb_crashed() const { return perturb_crashed_; }
   // With SimNetworkOptions::record_send_kinds: the body of every Send() so far, in order (the
   // Envelope's body field number; 0: none).
   const std::vector<uint8_t>& send_kinds() const { return send_kinds_; }
@@ -119,6 +126,9 @@ class SimNetwork {
   using EventKey = std::pair<uint64_t, uint64_t>;  // (time_ms, insertion sequence)
 
   void Send(NodeId from, NodeId to, wire::Envelope envelope);
+  // Schedules a sent message (and its copy), unless it is lost.
+  void Enqueue(NodeId from, NodeId to, wire::Envelope envelope, bool drop, bool duplicate,
+               uint64_t delay_ms, uint64_t duplicate_delay_ms);
   // SimNetworkOptions::perturb_send's message: what to do to it, and noted in perturbed_.
   void Perturb(NodeId from, NodeId to, const wire::Envelope& envelope, bool* drop,
                bool* duplicate, uint64_t* delay_ms, uint64_t* duplicate_delay_ms);
@@ -143,6 +153,8 @@ class SimNetwork {
   uint64_t trace_hash_ = 1469598103934665603ULL;
   std::string perturbed_;
   std::string perturbed_kind_;
+  std::function<bool(NodeId)> perturb_hook_;
+  bool perturb_crashed_ = false;
   std::vector<uint8_t> send_kinds_;
 };
 

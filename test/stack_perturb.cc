@@ -16,8 +16,8 @@ namespace cohort::sim {
 
 absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text) {
   Perturbation perturbation;
-  if (text == "drop") {
-    perturbation.kind = Perturbation::Kind::kDrop;
+  if (text == "drop" || text == "crash") {
+    perturbation.kind = text == "drop" ? Perturbation::Kind::kDrop : Perturbation::Kind::kCrash;
     return perturbation;
   }
   std::string ms;
@@ -29,7 +29,8 @@ absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text) {
     ms = text.substr(10);
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("perturbation \"", text, "\": expected drop, delay:MS or duplicate:MS"));
+        absl::StrCat("perturbation \"", text,
+                     "\": expected drop, crash, delay:MS or duplicate:MS"));
   }
   if (!absl::SimpleAtoi(ms, &perturbation.ms) || perturbation.ms < 1 ||
       perturbation.ms > 3600000) {
@@ -92,6 +93,7 @@ PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturb
     StackSimOptions options = base;
     options.perturb_send = send;
     options.perturb_drop = perturbation.kind == Perturbation::Kind::kDrop;
+    options.perturb_crash = perturbation.kind == Perturbation::Kind::kCrash;
     if (perturbation.kind == Perturbation::Kind::kDelay) options.perturb_delay_ms = perturbation.ms;
     if (perturbation.kind == Perturbation::Kind::kDuplicate) {
       options.perturb_duplicate_ms = perturbation.ms;
@@ -102,6 +104,7 @@ PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturb
       ++report.perturbed;
       ++report.kinds[result.perturbed_kind];
     }
+    if (result.perturb_crashed) ++report.crashes;
     if (result.trace_hash != unperturbed.trace_hash) ++report.diverged;
     report.one_way_lost += result.one_way_lost;
     report.calls_refused += result.calls_refused;

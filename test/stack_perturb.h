@@ -21,12 +21,15 @@
 namespace cohort::sim {
 
 struct Perturbation {
-  enum class Kind { kDrop, kDelay, kDuplicate };
+  // kCrash: the message's sender crashes right after sending it (the rest of a multicast it was
+  // sending is lost), when the run's fault model allows one more crash; it restarts without its
+  // state when the faults stop.
+  enum class Kind { kDrop, kDelay, kDuplicate, kCrash };
   Kind kind = Kind::kDelay;
   uint64_t ms = 0;  // kDelay: how much later; kDuplicate: how long after the original
 };
 
-// "drop", "delay:MS" or "duplicate:MS" (MS >= 1).
+// "drop", "crash", "delay:MS" or "duplicate:MS" (MS >= 1).
 absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text);
 
 // Which messages of the unperturbed run to single out: sends first..last (1-based; last 0: the
@@ -47,6 +50,7 @@ struct PerturbReport {
   uint64_t base_messages = 0;  // messages the unperturbed run sent before its faults stopped
   uint64_t runs = 0;
   uint64_t perturbed = 0;      // runs that sent the message singled out (a run may end sooner)
+  uint64_t crashes = 0;        // kCrash: runs whose message's sender crashed after it
   uint64_t diverged = 0;       // runs whose deliveries differ from the unperturbed run's
   uint64_t violations = 0;     // runs whose checks failed
   uint64_t one_way_lost = 0;   // one-way calls accepted by a daemon that stayed up, never applied

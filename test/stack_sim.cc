@@ -70,6 +70,7 @@ class StackSim {
     outsider_.drift_ppm =
         static_cast<int32_t>(clock_rng.Uniform(span + 1)) - static_cast<int32_t>(options.drift_ppm_max);
     outsider_.clock_offset_ms = clock_rng.Uniform(options.clock_offset_ms_max + 1);
+    net_.SetPerturbHook([this](NodeId id) { return PerturbCrash(id); });
   }
 
   StackSimResult Run();
@@ -85,6 +86,7 @@ class StackSim {
     net.perturb_drop = options.perturb_drop;
     net.perturb_delay_ms = options.perturb_delay_ms;
     net.perturb_duplicate_ms = options.perturb_duplicate_ms;
+    net.perturb_crash = options.perturb_crash;
     net.record_send_kinds = options.record_send_kinds;
     return net;
   }
@@ -101,6 +103,10 @@ class StackSim {
   Replica& ReplicaOf(NodeId id) { return id == outsider_id() ? outsider_ : replicas_[id]; }
   void BootOutsider();
   void Crash(NodeId id);
+  // StackSimOptions::perturb_crash: node `id` crashes right after the message singled out, if
+  // the fault model allows one more crash. True: the network has cut it off at once, and its
+  // Node is destroyed as soon as its send returns.
+  bool PerturbCrash(NodeId id);
   void ScheduleTick(NodeId id, uint64_t incarnation);
   // A fresh servant (no state) attaches to node id's daemon.
   void AttachServant(NodeId id);
@@ -546,6 +552,20 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
   });
 }
 
+bool StackSim::PerturbCrash(NodeId id) {
+  if (id == outsider_id() || !replicas_.count(id)) return false;  // the outsider never crashes
+  const Replica& replica = replicas_.at(id);
+  if (!replica.alive || crashed_.count(id) || cut_off_.count(id)) return false;
+  if (disabled() >= (result_.nodes - 1) / 2 || !CanDisable(1)) return false;
+  net_.After(0, [this, id] {
+    if (!replicas_[id].alive || crashed_.count(id)) return;
+    amnesiac_.erase(id);
+    servantless_.erase(id);
+    Crash(id);
+  });
+  return true;
+}
+
 void StackSim::Crash(NodeId id) {
   if (trace_) std::fprintf(stderr, "t=%llu CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
   Replica& replica = replicas_[id];
@@ -831,6 +851,7 @@ StackSimResult StackSim::Run() {
   result_.messages_sent = net_.counters().messages_sent;
   result_.perturbed = net_.perturbed();
   result_.perturbed_kind = net_.perturbed_kind();
+  result_.perturb_crashed = net_.perturb_crashed();
   result_.trace_hash = net_.trace_hash();
   result_.send_kinds = net_.send_kinds();
   std::vector<uint64_t> all_ms;
@@ -913,7 +934,9 @@ std::string ReplayFlags(const StackSimOptions& options) {
     flags += " --chaos-ms " + std::to_string(options.chaos_ms);
   }
   if (options.perturb_send != 0) {
-    if (options.perturb_drop) {
+    if (options.perturb_crash) {
+      flags += " --perturb crash";
+    } else if (options.perturb_drop) {
       flags += " --perturb drop";
     } else if (options.perturb_duplicate_ms != 0) {
       flags += " --perturb duplicate:" + std::to_string(options.perturb_duplicate_ms);

@@ -67,13 +67,15 @@ struct StackSimOptions {
   // network. With both 1, a fault-free call's simulated time counts its hops on the critical path.
   uint64_t link_delay_min_ms = 1;
   uint64_t link_delay_max_ms = 3;
-  // One message of the run singled out: lost, delayed or delivered again late
+  // One message of the run singled out: lost, delayed or delivered again late, or its sender
+  // crashes right after it
   // (nso::SimNetworkOptions::perturb_send and the rest; cohort-sim --perturb takes every message
   // of a run in turn).
   uint64_t perturb_send = 0;
   bool perturb_drop = false;
   uint64_t perturb_delay_ms = 0;
   uint64_t perturb_duplicate_ms = 0;
+  bool perturb_crash = false;  // its sender crashes right after it, if the fault model allows
   bool record_send_kinds = false;  // fill StackSimResult::send_kinds
 };
 
@@ -127,6 +129,7 @@ struct StackSimResult {
   uint64_t messages_sent_in_chaos = 0;
   std::string perturbed;       // the message StackSimOptions::perturb_send singled out, if sent
   std::string perturbed_kind;  // its body: "consensus", "heartbeat", ...
+  bool perturb_crashed = false;  // its sender crashed right after it (perturb_crash)
   uint64_t trace_hash = 0;     // nso::SimNetwork::trace_hash at the end
   std::vector<uint8_t> send_kinds;  // with record_send_kinds: nso::SimNetwork::send_kinds
   // By kind: "member closed first", "outside open all", ... (see CallKindName).

@@ -8,7 +8,7 @@
 //              [--link-ms D]
 //       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift; the
 //       simulated group is lively (default) or event-driven (003 section 3).
-//   cohort-sim --stack --seeds A..B --perturb drop|delay:MS|duplicate:MS [--sends X..Y]
+//   cohort-sim --stack --seeds A..B --perturb drop|crash|delay:MS|duplicate:MS [--sends X..Y]
 //              [--kinds K1,K2] [--sends-every K] [other --stack flags]
 //       every message of each seed's run in turn (one per run) lost, delayed or delivered again
 //       late (test/stack_perturb.h).
@@ -221,7 +221,8 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
                           const cohort::sim::Perturbation& perturbation,
                           const cohort::sim::SendRange& range, bool verbose) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
-  uint64_t runs = 0, perturbed = 0, diverged = 0, violations = 0, lost_runs = 0, lost = 0;
+  uint64_t runs = 0, perturbed = 0, crashes = 0, diverged = 0, violations = 0, lost_runs = 0,
+           lost = 0;
   std::map<std::string, uint64_t> kinds;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
@@ -242,6 +243,7 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
     std::fflush(stdout);
     runs += report.runs;
     perturbed += report.perturbed;
+    crashes += report.crashes;
     diverged += report.diverged;
     violations += report.violations;
     lost_runs += report.lost_runs;
@@ -252,12 +254,13 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
   for (const auto& [kind, count] : kinds) {
     by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + std::to_string(count);
   }
-  std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s), "
-              "deliveries differ from the unperturbed run in %llu, violations %llu, runs that "
+  std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s; its "
+              "sender crashed after it in %llu), deliveries differ from the unperturbed run in %llu, violations %llu, runs that "
               "lost one-way calls %llu (calls %llu)\n",
               options.sequencer ? "sequencer" : "consensus",
               static_cast<unsigned long long>(runs), static_cast<unsigned long long>(perturbed),
-              by_kind.c_str(), static_cast<unsigned long long>(diverged),
+              by_kind.c_str(), static_cast<unsigned long long>(crashes),
+              static_cast<unsigned long long>(diverged),
               static_cast<unsigned long long>(violations),
               static_cast<unsigned long long>(lost_runs), static_cast<unsigned long long>(lost));
   // A lost one-way call is a violation unless faults can cut its caller off (the documented
@@ -273,7 +276,7 @@ int Usage() {
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "                  [--suspect-ms MS] [--chaos-ms MS]\n"
-             "       cohort-sim --stack --seeds A..B --perturb drop|delay:MS|duplicate:MS\n"
+             "       cohort-sim --stack --seeds A..B --perturb drop|crash|delay:MS|duplicate:MS\n"
              "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K] [other flags]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
@@ -293,7 +296,8 @@ int Usage() {
              "               exclusion timeout stays 800 ms\n"
              "  --chaos-ms:  simulated time with faults and calls, before the checks (default 4000)\n"
              "  --perturb:   run each seed once as it is, then once per message it sent, with that\n"
-             "               message alone lost, delayed MS more, or delivered again MS later\n"
+             "               message alone lost, delayed MS more, or delivered again MS later, or\n"
+             "               its sender crashed right after it (if the fault model allows)\n"
              "  --sends:     only messages X..Y of the run (1-based); --kinds: only these bodies\n"
              "               (consensus, membership, data, heartbeat, sequencer, reply, forward,\n"
              "               managed_reply); --sends-every: every K-th of those\n",
