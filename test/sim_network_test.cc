@@ -228,6 +228,37 @@ TEST_CASE("sim network: the message singled out is lost, delayed or delivered ag
   }
 }
 
+TEST_CASE("sim network: the sender of the message singled out crashes right after it, if the "
+          "hook agrees", "[sim]") {
+  for (bool agree : {true, false}) {
+    SECTION(agree ? "crashes" : "forbidden") {
+      SimNetworkOptions options;
+      options.delay_min_ms = options.delay_max_ms = 10;
+      options.perturb_send = 2;
+      options.perturb_crash = true;
+      SimNetwork network(options);
+      std::vector<NodeId> asked;
+      network.SetPerturbHook([&asked, agree](NodeId sender) {
+        asked.push_back(sender);
+        return agree;
+      });
+      std::vector<Received> log;
+      Record(&network, 3, &log);
+      for (uint64_t value : {1, 2, 3}) network.Endpoint(1)->Send(2, Heartbeat(value));
+      network.Endpoint(3)->Send(1, Heartbeat(4));
+      CHECK(asked == std::vector<NodeId>{1});
+      CHECK(network.perturb_crashed() == agree);
+      CHECK(network.crashed(1) == agree);
+      network.RunUntil(100);
+      std::vector<uint64_t> values;
+      for (const Received& r : log) values.push_back(r.heartbeat);
+      // The message itself goes out; what the sender sends after it, and what is sent to it,
+      // is lost once it crashed.
+      CHECK(values == (agree ? std::vector<uint64_t>{1, 2} : std::vector<uint64_t>{1, 2, 3, 4}));
+    }
+  }
+}
+
 TEST_CASE("sim network: same seed, same trace; another seed, another trace", "[sim]") {
   CHECK(Trace(11) == Trace(11));
   CHECK(Trace(11) != Trace(12));
