@@ -1,8 +1,8 @@
 // Systematic perturbation of the whole stack (test/stack_perturb.h): every message a run sends
 // while faults may happen, one per run, is lost, delayed past the exclusion timeout, delivered
-// again late, or its sender crashes right after it, and every run's checks hold (test/stack_sim.h: views, order, virtual
-// synchrony, exactly once, FIFO per client, liveness once healed). Any failure prints the
-// command that replays it.
+// again late, or its sender crashes right after it, and every run's checks hold
+// (test/stack_sim.h: views, order, virtual synchrony, exactly once, FIFO per client, liveness
+// once healed). Any failure prints the command that replays it.
 #include <string>
 
 #include <catch2/catch.hpp>

@@ -33,9 +33,10 @@ struct Perturbation {
 absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text);
 
 // Which messages of the unperturbed run to single out: sends first..last (1-based; last 0: the
-// last sent before the faults stop, StackSimResult::messages_sent_in_chaos; none after it) whose kind is in `kinds` (wire::Envelope's body field names: "consensus",
-// "membership", "data", "heartbeat", "sequencer", "reply", "forward", "managed_reply"; empty:
-// every kind), every `every`-th of those.
+// last sent before the faults stop, StackSimResult::messages_sent_in_chaos; none after it)
+// whose kind is in `kinds` (wire::Envelope's body field names: "consensus", "membership",
+// "data", "heartbeat", "sequencer", "reply", "forward", "managed_reply"; empty: every kind),
+// every `every`-th of those.
 struct SendRange {
   uint64_t first = 1;
   uint64_t last = 0;

@@ -11,7 +11,7 @@
 //   cohort-sim --stack --seeds A..B --perturb drop|crash|delay:MS|duplicate:MS [--sends X..Y]
 //              [--kinds K1,K2] [--sends-every K] [other --stack flags]
 //       every message of each seed's run in turn (one per run) lost, delayed or delivered again
-//       late (test/stack_perturb.h).
+//       late, or its sender crashed right after it (test/stack_perturb.h).
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
 //       the random fault simulation (test/order_sim.h) over seeds A..B; prints seeds run,
 //       faults injected, violations, and the command that replays any failing seed.
@@ -228,9 +228,9 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
     options.seed = seed;
     const cohort::sim::PerturbReport report =
         cohort::sim::RunPerturbations(options, perturbation, range);
-    std::printf("seed %llu: %llu messages sent in the unperturbed run while faults may happen, %llu runs, %llu perturbed, "
-                "%llu diverged, violations %llu, runs that lost one-way calls %llu, views up to "
-                "%llu\n",
+    std::printf("seed %llu: %llu messages sent in the unperturbed run while faults may happen, "
+                "%llu runs, %llu perturbed, %llu diverged, violations %llu, runs that lost one-way "
+                "calls %llu, views up to %llu\n",
                 static_cast<unsigned long long>(seed),
                 static_cast<unsigned long long>(report.base_messages),
                 static_cast<unsigned long long>(report.runs),
@@ -255,8 +255,8 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
     by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + std::to_string(count);
   }
   std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s; its "
-              "sender crashed after it in %llu), deliveries differ from the unperturbed run in %llu, violations %llu, runs that "
-              "lost one-way calls %llu (calls %llu)\n",
+              "sender crashed after it in %llu), deliveries differ from the unperturbed run in "
+              "%llu, violations %llu, runs that lost one-way calls %llu (calls %llu)\n",
               options.sequencer ? "sequencer" : "consensus",
               static_cast<unsigned long long>(runs), static_cast<unsigned long long>(perturbed),
               by_kind.c_str(), static_cast<unsigned long long>(crashes),
