@@ -94,20 +94,19 @@ void SimNetwork::Perturb(NodeId from, NodeId to, const wire::Envelope& envelope,
                          bool* duplicate, uint64_t* delay_ms, uint64_t* duplicate_delay_ms) {
   const google::protobuf::FieldDescriptor* body =
       wire::Envelope::descriptor()->FindFieldByNumber(envelope.body_case());
-  std::string done;
-  if (options_.perturb_crash) {
-    done = "sent, and ";
-  } else if (options_.perturb_drop) {
+  std::string done = "sent";
+  if (options_.perturb_drop) {
     *drop = true;
     done = "lost";
   } else if (options_.perturb_duplicate_ms > 0) {
     *duplicate = true;
     *duplicate_delay_ms = *delay_ms + options_.perturb_duplicate_ms;
     done = absl::StrCat("delivered again ", options_.perturb_duplicate_ms, " ms later");
-  } else {
+  } else if (options_.perturb_delay_ms > 0) {
     *delay_ms += options_.perturb_delay_ms;
     done = absl::StrCat("delayed ", options_.perturb_delay_ms, " ms");
   }
+  if (options_.perturb_crash) done += ", and ";  // Send says whether its sender crashed
   perturbed_kind_ = body == nullptr ? "no body" : body->name();
   perturbed_ = absl::StrCat("message ", counters_.messages_sent, " (", perturbed_kind_, ", group ",
                             envelope.group(), " view ", envelope.view_id(), ") n", from, "->n",

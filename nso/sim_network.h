@@ -41,7 +41,8 @@ struct SimNetworkOptions {
   bool perturb_drop = false;
   uint64_t perturb_delay_ms = 0;
   uint64_t perturb_duplicate_ms = 0;
-  // Or its sender crashes right after sending it, if SimNetwork::SetPerturbHook's hook agrees.
+  // Its sender crashes right after sending it (as well), if SimNetwork::SetPerturbHook's hook
+  // agrees.
   bool perturb_crash = false;
   bool record_send_kinds = false;  // keep each Send()'s body kind (send_kinds())
 };

@@ -98,6 +98,50 @@ TEST_CASE("perturbation: a crash right after every message of a run (both orders
   }
 }
 
+TEST_CASE("perturbation: a crash after every message, the message arriving 3 s later (after "
+          "the sender's restart)", "[sim][perturb]") {
+  nso::ConfigureLogging("off", "text", "");
+  Perturbation late;
+  late.kind = Perturbation::Kind::kDelay;
+  late.ms = 3000;
+  late.crash = true;
+  SendRange range;
+  range.kinds = kConsensusKinds;
+  const PerturbReport report = RunPerturbations(ShortRun(9, false), late, range);
+  INFO(absl::StrJoin(report.failures, "\n"));
+  CHECK(report.violations == 0);
+  CHECK(report.lost_runs == 0);
+  CHECK(report.runs > 50);
+  CHECK(report.crashes >= report.runs * 8 / 10);
+}
+
+TEST_CASE("perturbation: what to do is parsed, and bad input named", "[sim][perturb]") {
+  auto crash = ParsePerturbation("crash");
+  REQUIRE(crash.ok());
+  CHECK(crash->kind == Perturbation::Kind::kCrash);
+  auto late = ParsePerturbation("crash+duplicate:250");
+  REQUIRE(late.ok());
+  CHECK(late->kind == Perturbation::Kind::kDuplicate);
+  CHECK(late->ms == 250);
+  CHECK(late->crash);
+  auto delay = ParsePerturbation("delay:60");
+  REQUIRE(delay.ok());
+  CHECK((delay->kind == Perturbation::Kind::kDelay && delay->ms == 60 && !delay->crash));
+  for (const char* bad : {"", "bogus", "delay:", "delay:0", "delay:x", "crash+drop", "drop:5"}) {
+    INFO(bad);
+    auto parsed = ParsePerturbation(bad);
+    REQUIRE(!parsed.ok());
+    CHECK(parsed.status().message().find(std::string("\"") + bad + "\"") != std::string::npos);
+  }
+  auto kinds = ParseKinds("consensus,reply");
+  REQUIRE(kinds.ok());
+  CHECK(*kinds == std::vector<std::string>{"consensus", "reply"});
+  auto unknown = ParseKinds("consensus,gossip");
+  REQUIRE(!unknown.ok());
+  CHECK(unknown.status().message().find("\"gossip\"") != std::string::npos);
+  CHECK(!ParseKinds("").ok());
+}
+
 TEST_CASE("perturbation: the heartbeats too, in a run with crashes, partitions and leaves",
           "[sim][perturb]") {
   nso::ConfigureLogging("off", "text", "");

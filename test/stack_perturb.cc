@@ -14,8 +14,18 @@
 
 namespace cohort::sim {
 
-absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text) {
+absl::StatusOr<Perturbation> ParsePerturbation(const std::string& full_text) {
   Perturbation perturbation;
+  std::string text = full_text;
+  if (absl::StartsWith(text, "crash+")) {
+    perturbation.crash = true;
+    text = text.substr(6);
+  }
+  if (perturbation.crash && !absl::StartsWith(text, "delay:") &&
+      !absl::StartsWith(text, "duplicate:")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "perturbation \"", full_text, "\": crash+ goes with delay:MS or duplicate:MS"));
+  }
   if (text == "drop" || text == "crash") {
     perturbation.kind = text == "drop" ? Perturbation::Kind::kDrop : Perturbation::Kind::kCrash;
     return perturbation;
@@ -29,13 +39,14 @@ absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text) {
     ms = text.substr(10);
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("perturbation \"", text,
-                     "\": expected drop, crash, delay:MS or duplicate:MS"));
+        absl::StrCat("perturbation \"", full_text,
+                     "\": expected drop, crash, delay:MS, duplicate:MS, crash+delay:MS or "
+                     "crash+duplicate:MS"));
   }
   if (!absl::SimpleAtoi(ms, &perturbation.ms) || perturbation.ms < 1 ||
       perturbation.ms > 3600000) {
     return absl::InvalidArgumentError(
-        absl::StrCat("perturbation \"", text, "\": MS must be 1 to 3600000"));
+        absl::StrCat("perturbation \"", full_text, "\": MS must be 1 to 3600000"));
   }
   return perturbation;
 }
@@ -93,7 +104,7 @@ PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturb
     StackSimOptions options = base;
     options.perturb_send = send;
     options.perturb_drop = perturbation.kind == Perturbation::Kind::kDrop;
-    options.perturb_crash = perturbation.kind == Perturbation::Kind::kCrash;
+    options.perturb_crash = perturbation.kind == Perturbation::Kind::kCrash || perturbation.crash;
     if (perturbation.kind == Perturbation::Kind::kDelay) options.perturb_delay_ms = perturbation.ms;
     if (perturbation.kind == Perturbation::Kind::kDuplicate) {
       options.perturb_duplicate_ms = perturbation.ms;

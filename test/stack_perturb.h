@@ -27,9 +27,13 @@ struct Perturbation {
   enum class Kind { kDrop, kDelay, kDuplicate, kCrash };
   Kind kind = Kind::kDelay;
   uint64_t ms = 0;  // kDelay: how much later; kDuplicate: how long after the original
+  // kDelay, kDuplicate: the sender also crashes right after the message (a message of a dead
+  // process that arrives late, maybe after it restarted and was added again).
+  bool crash = false;
 };
 
-// "drop", "crash", "delay:MS" or "duplicate:MS" (MS >= 1).
+// "drop", "crash", "delay:MS" or "duplicate:MS" (MS >= 1), or "crash+delay:MS",
+// "crash+duplicate:MS".
 absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text);
 
 // Which messages of the unperturbed run to single out: sends first..last (1-based; last 0: the

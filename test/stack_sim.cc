@@ -934,15 +934,16 @@ std::string ReplayFlags(const StackSimOptions& options) {
     flags += " --chaos-ms " + std::to_string(options.chaos_ms);
   }
   if (options.perturb_send != 0) {
-    if (options.perturb_crash) {
-      flags += " --perturb crash";
-    } else if (options.perturb_drop) {
-      flags += " --perturb drop";
+    std::string what;
+    if (options.perturb_drop) {
+      what = "drop";
     } else if (options.perturb_duplicate_ms != 0) {
-      flags += " --perturb duplicate:" + std::to_string(options.perturb_duplicate_ms);
-    } else {
-      flags += " --perturb delay:" + std::to_string(options.perturb_delay_ms);
+      what = "duplicate:" + std::to_string(options.perturb_duplicate_ms);
+    } else if (options.perturb_delay_ms != 0) {
+      what = "delay:" + std::to_string(options.perturb_delay_ms);
     }
+    if (options.perturb_crash) what = what.empty() ? "crash" : "crash+" + what;
+    flags += " --perturb " + what;
     flags += absl::StrCat(" --sends ", options.perturb_send, "..", options.perturb_send);
   }
   return flags;

@@ -297,7 +297,8 @@ int Usage() {
              "  --chaos-ms:  simulated time with faults and calls, before the checks (default 4000)\n"
              "  --perturb:   run each seed once as it is, then once per message it sent, with that\n"
              "               message alone lost, delayed MS more, or delivered again MS later, or\n"
-             "               its sender crashed right after it (if the fault model allows)\n"
+             "               its sender crashed right after it (if the fault model allows);\n"
+             "               crash+delay:MS, crash+duplicate:MS: both\n"
              "  --sends:     only messages X..Y of the run (1-based); --kinds: only these bodies\n"
              "               (consensus, membership, data, heartbeat, sequencer, reply, forward,\n"
              "               managed_reply); --sends-every: every K-th of those\n",
