@@ -37,14 +37,18 @@ absl::StatusOr<Perturbation> ParsePerturbation(const std::string& full_text) {
   } else if (absl::StartsWith(text, "duplicate:")) {
     perturbation.kind = Perturbation::Kind::kDuplicate;
     ms = text.substr(10);
+  } else if (absl::StartsWith(text, "restart:") && !perturbation.crash) {
+    perturbation.kind = Perturbation::Kind::kCrash;
+    ms = text.substr(8);
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("perturbation \"", full_text,
-                     "\": expected drop, crash, delay:MS, duplicate:MS, crash+delay:MS or "
-                     "crash+duplicate:MS"));
+                     "\": expected drop, crash, delay:MS, duplicate:MS, crash+delay:MS, "
+                     "crash+duplicate:MS or restart:MS"));
   }
-  if (!absl::SimpleAtoi(ms, &perturbation.ms) || perturbation.ms < 1 ||
-      perturbation.ms > 3600000) {
+  uint64_t* value = perturbation.kind == Perturbation::Kind::kCrash ? &perturbation.restart_ms
+                                                                    : &perturbation.ms;
+  if (!absl::SimpleAtoi(ms, value) || *value < 1 || *value > 3600000) {
     return absl::InvalidArgumentError(
         absl::StrCat("perturbation \"", full_text, "\": MS must be 1 to 3600000"));
   }
@@ -105,6 +109,7 @@ PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturb
     options.perturb_send = send;
     options.perturb_drop = perturbation.kind == Perturbation::Kind::kDrop;
     options.perturb_crash = perturbation.kind == Perturbation::Kind::kCrash || perturbation.crash;
+    options.perturb_restart_ms = perturbation.restart_ms;
     if (perturbation.kind == Perturbation::Kind::kDelay) options.perturb_delay_ms = perturbation.ms;
     if (perturbation.kind == Perturbation::Kind::kDuplicate) {
       options.perturb_duplicate_ms = perturbation.ms;

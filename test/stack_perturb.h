@@ -30,10 +30,13 @@ struct Perturbation {
   // kDelay, kDuplicate: the sender also crashes right after the message (a message of a dead
   // process that arrives late, maybe after it restarted and was added again).
   bool crash = false;
+  // kCrash: the sender restarts (without its state) this long after its crash; 0: when the
+  // faults stop.
+  uint64_t restart_ms = 0;
 };
 
-// "drop", "crash", "delay:MS" or "duplicate:MS" (MS >= 1), or "crash+delay:MS",
-// "crash+duplicate:MS".
+// "drop", "crash", "delay:MS" or "duplicate:MS" (MS >= 1), "crash+delay:MS",
+// "crash+duplicate:MS", or "restart:MS" (a crash, and a restart MS later).
 absl::StatusOr<Perturbation> ParsePerturbation(const std::string& text);
 
 // Which messages of the unperturbed run to single out: sends first..last (1-based; last 0: the

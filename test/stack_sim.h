@@ -76,6 +76,9 @@ struct StackSimOptions {
   uint64_t perturb_delay_ms = 0;
   uint64_t perturb_duplicate_ms = 0;
   bool perturb_crash = false;  // its sender crashes right after it, if the fault model allows
+  // With perturb_crash: the sender restarts (without its state) this long after its crash;
+  // 0: when the faults stop.
+  uint64_t perturb_restart_ms = 0;
   bool record_send_kinds = false;  // fill StackSimResult::send_kinds
 };
 

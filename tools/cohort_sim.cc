@@ -8,7 +8,8 @@
 //              [--link-ms D]
 //       the whole stack (test/stack_sim.h) with crashes, partitions, loss and clock drift; the
 //       simulated group is lively (default) or event-driven (003 section 3).
-//   cohort-sim --stack --seeds A..B --perturb drop|crash|delay:MS|duplicate:MS [--sends X..Y]
+//   cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|duplicate:MS
+//              [--sends X..Y]
 //              [--kinds K1,K2] [--sends-every K] [other --stack flags]
 //       every message of each seed's run in turn (one per run) lost, delayed or delivered again
 //       late, or its sender crashed right after it (test/stack_perturb.h).
@@ -276,7 +277,7 @@ int Usage() {
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "                  [--suspect-ms MS] [--chaos-ms MS]\n"
-             "       cohort-sim --stack --seeds A..B --perturb drop|crash|delay:MS|duplicate:MS\n"
+             "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|duplicate:MS\n"
              "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K] [other flags]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
@@ -298,7 +299,8 @@ int Usage() {
              "  --perturb:   run each seed once as it is, then once per message it sent, with that\n"
              "               message alone lost, delayed MS more, or delivered again MS later, or\n"
              "               its sender crashed right after it (if the fault model allows);\n"
-             "               crash+delay:MS, crash+duplicate:MS: both\n"
+             "               crash+delay:MS, crash+duplicate:MS: both; restart:MS: a crash, and\n"
+             "               a restart without state MS later (else when the faults stop)\n"
              "  --sends:     only messages X..Y of the run (1-based); --kinds: only these bodies\n"
              "               (consensus, membership, data, heartbeat, sequencer, reply, forward,\n"
              "               managed_reply); --sends-every: every K-th of those\n",
