@@ -115,6 +115,26 @@ TEST_CASE("perturbation: a crash after every message, the message arriving 3 s l
   CHECK(report.crashes >= report.runs * 8 / 10);
 }
 
+TEST_CASE("perturbation: a crash after every message, and a restart 20 ms later (both orders)",
+          "[sim][perturb]") {
+  nso::ConfigureLogging("off", "text", "");
+  Perturbation restart;
+  restart.kind = Perturbation::Kind::kCrash;
+  restart.restart_ms = 20;  // back before anyone excludes it: it is removed and added at once
+  for (bool sequencer : {false, true}) {
+    INFO((sequencer ? "sequencer" : "consensus"));
+    SendRange range;
+    range.kinds = sequencer ? kSequencerKinds : kConsensusKinds;
+    const PerturbReport report = RunPerturbations(ShortRun(10, sequencer), restart, range);
+    INFO(absl::StrJoin(report.failures, "\n"));
+    CHECK(report.violations == 0);
+    CHECK(report.lost_runs == 0);
+    CHECK(report.runs > 50);
+    CHECK(report.crashes >= report.runs * 8 / 10);
+    CHECK(report.views_max >= 2);
+  }
+}
+
 TEST_CASE("perturbation: what to do is parsed, and bad input named", "[sim][perturb]") {
   auto crash = ParsePerturbation("crash");
   REQUIRE(crash.ok());
@@ -124,10 +144,14 @@ TEST_CASE("perturbation: what to do is parsed, and bad input named", "[sim][pert
   CHECK(late->kind == Perturbation::Kind::kDuplicate);
   CHECK(late->ms == 250);
   CHECK(late->crash);
+  auto restart = ParsePerturbation("restart:40");
+  REQUIRE(restart.ok());
+  CHECK((restart->kind == Perturbation::Kind::kCrash && restart->restart_ms == 40));
   auto delay = ParsePerturbation("delay:60");
   REQUIRE(delay.ok());
   CHECK((delay->kind == Perturbation::Kind::kDelay && delay->ms == 60 && !delay->crash));
-  for (const char* bad : {"", "bogus", "delay:", "delay:0", "delay:x", "crash+drop", "drop:5"}) {
+  for (const char* bad : {"", "bogus", "delay:", "delay:0", "delay:x", "crash+drop", "drop:5",
+                          "restart:", "crash+restart:5"}) {
     INFO(bad);
     auto parsed = ParsePerturbation(bad);
     REQUIRE(!parsed.ok());
