@@ -51,7 +51,8 @@ class StackSim {
         rng_(options.seed * 7919 + 17),
         servant_rng_(options.seed * 15485863 + 5),
         kill_rng_(options.seed * 32452843 + 7),
-        leave_rng_(options.seed * 49979687 + 11) {
+        leave_rng_(options.seed * 49979687 + 11),
+        late_rng_(options.seed * 67867967 + 13) {
     result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
     // A generator of its own, so the clocks do not change the rest of a seed's schedule.
     nso::Rng clock_rng(options.seed * 104729 + 3);
@@ -107,6 +108,8 @@ class StackSim {
   // the fault model allows one more crash. True: the network has cut it off at once, and its
   // Node is destroyed as soon as its send returns.
   bool PerturbCrash(NodeId id);
+  // StackSimOptions::late_start_ms: node `id` starts at `at_ms`, not at 0.
+  void StartLate(NodeId id, uint64_t at_ms);
   void ScheduleTick(NodeId id, uint64_t incarnation);
   // A fresh servant (no state) attaches to node id's daemon.
   void AttachServant(NodeId id);
@@ -149,6 +152,7 @@ class StackSim {
   nso::Rng servant_rng_;  // servant crashes
   nso::Rng kill_rng_;     // which crashes are kills (its own, so the fault schedule stays)
   nso::Rng leave_rng_;    // StackSimOptions::leaves
+  nso::Rng late_rng_;     // StackSimOptions::late_start_ms
   StackSimResult result_;
   std::map<NodeId, Replica> replicas_;
   Replica outsider_;  // StackSimOptions::outside_caller: node nodes + 1, no member, no servant
@@ -557,6 +561,24 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
   });
 }
 
+void StackSim::StartLate(NodeId id, uint64_t at_ms) {
+  // Down until then, as a crashed node (the fault model counts it), never heard by the others.
+  net_.Crash(id);
+  crashed_.insert(id);
+  ++result_.late_starts;
+  net_.After(at_ms, [this, id] {
+    if (!crashed_.count(id)) return;  // restarted already by a fault, or when the faults stopped
+    if (trace_) {
+      std::fprintf(stderr, "t=%llu LATE START node %u\n", (unsigned long long)net_.now_ms(), id);
+    }
+    crashed_.erase(id);
+    amnesiac_.insert(id);  // no state yet: it catches up from the decided log or gets a transfer
+    pending_exclusion_.erase(id);
+    net_.Restart(id);
+    Boot(id);
+  });
+}
+
 bool StackSim::PerturbCrash(NodeId id) {
   if (id == outsider_id() || !replicas_.count(id)) return false;  // the outsider never crashes
   const Replica& replica = replicas_.at(id);
@@ -764,7 +786,13 @@ bool StackSim::Settled() {
 }
 
 StackSimResult StackSim::Run() {
-  for (NodeId id = 1; id <= result_.nodes; ++id) Boot(id);
+  for (NodeId id = 1; id <= result_.nodes; ++id) {
+    if (id == 1 || options_.late_start_ms == 0 || late_rng_.Uniform(2) == 0) {
+      Boot(id);
+      continue;
+    }
+    StartLate(id, 1 + late_rng_.Uniform(options_.late_start_ms));
+  }
   if (options_.outside_caller) BootOutsider();
   net_.RunUntil(200);
   Chaos();
@@ -947,6 +975,7 @@ std::string ReplayFlags(const StackSimOptions& options) {
   if (options.suspect_timeout_ms != defaults.suspect_timeout_ms) {
     flags += " --suspect-ms " + std::to_string(options.suspect_timeout_ms);
   }
+  if (options.late_start_ms != 0) flags += " --late-start " + std::to_string(options.late_start_ms);
   if (options.chaos_ms != defaults.chaos_ms) {
     flags += " --chaos-ms " + std::to_string(options.chaos_ms);
   }

@@ -75,6 +75,11 @@ struct StackSimOptions {
   bool perturb_drop = false;
   uint64_t perturb_delay_ms = 0;
   uint64_t perturb_duplicate_ms = 0;
+  // Staggered start: each node but node 1, with probability 1/2, starts at a time drawn in
+  // 1..late_start_ms instead of 0 (a deployment whose daemons come up one by one; the others
+  // never heard of it, and it takes the state by catching up or by a transfer). Until then it
+  // counts as crashed. 0: every node starts at 0.
+  uint64_t late_start_ms = 0;
   bool perturb_crash = false;  // its sender crashes right after it, if the fault model allows
   // With perturb_crash: the sender restarts (without its state) this long after its crash;
   // 0: when the faults stop.
@@ -102,6 +107,7 @@ struct StackSimResult {
   uint64_t state_transfers = 0;
   uint64_t servant_crashes = 0;
   uint64_t leaves = 0;
+  uint64_t late_starts = 0;  // nodes that started late (StackSimOptions::late_start_ms)
   uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
   int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
   int32_t drift_ppm_max = 0;

@@ -172,6 +172,24 @@ TEST_CASE("membership: the same with members leaving and joining again (both ord
   RunSeeds(1001, 1030, options);
 }
 
+// Daemons that come up one by one (session 42): a node that starts late was never heard by the
+// others. It is counted in the configured view and catches up from the decided log, or, once
+// excluded for its silence, joins with the state.
+TEST_CASE("membership: the same with nodes that start late (both orders)", "[sim][membership]") {
+  StackSimOptions options;
+  options.late_start_ms = 1500;
+  RunSeeds(500001, 500030, options);
+  options.sequencer = true;
+  RunSeeds(500001, 500030, options);
+  nso::ConfigureLogging("off", "text", "");
+  uint64_t late = 0;
+  for (uint64_t seed = 500001; seed <= 500030; ++seed) {
+    options.seed = seed;
+    late += RunStackSimulation(options).late_starts;
+  }
+  CHECK(late > 20);
+}
+
 // A member's own requests held behind its client's earlier one (OutsideFifo) and released while
 // it leaves go from outside once it is out (Node::ProposeFromOutside); broadcast, they were
 // ordered after the view without it and dropped (seed 60029: a one-way call lost, two calls

@@ -115,7 +115,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
            transfers = 0, servant_crashes = 0, leaves = 0, one_way_lost = 0, call_ms_max = 0,
            fifo_checked = 0,
            fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
-           outside_fifo_calls = 0;
+           outside_fifo_calls = 0, late_starts = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call, one_way_lost_example;
@@ -131,6 +131,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     transfers += result.state_transfers;
     servant_crashes += result.servant_crashes;
     leaves += result.leaves;
+    late_starts += result.late_starts;
     if (result.one_way_lost > 0 && one_way_lost == 0) {
       one_way_lost_example = "seed " + std::to_string(seed) + ", " + result.one_way_lost_example;
     }
@@ -167,7 +168,9 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(seeds),
               static_cast<unsigned long long>(faults),
               static_cast<unsigned long long>(servant_crashes),
-              options.leaves ? (", leaves " + std::to_string(leaves)).c_str() : "",
+              (std::string(options.leaves ? ", leaves " + std::to_string(leaves) : "") +
+               (options.late_start_ms ? ", late starts " + std::to_string(late_starts) : ""))
+                  .c_str(),
               static_cast<unsigned long long>(calls),
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
               static_cast<unsigned long long>(transfers),
@@ -276,7 +279,7 @@ int Usage() {
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
-             "                  [--suspect-ms MS] [--chaos-ms MS]\n"
+             "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS]\n"
              "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|duplicate:MS\n"
              "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K] [other flags]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
@@ -296,6 +299,8 @@ int Usage() {
              "  --suspect-ms: the group's suspicion timeout (default 50, as cohortd's); the\n"
              "               exclusion timeout stays 800 ms\n"
              "  --chaos-ms:  simulated time with faults and calls, before the checks (default 4000)\n"
+             "  --late-start: each node but node 1, with probability 1/2, starts at a time drawn in\n"
+             "               1..MS (daemons that come up one by one; never heard of before)\n"
              "  --perturb:   run each seed once as it is, then once per message it sent, with that\n"
              "               message alone lost, delayed MS more, or delivered again MS later, or\n"
              "               its sender crashed right after it (if the fault model allows);\n"
@@ -372,6 +377,10 @@ int main(int argc, char** argv) {
       } else {
         return Usage();
       }
+    } else if (arg == "--late-start" && i + 1 < argc) {
+      const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
+      if (value < 1 || value > 600000) return Usage();
+      stack_options.late_start_ms = value;
     } else if (arg == "--chaos-ms" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value < 1 || value > 600000) return Usage();
