@@ -28,8 +28,9 @@ StackSimOptions ShortRun(uint64_t seed, bool sequencer) {
   return options;
 }
 
-void CheckEveryMessage(const StackSimOptions& options, const Perturbation& perturbation,
-                       const std::vector<std::string>& kinds) {
+// Every message of the chosen kinds singled out, one per run; the checks hold in every run.
+PerturbReport CheckEveryMessage(const StackSimOptions& options, const Perturbation& perturbation,
+                                const std::vector<std::string>& kinds) {
   nso::ConfigureLogging("off", "text", "");
   SendRange range;
   range.kinds = kinds;
@@ -45,6 +46,15 @@ void CheckEveryMessage(const StackSimOptions& options, const Perturbation& pertu
     INFO("kind " << kind);
     CHECK(report.kinds.count(kind) == 1);
   }
+  return report;
+}
+
+// Every sender crashed but the outside caller (it never does) and the members before the
+// group's first view is installed (the fault model then allows no crash). Each crash ended its
+// node's view; the node restarted and was added again with the state.
+void CheckCrashes(const PerturbReport& report) {
+  CHECK(report.crashes >= report.runs * 8 / 10);
+  CHECK(report.views_max >= 2);
 }
 
 const std::vector<std::string> kConsensusKinds = {"consensus", "data", "forward", "reply"};
@@ -77,62 +87,28 @@ TEST_CASE("perturbation: every message of a run delivered again a second later (
 
 TEST_CASE("perturbation: a crash right after every message of a run (both orders)",
           "[sim][perturb]") {
-  nso::ConfigureLogging("off", "text", "");
   Perturbation crash;
-  crash.kind = Perturbation::Kind::kCrash;
-  for (bool sequencer : {false, true}) {
-    INFO((sequencer ? "sequencer" : "consensus"));
-    SendRange range;
-    range.kinds = sequencer ? kSequencerKinds : kConsensusKinds;
-    const PerturbReport report = RunPerturbations(ShortRun(8, sequencer), crash, range);
-    INFO(absl::StrJoin(report.failures, "\n"));
-    CHECK(report.violations == 0);
-    CHECK(report.lost_runs == 0);
-    CHECK(report.runs > 50);
-    // Every sender crashed but the outside caller (it never does) and the members before the
-    // group's first view is installed (the fault model then allows no crash). Each crash
-    // ended its node's view; the node restarted when the faults stopped and was added again
-    // with the state.
-    CHECK(report.crashes >= report.runs * 8 / 10);
-    CHECK(report.views_max >= 2);
-  }
+  crash.kind = Perturbation::Kind::kCrash;  // the node restarts when the faults stop
+  CheckCrashes(CheckEveryMessage(ShortRun(8, false), crash, kConsensusKinds));
+  CheckCrashes(CheckEveryMessage(ShortRun(8, true), crash, kSequencerKinds));
 }
 
 TEST_CASE("perturbation: a crash after every message, the message arriving 3 s later (after "
           "the sender's restart)", "[sim][perturb]") {
-  nso::ConfigureLogging("off", "text", "");
   Perturbation late;
   late.kind = Perturbation::Kind::kDelay;
   late.ms = 3000;
   late.crash = true;
-  SendRange range;
-  range.kinds = kConsensusKinds;
-  const PerturbReport report = RunPerturbations(ShortRun(9, false), late, range);
-  INFO(absl::StrJoin(report.failures, "\n"));
-  CHECK(report.violations == 0);
-  CHECK(report.lost_runs == 0);
-  CHECK(report.runs > 50);
-  CHECK(report.crashes >= report.runs * 8 / 10);
+  CheckCrashes(CheckEveryMessage(ShortRun(9, false), late, kConsensusKinds));
 }
 
 TEST_CASE("perturbation: a crash after every message, and a restart 20 ms later (both orders)",
           "[sim][perturb]") {
-  nso::ConfigureLogging("off", "text", "");
   Perturbation restart;
   restart.kind = Perturbation::Kind::kCrash;
   restart.restart_ms = 20;  // back before anyone excludes it: it is removed and added at once
-  for (bool sequencer : {false, true}) {
-    INFO((sequencer ? "sequencer" : "consensus"));
-    SendRange range;
-    range.kinds = sequencer ? kSequencerKinds : kConsensusKinds;
-    const PerturbReport report = RunPerturbations(ShortRun(10, sequencer), restart, range);
-    INFO(absl::StrJoin(report.failures, "\n"));
-    CHECK(report.violations == 0);
-    CHECK(report.lost_runs == 0);
-    CHECK(report.runs > 50);
-    CHECK(report.crashes >= report.runs * 8 / 10);
-    CHECK(report.views_max >= 2);
-  }
+  CheckCrashes(CheckEveryMessage(ShortRun(10, false), restart, kConsensusKinds));
+  CheckCrashes(CheckEveryMessage(ShortRun(10, true), restart, kSequencerKinds));
 }
 
 TEST_CASE("perturbation: what to do is parsed, and bad input named", "[sim][perturb]") {
