@@ -57,16 +57,23 @@ void SimNetwork::Send(NodeId from, NodeId to, wire::Envelope envelope) {
   bool duplicate = rng_.Chance(options_.duplicate_per_million);
   uint64_t delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
   uint64_t duplicate_delay_ms = rng_.Range(options_.delay_min_ms, options_.delay_max_ms);
-  const bool singled_out = counters_.messages_sent == options_.perturb_send;
-  if (singled_out) Perturb(from, to, envelope, &drop, &duplicate, &delay_ms, &duplicate_delay_ms);
+  const MessagePerturbation* singled_out = nullptr;
+  while (next_perturbation_ < options_.perturbations.size() &&
+         options_.perturbations[next_perturbation_].send <= counters_.messages_sent) {
+    const MessagePerturbation& next = options_.perturbations[next_perturbation_++];
+    if (next.send == counters_.messages_sent) singled_out = &next;
+  }
+  if (singled_out != nullptr) {
+    Perturb(*singled_out, from, to, envelope, &drop, &duplicate, &delay_ms, &duplicate_delay_ms);
+  }
   Enqueue(from, to, std::move(envelope), drop, duplicate, delay_ms, duplicate_delay_ms);
-  if (singled_out && options_.perturb_crash) {
+  if (singled_out != nullptr && singled_out->crash) {
     // The sender crashes right after this message: the rest of what it is sending now is lost.
-    const bool crashes = perturb_hook_ && perturb_hook_(from);
+    const bool crashes = perturb_hook_ && perturb_hook_(from, singled_out->restart_ms);
     if (crashes) Crash(from);
     absl::StrAppend(&perturbed_, crashes ? "its sender crashed right after"
                                          : "its sender did not crash (the run's rules forbid it)");
-    perturb_crashed_ = crashes;
+    if (crashes) ++perturb_crashes_;
   }
 }
 
@@ -90,27 +97,33 @@ void SimNetwork::Enqueue(NodeId from, NodeId to, wire::Envelope envelope, bool d
   Schedule(now_ms_ + delay_ms, std::move(event));
 }
 
-void SimNetwork::Perturb(NodeId from, NodeId to, const wire::Envelope& envelope, bool* drop,
-                         bool* duplicate, uint64_t* delay_ms, uint64_t* duplicate_delay_ms) {
+void SimNetwork::Perturb(const MessagePerturbation& perturbation, NodeId from, NodeId to,
+                         const wire::Envelope& envelope, bool* drop, bool* duplicate,
+                         uint64_t* delay_ms, uint64_t* duplicate_delay_ms) {
   const google::protobuf::FieldDescriptor* body =
       wire::Envelope::descriptor()->FindFieldByNumber(envelope.body_case());
   std::string done = "sent";
-  if (options_.perturb_drop) {
+  if (perturbation.drop) {
     *drop = true;
     done = "lost";
-  } else if (options_.perturb_duplicate_ms > 0) {
+  } else if (perturbation.duplicate_ms > 0) {
     *duplicate = true;
-    *duplicate_delay_ms = *delay_ms + options_.perturb_duplicate_ms;
-    done = absl::StrCat("delivered again ", options_.perturb_duplicate_ms, " ms later");
-  } else if (options_.perturb_delay_ms > 0) {
-    *delay_ms += options_.perturb_delay_ms;
-    done = absl::StrCat("delayed ", options_.perturb_delay_ms, " ms");
+    *duplicate_delay_ms = *delay_ms + perturbation.duplicate_ms;
+    done = absl::StrCat("delivered again ", perturbation.duplicate_ms, " ms later");
+  } else if (perturbation.delay_ms > 0) {
+    *delay_ms += perturbation.delay_ms;
+    done = absl::StrCat("delayed ", perturbation.delay_ms, " ms");
   }
-  if (options_.perturb_crash) done += ", and ";  // Send says whether its sender crashed
-  perturbed_kind_ = body == nullptr ? "no body" : body->name();
-  perturbed_ = absl::StrCat("message ", counters_.messages_sent, " (", perturbed_kind_, ", group ",
-                            envelope.group(), " view ", envelope.view_id(), ") n", from, "->n",
-                            to, " sent at t=", now_ms_, "ms: ", done);
+  if (perturbation.crash) done += ", and ";  // Send says whether its sender crashed
+  const std::string kind = body == nullptr ? "no body" : body->name();
+  if (perturbed_.empty()) {
+    perturbed_kind_ = kind;
+  } else {
+    perturbed_ += "; then ";
+  }
+  absl::StrAppend(&perturbed_, "message ", counters_.messages_sent, " (", kind, ", group ",
+                  envelope.group(), " view ", envelope.view_id(), ") n", from, "->n", to,
+                  " sent at t=", now_ms_, "ms: ", done);
 }
 
 void SimNetwork::Deliver(Event& event) {

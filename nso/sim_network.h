@@ -23,6 +23,18 @@
 
 namespace cohort::nso {
 
+// What is done to one message: the send-th Send() of the run (1-based).
+struct MessagePerturbation {
+  uint64_t send = 0;
+  bool drop = false;          // lost
+  uint64_t delay_ms = 0;      // arrives this much later than drawn
+  uint64_t duplicate_ms = 0;  // also arrives again this long after the original
+  // Its sender crashes right after it, if SimNetwork::SetPerturbHook's hook agrees (passed
+  // restart_ms: when the hook's owner restarts it; 0: its own choice).
+  bool crash = false;
+  uint64_t restart_ms = 0;
+};
+
 struct SimNetworkOptions {
   uint64_t seed = 1;
   uint64_t delay_min_ms = 1;           // every message takes a delay in [min, max]
@@ -33,17 +45,9 @@ struct SimNetworkOptions {
   // Transport::Reachable as a TCP stream's: false once the peer crashed or a partition separates
   // the two. Off: always true (the whole-stack simulator's schedules were swept that way).
   bool streams_break = false;
-  // One message singled out (cohort-sim --perturb: every message of a run, one per run): the
-  // perturb_send-th Send() (1-based; 0: none) is lost, or arrives perturb_delay_ms later than
-  // drawn, or also arrives again perturb_duplicate_ms after the original. Random draws stay
-  // aligned with the unperturbed run's.
-  uint64_t perturb_send = 0;
-  bool perturb_drop = false;
-  uint64_t perturb_delay_ms = 0;
-  uint64_t perturb_duplicate_ms = 0;
-  // Its sender crashes right after sending it (as well), if SimNetwork::SetPerturbHook's hook
-  // agrees.
-  bool perturb_crash = false;
+  // Messages singled out (cohort-sim --perturb: every message of a run in turn), sorted by
+  // their place in the run; random draws stay aligned with the unperturbed run's.
+  std::vector<MessagePerturbation> perturbations;
   bool record_send_kinds = false;  // keep each Send()'s body kind (send_kinds())
 };
 
@@ -100,15 +104,17 @@ class SimNetwork {
   const SimCounters& counters() const { return counters_; }
   // A hash of every delivery (time, from, to, envelope bytes): same seed, same trace.
   uint64_t trace_hash() const { return trace_hash_; }
-  // The message SimNetworkOptions::perturb_send singled out ("" until it is sent): its kind,
-  // sender, receiver, time and what was done to it.
+  // The messages SimNetworkOptions::perturbations singled out so far ("" for none): kind,
+  // sender, receiver, time and what was done, "; then " between them.
   const std::string& perturbed() const { return perturbed_; }
-  const std::string& perturbed_kind() const { return perturbed_kind_; }  // "consensus", ...
-  // SimNetworkOptions::perturb_crash: `hook(sender)` is called right after the message is sent;
-  // true: the sender is crashed at once (Crash), and the hook's owner does the rest (it may not
-  // destroy the sender's process from inside its send). False: the run's rules forbid it.
-  void SetPerturbHook(std::function<bool(NodeId)> hook) { perturb_hook_ = std::move(hook); }
-  bool perturb_crashed() const { return perturb_crashed_; }
+  const std::string& perturbed_kind() const { return perturbed_kind_; }  // the first's body
+  // MessagePerturbation::crash: `hook(sender, restart_ms)` is called right after the message is
+  // sent; true: the sender is crashed at once (Crash), and the hook's owner does the rest (it
+  // may not destroy the sender's process from inside its send). False: the run's rules forbid it.
+  void SetPerturbHook(std::function<bool(NodeId, uint64_t)> hook) {
+    perturb_hook_ = std::move(hook);
+  }
+  uint32_t perturb_crashes() const { return perturb_crashes_; }  // senders crashed so far
   // With SimNetworkOptions::record_send_kinds: the body of every Send() so far, in order (the
   // Envelope's body field number; 0: none).
   const std::vector<uint8_t>& send_kinds() const { return send_kinds_; }
@@ -130,9 +136,10 @@ class SimNetwork {
   // Schedules a sent message (and its copy), unless it is lost.
   void Enqueue(NodeId from, NodeId to, wire::Envelope envelope, bool drop, bool duplicate,
                uint64_t delay_ms, uint64_t duplicate_delay_ms);
-  // SimNetworkOptions::perturb_send's message: what to do to it, and noted in perturbed_.
-  void Perturb(NodeId from, NodeId to, const wire::Envelope& envelope, bool* drop,
-               bool* duplicate, uint64_t* delay_ms, uint64_t* duplicate_delay_ms);
+  // A message singled out: what to do to it, noted in perturbed_.
+  void Perturb(const MessagePerturbation& perturbation, NodeId from, NodeId to,
+               const wire::Envelope& envelope, bool* drop, bool* duplicate, uint64_t* delay_ms,
+               uint64_t* duplicate_delay_ms);
   // Tells every live peer of `node` that its link to it went down or came up, a delay later.
   void NotifyLinks(NodeId node, bool up);
   void Schedule(uint64_t time_ms, Event event);
@@ -154,8 +161,9 @@ class SimNetwork {
   uint64_t trace_hash_ = 1469598103934665603ULL;
   std::string perturbed_;
   std::string perturbed_kind_;
-  std::function<bool(NodeId)> perturb_hook_;
-  bool perturb_crashed_ = false;
+  std::function<bool(NodeId, uint64_t)> perturb_hook_;
+  uint32_t perturb_crashes_ = 0;
+  size_t next_perturbation_ = 0;  // into options_.perturbations
   std::vector<uint8_t> send_kinds_;
 };
 

@@ -111,6 +111,30 @@ TEST_CASE("perturbation: a crash after every message, and a restart 20 ms later 
   CheckCrashes(CheckEveryMessage(ShortRun(10, true), restart, kSequencerKinds));
 }
 
+TEST_CASE("perturbation: two crashes, the second within 6 messages of the first (n = 5)",
+          "[sim][perturb]") {
+  nso::ConfigureLogging("off", "text", "");
+  StackSimOptions options = ShortRun(11, false);
+  options.nodes = 5;  // two crashes are within its fault model
+  Perturbation crash;
+  crash.kind = Perturbation::Kind::kCrash;
+  ThenPerturbation then;
+  then.perturbation = crash;
+  then.last_offset = 6;
+  SendRange range;
+  range.kinds = {"consensus"};
+  range.every = 5;
+  const PerturbReport report = RunPerturbations(options, crash, range, &then);
+  INFO(absl::StrJoin(report.failures, "\n"));
+  CHECK(report.violations == 0);
+  CHECK(report.lost_runs == 0);
+  CHECK(report.runs > 100);
+  CHECK(report.runs % 6 == 0);  // every first message with each offset of the second
+  // Most runs crashed two nodes, the second while the first's crash was being handled.
+  CHECK(report.double_crashes >= report.runs * 7 / 10);
+  CHECK(report.views_max >= 2);
+}
+
 TEST_CASE("perturbation: what to do is parsed, and bad input named", "[sim][perturb]") {
   auto crash = ParsePerturbation("crash");
   REQUIRE(crash.ok());
@@ -183,8 +207,10 @@ TEST_CASE("perturbation: a reply lost where the checks assume no loss fails the 
     if (clean.send_kinds[send - 1] != wire::Envelope::kReply) continue;
     StackSimOptions lose = options;
     lose.record_send_kinds = false;
-    lose.perturb_send = send;
-    lose.perturb_drop = true;
+    nso::MessagePerturbation drop;
+    drop.send = send;
+    drop.drop = true;
+    lose.perturbations = {drop};
     const StackSimResult result = RunStackSimulation(lose);
     ++tried;
     CHECK(result.perturbed_kind == "reply");

@@ -202,10 +202,12 @@ TEST_CASE("sim network: the message singled out is lost, delayed or delivered ag
     SECTION(c.name) {
       SimNetworkOptions options;
       options.delay_min_ms = options.delay_max_ms = 10;
-      options.perturb_send = 2;
-      options.perturb_drop = c.drop;
-      options.perturb_delay_ms = c.delay_ms;
-      options.perturb_duplicate_ms = c.duplicate_ms;
+      MessagePerturbation perturbation;
+      perturbation.send = 2;
+      perturbation.drop = c.drop;
+      perturbation.delay_ms = c.delay_ms;
+      perturbation.duplicate_ms = c.duplicate_ms;
+      options.perturbations = {perturbation};
       options.record_send_kinds = true;
       SimNetwork network(options);
       std::vector<Received> log;
@@ -234,12 +236,16 @@ TEST_CASE("sim network: the sender of the message singled out crashes right afte
     SECTION(agree ? "crashes" : "forbidden") {
       SimNetworkOptions options;
       options.delay_min_ms = options.delay_max_ms = 10;
-      options.perturb_send = 2;
-      options.perturb_crash = true;
+      MessagePerturbation perturbation;
+      perturbation.send = 2;
+      perturbation.crash = true;
+      perturbation.restart_ms = 77;
+      options.perturbations = {perturbation};
       SimNetwork network(options);
       std::vector<NodeId> asked;
-      network.SetPerturbHook([&asked, agree](NodeId sender) {
+      network.SetPerturbHook([&asked, agree](NodeId sender, uint64_t restart_ms) {
         asked.push_back(sender);
+        CHECK(restart_ms == 77);
         return agree;
       });
       std::vector<Received> log;
@@ -247,7 +253,7 @@ TEST_CASE("sim network: the sender of the message singled out crashes right afte
       for (uint64_t value : {1, 2, 3}) network.Endpoint(1)->Send(2, Heartbeat(value));
       network.Endpoint(3)->Send(1, Heartbeat(4));
       CHECK(asked == std::vector<NodeId>{1});
-      CHECK(network.perturb_crashed() == agree);
+      CHECK(network.perturb_crashes() == (agree ? 1u : 0u));
       CHECK(network.crashed(1) == agree);
       network.RunUntil(100);
       std::vector<uint64_t> values;

@@ -72,12 +72,20 @@ absl::StatusOr<std::vector<std::string>> ParseKinds(const std::string& text) {
   return kinds;
 }
 
+nso::MessagePerturbation Perturbation::At(uint64_t send) const {
+  nso::MessagePerturbation message;
+  message.send = send;
+  message.drop = kind == Kind::kDrop;
+  message.delay_ms = kind == Kind::kDelay ? ms : 0;
+  message.duplicate_ms = kind == Kind::kDuplicate ? ms : 0;
+  message.crash = kind == Kind::kCrash || crash;
+  message.restart_ms = restart_ms;
+  return message;
+}
+
 PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturbation,
-                               const SendRange& range) {
-  base.perturb_send = 0;
-  base.perturb_drop = false;
-  base.perturb_delay_ms = 0;
-  base.perturb_duplicate_ms = 0;
+                               const SendRange& range, const ThenPerturbation* then) {
+  base.perturbations.clear();
   base.record_send_kinds = true;
   PerturbReport report;
   const StackSimResult unperturbed = RunStackSimulation(base);
@@ -102,25 +110,30 @@ PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturb
     if (kinds.empty() || kinds.count(unperturbed.send_kinds[send - 1])) sends.push_back(send);
   }
   base.record_send_kinds = false;
+  // Each run's perturbations: the first message alone, or with each offset of the second.
+  std::vector<std::vector<nso::MessagePerturbation>> runs;
   const uint64_t every = std::max<uint64_t>(range.every, 1);
   for (size_t k = 0; k < sends.size(); k += every) {
-    const uint64_t send = sends[k];
-    StackSimOptions options = base;
-    options.perturb_send = send;
-    options.perturb_drop = perturbation.kind == Perturbation::Kind::kDrop;
-    options.perturb_crash = perturbation.kind == Perturbation::Kind::kCrash || perturbation.crash;
-    options.perturb_restart_ms = perturbation.restart_ms;
-    if (perturbation.kind == Perturbation::Kind::kDelay) options.perturb_delay_ms = perturbation.ms;
-    if (perturbation.kind == Perturbation::Kind::kDuplicate) {
-      options.perturb_duplicate_ms = perturbation.ms;
+    if (then == nullptr) {
+      runs.push_back({perturbation.At(sends[k])});
+      continue;
     }
+    for (uint64_t offset = std::max<uint64_t>(then->first_offset, 1);
+         offset <= then->last_offset; ++offset) {
+      runs.push_back({perturbation.At(sends[k]), then->perturbation.At(sends[k] + offset)});
+    }
+  }
+  for (std::vector<nso::MessagePerturbation>& perturbations : runs) {
+    StackSimOptions options = base;
+    options.perturbations = std::move(perturbations);
     const StackSimResult result = RunStackSimulation(options);
     ++report.runs;
     if (!result.perturbed.empty()) {
       ++report.perturbed;
       ++report.kinds[result.perturbed_kind];
     }
-    if (result.perturb_crashed) ++report.crashes;
+    if (result.perturb_crashes > 0) ++report.crashes;
+    if (result.perturb_crashes > 1) ++report.double_crashes;
     if (result.trace_hash != unperturbed.trace_hash) ++report.diverged;
     report.one_way_lost += result.one_way_lost;
     report.calls_refused += result.calls_refused;

@@ -33,6 +33,18 @@ struct Perturbation {
   // kCrash: the sender restarts (without its state) this long after its crash; 0: when the
   // faults stop.
   uint64_t restart_ms = 0;
+
+  nso::MessagePerturbation At(uint64_t send) const;  // done to the send-th message of a run
+};
+
+// A second message singled out in each run (delay bounding with a bound of two, the second
+// deviation near the first): the one `offset` sends after the first (1: the next message the
+// perturbed run sends), one run per offset in first_offset..last_offset. E.g. a second crash
+// in the midst of the view change that excludes the first.
+struct ThenPerturbation {
+  Perturbation perturbation;
+  uint64_t first_offset = 1;
+  uint64_t last_offset = 20;
 };
 
 // "drop", "crash", "delay:MS" or "duplicate:MS" (MS >= 1), "crash+delay:MS",
@@ -58,7 +70,8 @@ struct PerturbReport {
   uint64_t base_messages = 0;  // messages the unperturbed run sent before its faults stopped
   uint64_t runs = 0;
   uint64_t perturbed = 0;      // runs that sent the message singled out (a run may end sooner)
-  uint64_t crashes = 0;        // kCrash: runs whose message's sender crashed after it
+  uint64_t crashes = 0;        // runs in which a message's sender crashed after it
+  uint64_t double_crashes = 0;  // runs in which both messages' senders crashed
   uint64_t diverged = 0;       // runs whose deliveries differ from the unperturbed run's
   uint64_t violations = 0;     // runs whose checks failed
   uint64_t one_way_lost = 0;   // one-way calls accepted by a daemon that stayed up, never applied
@@ -72,9 +85,10 @@ struct PerturbReport {
 };
 
 // The unperturbed run of `base`, then one run per message of `range`, each with that message
-// perturbed. `base.perturb_*` are ignored.
+// perturbed (and, with `then`, one run per offset of the second message). `base.perturbations`
+// is ignored.
 PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturbation,
-                               const SendRange& range);
+                               const SendRange& range, const ThenPerturbation* then = nullptr);
 
 }  // namespace cohort::sim
 

@@ -71,7 +71,8 @@ class StackSim {
     outsider_.drift_ppm =
         static_cast<int32_t>(clock_rng.Uniform(span + 1)) - static_cast<int32_t>(options.drift_ppm_max);
     outsider_.clock_offset_ms = clock_rng.Uniform(options.clock_offset_ms_max + 1);
-    net_.SetPerturbHook([this](NodeId id) { return PerturbCrash(id); });
+    net_.SetPerturbHook(
+        [this](NodeId id, uint64_t restart_ms) { return PerturbCrash(id, restart_ms); });
   }
 
   StackSimResult Run();
@@ -83,11 +84,7 @@ class StackSim {
     net.delay_min_ms = options.link_delay_min_ms;
     net.delay_max_ms = options.link_delay_max_ms;
     net.streams_break = options.streams_break;
-    net.perturb_send = options.perturb_send;
-    net.perturb_drop = options.perturb_drop;
-    net.perturb_delay_ms = options.perturb_delay_ms;
-    net.perturb_duplicate_ms = options.perturb_duplicate_ms;
-    net.perturb_crash = options.perturb_crash;
+    net.perturbations = options.perturbations;
     net.record_send_kinds = options.record_send_kinds;
     return net;
   }
@@ -104,10 +101,11 @@ class StackSim {
   Replica& ReplicaOf(NodeId id) { return id == outsider_id() ? outsider_ : replicas_[id]; }
   void BootOutsider();
   void Crash(NodeId id);
-  // StackSimOptions::perturb_crash: node `id` crashes right after the message singled out, if
-  // the fault model allows one more crash. True: the network has cut it off at once, and its
-  // Node is destroyed as soon as its send returns.
-  bool PerturbCrash(NodeId id);
+  // A perturbation's crash (StackSimOptions::perturbations): node `id` crashes right after the
+  // message singled out, if the fault model allows one more crash, and restarts restart_ms later
+  // (0: when the faults stop). True: the network has cut it off at once, and its Node is
+  // destroyed as soon as its send returns.
+  bool PerturbCrash(NodeId id, uint64_t restart_ms);
   // StackSimOptions::late_start_ms: node `id` starts at `at_ms`, not at 0.
   void StartLate(NodeId id, uint64_t at_ms);
   void ScheduleTick(NodeId id, uint64_t incarnation);
@@ -579,18 +577,18 @@ void StackSim::StartLate(NodeId id, uint64_t at_ms) {
   });
 }
 
-bool StackSim::PerturbCrash(NodeId id) {
+bool StackSim::PerturbCrash(NodeId id, uint64_t restart_ms) {
   if (id == outsider_id() || !replicas_.count(id)) return false;  // the outsider never crashes
   const Replica& replica = replicas_.at(id);
   if (!replica.alive || crashed_.count(id) || cut_off_.count(id)) return false;
   if (disabled() >= (result_.nodes - 1) / 2 || !CanDisable(1)) return false;
-  net_.After(0, [this, id] {
+  net_.After(0, [this, id, restart_ms] {
     if (!replicas_[id].alive || crashed_.count(id)) return;
     amnesiac_.erase(id);
     servantless_.erase(id);
     Crash(id);
-    if (options_.perturb_restart_ms == 0) return;
-    net_.After(options_.perturb_restart_ms, [this, id] {
+    if (restart_ms == 0) return;
+    net_.After(restart_ms, [this, id] {
       if (!crashed_.count(id)) return;  // restarted already, when the faults stopped
       if (trace_) {
         std::fprintf(stderr, "t=%llu RESTART node %u\n", (unsigned long long)net_.now_ms(), id);
@@ -896,7 +894,7 @@ StackSimResult StackSim::Run() {
   result_.messages_sent = net_.counters().messages_sent;
   result_.perturbed = net_.perturbed();
   result_.perturbed_kind = net_.perturbed_kind();
-  result_.perturb_crashed = net_.perturb_crashed();
+  result_.perturb_crashes = net_.perturb_crashes();
   result_.trace_hash = net_.trace_hash();
   result_.send_kinds = net_.send_kinds();
   std::vector<uint64_t> all_ms;
@@ -950,6 +948,22 @@ uint64_t Median(std::vector<uint64_t> values) {
   return *middle;
 }
 
+std::string PerturbationName(const nso::MessagePerturbation& perturbation) {
+  if (perturbation.crash && perturbation.restart_ms != 0) {
+    return absl::StrCat("restart:", perturbation.restart_ms);
+  }
+  std::string what;
+  if (perturbation.drop) {
+    what = "drop";
+  } else if (perturbation.duplicate_ms != 0) {
+    what = absl::StrCat("duplicate:", perturbation.duplicate_ms);
+  } else if (perturbation.delay_ms != 0) {
+    what = absl::StrCat("delay:", perturbation.delay_ms);
+  }
+  if (perturbation.crash) what = what.empty() ? "crash" : "crash+" + what;
+  return what;
+}
+
 std::string ReplayFlags(const StackSimOptions& options) {
   const StackSimOptions defaults;
   std::string flags = std::string(" --ordering ") + (options.sequencer ? "sequencer" : "consensus");
@@ -979,22 +993,15 @@ std::string ReplayFlags(const StackSimOptions& options) {
   if (options.chaos_ms != defaults.chaos_ms) {
     flags += " --chaos-ms " + std::to_string(options.chaos_ms);
   }
-  if (options.perturb_send != 0) {
-    std::string what;
-    if (options.perturb_drop) {
-      what = "drop";
-    } else if (options.perturb_duplicate_ms != 0) {
-      what = "duplicate:" + std::to_string(options.perturb_duplicate_ms);
-    } else if (options.perturb_delay_ms != 0) {
-      what = "delay:" + std::to_string(options.perturb_delay_ms);
+  if (!options.perturbations.empty()) {
+    const nso::MessagePerturbation& first = options.perturbations.front();
+    flags += absl::StrCat(" --perturb ", PerturbationName(first), " --sends ", first.send, "..",
+                          first.send);
+    if (options.perturbations.size() > 1) {
+      const nso::MessagePerturbation& then = options.perturbations[1];
+      flags += absl::StrCat(" --then ", PerturbationName(then), " --then-offsets ",
+                            then.send - first.send, "..", then.send - first.send);
     }
-    if (options.perturb_crash && options.perturb_restart_ms != 0) {
-      what = "restart:" + std::to_string(options.perturb_restart_ms);
-    } else if (options.perturb_crash) {
-      what = what.empty() ? "crash" : "crash+" + what;
-    }
-    flags += " --perturb " + what;
-    flags += absl::StrCat(" --sends ", options.perturb_send, "..", options.perturb_send);
   }
   return flags;
 }

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "nso/sim_network.h"
+
 namespace cohort::sim {
 
 struct StackSimOptions {
@@ -67,23 +69,16 @@ struct StackSimOptions {
   // network. With both 1, a fault-free call's simulated time counts its hops on the critical path.
   uint64_t link_delay_min_ms = 1;
   uint64_t link_delay_max_ms = 3;
-  // One message of the run singled out: lost, delayed or delivered again late, or its sender
-  // crashes right after it
-  // (nso::SimNetworkOptions::perturb_send and the rest; cohort-sim --perturb takes every message
-  // of a run in turn).
-  uint64_t perturb_send = 0;
-  bool perturb_drop = false;
-  uint64_t perturb_delay_ms = 0;
-  uint64_t perturb_duplicate_ms = 0;
   // Staggered start: each node but node 1, with probability 1/2, starts at a time drawn in
   // 1..late_start_ms instead of 0 (a deployment whose daemons come up one by one; the others
   // never heard of it, and it takes the state by catching up or by a transfer). Until then it
   // counts as crashed. 0: every node starts at 0.
   uint64_t late_start_ms = 0;
-  bool perturb_crash = false;  // its sender crashes right after it, if the fault model allows
-  // With perturb_crash: the sender restarts (without its state) this long after its crash;
-  // 0: when the faults stop.
-  uint64_t perturb_restart_ms = 0;
+  // Messages of the run singled out, sorted by their place: each lost, delayed or delivered
+  // again late, or its sender crashes right after it if the fault model allows, and restarts
+  // without its state restart_ms later (0: when the faults stop). cohort-sim --perturb takes
+  // every message of a run in turn.
+  std::vector<nso::MessagePerturbation> perturbations;
   bool record_send_kinds = false;  // fill StackSimResult::send_kinds
 };
 
@@ -136,9 +131,9 @@ struct StackSimResult {
   // Of them, those sent before the faults stopped (the checks of liveness that follow assume a
   // network that loses nothing).
   uint64_t messages_sent_in_chaos = 0;
-  std::string perturbed;       // the message StackSimOptions::perturb_send singled out, if sent
-  std::string perturbed_kind;  // its body: "consensus", "heartbeat", ...
-  bool perturb_crashed = false;  // its sender crashed right after it (perturb_crash)
+  std::string perturbed;       // the messages StackSimOptions::perturbations singled out, if sent
+  std::string perturbed_kind;  // the first one's body: "consensus", "heartbeat", ...
+  uint32_t perturb_crashes = 0;  // senders crashed right after their message
   uint64_t trace_hash = 0;     // nso::SimNetwork::trace_hash at the end
   std::vector<uint8_t> send_kinds;  // with record_send_kinds: nso::SimNetwork::send_kinds
   // By kind: "member closed first", "outside open all", ... (see CallKindName).
@@ -150,6 +145,8 @@ StackSimResult RunStackSimulation(const StackSimOptions& options);
 // The cohort-sim flags that replay a run with `options` (those other than the defaults, and the
 // ordering), and the whole command for its seed.
 std::string ReplayFlags(const StackSimOptions& options);
+// A perturbation as cohort-sim --perturb spells it: "drop", "crash+delay:3000", "restart:20".
+std::string PerturbationName(const nso::MessagePerturbation& perturbation);
 std::string ReplayCommand(const StackSimOptions& options);
 
 // The middle value of values (the upper one of an even count); 0 for none.

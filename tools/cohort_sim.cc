@@ -10,9 +10,11 @@
 //       simulated group is lively (default) or event-driven (003 section 3).
 //   cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|duplicate:MS
 //              [--sends X..Y]
-//              [--kinds K1,K2] [--sends-every K] [other --stack flags]
+//              [--kinds K1,K2] [--sends-every K] [--then PERTURBATION [--then-offsets A..B]]
+//              [other --stack flags]
 //       every message of each seed's run in turn (one per run) lost, delayed or delivered again
-//       late, or its sender crashed right after it (test/stack_perturb.h).
+//       late, or its sender crashed right after it (test/stack_perturb.h); with --then, a
+//       second message near it as well.
 //   cohort-sim --seeds A..B [--ordering consensus|sequencer]
 //       the random fault simulation (test/order_sim.h) over seeds A..B; prints seeds run,
 //       faults injected, violations, and the command that replays any failing seed.
@@ -223,15 +225,16 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
 // Every message of each seed's run singled out in turn (test/stack_perturb.h).
 int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOptions options,
                           const cohort::sim::Perturbation& perturbation,
-                          const cohort::sim::SendRange& range, bool verbose) {
+                          const cohort::sim::SendRange& range,
+                          const cohort::sim::ThenPerturbation* then, bool verbose) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
-  uint64_t runs = 0, perturbed = 0, crashes = 0, diverged = 0, violations = 0, lost_runs = 0,
-           lost = 0;
+  uint64_t runs = 0, perturbed = 0, crashes = 0, double_crashes = 0, diverged = 0,
+           violations = 0, lost_runs = 0, lost = 0;
   std::map<std::string, uint64_t> kinds;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
     const cohort::sim::PerturbReport report =
-        cohort::sim::RunPerturbations(options, perturbation, range);
+        cohort::sim::RunPerturbations(options, perturbation, range, then);
     std::printf("seed %llu: %llu messages sent in the unperturbed run while faults may happen, "
                 "%llu runs, %llu perturbed, %llu diverged, violations %llu, runs that lost one-way "
                 "calls %llu, views up to %llu\n",
@@ -248,6 +251,7 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
     runs += report.runs;
     perturbed += report.perturbed;
     crashes += report.crashes;
+    double_crashes += report.double_crashes;
     diverged += report.diverged;
     violations += report.violations;
     lost_runs += report.lost_runs;
@@ -258,12 +262,14 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
   for (const auto& [kind, count] : kinds) {
     by_kind += (by_kind.empty() ? "" : ", ") + kind + " " + std::to_string(count);
   }
-  std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s; its "
-              "sender crashed after it in %llu), deliveries differ from the unperturbed run in "
-              "%llu, violations %llu, runs that lost one-way calls %llu (calls %llu)\n",
+  std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s; a "
+              "sender crashed after its message in %llu, two in %llu), deliveries differ from "
+              "the unperturbed run in %llu, violations %llu, runs that lost one-way calls %llu "
+              "(calls %llu)\n",
               options.sequencer ? "sequencer" : "consensus",
               static_cast<unsigned long long>(runs), static_cast<unsigned long long>(perturbed),
               by_kind.c_str(), static_cast<unsigned long long>(crashes),
+              static_cast<unsigned long long>(double_crashes),
               static_cast<unsigned long long>(diverged),
               static_cast<unsigned long long>(violations),
               static_cast<unsigned long long>(lost_runs), static_cast<unsigned long long>(lost));
@@ -280,8 +286,10 @@ int Usage() {
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS]\n"
-             "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|duplicate:MS\n"
-             "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K] [other flags]\n"
+             "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|\n"
+             "                  duplicate:MS|crash+delay:MS|crash+duplicate:MS\n"
+             "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K]\n"
+             "                  [--then PERTURBATION [--then-offsets A..B]] [other flags]\n"
              "  --drift-ppm: each node's clock rate is off by up to +-PPM parts per million\n"
              "               (default 50000 = 5%; 0: one clock for all)\n"
              "  --liveness:  the simulated group is lively (default) or event-driven\n"
@@ -308,7 +316,10 @@ int Usage() {
              "               a restart without state MS later (else when the faults stop)\n"
              "  --sends:     only messages X..Y of the run (1-based); --kinds: only these bodies\n"
              "               (consensus, membership, data, heartbeat, sequencer, reply, forward,\n"
-             "               managed_reply); --sends-every: every K-th of those\n",
+             "               managed_reply); --sends-every: every K-th of those\n"
+             "  --then:      a second message too in each run, A..B sends after the first (default\n"
+             "               1..20), one run per offset (e.g. --perturb crash --then crash: a second\n"
+             "               crash in the midst of the first's view change)\n",
              stderr);
   return 2;
 }
@@ -321,6 +332,8 @@ int main(int argc, char** argv) {
   std::string seeds;
   Ordering ordering = Ordering::kConsensus;
   std::optional<cohort::sim::Perturbation> perturbation;
+  cohort::sim::ThenPerturbation then;
+  bool has_then = false;
   cohort::sim::SendRange sends;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -392,6 +405,19 @@ int main(int argc, char** argv) {
         return Usage();
       }
       perturbation = *parsed;
+    } else if (arg == "--then" && i + 1 < argc) {
+      auto parsed = cohort::sim::ParsePerturbation(argv[++i]);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
+        return Usage();
+      }
+      then.perturbation = *parsed;
+      has_then = true;
+    } else if (arg == "--then-offsets" && i + 1 < argc) {
+      if (!ParseRange(argv[++i], &then.first_offset, &then.last_offset) ||
+          then.first_offset == 0) {
+        return Usage();
+      }
     } else if (arg == "--sends" && i + 1 < argc) {
       if (!ParseRange(argv[++i], &sends.first, &sends.last) || sends.first == 0) return Usage();
     } else if (arg == "--kinds" && i + 1 < argc) {
@@ -423,9 +449,10 @@ int main(int argc, char** argv) {
   uint64_t first = 0, last = 0;
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
   stack_options.sequencer = ordering == Ordering::kSequencer;
-  if (perturbation && !stack) return Usage();
+  if ((perturbation && !stack) || (has_then && !perturbation)) return Usage();
   if (perturbation) {
-    return RunStackPerturbations(first, last, stack_options, *perturbation, sends, verbose);
+    return RunStackPerturbations(first, last, stack_options, *perturbation, sends,
+                                 has_then ? &then : nullptr, verbose);
   }
   if (stack) return RunStackSeeds(first, last, stack_options, verbose);
   return RunSeeds(first, last, ordering);
