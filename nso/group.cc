@@ -458,7 +458,17 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
 }
 
 void Group::Delivered(const consensus::Delivery& delivery) {
-  if (delivery.origin == self_) undelivered_.erase(delivery.seq);
+  if (delivery.origin != self_) return;
+  // (origin, seq) names a broadcast of one process: a restarted daemon numbers its own from 1
+  // again in the configured view, where a member that never heard its earlier process (one that
+  // started late) counts it and lets it catch up on the decided log, the earlier process's
+  // broadcasts included. Those are not this process's, whose own under the same seq stays to be
+  // sent again in its next view (cohort-sim --stack --ordering consensus --nodes 5 --late-start
+  // 1000 --chaos-ms 1500 --perturb restart:20 --sends 1272..1272, seed 621: node 4's one-way
+  // call c45, made just after its restart, was taken for delivered with its earlier process's
+  // c21 and never ordered).
+  auto own = undelivered_.find(delivery.seq);
+  if (own != undelivered_.end() && own->second == delivery.payload) undelivered_.erase(own);
 }
 
 const consensus::OrderCounters* Group::order_counters() const {

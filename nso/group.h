@@ -108,7 +108,8 @@ class Group {
 
   // The node delivered `delivery` (of the current view): it need not be re-broadcast after a
   // view change. Deliveries discarded after a view change are not reported, so this node's own
-  // messages among them are re-broadcast in the next view.
+  // messages among them are re-broadcast in the next view. Only a delivery of the payload this
+  // process broadcast under that seq is its own (an earlier process of this node used the seq).
   void Delivered(const consensus::Delivery& delivery);
 
   // A configuration reload: new failure-detector timeouts and silence period for this group.

@@ -424,10 +424,10 @@ void Node::OnJoinRequest(Group* group, NodeId from, uint64_t from_incarnation,
     // Only the process that is the member (Group::MemberIncarnation), not a restart of it, nor
     // one this node cannot tell: a restarted process remembers nothing of the view its earlier
     // one took part in (its votes; its broadcasts, delivered under the sequence numbers the new
-    // one uses again, which it took for its own: Group::Delivered. cohort-sim --stack
-    // --suspect-ms 5 --ordering sequencer --nodes 7 --streams-break, seed 162090: a request from
-    // outside ordered before its predecessor, 5 calls refused while their caller waited). It is
-    // removed and added again below, with the state.
+    // one uses again, which it took for its own until Group::Delivered compared the payloads.
+    // cohort-sim --stack --suspect-ms 5 --ordering sequencer --nodes 7 --streams-break, seed
+    // 162090: a request from outside ordered before its predecessor, 5 calls refused while
+    // their caller waited). It is removed and added again below, with the state.
     wire::Envelope view;
     view.mutable_membership()->set_kind(wire::MembershipMessage::NEW_VIEW);
     view.mutable_membership()->set_view_id(group->view_id());
