@@ -101,6 +101,8 @@ class StackSim {
   Replica& ReplicaOf(NodeId id) { return id == outsider_id() ? outsider_ : replicas_[id]; }
   void BootOutsider();
   void Crash(NodeId id);
+  // A crashed node back up with a new incarnation and no state.
+  void Restart(NodeId id);
   // A perturbation's crash (StackSimOptions::perturbations): node `id` crashes right after the
   // message singled out, if the fault model allows one more crash, and restarts restart_ms later
   // (0: when the faults stop). True: the network has cut it off at once, and its Node is
@@ -564,6 +566,14 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
   });
 }
 
+void StackSim::Restart(NodeId id) {
+  crashed_.erase(id);
+  amnesiac_.insert(id);  // until the group's state is installed in its servant
+  pending_exclusion_.erase(id);
+  net_.Restart(id);
+  Boot(id);
+}
+
 void StackSim::StartLate(NodeId id, uint64_t at_ms) {
   // Down until then, as a crashed node (the fault model counts it), never heard by the others.
   net_.Crash(id);
@@ -574,11 +584,7 @@ void StackSim::StartLate(NodeId id, uint64_t at_ms) {
     if (trace_) {
       std::fprintf(stderr, "t=%llu LATE START node %u\n", (unsigned long long)net_.now_ms(), id);
     }
-    crashed_.erase(id);
-    amnesiac_.insert(id);  // no state yet: it catches up from the decided log or gets a transfer
-    pending_exclusion_.erase(id);
-    net_.Restart(id);
-    Boot(id);
+    Restart(id);  // no state yet: it catches up from the decided log or gets a transfer
   });
 }
 
@@ -602,11 +608,7 @@ bool StackSim::PerturbCrash(NodeId id, uint64_t restart_ms) {
       if (trace_) {
         std::fprintf(stderr, "t=%llu RESTART node %u\n", (unsigned long long)net_.now_ms(), id);
       }
-      crashed_.erase(id);
-      amnesiac_.insert(id);
-      pending_exclusion_.erase(id);
-      net_.Restart(id);
-      Boot(id);
+      Restart(id);
     });
   });
   return true;
@@ -663,12 +665,7 @@ void StackSim::InjectFault() {
       break;
     case 1:  // restart a crashed node: it rejoins with state transfer
       if (!crashed_.empty()) {
-        NodeId id = *crashed_.begin();
-        crashed_.erase(id);
-        amnesiac_.insert(id);
-        pending_exclusion_.erase(id);
-        net_.Restart(id);
-        Boot(id);
+        Restart(*crashed_.begin());
         result_.faults++;
       }
       break;
