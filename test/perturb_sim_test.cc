@@ -28,6 +28,13 @@ StackSimOptions ShortRun(uint64_t seed, bool sequencer) {
   return options;
 }
 
+// A perturbation as cohort-sim --perturb spells it (ParsePerturbation).
+Perturbation Named(const std::string& text) {
+  absl::StatusOr<Perturbation> parsed = ParsePerturbation(text);
+  REQUIRE(parsed.ok());
+  return *parsed;
+}
+
 // Every message of the chosen kinds singled out, one per run; the checks hold in every run.
 PerturbReport CheckEveryMessage(const StackSimOptions& options, const Perturbation& perturbation,
                                 const std::vector<std::string>& kinds) {
@@ -61,54 +68,41 @@ const std::vector<std::string> kConsensusKinds = {"consensus", "data", "forward"
 const std::vector<std::string> kSequencerKinds = {"sequencer", "forward", "reply"};
 
 TEST_CASE("perturbation: every message of a run lost, once (both orders)", "[sim][perturb]") {
-  Perturbation drop;
-  drop.kind = Perturbation::Kind::kDrop;
-  CheckEveryMessage(ShortRun(1, false), drop, kConsensusKinds);
-  CheckEveryMessage(ShortRun(2, true), drop, kSequencerKinds);
+  CheckEveryMessage(ShortRun(1, false), Named("drop"), kConsensusKinds);
+  CheckEveryMessage(ShortRun(2, true), Named("drop"), kSequencerKinds);
 }
 
 TEST_CASE("perturbation: every message of a run delayed past the exclusion timeout (both orders)",
           "[sim][perturb]") {
-  Perturbation delay;
-  delay.kind = Perturbation::Kind::kDelay;
-  delay.ms = 1000;  // the exclusion timeout is 800 ms
-  CheckEveryMessage(ShortRun(3, false), delay, kConsensusKinds);
-  CheckEveryMessage(ShortRun(4, true), delay, kSequencerKinds);
+  // The exclusion timeout is 800 ms.
+  CheckEveryMessage(ShortRun(3, false), Named("delay:1000"), kConsensusKinds);
+  CheckEveryMessage(ShortRun(4, true), Named("delay:1000"), kSequencerKinds);
 }
 
 TEST_CASE("perturbation: every message of a run delivered again a second later (both orders)",
           "[sim][perturb]") {
-  Perturbation duplicate;
-  duplicate.kind = Perturbation::Kind::kDuplicate;
-  duplicate.ms = 1000;
-  CheckEveryMessage(ShortRun(5, false), duplicate, kConsensusKinds);
-  CheckEveryMessage(ShortRun(6, true), duplicate, kSequencerKinds);
+  CheckEveryMessage(ShortRun(5, false), Named("duplicate:1000"), kConsensusKinds);
+  CheckEveryMessage(ShortRun(6, true), Named("duplicate:1000"), kSequencerKinds);
 }
 
 TEST_CASE("perturbation: a crash right after every message of a run (both orders)",
           "[sim][perturb]") {
-  Perturbation crash;
-  crash.kind = Perturbation::Kind::kCrash;  // the node restarts when the faults stop
-  CheckCrashes(CheckEveryMessage(ShortRun(8, false), crash, kConsensusKinds));
-  CheckCrashes(CheckEveryMessage(ShortRun(8, true), crash, kSequencerKinds));
+  // The node restarts when the faults stop.
+  CheckCrashes(CheckEveryMessage(ShortRun(8, false), Named("crash"), kConsensusKinds));
+  CheckCrashes(CheckEveryMessage(ShortRun(8, true), Named("crash"), kSequencerKinds));
 }
 
 TEST_CASE("perturbation: a crash after every message, the message arriving 3 s later (after "
           "the sender's restart)", "[sim][perturb]") {
-  Perturbation late;
-  late.kind = Perturbation::Kind::kDelay;
-  late.ms = 3000;
-  late.crash = true;
-  CheckCrashes(CheckEveryMessage(ShortRun(9, false), late, kConsensusKinds));
+  CheckCrashes(
+      CheckEveryMessage(ShortRun(9, false), Named("crash+delay:3000"), kConsensusKinds));
 }
 
 TEST_CASE("perturbation: a crash after every message, and a restart 20 ms later (both orders)",
           "[sim][perturb]") {
-  Perturbation restart;
-  restart.kind = Perturbation::Kind::kCrash;
-  restart.restart_ms = 20;  // back before anyone excludes it: it is removed and added at once
-  CheckCrashes(CheckEveryMessage(ShortRun(10, false), restart, kConsensusKinds));
-  CheckCrashes(CheckEveryMessage(ShortRun(10, true), restart, kSequencerKinds));
+  // Back before anyone excludes it: it is removed and added at once.
+  CheckCrashes(CheckEveryMessage(ShortRun(10, false), Named("restart:20"), kConsensusKinds));
+  CheckCrashes(CheckEveryMessage(ShortRun(10, true), Named("restart:20"), kSequencerKinds));
 }
 
 TEST_CASE("perturbation: two crashes, the second within 6 messages of the first (n = 5)",
@@ -116,8 +110,7 @@ TEST_CASE("perturbation: two crashes, the second within 6 messages of the first 
   nso::ConfigureLogging("off", "text", "");
   StackSimOptions options = ShortRun(11, false);
   options.nodes = 5;  // two crashes are within its fault model
-  Perturbation crash;
-  crash.kind = Perturbation::Kind::kCrash;
+  const Perturbation crash = Named("crash");
   ThenPerturbation then;
   then.perturbation = crash;
   then.last_offset = 6;
@@ -213,12 +206,9 @@ TEST_CASE("perturbation: the heartbeats too, in a run with crashes, partitions a
   options.leaves = true;
   options.streams_break = true;
   options.chaos_ms = 600;
-  Perturbation delay;
-  delay.kind = Perturbation::Kind::kDelay;
-  delay.ms = 1000;
   SendRange range;
   range.every = 4;  // a quarter of the messages, to keep the test short
-  const PerturbReport report = RunPerturbations(options, delay, range);
+  const PerturbReport report = RunPerturbations(options, Named("delay:1000"), range);
   INFO(absl::StrJoin(report.failures, "\n"));
   CHECK(report.violations == 0);
   CHECK(report.runs > 100);
