@@ -65,7 +65,7 @@ constexpr size_t kMaxApplicationNameLength = 256;
 const std::vector<absl::string_view> kTopKeys = {
     "node",       "cluster",          "listen",    "peers",  "log_level",
     "log_format", "failure_detector", "consensus", "limits", "groups", "metrics",
-    "tls",        "auth",             "peer_transport", "dynamic_groups"};
+    "tls",        "auth",             "peer_transport", "dynamic_groups", "incarnation_file"};
 const std::vector<absl::string_view> kDynamicGroupKeys = {"create", "state_file"};
 const std::vector<absl::string_view> kTlsKeys = {"ca_file",     "cert_file", "key_file",
                                                  "server_name", "insecure",  "reload_seconds",
@@ -740,6 +740,10 @@ absl::Status ReadTop(const MapView& top, Config* config) {
     config->peer_transport = numeric ? "tcp" : "grpc";
   }
   CONFIG_RETURN_IF_ERROR(ReadGroups(top, config->failure_detector, &config->groups));
+  CONFIG_RETURN_IF_ERROR(ReadKey(top, "incarnation_file", Presence::kOptional,
+                                 [config](const Reader& r, const Value& v) {
+                                   return ParseString(r, v, &config->incarnation_file);
+                                 }));
   return ReadDynamicGroups(top, config);
 }
 

@@ -187,6 +187,10 @@ struct Config {
   // dynamic_groups.state_file: where this daemon keeps the created groups, so that they survive a
   // restart of every daemon ("": they live as long as some daemon runs).
   std::string dynamic_groups_state_file;
+  // incarnation_file: where this daemon keeps its last start's incarnation, so that a restart
+  // knows it restarted (nso/incarnation_file.h; "": not kept, a restart passes for a first start
+  // to a member that never heard the earlier process). Applied at start.
+  std::string incarnation_file;
 
   // nullptr when there is no such peer / group.
   const PeerConfig* FindPeer(std::string_view name) const;

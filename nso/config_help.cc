@@ -22,6 +22,11 @@ peers:                        # required, non-empty: every daemon of the cluster
                               # id: 1..65535, unique
                               # address: host:port, that peer's listen.peer, unique
                               # a reload (SIGHUP, --watch-config) adds, moves and removes peers
+incarnation_file: /var/lib/cohort/n1.incarnation
+                              # [none] this daemon's last start, kept on disk (fsync'd at each
+                              #   start): a restart then says it is one, and a member that never
+                              #   heard the earlier process re-adds it with the state instead of
+                              #   taking it for that process (RELIABILITY.md). Set it in production
 log_level: info               # [info] trace|debug|info|warn|error|off
 log_format: text              # [text] text|json
 peer_transport: auto          # [auto] auto|grpc|tcp: daemon-to-daemon traffic over raw TCP on the

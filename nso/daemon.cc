@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nso/grpc_revocation.h"
+#include "nso/incarnation_file.h"
 #include "nso/logging.h"
 #include "nso/tls_files.h"
 
@@ -279,7 +280,19 @@ absl::Status Daemon::Start() {
   uint64_t incarnation = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
+  uint64_t previous = 0;
+  if (!config_.incarnation_file.empty()) {
+    absl::StatusOr<Incarnations> kept = NextIncarnation(config_.incarnation_file, incarnation);
+    if (!kept.ok()) return kept.status();
+    incarnation = kept->current;
+    previous = kept->previous;
+  }
   node_ = std::make_unique<Node>(config_owner_, transport_.get(), incarnation, MonotonicNowMs());
+  if (previous != 0) {
+    node_->RestartedFrom(previous);
+    Log("daemon")->info("restarted: this start is incarnation {}, the last was {} ({})",
+                        incarnation, previous, config_.incarnation_file);
+  }
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);
   // Frames carry batches of payloads: allow the payload limit plus room for headers.

@@ -113,6 +113,7 @@ void Daemon::Reload(const Config& fresh) {
       config_.metrics_listen != fresh.metrics_listen) {
     ignored.push_back("listen/metrics");
   }
+  if (config_.incarnation_file != fresh.incarnation_file) ignored.push_back("incarnation_file");
   // The client port's TLS settings fix it at start (AccessPolicy keeps the first value).
   if (config_.client_certificates != fresh.client_certificates) {
     ignored.push_back("auth.client_certificates");

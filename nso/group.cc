@@ -76,6 +76,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   }
   if (!known.empty() || rare_) rare().member_incarnations = std::move(known);
   incarnations_.clear();
+  previous_claim_ = 0;  // a view was installed: no longer the configured view's claim
   if (rare_) {
     rare_->restarts_flagged.clear();
     rare_->refused_restarts.clear();
@@ -222,8 +223,19 @@ bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
   // First heard in the current view: the process this view counts, when known (it was added
   // with it, or stayed a member since heard), is the only one taken; another is a restart.
   if (incarnations == &incarnations_) {
-    const uint64_t member = MemberIncarnation(from);
+    uint64_t member = MemberIncarnation(from);
+    if (member == 0 && envelope.previous_incarnation() != 0 && previous_claim_ == 0) {
+      // A later process of a node never heard in this view (its configured one): the view
+      // counts the earlier process, which may have acknowledged what this one forgot. Not
+      // taken from another restarted process's point of view (previous_claim_): when every
+      // member restarted, none is left to re-add them, and they start afresh as before.
+      member = envelope.previous_incarnation();
+      rare().member_incarnations[from] = member;
+      counters_.restarts_named++;
+    }
     if (member != 0 && member != envelope.incarnation()) return false;
+  } else if (envelope.previous_incarnation() != 0) {
+    return false;  // a retired view never heard this node: a later process took no part in it
   }
   incarnations->emplace(from, envelope.incarnation());
   return true;
@@ -390,6 +402,9 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
   if (awaiting_state_ && view_id == view_id_) envelope.set_awaiting_state(true);
+  if (previous_claim_ != 0 && view_id == view_id_) {
+    envelope.set_previous_incarnation(previous_claim_);
+  }
   envelope.set_incarnation(incarnation_);
   const std::map<NodeId, uint64_t>& known =
       view_id == view_id_ ? incarnations_ : rare().retired.at(view_id).incarnations;

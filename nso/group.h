@@ -37,6 +37,9 @@ struct GroupCounters {
   // Messages that make an order not sent: this member had heard of a later view (Group::Flush).
   uint64_t order_messages_withheld = 0;
   uint64_t refounded = 0;  // views this node installed by itself to re-found the group
+  // Processes never heard in the current view that said which process they follow
+  // (Envelope.previous_incarnation): the view counts that one, and they are re-added.
+  uint64_t restarts_named = 0;
 };
 
 class Group {
@@ -148,6 +151,14 @@ class Group {
   bool Behind() const { return LaterViewHeld(/*recently=*/false) || NotCounted(); }
   // This node awaits the state of its view (a joiner): its envelopes say so.
   void SetAwaitingState(bool awaiting) { awaiting_state_ = awaiting; }
+  // This process restarted a daemon whose previous process was `previous` (read from stable
+  // storage, nso/incarnation_file.h), and this group is one of its configuration: its envelopes
+  // of the configured view say so (Envelope.previous_incarnation) until a view is installed. A
+  // member that never heard this node in that view then counts the earlier process, and takes
+  // this one for a restart to re-add with the state, instead of for the member whose
+  // acknowledgements it may have forgotten (RELIABILITY.md "A process never heard before it
+  // restarted").
+  void ClaimAsRestarted(uint64_t previous) { previous_claim_ = previous; }
   // This node's view is over for it, and it makes no order in it any more (Group::Flush): within
   // the exclusion timeout, another node's process that holds the state of a later view named it
   // (and no later process of that node was heard since), or a member of this view said it counts
@@ -222,6 +233,7 @@ class Group {
   uint64_t now_ms_;
   bool member_ = false;                                   // self is in the current view
   bool awaiting_state_ = false;                           // SetAwaitingState
+  uint64_t previous_claim_ = 0;                            // ClaimAsRestarted
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
   std::map<uint64_t, std::string> undelivered_;  // own broadcasts not yet delivered, by seq

@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "nso/durable_file.h"
 #include "nso/local_backend.h"
 #include "nso/logging.h"
 
@@ -432,32 +433,11 @@ void GroupDirectory::Persist() const {
   const std::string& path = daemon_->config().dynamic_groups_state_file;
   if (path.empty()) return;
   const std::string bytes = kStatePrefix + Snapshot(/*with_restore=*/false).SerializeAsString();
-  const std::string temporary = path + ".tmp";
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  bool ok = fd >= 0;
-  for (size_t at = 0; ok && at < bytes.size();) {
-    ssize_t n = write(fd, bytes.data() + at, bytes.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) at += static_cast<size_t>(n);
-  }
-  ok = ok && fsync(fd) == 0;
-  if (fd >= 0) close(fd);
-  ok = ok && rename(temporary.c_str(), path.c_str()) == 0;
-  if (ok) {  // the rename itself, durable
-    const size_t slash = path.find_last_of('/');
-    const std::string dir =
-        slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
-    int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-      (void)fsync(dir_fd);
-      close(dir_fd);
-    }
-  }
-  if (!ok) {
-    Log("group")->error("group directory: cannot write dynamic_groups.state_file \"{}\": {}: "
-                        "the created groups may not survive a restart of every daemon",
-                        path, std::strerror(errno));
+  absl::Status written = WriteFileDurably(path, bytes);
+  if (!written.ok()) {
+    Log("group")->error("group directory: dynamic_groups.state_file: {}: the created groups may "
+                        "not survive a restart of every daemon",
+                        std::string(written.message()));
   }
 }
 

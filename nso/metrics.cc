@@ -142,6 +142,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             "Times this daemon re-founded the group: a majority of its view had restarted and it "
             "held the most state left (what their earlier processes agreed without it is lost).",
             [](const GroupSnapshot& g) { return g.counters.refounded; });
+  per_group("cohort_group_restarts_named_total", "counter",
+            "Restarted daemons never heard in the view that said which process they follow "
+            "(incarnation_file): the view counted that one and re-added them with the state.",
+            [](const GroupSnapshot& g) { return g.counters.restarts_named; });
   per_group("cohort_suspicions_total", "counter",
             "Members suspected by the aggressive timeout (OGS s5) or on a closed connection.",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });

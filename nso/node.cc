@@ -44,6 +44,10 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
   for (const GroupConfig& group_config : config_.groups) StartGroup(group_config, "");
 }
 
+void Node::RestartedFrom(uint64_t previous) {
+  for (auto& [name, group] : groups_) group->ClaimAsRestarted(previous);
+}
+
 bool Node::StartGroup(const GroupConfig& group_config, const char* why) {
   std::vector<NodeId> members;
   for (const std::string& member : group_config.members) {

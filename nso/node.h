@@ -120,6 +120,11 @@ class Node {
   Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t incarnation,
        uint64_t now_ms);
   ~Node();
+  // This start restarted the node, whose previous process was `previous` (its incarnation file:
+  // nso/incarnation_file.h). The groups of its configuration say so in their configured views
+  // (Group::ClaimAsRestarted); groups added later (a reload, CreateGroup) are new to it. Before
+  // any traffic.
+  void RestartedFrom(uint64_t previous);
 
   // Transport input and the passage of time.
   void Receive(NodeId from, const wire::Envelope& envelope);

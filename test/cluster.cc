@@ -94,6 +94,10 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
       out << "failure_detector: {suspect_timeout_ms: 150}\n";
     }
     if (options_.metrics) out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i] << "}\n";
+    // As in production (deploy/): a restarted daemon knows it is one.
+    if (options_.extra_yaml.find("incarnation_file") == std::string::npos) {
+      out << "incarnation_file: " << dir_ << "/n" << i + 1 << ".incarnation\n";
+    }
   }
 }
 

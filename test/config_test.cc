@@ -552,6 +552,14 @@ TEST_CASE("the help text documents every key", "[config]") {
 
 }  // namespace
 
+TEST_CASE("incarnation_file: optional, a path", "[config]") {
+  CHECK(ParseOk(kBase + kInsecure).incarnation_file.empty());
+  CHECK(ParseOk(kBase + kInsecure + "incarnation_file: /var/lib/cohort/n1.incarnation\n")
+            .incarnation_file == "/var/lib/cohort/n1.incarnation");
+  CHECK_THAT(ErrorOf(kBase + kInsecure + "incarnation_file: [a]\n"), Contains("incarnation_file"));
+  CHECK_THAT(ConfigHelp(), Contains("incarnation_file:"));
+}
+
 TEST_CASE("peer_transport: auto is tcp with IP peers (plaintext or TLS), else grpc",
           "[config]") {
   const std::string tls = "tls: {ca_file: a, cert_file: b, key_file: c}\n";

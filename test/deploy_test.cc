@@ -125,7 +125,22 @@ TEST_CASE("every embedded cohortd config loads and names its peers by DNS", "[de
       CHECK(config["peers"][j]["address"].as<std::string>() == want);
     }
     CHECK(config["metrics"]["listen"].as<std::string>() == "0.0.0.0:9101");
+    // The incarnation file on the pod's own persistent volume (a restart knows it is one).
+    CHECK(config["incarnation_file"].as<std::string>() == "/var/lib/cohort/incarnation");
   }
+  YAML::Node mounts = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"];
+  std::string state_volume;
+  for (const YAML::Node& mount : mounts) {
+    if (mount["mountPath"].as<std::string>() == "/var/lib/cohort") {
+      state_volume = mount["name"].as<std::string>();
+      CHECK_FALSE(mount["readOnly"]);
+    }
+  }
+  REQUIRE_FALSE(state_volume.empty());
+  CHECK(sts["spec"]["template"]["spec"]["securityContext"]["fsGroup"].as<int>() == 65534);
+  REQUIRE(sts["spec"]["volumeClaimTemplates"].size() == 1);
+  CHECK(sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"].as<std::string>() ==
+        state_volume);
 }
 
 TEST_CASE("the systemd unit checks, starts and restarts cohortd", "[deploy]") {
@@ -136,6 +151,10 @@ TEST_CASE("the systemd unit checks, starts and restarts cohortd", "[deploy]") {
   CHECK_THAT(unit, Contains("Restart=on-failure"));
   CHECK_THAT(unit, Contains("RestartPreventExitStatus=2"));
   CHECK_THAT(unit, Contains("WantedBy=multi-user.target"));
+  // Its config keeps the incarnation file in the unit's writable state directory.
+  CHECK_THAT(unit, Contains("StateDirectory=cohort"));
+  CHECK(YAML::LoadFile(test::Runfile("deploy/systemd/cohortd.yaml"))["incarnation_file"]
+            .as<std::string>() == "/var/lib/cohort/incarnation");
   std::string error;
   CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--check",
                           test::Runfile("deploy/systemd/cohortd.yaml")},

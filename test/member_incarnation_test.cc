@@ -109,4 +109,79 @@ TEST_CASE("a view counts one process of each member: heard, added with it, or ca
   CHECK(group.MemberIncarnation(3) == 0);
 }
 
+TEST_CASE("a process that says which one it follows (an incarnation file) is not counted in a "
+          "view that never heard its node; by a restarted process, it is",
+          "[membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  nso::SimNetwork net(nso::SimNetworkOptions{});
+  const nso::Config config = ConfigOfTwo();
+  std::vector<consensus::Delivery> deliveries;
+  wire::Envelope restarted = Heartbeat(1, 11, 1);
+  restarted.set_previous_incarnation(10);
+
+  // A first process of n2: n1's process 11 follows 10, which view 1 counts instead.
+  nso::Group group(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/2, 0);
+  group.Receive(1, restarted, &deliveries);
+  CHECK_FALSE(group.HeardInView(1));
+  CHECK(group.MemberIncarnation(1) == 10);
+  CHECK(group.counters().restarts_named == 1);
+  std::vector<std::pair<NodeId, uint64_t>> restarts = group.TakeRestarts();
+  REQUIRE(restarts.size() == 1);
+  CHECK(restarts[0] == std::pair<NodeId, uint64_t>{1, 11});
+  // Once the view change re-adds it as process 11, it is the member.
+  group.InstallView(2, {1, 2, 3}, &deliveries, {{1, 11}});
+  group.Receive(1, Heartbeat(1, 11, 2), &deliveries);
+  CHECK(group.HeardInView(1));
+  // Its envelopes of view 1, late, find a retired view that never heard it: refused.
+  group.Receive(1, restarted, &deliveries);
+  CHECK(group.counters().restarts_named == 1);
+
+  // A node heard in the view: what its later process says changes nothing (a restart as ever).
+  nso::Group heard(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/2, 0);
+  heard.Receive(1, Heartbeat(1, 10, 1), &deliveries);
+  heard.Receive(1, restarted, &deliveries);
+  CHECK(heard.MemberIncarnation(1) == 10);
+  CHECK(heard.counters().restarts_named == 0);
+  CHECK(heard.TakeRestarts().size() == 1);
+
+  // A restarted process of n2 itself takes no other's word: with every member restarted, none
+  // would be left to re-add the others.
+  nso::Group claimant(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/22, 0);
+  claimant.ClaimAsRestarted(2);
+  claimant.Receive(1, restarted, &deliveries);
+  CHECK(claimant.HeardInView(1));
+  CHECK(claimant.MemberIncarnation(1) == 11);
+  CHECK(claimant.counters().restarts_named == 0);
+}
+
+TEST_CASE("a restarted process says which one it follows in its configured view only",
+          "[membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  nso::SimNetwork net(nso::SimNetworkOptions{});
+  const nso::Config config = ConfigOfTwo();
+  std::vector<wire::Envelope> sent;  // what n1 receives from n2
+  net.Endpoint(1)->SetReceiver(
+      [&sent](NodeId, wire::Envelope envelope) { sent.push_back(std::move(envelope)); });
+  std::vector<consensus::Delivery> deliveries;
+  nso::Group group(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/22, 0);
+  group.ClaimAsRestarted(2);
+  group.Tick(100, false, &deliveries);  // heartbeats
+  net.RunUntil(200);
+  REQUIRE_FALSE(sent.empty());
+  for (const wire::Envelope& envelope : sent) {
+    CHECK(envelope.view_id() == 1);
+    CHECK(envelope.incarnation() == 22);
+    CHECK(envelope.previous_incarnation() == 2);
+  }
+  sent.clear();
+  group.InstallView(2, {1, 2, 3}, &deliveries, {});
+  group.Tick(300, false, &deliveries);
+  net.RunUntil(400);
+  REQUIRE_FALSE(sent.empty());
+  for (const wire::Envelope& envelope : sent) {
+    CHECK(envelope.view_id() == 2);
+    CHECK(envelope.previous_incarnation() == 0);
+  }
+}
+
 }  // namespace cohort

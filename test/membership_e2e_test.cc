@@ -257,6 +257,13 @@ void KillTogetherAndCheckRefounded(const char* groups_yaml, int size, int killed
   std::stringstream text;
   text << log.rdbuf();
   CHECK(text.str().find("re-founded") != std::string::npos);
+  // Each restarted daemon read its last start from its incarnation file (test/cluster.cc).
+  for (int i = 1; i <= killed; ++i) {
+    std::ifstream restarted_log(cluster.LogPath(i));
+    std::stringstream restarted_text;
+    restarted_text << restarted_log.rdbuf();
+    CHECK(restarted_text.str().find("restarted: this start is incarnation") != std::string::npos);
+  }
 }
 
 }  // namespace

@@ -138,6 +138,7 @@ PerturbReport RunPerturbations(StackSimOptions base, const Perturbation& perturb
     report.one_way_lost += result.one_way_lost;
     report.calls_refused += result.calls_refused;
     report.views_max = std::max(report.views_max, result.views_installed);
+    if (result.restarts_named > 0) ++report.named_runs;
     const bool lost = result.one_way_lost > unperturbed.one_way_lost;
     if (result.ok && !lost) continue;
     if (!result.ok) ++report.violations;

@@ -80,6 +80,9 @@ struct PerturbReport {
   uint64_t lost_runs = 0;
   uint64_t calls_refused = 0;  // calls refused while their caller waited (out of client order)
   uint64_t views_max = 0;      // the most views any run installed
+  // Runs in which a member counted a restarted process's predecessor by its incarnation file
+  // (StackSimResult::restarts_named; StackSimOptions::incarnation_files).
+  uint64_t named_runs = 0;
   std::map<std::string, uint64_t> kinds;  // runs by the kind of message singled out
   std::vector<std::string> failures;      // the first few: what broke, and the replay command
 };

@@ -196,10 +196,14 @@ class StackSim {
   uint64_t fifo_gave_up_ = 0;  // members' OutsideCounters::fifo_gave_up, crashed ones' included
   uint64_t fifo_refused_ = 0;  // ... and fifo_refused
   void CheckClientFifo();
-  // Adds a node's FIFO counters (at its crash, or at the end) to the run's.
+  // Adds a node's FIFO counters, and its groups' restarts_named, (at its crash, or at the end)
+  // to the run's.
   void CountFifo(const nso::Node& node) {
     fifo_gave_up_ += node.outside_counters().fifo_gave_up;
     fifo_refused_ += node.outside_counters().fifo_refused;
+    for (const nso::Group* group : node.groups()) {
+      result_.restarts_named += group->counters().restarts_named;
+    }
   }
 };
 
@@ -242,6 +246,9 @@ void StackSim::Boot(NodeId id) {
   As(id);
   replica.node = std::make_unique<nso::Node>(MakeConfig(id), transport,
                                              id * 1000 + replica.incarnation, LocalMs(id));
+  if (options_.incarnation_files && replica.incarnation > 1) {
+    replica.node->RestartedFrom(id * 1000 + replica.incarnation - 1);
+  }
   transport->SetReceiver([this, id](NodeId from, wire::Envelope envelope) {
     Replica& r = replicas_[id];
     if (!r.alive || !r.node) return;
@@ -996,6 +1003,7 @@ std::string ReplayFlags(const StackSimOptions& options) {
     flags += " --suspect-ms " + std::to_string(options.suspect_timeout_ms);
   }
   if (options.late_start_ms != 0) flags += " --late-start " + std::to_string(options.late_start_ms);
+  if (options.incarnation_files) flags += " --incarnation-files";
   if (options.chaos_ms != defaults.chaos_ms) {
     flags += " --chaos-ms " + std::to_string(options.chaos_ms);
   }

@@ -74,6 +74,10 @@ struct StackSimOptions {
   // never heard of it, and it takes the state by catching up or by a transfer). Until then it
   // counts as crashed. 0: every node starts at 0.
   uint64_t late_start_ms = 0;
+  // Each node keeps its last incarnation on disk (cohortd's incarnation_file): a restarted node
+  // says which process it follows (nso::Node::RestartedFrom). false: a restart passes for a
+  // first start to a member that never heard the earlier process.
+  bool incarnation_files = false;
   // Messages of the run singled out, sorted by their place: each lost, delayed or delivered
   // again late, or its sender crashes right after it if the fault model allows, and restarts
   // without its state restart_ms later (0: when the faults stop). cohort-sim --perturb takes
@@ -103,6 +107,9 @@ struct StackSimResult {
   uint64_t servant_crashes = 0;
   uint64_t leaves = 0;
   uint64_t late_starts = 0;  // nodes that started late (StackSimOptions::late_start_ms)
+  // Restarted processes never heard in a view that said which process they follow, counted by
+  // a member (nso::GroupCounters::restarts_named; StackSimOptions::incarnation_files).
+  uint64_t restarts_named = 0;
   uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
   int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
   int32_t drift_ppm_max = 0;

@@ -117,7 +117,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
            transfers = 0, servant_crashes = 0, leaves = 0, one_way_lost = 0, call_ms_max = 0,
            fifo_checked = 0,
            fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
-           outside_fifo_calls = 0, late_starts = 0;
+           outside_fifo_calls = 0, late_starts = 0, restarts_named = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call, one_way_lost_example;
@@ -134,6 +134,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     servant_crashes += result.servant_crashes;
     leaves += result.leaves;
     late_starts += result.late_starts;
+    restarts_named += result.restarts_named;
     if (result.one_way_lost > 0 && one_way_lost == 0) {
       one_way_lost_example = "seed " + std::to_string(seed) + ", " + result.one_way_lost_example;
     }
@@ -171,7 +172,10 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(faults),
               static_cast<unsigned long long>(servant_crashes),
               (std::string(options.leaves ? ", leaves " + std::to_string(leaves) : "") +
-               (options.late_start_ms ? ", late starts " + std::to_string(late_starts) : ""))
+               (options.late_start_ms ? ", late starts " + std::to_string(late_starts) : "") +
+               (options.incarnation_files
+                    ? ", restarts named by their incarnation file " + std::to_string(restarts_named)
+                    : ""))
                   .c_str(),
               static_cast<unsigned long long>(calls),
               static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(views),
@@ -229,7 +233,7 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
                           const cohort::sim::ThenPerturbation* then, bool verbose) {
   cohort::nso::ConfigureLogging(verbose ? "debug" : "off", "text", "");
   uint64_t runs = 0, perturbed = 0, crashes = 0, double_crashes = 0, diverged = 0,
-           violations = 0, lost_runs = 0, lost = 0;
+           violations = 0, lost_runs = 0, lost = 0, named_runs = 0;
   std::map<std::string, uint64_t> kinds;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
@@ -256,6 +260,7 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
     violations += report.violations;
     lost_runs += report.lost_runs;
     lost += report.one_way_lost;
+    named_runs += report.named_runs;
     for (const auto& [kind, count] : report.kinds) kinds[kind] += count;
   }
   std::string by_kind;
@@ -265,14 +270,19 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
   std::printf("perturbed stack, ordering %s: runs %llu, message singled out in %llu (%s; a "
               "sender crashed after its message in %llu, two in %llu), deliveries differ from "
               "the unperturbed run in %llu, violations %llu, runs that lost one-way calls %llu "
-              "(calls %llu)\n",
+              "(calls %llu)%s\n",
               options.sequencer ? "sequencer" : "consensus",
               static_cast<unsigned long long>(runs), static_cast<unsigned long long>(perturbed),
               by_kind.c_str(), static_cast<unsigned long long>(crashes),
               static_cast<unsigned long long>(double_crashes),
               static_cast<unsigned long long>(diverged),
               static_cast<unsigned long long>(violations),
-              static_cast<unsigned long long>(lost_runs), static_cast<unsigned long long>(lost));
+              static_cast<unsigned long long>(lost_runs), static_cast<unsigned long long>(lost),
+              options.incarnation_files
+                  ? (", a restart named by its incarnation file in " +
+                     std::to_string(named_runs) + " runs")
+                        .c_str()
+                  : "");
   // A lost one-way call is a violation unless faults can cut its caller off (the documented
   // limit, stack_sim.h StackSimResult::one_way_lost).
   return violations == 0 && (options.faults || lost_runs == 0) ? 0 : 1;
@@ -285,7 +295,7 @@ int Usage() {
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
-             "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS]\n"
+             "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS] [--incarnation-files]\n"
              "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|\n"
              "                  duplicate:MS|crash+delay:MS|crash+duplicate:MS\n"
              "                  [--sends X..Y] [--kinds K1,K2] [--sends-every K]\n"
@@ -309,6 +319,8 @@ int Usage() {
              "  --chaos-ms:  simulated time with faults and calls, before the checks (default 4000)\n"
              "  --late-start: each node but node 1, with probability 1/2, starts at a time drawn in\n"
              "               1..MS (daemons that come up one by one; never heard of before)\n"
+             "  --incarnation-files: each node keeps its incarnation on disk, as cohortd's\n"
+             "               incarnation_file: a restarted one says which process it follows\n"
              "  --perturb:   run each seed once as it is, then once per message it sent, with that\n"
              "               message alone lost, delayed MS more, or delivered again MS later, or\n"
              "               its sender crashed right after it (if the fault model allows);\n"
@@ -390,6 +402,8 @@ int main(int argc, char** argv) {
       } else {
         return Usage();
       }
+    } else if (arg == "--incarnation-files") {
+      stack_options.incarnation_files = true;
     } else if (arg == "--late-start" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value < 1 || value > 600000) return Usage();
