@@ -314,7 +314,7 @@ std::string GroupDirectory::OnRestore(const std::string& payload) {
   return "restored";
 }
 
-void GroupDirectory::Install(const std::string& definition, GroupConfig group) {
+void GroupDirectory::Install(const std::string& definition, GroupConfig group, bool existed) {
   live_[group.name] = {group.incarnation, definition};
   if (daemon_->config().FindGroup(group.name) != nullptr) {
     Log("group")->warn("group {}: created by CreateGroup, but this daemon's YAML has a group of "
@@ -328,8 +328,10 @@ void GroupDirectory::Install(const std::string& definition, GroupConfig group) {
   fresh->groups = {std::move(group)};
   Node* node = daemon_->node();
   // After this delivery: the node's groups are not changed under the group delivering it.
-  daemon_->loop()->Post([node, fresh, name] {
-    node->AddGroups(fresh, {name}, " (created by CreateGroup)");
+  daemon_->loop()->Post([node, fresh, name, existed] {
+    node->AddGroups(fresh, {name}, existed ? " (created by CreateGroup; from the directory's state)"
+                                           : " (created by CreateGroup)",
+                    existed);
   });
 }
 
@@ -390,7 +392,7 @@ void GroupDirectory::Adopt(const wire::DirectoryState& state, bool with_restore)
   }
   for (const std::string& name : gone) Uninstall(name);
   for (auto& [name, entry] : wanted) {
-    if (!live_.count(name)) Install(entry.first, std::move(entry.second));
+    if (!live_.count(name)) Install(entry.first, std::move(entry.second), /*existed=*/true);
   }
   for (const wire::DirectoryState::NextIncarnation& next : state.next()) {
     uint64_t& mine = next_incarnation_[next.name()];

@@ -74,8 +74,9 @@ class GroupDirectory : public DaemonPart, public GroupCatalog {
   // A daemon's file (DirectoryState with `from`): counted while restoring, else ignored.
   std::string OnRestore(const std::string& payload);
   // Records a checked definition of a name not in use and starts its group (unless the YAML has
-  // one of that name).
-  void Install(const std::string& definition, GroupConfig group);
+  // one of that name). `existed`: from a directory's state (Adopt), so the group is older than
+  // this process (Node::AddGroups).
+  void Install(const std::string& definition, GroupConfig group, bool existed = false);
   // Forgets a live group and stops it here.
   void Uninstall(const std::string& name);
   // The directory as a message (`with_restore`: the restoring fields too).

@@ -45,6 +45,7 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
 }
 
 void Node::RestartedFrom(uint64_t previous) {
+  restarted_from_ = previous;
   for (auto& [name, group] : groups_) group->ClaimAsRestarted(previous);
 }
 
@@ -71,12 +72,15 @@ bool Node::StartGroup(const GroupConfig& group_config, const char* why) {
 }
 
 std::vector<std::string> Node::AddGroups(std::shared_ptr<const Config> fresh,
-                                         const std::vector<std::string>& names, const char* why) {
+                                         const std::vector<std::string>& names, const char* why,
+                                         bool existed) {
   std::vector<std::string> started;
   for (const std::string& name : names) {
     const GroupConfig* group_config = fresh->FindGroup(name);
     if (group_config == nullptr || groups_.count(name)) continue;
-    if (StartGroup(*group_config, why)) started.push_back(name);
+    if (!StartGroup(*group_config, why)) continue;
+    if (existed && restarted_from_ != 0) groups_[name]->ClaimAsRestarted(restarted_from_);
+    started.push_back(name);
   }
   if (!started.empty()) added_from_.push_back(std::move(fresh));
   return started;

@@ -125,6 +125,7 @@ class Node {
   // (Group::ClaimAsRestarted); groups added later (a reload, CreateGroup) are new to it. Before
   // any traffic.
   void RestartedFrom(uint64_t previous);
+  uint64_t restarted_from() const { return restarted_from_; }
 
   // Transport input and the passage of time.
   void Receive(NodeId from, const wire::Envelope& envelope);
@@ -155,9 +156,12 @@ class Node {
   // have yet (kept alive here: a Group refers to its GroupConfig), each at view 1 with its
   // configured members, as at a start. A group whose members are not all peers of the running
   // configuration is not started (logged). Returns the names started.
-  // `why` ends the log line of each (" (added by a configuration reload)").
+  // `why` ends the log line of each (" (added by a configuration reload)"). `existed`: the
+  // groups existed before this process started (a directory's state it was given), so that a
+  // restart claims their configured views as one (RestartedFrom).
   std::vector<std::string> AddGroups(std::shared_ptr<const Config> fresh,
-                                     const std::vector<std::string>& names, const char* why);
+                                     const std::vector<std::string>& names, const char* why,
+                                     bool existed = false);
   // A group made by CreateGroup was deleted (DeleteGroup, ordered in the daemons' own group):
   // the group of that name and incarnation stops here. Its calls end with NOT_FOUND, its
   // servants get a last delivery saying so (`ended`), and everything the node kept for it goes;
@@ -556,6 +560,7 @@ class Node {
 
   const std::shared_ptr<const Config> config_owner_;
   std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: their GroupConfigs
+  uint64_t restarted_from_ = 0;                            // RestartedFrom
   // Envelopes for a group this node does not have, per (sender, group): the warning's rate.
   std::map<std::pair<NodeId, std::string>, uint64_t> unknown_group_drops_;
   // Late copies of delivered calls ignored (ReplyCache::Verdict::kForgotten): logged once per 1000.

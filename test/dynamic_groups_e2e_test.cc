@@ -128,6 +128,12 @@ TEST_CASE("CreateGroup: every daemon starts the group and its servants serve it;
   REQUIRE(after.ok());
   REQUIRE(after->replies.size() == 3);
   for (const auto& reply : after->replies) CHECK(reply.payload == "6");
+  // It knew it restarted (its incarnation_file, test/cluster.cc), and started the created groups
+  // it was given as older than itself (Node::AddGroups `existed`).
+  const std::string log = test::ReadText(cluster.LogPath(3));
+  CHECK_THAT(log, Contains("restarted: this start is incarnation"));
+  CHECK_THAT(log, Contains("group dyn: view 1 with 3 members"));
+  CHECK_THAT(log, Contains("(created by CreateGroup; from the directory's state)"));
 }
 
 TEST_CASE("DeleteGroup: every daemon stops the group, its pending calls end and its servants "

@@ -165,4 +165,34 @@ TEST_CASE("with incarnation files, every member restarted takes no other's word 
   }, /*seeds=*/5);
 }
 
+TEST_CASE("a restarted node claims its configured views for the groups of its file and those "
+          "older than it, not for groups made after its start",
+          "[membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  nso::SimNetwork net(nso::SimNetworkOptions{});
+  std::map<std::string, std::vector<uint64_t>> previous;  // by group, as n1 receives them
+  net.Endpoint(1)->SetReceiver([&previous](NodeId, wire::Envelope envelope) {
+    previous[envelope.group()].push_back(envelope.previous_incarnation());
+  });
+  nso::Node node(test::GroupOfThree(2, nso::GroupConfig::Ordering::kConsensus), net.Endpoint(2),
+                 /*incarnation=*/22, 0);
+  node.RestartedFrom(2);
+  auto fresh = std::make_shared<nso::Config>(
+      test::GroupOfThree(2, nso::GroupConfig::Ordering::kConsensus));
+  fresh->groups[0].name = "older";  // from a directory's state (GroupDirectory::Adopt)
+  fresh->groups.push_back(fresh->groups[0]);
+  fresh->groups[1].name = "newer";  // created while this process runs
+  CHECK(node.AddGroups(fresh, {"older"}, "", /*existed=*/true).size() == 1);
+  CHECK(node.AddGroups(fresh, {"newer"}, "", /*existed=*/false).size() == 1);
+  for (uint64_t t = 10; t <= 200; t += 10) {
+    node.Tick(t);
+    net.RunUntil(t);
+  }
+  for (const char* group : {"g", "older", "newer"}) {
+    INFO(group);
+    REQUIRE_FALSE(previous[group].empty());  // its heartbeats
+    for (uint64_t sent : previous[group]) CHECK(sent == (std::string(group) == "newer" ? 0 : 2));
+  }
+}
+
 }  // namespace cohort

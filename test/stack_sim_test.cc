@@ -188,6 +188,11 @@ TEST_CASE("membership: the same with nodes that start late (both orders)", "[sim
     late += RunStackSimulation(options).late_starts;
   }
   CHECK(late > 20);
+  // With incarnation files (session 43): a restarted node says which process it follows.
+  options.incarnation_files = true;
+  RunSeeds(500001, 500030, options);
+  options.sequencer = false;
+  RunSeeds(500001, 500030, options);
 }
 
 // A member's own requests held behind its client's earlier one (OutsideFifo) and released while
