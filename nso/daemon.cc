@@ -281,7 +281,11 @@ absl::Status Daemon::Start() {
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   uint64_t previous = 0;
-  if (!config_.incarnation_file.empty()) {
+  if (config_.incarnation_file.empty()) {
+    Log("daemon")->info(
+        "no incarnation_file: a restart of this daemon passes for a first start to a member that "
+        "never heard its earlier process (production configs set one, README)");
+  } else {
     absl::StatusOr<Incarnations> kept = NextIncarnation(config_.incarnation_file, incarnation);
     if (!kept.ok()) return kept.status();
     incarnation = kept->current;
