@@ -18,6 +18,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/counter_trio.h"
 #include "test/each_run.h"
 #include "test/sim_nodes.h"
 
@@ -26,51 +27,15 @@ namespace {
 
 using nso::NodeId;
 
-struct Run {
-  Run(uint64_t seed, nso::GroupConfig::Ordering ordering)
-      : ordering(ordering), sim(seed, /*delay_max_ms=*/3) {}
-
-  void Start(NodeId id, uint64_t incarnation = 0) {
-    sim.Add(test::GroupOfThree(id, ordering), incarnation);
-    counters.value[id] = 0;
-    counters.Serve(id, "g");
-    client[id] = *sim.nodes[id]->Attach("client");
-  }
+struct Run : test::CounterTrio {
+  using CounterTrio::CounterTrio;
 
   // Node `id` killed and started again as process `incarnation`; `file`: it read its last
   // incarnation, `previous`, from its incarnation file.
   void Restart(NodeId id, uint64_t incarnation, uint64_t previous, bool file) {
-    sim.net.Kill(id);
-    sim.net.RunUntil(sim.net.now_ms() + 20);
-    sim.net.Restart(id);
-    Start(id, incarnation);
+    CounterTrio::Restart(id, incarnation);
     if (file) sim.nodes[id]->RestartedFrom(previous);
   }
-
-  const nso::Group& GroupAt(NodeId id) {
-    for (const nso::Group* group : sim.nodes[id]->groups()) {
-      if (group->name() == "g") return *group;
-    }
-    FAIL("no group g at n" << id);
-    throw;
-  }
-
-  uint64_t View(NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
-
-  // An "add" from `at` waiting for every member; the replies' values (empty if it failed).
-  std::vector<std::string> AddAll(NodeId at) {
-    std::vector<std::string> out;
-    nso::InvokeResult result =
-        sim.Call(at, client[at], test::CounterAdd("g", invocation::Mode::kAll, 2000));
-    if (!result.status.ok()) return out;
-    for (const auto& reply : result.replies) out.push_back(reply.payload);
-    return out;
-  }
-
-  nso::GroupConfig::Ordering ordering;
-  test::SimNodes sim;
-  test::SimCounters counters{&sim};
-  std::map<NodeId, uint64_t> client;
 };
 
 // n3's first process takes part in two calls that n2 never hears it in; it is then restarted.
@@ -79,8 +44,7 @@ bool FirstProcessUnheardByN2(Run& run) {
   run.sim.drop = [](NodeId to, const wire::Envelope& envelope) {
     return to == 2 && envelope.sender_node() == 3;
   };
-  for (NodeId id = 1; id <= 3; ++id) run.Start(id);
-  run.sim.net.RunUntil(100);
+  run.StartAll();
   bool answered = true;
   for (int call = 0; call < 2; ++call) answered = answered && run.AddAll(1).size() == 3;
   REQUIRE(run.GroupAt(2).MemberIncarnation(3) == 0);  // never heard in view 1
@@ -144,8 +108,7 @@ TEST_CASE("with incarnation files, every member restarted takes no other's word 
   // A restarted process does not count the processes others follow (Group::SameIncarnations):
   // with every member restarted, none is left to re-add the others.
   test::ForEachRun<Run>([](Run& run) {
-    for (NodeId id = 1; id <= 3; ++id) run.Start(id);
-    run.sim.net.RunUntil(100);
+    run.StartAll();
     REQUIRE(run.AddAll(1).size() == 3);
     for (NodeId id = 1; id <= 3; ++id) run.sim.net.Kill(id);
     run.sim.net.RunUntil(run.sim.net.now_ms() + 20);

@@ -28,6 +28,16 @@ StackSimOptions ShortRun(uint64_t seed, bool sequencer) {
   return options;
 }
 
+// A run with faults at n = 5 whose nodes but n1 may start late (up to 1 s; faults for 1.5 s).
+StackSimOptions LateStartRun(uint64_t seed) {
+  StackSimOptions options;
+  options.seed = seed;
+  options.nodes = 5;
+  options.late_start_ms = 1000;
+  options.chaos_ms = 1500;
+  return options;
+}
+
 // A perturbation as cohort-sim --perturb spells it (ParsePerturbation).
 Perturbation Named(const std::string& text) {
   absl::StatusOr<Perturbation> parsed = ParsePerturbation(text);
@@ -145,11 +155,7 @@ TEST_CASE("perturbation: a restarted daemon catching up on its earlier process's
     bool leaves;
   };
   for (const Case& c : {Case{621, 1272, 20, false}, Case{632, 1069, 100, true}}) {
-    StackSimOptions options;
-    options.seed = c.seed;
-    options.nodes = 5;
-    options.late_start_ms = 1000;
-    options.chaos_ms = 1500;
+    StackSimOptions options = LateStartRun(c.seed);
     options.leaves = c.leaves;
     options.streams_break = c.leaves;
     nso::MessagePerturbation restart;
@@ -173,11 +179,7 @@ TEST_CASE("perturbation: a restarted daemon catching up on its earlier process's
 TEST_CASE("perturbation: restarts with incarnation files, among daemons that start late",
           "[sim][perturb]") {
   nso::ConfigureLogging("off", "text", "");
-  StackSimOptions options;
-  options.seed = 621;
-  options.nodes = 5;
-  options.late_start_ms = 1000;
-  options.chaos_ms = 1500;
+  StackSimOptions options = LateStartRun(621);
   options.incarnation_files = true;
   SendRange range;
   range.kinds = {"consensus", "membership", "data", "reply", "forward", "managed_reply"};

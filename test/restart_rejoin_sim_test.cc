@@ -21,6 +21,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
+#include "test/counter_trio.h"
 #include "test/each_run.h"
 #include "test/sim_nodes.h"
 
@@ -29,67 +30,10 @@ namespace {
 
 using nso::NodeId;
 
-struct Run {
-  explicit Run(uint64_t seed, nso::GroupConfig::Ordering ordering)
-      : ordering(ordering), sim(seed, /*delay_max_ms=*/3) {
-    for (NodeId id = 1; id <= 3; ++id) {
-      sim.Add(test::GroupOfThree(id, ordering));
-      counters.Serve(id, "g");
-      client[id] = *sim.nodes[id]->Attach("client");
-    }
-    sim.net.RunUntil(100);
+struct Run : test::CounterTrio {
+  Run(uint64_t seed, nso::GroupConfig::Ordering ordering) : CounterTrio(seed, ordering) {
+    StartAll();
   }
-
-  // A node killed and back with a new process: a new Node, servant and client.
-  void Restart(NodeId id, uint64_t incarnation) {
-    sim.net.Kill(id);
-    sim.net.RunUntil(sim.net.now_ms() + 20);
-    sim.net.Restart(id);
-    sim.Add(test::GroupOfThree(id, ordering), incarnation);
-    counters.value[id] = 0;
-    counters.Serve(id, "g");
-    client[id] = *sim.nodes[id]->Attach("client");
-  }
-
-  uint64_t View(NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
-
-  // Runs until every node is in view `view_id` or later with all three members and n3's and
-  // `joiner`'s states are in, for at most 10 s of simulated time.
-  bool SettleAfter(uint64_t view_id, NodeId joiner) {
-    for (int waited = 0; waited < 10000; waited += 10) {
-      sim.net.RunUntil(sim.net.now_ms() + 10);
-      bool settled = counters.state_installs[joiner] > 0;
-      for (NodeId id = 1; id <= 3 && settled; ++id) {
-        settled = View(id) >= view_id && sim.nodes[id]->GroupDetails("g")->members.size() == 3;
-      }
-      if (settled) return true;
-    }
-    return false;
-  }
-
-  // An "add" from `at` waiting for every member; the replies' values, or empty if it failed.
-  std::vector<std::string> AddAll(NodeId at) {
-    std::vector<std::string> out;
-    nso::InvokeResult result =
-        sim.Call(at, client[at], test::CounterAdd("g", invocation::Mode::kAll, 2000));
-    if (!result.status.ok()) return out;
-    for (const auto& reply : result.replies) out.push_back(reply.payload);
-    return out;
-  }
-
-  // AddAll from `at`, which must be answered by all three replicas alike; their value.
-  std::string AddAllAgreed(NodeId at) {
-    std::vector<std::string> replies = AddAll(at);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == replies[1]);
-    CHECK(replies[1] == replies[2]);
-    return replies[0];
-  }
-
-  nso::GroupConfig::Ordering ordering;
-  test::SimNodes sim;
-  test::SimCounters counters{&sim};
-  std::map<NodeId, uint64_t> client;
 };
 
 }  // namespace
