@@ -80,6 +80,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   if (rare_) {
     rare_->restarts_flagged.clear();
     rare_->refused_restarts.clear();
+    rare_->restarted_claimants.clear();
     rare_->not_counted_ms = 0;  // the new view counts whichever process it counts
     // Restarts noticed in the old view and not yet acted on: the view change that installed this
     // view may have re-added the node already (another member noticed first), and a second
@@ -234,11 +235,24 @@ bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
       counters_.restarts_named++;
     }
     if (member != 0 && member != envelope.incarnation()) return false;
+    if (envelope.previous_incarnation() != 0 && previous_claim_ != 0) NoteRestartedClaimant(from);
   } else if (envelope.previous_incarnation() != 0) {
     return false;  // a retired view never heard this node: a later process took no part in it
   }
   incarnations->emplace(from, envelope.incarnation());
   return true;
+}
+
+void Group::NoteRestartedClaimant(NodeId from) {
+  std::set<NodeId>& claimants = rare().restarted_claimants;
+  if (!claimants.insert(from).second || claimants.size() + 1 != members_.size()) return;
+  // Every member restarted (they all say so): none holds the state of the group's earlier
+  // processes, unless a member of a later view gives it. Beyond the fault model; an operator
+  // wants to know (RELIABILITY.md "Stable storage").
+  counters_.all_restarted++;
+  Log("membership")->warn("group {}: every member of view {} restarted (incarnation files): the "
+                          "group starts afresh, without the state of their earlier processes",
+                          name(), view_id_);
 }
 
 void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,

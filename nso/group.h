@@ -40,6 +40,9 @@ struct GroupCounters {
   // Processes never heard in the current view that said which process they follow
   // (Envelope.previous_incarnation): the view counts that one, and they are re-added.
   uint64_t restarts_named = 0;
+  // Times every member of the configured view was heard as a restarted process (incarnation
+  // files): no member is left to re-add the others, and the group starts afresh.
+  uint64_t all_restarted = 0;
 };
 
 class Group {
@@ -201,6 +204,8 @@ class Group {
   // side): such a node takes no part until a view change re-admits it with state transfer.
   bool SameIncarnations(NodeId from, const wire::Envelope& envelope,
                         std::map<NodeId, uint64_t>* incarnations);
+  // `from` claims this view as a restart, as this process does (ClaimAsRestarted).
+  void NoteRestartedClaimant(NodeId from);
 
   void Flush(uint64_t view_id, consensus::Outbox* outbox,
              std::vector<consensus::Delivery>* deliveries);
@@ -271,6 +276,9 @@ class Group {
     };
     std::map<NodeId, LaterView> later_views;
     uint64_t highest_view_named = 0;  // by a node that awaited its state
+    // While this process claims its configured view as a restart (ClaimAsRestarted): the other
+    // members heard claiming it as restarts too.
+    std::set<NodeId> restarted_claimants;
   };
   // A process that holds the state of a later view named it (`recently`: within the exclusion
   // timeout), and no later process of its node was heard since.

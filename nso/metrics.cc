@@ -146,6 +146,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             "Restarted daemons never heard in the view that said which process they follow "
             "(incarnation_file): the view counted that one and re-added them with the state.",
             [](const GroupSnapshot& g) { return g.counters.restarts_named; });
+  per_group("cohort_group_all_restarted_total", "counter",
+            "Times every member of the configured view was a restarted daemon (incarnation "
+            "files): the group started afresh, without the state of their earlier processes.",
+            [](const GroupSnapshot& g) { return g.counters.all_restarted; });
   per_group("cohort_suspicions_total", "counter",
             "Members suspected by the aggressive timeout (OGS s5) or on a closed connection.",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });

@@ -94,6 +94,7 @@ TEST_CASE("with an incarnation file, a member that never heard the earlier proce
     REQUIRE(settled);
     CHECK(run.GroupAt(2).counters().restarts_named == 1);
     CHECK(run.GroupAt(1).counters().restarts_named == 0);  // it had heard the first process
+    CHECK(run.GroupAt(3).counters().all_restarted == 0);   // the others had not restarted
     CHECK(run.GroupAt(2).MemberIncarnation(3) == 33);      // the view that re-added it
     CHECK(run.counters.value[3] == value);                 // the state, given with the view
     const std::vector<std::string> replies = run.AddAll(2);
@@ -124,6 +125,8 @@ TEST_CASE("with incarnation files, every member restarted takes no other's word 
     for (NodeId id = 1; id <= 3; ++id) {
       CHECK(run.View(id) == 1);
       CHECK(run.GroupAt(id).counters().restarts_named == 0);
+      // Each knew every member had restarted (cohort_group_all_restarted_total), once.
+      CHECK(run.GroupAt(id).counters().all_restarted == 1);
     }
   }, /*seeds=*/5);
 }

@@ -74,7 +74,9 @@ void Run::WriteConfigs() {
         << "    ordering: " << o_.ordering << "\n"
         << (o_.tls_ca.empty() ? std::string("tls: {insecure: true}\n")
                               : cohort::TestCaTlsYaml(o_.tls_ca, "cohort"))
-        << "peer_transport: " << o_.peer_transport << "\n";
+        << "peer_transport: " << o_.peer_transport << "\n"
+        // As deploy/ does: a restarted daemon knows it is one.
+        << "incarnation_file: " << o_.dir << "/n" << i + 1 << ".incarnation\n";
   }
 }
 
