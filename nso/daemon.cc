@@ -291,11 +291,21 @@ absl::Status Daemon::Start() {
     incarnation = kept->current;
     previous = kept->previous;
   }
+  // --replacing with no last start known: an earlier process of unknown incarnation (every real
+  // one, the wall clock in microseconds, is greater than 1).
+  const bool unknown_previous = replacing_ && previous == 0;
+  if (unknown_previous) previous = 1;
   node_ = std::make_unique<Node>(config_owner_, transport_.get(), incarnation, MonotonicNowMs());
   if (previous != 0) {
     node_->RestartedFrom(previous);
-    Log("daemon")->info("restarted: this start is incarnation {}, the last was {} ({})",
-                        incarnation, previous, config_.incarnation_file);
+    if (unknown_previous) {
+      Log("daemon")->info("restarted: this start is incarnation {}, the last is unknown "
+                          "(--replacing: a node whose incarnation_file was lost)",
+                          incarnation);
+    } else {
+      Log("daemon")->info("restarted: this start is incarnation {}, the last was {} ({})",
+                          incarnation, previous, config_.incarnation_file);
+    }
   }
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);

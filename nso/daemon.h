@@ -47,6 +47,10 @@ class Daemon {
 
   // Binds the peer and client addresses and starts serving. An error names what failed.
   absl::Status Start();
+  // Before Start (cohortd --replacing): this node's earlier processes ran where their
+  // incarnation_file is lost (a machine replaced). Without a file, this start is taken for a
+  // restart of some earlier process, not for a first start (Node::RestartedFrom).
+  void SetReplacing() { replacing_ = true; }
   // Graceful: stops accepting, finishes queued work, cancels calls in flight with a status.
   void Shutdown();
   // Leaves every group this daemon is a member of (a view change each, agreed by the others)
@@ -145,6 +149,7 @@ class Daemon {
   std::atomic<uint64_t> reloads_refused_{0};
   std::atomic<bool> restart_pending_{false};
   std::atomic<bool> last_reload_ok_{true};
+  bool replacing_ = false;  // SetReplacing
   bool health_known_ = false;  // monitor thread only
   absl::Notification stop_monitor_;
   std::thread monitor_;

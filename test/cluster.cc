@@ -134,10 +134,11 @@ std::string Cluster::LogTails(int lines) const {
   return all;
 }
 
-bool Cluster::StartNode(int index) {
+bool Cluster::StartNode(int index, const std::vector<std::string>& extra_args) {
   std::string log = LogPath(index);
   std::vector<std::string> argv = {Runfile("tools/cohortd"), "--config", ConfigPath(index)};
   argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   // The log is appended to across restarts: only what this process writes counts. (A restart
   // refused after the client port was bound, e.g. for a damaged state file, once passed for
   // ready on the previous run's line.)

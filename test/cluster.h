@@ -37,7 +37,8 @@ class Cluster {
 
   // Starts every daemon and waits until each answers on its client port.
   bool Start();
-  bool StartNode(int index);    // index from 1
+  // Index from 1; `extra_args`: more command-line arguments of this start only.
+  bool StartNode(int index, const std::vector<std::string>& extra_args = {});
   void Kill(int index);         // SIGKILL
   void Stop(int index);         // SIGTERM and wait
   void Pause(int index);        // SIGSTOP

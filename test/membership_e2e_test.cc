@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <algorithm>
@@ -286,6 +287,41 @@ groups:
     ordering: consensus
 )";
   KillTogetherAndCheckRefounded(kFive, 5, 3, 4);
+}
+
+TEST_CASE("cohortd --replacing: a node whose incarnation file was lost starts as a restart, "
+          "and is re-added with the state", "[e2e][membership]") {
+  test::Cluster cluster({3, kGroups, "", "info"});
+  std::vector<std::unique_ptr<Replica>> replicas;
+  std::unique_ptr<Client> first = StartCounterGroup(&cluster, 3, &replicas);
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());
+  first.reset();
+  replicas[2].reset();
+  cluster.Kill(3);
+  // Its machine replaced: the incarnation file (test/cluster.cc) is gone with the old disk.
+  const std::string config = cluster.ConfigPath(3);
+  const std::string file = config.substr(0, config.rfind('/')) + "/n3.incarnation";
+  REQUIRE(std::remove(file.c_str()) == 0);
+  REQUIRE(cluster.StartNode(3, {"--replacing"}));
+  Replica replacement;
+  REQUIRE(replacement.Start(cluster.ClientAddress(3), "counter").ok());
+  INFO(cluster.LogTails(30));
+  REQUIRE(Ready(client->get(), 3));
+  auto all = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  REQUIRE(all->replies.size() == 3);
+  for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
+  CHECK(replacement.state_installs.load() == 1);
+  std::ifstream log(cluster.LogPath(3));
+  std::stringstream text;
+  text << log.rdbuf();
+  CHECK(text.str().find("the last is unknown (--replacing") != std::string::npos);
+  std::ifstream kept(file);
+  uint64_t written = 0;
+  CHECK((kept >> written));  // this start's incarnation, for the next one
+  CHECK(written > 1);
 }
 
 // A replica whose state is a large blob, transferred with the streaming hooks: neither the

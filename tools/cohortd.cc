@@ -35,7 +35,7 @@ std::string FileText(const std::string& path) {
 }
 
 constexpr char kUsage[] =
-    "usage: cohortd --config FILE.yaml [--watch-config[=SECONDS]]\n"
+    "usage: cohortd --config FILE.yaml [--watch-config[=SECONDS]] [--replacing]\n"
     "       cohortd --check FILE.yaml   (validate the file and exit)\n"
     "       cohortd --help\n\n"
     "The Cohort replica daemon: hosts NewTop service objects for attached clients and the groups\n"
@@ -44,7 +44,10 @@ constexpr char kUsage[] =
     "group ACLs, timeouts, added and removed groups and the peers (a file with errors is logged\n"
     "and ignored; what waits for a restart is logged). --watch-config looks at the file\n"
     "every SECONDS (2) and reloads it, as SIGHUP does, once two looks in a row read the same\n"
-    "changed text (a Kubernetes ConfigMap mounted as a volume changes without a signal).\n\n"
+    "changed text (a Kubernetes ConfigMap mounted as a volume changes without a signal).\n"
+    "--replacing: this node ran before on a machine now gone, with its incarnation_file: with\n"
+    "no file here, the start is a restart of an unknown earlier process, not a first start\n"
+    "(members that never heard that process then re-add this one with the state).\n\n"
     "Configuration file keys:\n\n";
 
 }  // namespace
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   bool check_only = false;
   double watch_seconds = 0;  // --watch-config: 0 = off
+  bool replacing = false;    // --replacing
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -69,6 +73,8 @@ int main(int argc, char** argv) {
       config_path = arg.substr(strlen("--config="));
     } else if (arg == "--watch-config") {
       watch_seconds = 2;
+    } else if (arg == "--replacing") {
+      replacing = true;
     } else if (arg.rfind("--watch-config=", 0) == 0) {
       if (!absl::SimpleAtod(arg.substr(strlen("--watch-config=")), &watch_seconds) ||
           !(watch_seconds >= 0.1 && watch_seconds <= 3600)) {
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
   const std::string listen_peer = config->listen_peer;
   const std::string listen_client = config->listen_client;
   cohort::nso::Daemon daemon(*std::move(config));
+  if (replacing) daemon.SetReplacing();
   absl::Status started = daemon.Start();
   if (started.ok()) started = cohort::nso::StartGroupDirectoryIfConfigured(&daemon);
   if (!started.ok()) {
