@@ -260,10 +260,8 @@ void KillTogetherAndCheckRefounded(const char* groups_yaml, int size, int killed
   CHECK(text.str().find("re-founded") != std::string::npos);
   // Each restarted daemon read its last start from its incarnation file (test/cluster.cc).
   for (int i = 1; i <= killed; ++i) {
-    std::ifstream restarted_log(cluster.LogPath(i));
-    std::stringstream restarted_text;
-    restarted_text << restarted_log.rdbuf();
-    CHECK(restarted_text.str().find("restarted: this start is incarnation") != std::string::npos);
+    CHECK(test::ReadText(cluster.LogPath(i)).find("restarted: this start is incarnation") !=
+          std::string::npos);
   }
 }
 
@@ -314,10 +312,8 @@ TEST_CASE("cohortd --replacing: a node whose incarnation file was lost starts as
   REQUIRE(all->replies.size() == 3);
   for (const Reply& reply : all->replies) CHECK(reply.payload == "31");
   CHECK(replacement.state_installs.load() == 1);
-  std::ifstream log(cluster.LogPath(3));
-  std::stringstream text;
-  text << log.rdbuf();
-  CHECK(text.str().find("the last is unknown (--replacing") != std::string::npos);
+  CHECK(test::ReadText(cluster.LogPath(3)).find("the last is unknown (--replacing") !=
+        std::string::npos);
   std::ifstream kept(file);
   uint64_t written = 0;
   CHECK((kept >> written));  // this start's incarnation, for the next one
