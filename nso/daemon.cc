@@ -295,6 +295,8 @@ absl::Status Daemon::Start() {
   // one, the wall clock in microseconds, is greater than 1).
   const bool unknown_previous = replacing_ && previous == 0;
   if (unknown_previous) previous = 1;
+  incarnation_ = incarnation;
+  previous_incarnation_ = previous;
   node_ = std::make_unique<Node>(config_owner_, transport_.get(), incarnation, MonotonicNowMs());
   if (previous != 0) {
     node_->RestartedFrom(previous);
@@ -337,6 +339,8 @@ absl::Status Daemon::Start() {
         reply->set_serving(serving_);
         reply->set_queue_depth(loop_->QueueDepth());
         reply->set_uptime_ms(MonotonicNowMs() - started_ms_);
+        reply->set_incarnation(incarnation_);
+        reply->set_previous_incarnation(previous_incarnation_);
         reply->set_listen_peer(config_.listen_peer);
         reply->set_listen_client(config_.listen_client);
         reply->set_metrics_listen(config_.metrics_listen);

@@ -150,6 +150,8 @@ class Daemon {
   std::atomic<bool> restart_pending_{false};
   std::atomic<bool> last_reload_ok_{true};
   bool replacing_ = false;  // SetReplacing
+  uint64_t incarnation_ = 0;           // set by Start (StatusReply)
+  uint64_t previous_incarnation_ = 0;  // set by Start: incarnation_file's, 1 if unknown
   bool health_known_ = false;  // monitor thread only
   absl::Notification stop_monitor_;
   std::thread monitor_;

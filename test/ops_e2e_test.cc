@@ -158,6 +158,7 @@ TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
     CHECK(std::stoll(out.substr(at + 9)) >= 1);
   }
   CHECK_THAT(out, Contains("metrics.listen: 127.0.0.1:" + std::to_string(node.metrics_port)));
+  CHECK_THAT(out, Contains("(a first start, as far as it knows)"));
 
   REQUIRE(test::RunCapture(ctl + "health", &out) == 0);
   CHECK_THAT(out, Contains("SERVING"));
@@ -193,6 +194,17 @@ TEST_CASE("cohortctl drives a daemon from the shell", "[ops][e2e][cohortctl]") {
 
   std::string metrics = node.Metrics();
   CHECK(test::MetricValue(metrics, "cohort_invocations_total{mode=\"first\",code=\"OK\"}") == 1);
+
+  // Restarted, the daemon says which start it follows (its incarnation_file, test/cluster.cc).
+  REQUIRE(test::RunCapture(ctl + "status", &out) == 0);
+  const size_t at = out.find("incarnation: ");
+  REQUIRE(at != std::string::npos);
+  const std::string first = out.substr(at + 13, out.find(' ', at + 13) - (at + 13));
+  node.servant.reset();
+  node.cluster.Kill(1);
+  REQUIRE(node.cluster.StartNode(1));
+  REQUIRE(test::Eventually([&] { return test::RunCapture(ctl + "status", &out) == 0; }, 10));
+  CHECK_THAT(out, Contains("(a restart of " + first + ")"));
 }
 
 TEST_CASE("cohortctl join / leave: a daemon hosting a group outside its members joins its view "

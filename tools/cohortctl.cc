@@ -225,6 +225,13 @@ int Status(const Options& options) {
               reply.groups(), static_cast<unsigned long long>(reply.pending_calls()),
               static_cast<unsigned long long>(reply.nsos()),
               static_cast<unsigned long long>(reply.queue_depth()), reply.uptime_ms() / 1000.0);
+  // Which process this is: its restarts are told by it (incarnation_file).
+  const std::string started =
+      reply.previous_incarnation() == 0   ? "a first start, as far as it knows"
+      : reply.previous_incarnation() == 1 ? "a restart of an unknown process (--replacing)"
+                                          : absl::StrCat("a restart of ", reply.previous_incarnation());
+  std::printf("incarnation: %llu (%s)\n", static_cast<unsigned long long>(reply.incarnation()),
+              started.c_str());
   std::printf("listen.peer: %s\nlisten.client: %s\nmetrics.listen: %s\n",
               reply.listen_peer().c_str(), reply.listen_client().c_str(),
               reply.metrics_listen().empty() ? "off" : reply.metrics_listen().c_str());
