@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,15 +39,29 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& bytes)
   close(fd);
   if (rename(temporary.c_str(), path.c_str()) != 0) return failed("rename", temporary);
   // The rename itself, durable.
-  const size_t slash = path.find_last_of('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  const std::string dir = DirectoryOf(path);
   int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return failed("open the directory", dir);
   const bool synced = fsync(dir_fd) == 0;
   absl::Status status = synced ? absl::OkStatus() : failed("fsync the directory", dir);
   close(dir_fd);
   return status;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const std::string message = absl::StrCat("\"", path, "\": cannot read: ", std::strerror(errno));
+    return errno == ENOENT ? absl::NotFoundError(message) : absl::FailedPreconditionError(message);
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
 }
 
 }  // namespace cohort::nso

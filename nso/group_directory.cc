@@ -1,15 +1,12 @@
 #include "nso/group_directory.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -77,28 +74,19 @@ wire::DirectoryState FromText(const std::string& text) {
 }
 
 absl::StatusOr<wire::DirectoryState> ReadStateFile(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  const std::string dir = DirectoryOf(path);
   if (access(dir.c_str(), W_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dynamic_groups.state_file \"", path, "\": its directory is not writable: ",
         std::strerror(errno)));
   }
-  struct stat info {};
-  if (stat(path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return wire::DirectoryState();  // a first start: nothing made yet
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dynamic_groups.state_file \"", path, "\": ", std::strerror(errno)));
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (absl::IsNotFound(text.status())) return wire::DirectoryState();  // a first start
+  if (!text.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dynamic_groups.state_file ", text.status().message()));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dynamic_groups.state_file \"", path, "\": cannot read: ", std::strerror(errno)));
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const std::string text = bytes.str();
-  absl::string_view body = text;
+  absl::string_view body = *text;
   wire::DirectoryState state;
   if (!absl::ConsumePrefix(&body, kStatePrefix) ||
       !state.ParseFromArray(body.data(), static_cast<int>(body.size()))) {

@@ -1,10 +1,5 @@
 #include "nso/incarnation_file.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -15,11 +10,9 @@ namespace cohort::nso {
 
 absl::StatusOr<Incarnations> NextIncarnation(const std::string& path, uint64_t now_us) {
   Incarnations result;
-  std::ifstream in(path, std::ios::binary);
-  if (in) {
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    const std::string text = bytes.str();
+  absl::StatusOr<std::string> read = ReadWholeFile(path);
+  if (read.ok()) {
+    const std::string& text = *read;
     const absl::string_view number = absl::StripAsciiWhitespace(text);
     if (!absl::SimpleAtoi(number, &result.previous) || result.previous == 0 ||
         text.size() > 64) {
@@ -29,9 +22,9 @@ absl::StatusOr<Incarnations> NextIncarnation(const std::string& path, uint64_t n
           absl::CHexEscape(text.substr(0, 40)), text.size() > 40 ? "..." : "",
           "\"); remove it if this daemon's earlier starts are known to be gone"));
     }
-  } else if (errno != ENOENT) {
+  } else if (!absl::IsNotFound(read.status())) {
     return absl::FailedPreconditionError(
-        absl::StrCat("incarnation_file \"", path, "\": cannot read: ", std::strerror(errno)));
+        absl::StrCat("incarnation_file ", read.status().message()));
   }
   result.current = now_us > result.previous ? now_us : result.previous + 1;
   if (absl::Status written = WriteFileDurably(path, absl::StrCat(result.current, "\n"));

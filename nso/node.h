@@ -125,7 +125,6 @@ class Node {
   // (Group::ClaimAsRestarted); groups added later (a reload, CreateGroup) are new to it. Before
   // any traffic.
   void RestartedFrom(uint64_t previous);
-  uint64_t restarted_from() const { return restarted_from_; }
 
   // Transport input and the passage of time.
   void Receive(NodeId from, const wire::Envelope& envelope);

@@ -196,9 +196,9 @@ class StackSim {
   uint64_t fifo_gave_up_ = 0;  // members' OutsideCounters::fifo_gave_up, crashed ones' included
   uint64_t fifo_refused_ = 0;  // ... and fifo_refused
   void CheckClientFifo();
-  // Adds a node's FIFO counters, and its groups' restarts_named, (at its crash, or at the end)
-  // to the run's.
-  void CountFifo(const nso::Node& node) {
+  // Adds a node's FIFO counters and its groups' restarts_named (at its crash, or at the end) to
+  // the run's.
+  void AddNodeCounters(const nso::Node& node) {
     fifo_gave_up_ += node.outside_counters().fifo_gave_up;
     fifo_refused_ += node.outside_counters().fifo_refused;
     for (const nso::Group* group : node.groups()) {
@@ -625,7 +625,7 @@ void StackSim::Crash(NodeId id) {
   if (trace_) std::fprintf(stderr, "t=%llu CRASH node %u\n", (unsigned long long)net_.now_ms(), id);
   Replica& replica = replicas_[id];
   CheckPrefix(replica.applied, absl::StrCat("node ", id, " at its crash"));
-  if (replica.node) CountFifo(*replica.node);
+  if (replica.node) AddNodeCounters(*replica.node);
   replica.alive = false;
   replica.node.reset();
   if (kill_rng_.Uniform(100) < options_.kill_percent) {
@@ -928,7 +928,7 @@ void StackSim::CheckClientFifo() {
   // one of its client is refused by every member, not executed (ReplyCache::Verdict::kOutOfOrder).
   if (!result_.ok) return;
   for (auto& [id, replica] : replicas_) {
-    if (replica.node) CountFifo(*replica.node);
+    if (replica.node) AddNodeCounters(*replica.node);
   }
   result_.fifo_gave_up = fifo_gave_up_;
   result_.fifo_refused = fifo_refused_;

@@ -288,6 +288,17 @@ int RunStackPerturbations(uint64_t first, uint64_t last, cohort::sim::StackSimOp
   return violations == 0 && (options.faults || lost_runs == 0) ? 0 : 1;
 }
 
+// `parsed`'s value into *out; or its error on stderr, and false.
+template <typename T, typename Out>
+bool TakeParsed(absl::StatusOr<T> parsed, Out* out) {
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
+    return false;
+  }
+  *out = *std::move(parsed);
+  return true;
+}
+
 int Usage() {
   std::fputs("usage: cohort-sim --table\n"
              "       cohort-sim --seeds A..B [--ordering consensus|sequencer]\n"
@@ -413,19 +424,11 @@ int main(int argc, char** argv) {
       if (value < 1 || value > 600000) return Usage();
       stack_options.chaos_ms = value;
     } else if (arg == "--perturb" && i + 1 < argc) {
-      auto parsed = cohort::sim::ParsePerturbation(argv[++i]);
-      if (!parsed.ok()) {
-        std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
-        return Usage();
-      }
-      perturbation = *parsed;
+      if (!TakeParsed(cohort::sim::ParsePerturbation(argv[++i]), &perturbation)) return Usage();
     } else if (arg == "--then" && i + 1 < argc) {
-      auto parsed = cohort::sim::ParsePerturbation(argv[++i]);
-      if (!parsed.ok()) {
-        std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
+      if (!TakeParsed(cohort::sim::ParsePerturbation(argv[++i]), &then.perturbation)) {
         return Usage();
       }
-      then.perturbation = *parsed;
       has_then = true;
     } else if (arg == "--then-offsets" && i + 1 < argc) {
       if (!ParseRange(argv[++i], &then.first_offset, &then.last_offset) ||
@@ -435,12 +438,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--sends" && i + 1 < argc) {
       if (!ParseRange(argv[++i], &sends.first, &sends.last) || sends.first == 0) return Usage();
     } else if (arg == "--kinds" && i + 1 < argc) {
-      auto parsed = cohort::sim::ParseKinds(argv[++i]);
-      if (!parsed.ok()) {
-        std::fprintf(stderr, "cohort-sim: %s\n", std::string(parsed.status().message()).c_str());
-        return Usage();
-      }
-      sends.kinds = *parsed;
+      if (!TakeParsed(cohort::sim::ParseKinds(argv[++i]), &sends.kinds)) return Usage();
     } else if (arg == "--sends-every" && i + 1 < argc) {
       sends.every = std::strtoull(argv[++i], nullptr, 10);
       if (sends.every < 1) return Usage();
