@@ -276,10 +276,66 @@ api::ServantMessage::Register Servant::Registration() const {
   request.set_nso(nso_);
   request.set_group(group_);
   for (const auto& [method, handler] : handlers_) request.add_methods(method);
+  if (!kept_path_.empty()) {
+    request.set_keeps_state(true);
+    request.set_kept_position(kept_ ? kept_->position : 0);
+  }
   return request;
 }
 
+absl::Status Servant::LoadKept() {
+  absl::StatusOr<std::optional<invocation::KeptState>> kept =
+      invocation::ReadKeptState(kept_path_, group_);
+  if (!kept.ok()) return kept.status();
+  kept_ = *std::move(kept);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Servant::ReadState() {
+  if (!get_state_stream_) return get_state_ ? get_state_() : std::string();
+  std::string state;
+  absl::Status read = get_state_stream_([&state](std::string chunk) { state += chunk; });
+  if (!read.ok()) return read;
+  return state;
+}
+
+bool Servant::Keep(uint64_t position) {
+  if (kept_path_.empty()) return true;
+  kept_.reset();  // the object has moved on from it
+  absl::StatusOr<std::string> state = ReadState();
+  absl::Status written =
+      state.ok() ? invocation::WriteKeptState(kept_path_, group_, {position, *std::move(state)})
+                 : absl::Status(state.status().code(),
+                                absl::StrCat("reading the state to keep: ", state.status().message()));
+  if (written.ok()) return true;
+  // Fail-stop: the replica leaves the group (its daemon sees the servant go) rather than answer
+  // from a state it could not keep.
+  std::fprintf(stderr, "cohort servant: group %s: %s: stopping\n", group_.c_str(),
+               written.ToString().c_str());
+  absl::MutexLock lock(&mu_);
+  ended_ = absl::Status(written.code(), absl::StrCat("group \"", group_,
+                                                     "\": cannot keep the state: ",
+                                                     written.message()));
+  stopping_ = true;
+  backend_->Cancel();
+  return false;
+}
+
 absl::Status Servant::Start() {
+  if (!kept_path_.empty()) {
+    const char* missing = inline_ ? "not with DispatchInline (it writes a file per delivery)"
+                          : !(get_state_ || get_state_stream_) || !(set_state_ || set_state_chunk_)
+                              ? "needs OnGetState and OnSetState (or their streaming kinds)"
+                              : nullptr;
+    if (missing != nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("serve group \"", group_, "\": KeepStateIn ", missing));
+    }
+    if (absl::Status read = LoadKept(); !read.ok()) {
+      return absl::Status(read.code(), absl::StrCat("serve group \"", group_, "\": ",
+                                                    read.message()));
+    }
+  }
   if (rejoin_ && reconnect_ && (set_state_ || set_state_chunk_) &&
       (get_state_ || get_state_stream_)) {
     // What a new servant would start from: a rejoin resets the object to it (servant.h).
@@ -437,7 +493,9 @@ void Servant::Handle(const api::ServantEvent& event) {
     return;
   }
   if (event.method().empty()) {
-    if (multicast_handler_) multicast_handler_(event.payload());
+    if (!multicast_handler_) return;
+    multicast_handler_(event.payload());
+    Keep(event.group_seq());
     return;
   }
   if (event.method() == "$get_state") {  // nso::kGetStateMethod
@@ -446,16 +504,30 @@ void Servant::Handle(const api::ServantEvent& event) {
   }
   if (event.method() == "$set_state") {  // nso::kSetStateMethod
     TakeStateChunk(event);
+    if (event.state_last()) Keep(event.group_seq());
+    return;
+  }
+  if (event.method() == "$restore_kept") {  // nso::kRestoreKeptMethod: re-founded from it
+    if (!kept_) return;
+    api::ServantEvent whole;
+    whole.set_payload(std::move(kept_->state));
+    whole.set_state_last(true);
+    kept_.reset();
+    TakeStateChunk(whole);
     return;
   }
   current_group_seq_ = event.group_seq();
   nested_calls_ = 0;
   auto it = handlers_.find(event.method());
-  absl::StatusOr<std::string> result =
-      it != handlers_.end()
-          ? it->second(event.payload())
-          : absl::UnimplementedError(absl::StrCat("group \"", group_, "\" has no method \"",
-                                                  event.method(), "\""));
+  if (it == handlers_.end()) {
+    if (!event.one_way()) {
+      Answer(event.delivery(), absl::UnimplementedError(absl::StrCat(
+                                   "group \"", group_, "\" has no method \"", event.method(), "\"")));
+    }
+    return;
+  }
+  absl::StatusOr<std::string> result = it->second(event.payload());
+  if (!Keep(event.group_seq())) return;  // stopped: no answer from a state not kept
   if (!event.one_way()) Answer(event.delivery(), result);
 }
 
@@ -524,6 +596,13 @@ bool Servant::Rejoin(absl::Status* why) {
       registering_ = fresh.get();
     }
     ResetState();
+    if (!kept_path_.empty()) {
+      if (absl::Status read = LoadKept(); !read.ok()) {
+        *why = absl::Status(read.code(), absl::StrCat("serve group \"", group_, "\" again: ",
+                                                      read.message()));
+        return false;
+      }
+    }
     api::ServantMessage::Register request = Registration();
     request.set_nso(connected->second);
     absl::Status registered = fresh->Register(request);

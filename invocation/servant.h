@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "invocation/backend.h"
 #include "invocation/client.h"
+#include "invocation/kept_state.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
@@ -90,6 +91,19 @@ class Servant {
   // How many times the servant registered again (RejoinAfterDaemonRestart).
   uint64_t rejoins() const;
 
+  // Durable groups (GroupConfig::durable; call before Start, with OnGetState/OnSetState or their
+  // streaming kinds): after every delivery, before its answer, the servant writes the object's
+  // whole state and its position in the group's order to `path` (nso/durable_file.h: a
+  // temporary file, fsync, rename; so each call costs a GetState and a synced write). When every
+  // member of the group restarted, the daemons re-found the group from the most advanced state
+  // their servants kept, and the others get it by state transfer (README "Durable groups").
+  // Start reads the file (an error naming it if it is not this group's kept state) but does not
+  // apply it: its daemon says whether to ("$restore_kept"); otherwise the object starts as
+  // usual and the group's state comes by transfer. A write that fails stops the servant (Wait
+  // returns why): a replica that cannot keep its state leaves the group rather than answer.
+  // Not with DispatchInline.
+  void KeepStateIn(const std::string& path) { kept_path_ = path; }
+
   // Inline dispatch (call before Start; only for a servant of an embedded node, nso/embedded.h):
   // handlers run on the node's protocol thread as each delivery is made, with no hand-off to a
   // delivery thread and back (two thread switches less per call: 001 sections 5-6, 003 section 3's
@@ -130,6 +144,11 @@ class Servant {
   void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
   void SendState(uint64_t delivery);
   void TakeStateChunk(const api::ServantEvent& event);
+  // KeepStateIn: reads the kept state aside (kept_); writes the object's state at `position`
+  // (false: it could not, and the servant stops).
+  absl::Status LoadKept();
+  bool Keep(uint64_t position);
+  absl::StatusOr<std::string> ReadState();
 
   // gRPC to a daemon, or in-process. Replaced (under mu_) only by the delivery thread (Rejoin),
   // which reads it without the lock; other threads (Stop, via) read it under mu_.
@@ -147,6 +166,10 @@ class Servant {
   std::function<absl::Status(const StateWriter&)> get_state_stream_;
   std::function<absl::Status(uint64_t, const std::string&, bool)> set_state_chunk_;
   std::string partial_state_;  // delivery thread only: chunks so far, for a plain SetState
+  std::string kept_path_;      // KeepStateIn
+  // The state found in kept_path_ at Start (or a rejoin), until the daemon says to take it back
+  // or anything else is delivered (delivery thread only after Start).
+  std::optional<invocation::KeptState> kept_;
   std::thread thread_;
   bool inline_ = false;  // DispatchInline: no thread_
   // The delivery being processed (delivery thread only): numbers the group's nested calls.

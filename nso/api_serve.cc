@@ -106,8 +106,9 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
     shared_->outbox.Expect();
     std::shared_ptr<Shared> shared = shared_;
     Node* node = service_->node_;
+    const ServantKeptState kept{request.keeps_state(), request.kept_position()};
     bool posted = service_->loop_->Post([node, shared, nso = request.nso(),
-                                         group = request.group()] {
+                                         group = request.group(), kept] {
       // Deliveries made before the acknowledgement is queued wait for it: it is written first.
       absl::StatusOr<uint64_t> id = node->RegisterServant(nso, group, [shared](ServantDelivery d) {
         if (!shared->acknowledged) {
@@ -115,7 +116,7 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
           return;
         }
         shared->outbox.Push({false, "", std::move(d)}, /*expected=*/false);
-      });
+      }, kept);
       if (!id.ok()) {
         shared->outbox.FinishWith(ToGrpcStatus(id.status()));
         return;

@@ -88,7 +88,7 @@ const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "defaul
                                                    "max_unordered_bytes"};
 const std::vector<absl::string_view> kGroupKeys = {
     "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
-    "default_mode", "suspect_timeout_ms", "exclude_timeout_ms", "acl"};
+    "default_mode", "suspect_timeout_ms", "exclude_timeout_ms", "acl", "durable"};
 
 
 const EnumNames<Ordering> kOrderingNames = {{"consensus", Ordering::kConsensus},
@@ -357,6 +357,7 @@ absl::Status ReadGroup(Reader* reader, const Value& item, const FailureDetectorC
   CONFIG_RETURN_IF_ERROR(ReadEnum(*m, "default_mode", kDefaultModeNames, &group->default_mode));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(*m, "suspect_timeout_ms", &group->suspect_timeout_ms));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(*m, "exclude_timeout_ms", &group->exclude_timeout_ms));
+  CONFIG_RETURN_IF_ERROR(ReadBool(*m, "durable", &group->durable));
   AclConfig acl;
   CONFIG_RETURN_IF_ERROR(ReadAcl(*m, &acl));
   if (acl.present) group->acl = std::make_shared<const AclConfig>(std::move(acl));
@@ -679,6 +680,21 @@ absl::Status CheckConfig(const Reader& reader, Config* config) {
   return CheckGroups(reader, *config);
 }
 
+// A durable group tells a restart of every member by the daemons' incarnation files: without
+// one, a restarted daemon would take the configured view for a first start and deliver there
+// from nothing, beside members that resume from their kept state.
+absl::Status CheckDurable(const Reader& reader, const Config& config) {
+  if (!config.incarnation_file.empty()) return absl::OkStatus();
+  for (size_t i = 0; i < config.groups.size(); ++i) {
+    if (!config.groups[i].durable) continue;
+    return reader.ErrorAt(ChildPath(ItemPath("groups", i), "durable"),
+                          absl::StrCat("group \"", config.groups[i].name,
+                                       "\" is durable: set incarnation_file (a restart of every "
+                                       "member is told by it, and resumes from the kept state)"));
+  }
+  return absl::OkStatus();
+}
+
 // ---- The document -----------------------------------------------------------------------------
 
 // dynamic_groups: {create: [names or "*"], state_file: PATH} (the section alone: anyone may
@@ -762,6 +778,7 @@ absl::StatusOr<Config> ReadDocument(Reader* reader, const YAML::Node& root) {
   Config config;
   CONFIG_RETURN_IF_ERROR(ReadTop(*top, &config));
   CONFIG_RETURN_IF_ERROR(CheckConfig(*reader, &config));
+  CONFIG_RETURN_IF_ERROR(CheckDurable(*reader, config));
   CONFIG_RETURN_IF_ERROR(RequireTls(*reader, config.tls));
   return config;
 }

@@ -68,6 +68,10 @@ struct GroupConfig {
   // group directory (nso/group_directory.h), so a name deleted and created again is a new group
   // (wire.proto, Envelope.group_incarnation).
   uint64_t incarnation = 0;
+  // The servants keep their state on disk (Servant::KeepStateIn), and a restart of every member
+  // resumes from the most advanced state they kept instead of starting afresh (nso/node_durable.cc;
+  // needs the daemon's incarnation_file, which tells such a restart).
+  bool durable = false;
 };
 
 // Two timeouts: an aggressive one on which consensus moves on, a conservative one on which the

@@ -70,6 +70,10 @@ groups:                       # [] groups this cluster hosts
     default_mode: all         # [all] one_way|first|majority|all: replies a call waits for
     suspect_timeout_ms: 50    # [failure_detector.suspect_timeout_ms] per-group override
     exclude_timeout_ms: 10000 # [failure_detector.exclude_timeout_ms] per-group override
+    durable: false            # [false] the servants keep their state on disk
+                              #   (Servant::KeepStateIn); when every member restarted, the group
+                              #   resumes from the most advanced state kept (needs
+                              #   incarnation_file; README "Durable groups")
     acl:                      # [absent = every right to every caller] who may do what, by
                               #   auth.tokens[].name, a client certificate's common name
                               #   (auth.client_certificates) or "*" (anyone); not listed: nobody

@@ -52,7 +52,7 @@ void Daemon::Reload(const Config& fresh) {
     }
     const GroupConfig& x = *it->second;
     if (x.members != y.members || x.ordering != y.ordering || x.liveness != y.liveness ||
-        x.style != y.style || x.default_mode != y.default_mode) {
+        x.style != y.style || x.default_mode != y.default_mode || x.durable != y.durable) {
       changed.push_back(y.name);
     }
   }

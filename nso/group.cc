@@ -121,6 +121,13 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
 }
 
+void Group::EndDurableClaim(std::vector<consensus::Delivery>* deliveries) {
+  previous_claim_ = 0;
+  std::map<uint64_t, std::string> held = std::move(undelivered_);
+  undelivered_.clear();
+  for (auto& [seq, payload] : held) Broadcast(std::move(payload), deliveries);
+}
+
 size_t Group::DropUndelivered() {
   const size_t dropped = undelivered_.size();
   undelivered_.clear();
@@ -151,6 +158,13 @@ uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
 }
 
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+  if (durable_claim()) {
+    // Held, in order, for the next view (InstallView broadcasts them there): the group resumes
+    // from a kept state first, or this process is re-added with the state.
+    undelivered_.emplace(undelivered_.empty() ? 1 : undelivered_.rbegin()->first + 1,
+                         std::move(payload));
+    return;
+  }
   consensus::Outbox outbox;
   uint64_t seq = Order().Broadcast(payload, &outbox);
   undelivered_[seq] = std::move(payload);
@@ -196,6 +210,7 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
   for (const auto& event : events) {
     Log("membership")->info("group {}: node {} trusted again after {} ms of silence", name(), from,
                             event.silent_ms);
+    if (durable_claim()) continue;  // no order in this view (Group::durable_claim)
     consensus::Outbox outbox;
     Order().Suspect(from, false, &outbox);
     Flush(view_id_, &outbox, deliveries);
@@ -208,6 +223,9 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     }
     return;
   }
+  // A durable group's restarted process takes part in no order of its configured view: what was
+  // delivered there before the restart is in the state kept on disk, not in this process.
+  if (durable_claim()) return;
   consensus::Outbox outbox;
   Order().Step(from, envelope, &outbox);
   Flush(view_id_, &outbox, deliveries);
@@ -220,6 +238,14 @@ bool Group::SameIncarnations(NodeId from, const wire::Envelope& envelope,
   }
   if (envelope.incarnation() == 0) return true;
   auto known = incarnations->find(from);
+  if (known != incarnations->end() && incarnations == &incarnations_ && durable_claim() &&
+      envelope.previous_incarnation() != 0 && envelope.incarnation() > known->second) {
+    // A restarted process of a durable group restarted again while the group waits to resume
+    // from its kept state: nothing was ordered in this view, so the later process simply takes
+    // its place (the kept states are on disk, not in the processes).
+    known->second = envelope.incarnation();
+    return true;
+  }
   if (known != incarnations->end()) return known->second == envelope.incarnation();
   // First heard in the current view: the process this view counts, when known (it was added
   // with it, or stayed a member since heard), is the only one taken; another is a restart.
@@ -250,6 +276,12 @@ void Group::NoteRestartedClaimant(NodeId from) {
   // processes, unless a member of a later view gives it. Beyond the fault model; an operator
   // wants to know (RELIABILITY.md "Stable storage").
   counters_.all_restarted++;
+  if (config().durable) {
+    Log("membership")->warn("group {}: every member of view {} restarted (incarnation files): "
+                            "the group resumes from the most advanced state their servants kept",
+                            name(), view_id_);
+    return;
+  }
   Log("membership")->warn("group {}: every member of view {} restarted (incarnation files): the "
                           "group starts afresh, without the state of their earlier processes",
                           name(), view_id_);
@@ -346,9 +378,11 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     for (NodeId peer : peers_) SendHeartbeat(peer, /*reply_wanted=*/true);
   }
   if (!active) return;
-  consensus::Outbox outbox;
-  Order().Tick(now_ms, &outbox);
-  Flush(view_id_, &outbox, deliveries);
+  if (!durable_claim()) {
+    consensus::Outbox outbox;
+    Order().Tick(now_ms, &outbox);
+    Flush(view_id_, &outbox, deliveries);
+  }
   SendHeartbeats();
   Detect(now_ms, deliveries);
 }
@@ -395,6 +429,7 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
       if (event.link_down) counters_.suspicions_on_disconnect++;
       Log("membership")->warn("group {}: suspect node {} ({}silent {} ms)", name(), event.node,
                               event.link_down ? "its connection closed, " : "", event.silent_ms);
+      if (durable_claim()) continue;
       consensus::Outbox outbox;
       Order().Suspect(event.node, true, &outbox);
       Flush(view_id_, &outbox, deliveries);

@@ -41,8 +41,12 @@ struct GroupCounters {
   // (Envelope.previous_incarnation): the view counts that one, and they are re-added.
   uint64_t restarts_named = 0;
   // Times every member of the configured view was heard as a restarted process (incarnation
-  // files): no member is left to re-add the others, and the group starts afresh.
+  // files): no member is left to re-add the others, and the group starts afresh (or, durable,
+  // resumes from the most advanced state the servants kept).
   uint64_t all_restarted = 0;
+  // Views this node installed by itself to re-found a durable group from its servant's kept
+  // state, every member having restarted (Node::TryRecover).
+  uint64_t recovered_from_kept = 0;
 };
 
 class Group {
@@ -162,6 +166,20 @@ class Group {
   // acknowledgements it may have forgotten (RELIABILITY.md "A process never heard before it
   // restarted").
   void ClaimAsRestarted(uint64_t previous) { previous_claim_ = previous; }
+  // A durable group (GroupConfig::durable) while this process claims its configured view as a
+  // restart: it orders nothing there (its requests wait for the next view), and it gives no
+  // state, until it is re-added with the state by a member that kept it in memory, or the group
+  // is re-founded from the most advanced state the members' servants kept on disk
+  // (nso/node_durable.cc).
+  bool durable_claim() const { return previous_claim_ != 0 && config().durable; }
+  // A group of one re-founded from its kept state: the claim ends in the same view, and the
+  // requests held during it are ordered now.
+  void EndDurableClaim(std::vector<consensus::Delivery>* deliveries);
+  // Every other member of the view was heard as a restarted process (NoteRestartedClaimant).
+  bool AllOthersClaim() const {
+    return members_.size() == 1 ||
+           (rare_ && rare_->restarted_claimants.size() + 1 == members_.size());
+  }
   // This node's view is over for it, and it makes no order in it any more (Group::Flush): within
   // the exclusion timeout, another node's process that holds the state of a later view named it
   // (and no later process of that node was heard since), or a member of this view said it counts
@@ -185,6 +203,7 @@ class Group {
 
   const GroupCounters& counters() const { return counters_; }
   void NoteRefounded() { counters_.refounded++; }  // Node::TryRefound
+  void NoteRecoveredFromKept() { counters_.recovered_from_kept++; }  // Node::TryRecover
   const consensus::OrderCounters* order_counters() const;
   bool HasPending() const;
   // Last time this member's order delivered something (or the view was installed), and one line

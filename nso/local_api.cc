@@ -321,7 +321,8 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
     connection->registering = true;
     absl::StatusOr<uint64_t> servant = node_->RegisterServant(
         request.nso(), request.group(),
-        [this, id](ServantDelivery delivery) { OnDelivery(id, std::move(delivery)); });
+        [this, id](ServantDelivery delivery) { OnDelivery(id, std::move(delivery)); },
+        ServantKeptState{request.keeps_state(), request.kept_position()});
     connection->registering = false;
     if (!servant.ok()) return Fail(connection, servant.status().ToString());
     connection->servant = *servant;

@@ -144,7 +144,8 @@ class LocalServant final : public internal::ServantBackend {
     return RunOnLoop(loop_, [&]() -> absl::Status {
       absl::StatusOr<uint64_t> id = node_->RegisterServant(
           request.nso(), request.group(),
-          [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); });
+          [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); },
+          ServantKeptState{request.keeps_state(), request.kept_position()});
       if (!id.ok()) return id.status();
       servant_ = *id;  // written before RunOnLoop returns, read by this object's user threads
       return absl::OkStatus();

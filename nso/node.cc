@@ -682,6 +682,7 @@ void Node::Tick(uint64_t now_ms) {
     TickLeaving(group.get());
     TickStandby(group.get());
     TickMembership(group.get());
+    TickDurable(group.get());
     auto open = open_by_group.find(name);
     TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);
   }

@@ -90,6 +90,16 @@ struct GroupInfo {
 // member that transfers it, and installed at the joiner before any other delivery.
 inline constexpr char kGetStateMethod[] = "$get_state";
 inline constexpr char kSetStateMethod[] = "$set_state";
+// To a servant whose kept state (Servant::KeepStateIn) the group re-founds from: take it back
+// (nso/node_durable.cc). Its group_seq is that state's position.
+inline constexpr char kRestoreKeptMethod[] = "$restore_kept";
+
+// What a servant of a durable group found on disk when it registered (api.proto
+// ServantMessage.Register.keeps_state, kept_position).
+struct ServantKeptState {
+  bool keeps = false;     // it keeps its state on disk
+  uint64_t position = 0;  // the group_seq of its kept state; 0: none found
+};
 // Requests a member without a servant keeps for it (beyond: it rejoins with state transfer).
 inline constexpr size_t kNoServantBufferMax = 100000;
 
@@ -188,7 +198,9 @@ class Node {
   void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
-  absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink);
+  // `kept`: the state the servant kept on disk (a durable group: nso/node_durable.cc).
+  absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink,
+                                           ServantKeptState kept = {});
   void UnregisterServant(uint64_t servant);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
@@ -339,6 +351,15 @@ class Node {
     // The process (incarnation) of joiner.provider() when this node joined: a view that counts
     // another one of it, or none, means the state it owed will not come (TickMembership).
     uint64_t provider_process = 0;
+    // A durable group while this process claims its configured view (nso/node_durable.cc).
+    struct KeptStates {
+      uint64_t servant = 0;       // the servant registered here, and what it kept
+      ServantKeptState kept;
+      // What each other member said its servant kept (KEPT_STATE): its process, the position.
+      std::map<NodeId, std::pair<uint64_t, uint64_t>> offers;
+      uint64_t sent_ms = 0;       // this node's last KEPT_STATE
+    };
+    std::unique_ptr<KeptStates> kept_states;
   };
   // A state snapshot requested from the servant at a view change (provider side); the transfer
   // starts with the servant's first chunk, streamed to the joiners as the servant reads it.
@@ -520,6 +541,12 @@ class Node {
   // The survivors of a view whose other members all restarted agree on which of them re-founds
   // the group: true when this node did (kInstructed: a REFOUND told it to).
   bool TryRefound(Group* group, RefoundCause cause);
+  // Durable groups (node_durable.cc): the state a servant registered with; KEPT_STATE sent
+  // while the claim lasts; and the re-founding from the most advanced kept state.
+  void NoteKeptState(Group* group, uint64_t servant, const ServantKeptState& kept);
+  void TickDurable(Group* group);
+  void OnKeptState(Group* group, NodeId from, const wire::Envelope& envelope);
+  bool TryRecover(Group* group);
   // SURVIVOR and REFOUND (node_restarts.cc).
   void OnSurvivor(Group* group, NodeId from, const wire::Envelope& envelope);
   // Tells restarted processes whose traffic the group refused which process of theirs it counts.

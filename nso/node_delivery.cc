@@ -103,6 +103,7 @@ bool Node::CanGiveState(const Group* group) {
   // Its servant holds the group's state: it is attached, and this node is not itself waiting
   // for a state (a joiner whose provider crashed must not hand on an empty object).
   if (!HasServant(group->name())) return false;
+  if (group->durable_claim()) return false;  // its servant's object is not the group's state yet
   auto found = membership_.find(group->name());
   return found == membership_.end() || !found->second.joiner.awaiting_state();
 }

@@ -402,6 +402,7 @@ void Node::OnMembership(Group* group, NodeId from, const wire::Envelope& envelop
       return;
     case wire::MembershipMessage::SURVIVOR:
     case wire::MembershipMessage::REFOUND: return OnSurvivor(group, from, envelope);
+    case wire::MembershipMessage::KEPT_STATE: return OnKeptState(group, from, envelope);
     case wire::MembershipMessage::STATE_ACK: {
       auto sender = state_senders_.find({group->name(), message.view_id()});
       if (sender != state_senders_.end()) sender->second.JoinerDone(from);
@@ -595,8 +596,9 @@ void Node::GiveStateToServant(Group* group,
   for (auto& [id, servant] : servants_) {
     if (servant.group != group->name()) continue;
     for (auto& chunk : chunks) {
+      // The state's position in the group's order (a durable servant keeps it with the state).
       ServantDelivery delivery{0, group->name(), kSetStateMethod, std::move(chunk.bytes), true,
-                               group->view_id()};
+                               group->view_id(), delivered_seq_[group->name()]};
       delivery.state_offset = chunk.offset;
       delivery.state_last = chunk.last;
       servant.sink(std::move(delivery));

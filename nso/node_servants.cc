@@ -9,7 +9,7 @@
 namespace cohort::nso {
 
 absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& group_name,
-                                               ServantSink sink) {
+                                               ServantSink sink, ServantKeptState kept) {
   if (absl::Status status = CheckNso(nso); !status.ok()) return status;
   absl::StatusOr<Group*> group = FindGroup(group_name);
   if (!group.ok()) return group.status();
@@ -18,6 +18,7 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
   GroupMembership& membership = MembershipOf(*group);
   membership.joiner.set_want_member(true);
+  NoteKeptState(*group, id, kept);
   // State that arrived before any servant did, in order.
   std::vector<membership::StateReceiver::ServantChunk> state =
       std::move(membership.pending_servant_state);

@@ -1,0 +1,152 @@
+// Node: durable groups (GroupConfig::durable). Their servants keep the object's state on disk
+// with its position in the group's order (Servant::KeepStateIn, invocation/kept_state.h). A
+// restarted daemon (incarnation_file) orders nothing in its configured view of such a group and
+// gives no state there (Group::durable_claim): either a member that kept the group's state in
+// memory re-adds it with that state (the usual restart path, node_restarts.cc), or every member
+// restarted. Then each tells the others, in that view, the position its servant kept
+// (KEPT_STATE), and the member that kept the most advanced state (ties: the lowest id) has its
+// servant take it back and re-founds the group from it: it installs the next view by itself,
+// re-adding every other member with that state, as TryRefound does for a survivor. Nothing was
+// delivered meanwhile, and every member's kept state is a prefix of the group's one history
+// (total order; each written before its delivery is answered), so the group resumes from the
+// longest prefix any member kept. Beyond the fault model of the papers (RELIABILITY.md "Fault
+// model": a majority failing at once), which start such a group afresh.
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+
+namespace cohort::nso {
+
+void Node::NoteKeptState(Group* group, uint64_t servant, const ServantKeptState& kept) {
+  if (!group->durable_claim()) return;
+  GroupMembership& membership = MembershipOf(group);
+  if (!membership.kept_states) membership.kept_states = std::make_unique<GroupMembership::KeptStates>();
+  GroupMembership::KeptStates& states = *membership.kept_states;
+  if (states.servant != 0 && servants_.count(states.servant) > 0) return;  // the first one's
+  states.servant = servant;
+  states.kept = kept;
+  states.sent_ms = 0;  // tell the others now
+  if (!kept.keeps) {
+    Log("membership")->warn("group {} is durable but servant {} keeps no state on disk "
+                            "(Servant::KeepStateIn): if the group resumes from this member, it "
+                            "resumes from nothing", group->name(), servant);
+  }
+  Log("membership")->info("group {}: this daemon restarted; servant {} kept the state at position "
+                          "{}: waiting to be re-added with the group's state, or for every member "
+                          "to say what it kept", group->name(), servant, kept.position);
+}
+
+void Node::TickDurable(Group* group) {
+  if (!group->config().durable) return;
+  auto found = membership_.find(group->name());
+  if (found == membership_.end() || !found->second.kept_states) return;
+  GroupMembership::KeptStates& states = *found->second.kept_states;
+  if (!group->durable_claim() || servants_.count(states.servant) == 0) {
+    // The claim ended (a view was installed: the state came with it), or the servant went (a
+    // new one registers with what it finds on disk).
+    found->second.kept_states.reset();
+    return;
+  }
+  const uint64_t every_ms = std::max<int64_t>(group->config().suspect_timeout_ms, 20);
+  if (states.sent_ms != 0 && now_ms_ < states.sent_ms + every_ms) return;
+  states.sent_ms = now_ms_;
+  // Repeated while the claim lasts: a message may be lost, a member may restart again.
+  for (NodeId member : group->members()) {
+    if (member == self_) continue;
+    wire::Envelope envelope;
+    envelope.mutable_membership()->set_kind(wire::MembershipMessage::KEPT_STATE);
+    envelope.mutable_membership()->set_view_id(group->view_id());
+    envelope.mutable_membership()->set_delivered(states.kept.position);
+    group->SendTo(member, std::move(envelope));
+  }
+  TryRecover(group);
+}
+
+void Node::OnKeptState(Group* group, NodeId from, const wire::Envelope& envelope) {
+  // From a restarted process of a member, about this view, while this process claims it too.
+  if (!group->durable_claim() || !group->IsMember(from) ||
+      envelope.membership().view_id() != group->view_id() ||
+      envelope.previous_incarnation() == 0 || envelope.incarnation() == 0 ||
+      envelope.incarnation() != group->MemberIncarnation(from)) {
+    return;
+  }
+  GroupMembership& membership = MembershipOf(group);
+  if (!membership.kept_states) membership.kept_states = std::make_unique<GroupMembership::KeptStates>();
+  membership.kept_states->offers[from] = {envelope.incarnation(), envelope.membership().delivered()};
+  TryRecover(group);
+}
+
+bool Node::TryRecover(Group* group) {
+  if (!group->durable_claim() || !group->AllOthersClaim()) return false;
+  GroupMembership& membership = MembershipOf(group);
+  if (!membership.kept_states || servants_.count(membership.kept_states->servant) == 0) {
+    return false;  // no servant here yet: what this member kept is not known
+  }
+  GroupMembership::KeptStates& states = *membership.kept_states;
+  NodeId best = self_;
+  uint64_t most = states.kept.position;
+  std::vector<std::string> said{absl::StrCat(self_, ":", most)};
+  for (NodeId member : group->members()) {
+    if (member == self_) continue;
+    auto offer = states.offers.find(member);
+    // Not heard yet, or from a process that has restarted again since.
+    if (offer == states.offers.end() || offer->second.first != group->MemberIncarnation(member)) {
+      return false;
+    }
+    const uint64_t position = offer->second.second;
+    said.push_back(absl::StrCat(member, ":", position));
+    if (position > most || (position == most && member < best)) {
+      best = member;
+      most = position;
+    }
+  }
+  if (best != self_) return false;  // that member re-founds the group: its view comes
+  const std::string& name = group->name();
+  const uint64_t to_view = std::max(group->view_id(), group->highest_view_named()) + 1;
+  Log("membership")->warn("group {}: every member of view {} restarted; the states their servants "
+                          "kept are at positions [{}] (node:position): this member's is the most "
+                          "advanced, and it re-founds the group from it in view {}",
+                          name, group->view_id(), absl::StrJoin(said, ", "), to_view);
+  auto servant = servants_.find(states.servant);
+  if (states.kept.position > 0) {
+    ServantDelivery restore{0, name, kRestoreKeptMethod, "", true, group->view_id(), most};
+    servant->second.sink(std::move(restore));
+  }
+  delivered_seq_[name] = most;  // the group's order goes on from the kept state's position
+  std::vector<NodeId> others;
+  std::vector<uint64_t> processes;
+  for (NodeId member : group->members()) {
+    if (member == self_) continue;
+    others.push_back(member);
+    processes.push_back(group->MemberIncarnation(member));
+  }
+  membership.kept_states.reset();
+  if (others.empty()) {  // a group of one: nobody to give the state to
+    std::vector<consensus::Delivery> held;
+    group->EndDurableClaim(&held);
+    group->NoteRecoveredFromKept();
+    DeliverAll(group, std::move(held));
+    return true;
+  }
+  group->ClaimAsRestarted(0);  // this process now holds the group's state: it may give it
+  wire::ViewChange change;
+  change.set_from_view(group->view_id());
+  for (size_t i = 0; i < others.size(); ++i) {
+    change.add_remove(others[i]);
+    change.add_add(others[i]);
+    change.add_add_incarnations(processes[i]);
+  }
+  change.set_provider(self_);
+  std::vector<consensus::Delivery> next_view;
+  if (ApplyViewChange(group, change, &next_view, to_view)) {
+    group->NoteRecoveredFromKept();
+    DeliverAll(group, std::move(next_view));
+  }
+  return true;
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,290 @@
+// A durable group (GroupConfig::durable, nso/node_durable.cc): its servants keep their state on
+// disk with its position in the group's order, and when every member restarted, the group
+// resumes from the most advanced state kept instead of starting afresh. A member that restarts
+// alone is re-added with the group's state as before; its kept state is not used.
+//
+// Real Nodes over the simulated network: group g of n1, n2, n3 with counter servants whose
+// "disk" outlives their node (what Servant::KeepStateIn does with a file), and incarnation files
+// (Node::RestartedFrom).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nso/group.h"
+#include "nso/logging.h"
+#include "nso/node.h"
+#include "nso/sim_network.h"
+#include "test/each_run.h"
+#include "test/sim_nodes.h"
+
+namespace cohort {
+namespace {
+
+using nso::NodeId;
+
+struct Kept {
+  uint64_t position = 0;
+  int64_t value = 0;
+};
+
+struct Run {
+  Run(uint64_t seed, nso::GroupConfig::Ordering ordering) : ordering(ordering), sim(seed, 3) {}
+
+  nso::Config ConfigOf(NodeId id) {
+    nso::Config config = test::WithQuickExclusion(test::GroupOfThree(id, ordering));
+    config.groups[0].durable = durable;
+    return config;
+  }
+
+  // Node `id` as process `incarnation`; `previous` (0: a first start): the process its
+  // incarnation file named. Its servant registers with what its disk holds.
+  void Start(NodeId id, uint64_t incarnation = 0, uint64_t previous = 0) {
+    sim.Add(ConfigOf(id), incarnation);
+    if (previous != 0) sim.nodes[id]->RestartedFrom(previous);
+    value[id] = 0;
+    Serve(id);
+    client[id] = *sim.nodes[id]->Attach("client");
+  }
+
+  // The counter servant of node `id`: each delivery adds one and is kept (with its group_seq)
+  // before it is answered, as Servant::KeepStateIn does.
+  void Serve(NodeId id) {
+    nso::Node* node = sim.nodes[id].get();
+    uint64_t nso = *node->Attach("counter");
+    nso::ServantKeptState kept{true, disk.count(id) ? disk[id].position : 0};
+    servant[id] = *node->RegisterServant(nso, "g", [this, node, id](nso::ServantDelivery d) {
+      if (sim.net.crashed(id)) return;
+      if (d.method == nso::kGetStateMethod) {
+        sim.net.After(0, [this, node, id, number = d.delivery] {
+          node->Answer(servant[id], number, absl::OkStatus(), absl::StrCat(value[id]));
+        });
+        return;
+      }
+      if (d.method == nso::kRestoreKeptMethod) {
+        value[id] = disk[id].value;
+        restored[id]++;
+        CHECK(d.group_seq == disk[id].position);
+        return;
+      }
+      if (d.method == nso::kSetStateMethod) {
+        incoming[id] += d.payload;
+        if (!d.state_last) return;
+        CHECK(absl::SimpleAtoi(incoming[id], &value[id]));
+        incoming[id].clear();
+        disk[id] = {d.group_seq, value[id]};
+        state_installs[id]++;
+        return;
+      }
+      value[id]++;
+      disk[id] = {d.group_seq, value[id]};
+      if (!d.one_way) {
+        sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
+          node->Answer(servant[id], number, absl::OkStatus(), absl::StrCat(v));
+        });
+      }
+    }, kept);
+  }
+
+  void StartAll() {
+    for (NodeId id = 1; id <= 3; ++id) Start(id);
+    sim.net.RunUntil(sim.net.now_ms() + 100);
+  }
+
+  void Kill(NodeId id) { sim.net.Kill(id); }
+
+  // Node `id` back as a new process that read its last one from its incarnation file.
+  void Restart(NodeId id) {
+    sim.net.Restart(id);
+    const uint64_t previous = incarnation.count(id) ? incarnation[id] : id;
+    incarnation[id] = previous + 10;
+    Start(id, incarnation[id], previous);
+  }
+
+  uint64_t View(NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
+
+  const nso::Group& GroupAt(NodeId id) {
+    for (const nso::Group* group : sim.nodes[id]->groups()) {
+      if (group->name() == "g") return *group;
+    }
+    FAIL("no group g at n" << id);
+    throw;
+  }
+
+  // Runs until every node is in a view with all three members in which no one awaits a state,
+  // for at most 10 s of simulated time.
+  bool Settled() {
+    for (int waited = 0; waited < 10000; waited += 10) {
+      sim.net.RunUntil(sim.net.now_ms() + 10);
+      bool settled = true;
+      for (NodeId id = 1; id <= 3 && settled; ++id) {
+        settled = View(id) >= 2 && sim.nodes[id]->GroupDetails("g")->members.size() == 3 &&
+                  !GroupAt(id).durable_claim();
+      }
+      if (settled && AddAll(1).size() == 3) return true;
+    }
+    return false;
+  }
+
+  std::vector<std::string> AddAll(NodeId at) {
+    std::vector<std::string> out;
+    nso::InvokeResult result =
+        sim.Call(at, client[at], test::CounterAdd("g", invocation::Mode::kAll, 2000));
+    if (!result.status.ok()) return out;
+    for (const auto& reply : result.replies) out.push_back(reply.payload);
+    return out;
+  }
+
+  std::string AddAllAgreed(NodeId at) {
+    std::vector<std::string> replies = AddAll(at);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == replies[1]);
+    CHECK(replies[1] == replies[2]);
+    return replies[0];
+  }
+
+  uint64_t RecoveredFromKept() {
+    uint64_t total = 0;
+    for (NodeId id = 1; id <= 3; ++id) total += GroupAt(id).counters().recovered_from_kept;
+    return total;
+  }
+
+  nso::GroupConfig::Ordering ordering;
+  bool durable = true;
+  test::SimNodes sim;
+  std::map<NodeId, uint64_t> servant, client, incarnation;
+  std::map<NodeId, int64_t> value;
+  std::map<NodeId, Kept> disk;  // outlives the node
+  std::map<NodeId, std::string> incoming;
+  std::map<NodeId, int> state_installs, restored;
+};
+
+// Five calls, every member killed, every member back with its incarnation file.
+void FiveCallsThenEveryoneRestarts(Run& run) {
+  run.StartAll();
+  for (int call = 1; call <= 5; ++call) REQUIRE(run.AddAllAgreed(1) == absl::StrCat(call));
+  for (NodeId id = 1; id <= 3; ++id) REQUIRE(run.disk[id].value == 5);
+  for (NodeId id = 1; id <= 3; ++id) run.Kill(id);
+  run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+  for (NodeId id = 1; id <= 3; ++id) run.Restart(id);
+}
+
+}  // namespace
+
+TEST_CASE("every member of a durable group restarted: the group resumes from the state its "
+          "servants kept (both orders)",
+          "[membership][durable][sim]") {
+  test::ForEachRun<Run>([](Run& run) {
+    FiveCallsThenEveryoneRestarts(run);
+    REQUIRE(run.Settled());  // its last check is a sixth call, answered by all three
+    CHECK(run.AddAllAgreed(2) == "7");
+    CHECK(run.RecoveredFromKept() == 1);
+    int restored = 0, installed = 0;
+    for (NodeId id = 1; id <= 3; ++id) {
+      restored += run.restored[id];
+      installed += run.state_installs[id];
+      CHECK(run.GroupAt(id).counters().all_restarted == 1);
+      CHECK(run.disk[id].value == 7);
+    }
+    CHECK(restored == 1);   // the member that re-founded it took its kept state back
+    CHECK(installed == 2);  // the others got it from that member
+  });
+}
+
+TEST_CASE("without durable, a restart of every member starts the group afresh (what durable "
+          "changes)",
+          "[membership][durable][sim]") {
+  test::ForEachRun<Run>([](Run& run) {
+    run.durable = false;
+    FiveCallsThenEveryoneRestarts(run);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 200);
+    CHECK(run.AddAllAgreed(1) == "1");
+    CHECK(run.RecoveredFromKept() == 0);
+  }, /*seeds=*/3);
+}
+
+TEST_CASE("the member that kept the most advanced state re-founds the durable group, and the "
+          "others, behind, get it (both orders)",
+          "[membership][durable][sim]") {
+  test::ForEachRun<Run>([](Run& run) {
+    run.StartAll();
+    for (int call = 1; call <= 3; ++call) REQUIRE(run.AddAllAgreed(1) == absl::StrCat(call));
+    run.Kill(3);
+    // n3 is excluded; n1 and n2 go on without it.
+    for (int waited = 0; waited < 3000 && run.GroupAt(1).members().size() == 3; waited += 10) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 10);
+    }
+    REQUIRE(run.GroupAt(1).members().size() == 2);
+    for (int call = 4; call <= 7; ++call) {
+      std::vector<std::string> replies = run.AddAll(1);
+      REQUIRE(replies.size() == 2);
+      CHECK(replies[0] == absl::StrCat(call));
+    }
+    REQUIRE(run.disk[3].value == 3);
+    REQUIRE(run.disk[1].value == 7);
+    REQUIRE(run.disk[2].value == 7);
+    run.Kill(1);
+    run.Kill(2);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+    for (NodeId id = 1; id <= 3; ++id) run.Restart(id);
+    REQUIRE(run.Settled());  // an eighth call
+    CHECK(run.AddAllAgreed(3) == "9");
+    CHECK(run.restored[3] == 0);
+    CHECK(run.restored[1] + run.restored[2] == 1);
+    CHECK(run.GroupAt(1).counters().recovered_from_kept == 1);  // n1 and n2 tie: the lowest id
+  });
+}
+
+TEST_CASE("a member of a durable group that restarts alone is re-added with the group's state; "
+          "what it kept is not used (both orders)",
+          "[membership][durable][sim]") {
+  test::ForEachRun<Run>([](Run& run) {
+    run.StartAll();
+    for (int call = 1; call <= 4; ++call) REQUIRE(run.AddAllAgreed(1) == absl::StrCat(call));
+    run.Kill(3);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+    run.disk[3] = {1000, 1000};  // a kept state ahead of the group's: a survivor's wins anyway
+    run.Restart(3);
+    REQUIRE(run.Settled());  // a fifth call
+    CHECK(run.AddAllAgreed(3) == "6");
+    CHECK(run.restored[3] == 0);
+    CHECK(run.state_installs[3] == 1);
+    CHECK(run.disk[3].value == 6);
+    CHECK(run.RecoveredFromKept() == 0);
+  });
+}
+
+TEST_CASE("calls made while a durable group waits to resume are ordered after its kept state "
+          "(both orders)",
+          "[membership][durable][sim]") {
+  test::ForEachRun<Run>([](Run& run) {
+    FiveCallsThenEveryoneRestarts(run);
+    // At once, before the members have told each other what they kept.
+    nso::InvokeResult result = run.sim.Call(
+        2, run.client[2], test::CounterAdd("g", invocation::Mode::kAll, 5000));
+    REQUIRE(result.status.ok());
+    REQUIRE(result.replies.size() == 3);
+    for (const auto& reply : result.replies) CHECK(reply.payload == "6");
+  });
+}
+
+TEST_CASE("a member of a durable group that restarts again while the group waits to resume "
+          "takes its earlier process's place (both orders)",
+          "[membership][durable][sim]") {
+  test::ForEachRun<Run>([](Run& run) {
+    FiveCallsThenEveryoneRestarts(run);
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 3);
+    run.Kill(1);  // n1 kept the most (a tie: the lowest id); gone before it could re-found
+    run.sim.net.RunUntil(run.sim.net.now_ms() + 20);
+    run.Restart(1);
+    REQUIRE(run.Settled());
+    CHECK(run.AddAllAgreed(3) == "7");
+    CHECK(run.RecoveredFromKept() == 1);
+  });
+}
+
+}  // namespace cohort
