@@ -544,6 +544,9 @@ class Node {
   // Durable groups (node_durable.cc): the state a servant registered with; KEPT_STATE sent
   // while the claim lasts; and the re-founding from the most advanced kept state.
   void NoteKeptState(Group* group, uint64_t servant, const ServantKeptState& kept);
+  // This process holds none of the durable group's state but what its servant kept on disk:
+  // restarted (Group::durable_claim), or awaiting a state, with that servant registered.
+  bool Recovering(Group* group);
   void TickDurable(Group* group);
   void OnKeptState(Group* group, NodeId from, const wire::Envelope& envelope);
   bool TryRecover(Group* group);

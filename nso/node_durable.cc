@@ -21,9 +21,22 @@
 
 namespace cohort::nso {
 
+bool Node::Recovering(Group* group) {
+  if (!group->config().durable) return false;
+  auto found = membership_.find(group->name());
+  if (found == membership_.end() || !found->second.kept_states ||
+      servants_.count(found->second.kept_states->servant) == 0) {
+    return false;
+  }
+  return group->durable_claim() || found->second.joiner.awaiting_state();
+}
+
 void Node::NoteKeptState(Group* group, uint64_t servant, const ServantKeptState& kept) {
-  if (!group->durable_claim()) return;
+  if (!group->config().durable) return;
   GroupMembership& membership = MembershipOf(group);
+  // What this process's servant kept counts while the process holds none of the group's state:
+  // restarted (the claim), or awaiting a state (which may never come: its provider died).
+  if (!group->durable_claim() && !membership.joiner.awaiting_state()) return;
   if (!membership.kept_states) membership.kept_states = std::make_unique<GroupMembership::KeptStates>();
   GroupMembership::KeptStates& states = *membership.kept_states;
   if (states.servant != 0 && servants_.count(states.servant) > 0) return;  // the first one's
@@ -35,26 +48,27 @@ void Node::NoteKeptState(Group* group, uint64_t servant, const ServantKeptState&
                             "(Servant::KeepStateIn): if the group resumes from this member, it "
                             "resumes from nothing", group->name(), servant);
   }
-  Log("membership")->info("group {}: this daemon restarted; servant {} kept the state at position "
-                          "{}: waiting to be re-added with the group's state, or for every member "
-                          "to say what it kept", group->name(), servant, kept.position);
+  Log("membership")->info("group {}: servant {} kept the state at position {}: waiting for the "
+                          "group's state, or for every member to say what it kept",
+                          group->name(), servant, kept.position);
 }
 
 void Node::TickDurable(Group* group) {
   if (!group->config().durable) return;
   auto found = membership_.find(group->name());
   if (found == membership_.end() || !found->second.kept_states) return;
-  GroupMembership::KeptStates& states = *found->second.kept_states;
-  if (!group->durable_claim() || servants_.count(states.servant) == 0) {
-    // The claim ended (a view was installed: the state came with it), or the servant went (a
-    // new one registers with what it finds on disk).
+  if (!Recovering(group)) {
+    // The group's state came (or this process re-founded the group from its kept state), or the
+    // servant went (a new one registers with what it finds on disk).
     found->second.kept_states.reset();
     return;
   }
+  GroupMembership::KeptStates& states = *found->second.kept_states;
   const uint64_t every_ms = std::max<int64_t>(group->config().suspect_timeout_ms, 20);
   if (states.sent_ms != 0 && now_ms_ < states.sent_ms + every_ms) return;
   states.sent_ms = now_ms_;
-  // Repeated while the claim lasts: a message may be lost, a member may restart again.
+  // Repeated while it lasts: a message may be lost, a member may restart again. A claimant's
+  // envelopes say it restarted (previous_incarnation), an awaiting one's that it awaits a state.
   for (NodeId member : group->members()) {
     if (member == self_) continue;
     wire::Envelope envelope;
@@ -67,38 +81,37 @@ void Node::TickDurable(Group* group) {
 }
 
 void Node::OnKeptState(Group* group, NodeId from, const wire::Envelope& envelope) {
-  // From a restarted process of a member, about this view, while this process claims it too.
-  if (!group->durable_claim() || !group->IsMember(from) ||
-      envelope.membership().view_id() != group->view_id() ||
-      envelope.previous_incarnation() == 0 || envelope.incarnation() == 0 ||
-      envelope.incarnation() != group->MemberIncarnation(from)) {
+  // Only from a member that holds none of the group's state either: a restarted process (its
+  // configured view's claim) or one awaiting a state.
+  if (!Recovering(group) || !group->IsMember(from) || envelope.incarnation() == 0 ||
+      (envelope.previous_incarnation() == 0 && !envelope.awaiting_state())) {
     return;
   }
-  GroupMembership& membership = MembershipOf(group);
-  if (!membership.kept_states) membership.kept_states = std::make_unique<GroupMembership::KeptStates>();
-  membership.kept_states->offers[from] = {envelope.incarnation(), envelope.membership().delivered()};
+  auto& offer = MembershipOf(group).kept_states->offers[from];
+  if (envelope.incarnation() < offer.first) return;  // an earlier process's, late
+  offer = {envelope.incarnation(), envelope.membership().delivered()};
   TryRecover(group);
 }
 
 bool Node::TryRecover(Group* group) {
-  if (!group->durable_claim() || !group->AllOthersClaim()) return false;
+  if (!Recovering(group)) return false;
   GroupMembership& membership = MembershipOf(group);
-  if (!membership.kept_states || servants_.count(membership.kept_states->servant) == 0) {
-    return false;  // no servant here yet: what this member kept is not known
-  }
   GroupMembership::KeptStates& states = *membership.kept_states;
   NodeId best = self_;
   uint64_t most = states.kept.position;
   std::vector<std::string> said{absl::StrCat(self_, ":", most)};
+  std::vector<NodeId> others;
+  std::vector<uint64_t> processes;  // which process of each is re-added
   for (NodeId member : group->members()) {
     if (member == self_) continue;
     auto offer = states.offers.find(member);
-    // Not heard yet, or from a process that has restarted again since.
-    if (offer == states.offers.end() || offer->second.first != group->MemberIncarnation(member)) {
-      return false;
-    }
+    // Every other member must hold none of the group's state: one that does (a survivor) re-adds
+    // the others with it instead (node_restarts.cc), or may come back.
+    if (offer == states.offers.end()) return false;
     const uint64_t position = offer->second.second;
     said.push_back(absl::StrCat(member, ":", position));
+    others.push_back(member);
+    processes.push_back(offer->second.first);
     if (position > most || (position == most && member < best)) {
       best = member;
       most = position;
@@ -107,24 +120,24 @@ bool Node::TryRecover(Group* group) {
   if (best != self_) return false;  // that member re-founds the group: its view comes
   const std::string& name = group->name();
   const uint64_t to_view = std::max(group->view_id(), group->highest_view_named()) + 1;
-  Log("membership")->warn("group {}: every member of view {} restarted; the states their servants "
-                          "kept are at positions [{}] (node:position): this member's is the most "
-                          "advanced, and it re-founds the group from it in view {}",
-                          name, group->view_id(), absl::StrJoin(said, ", "), to_view);
+  Log("membership")->warn("group {}: no member holds the group's state but on disk; the states "
+                          "their servants kept are at positions [{}] (node:position): this "
+                          "member's is the most advanced, and it re-founds the group from it in "
+                          "view {}", name, absl::StrJoin(said, ", "), to_view);
   auto servant = servants_.find(states.servant);
   if (states.kept.position > 0) {
     ServantDelivery restore{0, name, kRestoreKeptMethod, "", true, group->view_id(), most};
     servant->second.sink(std::move(restore));
   }
   delivered_seq_[name] = most;  // the group's order goes on from the kept state's position
-  std::vector<NodeId> others;
-  std::vector<uint64_t> processes;
-  for (NodeId member : group->members()) {
-    if (member == self_) continue;
-    others.push_back(member);
-    processes.push_back(group->MemberIncarnation(member));
-  }
   membership.kept_states.reset();
+  if (membership.joiner.awaiting_state()) {
+    // Its provider died before giving the state of the view it re-founded: what was ordered in
+    // that view waits for a state that will not come, and goes with it.
+    membership.joiner.StateInstalled();
+    group->SetAwaitingState(false);
+    membership.buffered.clear();
+  }
   if (others.empty()) {  // a group of one: nobody to give the state to
     std::vector<consensus::Delivery> held;
     group->EndDurableClaim(&held);
