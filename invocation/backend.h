@@ -89,6 +89,9 @@ class ServantBackend {
   }
   // Blocks for the next delivery, in the group's total order; false once the stream ended.
   virtual bool Next(api::ServantEvent* event) = 0;
+  // The next delivery is already here: Next would not block (a servant keeping its state on disk
+  // writes it once for the deliveries read together: Servant::KeepStateIn). False if unknown.
+  virtual bool EventBuffered() const { return false; }
   virtual void Answer(const api::ServantMessage::Answer& answer) = 0;
   // A group-to-group call from inside a handler (003 section 4.3).
   virtual absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,

@@ -123,6 +123,7 @@ class LocalServant final : public internal::ServantBackend {
     }
     return absl::OkStatus();
   }
+  bool EventBuffered() const override { return link_->FrameBuffered(); }
   bool Next(api::ServantEvent* event) override {
     api::LocalFrame frame;
     while (link_->Read(&frame)) {
@@ -495,16 +496,19 @@ void Servant::Handle(const api::ServantEvent& event) {
   if (event.method().empty()) {
     if (!multicast_handler_) return;
     multicast_handler_(event.payload());
-    Keep(event.group_seq());
+    if (!kept_path_.empty()) Applied(event.group_seq(), 0, false, std::string());
     return;
   }
   if (event.method() == "$get_state") {  // nso::kGetStateMethod
-    SendState(event.delivery());
+    if (FlushKept()) SendState(event.delivery());
     return;
   }
   if (event.method() == "$set_state") {  // nso::kSetStateMethod
+    if (!FlushKept()) return;
     TakeStateChunk(event);
-    if (event.state_last()) Keep(event.group_seq());
+    if (event.state_last() && !kept_path_.empty()) {
+      Applied(event.group_seq(), 0, false, std::string());
+    }
     return;
   }
   if (event.method() == "$restore_kept") {  // nso::kRestoreKeptMethod: re-founded from it
@@ -527,8 +531,29 @@ void Servant::Handle(const api::ServantEvent& event) {
     return;
   }
   absl::StatusOr<std::string> result = it->second(event.payload());
-  if (!Keep(event.group_seq())) return;  // stopped: no answer from a state not kept
+  if (!kept_path_.empty()) {
+    // Answered once the state is on disk (FlushKept): no answer from a state not kept.
+    return Applied(event.group_seq(), event.delivery(), !event.one_way(), std::move(result));
+  }
   if (!event.one_way()) Answer(event.delivery(), result);
+}
+
+void Servant::Applied(uint64_t position, uint64_t delivery, bool answer,
+                      absl::StatusOr<std::string> result) {
+  kept_.reset();  // the object has moved on from what was found on disk
+  unkept_position_ = position;
+  if (answer) held_answers_.emplace_back(delivery, std::move(result));
+}
+
+bool Servant::FlushKept() {
+  if (!unkept_position_) return true;
+  const uint64_t position = *unkept_position_;
+  unkept_position_.reset();
+  std::vector<std::pair<uint64_t, absl::StatusOr<std::string>>> answers;
+  answers.swap(held_answers_);
+  if (!Keep(position)) return false;  // stopped: the held answers are never sent
+  for (const auto& [delivery, result] : answers) Answer(delivery, result);
+  return true;
 }
 
 void Servant::DeliveryLoop() {
@@ -537,11 +562,18 @@ void Servant::DeliveryLoop() {
     api::ServantEvent event;
     while (backend_->Next(&event)) {
       Handle(event);
+      // Group commit: one write of the kept state for the deliveries read together.
+      constexpr size_t kMaxHeldAnswers = 256;
+      if (unkept_position_ &&
+          (!backend_->EventBuffered() || held_answers_.size() >= kMaxHeldAnswers)) {
+        FlushKept();
+      }
       if (!event.ended().empty()) {
         backend_->Cancel();  // the daemon sends nothing more: close the stream
         break;
       }
     }
+    FlushKept();  // what was applied is kept; the answers cannot reach the daemon any more
     status = backend_->Finish();
   } while (Rejoin(&status));
   absl::MutexLock lock(&mu_);

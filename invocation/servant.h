@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -148,6 +149,12 @@ class Servant {
   // (false: it could not, and the servant stops).
   absl::Status LoadKept();
   bool Keep(uint64_t position);
+  // Group commit (KeepStateIn): a delivery applied is kept, and its answer sent, once no other
+  // delivery is already waiting (or kMaxHeldAnswers are held): one write for the deliveries read
+  // together. Noted by Applied; FlushKept writes the state and sends the answers.
+  void Applied(uint64_t position, uint64_t delivery, bool answer,
+               absl::StatusOr<std::string> result);
+  bool FlushKept();
   absl::StatusOr<std::string> ReadState();
 
   // gRPC to a daemon, or in-process. Replaced (under mu_) only by the delivery thread (Rejoin),
@@ -170,6 +177,10 @@ class Servant {
   // The state found in kept_path_ at Start (or a rejoin), until the daemon says to take it back
   // or anything else is delivered (delivery thread only after Start).
   std::optional<invocation::KeptState> kept_;
+  // Applied but not yet kept (delivery thread only): the position, and the answers held until
+  // the state is on disk.
+  std::optional<uint64_t> unkept_position_;
+  std::vector<std::pair<uint64_t, absl::StatusOr<std::string>>> held_answers_;
   std::thread thread_;
   bool inline_ = false;  // DispatchInline: no thread_
   // The delivery being processed (delivery thread only): numbers the group's nested calls.

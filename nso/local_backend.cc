@@ -169,6 +169,7 @@ class LocalServant final : public internal::ServantBackend {
       return absl::OkStatus();
     });
   }
+  bool EventBuffered() const override { return next_ < batch_.size(); }  // delivery thread
   bool Next(api::ServantEvent* event) override {  // the servant's delivery thread only
     if (next_ == batch_.size()) {
       next_ = 0;

@@ -150,6 +150,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             "Times every member of the configured view was a restarted daemon (incarnation "
             "files): the group started afresh, without the state of their earlier processes.",
             [](const GroupSnapshot& g) { return g.counters.all_restarted; });
+  per_group("cohort_group_recovered_from_kept_total", "counter",
+            "Times this daemon re-founded a durable group from the state its servant kept on "
+            "disk: no member held the group's state but on disk, and its was the most advanced.",
+            [](const GroupSnapshot& g) { return g.counters.recovered_from_kept; });
   per_group("cohort_suspicions_total", "counter",
             "Members suspected by the aggressive timeout (OGS s5) or on a closed connection.",
             [](const GroupSnapshot& g) { return g.counters.suspicions; });

@@ -529,8 +529,12 @@ class Node {
                          std::vector<uint64_t> add_incarnations = {});
   // Returns true when the view changed; deliveries of the new view go to `next_view`.
   // `to_view` (0: the next): the new view's id (membership::ViewChangeProposal::to_view).
+  // `awaits_readded`: a member removed and added again in this change is the process the calls
+  // in progress wait for (nothing was delivered by an earlier one: a durable group re-founded
+  // from its kept state), so they go on waiting for its reply.
   bool ApplyViewChange(Group* group, const wire::ViewChange& change,
-                       std::vector<consensus::Delivery>* next_view, uint64_t to_view = 0);
+                       std::vector<consensus::Delivery>* next_view, uint64_t to_view = 0,
+                       bool awaits_readded = false);
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
   // `from` asked to join as process `incarnation`, not the one the view counts. If every other
   // member of the view has so restarted, re-founds the group with them (true); if the others

@@ -155,7 +155,7 @@ bool Node::TryRecover(Group* group) {
   }
   change.set_provider(self_);
   std::vector<consensus::Delivery> next_view;
-  if (ApplyViewChange(group, change, &next_view, to_view)) {
+  if (ApplyViewChange(group, change, &next_view, to_view, /*awaits_readded=*/true)) {
     group->NoteRecoveredFromKept();
     DeliverAll(group, std::move(next_view));
   }

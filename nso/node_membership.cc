@@ -191,7 +191,8 @@ void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vect
 }
 
 bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
-                           std::vector<consensus::Delivery>* next_view, uint64_t to_view) {
+                           std::vector<consensus::Delivery>* next_view, uint64_t to_view,
+                           bool awaits_readded) {
   membership::ViewChangeProposal proposal{change.from_view(),
                                           {change.remove().begin(), change.remove().end()},
                                           {change.add().begin(), change.add().end()},
@@ -244,7 +245,10 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   std::vector<CallKey> complete;
   for (auto& [key, call] : calls_) {
     if (call.group != group->name()) continue;
-    for (NodeId gone : proposal.remove) call.collector.MemberGone(gone);
+    for (NodeId gone : proposal.remove) {
+      if (awaits_readded && added.count(gone) > 0) continue;
+      call.collector.MemberGone(gone);
+    }
     if (call.collector.complete()) complete.push_back(key);
   }
   group->InstallView(next->view.id, next->view.members, next_view, added);

@@ -53,6 +53,7 @@ class Cluster {
   // message (the logs live in the test's temporary directory, which bazel removes).
   std::string LogTails(int lines) const;
   std::string ConfigPath(int index) const;
+  const std::string& dir() const { return dir_; }  // the cluster's directory (its YAML, logs)
   int MetricsPort(int index) const { return metrics_ports_[index - 1]; }
   int size() const { return options_.size; }
 

@@ -560,6 +560,21 @@ TEST_CASE("incarnation_file: optional, a path", "[config]") {
   CHECK_THAT(ConfigHelp(), Contains("incarnation_file:"));
 }
 
+TEST_CASE("a durable group needs incarnation_file; durable is a boolean", "[config]") {
+  const std::string group = "groups:\n  - {name: g, members: [n1, n2], durable: true}\n";
+  CHECK_FALSE(ParseOk(kBase + kInsecure + "groups:\n  - {name: g, members: [n1, n2]}\n")
+                  .groups[0].durable);
+  CHECK(ParseOk(kBase + kInsecure + group + "incarnation_file: /var/lib/cohort/n1\n")
+            .groups[0].durable);
+  CHECK_THAT(ErrorOf(kBase + kInsecure + group),
+             Contains("group \"g\" is durable: set incarnation_file"));
+  CHECK_THAT(ErrorOf(kBase + kInsecure + group), Contains("groups[0].durable"));
+  CHECK_THAT(ErrorOf(kBase + kInsecure + "incarnation_file: x\n" +
+                     "groups:\n  - {name: g, members: [n1, n2], durable: maybe}\n"),
+             Contains("durable"));
+  CHECK_THAT(ConfigHelp(), Contains("durable:"));
+}
+
 TEST_CASE("peer_transport: auto is tcp with IP peers (plaintext or TLS), else grpc",
           "[config]") {
   const std::string tls = "tls: {ca_file: a, cert_file: b, key_file: c}\n";

@@ -31,6 +31,7 @@ struct CounterReplica {
   std::atomic<int> slow_ms{0};
   std::atomic<int> state_installs{0};
   bool rejoin = false;  // Servant::RejoinAfterDaemonRestart
+  std::string kept_path;  // Servant::KeepStateIn, when set
   ConnectOptions connect;  // TLS and tokens, when the daemons want them (its `local` and Start's)
 
   // `local` false: the servant's stream goes over gRPC (ApiService::Serve), not the fast path.
@@ -60,6 +61,7 @@ struct CounterReplica {
       return absl::OkStatus();
     });
     if (rejoin) servant->RejoinAfterDaemonRestart();
+    if (!kept_path.empty()) servant->KeepStateIn(kept_path);
     return servant->Start();
   }
 };

@@ -8,6 +8,7 @@
 // (Node::RestartedFrom).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -257,17 +258,35 @@ TEST_CASE("a member of a durable group that restarts alone is re-added with the 
   });
 }
 
-TEST_CASE("calls made while a durable group waits to resume are ordered after its kept state "
-          "(both orders)",
+TEST_CASE("calls made while a durable group waits to resume are ordered after its kept state, "
+          "and wait for every member (both orders)",
           "[membership][durable][sim]") {
   test::ForEachRun<Run>([](Run& run) {
     FiveCallsThenEveryoneRestarts(run);
-    // At once, before the members have told each other what they kept.
-    nso::InvokeResult result = run.sim.Call(
-        2, run.client[2], test::CounterAdd("g", invocation::Mode::kAll, 5000));
-    REQUIRE(result.status.ok());
-    REQUIRE(result.replies.size() == 3);
-    for (const auto& reply : result.replies) CHECK(reply.payload == "6");
+    // At once, before the members have told each other what they kept: one at the member that
+    // re-founds the group (n1: a tie, the lowest id), which re-adds the others in that change.
+    std::map<NodeId, nso::InvokeResult> results;
+    for (NodeId at : {1, 2}) {
+      run.sim.nodes[at]->Invoke(run.client[at], test::CounterAdd("g", invocation::Mode::kAll, 5000),
+                                [&results, at](nso::InvokeResult result) {
+                                  results[at] = std::move(result);
+                                });
+    }
+    for (int waited = 0; waited < 6000 && results.size() < 2; waited += 10) {
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 10);
+    }
+    REQUIRE(results.size() == 2);
+    std::vector<std::string> values;
+    for (auto& [at, result] : results) {
+      INFO("call at n" << at);
+      REQUIRE(result.status.ok());
+      REQUIRE(result.replies.size() == 3);
+      CHECK(result.replies[0].payload == result.replies[1].payload);
+      CHECK(result.replies[1].payload == result.replies[2].payload);
+      values.push_back(result.replies[0].payload);
+    }
+    std::sort(values.begin(), values.end());
+    CHECK(values == std::vector<std::string>{"6", "7"});
   });
 }
 

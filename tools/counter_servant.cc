@@ -1,6 +1,7 @@
 // counter-servant: the replicated counter of the demo. Attaches to one daemon and serves group
 // `counter`: "add N" adds N and answers the new value, "get" answers the value.
 //   counter-servant --daemon 127.0.0.1:7201 [--group counter] [--name replica-1]
+//                   [--keep-state FILE]   (a durable group: Servant::KeepStateIn)
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -16,12 +17,13 @@ void OnSignal(int) { g_stop = 1; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string daemon = "127.0.0.1:7201", group = "counter", name = "counter";
+  std::string daemon = "127.0.0.1:7201", group = "counter", name = "counter", keep_state;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--daemon") daemon = argv[i + 1];
     else if (flag == "--group") group = argv[i + 1];
     else if (flag == "--name") name = argv[i + 1];
+    else if (flag == "--keep-state") keep_state = argv[i + 1];
     else {
       std::fprintf(stderr, "counter-servant: unknown flag %s\n", flag.c_str());
       return 2;
@@ -53,6 +55,9 @@ int main(int argc, char** argv) {
   // A restart of the daemon (an upgrade, a crash) does not end this replica: it registers again
   // and gets the group's state.
   (*servant)->RejoinAfterDaemonRestart();
+  // A durable group: the counter is kept on disk after every call, and a restart of every
+  // member resumes from the most advanced value kept.
+  if (!keep_state.empty()) (*servant)->KeepStateIn(keep_state);
   if (absl::Status status = (*servant)->Start(); !status.ok()) {
     std::fprintf(stderr, "counter-servant: %s\n", status.ToString().c_str());
     return 1;

@@ -1,0 +1,218 @@
+// Durable groups on real daemons (README "Durable groups"): counter servants keep their state on
+// disk (Servant::KeepStateIn); every daemon is killed -9 and started again, and the group resumes
+// from the state kept, whether the servants died too (new ones read the files) or outlived their
+// daemons (RejoinAfterDaemonRestart). Without durable the same restart starts the group afresh.
+// And KeepStateIn's errors.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "invocation/kept_state.h"
+#include "invocation/servant.h"
+#include "test/cluster.h"
+#include "test/counter_replica.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+using test::Eventually;
+
+const char kDurable[] =
+    "groups:\n  - {name: counter, members: [n1, n2, n3], durable: true}\n";
+const char kPlain[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
+
+std::string KeptPath(const test::Cluster& cluster, int i) {
+  return absl::StrCat(cluster.dir(), "/s", i, ".kept");
+}
+
+std::vector<std::unique_ptr<test::CounterReplica>> StartKeeping(const test::Cluster& cluster,
+                                                                bool rejoin) {
+  auto replicas = test::StartCounterReplicas(
+      cluster, 3, "counter", [&](int i, test::CounterReplica* replica) {
+        replica->kept_path = KeptPath(cluster, i);
+        replica->rejoin = rejoin;
+      });
+  REQUIRE(replicas.ok());
+  return *std::move(replicas);
+}
+
+// Once every replica answers a "get" (idempotent, retried), an "add" waiting for all three; the
+// replies.
+std::vector<std::string> AddAll(const test::Cluster& cluster, const std::string& delta) {
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  auto added = (*client)->Invoke("counter", "add", delta, Mode::kAll, absl::Seconds(10));
+  REQUIRE(added.ok());
+  std::vector<std::string> values;
+  for (const auto& reply : added->replies) values.push_back(reply.payload);
+  return values;
+}
+
+// Five calls, then every daemon killed -9 and started again.
+void FiveThenKillAll(test::Cluster& cluster) {
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  REQUIRE((*client)->Invoke("counter", "add", "5", Mode::kAll).ok());
+  for (int i = 1; i <= 3; ++i) cluster.Kill(i);
+}
+
+}  // namespace
+
+TEST_CASE("durable group: every daemon and servant killed and started again resumes from the "
+          "state the servants kept", "[durable][e2e]") {
+  test::Cluster cluster{{3, kDurable, "", "info"}};
+  REQUIRE(cluster.Start());
+  {
+    auto replicas = StartKeeping(cluster, /*rejoin=*/false);
+    FiveThenKillAll(cluster);
+    for (const auto& replica : replicas) {
+      absl::Status why;
+      CHECK(Eventually([&] { return replica->servant->Ended(&why); }, 10));
+    }
+  }  // the servants go with their daemons
+  for (int i = 1; i <= 3; ++i) {
+    auto kept = invocation::ReadKeptState(KeptPath(cluster, i), "counter");
+    REQUIRE(kept.ok());
+    REQUIRE(kept->has_value());
+    CHECK((*kept)->state == "5");
+  }
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  auto replicas = StartKeeping(cluster, /*rejoin=*/false);
+  CHECK(AddAll(cluster, "1") == std::vector<std::string>{"6", "6", "6"});
+  int refounders = 0;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string log = test::ReadText(cluster.LogPath(i));
+    if (log.find("re-founds the group from it") != std::string::npos) ++refounders;
+    auto kept = invocation::ReadKeptState(KeptPath(cluster, i), "counter");
+    REQUIRE(kept.ok());
+    CHECK((*kept)->state == "6");  // each replica kept the call made after the restart
+  }
+  CHECK(refounders == 1);
+  INFO(cluster.LogTails(30));
+}
+
+TEST_CASE("durable group: servants that outlive their daemons give the kept state back when "
+          "every daemon restarted", "[durable][e2e]") {
+  test::Cluster cluster{{3, kDurable, "", "warn"}};
+  REQUIRE(cluster.Start());
+  auto replicas = StartKeeping(cluster, /*rejoin=*/true);
+  FiveThenKillAll(cluster);
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  CHECK(AddAll(cluster, "2") == std::vector<std::string>{"7", "7", "7"});
+  for (const auto& replica : replicas) CHECK(replica->servant->rejoins() == 1);
+}
+
+TEST_CASE("without durable, the same restart starts the group afresh (the kept files are "
+          "overwritten)", "[durable][e2e]") {
+  test::Cluster cluster{{3, kPlain, "", "warn"}};
+  REQUIRE(cluster.Start());
+  { auto replicas = StartKeeping(cluster, false); FiveThenKillAll(cluster); }
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  auto replicas = StartKeeping(cluster, false);
+  CHECK(AddAll(cluster, "1") == std::vector<std::string>{"1", "1", "1"});
+}
+
+TEST_CASE("KeepStateIn: a file that is not this group's kept state, or a servant without state "
+          "hooks, is refused at Start, naming why", "[durable][e2e]") {
+  test::Cluster cluster{{1, "groups:\n  - {name: counter, members: [n1], durable: true}\n", "",
+                         "warn"}};
+  REQUIRE(cluster.Start());
+  const std::string path = KeptPath(cluster, 1);
+  std::ofstream(path) << "not a kept state\n";
+  test::CounterReplica replica;
+  replica.kept_path = path;
+  absl::Status started = replica.Start(cluster.ClientAddress(1), "counter");
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.code() == absl::StatusCode::kDataLoss);
+  CHECK(started.message().find(path) != std::string::npos);
+  CHECK(test::ReadText(path) == "not a kept state\n");  // left as it was
+  REQUIRE(invocation::WriteKeptState(path, "orders", {3, "9"}).ok());
+  started = replica.Start(cluster.ClientAddress(1), "counter");
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.message().find("not \"counter\"") != std::string::npos);
+
+  auto bare = Servant::Create(cluster.ClientAddress(1), "counter", "bare");
+  REQUIRE(bare.ok());
+  (*bare)->KeepStateIn(absl::StrCat(cluster.dir(), "/bare.kept"));
+  absl::Status bare_started = (*bare)->Start();
+  REQUIRE_FALSE(bare_started.ok());
+  CHECK(bare_started.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(bare_started.message().find("needs OnGetState and OnSetState") != std::string::npos);
+}
+
+TEST_CASE("durable group: a group of one restarted resumes from its servant's kept state",
+          "[durable][e2e]") {
+  test::Cluster cluster{{1, "groups:\n  - {name: counter, members: [n1], durable: true}\n", "",
+                         "warn"}};
+  REQUIRE(cluster.Start());
+  auto make = [&] {
+    auto replica = std::make_unique<test::CounterReplica>();
+    replica->kept_path = KeptPath(cluster, 1);
+    REQUIRE(replica->Start(cluster.ClientAddress(1), "counter").ok());
+    return replica;
+  };
+  {
+    auto replica = make();
+    auto client = Client::Connect(cluster.ClientAddress(1));
+    REQUIRE(client.ok());
+    REQUIRE((*client)->Invoke("counter", "add", "4", Mode::kAll).ok());
+    cluster.Kill(1);
+  }
+  REQUIRE(cluster.StartNode(1));
+  auto replica = make();
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  std::string value;
+  CHECK(Eventually([&] {
+    auto added = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(3));
+    if (!added.ok() || added->replies.size() != 1) return false;
+    value = added->replies[0].payload;
+    return true;
+  }, 30));
+  CHECK(value == "5");
+}
+
+TEST_CASE("durable group: a replica answers only once the state it answers from is on disk, "
+          "also when it keeps several deliveries with one write", "[durable][e2e]") {
+  test::Cluster cluster{{3, kDurable, "", "warn"}};
+  REQUIRE(cluster.Start());
+  auto replicas = StartKeeping(cluster, /*rejoin=*/false);
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  std::atomic<int> checked{0}, behind{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      for (int call = 0; call < 50; ++call) {
+        auto added = (*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(10));
+        if (!added.ok()) continue;
+        for (const auto& reply : added->replies) {
+          int64_t answered = 0, kept = 0;
+          auto file = invocation::ReadKeptState(KeptPath(cluster, reply.node), "counter");
+          if (!absl::SimpleAtoi(reply.payload, &answered) || !file.ok() || !file->has_value() ||
+              !absl::SimpleAtoi((*file)->state, &kept) || kept < answered) {
+            behind++;
+          }
+          checked++;
+        }
+      }
+    });
+  }
+  for (auto& caller : callers) caller.join();
+  CHECK(checked.load() == 600);
+  CHECK(behind.load() == 0);
+}
+
+}  // namespace cohort

@@ -1,0 +1,78 @@
+// The file a servant of a durable group keeps its state in (invocation/kept_state.h).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "invocation/kept_state.h"
+
+namespace cohort::invocation {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+}
+
+void WriteRaw(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("kept state: none before the first write, then what was written, binary state "
+          "included", "[durable]") {
+  const std::string path = TempPath("first.kept");
+  auto none = ReadKeptState(path, "counter");
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  const std::string state("a\nline\0and a zero\n", 18);
+  REQUIRE(WriteKeptState(path, "counter", {42, state}).ok());
+  auto read = ReadKeptState(path, "counter");
+  REQUIRE(read.ok());
+  REQUIRE(read->has_value());
+  CHECK((*read)->position == 42);
+  CHECK((*read)->state == state);
+  REQUIRE(WriteKeptState(path, "counter", {43, ""}).ok());  // replaced whole
+  read = ReadKeptState(path, "counter");
+  REQUIRE(read.ok());
+  CHECK((*read)->position == 43);
+  CHECK((*read)->state.empty());
+}
+
+TEST_CASE("kept state: another group's file, another file, and one cut short are named, not "
+          "read", "[durable]") {
+  const std::string path = TempPath("bad.kept");
+  REQUIRE(WriteKeptState(path, "orders", {7, "x"}).ok());
+  auto other_group = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(other_group.ok());
+  CHECK(other_group.status().code() == absl::StatusCode::kDataLoss);
+  CHECK(other_group.status().message().find(path) != std::string::npos);
+  CHECK(other_group.status().message().find("\"orders\", not \"counter\"") != std::string::npos);
+
+  WriteRaw(path, "key=value\n");
+  auto other_file = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(other_file.ok());
+  CHECK(other_file.status().message().find("not a servant's kept state") != std::string::npos);
+
+  WriteRaw(path, "cohort-kept-state 1\ngroup counter\nposition 9\nsize 10\nabc");
+  auto short_file = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(short_file.ok());
+  CHECK(short_file.status().message().find("holds 3 bytes of state, its header says 10") !=
+        std::string::npos);
+
+  WriteRaw(path, "cohort-kept-state 1\ngroup counter\nposition nine\nsize 0\n");
+  auto damaged = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(damaged.ok());
+  CHECK(damaged.status().message().find("header is damaged") != std::string::npos);
+}
+
+TEST_CASE("kept state: a directory that cannot be written is an error naming the file",
+          "[durable]") {
+  auto written = WriteKeptState("/proc/no-such-dir/x.kept", "counter", {1, "1"});
+  REQUIRE_FALSE(written.ok());
+  CHECK(written.message().find("/proc/no-such-dir/x.kept") != std::string::npos);
+}
+
+}  // namespace cohort::invocation
