@@ -19,7 +19,7 @@ import grpc
 
 import api_pb2
 import api_pb2_grpc
-from cohort_client import CohortClient, Servant
+from cohort_client import CohortClient, Servant, read_kept_state, write_kept_state
 from local_cluster import LocalCluster
 
 COHORTD = None
@@ -382,6 +382,77 @@ class PythonRestartTest(unittest.TestCase):
         time.sleep(0.5)
         self.servants[1].stop()
         self.assertEqual(self.servants[1].wait(5), "stopped")
+
+
+class PythonDurableTest(unittest.TestCase):
+    """A durable group of Python servants that keep their state (keep_state_in): every daemon
+    killed -9 with its servant and started again, the group resumes from the kept counter."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.cluster = LocalCluster(
+            COHORTD, "counter", self.dir,
+            extra_yaml="incarnation_file: %s/{node}.incarnation\n" % self.dir,
+            group_options="durable: true")
+        self.addresses = self.cluster.client_addresses
+        self.servants = []
+
+    def tearDown(self):
+        for servant in self.servants:
+            servant.stop()
+        self.cluster.stop()
+
+    def start_servants(self):
+        counters = [Counter() for _ in self.addresses]
+        servants = []
+        for i, (address, counter) in enumerate(zip(self.addresses, counters)):
+            servant = Servant(address, "counter", counter.handlers(),
+                              get_state=counter.get_state, set_state=counter.set_state,
+                              keep_state_in=os.path.join(self.dir, "s%d.kept" % i))
+            servant.start()
+            servants.append(servant)
+        self.servants += servants
+        return counters
+
+    def test_every_daemon_and_servant_killed_resumes_from_the_kept_state(self):
+        self.start_servants()
+        client = CohortClient(self.addresses[0], "python-durable")
+        self.assertTrue(eventually(lambda: len(client.invoke(
+            "counter", "get", b"", mode="all", deadline_ms=2000).replies) == 3, 20))
+        client.invoke("counter", "add", b"5", mode="all")
+        client.close()
+        for i in range(3):
+            self.cluster.kill(i)
+        for servant in self.servants:
+            self.assertIsNotNone(servant.wait(10))  # each ends with its daemon
+        for i in range(3):
+            position, state = read_kept_state(os.path.join(self.dir, "s%d.kept" % i), "counter")
+            self.assertEqual(state, b"5")
+            self.assertGreater(position, 0)
+        for i in range(3):
+            self.cluster.restart(i)
+        counters = self.start_servants()
+        client = CohortClient(self.addresses[1], "python-durable-2")
+        self.assertTrue(eventually(lambda: sorted(r.payload for r in client.invoke(
+            "counter", "get", b"", mode="all", deadline_ms=2000).replies) == [b"5"] * 3, 60))
+        reply = client.invoke("counter", "add", b"1", mode="all", deadline_ms=5000)
+        self.assertEqual(sorted(r.payload for r in reply.replies), [b"6"] * 3)
+        # The re-founder's took its kept state back, the others got it by transfer.
+        self.assertEqual([c.installs for c in counters], [1, 1, 1])
+        client.close()
+
+    def test_the_kept_state_file(self):
+        path = os.path.join(self.dir, "x.kept")
+        self.assertIsNone(read_kept_state(path, "counter"))
+        write_kept_state(path, "counter", 42, b"a\nb")
+        with open(path, "rb") as f:  # the C++ library's format (invocation/kept_state.h)
+            self.assertEqual(f.read(),
+                             b"cohort-kept-state 1\ngroup counter\nposition 42\nsize 3\na\nb")
+        self.assertEqual(read_kept_state(path, "counter"), (42, b"a\nb"))
+        with self.assertRaisesRegex(ValueError, "not 'orders'"):
+            read_kept_state(path, "orders")
+        with self.assertRaises(ValueError):
+            Servant(self.addresses[0], "counter", {}, keep_state_in=path).start()
 
 
 class PythonBackpressureTest(unittest.TestCase):

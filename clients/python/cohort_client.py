@@ -31,6 +31,7 @@ As the C++ library: a client attaches again when its daemon restarted (the daemo
 rejoin_after_daemon_restart registers again by itself, its object first reset to its state at
 start() (get_state then, set_state now), then given the group's state by transfer.
 """
+import os
 import queue
 import threading
 import time
@@ -286,6 +287,54 @@ class _InvokeFuture:
 STATE_CHUNK_BYTES = 256 * 1024
 
 
+KEPT_MAGIC = b"cohort-kept-state 1"
+
+
+def read_kept_state(path, group):
+    """(position, state) kept in `path` for `group` (invocation/kept_state.h's format), or None
+    when there is no file. ValueError naming the file if it is not this group's kept state."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    parts = data.split(b"\n", 4)
+    if len(parts) < 5 or parts[0] != KEPT_MAGIC:
+        raise ValueError("kept state %r: not a servant's kept state (it starts %r)"
+                         % (path, KEPT_MAGIC.decode()))
+    try:
+        named = parts[1].split(b" ", 1)
+        position = parts[2].split(b" ", 1)
+        size = parts[3].split(b" ", 1)
+        assert named[0] == b"group" and position[0] == b"position" and size[0] == b"size"
+        named, position, size = named[1].decode(), int(position[1]), int(size[1])
+    except (AssertionError, IndexError, ValueError, UnicodeDecodeError):
+        raise ValueError("kept state %r: its header is damaged" % path)
+    if named != group:
+        raise ValueError("kept state %r: it is the state of group %r, not %r" % (path, named, group))
+    if len(parts[4]) != size:
+        raise ValueError("kept state %r: it holds %d bytes of state, its header says %d"
+                         % (path, len(parts[4]), size))
+    return position, parts[4]
+
+
+def write_kept_state(path, group, position, state):
+    """Replaces the kept state durably: a temporary file, fsync, rename, fsync of the directory."""
+    data = b"%s\ngroup %s\nposition %d\nsize %d\n" % (KEPT_MAGIC, group.encode(), position,
+                                                          len(state)) + state
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, path)
+    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
 class Servant:
     """A replica of `group` at one daemon. `handlers` maps method names to functions of the
     payload (bytes) returning the reply (bytes); an exception answers with an error. Multicasts
@@ -294,6 +343,14 @@ class Servant:
     get_state() -> bytes and set_state(bytes): state transfer to a joining replica (read at a
     view change in delivery order at the member that gives it; installed at the joiner before any
     other delivery). Without them a replica's state is not transferred.
+
+    keep_state_in: a durable group (README "Durable groups"): after every delivery, before its
+    answer, the object's state (get_state) and its position in the group's order are written to
+    this file (temporary file, fsync, rename, fsync of the directory; the format of the C++
+    library's Servant::KeepStateIn, invocation/kept_state.h). start() reads it aside and tells the
+    daemon its position; when every member restarted, the daemon of the one that kept the most
+    advanced state has it taken back ("$restore_kept") and re-founds the group from it. Needs
+    get_state and set_state. A write that fails ends the servant (self.end says why).
 
     rejoin_after_daemon_restart: when the stream ends because the daemon went away (restart,
     stop, broken connection), the servant attaches and registers again, every 0.1-2 s, until it
@@ -304,7 +361,7 @@ class Servant:
 
     def __init__(self, address, group, handlers, name="python-servant", timeout=5.0,
                  get_state=None, set_state=None, rejoin_after_daemon_restart=False,
-                 give_up_after=None, **connect):
+                 give_up_after=None, keep_state_in=None, **connect):
         """connect: ca_file, cert_file, key_file, server_name, token, as for CohortClient."""
         self.group = group
         self.handlers = dict(handlers)
@@ -316,12 +373,15 @@ class Servant:
         self._rejoin, self._give_up_after = rejoin_after_daemon_restart, give_up_after
         self._initial_state = None
         self._partial_state = b""
+        self._kept_path = keep_state_in
+        self._kept = None  # (position, state) read at start, until taken back or moved past
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._outbox = None
         self._events = None
         self._thread = None
         self.rejoins = 0
+        self.kept_error = None  # why the state could not be kept (keep_state_in)
         self.ended = None  # why the daemon ended the registration (its group was deleted)
         self.end = None    # why the servant ended (once `done` is set)
         self.done = threading.Event()
@@ -332,7 +392,9 @@ class Servant:
 
         def messages():
             yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
-                nso=client.nso, group=self.group, methods=sorted(self.handlers)))
+                nso=client.nso, group=self.group, methods=sorted(self.handlers),
+                keeps_state=self._kept_path is not None,
+                kept_position=self._kept[0] if self._kept else 0))
             while True:
                 message = outbox.get()
                 if message is None:
@@ -356,6 +418,10 @@ class Servant:
             raise RuntimeError("servant not registered: %r" % first)
 
     def start(self):
+        if self._kept_path is not None:
+            if not (self._get_state and self._set_state):
+                raise ValueError("keep_state_in needs get_state and set_state")
+            self._kept = read_kept_state(self._kept_path, self.group)
         if self._rejoin and self._get_state and self._set_state:
             self._initial_state = bytes(self._get_state())  # what a rejoin resets the object to
         self._register(self._client)
@@ -394,15 +460,40 @@ class Servant:
         if self._set_state:
             self._set_state(state)
 
+    def _keep(self, position):
+        """Writes the object's state at `position` (keep_state_in); False if it could not: the
+        servant ends rather than answer from a state not kept."""
+        if self._kept_path is None:
+            return True
+        self._kept = None
+        try:
+            write_kept_state(self._kept_path, self.group, position, bytes(self._get_state()))
+            return True
+        except Exception as error:
+            self.kept_error = "group %r: cannot keep the state: %s" % (self.group, error)
+            with self._lock:
+                self._stopping.set()
+                if self._events is not None:
+                    self._events.cancel()
+            return False
+
     def _handle(self, event):
         if not event.method:
             self.multicasts.append(event.payload)
+            self._keep(event.group_seq)
             return
         if event.method == "$get_state":
             self._send_state(event.delivery)
             return
         if event.method == "$set_state":
             self._take_state_chunk(event)
+            if event.state_last:
+                self._keep(event.group_seq)
+            return
+        if event.method == "$restore_kept":  # the group is re-founded from the kept state
+            if self._kept is not None:
+                state, self._kept = self._kept[1], None
+                self._set_state(state)
             return
         answer = api_pb2.ServantMessage.Answer(delivery=event.delivery)
         handler = self.handlers.get(event.method)
@@ -415,6 +506,8 @@ class Servant:
             except Exception as error:  # the servant's failure goes back to the caller
                 answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
                 answer.error = str(error)
+            if not self._keep(event.group_seq):
+                return  # ended: no answer from a state not kept
         if not event.one_way:
             self._outbox.put(api_pb2.ServantMessage(answer=answer))
 
@@ -451,6 +544,12 @@ class Servant:
             if self._initial_state is not None:
                 self._partial_state = b""
                 self._set_state(self._initial_state)
+            if self._kept_path is not None:
+                try:
+                    self._kept = read_kept_state(self._kept_path, self.group)
+                except ValueError as error:
+                    self.kept_error = str(error)
+                    return False
             try:
                 self._register(client)
             except (grpc.RpcError, RuntimeError, StopIteration):
@@ -468,7 +567,8 @@ class Servant:
             if (self._stopping.is_set() or self.ended is not None or not self._rejoin
                     or not self._rejoin_now()):
                 break
-        self.end = "stopped" if self._stopping.is_set() else why
+        self.end = (self.kept_error if self.kept_error else
+                    "stopped" if self._stopping.is_set() else why)
         self.done.set()
 
     def stop(self):

@@ -68,7 +68,8 @@ def wait_port(port, seconds=10):
 class LocalCluster:
     def __init__(self, cohortd, group, work_dir, n=3, extra_yaml="", group_options=""):
         """extra_yaml: more top-level keys (tls:, auth:; without tls: the daemons run with
-        tls: {insecure: true}); group_options: more keys of the group, e.g. "acl: {...}"."""
+        tls: {insecure: true}; "{node}" is replaced by the daemon's name); group_options: more
+        keys of the group, e.g. "acl: {...}" or "durable: true"."""
         peer = [free_port() for _ in range(n)]
         self.client_ports = [free_port() for _ in range(n)]
         self.client_addresses = ["127.0.0.1:%d" % port for port in self.client_ports]
@@ -84,7 +85,8 @@ class LocalCluster:
                 f.write("node: n%d\nlog_level: warn\nlisten: {peer: 127.0.0.1:%d, "
                         "client: 127.0.0.1:%d}\n%s%speers:\n%sgroups:\n"
                         "  - {name: %s, members: [%s]%s}\n"
-                        % (i + 1, peer[i], self.client_ports[i], tls, extra_yaml, peers, group,
+                        % (i + 1, peer[i], self.client_ports[i], tls,
+                           extra_yaml.replace("{node}", "n%d" % (i + 1)), peers, group,
                            members, ", " + group_options if group_options else ""))
             self._commands.append(([cohortd, "--config", path],
                                    os.path.join(work_dir, "n%d.log" % (i + 1))))
