@@ -46,6 +46,7 @@ struct Run {
   nso::Config ConfigOf(NodeId id) {
     nso::Config config = test::WithQuickExclusion(test::GroupOf(id, ordering, size));
     config.groups[0].durable = durable;
+    if (event_driven) config.groups[0].liveness = nso::GroupConfig::Liveness::kEvent;
     return config;
   }
 
@@ -180,6 +181,7 @@ struct Run {
   nso::GroupConfig::Ordering ordering;
   NodeId size = 3;
   bool durable = true;
+  bool event_driven = false;  // 003 section 3: messages only while requests are pending
   test::SimNodes sim;
   std::map<NodeId, uint64_t> servant, client, incarnation;
   std::map<NodeId, int64_t> value;
@@ -367,6 +369,7 @@ namespace {
 void PowerCuts(Run& run, uint64_t seed) {
   nso::Rng rng(seed * 7919 + 17);
   run.size = 3 + 2 * rng.Uniform(2);  // 3 or 5
+  run.event_driven = rng.Uniform(2) == 0;
   run.StartAll();
   // Payload -> answered OK by a replica. Shared with the callbacks, which a node destroyed at its
   // kill may run after this function returned. One-way calls are not counted: their OK says only
@@ -432,7 +435,8 @@ void PowerCuts(Run& run, uint64_t seed) {
                 run.list[id] == run.list[1];
     }
   }
-  INFO("nodes " << run.size << ", " << power_cuts << " power cuts, " << next_call << " calls");
+  INFO("nodes " << run.size << (run.event_driven ? ", event-driven" : ", lively") << ", "
+                << power_cuts << " power cuts, " << next_call << " calls");
   REQUIRE(settled);
   CHECK(run.order_violations.empty());
   if (!run.order_violations.empty()) FAIL(run.order_violations.front());
