@@ -72,6 +72,7 @@ void Run::WriteConfigs() {
         << "failure_detector:\n  suspect_timeout_ms: 50\n  exclude_timeout_ms: 1000\n"
         << "groups:\n  - name: kv\n    members: [" << absl::StrJoin(members, ", ") << "]\n"
         << "    ordering: " << o_.ordering << "\n"
+        << (o_.durable == "on" ? "    durable: true\n" : "")
         << (o_.tls_ca.empty() ? std::string("tls: {insecure: true}\n")
                               : cohort::TestCaTlsYaml(o_.tls_ca, "cohort"))
         << "peer_transport: " << o_.peer_transport << "\n"
@@ -155,6 +156,7 @@ bool Run::AttachServant(int i) {
     if (created.ok()) {
       store->RegisterWith(created->get());
       if (rejoining()) (*created)->RejoinAfterDaemonRestart();
+      if (o_.durable == "on") (*created)->KeepStateIn(absl::StrCat(o_.dir, "/kv-", Name(i), ".kept"));
       absl::Status started = (*created)->Start();
       if (started.ok()) {
         servant = std::move(*created);

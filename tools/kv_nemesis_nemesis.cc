@@ -50,7 +50,9 @@ void Run::NemesisLoop() {
       SleepMs(ms);
       continue;
     }
-    if (netlab() && kind < 35) {
+    if (o_.durable == "on" && kind < 35) {
+      PowerCut();
+    } else if (netlab() && kind < 35) {
       Partition();
     } else if (netlab() && kind < 50) {
       DelayLinks();
@@ -95,6 +97,22 @@ void Run::DelayLinks() {
   SleepMs(hold);
   for (int i : hosts) Lab({"delay", HostName(i), "0"});
   Note("delays cleared");
+}
+
+void Run::PowerCut() {
+  const int ms = Uniform(100, 1500);
+  Note(absl::StrCat("power cut: kill -9 every daemon", rejoining() ? "" : " and servant",
+                    " (all restarted in ", ms, " ms)"));
+  faults_["power cut"]++;
+  for (int i = 0; i < o_.nodes; ++i) Kill(i);
+  SleepMs(ms);
+  for (int i = 0; i < o_.nodes; ++i) {
+    int64_t t0 = NowMs();
+    bool ok = RestartNode(i);
+    Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
+                      NowMs() - t0, " ms"));
+    if (!ok) failed_restarts_++;
+  }
 }
 
 void Run::FailDaemons() {

@@ -44,6 +44,7 @@ bool ParseOptions(int argc, char** argv, Options* options) {
     else if (flag == "--peer-transport") o.peer_transport = value;
     else if (flag == "--tls-ca") o.tls_ca = value;
     else if (flag == "--servants") o.servants = value;
+    else if (flag == "--durable") o.durable = value;
     else {
       std::fprintf(stderr, "kv-nemesis: unknown flag %s\n", flag.c_str());
       return false;
@@ -54,12 +55,13 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       (o.ordering != "consensus" && o.ordering != "sequencer") ||
       (o.api != "local" && o.api != "grpc") || (o.calls != "sync" && o.calls != "async") ||
       (o.peer_transport != "tcp" && o.peer_transport != "grpc") ||
-      (o.servants != "fresh" && o.servants != "rejoin")) {
+      (o.servants != "fresh" && o.servants != "rejoin") ||
+      (o.durable != "off" && o.durable != "on") || (o.durable == "on" && !o.netlab.empty())) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
-                 "       [--calls sync|async] [--servants fresh|rejoin]\n"
+                 "       [--calls sync|async] [--servants fresh|rejoin] [--durable on|off (loopback)]\n"
                  "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return false;

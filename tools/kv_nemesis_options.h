@@ -40,6 +40,10 @@ struct Options {
   // servant registers again, its store reset and given the group's state, no new servant. With
   // --netlab the kill then ends the daemon only, not the host's kv-servant process.
   std::string servants = "fresh";
+  // "on": the kv group is durable (README "Durable groups"): each servant keeps its store on disk
+  // (Servant::KeepStateIn), and the nemesis also cuts the power: every daemon and servant killed
+  // -9 at once, all started again (loopback only).
+  std::string durable = "off";
 };
 
 // Fills `o` from the command line (the seed from the clock, cohortd and kv-servant beside argv[0]

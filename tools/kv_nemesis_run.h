@@ -136,6 +136,8 @@ class Run {
   // exclusion timeout (a frozen process: excluded, then re-added with state transfer) or a short
   // one (suspected, not excluded); netlab: its host cut off from every other host, then healed.
   void FailDaemons();
+  // --durable on: every daemon and servant killed -9 at once, all started again.
+  void PowerCut();
 
   // ---- kv_nemesis_checks.cc: health, lost writes, diagnosis ----
 
