@@ -545,6 +545,12 @@ class Node {
   // The survivors of a view whose other members all restarted agree on which of them re-founds
   // the group: true when this node did (kInstructed: a REFOUND told it to).
   bool TryRefound(Group* group, RefoundCause cause);
+  // The view `to_view` installed by this node alone: every member in `others` removed and added
+  // again as process `processes[i]`, with this node's state (TryRefound, TryRecover). True when
+  // it applied. `awaits_readded`: ApplyViewChange's.
+  bool InstallRefoundedView(Group* group, const std::vector<NodeId>& others,
+                            const std::vector<uint64_t>& processes, uint64_t to_view,
+                            bool awaits_readded);
   // Durable groups (node_durable.cc): the state a servant registered with; KEPT_STATE sent
   // while the claim lasts; and the re-founding from the most advanced kept state.
   void NoteKeptState(Group* group, uint64_t servant, const ServantKeptState& kept);

@@ -146,18 +146,8 @@ bool Node::TryRecover(Group* group) {
     return true;
   }
   group->ClaimAsRestarted(0);  // this process now holds the group's state: it may give it
-  wire::ViewChange change;
-  change.set_from_view(group->view_id());
-  for (size_t i = 0; i < others.size(); ++i) {
-    change.add_remove(others[i]);
-    change.add_add(others[i]);
-    change.add_add_incarnations(processes[i]);
-  }
-  change.set_provider(self_);
-  std::vector<consensus::Delivery> next_view;
-  if (ApplyViewChange(group, change, &next_view, to_view, /*awaits_readded=*/true)) {
+  if (InstallRefoundedView(group, others, processes, to_view, /*awaits_readded=*/true)) {
     group->NoteRecoveredFromKept();
-    DeliverAll(group, std::move(next_view));
   }
   return true;
 }

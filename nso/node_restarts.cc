@@ -137,6 +137,15 @@ bool Node::TryRefound(Group* group, RefoundCause cause) {
                           "makes view {} with all of them (re-founded; anything the restarted "
                           "members' earlier processes agreed without it is lost)", name,
                           group->view_id(), absl::StrJoin(survivors, ","), to_view);
+  if (InstallRefoundedView(group, others, processes, to_view, /*awaits_readded=*/false)) {
+    group->NoteRefounded();
+  }
+  return true;
+}
+
+bool Node::InstallRefoundedView(Group* group, const std::vector<NodeId>& others,
+                                const std::vector<uint64_t>& processes, uint64_t to_view,
+                                bool awaits_readded) {
   wire::ViewChange change;
   change.set_from_view(group->view_id());
   for (size_t i = 0; i < others.size(); ++i) {
@@ -146,10 +155,8 @@ bool Node::TryRefound(Group* group, RefoundCause cause) {
   }
   change.set_provider(self_);
   std::vector<consensus::Delivery> next_view;
-  if (ApplyViewChange(group, change, &next_view, to_view)) {
-    group->NoteRefounded();
-    DeliverAll(group, std::move(next_view));
-  }
+  if (!ApplyViewChange(group, change, &next_view, to_view, awaits_readded)) return false;
+  DeliverAll(group, std::move(next_view));
   return true;
 }
 
