@@ -45,6 +45,8 @@ grpc::Status AdminService::ListGroups(grpc::ServerContext* context, const api::S
     out->set_is_member(group.is_member);
     out->set_has_majority(group.HasMajority());
     out->set_ordering(group.ordering);
+    out->set_durable(group.durable);
+    out->set_resuming(group.resuming);
   }
   return grpc::Status::OK;
 }

@@ -180,6 +180,8 @@ NodeSnapshot TakeSnapshot(const Node& node) {
     GroupSnapshot g;
     g.name = group->name();
     g.ordering = std::string(ToString(group->config().ordering));
+    g.durable = group->config().durable;
+    g.resuming = group->durable_claim();
     g.view_id = group->view_id();
     g.is_member = group->is_member();
     g.configured_members = static_cast<uint32_t>(group->config().members.size());

@@ -66,6 +66,8 @@ class InvocationMetrics {
 struct GroupSnapshot {
   std::string name;
   std::string ordering;
+  bool durable = false;   // GroupConfig::durable
+  bool resuming = false;  // Group::durable_claim: a restarted member waiting to resume
   uint64_t view_id = 0;
   bool is_member = false;
   uint32_t configured_members = 0;  // groups[].members in the YAML

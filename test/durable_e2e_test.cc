@@ -87,7 +87,14 @@ TEST_CASE("durable group: every daemon and servant killed and started again resu
     REQUIRE(kept->has_value());
     CHECK((*kept)->state == "5");
   }
-  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  REQUIRE(cluster.StartNode(1));
+  {  // n1 alone: restarted, it waits to resume (cohortctl groups says so)
+    std::string out;
+    REQUIRE(test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                                 cluster.ClientAddress(1) + " groups", &out) == 0);
+    CHECK_THAT(out, Catch::Matchers::Contains("resuming"));
+  }
+  for (int i = 2; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
   auto replicas = StartKeeping(cluster, /*rejoin=*/false);
   CHECK(AddAll(cluster, "1") == std::vector<std::string>{"6", "6", "6"});
   int refounders = 0;
@@ -99,6 +106,13 @@ TEST_CASE("durable group: every daemon and servant killed and started again resu
     CHECK((*kept)->state == "6");  // each replica kept the call made after the restart
   }
   CHECK(refounders == 1);
+  // cohortctl groups says the group is durable, and no longer resuming.
+  std::string out;
+  REQUIRE(test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                               cluster.ClientAddress(2) + " groups", &out) == 0);
+  CHECK_THAT(out, Catch::Matchers::Contains("DURABLE"));
+  CHECK_THAT(out, Catch::Matchers::Contains(" yes       "));  // the DURABLE column
+  CHECK_THAT(out, !Catch::Matchers::Contains("resuming"));
   INFO(cluster.LogTails(30));
 }
 

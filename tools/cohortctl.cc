@@ -270,14 +270,16 @@ int Groups(const Options& options) {
   cohort::api::ListGroupsReply reply;
   grpc::Status status = stub->ListGroups(&context, cohort::api::StatusRequest(), &reply);
   if (!status.ok()) return Fail(status);
-  std::printf("%-20s %-8s %-10s %-7s %-8s %-8s %s\n", "GROUP", "VIEW", "ORDERING", "MEMBER",
-              "TRUSTED", "MAJORITY", "MEMBERS");
+  std::printf("%-20s %-8s %-10s %-7s %-8s %-8s %-9s %s\n", "GROUP", "VIEW", "ORDERING", "MEMBER",
+              "TRUSTED", "MAJORITY", "DURABLE", "MEMBERS");
   for (const auto& g : reply.groups()) {
-    std::printf("%-20s %-8llu %-10s %-7s %-8s %-8s %s\n", g.group().c_str(),
+    std::printf("%-20s %-8llu %-10s %-7s %-8s %-8s %-9s %s\n", g.group().c_str(),
                 static_cast<unsigned long long>(g.view_id()), g.ordering().c_str(),
                 g.is_member() ? "yes" : "no",
                 absl::StrCat(g.trusted(), "/", g.configured_members()).c_str(),
-                g.has_majority() ? "yes" : "NO", MemberList(g.members()).c_str());
+                g.has_majority() ? "yes" : "NO",
+                g.resuming() ? "resuming" : g.durable() ? "yes" : "no",
+                MemberList(g.members()).c_str());
   }
   return 0;
 }
