@@ -302,7 +302,6 @@ absl::StatusOr<std::string> Servant::ReadState() {
 
 bool Servant::Keep(uint64_t position) {
   if (kept_path_.empty()) return true;
-  kept_.reset();  // the object has moved on from it
   absl::StatusOr<std::string> state = ReadState();
   absl::Status written =
       state.ok() ? invocation::WriteKeptState(kept_path_, group_, {position, *std::move(state)})
@@ -325,7 +324,7 @@ bool Servant::Keep(uint64_t position) {
 absl::Status Servant::Start() {
   if (!kept_path_.empty()) {
     const char* missing = inline_ ? "not with DispatchInline (it writes a file per delivery)"
-                          : !(get_state_ || get_state_stream_) || !(set_state_ || set_state_chunk_)
+                          : !HasStateHooks()
                               ? "needs OnGetState and OnSetState (or their streaming kinds)"
                               : nullptr;
     if (missing != nullptr) {
@@ -337,24 +336,15 @@ absl::Status Servant::Start() {
                                                     read.message()));
     }
   }
-  if (rejoin_ && reconnect_ && (set_state_ || set_state_chunk_) &&
-      (get_state_ || get_state_stream_)) {
+  if (rejoin_ && reconnect_ && HasStateHooks()) {
     // What a new servant would start from: a rejoin resets the object to it (servant.h).
-    std::string state;
-    absl::Status read = absl::OkStatus();
-    if (get_state_stream_) {
-      read = get_state_stream_([&state](std::string chunk) { state += chunk; });
-    } else {
-      absl::StatusOr<std::string> got = get_state_();
-      if (got.ok()) state = *std::move(got);
-      read = got.status();
+    absl::StatusOr<std::string> state = ReadState();
+    if (!state.ok()) {
+      return absl::Status(state.status().code(),
+                          absl::StrCat("serve group \"", group_, "\": reading the state at Start: ",
+                                       state.status().message()));
     }
-    if (!read.ok()) {
-      return absl::Status(read.code(), absl::StrCat("serve group \"", group_,
-                                                    "\": reading the state at Start: ",
-                                                    read.message()));
-    }
-    initial_state_ = std::move(state);
+    initial_state_ = *std::move(state);
   }
   api::ServantMessage::Register request = Registration();
   absl::Status registered =
@@ -513,11 +503,9 @@ void Servant::Handle(const api::ServantEvent& event) {
   }
   if (event.method() == "$restore_kept") {  // nso::kRestoreKeptMethod: re-founded from it
     if (!kept_) return;
-    api::ServantEvent whole;
-    whole.set_payload(std::move(kept_->state));
-    whole.set_state_last(true);
+    std::string state = std::move(kept_->state);
     kept_.reset();
-    TakeStateChunk(whole);
+    InstallWholeState(std::move(state));
     return;
   }
   current_group_seq_ = event.group_seq();
@@ -655,10 +643,13 @@ bool Servant::Rejoin(absl::Status* why) {
 }
 
 void Servant::ResetState() {
-  if (!initial_state_) return;
+  if (initial_state_) InstallWholeState(*initial_state_);
+}
+
+void Servant::InstallWholeState(std::string state) {
   // As a state transfer of one chunk (the hooks' either kind; a partial state is dropped).
   api::ServantEvent whole;
-  whole.set_payload(*initial_state_);
+  whole.set_payload(std::move(state));
   whole.set_state_offset(0);
   whole.set_state_last(true);
   TakeStateChunk(whole);

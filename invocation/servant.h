@@ -141,6 +141,10 @@ class Servant {
   // or returns false with `*why` the servant's end.
   bool Rejoin(absl::Status* why);
   void ResetState();  // to initial_state_, on the delivery thread
+  void InstallWholeState(std::string state);  // through the set-state hooks, as one chunk
+  bool HasStateHooks() const {
+    return (get_state_ || get_state_stream_) && (set_state_ || set_state_chunk_);
+  }
   void Handle(const api::ServantEvent& event);  // one delivery, on the delivery thread (or inline)
   void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
   void SendState(uint64_t delivery);

@@ -597,12 +597,13 @@ void Node::GiveStateToServant(Group* group,
                               std::vector<membership::StateReceiver::ServantChunk> chunks) {
   if (chunks.empty()) return;
   GroupMembership& membership = membership_[group->name()];
+  // The state's position in the group's order (a durable servant keeps it with the state).
+  const uint64_t position = delivered_seq_[group->name()];
   for (auto& [id, servant] : servants_) {
     if (servant.group != group->name()) continue;
     for (auto& chunk : chunks) {
-      // The state's position in the group's order (a durable servant keeps it with the state).
       ServantDelivery delivery{0, group->name(), kSetStateMethod, std::move(chunk.bytes), true,
-                               group->view_id(), delivered_seq_[group->name()]};
+                               group->view_id(), position};
       delivery.state_offset = chunk.offset;
       delivery.state_last = chunk.last;
       servant.sink(std::move(delivery));

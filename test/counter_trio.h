@@ -16,9 +16,48 @@
 
 namespace cohort::test {
 
-struct CounterTrio {
+// Group "g" on SimNodes with a client at each node: its view and Group at a node, and counter
+// "add"s waiting for every member (CounterTrio's, and durable_group_sim_test's own servants').
+struct CountedGroupG {
+  explicit CountedGroupG(uint64_t seed) : sim(seed, /*delay_max_ms=*/3) {}
+
+  uint64_t View(nso::NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
+
+  // Group g at node `id`.
+  const nso::Group& GroupAt(nso::NodeId id) {
+    for (const nso::Group* group : sim.nodes[id]->groups()) {
+      if (group->name() == "g") return *group;
+    }
+    FAIL("no group g at n" << id);
+    throw;
+  }
+
+  // An "add" from `at` waiting for every member; the replies' values, or empty if it failed.
+  std::vector<std::string> AddAll(nso::NodeId at) {
+    std::vector<std::string> out;
+    nso::InvokeResult result =
+        sim.Call(at, client[at], CounterAdd("g", invocation::Mode::kAll, 2000));
+    if (!result.status.ok()) return out;
+    for (const auto& reply : result.replies) out.push_back(reply.payload);
+    return out;
+  }
+
+  // AddAll from `at`, which must be answered by all three replicas alike; their value.
+  std::string AddAllAgreed(nso::NodeId at) {
+    std::vector<std::string> replies = AddAll(at);
+    REQUIRE(replies.size() == 3);
+    CHECK(replies[0] == replies[1]);
+    CHECK(replies[1] == replies[2]);
+    return replies[0];
+  }
+
+  SimNodes sim;
+  std::map<nso::NodeId, uint64_t> client;
+};
+
+struct CounterTrio : CountedGroupG {
   CounterTrio(uint64_t seed, nso::GroupConfig::Ordering ordering)
-      : ordering(ordering), sim(seed, /*delay_max_ms=*/3) {}
+      : CountedGroupG(seed), ordering(ordering) {}
 
   // Node `id` (process `incarnation`, 0: the node id) with a fresh servant and client.
   void Start(nso::NodeId id, uint64_t incarnation = 0) {
@@ -42,16 +81,6 @@ struct CounterTrio {
     Start(id, incarnation);
   }
 
-  uint64_t View(nso::NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
-
-  // Group g at node `id`.
-  const nso::Group& GroupAt(nso::NodeId id) {
-    for (const nso::Group* group : sim.nodes[id]->groups()) {
-      if (group->name() == "g") return *group;
-    }
-    FAIL("no group g at n" << id);
-    throw;
-  }
 
   // Runs until every node is in view `view_id` or later with all three members and `joiner`'s
   // state is in, for at most 10 s of simulated time.
@@ -67,29 +96,9 @@ struct CounterTrio {
     return false;
   }
 
-  // An "add" from `at` waiting for every member; the replies' values, or empty if it failed.
-  std::vector<std::string> AddAll(nso::NodeId at) {
-    std::vector<std::string> out;
-    nso::InvokeResult result =
-        sim.Call(at, client[at], CounterAdd("g", invocation::Mode::kAll, 2000));
-    if (!result.status.ok()) return out;
-    for (const auto& reply : result.replies) out.push_back(reply.payload);
-    return out;
-  }
-
-  // AddAll from `at`, which must be answered by all three replicas alike; their value.
-  std::string AddAllAgreed(nso::NodeId at) {
-    std::vector<std::string> replies = AddAll(at);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == replies[1]);
-    CHECK(replies[1] == replies[2]);
-    return replies[0];
-  }
 
   nso::GroupConfig::Ordering ordering;
-  SimNodes sim;
   SimCounters counters{&sim};
-  std::map<nso::NodeId, uint64_t> client;
 };
 
 }  // namespace cohort::test

@@ -26,6 +26,7 @@
 #include "nso/node.h"
 #include "nso/rng.h"
 #include "nso/sim_network.h"
+#include "test/counter_trio.h"
 #include "test/each_run.h"
 #include "test/sim_nodes.h"
 
@@ -40,8 +41,9 @@ struct Kept {
   std::vector<std::string> list;  // the payloads applied, in order (the randomised case's)
 };
 
-struct Run {
-  Run(uint64_t seed, nso::GroupConfig::Ordering ordering) : ordering(ordering), sim(seed, 3) {}
+struct Run : test::CountedGroupG {
+  Run(uint64_t seed, nso::GroupConfig::Ordering ordering)
+      : CountedGroupG(seed), ordering(ordering) {}
 
   nso::Config ConfigOf(NodeId id) {
     nso::Config config = test::WithQuickExclusion(test::GroupOf(id, ordering, size));
@@ -130,16 +132,6 @@ struct Run {
     Start(id, incarnation[id], previous);
   }
 
-  uint64_t View(NodeId at) { return sim.nodes[at]->GroupDetails("g")->view_id; }
-
-  const nso::Group& GroupAt(NodeId id) {
-    for (const nso::Group* group : sim.nodes[id]->groups()) {
-      if (group->name() == "g") return *group;
-    }
-    FAIL("no group g at n" << id);
-    throw;
-  }
-
   // Runs until every node is in a view with all three members in which no one awaits a state,
   // for at most 10 s of simulated time.
   bool Settled() {
@@ -155,23 +147,6 @@ struct Run {
     return false;
   }
 
-  std::vector<std::string> AddAll(NodeId at) {
-    std::vector<std::string> out;
-    nso::InvokeResult result =
-        sim.Call(at, client[at], test::CounterAdd("g", invocation::Mode::kAll, 2000));
-    if (!result.status.ok()) return out;
-    for (const auto& reply : result.replies) out.push_back(reply.payload);
-    return out;
-  }
-
-  std::string AddAllAgreed(NodeId at) {
-    std::vector<std::string> replies = AddAll(at);
-    REQUIRE(replies.size() == 3);
-    CHECK(replies[0] == replies[1]);
-    CHECK(replies[1] == replies[2]);
-    return replies[0];
-  }
-
   uint64_t RecoveredFromKept() {
     uint64_t total = 0;
     for (NodeId id = 1; id <= 3; ++id) total += GroupAt(id).counters().recovered_from_kept;
@@ -182,8 +157,7 @@ struct Run {
   NodeId size = 3;
   bool durable = true;
   bool event_driven = false;  // 003 section 3: messages only while requests are pending
-  test::SimNodes sim;
-  std::map<NodeId, uint64_t> servant, client, incarnation;
+  std::map<NodeId, uint64_t> servant, incarnation;
   std::map<NodeId, int64_t> value;
   std::map<NodeId, Kept> disk;  // outlives the node
   std::map<NodeId, std::string> incoming;

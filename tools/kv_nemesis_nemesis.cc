@@ -100,6 +100,14 @@ void Run::DelayLinks() {
   Note("delays cleared");
 }
 
+void Run::RestartAndNote(int i) {
+  int64_t t0 = NowMs();
+  bool ok = RestartNode(i);
+  Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
+                    NowMs() - t0, " ms"));
+  if (!ok) failed_restarts_++;
+}
+
 void Run::PowerCut() {
   const int ms = Uniform(100, 1500);
   // Every machine: the outside callers' daemon too. A caller whose daemon survives resends the
@@ -111,13 +119,7 @@ void Run::PowerCut() {
   faults_["power cut"]++;
   for (int i = 0; i < Daemons(); ++i) Kill(i);
   SleepMs(ms);
-  for (int i = 0; i < Daemons(); ++i) {
-    int64_t t0 = NowMs();
-    bool ok = RestartNode(i);
-    Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
-                      NowMs() - t0, " ms"));
-    if (!ok) failed_restarts_++;
-  }
+  for (int i = 0; i < Daemons(); ++i) RestartAndNote(i);
 }
 
 void Run::FailDaemons() {
@@ -177,11 +179,7 @@ void Run::FailDaemons() {
     if (wait > 0) SleepMs(static_cast<int>(wait));
     int i = order[next];
     if (how[next] == Failure::kKill) {
-      int64_t t0 = NowMs();
-      bool ok = RestartNode(i);
-      Note(absl::StrCat("restart ", Name(i), ok ? " ready, servant attached in " : " FAILED after ",
-                        NowMs() - t0, " ms"));
-      if (!ok) failed_restarts_++;
+      RestartAndNote(i);
     } else if (how[next] == Failure::kServantCrash) {
       int64_t t0 = NowMs();
       bool ok = netlab() ? StartServantProcess(i) : AttachServant(i);

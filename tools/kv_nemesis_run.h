@@ -138,6 +138,8 @@ class Run {
   void FailDaemons();
   // --durable on: every daemon and servant killed -9 at once, all started again.
   void PowerCut();
+  // RestartNode, noted in the schedule (and counted if it failed).
+  void RestartAndNote(int i);
 
   // ---- kv_nemesis_checks.cc: health, lost writes, diagnosis ----
 
