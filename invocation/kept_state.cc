@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -11,7 +12,8 @@
 namespace cohort::invocation {
 namespace {
 
-constexpr absl::string_view kMagic = "cohort-kept-state 1";
+constexpr absl::string_view kMagic = "cohort-kept-state 2";
+constexpr absl::string_view kMagicVersion1 = "cohort-kept-state 1";  // no calls
 
 absl::Status Bad(const std::string& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat("kept state \"", path, "\": ", what));
@@ -31,35 +33,46 @@ absl::StatusOr<std::optional<KeptState>> ReadKeptState(const std::string& path,
   absl::StatusOr<std::string> bytes = nso::ReadWholeFile(path);
   if (absl::IsNotFound(bytes.status())) return std::nullopt;
   if (!bytes.ok()) return bytes.status();
-  std::vector<absl::string_view> lines = absl::StrSplit(*bytes, absl::MaxSplits('\n', 4));
-  if (lines.size() < 5 || lines[0] != kMagic) {
+  const bool version1 = absl::StartsWith(*bytes, absl::StrCat(kMagicVersion1, "\n"));
+  const size_t header_lines = version1 ? 4 : 5;
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(*bytes, absl::MaxSplits('\n', header_lines));
+  if (lines[0] != kMagic && !version1) {
     return Bad(path, absl::StrCat("not a servant's kept state (it starts \"", kMagic, "\")"));
   }
-  absl::string_view named, position, size;
+  absl::string_view named, position, size, calls;
   KeptState kept;
-  uint64_t state_size = 0;
-  if (!Field(lines[1], "group", &named) || !Field(lines[2], "position", &position) ||
+  uint64_t state_size = 0, calls_size = 0;
+  if (lines.size() < header_lines + 1 || !Field(lines[1], "group", &named) || !Field(lines[2], "position", &position) ||
       !Field(lines[3], "size", &size) || !absl::SimpleAtoi(position, &kept.position) ||
-      !absl::SimpleAtoi(size, &state_size)) {
-    return Bad(path, "its header is damaged (group, position and size lines expected)");
+      !absl::SimpleAtoi(size, &state_size) ||
+      (!version1 && (!Field(lines[4], "calls", &calls) || !absl::SimpleAtoi(calls, &calls_size)))) {
+    return Bad(path, version1 ? "its header is damaged (group, position and size lines expected)"
+                              : "its header is damaged (group, position, size and calls lines "
+                                "expected)");
   }
   if (named != group) {
     return Bad(path, absl::StrCat("it is the state of group \"", named, "\", not \"", group,
                                   "\""));
   }
-  if (lines[4].size() != state_size) {
-    return Bad(path, absl::StrCat("it holds ", lines[4].size(), " bytes of state, its header says ",
-                                  state_size));
+  const absl::string_view body = lines[header_lines];
+  if (body.size() != state_size + calls_size) {
+    return Bad(path, absl::StrCat("it holds ", body.size(), " bytes of state and calls, its header "
+                                  "says ", state_size, " and ", calls_size));
   }
-  kept.state = std::string(lines[4]);
+  kept.state = std::string(body.substr(0, state_size));
+  kept.calls = std::string(body.substr(state_size));
   return kept;
 }
 
 absl::Status WriteKeptState(const std::string& path, const std::string& group,
                             const KeptState& kept) {
   std::string bytes = absl::StrCat(kMagic, "\ngroup ", group, "\nposition ", kept.position,
-                                   "\nsize ", kept.state.size(), "\n");
+                                   "\nsize ", kept.state.size(), "\ncalls ", kept.calls.size(),
+                                   "\n");
+  bytes.reserve(bytes.size() + kept.state.size() + kept.calls.size());
   bytes += kept.state;
+  bytes += kept.calls;
   return nso::WriteFileDurably(path, bytes);
 }
 

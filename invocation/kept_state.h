@@ -3,14 +3,19 @@
 // each delivery (nso/durable_file.h), so that a durable group whose every member restarted can
 // resume from the most advanced state any member kept (nso/node_durable.cc).
 //
-// The file: a header of four text lines, then the state's bytes as OnGetState gave them.
-//   cohort-kept-state 1
+// The file: a header of five text lines, the state's bytes as OnGetState gave them, then the
+// calls kept with it (a serialized api::KeptCalls: what the latest calls answered, so that a call
+// resent after every member restarted is answered as it was, not executed again).
+//   cohort-kept-state 2
 //   group NAME
 //   position N
 //   size BYTES
+//   calls BYTES
+// A file of version 1 (no calls line, no calls) is still read.
 #ifndef COHORT_INVOCATION_KEPT_STATE_H_
 #define COHORT_INVOCATION_KEPT_STATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,7 +28,13 @@ namespace cohort::invocation {
 struct KeptState {
   uint64_t position = 0;
   std::string state;
+  std::string calls;  // a serialized api::KeptCalls (empty: none)
 };
+
+// The calls a servant keeps with its state: the latest ones, at most this many and this many bytes
+// (the oldest go first). A call resent after a power cut was delivered among the latest.
+inline constexpr size_t kKeptCallsMax = 4096;
+inline constexpr size_t kKeptCallsMaxBytes = 1 << 20;
 
 // The state kept in `path` for `group`; nullopt when there is no file (nothing kept yet). An
 // error names the file and what is wrong with it (another group's, not such a file, cut short).

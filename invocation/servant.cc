@@ -304,7 +304,8 @@ bool Servant::Keep(uint64_t position) {
   if (kept_path_.empty()) return true;
   absl::StatusOr<std::string> state = ReadState();
   absl::Status written =
-      state.ok() ? invocation::WriteKeptState(kept_path_, group_, {position, *std::move(state)})
+      state.ok() ? invocation::WriteKeptState(kept_path_, group_,
+                                              {position, *std::move(state), kept_calls_.Bytes()})
                  : absl::Status(state.status().code(),
                                 absl::StrCat("reading the state to keep: ", state.status().message()));
   if (written.ok()) return true;
@@ -458,19 +459,20 @@ void Servant::SendState(uint64_t delivery) {
   Answer(delivery, at == 0 ? std::move(*state) : state->substr(at), false);
 }
 
-void Servant::TakeStateChunk(const api::ServantEvent& event) {
+absl::Status Servant::TakeStateChunk(const api::ServantEvent& event) {
   absl::Status status;
   if (set_state_chunk_) {
     status = set_state_chunk_(event.state_offset(), event.payload(), event.state_last());
   } else {
     if (event.state_offset() == 0) partial_state_.clear();
     partial_state_ += event.payload();
-    if (!event.state_last()) return;
+    if (!event.state_last()) return absl::OkStatus();
     if (set_state_) status = set_state_(partial_state_);
     partial_state_.clear();
     partial_state_.shrink_to_fit();
   }
   if (!status.ok()) std::fprintf(stderr, "cohort servant: SetState: %s\n", status.ToString().c_str());
+  return status;
 }
 
 void Servant::Handle(const api::ServantEvent& event) {
@@ -486,7 +488,10 @@ void Servant::Handle(const api::ServantEvent& event) {
   if (event.method().empty()) {
     if (!multicast_handler_) return;
     multicast_handler_(event.payload());
-    if (!kept_path_.empty()) Applied(event.group_seq(), 0, false, std::string());
+    if (!kept_path_.empty()) {
+      kept_calls_.Add(event.call(), std::string());
+      Applied(event.group_seq(), 0, false, std::string());
+    }
     return;
   }
   if (event.method() == "$get_state") {  // nso::kGetStateMethod
@@ -495,19 +500,15 @@ void Servant::Handle(const api::ServantEvent& event) {
   }
   if (event.method() == "$set_state") {  // nso::kSetStateMethod
     if (!FlushKept()) return;
-    TakeStateChunk(event);
+    TakeStateChunk(event).IgnoreError();  // said on stderr; the group goes on
     if (event.state_last() && !kept_path_.empty()) {
+      if (event.has_kept_calls()) kept_calls_.Replace(event.kept_calls());
       Applied(event.group_seq(), 0, false, std::string());
     }
     return;
   }
-  if (event.method() == "$restore_kept") {  // nso::kRestoreKeptMethod: re-founded from it
-    if (!kept_) return;
-    std::string state = std::move(kept_->state);
-    kept_.reset();
-    InstallWholeState(std::move(state));
-    return;
-  }
+  if (event.method() == "$restore_kept") return RestoreKept(event.delivery());
+
   current_group_seq_ = event.group_seq();
   nested_calls_ = 0;
   auto it = handlers_.find(event.method());
@@ -520,10 +521,32 @@ void Servant::Handle(const api::ServantEvent& event) {
   }
   absl::StatusOr<std::string> result = it->second(event.payload());
   if (!kept_path_.empty()) {
+    kept_calls_.Add(event.call(), event.one_way() ? absl::StatusOr<std::string>(std::string())
+                                                  : result);
     // Answered once the state is on disk (FlushKept): no answer from a state not kept.
     return Applied(event.group_seq(), event.delivery(), !event.one_way(), std::move(result));
   }
   if (!event.one_way()) Answer(event.delivery(), result);
+}
+
+void Servant::RestoreKept(uint64_t delivery) {
+  // nso::kRestoreKeptMethod: the group is re-founded from the state kept here.
+  if (!kept_) {
+    return Answer(delivery, absl::FailedPreconditionError(absl::StrCat(
+                                "group \"", group_, "\": no kept state to take back (nothing was "
+                                "found in ", kept_path_, ", or the object has moved on)")));
+  }
+  invocation::KeptState kept = *std::move(kept_);
+  kept_.reset();
+  absl::Status taken = kept_calls_.ReplaceFrom(kept.calls);
+  if (taken.ok()) taken = InstallWholeState(std::move(kept.state));
+  if (!taken.ok()) {
+    kept_calls_.Clear();
+    return Answer(delivery, absl::Status(taken.code(), absl::StrCat("taking back the state kept "
+                                                                    "in ", kept_path_, ": ",
+                                                                    taken.message())));
+  }
+  Answer(delivery, std::move(kept.calls));
 }
 
 void Servant::Applied(uint64_t position, uint64_t delivery, bool answer,
@@ -616,6 +639,7 @@ bool Servant::Rejoin(absl::Status* why) {
       registering_ = fresh.get();
     }
     ResetState();
+    kept_calls_.Clear();
     if (!kept_path_.empty()) {
       if (absl::Status read = LoadKept(); !read.ok()) {
         *why = absl::Status(read.code(), absl::StrCat("serve group \"", group_, "\" again: ",
@@ -643,16 +667,16 @@ bool Servant::Rejoin(absl::Status* why) {
 }
 
 void Servant::ResetState() {
-  if (initial_state_) InstallWholeState(*initial_state_);
+  if (initial_state_) InstallWholeState(*initial_state_).IgnoreError();  // said on stderr
 }
 
-void Servant::InstallWholeState(std::string state) {
+absl::Status Servant::InstallWholeState(std::string state) {
   // As a state transfer of one chunk (the hooks' either kind; a partial state is dropped).
   api::ServantEvent whole;
   whole.set_payload(std::move(state));
   whole.set_state_offset(0);
   whole.set_state_last(true);
-  TakeStateChunk(whole);
+  return TakeStateChunk(whole);
 }
 
 }  // namespace cohort

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "invocation/backend.h"
 #include "invocation/client.h"
+#include "invocation/kept_call_log.h"
 #include "invocation/kept_state.h"
 #include "proto/api.grpc.pb.h"
 
@@ -95,7 +96,9 @@ class Servant {
   // Durable groups (GroupConfig::durable; call before Start, with OnGetState/OnSetState or their
   // streaming kinds): after every delivery, before its answer, the servant writes the object's
   // whole state and its position in the group's order to `path` (nso/durable_file.h: a
-  // temporary file, fsync, rename; so each call costs a GetState and a synced write). When every
+  // temporary file, fsync, rename; so each call costs a GetState and a synced write), with the
+  // answers of the latest calls (invocation/kept_call_log.h: a call resent across a power cut is
+  // answered as it was, not executed again). Deliveries read together share one write. When every
   // member of the group restarted, the daemons re-found the group from the most advanced state
   // their servants kept, and the others get it by state transfer (README "Durable groups").
   // Start reads the file (an error naming it if it is not this group's kept state) but does not
@@ -141,14 +144,16 @@ class Servant {
   // or returns false with `*why` the servant's end.
   bool Rejoin(absl::Status* why);
   void ResetState();  // to initial_state_, on the delivery thread
-  void InstallWholeState(std::string state);  // through the set-state hooks, as one chunk
+  absl::Status InstallWholeState(std::string state);  // through the set-state hooks, one chunk
   bool HasStateHooks() const {
     return (get_state_ || get_state_stream_) && (set_state_ || set_state_chunk_);
   }
   void Handle(const api::ServantEvent& event);  // one delivery, on the delivery thread (or inline)
   void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
   void SendState(uint64_t delivery);
-  void TakeStateChunk(const api::ServantEvent& event);
+  absl::Status TakeStateChunk(const api::ServantEvent& event);
+  // "$restore_kept": installs kept_ and answers with the calls kept with it.
+  void RestoreKept(uint64_t delivery);
   // KeepStateIn: reads the kept state aside (kept_); writes the object's state at `position`
   // (false: it could not, and the servant stops).
   absl::Status LoadKept();
@@ -181,6 +186,8 @@ class Servant {
   // The state found in kept_path_ at Start (or a rejoin), until the daemon says to take it back
   // or anything else is delivered (delivery thread only after Start).
   std::optional<invocation::KeptState> kept_;
+  // The calls kept with the state, each with its answer (delivery thread only).
+  invocation::KeptCallLog kept_calls_;
   // Applied but not yet kept (delivery thread only): the position, and the answers held until
   // the state is on disk.
   std::optional<uint64_t> unkept_position_;

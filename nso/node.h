@@ -71,6 +71,11 @@ struct ServantDelivery {
   bool state_last = false;
   // Not empty: the last one, no delivery; the registration ended, and why (RemoveGroup).
   std::string ended;
+  // Durable groups (proto/api.proto ServantEvent.call, .kept_calls): a client's call's identity
+  // (invocation/kept_calls.h); on the last "$set_state" chunk, the calls the state answered (a
+  // serialized api::KeptCalls).
+  std::string call;
+  std::optional<std::string> kept_calls;
 };
 
 struct GroupInfo {
@@ -358,6 +363,13 @@ class Node {
       // What each other member said its servant kept (KEPT_STATE): its process, the position.
       std::map<NodeId, std::pair<uint64_t, uint64_t>> offers;
       uint64_t sent_ms = 0;       // this node's last KEPT_STATE
+      // Re-founding from this member's kept state: "$restore_kept" sent to its servant (its
+      // delivery number), and answered with the calls kept with that state (restored), or
+      // with an error (the group waits for another servant: never resumed from an object that
+      // could not take its state back).
+      uint64_t restore_delivery = 0;
+      bool restored = false;
+      bool restore_failed = false;
     };
     std::unique_ptr<KeptStates> kept_states;
   };
@@ -560,6 +572,9 @@ class Node {
   void TickDurable(Group* group);
   void OnKeptState(Group* group, NodeId from, const wire::Envelope& envelope);
   bool TryRecover(Group* group);
+  // The servant's answer to "$restore_kept": the calls kept with its state (false: not one).
+  bool AnswerRestore(uint64_t servant, uint64_t delivery, const absl::Status& status,
+                     const std::string& payload);
   // SURVIVOR and REFOUND (node_restarts.cc).
   void OnSurvivor(Group* group, NodeId from, const wire::Envelope& envelope);
   // Tells restarted processes whose traffic the group refused which process of theirs it counts.
@@ -663,6 +678,7 @@ class Node {
   std::map<std::string, GroupMembership> membership_;  // by group
   invocation::CausalBarrier causal_barrier_;
   std::map<uint64_t, StateRequest> state_requests_;    // by delivery number
+  std::map<uint64_t, std::string> kept_restores_;      // "$restore_kept": group by delivery
   std::map<TransferKey, membership::StateSender> state_senders_;
   uint64_t next_delivery_ = 1;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "invocation/kept_calls.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 
@@ -147,7 +148,15 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
   }
   for (auto& [id, servant] : servants_) {  // a multicast: every servant of the group gets it
     if (servant.group == group->name()) {
-      servant.sink({0, group->name(), "", request.payload(), true, group->view_id(), group_seq});
+      ServantDelivery delivery{0, group->name(), "", request.payload(), true, group->view_id(),
+                               group_seq};
+      if (request.notify_ordered() && group->config().durable) {
+        // Kept with the state: the copy resent across a power cut is not delivered again.
+        delivery.call = invocation::KeptCallIdentity(
+            {request.origin(), request.origin_incarnation(), request.client_nso()},
+            request.call_id());
+      }
+      servant.sink(std::move(delivery));
     }
   }
 }
@@ -222,8 +231,13 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
            "");
     return;
   }
-  servants_[servant].sink({number, group->name(), request.method(), request.payload(),
-                           request.one_way(), group->view_id(), group_seq});
+  ServantDelivery delivery{number, group->name(), request.method(), request.payload(),
+                           request.one_way(), group->view_id(), group_seq};
+  if (group->config().durable) {
+    // The servant keeps the call's answer with its state (invocation/kept_calls.h).
+    delivery.call = invocation::KeptCallIdentity(cache_id.first, cache_id.second);
+  }
+  servants_[servant].sink(std::move(delivery));
   if (request.one_way()) {
     // A one-way call gets no answer (proto/api.proto, ServantEvent.one_way): it is done once
     // handed to the servant. The reply cache records it, so a duplicate is not executed again.
@@ -263,6 +277,7 @@ wire::Reply Node::RefuseOutOfOrder(const Group& group, const wire::Request& requ
 void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
                   bool more) {
   if (AnswerStateRequest(delivery, status, payload, more)) return;
+  if (!kept_restores_.empty() && AnswerRestore(servant, delivery, status, payload)) return;
   auto it = open_deliveries_.find(delivery);
   if (it == open_deliveries_.end() || it->second.servant != servant) {
     Log("api")->warn("servant {} answered unknown delivery {}: ignored", servant, delivery);

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "invocation/kept_calls.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 
@@ -42,6 +43,10 @@ void Node::NoteKeptState(Group* group, uint64_t servant, const ServantKeptState&
   if (states.servant != 0 && servants_.count(states.servant) > 0) return;  // the first one's
   states.servant = servant;
   states.kept = kept;
+  kept_restores_.erase(states.restore_delivery);  // an earlier servant's take-back, if any
+  states.restore_delivery = 0;
+  states.restored = false;
+  states.restore_failed = false;
   states.sent_ms = 0;  // tell the others now
   if (!kept.keeps) {
     Log("membership")->warn("group {} is durable but servant {} keeps no state on disk "
@@ -60,6 +65,7 @@ void Node::TickDurable(Group* group) {
   if (!Recovering(group)) {
     // The group's state came (or this process re-founded the group from its kept state), or the
     // servant went (a new one registers with what it finds on disk).
+    kept_restores_.erase(found->second.kept_states->restore_delivery);
     found->second.kept_states.reset();
     return;
   }
@@ -119,16 +125,27 @@ bool Node::TryRecover(Group* group) {
   }
   if (best != self_) return false;  // that member re-founds the group: its view comes
   const std::string& name = group->name();
-  const uint64_t to_view = std::max(group->view_id(), group->highest_view_named()) + 1;
-  Log("membership")->warn("group {}: no member holds the group's state but on disk; the states "
-                          "their servants kept are at positions [{}] (node:position): this "
-                          "member's is the most advanced, and it re-founds the group from it in "
-                          "view {}", name, absl::StrJoin(said, ", "), to_view);
-  auto servant = servants_.find(states.servant);
-  if (states.kept.position > 0) {
-    ServantDelivery restore{0, name, kRestoreKeptMethod, "", true, group->view_id(), most};
-    servant->second.sink(std::move(restore));
+  if (states.restore_failed) return false;
+  if (states.kept.position > 0 && !states.restored) {
+    // First its servant takes the kept state back and gives the calls kept with it, which go into
+    // the reply cache before anything is ordered: a call resent across the power cut is then
+    // answered as it was, not executed again (invocation/kept_calls.h). AnswerRestore goes on.
+    if (states.restore_delivery != 0) return true;
+    Log("membership")->warn("group {}: no member holds the group's state but on disk; the states "
+                            "their servants kept are at positions [{}] (node:position): this "
+                            "member's is the most advanced: its servant takes it back",
+                            name, absl::StrJoin(said, ", "));
+    states.restore_delivery = next_delivery_++;
+    kept_restores_[states.restore_delivery] = name;
+    ServantDelivery restore{states.restore_delivery, name, kRestoreKeptMethod, "", false,
+                            group->view_id(), most};
+    servants_.at(states.servant).sink(std::move(restore));
+    return true;
   }
+  const uint64_t to_view = std::max(group->view_id(), group->highest_view_named()) + 1;
+  Log("membership")->warn("group {}: re-founded in view {} from the state this member's servant "
+                          "kept at position {} (kept: [{}], node:position)",
+                          name, to_view, most, absl::StrJoin(said, ", "));
   delivered_seq_[name] = most;  // the group's order goes on from the kept state's position
   membership.kept_states.reset();
   if (membership.joiner.awaiting_state()) {
@@ -149,6 +166,41 @@ bool Node::TryRecover(Group* group) {
   if (InstallRefoundedView(group, others, processes, to_view, /*awaits_readded=*/true)) {
     group->NoteRecoveredFromKept();
   }
+  return true;
+}
+
+bool Node::AnswerRestore(uint64_t servant, uint64_t delivery, const absl::Status& status,
+                         const std::string& payload) {
+  auto restore = kept_restores_.find(delivery);
+  if (restore == kept_restores_.end()) return false;
+  const std::string name = restore->second;
+  kept_restores_.erase(restore);
+  auto group = groups_.find(name);
+  if (group == groups_.end() || !Recovering(group->second.get())) return true;  // moved on
+  GroupMembership::KeptStates& states = *MembershipOf(group->second.get()).kept_states;
+  if (states.restore_delivery != delivery || states.servant != servant) return true;  // an earlier servant's
+  api::KeptCalls calls;
+  absl::Status loaded = status;
+  invocation::ReplyCache cache;
+  if (loaded.ok() && !calls.ParseFromString(payload)) {
+    loaded = absl::DataLossError(absl::StrCat("its answer (", payload.size(),
+                                              " bytes) is not the calls kept with the state"));
+  }
+  if (loaded.ok()) loaded = invocation::LoadKeptCalls(calls, self_, &cache);
+  if (!loaded.ok()) {
+    // Not resumed from an object that could not take its state back: the group waits for a
+    // servant that can (a new one registers with what it finds on disk).
+    states.restore_failed = true;
+    Log("membership")->error("group {}: servant {} could not take back the state it kept: {}; "
+                             "the group waits until a servant that can registers here",
+                             name, servant, loaded.ToString());
+    return true;
+  }
+  Log("membership")->info("group {}: servant {} took back the state kept at position {}, with {} "
+                          "calls answered", name, servant, states.kept.position, calls.calls_size());
+  reply_caches_[name] = std::move(cache);
+  states.restored = true;
+  TryRecover(group->second.get());
   return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "invocation/kept_calls.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 
@@ -597,7 +598,8 @@ void Node::GiveStateToServant(Group* group,
                               std::vector<membership::StateReceiver::ServantChunk> chunks) {
   if (chunks.empty()) return;
   GroupMembership& membership = membership_[group->name()];
-  // The state's position in the group's order (a durable servant keeps it with the state).
+  // The state's position in the group's order (a durable servant keeps it with the state, and
+  // the calls it answered: invocation/kept_calls.h).
   const uint64_t position = delivered_seq_[group->name()];
   for (auto& [id, servant] : servants_) {
     if (servant.group != group->name()) continue;
@@ -606,6 +608,11 @@ void Node::GiveStateToServant(Group* group,
                                group->view_id(), position};
       delivery.state_offset = chunk.offset;
       delivery.state_last = chunk.last;
+      if (chunk.last && group->config().durable) {
+        api::KeptCalls calls;
+        invocation::ToKeptCalls(reply_caches_[group->name()], &calls);
+        delivery.kept_calls = calls.SerializeAsString();
+      }
       servant.sink(std::move(delivery));
     }
     return;

@@ -100,7 +100,7 @@ TEST_CASE("durable group: every daemon and servant killed and started again resu
   int refounders = 0;
   for (int i = 1; i <= 3; ++i) {
     const std::string log = test::ReadText(cluster.LogPath(i));
-    if (log.find("re-founds the group from it") != std::string::npos) ++refounders;
+    if (log.find("re-founded in view") != std::string::npos) ++refounders;
     auto kept = invocation::ReadKeptState(KeptPath(cluster, i), "counter");
     REQUIRE(kept.ok());
     CHECK((*kept)->state == "6");  // each replica kept the call made after the restart

@@ -21,11 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "invocation/kept_call_log.h"
 #include "nso/group.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/rng.h"
 #include "nso/sim_network.h"
+#include "proto/api.pb.h"
 #include "test/counter_trio.h"
 #include "test/each_run.h"
 #include "test/sim_nodes.h"
@@ -39,6 +41,7 @@ struct Kept {
   uint64_t position = 0;
   int64_t value = 0;
   std::vector<std::string> list;  // the payloads applied, in order (the randomised case's)
+  invocation::KeptCallLog calls;  // what the latest calls answered
 };
 
 struct Run : test::CountedGroupG {
@@ -58,6 +61,7 @@ struct Run : test::CountedGroupG {
     sim.Add(ConfigOf(id), incarnation);
     if (previous != 0) sim.nodes[id]->RestartedFrom(previous);
     value[id] = 0;
+    calls[id].Clear();
     Serve(id);
     client[id] = *sim.nodes[id]->Attach("client");
   }
@@ -80,8 +84,12 @@ struct Run : test::CountedGroupG {
       if (d.method == nso::kRestoreKeptMethod) {
         value[id] = disk[id].value;
         list[id] = disk[id].list;
+        calls[id] = disk[id].calls;
         restored[id]++;
         CHECK(d.group_seq == disk[id].position);
+        sim.net.After(0, [this, node, id, number = d.delivery, kept = calls[id].Bytes()] {
+          node->Answer(servant[id], number, absl::OkStatus(), kept);
+        });
         return;
       }
       if (d.method == nso::kSetStateMethod) {
@@ -93,7 +101,12 @@ struct Run : test::CountedGroupG {
         list[id] = parts[1].empty() ? std::vector<std::string>()
                                     : std::vector<std::string>(absl::StrSplit(parts[1], ','));
         incoming[id].clear();
-        disk[id] = {d.group_seq, value[id], list[id]};
+        if (d.kept_calls) {
+          api::KeptCalls transferred;
+          REQUIRE(transferred.ParseFromString(*d.kept_calls));
+          calls[id].Replace(transferred);
+        }
+        disk[id] = {d.group_seq, value[id], list[id], calls[id]};
         state_installs[id]++;
         return;
       }
@@ -108,7 +121,8 @@ struct Run : test::CountedGroupG {
                                                   d.group_seq, ", where ", at->second, " was"));
         }
       }
-      disk[id] = {d.group_seq, value[id], list[id]};
+      calls[id].Add(d.call, absl::StrCat(value[id]));
+      disk[id] = {d.group_seq, value[id], list[id], calls[id]};
       if (!d.one_way) {
         sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
           node->Answer(servant[id], number, absl::OkStatus(), absl::StrCat(v));
@@ -120,6 +134,14 @@ struct Run : test::CountedGroupG {
   void StartAll() {
     for (NodeId id = 1; id <= size; ++id) Start(id);
     sim.net.RunUntil(sim.net.now_ms() + 100);
+  }
+
+  // The daemon outside the group (node size + 1: a peer, not a member), with a client.
+  NodeId StartOutside() {
+    const NodeId id = size + 1;
+    sim.Add(ConfigOf(id));
+    client[id] = *sim.nodes[id]->Attach("client");
+    return id;
   }
 
   void Kill(NodeId id) { sim.net.Kill(id); }
@@ -162,6 +184,7 @@ struct Run : test::CountedGroupG {
   std::map<NodeId, Kept> disk;  // outlives the node
   std::map<NodeId, std::string> incoming;
   std::map<NodeId, std::vector<std::string>> list;
+  std::map<NodeId, invocation::KeptCallLog> calls;
   std::map<uint64_t, std::string> order;  // position in the group's order -> payload
   std::vector<std::string> order_violations;
   std::map<NodeId, int> state_installs, restored;
@@ -339,16 +362,21 @@ namespace {
 // Calls from every node in every mode while single members crash and restart, and every member
 // is killed at once ("power cuts") and started again. Then: one order across the whole run, every
 // replica holds the same list, and every call acknowledged before or between power cuts is in
-// it exactly once.
-void PowerCuts(Run& run, uint64_t seed) {
+// it exactly once. `outside`: half the calls come from a daemon outside the group, which lives
+// through every power cut and resends the calls it had in flight to the group that resumes: each
+// must be executed once (answered from the calls kept with the state), and every acknowledged
+// call have an answer of its own (a counter's value: no two alike).
+void PowerCuts(Run& run, uint64_t seed, bool outside = false) {
   nso::Rng rng(seed * 7919 + 17);
   run.size = 3 + 2 * rng.Uniform(2);  // 3 or 5
   run.event_driven = rng.Uniform(2) == 0;
   run.StartAll();
+  const NodeId outsider = outside ? run.StartOutside() : 0;
   // Payload -> answered OK by a replica. Shared with the callbacks, which a node destroyed at its
   // kill may run after this function returned. One-way calls are not counted: their OK says only
   // that the caller's daemon accepted them, and a power cut may take them with it.
   auto acknowledged = std::make_shared<std::map<std::string, bool>>();
+  auto answers = std::make_shared<std::map<std::string, std::string>>();  // payload -> value
   uint64_t next_call = 0;
   std::set<NodeId> down;
   uint64_t power_cuts = 0;
@@ -360,6 +388,7 @@ void PowerCuts(Run& run, uint64_t seed) {
     for (NodeId id = 1; id <= run.size; ++id) {
       if (!down.count(id)) up.push_back(id);
     }
+    if (outsider != 0 && rng.Uniform(2) == 0) up = {outsider};
     if (!up.empty()) {
       NodeId at = up[rng.Uniform(up.size())];
       const std::string payload = absl::StrCat("c", ++next_call);
@@ -369,10 +398,13 @@ void PowerCuts(Run& run, uint64_t seed) {
       options.payload = payload;
       const bool one_way = options.mode == invocation::Mode::kOneWay;
       if (!one_way) (*acknowledged)[payload] = false;
-      run.sim.nodes[at]->Invoke(run.client[at], std::move(options),
-                                [acknowledged, payload, one_way](nso::InvokeResult result) {
-                                  if (result.status.ok() && !one_way) (*acknowledged)[payload] = true;
-                                });
+      run.sim.nodes[at]->Invoke(
+          run.client[at], std::move(options),
+          [acknowledged, answers, payload, one_way](nso::InvokeResult result) {
+            if (!result.status.ok() || one_way) return;
+            (*acknowledged)[payload] = true;
+            if (!result.replies.empty()) (*answers)[payload] = result.replies[0].payload;
+          });
     }
     if (run.sim.net.now_ms() < next_fault) continue;
     next_fault = run.sim.net.now_ms() + 200 + rng.Uniform(600);
@@ -410,7 +442,8 @@ void PowerCuts(Run& run, uint64_t seed) {
     }
   }
   INFO("nodes " << run.size << (run.event_driven ? ", event-driven" : ", lively") << ", "
-                << power_cuts << " power cuts, " << next_call << " calls");
+                << power_cuts << " power cuts, " << next_call << " calls"
+                << (outside ? ", half from outside" : ""));
   REQUIRE(settled);
   CHECK(run.order_violations.empty());
   if (!run.order_violations.empty()) FAIL(run.order_violations.front());
@@ -427,6 +460,16 @@ void PowerCuts(Run& run, uint64_t seed) {
   CHECK(lost == 0);
   CHECK(twice == 0);
   CHECK(acked > 0);
+  std::map<std::string, std::string> answered_by;  // value -> the call that got it
+  int shared = 0;
+  for (const auto& [payload, value] : *answers) {
+    auto [at, fresh] = answered_by.emplace(value, payload);
+    if (!fresh) {
+      shared++;
+      UNSCOPED_INFO(payload << " and " << at->second << " were both answered " << value);
+    }
+  }
+  CHECK(shared == 0);
 }
 
 }  // namespace
@@ -443,6 +486,21 @@ TEST_CASE("a durable group under crashes and power cuts keeps one order and ever
   test::ForEachRun<Run>([&seed, count, from](Run& run) {
     if (++seed == from + count) seed = from;  // the second order's runs take the same seeds
     PowerCuts(run, seed);
+  }, count, from);
+}
+
+TEST_CASE("calls from a daemon outside a durable group, resent across its power cuts, are "
+          "executed once and answered as they were (random runs, both orders)",
+          "[membership][durable][sim]") {
+  // COHORT_DURABLE_SEEDS / COHORT_DURABLE_FIRST as above.
+  const char* seeds = std::getenv("COHORT_DURABLE_SEEDS");
+  const char* first = std::getenv("COHORT_DURABLE_FIRST");
+  const uint64_t count = seeds != nullptr ? std::strtoull(seeds, nullptr, 10) : 8;
+  const uint64_t from = first != nullptr ? std::strtoull(first, nullptr, 10) : 1;
+  uint64_t seed = from - 1;
+  test::ForEachRun<Run>([&seed, count, from](Run& run) {
+    if (++seed == from + count) seed = from;
+    PowerCuts(run, seed, /*outside=*/true);
   }, count, from);
 }
 

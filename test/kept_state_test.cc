@@ -59,13 +59,49 @@ TEST_CASE("kept state: another group's file, another file, and one cut short are
   WriteRaw(path, "cohort-kept-state 1\ngroup counter\nposition 9\nsize 10\nabc");
   auto short_file = ReadKeptState(path, "counter");
   REQUIRE_FALSE(short_file.ok());
-  CHECK(short_file.status().message().find("holds 3 bytes of state, its header says 10") !=
-        std::string::npos);
+  CHECK(short_file.status().message().find("holds 3 bytes of state and calls, its header says "
+                                           "10 and 0") != std::string::npos);
+
+  WriteRaw(path, "cohort-kept-state 2\ngroup counter\nposition 9\nsize 1\ncalls 5\nabc");
+  short_file = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(short_file.ok());
+  CHECK(short_file.status().message().find("holds 3 bytes of state and calls, its header says 1 "
+                                           "and 5") != std::string::npos);
+
+  WriteRaw(path, "cohort-kept-state 2\ngroup counter\nposition 9\nsize 0\n");
+  auto no_calls_line = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(no_calls_line.ok());
+  CHECK(no_calls_line.status().message().find("header is damaged") != std::string::npos);
 
   WriteRaw(path, "cohort-kept-state 1\ngroup counter\nposition nine\nsize 0\n");
   auto damaged = ReadKeptState(path, "counter");
   REQUIRE_FALSE(damaged.ok());
   CHECK(damaged.status().message().find("header is damaged") != std::string::npos);
+}
+
+TEST_CASE("kept state: the calls kept with the state come back as written, after the state",
+          "[durable]") {
+  const std::string path = TempPath("calls.kept");
+  const std::string state("st\nate", 6);
+  const std::string calls("\x0a\x03\x0a\x01x\nmore\0", 11);
+  REQUIRE(WriteKeptState(path, "counter", {5, state, calls}).ok());
+  auto read = ReadKeptState(path, "counter");
+  REQUIRE(read.ok());
+  REQUIRE(read->has_value());
+  CHECK((*read)->position == 5);
+  CHECK((*read)->state == state);
+  CHECK((*read)->calls == calls);
+}
+
+TEST_CASE("kept state: a file of version 1 (no calls) is still read", "[durable]") {
+  const std::string path = TempPath("v1.kept");
+  WriteRaw(path, std::string("cohort-kept-state 1\ngroup counter\nposition 9\nsize 4\n12\n4"));
+  auto read = ReadKeptState(path, "counter");
+  REQUIRE(read.ok());
+  REQUIRE(read->has_value());
+  CHECK((*read)->position == 9);
+  CHECK((*read)->state == "12\n4");
+  CHECK((*read)->calls.empty());
 }
 
 TEST_CASE("kept state: a directory that cannot be written is an error naming the file",

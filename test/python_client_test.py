@@ -426,9 +426,13 @@ class PythonDurableTest(unittest.TestCase):
         for servant in self.servants:
             self.assertIsNotNone(servant.wait(10))  # each ends with its daemon
         for i in range(3):
-            position, state = read_kept_state(os.path.join(self.dir, "s%d.kept" % i), "counter")
+            position, state, calls = read_kept_state(os.path.join(self.dir, "s%d.kept" % i),
+                                                     "counter")
             self.assertEqual(state, b"5")
             self.assertGreater(position, 0)
+            # The calls' answers are kept with the state: "add 5" answered "5".
+            kept = api_pb2.KeptCalls.FromString(calls)
+            self.assertIn(b"5", [call.payload for call in kept.calls if call.call])
         for i in range(3):
             self.cluster.restart(i)
         counters = self.start_servants()
@@ -444,11 +448,19 @@ class PythonDurableTest(unittest.TestCase):
     def test_the_kept_state_file(self):
         path = os.path.join(self.dir, "x.kept")
         self.assertIsNone(read_kept_state(path, "counter"))
-        write_kept_state(path, "counter", 42, b"a\nb")
+        write_kept_state(path, "counter", 42, b"a\nb", b"\x0a\x00")
         with open(path, "rb") as f:  # the C++ library's format (invocation/kept_state.h)
-            self.assertEqual(f.read(),
-                             b"cohort-kept-state 1\ngroup counter\nposition 42\nsize 3\na\nb")
-        self.assertEqual(read_kept_state(path, "counter"), (42, b"a\nb"))
+            self.assertEqual(f.read(), b"cohort-kept-state 2\ngroup counter\nposition 42\nsize 3\n"
+                                       b"calls 2\na\nb\x0a\x00")
+        self.assertEqual(read_kept_state(path, "counter"), (42, b"a\nb", b"\x0a\x00"))
+        with open(path, "wb") as f:  # version 1: no calls
+            f.write(b"cohort-kept-state 1\ngroup counter\nposition 7\nsize 2\nab")
+        self.assertEqual(read_kept_state(path, "counter"), (7, b"ab", b""))
+        with open(path, "wb") as f:
+            f.write(b"cohort-kept-state 2\ngroup counter\nposition 7\nsize 2\ncalls 5\nab")
+        with self.assertRaisesRegex(ValueError, "holds 2 bytes of state and calls"):
+            read_kept_state(path, "counter")
+        write_kept_state(path, "counter", 42, b"a\nb")
         with self.assertRaisesRegex(ValueError, "not 'orders'"):
             read_kept_state(path, "orders")
         with self.assertRaises(ValueError):

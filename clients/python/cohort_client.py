@@ -31,6 +31,7 @@ As the C++ library: a client attaches again when its daemon restarted (the daemo
 rejoin_after_daemon_restart registers again by itself, its object first reset to its state at
 start() (get_state then, set_state now), then given the group's state by transfer.
 """
+import collections
 import os
 import queue
 import threading
@@ -287,41 +288,55 @@ class _InvokeFuture:
 STATE_CHUNK_BYTES = 256 * 1024
 
 
-KEPT_MAGIC = b"cohort-kept-state 1"
+KEPT_MAGIC = b"cohort-kept-state 2"
+KEPT_MAGIC_V1 = b"cohort-kept-state 1"  # no calls
+# The calls a servant keeps with its state: the latest, at most this many and bytes (as the C++
+# library's, invocation/kept_state.h).
+KEPT_CALLS_MAX = 4096
+KEPT_CALLS_MAX_BYTES = 1 << 20
 
 
 def read_kept_state(path, group):
-    """(position, state) kept in `path` for `group` (invocation/kept_state.h's format), or None
-    when there is no file. ValueError naming the file if it is not this group's kept state."""
+    """(position, state, calls) kept in `path` for `group` (invocation/kept_state.h's format;
+    calls: a serialized api_pb2.KeptCalls, empty in a file of version 1), or None when there is
+    no file. ValueError naming the file if it is not this group's kept state."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return None
-    parts = data.split(b"\n", 4)
-    if len(parts) < 5 or parts[0] != KEPT_MAGIC:
+    version1 = data.startswith(KEPT_MAGIC_V1 + b"\n")
+    header_lines = 4 if version1 else 5
+    parts = data.split(b"\n", header_lines)
+    if parts[0] != KEPT_MAGIC and not version1:
         raise ValueError("kept state %r: not a servant's kept state (it starts %r)"
                          % (path, KEPT_MAGIC.decode()))
     try:
+        assert len(parts) == header_lines + 1
         named = parts[1].split(b" ", 1)
         position = parts[2].split(b" ", 1)
         size = parts[3].split(b" ", 1)
+        calls = [b"calls", b"0"] if version1 else parts[4].split(b" ", 1)
         assert named[0] == b"group" and position[0] == b"position" and size[0] == b"size"
+        assert calls[0] == b"calls"
         named, position, size = named[1].decode(), int(position[1]), int(size[1])
+        calls_size = int(calls[1])
     except (AssertionError, IndexError, ValueError, UnicodeDecodeError):
         raise ValueError("kept state %r: its header is damaged" % path)
     if named != group:
         raise ValueError("kept state %r: it is the state of group %r, not %r" % (path, named, group))
-    if len(parts[4]) != size:
-        raise ValueError("kept state %r: it holds %d bytes of state, its header says %d"
-                         % (path, len(parts[4]), size))
-    return position, parts[4]
+    body = parts[header_lines]
+    if len(body) != size + calls_size:
+        raise ValueError("kept state %r: it holds %d bytes of state and calls, its header says %d "
+                         "and %d" % (path, len(body), size, calls_size))
+    return position, body[:size], body[size:]
 
 
-def write_kept_state(path, group, position, state):
-    """Replaces the kept state durably: a temporary file, fsync, rename, fsync of the directory."""
-    data = b"%s\ngroup %s\nposition %d\nsize %d\n" % (KEPT_MAGIC, group.encode(), position,
-                                                          len(state)) + state
+def write_kept_state(path, group, position, state, calls=b""):
+    """Replaces the kept state durably: a temporary file, fsync, rename, fsync of the directory.
+    `calls`: a serialized api_pb2.KeptCalls kept with it."""
+    data = b"%s\ngroup %s\nposition %d\nsize %d\ncalls %d\n" % (
+        KEPT_MAGIC, group.encode(), position, len(state), len(calls)) + state + calls
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(data)
@@ -349,8 +364,10 @@ class Servant:
     this file (temporary file, fsync, rename, fsync of the directory; the format of the C++
     library's Servant::KeepStateIn, invocation/kept_state.h). start() reads it aside and tells the
     daemon its position; when every member restarted, the daemon of the one that kept the most
-    advanced state has it taken back ("$restore_kept") and re-founds the group from it. Needs
-    get_state and set_state. A write that fails ends the servant (self.end says why).
+    advanced state has it taken back ("$restore_kept") and re-founds the group from it. The
+    answers of the latest calls are kept with the state, so that a call resent across a power
+    cut is answered as it was, not executed again. Needs get_state and set_state. A write that
+    fails ends the servant (self.end says why).
 
     rejoin_after_daemon_restart: when the stream ends because the daemon went away (restart,
     stop, broken connection), the servant attaches and registers again, every 0.1-2 s, until it
@@ -374,7 +391,9 @@ class Servant:
         self._initial_state = None
         self._partial_state = b""
         self._kept_path = keep_state_in
-        self._kept = None  # (position, state) read at start, until taken back or moved past
+        self._kept = None  # (position, state, calls) read at start, until taken back or moved past
+        self._kept_calls = collections.deque()  # api_pb2.KeptCall, oldest first
+        self._kept_calls_bytes = 0
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._outbox = None
@@ -467,7 +486,8 @@ class Servant:
             return True
         self._kept = None
         try:
-            write_kept_state(self._kept_path, self.group, position, bytes(self._get_state()))
+            calls = api_pb2.KeptCalls(calls=self._kept_calls).SerializeToString()
+            write_kept_state(self._kept_path, self.group, position, bytes(self._get_state()), calls)
             return True
         except Exception as error:
             self.kept_error = "group %r: cannot keep the state: %s" % (self.group, error)
@@ -477,9 +497,47 @@ class Servant:
                     self._events.cancel()
             return False
 
+    def _keep_call(self, call):
+        """A call (api_pb2.KeptCall) kept with the state: the latest, within the bounds."""
+        if not call.call:
+            return
+        self._kept_calls.append(call)
+        self._kept_calls_bytes += call.ByteSize()
+        while len(self._kept_calls) > KEPT_CALLS_MAX or (
+                self._kept_calls_bytes > KEPT_CALLS_MAX_BYTES and len(self._kept_calls) > 1):
+            self._kept_calls_bytes -= self._kept_calls.popleft().ByteSize()
+
+    def _replace_kept_calls(self, calls):
+        self._kept_calls.clear()
+        self._kept_calls_bytes = 0
+        for call in calls.calls:
+            self._keep_call(call)
+
+    def _restore_kept(self, delivery):
+        """$restore_kept: the group is re-founded from the kept state; the answer gives back the
+        calls kept with it."""
+        answer = api_pb2.ServantMessage.Answer(delivery=delivery)
+        if self._kept is None:
+            answer.status_code = grpc.StatusCode.FAILED_PRECONDITION.value[0]
+            answer.error = "group %r: no kept state to take back" % self.group
+        else:
+            (_, state, calls), self._kept = self._kept, None
+            try:
+                self._replace_kept_calls(api_pb2.KeptCalls.FromString(calls))
+                self._partial_state = b""
+                self._set_state(state)
+                answer.payload = calls
+            except Exception as error:
+                self._replace_kept_calls(api_pb2.KeptCalls())
+                answer.status_code = grpc.StatusCode.DATA_LOSS.value[0]
+                answer.error = "taking back the state kept in %s: %s" % (self._kept_path, error)
+        self._outbox.put(api_pb2.ServantMessage(answer=answer))
+
     def _handle(self, event):
         if not event.method:
             self.multicasts.append(event.payload)
+            if self._kept_path is not None:
+                self._keep_call(api_pb2.KeptCall(call=event.call))
             self._keep(event.group_seq)
             return
         if event.method == "$get_state":
@@ -488,12 +546,12 @@ class Servant:
         if event.method == "$set_state":
             self._take_state_chunk(event)
             if event.state_last:
+                if event.HasField("kept_calls"):
+                    self._replace_kept_calls(event.kept_calls)
                 self._keep(event.group_seq)
             return
-        if event.method == "$restore_kept":  # the group is re-founded from the kept state
-            if self._kept is not None:
-                state, self._kept = self._kept[1], None
-                self._set_state(state)
+        if event.method == "$restore_kept":
+            self._restore_kept(event.delivery)
             return
         answer = api_pb2.ServantMessage.Answer(delivery=event.delivery)
         handler = self.handlers.get(event.method)
@@ -506,6 +564,10 @@ class Servant:
             except Exception as error:  # the servant's failure goes back to the caller
                 answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
                 answer.error = str(error)
+            if self._kept_path is not None:
+                self._keep_call(api_pb2.KeptCall(call=event.call) if event.one_way else
+                                api_pb2.KeptCall(call=event.call, status_code=answer.status_code,
+                                                 error=answer.error, payload=answer.payload))
             if not self._keep(event.group_seq):
                 return  # ended: no answer from a state not kept
         if not event.one_way:
@@ -544,6 +606,7 @@ class Servant:
             if self._initial_state is not None:
                 self._partial_state = b""
                 self._set_state(self._initial_state)
+            self._replace_kept_calls(api_pb2.KeptCalls())
             if self._kept_path is not None:
                 try:
                     self._kept = read_kept_state(self._kept_path, self.group)
