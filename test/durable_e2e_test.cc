@@ -17,6 +17,7 @@
 #include "invocation/client.h"
 #include "invocation/kept_state.h"
 #include "invocation/servant.h"
+#include "proto/api.pb.h"
 #include "test/cluster.h"
 #include "test/counter_replica.h"
 #include "test/ops_test_util.h"
@@ -86,6 +87,12 @@ TEST_CASE("durable group: every daemon and servant killed and started again resu
     REQUIRE(kept.ok());
     REQUIRE(kept->has_value());
     CHECK((*kept)->state == "5");
+    // With the state, what its calls answered: "add 5" answered "5".
+    api::KeptCalls calls;
+    REQUIRE(calls.ParseFromString((*kept)->calls));
+    bool add_kept = false;
+    for (const auto& call : calls.calls()) add_kept |= !call.call().empty() && call.payload() == "5";
+    CHECK(add_kept);
   }
   REQUIRE(cluster.StartNode(1));
   {  // n1 alone: restarted, it waits to resume (cohortctl groups says so)
@@ -100,7 +107,10 @@ TEST_CASE("durable group: every daemon and servant killed and started again resu
   int refounders = 0;
   for (int i = 1; i <= 3; ++i) {
     const std::string log = test::ReadText(cluster.LogPath(i));
-    if (log.find("re-founded in view") != std::string::npos) ++refounders;
+    if (log.find("re-founded in view") != std::string::npos) {
+      ++refounders;
+      CHECK_THAT(log, Catch::Matchers::Contains("took back the state kept at position"));
+    }
     auto kept = invocation::ReadKeptState(KeptPath(cluster, i), "counter");
     REQUIRE(kept.ok());
     CHECK((*kept)->state == "6");  // each replica kept the call made after the restart
