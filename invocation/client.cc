@@ -589,6 +589,7 @@ absl::Status Client::CreateGroup(const GroupSpec& spec) {
   request.set_liveness(spec.liveness);
   request.set_style(spec.style);
   request.set_default_mode(spec.default_mode);
+  request.set_durable(spec.durable);
   if (spec.acl) {
     api::GroupAcl* acl = request.mutable_acl();
     for (const std::string& name : spec.acl->join) acl->add_join(name);

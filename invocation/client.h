@@ -113,6 +113,9 @@ struct GroupSpec {
     std::vector<std::string> join, invoke, admin;
   };
   std::optional<Acl> acl;
+  // groups[].durable (README "Durable groups"): its servants keep their state on disk
+  // (Servant::KeepStateIn), and a restart of every member resumes from it.
+  bool durable = false;
 };
 
 class Client {

@@ -921,7 +921,7 @@ absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const 
 std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::string>& members,
                                 const std::string& ordering, const std::string& liveness,
                                 const std::string& style, const std::string& default_mode,
-                                const AclConfig* acl) {
+                                const AclConfig* acl, bool durable) {
   YAML::Emitter out;
   out << YAML::Flow << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << name;
@@ -945,6 +945,7 @@ std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::
     }
     out << YAML::EndMap;
   }
+  if (durable) out << YAML::Key << "durable" << YAML::Value << true;
   out << YAML::EndMap;
   return out.c_str();
 }

@@ -214,11 +214,11 @@ inline bool IsDaemonsOwnGroup(std::string_view name) { return name.rfind("cohort
 // auth.tokens (every daemon must take or refuse a definition alike, whatever its tokens). Errors
 // are InvalidArgument naming the key.
 absl::StatusOr<GroupConfig> ParseGroupDefinition(const std::string& yaml, const Config& running);
-// name and members, then the optional keys that are non-empty.
+// name and members, then the optional keys that are non-empty (durable: when true).
 std::string GroupDefinitionYaml(const std::string& name, const std::vector<std::string>& members,
                                 const std::string& ordering, const std::string& liveness,
                                 const std::string& style, const std::string& default_mode,
-                                const AclConfig* acl = nullptr);
+                                const AclConfig* acl = nullptr, bool durable = false);
 
 // Reads and checks the file at `path`. NotFoundError if it does not exist; otherwise every problem
 // is an InvalidArgumentError "<path>:<line>: <key path>: <what is wrong>".

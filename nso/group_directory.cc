@@ -168,13 +168,21 @@ absl::Status GroupDirectory::Create(const api::CreateGroupRequest& request) {
   std::string definition = GroupDefinitionYaml(request.group(), members, request.ordering(),
                                                request.liveness(), request.style(),
                                                request.default_mode(),
-                                               request.has_acl() ? &acl : nullptr);
+                                               request.has_acl() ? &acl : nullptr,
+                                               request.durable());
   // Checked here first, so that a bad request is answered without a round of consensus.
   absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, context);
   if (!group.ok()) return group.status();
   if (config.FindGroup(group->name) != nullptr) {
     return absl::AlreadyExistsError(
         absl::StrCat("group \"", group->name, "\" is in the daemons' YAML (groups:)"));
+  }
+  if (group->durable && config.incarnation_file.empty()) {
+    // As the loader for a durable group of the YAML (nso/config_yaml.cc CheckDurable).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CreateGroup(\"", group->name, "\"): a durable group needs incarnation_file in the "
+        "daemons' YAML (a restart of every member is told by it), and ", config.node,
+        " has none"));
   }
   std::unique_ptr<Client> client =
       Client::WithBackend(MakeLocalClient(daemon_->node(), daemon_->loop()), nso_, config.node);
@@ -310,6 +318,15 @@ void GroupDirectory::Install(const std::string& definition, GroupConfig group, b
     return;
   }
   if (group.acl) daemon_->SetCreatedGroupAcl(group.name, group.acl);
+  if (group.durable && daemon_->config().incarnation_file.empty() &&
+      std::find(group.members.begin(), group.members.end(), daemon_->config().node) !=
+          group.members.end()) {
+    // Every daemon takes a definition alike; this one cannot keep its part of the promise.
+    Log("group")->error("group {}: created durable, but this member's daemon has no "
+                        "incarnation_file: after a restart of every member it cannot tell it "
+                        "restarted, and the group waits for it to say what its servant kept "
+                        "until it runs with one", group.name);
+  }
   std::string name = group.name;
   // Only the group: Node::AddGroups reads the peers of its own configuration.
   auto fresh = std::make_shared<Config>();

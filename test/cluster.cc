@@ -95,7 +95,8 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
     }
     if (options_.metrics) out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i] << "}\n";
     // As in production (deploy/): a restarted daemon knows it is one.
-    if (options_.extra_yaml.find("incarnation_file") == std::string::npos) {
+    if (options_.incarnation_files &&
+        options_.extra_yaml.find("incarnation_file") == std::string::npos) {
       out << "incarnation_file: " << dir_ << "/n" << i + 1 << ".incarnation\n";
     }
   }

@@ -28,6 +28,9 @@ struct ClusterOptions {
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
   std::string listen_local;  // listen.local of every daemon ("": the default, auto)
   std::vector<std::string> daemon_args;  // more command-line arguments of every cohortd
+  // Each daemon keeps an incarnation_file in the cluster's directory, as in production, unless
+  // extra_yaml names its own or this is false.
+  bool incarnation_files = true;
 };
 
 class Cluster {

@@ -442,6 +442,11 @@ TEST_CASE("dynamic_groups: the system group of every peer; cohort.* names are th
   CHECK(dyn->style == GroupConfig::Style::kClosed);
   CHECK(dyn->default_mode == GroupConfig::DefaultMode::kFirst);
   CHECK(dyn->suspect_timeout_ms == on.failure_detector.suspect_timeout_ms);
+  CHECK_FALSE(dyn->durable);
+  absl::StatusOr<GroupConfig> durable = ParseGroupDefinition(
+      GroupDefinitionYaml("kept", {"n1"}, "", "", "", "", nullptr, /*durable=*/true), on);
+  REQUIRE(durable.ok());
+  CHECK(durable->durable);
   auto error_of = [&](const std::string& definition) {
     absl::StatusOr<GroupConfig> group = ParseGroupDefinition(definition, on);
     REQUIRE_FALSE(group.ok());

@@ -207,6 +207,85 @@ TEST_CASE("durable group: a group of one restarted resumes from its servant's ke
   CHECK(value == "5");
 }
 
+TEST_CASE("durable group created at run time (CreateGroup durable): every daemon restarted, it "
+          "resumes from the state kept; refused by a daemon without incarnation_file",
+          "[durable][dynamic][e2e]") {
+  test::Cluster cluster{{3, kPlain,
+                         "dynamic_groups: {create: [\"*\"], state_file: \"{dir}/{node}.groups\"}\n",
+                         "info"}};
+  REQUIRE(cluster.Start());
+  auto keeping = [&] {
+    auto replicas = test::StartCounterReplicas(
+        cluster, 3, "dur", [&](int i, test::CounterReplica* replica) {
+          replica->kept_path = absl::StrCat(cluster.dir(), "/dur", i, ".kept");
+        });
+    return replicas;
+  };
+  {
+    auto client = Client::Connect(cluster.ClientAddress(1));
+    REQUIRE(client.ok());
+    GroupSpec spec{"dur", {"n1", "n2", "n3"}};
+    spec.durable = true;
+    // Right after a start the daemons restore their directories (none yet): creations wait.
+    REQUIRE(Eventually([&] { return (*client)->CreateGroup(spec).ok(); }, 15));
+    // The other daemons start the group as they deliver its definition.
+    absl::StatusOr<std::vector<std::unique_ptr<test::CounterReplica>>> replicas;
+    REQUIRE(Eventually([&] { return (replicas = keeping()).ok(); }, 10));
+    REQUIRE(test::WaitAllReply(client->get(), "dur", 3));
+    REQUIRE((*client)->Invoke("dur", "add", "5", Mode::kAll).ok());
+    std::string out;
+    REQUIRE(test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                                 cluster.ClientAddress(2) + " groups", &out) == 0);
+    CHECK_THAT(out, Catch::Matchers::Matches("(.|\n)*dur .* yes (.|\n)*"));
+    for (int i = 1; i <= 3; ++i) cluster.Kill(i);
+    for (const auto& replica : *replicas) {
+      CHECK(Eventually([&] { return replica->servant->Ended(); }, 10));
+    }
+  }
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  // The group comes back from the directories' files, then resumes from the servants' files.
+  absl::StatusOr<std::vector<std::unique_ptr<test::CounterReplica>>> replicas;
+  REQUIRE(Eventually([&] { return (replicas = keeping()).ok(); }, 20));
+  auto client = Client::Connect(cluster.ClientAddress(3));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "dur", 3));
+  auto added = (*client)->Invoke("dur", "add", "1", Mode::kAll, absl::Seconds(10));
+  REQUIRE(added.ok());
+  std::vector<std::string> values;
+  for (const auto& reply : added->replies) values.push_back(reply.payload);
+  CHECK(values == std::vector<std::string>{"6", "6", "6"});
+  int refounders = 0;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string log = test::ReadText(cluster.LogPath(i));
+    if (log.find("group dur: re-founded in view") != std::string::npos) ++refounders;
+  }
+  CHECK(refounders == 1);
+
+  // A daemon without incarnation_file cannot promise it: refused, named; and cohortctl's key.
+  test::ClusterOptions without{1, "groups:\n  - {name: counter, members: [n1]}\n",
+                               "dynamic_groups: {create: [\"*\"]}\n", "warn"};
+  without.incarnation_files = false;
+  test::Cluster alone(without);
+  const bool started = alone.Start();
+  INFO(test::ReadText(alone.LogPath(1)));
+  REQUIRE(started);
+  auto lone = Client::Connect(alone.ClientAddress(1));
+  REQUIRE(lone.ok());
+  GroupSpec spec{"dur", {"n1"}};
+  spec.durable = true;
+  absl::Status refused;
+  REQUIRE(Eventually([&] {
+    refused = (*lone)->CreateGroup(spec);
+    return refused.code() != absl::StatusCode::kUnavailable;  // the directory restores first
+  }, 15));
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.message()), Catch::Matchers::Contains("needs incarnation_file"));
+  std::string out;
+  CHECK(test::RunCapture(test::Runfile("tools/cohortctl") + " --address " +
+                             alone.ClientAddress(1) + " create-group d2 n1 durable=yes", &out) != 0);
+  CHECK_THAT(out, Catch::Matchers::Contains("durable must be true or false"));
+}
+
 TEST_CASE("durable group: a replica answers only once the state it answers from is on disk, "
           "also when it keeps several deliveries with one write", "[durable][e2e]") {
   test::Cluster cluster{{3, kDurable, "", "warn"}};

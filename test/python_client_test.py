@@ -220,6 +220,11 @@ class PythonTlsTest(unittest.TestCase):
             app1.create_group("made", ["n1"])
         self.assertEqual(again.exception.code(), grpc.StatusCode.ALREADY_EXISTS)
         app1.create_group("mine", ["n1"], acl={"invoke": ["app1"]})
+        # durable: this daemon has no incarnation_file, so it cannot promise it.
+        with self.assertRaises(grpc.RpcError) as not_durable:
+            app1.create_group("kept", ["n1"], durable=True)
+        self.assertEqual(not_durable.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("needs incarnation_file", not_durable.exception.details())
         app1.close()
         app2 = CohortClient(self.address, "app2", **self.identity("app2"))
         with self.assertRaises(grpc.RpcError) as kept_out:

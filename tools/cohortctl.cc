@@ -19,10 +19,11 @@
 //                                  prints the view now and on every change (view id or suspicion)
 //     drain                        leave every group (view changes), then return; the daemon runs on
 //     create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]
-//                  [join=A,B] [invoke=A,B] [admin=A,B]
+//                  [join=A,B] [invoke=A,B] [admin=A,B] [durable=true]
 //                                  creates a group on every daemon at run time (dynamic_groups);
 //                                  MEMBERS: node names, comma-separated; join/invoke/admin: its
-//                                  acl (application names or "*"; none given: no acl)
+//                                  acl (application names or "*"; none given: no acl); durable:
+//                                  groups[].durable
 //     delete-group NAME            deletes a group made by create-group on every daemon
 //     join GROUP / leave GROUP     this daemon joins (leaves) GROUP's view, a view change the
 //                                  members agree on (a joiner gets the state first); waits up to
@@ -78,10 +79,11 @@ constexpr char kUsage[] =
     "                                print the view now and whenever it changes\n"
     "  drain                         leave every group (others install views without it), return\n"
     "  create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]\n"
-    "               [join=A,B] [invoke=A,B] [admin=A,B]\n"
+    "               [join=A,B] [invoke=A,B] [admin=A,B] [durable=true]\n"
     "                                a group on every daemon at run time (dynamic_groups);\n"
     "                                MEMBERS: node names, comma-separated; join/invoke/admin:\n"
-    "                                its acl (application names or \"*\")\n"
+    "                                its acl (application names or \"*\"); durable: the\n"
+    "                                servants keep its state on disk (groups[].durable)\n"
     "  delete-group NAME             delete a group made by create-group, on every daemon\n"
     "  join GROUP | leave GROUP      this daemon joins (leaves) the group's view; waits until the\n"
     "                                view has (lacks) it, up to --timeout-ms\n"
@@ -383,7 +385,7 @@ int Multicast(const Options& options) {
 int CreateGroupCmd(const Options& options) {
   constexpr char kUsage[] =
       "create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M] "
-      "[join=A,B] [invoke=A,B] [admin=A,B]";
+      "[join=A,B] [invoke=A,B] [admin=A,B] [durable=true]";
   if (options.args.size() < 2) return Usage(kUsage);
   cohort::GroupSpec spec;
   spec.name = options.args[0];
@@ -398,6 +400,11 @@ int CreateGroupCmd(const Options& options) {
       spec.style = kv.second;
     } else if (kv.first == "default_mode") {
       spec.default_mode = kv.second;
+    } else if (kv.first == "durable") {
+      if (kv.second != "true" && kv.second != "false") {
+        return Usage(absl::StrCat("durable must be true or false, not \"", kv.second, "\""));
+      }
+      spec.durable = kv.second == "true";
     } else if (kv.first == "join" || kv.first == "invoke" || kv.first == "admin") {
       if (!spec.acl) spec.acl.emplace();
       std::vector<std::string>& names = kv.first == "join"     ? spec.acl->join

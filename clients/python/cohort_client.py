@@ -169,15 +169,16 @@ class CohortClient:
                              (group, method, payload, mode, deadline_ms, style))
 
     def create_group(self, group, members, ordering="", liveness="", style="", default_mode="",
-                     acl=None, timeout=10.0):
+                     acl=None, timeout=10.0, durable=False):
         """A group on every daemon at run time (daemons with dynamic_groups). acl: a dict of
         join/invoke/admin lists of application names (or "*"), as groups[].acl; None: no acl.
-        Raises grpc.RpcError: ALREADY_EXISTS, INVALID_ARGUMENT (names the bad key),
-        UNAVAILABLE."""
+        durable: as groups[].durable (servants with keep_state_in). Raises grpc.RpcError:
+        ALREADY_EXISTS, INVALID_ARGUMENT (names the bad key), FAILED_PRECONDITION (durable, and
+        the daemon has no incarnation_file), UNAVAILABLE."""
         def create(nso):
             request = api_pb2.CreateGroupRequest(
                 nso=nso, group=group, members=list(members), ordering=ordering,
-                liveness=liveness, style=style, default_mode=default_mode)
+                liveness=liveness, style=style, default_mode=default_mode, durable=durable)
             if acl is not None:
                 request.acl.SetInParent()
                 for right in ("join", "invoke", "admin"):
