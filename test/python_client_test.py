@@ -19,6 +19,7 @@ import grpc
 
 import api_pb2
 import api_pb2_grpc
+import cohort_client
 from cohort_client import CohortClient, Servant, read_kept_state, write_kept_state
 from local_cluster import LocalCluster
 
@@ -449,6 +450,57 @@ class PythonDurableTest(unittest.TestCase):
         # The re-founder's took its kept state back, the others got it by transfer.
         self.assertEqual([c.installs for c in counters], [1, 1, 1])
         client.close()
+
+    def test_group_commit_answers_only_after_the_write(self):
+        # What each servant's thread does, in order: ("write", value) once a kept state is on
+        # disk, ("answer", value) when an answer is made to be sent.
+        done = {}
+        lock = threading.Lock()
+        real_write, real_message = cohort_client.write_kept_state, api_pb2.ServantMessage
+
+        def recording_write(path, group, position, state, calls=b""):
+            real_write(path, group, position, state, calls)
+            with lock:
+                done.setdefault(threading.get_ident(), []).append(("write", int(state)))
+
+        def recording_message(*args, **kwargs):
+            answer = kwargs.get("answer")
+            if answer is not None and answer.payload.isdigit():
+                with lock:
+                    done.setdefault(threading.get_ident(), []).append(
+                        ("answer", int(answer.payload)))
+            return real_message(*args, **kwargs)
+
+        for name in ("Answer", "Register", "SerializeToString", "FromString"):
+            setattr(recording_message, name, getattr(real_message, name))
+        cohort_client.write_kept_state = recording_write
+        api_pb2.ServantMessage = recording_message
+        try:
+            self.start_servants()
+            client = CohortClient(self.addresses[0], "python-group-commit")
+            self.assertTrue(eventually(lambda: len(client.invoke(
+                "counter", "get", b"", mode="all", deadline_ms=2000).replies) == 3, 20))
+            futures = [client.invoke_future("counter", "add", b"1", mode="all")
+                       for _ in range(200)]
+            for future in futures:
+                self.assertEqual(len(future.result().replies), 3)
+            client.close()
+        finally:
+            cohort_client.write_kept_state = real_write
+            api_pb2.ServantMessage = real_message
+        with lock:
+            threads = [events for events in done.values() if ("answer", 200) in events]
+        self.assertEqual(len(threads), 3)  # each servant answered the 200th add
+        for events in threads:
+            kept, writes = 0, 0
+            for kind, value in events:
+                if kind == "write":
+                    kept, writes = max(kept, value), writes + 1
+                elif value > 0:  # an add's answer: its value was on disk before
+                    self.assertGreaterEqual(kept, value)
+            self.assertEqual(kept, 200)
+            # Deliveries read together share a write.
+            self.assertLess(writes, 200)
 
     def test_the_kept_state_file(self):
         path = os.path.join(self.dir, "x.kept")

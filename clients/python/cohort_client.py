@@ -31,7 +31,6 @@ As the C++ library: a client attaches again when its daemon restarted (the daemo
 rejoin_after_daemon_restart registers again by itself, its object first reset to its state at
 start() (get_state then, set_state now), then given the group's state by transfer.
 """
-import collections
 import os
 import queue
 import threading
@@ -41,6 +40,7 @@ import grpc
 
 import api_pb2
 import api_pb2_grpc
+from kept_state import KeptCallLog, read_kept_state, write_kept_state  # noqa: F401 (re-exported)
 
 MODES = {
     "default": api_pb2.MODE_UNSPECIFIED,
@@ -289,68 +289,6 @@ class _InvokeFuture:
 STATE_CHUNK_BYTES = 256 * 1024
 
 
-KEPT_MAGIC = b"cohort-kept-state 2"
-KEPT_MAGIC_V1 = b"cohort-kept-state 1"  # no calls
-# The calls a servant keeps with its state: the latest, at most this many and bytes (as the C++
-# library's, invocation/kept_state.h).
-KEPT_CALLS_MAX = 4096
-KEPT_CALLS_MAX_BYTES = 1 << 20
-
-
-def read_kept_state(path, group):
-    """(position, state, calls) kept in `path` for `group` (invocation/kept_state.h's format;
-    calls: a serialized api_pb2.KeptCalls, empty in a file of version 1), or None when there is
-    no file. ValueError naming the file if it is not this group's kept state."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    version1 = data.startswith(KEPT_MAGIC_V1 + b"\n")
-    header_lines = 4 if version1 else 5
-    parts = data.split(b"\n", header_lines)
-    if parts[0] != KEPT_MAGIC and not version1:
-        raise ValueError("kept state %r: not a servant's kept state (it starts %r)"
-                         % (path, KEPT_MAGIC.decode()))
-    try:
-        assert len(parts) == header_lines + 1
-        named = parts[1].split(b" ", 1)
-        position = parts[2].split(b" ", 1)
-        size = parts[3].split(b" ", 1)
-        calls = [b"calls", b"0"] if version1 else parts[4].split(b" ", 1)
-        assert named[0] == b"group" and position[0] == b"position" and size[0] == b"size"
-        assert calls[0] == b"calls"
-        named, position, size = named[1].decode(), int(position[1]), int(size[1])
-        calls_size = int(calls[1])
-    except (AssertionError, IndexError, ValueError, UnicodeDecodeError):
-        raise ValueError("kept state %r: its header is damaged" % path)
-    if named != group:
-        raise ValueError("kept state %r: it is the state of group %r, not %r" % (path, named, group))
-    body = parts[header_lines]
-    if len(body) != size + calls_size:
-        raise ValueError("kept state %r: it holds %d bytes of state and calls, its header says %d "
-                         "and %d" % (path, len(body), size, calls_size))
-    return position, body[:size], body[size:]
-
-
-def write_kept_state(path, group, position, state, calls=b""):
-    """Replaces the kept state durably: a temporary file, fsync, rename, fsync of the directory.
-    `calls`: a serialized api_pb2.KeptCalls kept with it."""
-    data = b"%s\ngroup %s\nposition %d\nsize %d\ncalls %d\n" % (
-        KEPT_MAGIC, group.encode(), position, len(state), len(calls)) + state + calls
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.rename(tmp, path)
-    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 class Servant:
     """A replica of `group` at one daemon. `handlers` maps method names to functions of the
     payload (bytes) returning the reply (bytes); an exception answers with an error. Multicasts
@@ -360,10 +298,11 @@ class Servant:
     view change in delivery order at the member that gives it; installed at the joiner before any
     other delivery). Without them a replica's state is not transferred.
 
-    keep_state_in: a durable group (README "Durable groups"): after every delivery, before its
-    answer, the object's state (get_state) and its position in the group's order are written to
-    this file (temporary file, fsync, rename, fsync of the directory; the format of the C++
-    library's Servant::KeepStateIn, invocation/kept_state.h). start() reads it aside and tells the
+    keep_state_in: a durable group (README "Durable groups"): after the deliveries read together
+    (at most 256 answers held), before their answers, the object's state (get_state) and its
+    position in the group's order are written to this file (temporary file, fsync, rename, fsync
+    of the directory; the format of the C++ library's Servant::KeepStateIn,
+    invocation/kept_state.h; clients/python/kept_state.py). start() reads it aside and tells the
     daemon its position; when every member restarted, the daemon of the one that kept the most
     advanced state has it taken back ("$restore_kept") and re-founds the group from it. The
     answers of the latest calls are kept with the state, so that a call resent across a power
@@ -393,8 +332,11 @@ class Servant:
         self._partial_state = b""
         self._kept_path = keep_state_in
         self._kept = None  # (position, state, calls) read at start, until taken back or moved past
-        self._kept_calls = collections.deque()  # api_pb2.KeptCall, oldest first
-        self._kept_calls_bytes = 0
+        self._kept_calls = KeptCallLog()
+        # Group commit (keep_state_in): the position applied but not yet kept, and the answers
+        # held until it is (the deliveries read together are kept with one write).
+        self._unkept = None
+        self._held = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._outbox = None
@@ -487,8 +429,8 @@ class Servant:
             return True
         self._kept = None
         try:
-            calls = api_pb2.KeptCalls(calls=self._kept_calls).SerializeToString()
-            write_kept_state(self._kept_path, self.group, position, bytes(self._get_state()), calls)
+            write_kept_state(self._kept_path, self.group, position, bytes(self._get_state()),
+                             self._kept_calls.serialized())
             return True
         except Exception as error:
             self.kept_error = "group %r: cannot keep the state: %s" % (self.group, error)
@@ -497,22 +439,6 @@ class Servant:
                 if self._events is not None:
                     self._events.cancel()
             return False
-
-    def _keep_call(self, call):
-        """A call (api_pb2.KeptCall) kept with the state: the latest, within the bounds."""
-        if not call.call:
-            return
-        self._kept_calls.append(call)
-        self._kept_calls_bytes += call.ByteSize()
-        while len(self._kept_calls) > KEPT_CALLS_MAX or (
-                self._kept_calls_bytes > KEPT_CALLS_MAX_BYTES and len(self._kept_calls) > 1):
-            self._kept_calls_bytes -= self._kept_calls.popleft().ByteSize()
-
-    def _replace_kept_calls(self, calls):
-        self._kept_calls.clear()
-        self._kept_calls_bytes = 0
-        for call in calls.calls:
-            self._keep_call(call)
 
     def _restore_kept(self, delivery):
         """$restore_kept: the group is re-founded from the kept state; the answer gives back the
@@ -524,32 +450,56 @@ class Servant:
         else:
             (_, state, calls), self._kept = self._kept, None
             try:
-                self._replace_kept_calls(api_pb2.KeptCalls.FromString(calls))
+                self._kept_calls.replace(api_pb2.KeptCalls.FromString(calls))
                 self._partial_state = b""
                 self._set_state(state)
                 answer.payload = calls
             except Exception as error:
-                self._replace_kept_calls(api_pb2.KeptCalls())
+                self._kept_calls.replace(api_pb2.KeptCalls())
                 answer.status_code = grpc.StatusCode.DATA_LOSS.value[0]
                 answer.error = "taking back the state kept in %s: %s" % (self._kept_path, error)
         self._outbox.put(api_pb2.ServantMessage(answer=answer))
 
+    def _applied(self, position, answer=None):
+        """A delivery applied (keep_state_in): kept, and `answer` sent, by _flush_kept."""
+        self._kept = None  # the object has moved on from what was found on disk
+        self._unkept = position
+        if answer is not None:
+            self._held.append(answer)
+
+    def _flush_kept(self):
+        """Writes the state applied so far and sends the answers held for it; False if it could
+        not be kept (the servant ends; the answers are never sent)."""
+        if self._unkept is None:
+            return True
+        position, self._unkept = self._unkept, None
+        held, self._held = self._held, []
+        if not self._keep(position):
+            return False
+        for answer in held:
+            self._outbox.put(api_pb2.ServantMessage(answer=answer))
+        return True
+
     def _handle(self, event):
+        keeping = self._kept_path is not None
         if not event.method:
             self.multicasts.append(event.payload)
-            if self._kept_path is not None:
-                self._keep_call(api_pb2.KeptCall(call=event.call))
-            self._keep(event.group_seq)
+            if keeping:
+                self._kept_calls.add(api_pb2.KeptCall(call=event.call))
+                self._applied(event.group_seq)
             return
         if event.method == "$get_state":
-            self._send_state(event.delivery)
+            if self._flush_kept():
+                self._send_state(event.delivery)
             return
         if event.method == "$set_state":
+            if not self._flush_kept():
+                return
             self._take_state_chunk(event)
-            if event.state_last:
+            if event.state_last and keeping:
                 if event.HasField("kept_calls"):
-                    self._replace_kept_calls(event.kept_calls)
-                self._keep(event.group_seq)
+                    self._kept_calls.replace(event.kept_calls)
+                self._applied(event.group_seq)
             return
         if event.method == "$restore_kept":
             self._restore_kept(event.delivery)
@@ -565,17 +515,24 @@ class Servant:
             except Exception as error:  # the servant's failure goes back to the caller
                 answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
                 answer.error = str(error)
-            if self._kept_path is not None:
-                self._keep_call(api_pb2.KeptCall(call=event.call) if event.one_way else
-                                api_pb2.KeptCall(call=event.call, status_code=answer.status_code,
-                                                 error=answer.error, payload=answer.payload))
-            if not self._keep(event.group_seq):
-                return  # ended: no answer from a state not kept
+            if keeping:
+                self._kept_calls.add(api_pb2.KeptCall(call=event.call) if event.one_way else
+                                     api_pb2.KeptCall(call=event.call,
+                                                      status_code=answer.status_code,
+                                                      error=answer.error, payload=answer.payload))
+                # Answered once the state is on disk (_flush_kept): no answer from a state not kept.
+                self._applied(event.group_seq, None if event.one_way else answer)
+                return
         if not event.one_way:
             self._outbox.put(api_pb2.ServantMessage(answer=answer))
 
+    # Group commit (keep_state_in): at most this many answers wait for one write.
+    MAX_HELD_ANSWERS = 256
+
     def _serve(self):
         """Deliveries until the stream ends; returns why."""
+        if self._kept_path is not None:
+            return self._serve_keeping()
         try:
             for event in self._events:
                 if event.ended:
@@ -590,6 +547,49 @@ class Servant:
             return "%s: %s" % (error.code().name, error.details())
         finally:
             self._outbox.put(None)
+
+    def _serve_keeping(self):
+        """_serve keeping the state: a reader thread takes the events off the stream, and the
+        deliveries read together are kept with one write (group commit, as the C++ library's)."""
+        events = queue.Queue()
+
+        def read():
+            try:
+                for event in self._events:
+                    events.put(event)
+                events.put("the daemon closed the stream")
+            except grpc.RpcError as error:
+                events.put("stopped" if error.code() == grpc.StatusCode.CANCELLED else
+                           "%s: %s" % (error.code().name, error.details()))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            while True:
+                event = events.get()
+                while True:
+                    if isinstance(event, str):  # the stream ended
+                        self._flush_kept()  # what was applied is kept; the answers go nowhere
+                        return event
+                    if event.ended:
+                        self._flush_kept()
+                        self.ended = event.ended
+                        self._events.cancel()
+                        return "ended: " + event.ended
+                    self._handle(event)
+                    if self._unkept is None or len(self._held) >= self.MAX_HELD_ANSWERS:
+                        break
+                    try:
+                        event = events.get_nowait()
+                    except queue.Empty:
+                        break
+                if not self._flush_kept():  # the servant ends (_keep cancelled the stream)
+                    while not isinstance(events.get(), str):
+                        pass
+                    return "stopped"
+        finally:
+            self._outbox.put(None)
+            reader.join(timeout=5)
 
     def _rejoin_now(self):
         """Registers again with back-off; True once registered."""
@@ -607,7 +607,7 @@ class Servant:
             if self._initial_state is not None:
                 self._partial_state = b""
                 self._set_state(self._initial_state)
-            self._replace_kept_calls(api_pb2.KeptCalls())
+            self._kept_calls.replace(api_pb2.KeptCalls())
             if self._kept_path is not None:
                 try:
                     self._kept = read_kept_state(self._kept_path, self.group)
