@@ -472,36 +472,32 @@ void PowerCuts(Run& run, uint64_t seed, bool outside = false) {
   CHECK(shared == 0);
 }
 
+// PowerCuts over the seeds of COHORT_DURABLE_SEEDS=N [COHORT_DURABLE_FIRST=K] (a longer sweep; 8
+// seeds from 1 by default), in both orders.
+void PowerCutRuns(bool outside) {
+  const char* seeds = std::getenv("COHORT_DURABLE_SEEDS");
+  const char* first = std::getenv("COHORT_DURABLE_FIRST");
+  const uint64_t count = seeds != nullptr ? std::strtoull(seeds, nullptr, 10) : 8;
+  const uint64_t from = first != nullptr ? std::strtoull(first, nullptr, 10) : 1;
+  uint64_t seed = from - 1;
+  test::ForEachRun<Run>([&seed, count, from, outside](Run& run) {
+    if (++seed == from + count) seed = from;  // the second order's runs take the same seeds
+    PowerCuts(run, seed, outside);
+  }, count, from);
+}
+
 }  // namespace
 
 TEST_CASE("a durable group under crashes and power cuts keeps one order and every call it "
           "acknowledged (random runs, both orders)",
           "[membership][durable][sim]") {
-  // COHORT_DURABLE_SEEDS=N [COHORT_DURABLE_FIRST=K]: a longer sweep (8 seeds from 1 by default).
-  const char* seeds = std::getenv("COHORT_DURABLE_SEEDS");
-  const char* first = std::getenv("COHORT_DURABLE_FIRST");
-  const uint64_t count = seeds != nullptr ? std::strtoull(seeds, nullptr, 10) : 8;
-  const uint64_t from = first != nullptr ? std::strtoull(first, nullptr, 10) : 1;
-  uint64_t seed = from - 1;
-  test::ForEachRun<Run>([&seed, count, from](Run& run) {
-    if (++seed == from + count) seed = from;  // the second order's runs take the same seeds
-    PowerCuts(run, seed);
-  }, count, from);
+  PowerCutRuns(/*outside=*/false);
 }
 
 TEST_CASE("calls from a daemon outside a durable group, resent across its power cuts, are "
           "executed once and answered as they were (random runs, both orders)",
           "[membership][durable][sim]") {
-  // COHORT_DURABLE_SEEDS / COHORT_DURABLE_FIRST as above.
-  const char* seeds = std::getenv("COHORT_DURABLE_SEEDS");
-  const char* first = std::getenv("COHORT_DURABLE_FIRST");
-  const uint64_t count = seeds != nullptr ? std::strtoull(seeds, nullptr, 10) : 8;
-  const uint64_t from = first != nullptr ? std::strtoull(first, nullptr, 10) : 1;
-  uint64_t seed = from - 1;
-  test::ForEachRun<Run>([&seed, count, from](Run& run) {
-    if (++seed == from + count) seed = from;
-    PowerCuts(run, seed, /*outside=*/true);
-  }, count, from);
+  PowerCutRuns(/*outside=*/true);
 }
 
 }  // namespace cohort
