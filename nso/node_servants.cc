@@ -76,6 +76,14 @@ void Node::OnServantLost(const std::string& group_name) {
   membership.no_servant_overflow = false;
   membership.joiner.set_want_member(false);
   if (!(*group)->is_member() || (*group)->members().size() == 1) return;
+  if ((*group)->durable_claim()) {
+    // A restarted daemon of a durable group waiting to resume (node_durable.cc): the replica's
+    // state is on disk, not in the servant that went, and nothing is ordered in this view, so a
+    // leave could never be. The next servant registers with what it finds on disk.
+    Log("membership")->warn("group {}: its servant detached while the group waits to resume; "
+                            "the next servant to register gives what it kept", group_name);
+    return;
+  }
   Log("membership")->warn("group {}: its last servant detached: the replica's state is gone; "
                           "leaving the group (a servant attaching later rejoins with state "
                           "transfer)", group_name);

@@ -82,6 +82,13 @@ struct Run : test::CountedGroupG {
         return;
       }
       if (d.method == nso::kRestoreKeptMethod) {
+        if (silent_restore.count(id)) return;  // never answers (it goes before it does)
+        if (auto failing = restore_error.find(id); failing != restore_error.end()) {
+          sim.net.After(0, [this, node, id, number = d.delivery, error = failing->second] {
+            node->Answer(servant[id], number, error, "");
+          });
+          return;
+        }
         value[id] = disk[id].value;
         list[id] = disk[id].list;
         calls[id] = disk[id].calls;
@@ -188,6 +195,10 @@ struct Run : test::CountedGroupG {
   std::map<uint64_t, std::string> order;  // position in the group's order -> payload
   std::vector<std::string> order_violations;
   std::map<NodeId, int> state_installs, restored;
+  // The servant of a node here cannot take its kept state back (answers this error), or never
+  // answers "$restore_kept".
+  std::map<NodeId, absl::Status> restore_error;
+  std::set<NodeId> silent_restore;
 };
 
 // Five calls, every member killed, every member back with its incarnation file.
@@ -355,6 +366,36 @@ TEST_CASE("the member re-founding a durable group dies before the others have it
     CHECK(run.AddAllAgreed(2) == "7");
     CHECK(run.GroupAt(1).counters().recovered_from_kept == 1);  // its new process's
   });
+}
+
+TEST_CASE("a servant that cannot take its kept state back, or goes before it does: the durable "
+          "group waits, and resumes once a servant that can registers there (both orders)",
+          "[membership][durable][sim]") {
+  for (bool silent : {false, true}) {
+    test::ForEachRun<Run>([silent](Run& run) {
+      INFO((silent ? "the servant goes before it answers" : "the servant answers an error"));
+      // n1 re-founds the group (all kept the same position: the lowest id).
+      if (silent) {
+        run.silent_restore.insert(1);
+      } else {
+        run.restore_error[1] = absl::DataLossError("the disk went bad");
+      }
+      FiveCallsThenEveryoneRestarts(run);
+      run.sim.net.RunUntil(run.sim.net.now_ms() + 1500);
+      CHECK(run.RecoveredFromKept() == 0);
+      CHECK(run.restored[1] == 0);
+      for (NodeId id = 1; id <= 3; ++id) CHECK(run.GroupAt(id).durable_claim());  // waiting
+      // Another servant at n1, which can.
+      run.silent_restore.clear();
+      run.restore_error.clear();
+      run.sim.nodes[1]->UnregisterServant(run.servant[1]);
+      run.Serve(1);
+      REQUIRE(run.Settled());
+      CHECK(run.AddAllAgreed(2) == "7");
+      CHECK(run.RecoveredFromKept() == 1);
+      CHECK(run.restored[1] == 1);
+    }, /*seeds=*/3);
+  }
 }
 
 namespace {
