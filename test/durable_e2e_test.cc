@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 #include <memory>
@@ -205,6 +206,39 @@ TEST_CASE("durable group: a group of one restarted resumes from its servant's ke
     return true;
   }, 30));
   CHECK(value == "5");
+}
+
+TEST_CASE("durable group: a power cut that took one machine's disk; its replacement starts with "
+          "--replacing and nothing kept, and the group resumes from the others' kept state",
+          "[durable][e2e]") {
+  test::Cluster cluster{{3, kDurable, "", "info"}};
+  REQUIRE(cluster.Start());
+  {
+    auto replicas = StartKeeping(cluster, /*rejoin=*/false);
+    FiveThenKillAll(cluster);
+    for (const auto& replica : replicas) {
+      CHECK(Eventually([&] { return replica->servant->Ended(); }, 10));
+    }
+  }
+  // n3's disk is gone: its incarnation file and its servant's kept state.
+  REQUIRE(std::remove(absl::StrCat(cluster.dir(), "/n3.incarnation").c_str()) == 0);
+  REQUIRE(std::remove(KeptPath(cluster, 3).c_str()) == 0);
+  REQUIRE(cluster.StartNode(1));
+  REQUIRE(cluster.StartNode(2));
+  REQUIRE(cluster.StartNode(3, {"--replacing"}));
+  auto replicas = StartKeeping(cluster, /*rejoin=*/false);
+  CHECK(AddAll(cluster, "1") == std::vector<std::string>{"6", "6", "6"});
+  auto kept = invocation::ReadKeptState(KeptPath(cluster, 3), "counter");
+  REQUIRE(kept.ok());
+  REQUIRE(kept->has_value());
+  CHECK((*kept)->state == "6");  // the replacement got the state, and keeps it
+  std::string refounders;
+  for (int i = 1; i <= 3; ++i) {
+    if (test::ReadText(cluster.LogPath(i)).find("re-founded in view") != std::string::npos) {
+      refounders += absl::StrCat("n", i);
+    }
+  }
+  CHECK(refounders == "n1");  // n1 and n2 kept the same position: the lowest id
 }
 
 TEST_CASE("durable group created at run time (CreateGroup durable): every daemon restarted, it "
