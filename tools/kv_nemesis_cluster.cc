@@ -156,7 +156,7 @@ bool Run::AttachServant(int i) {
     if (created.ok()) {
       store->RegisterWith(created->get());
       if (rejoining()) (*created)->RejoinAfterDaemonRestart();
-      if (o_.durable == "on") (*created)->KeepStateIn(absl::StrCat(o_.dir, "/kv-", Name(i), ".kept"));
+      if (o_.durable == "on") (*created)->KeepStateIn(KeptPath(i));
       absl::Status started = (*created)->Start();
       if (started.ok()) {
         servant = std::move(*created);
@@ -188,6 +188,7 @@ bool Run::StartServantProcess(int i) {
       argv.insert(argv.end(), {"--ca-file", o_.tls_ca + "/ca.pem", "--server-name", "cohort"});
     }
     if (rejoining()) argv.insert(argv.end(), {"--rejoin", "yes"});
+    if (o_.durable == "on") argv.insert(argv.end(), {"--keep-state", KeptPath(i)});
     pid_t pid = Spawn(argv, log);
     bool serving = false, ended = false;
     for (int wait = 0; wait < 200 && !serving && !ended; ++wait) {

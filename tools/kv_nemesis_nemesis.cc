@@ -50,9 +50,10 @@ void Run::NemesisLoop() {
       SleepMs(ms);
       continue;
     }
-    // --durable on: the first fault is a power cut (short runs have one), then 35% of them.
+    // --durable on: the first fault is a power cut (short runs have one), then 35% of them (20%
+    // with --netlab, which partitions hosts too).
     const bool cut_yet = faults_.count("power cut") + faults_.count("power cut sparing outside") > 0;
-    if (o_.durable == "on" && (kind < 35 || !cut_yet)) {
+    if (o_.durable == "on" && (kind < (netlab() ? 20 : 35) || !cut_yet)) {
       PowerCut();
     } else if (netlab() && kind < 35) {
       Partition();

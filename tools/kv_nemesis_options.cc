@@ -56,12 +56,12 @@ bool ParseOptions(int argc, char** argv, Options* options) {
       (o.api != "local" && o.api != "grpc") || (o.calls != "sync" && o.calls != "async") ||
       (o.peer_transport != "tcp" && o.peer_transport != "grpc") ||
       (o.servants != "fresh" && o.servants != "rejoin") ||
-      (o.durable != "off" && o.durable != "on") || (o.durable == "on" && !o.netlab.empty())) {
+      (o.durable != "off" && o.durable != "on")) {
     std::fprintf(stderr,
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
-                 "       [--calls sync|async] [--servants fresh|rejoin] [--durable on|off (loopback)]\n"
+                 "       [--calls sync|async] [--servants fresh|rejoin] [--durable on|off]\n"
                  "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return false;

@@ -73,6 +73,8 @@ class Run {
   cohort::ConnectOptions Connecting(std::string name,
                                     absl::Duration timeout = absl::Seconds(5)) const;
   std::string Name(int i) const { return absl::StrCat("n", i + 1); }
+  // --durable on: where node i's servant keeps the store.
+  std::string KeptPath(int i) const { return absl::StrCat(o_.dir, "/kv-", Name(i), ".kept"); }
   bool rejoining() const { return o_.servants == "rejoin"; }  // --servants rejoin
 
   // Starts daemon i and waits until it serves; then attaches a fresh servant to it.

@@ -3,8 +3,10 @@
 // Attaches to one daemon and serves a group (default `kv`) until SIGINT or SIGTERM, or until the
 // daemon ends the stream (exit 1: a supervisor restarts it, and it gets the state again); with
 // --rejoin yes it outlives its daemon's restart instead (Servant::RejoinAfterDaemonRestart) and
-// prints "registered again" each time.
+// prints "registered again" each time. With --keep-state FILE it keeps the store on disk for a
+// durable group (Servant::KeepStateIn, README "Durable groups").
 //   kv-servant --daemon 127.0.0.1:7201 [--group kv] [--name kv-1] [--rejoin yes]
+//              [--keep-state FILE]
 // Then, e.g.:  cohortctl invoke kv put color=blue --mode majority
 //              cohortctl invoke kv cas "color blue green" --mode majority
 #include <csignal>
@@ -21,7 +23,7 @@ void OnSignal(int) { g_stop = 1; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string daemon = "127.0.0.1:7201", group = "kv", name = "kv";
+  std::string daemon = "127.0.0.1:7201", group = "kv", name = "kv", keep_state;
   bool rejoin = false;
   cohort::ConnectOptions options;
   for (int i = 1; i < argc; i += 2) {
@@ -35,13 +37,15 @@ int main(int argc, char** argv) {
     else if (flag == "--name") name = argv[i + 1];
     else if (flag == "--ca-file") options.ca_file = argv[i + 1];
     else if (flag == "--server-name") options.server_name = argv[i + 1];
+    else if (flag == "--keep-state") keep_state = argv[i + 1];
     else if (flag == "--rejoin" && (std::string(argv[i + 1]) == "yes" ||
                                     std::string(argv[i + 1]) == "no")) {
       rejoin = std::string(argv[i + 1]) == "yes";
     } else {
       std::fprintf(stderr, "kv-servant: unknown flag %s\n"
                    "usage: kv-servant --daemon HOST:PORT [--group kv] [--name NAME]"
-                   " [--ca-file CA.pem [--server-name NAME]] [--rejoin yes|no]\n",
+                   " [--ca-file CA.pem [--server-name NAME]] [--rejoin yes|no]"
+                   " [--keep-state FILE]\n",
                    flag.c_str());
       return 2;
     }
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
   cohort::kv::KvStore store;
   store.RegisterWith(servant->get());
   if (rejoin) (*servant)->RejoinAfterDaemonRestart();
+  if (!keep_state.empty()) (*servant)->KeepStateIn(keep_state);
   if (absl::Status status = (*servant)->Start(); !status.ok()) {
     std::fprintf(stderr, "kv-servant: %s\n", status.ToString().c_str());
     return 1;
