@@ -370,6 +370,8 @@ class Node {
       uint64_t restore_delivery = 0;
       bool restored = false;
       bool restore_failed = false;
+      // The calls kept with it, loaded as a reply cache: the group's once it is re-founded.
+      invocation::ReplyCache restored_cache;
     };
     std::unique_ptr<KeptStates> kept_states;
   };

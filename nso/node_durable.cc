@@ -47,6 +47,7 @@ void Node::NoteKeptState(Group* group, uint64_t servant, const ServantKeptState&
   states.restore_delivery = 0;
   states.restored = false;
   states.restore_failed = false;
+  states.restored_cache = invocation::ReplyCache();
   states.sent_ms = 0;  // tell the others now
   if (!kept.keeps) {
     Log("membership")->warn("group {} is durable but servant {} keeps no state on disk "
@@ -147,6 +148,7 @@ bool Node::TryRecover(Group* group) {
                           "kept at position {} (kept: [{}], node:position)",
                           name, to_view, most, absl::StrJoin(said, ", "));
   delivered_seq_[name] = most;  // the group's order goes on from the kept state's position
+  if (states.restored) reply_caches_[name] = std::move(states.restored_cache);
   membership.kept_states.reset();
   if (membership.joiner.awaiting_state()) {
     // Its provider died before giving the state of the view it re-founded: what was ordered in
@@ -198,7 +200,7 @@ bool Node::AnswerRestore(uint64_t servant, uint64_t delivery, const absl::Status
   }
   Log("membership")->info("group {}: servant {} took back the state kept at position {}, with {} "
                           "calls answered", name, servant, states.kept.position, calls.calls_size());
-  reply_caches_[name] = std::move(cache);
+  states.restored_cache = std::move(cache);
   states.restored = true;
   TryRecover(group->second.get());
   return true;
