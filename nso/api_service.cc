@@ -489,7 +489,7 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event) {
   event->set_state_last(delivery.state_last);
   if (!delivery.ended.empty()) event->set_ended(std::move(delivery.ended));
   if (!delivery.call.empty()) event->set_call(std::move(delivery.call));
-  if (delivery.kept_calls) event->mutable_kept_calls()->ParseFromString(*delivery.kept_calls);
+  if (delivery.kept_calls) *event->mutable_kept_calls() = *delivery.kept_calls;
 }
 
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {

@@ -31,6 +31,7 @@
 #include "nso/group.h"
 #include "nso/stall_clock.h"
 #include "nso/transport.h"
+#include "proto/api.pb.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::nso {
@@ -72,10 +73,9 @@ struct ServantDelivery {
   // Not empty: the last one, no delivery; the registration ended, and why (RemoveGroup).
   std::string ended;
   // Durable groups (proto/api.proto ServantEvent.call, .kept_calls): a client's call's identity
-  // (invocation/kept_calls.h); on the last "$set_state" chunk, the calls the state answered (a
-  // serialized api::KeptCalls).
+  // (invocation/kept_calls.h); on the last "$set_state" chunk, the calls the state answered.
   std::string call;
-  std::optional<std::string> kept_calls;
+  std::shared_ptr<const api::KeptCalls> kept_calls;
 };
 
 struct GroupInfo {
@@ -363,15 +363,17 @@ class Node {
       // What each other member said its servant kept (KEPT_STATE): its process, the position.
       std::map<NodeId, std::pair<uint64_t, uint64_t>> offers;
       uint64_t sent_ms = 0;       // this node's last KEPT_STATE
-      // Re-founding from this member's kept state: "$restore_kept" sent to its servant (its
-      // delivery number), and answered with the calls kept with that state (restored), or
-      // with an error (the group waits for another servant: never resumed from an object that
-      // could not take its state back).
-      uint64_t restore_delivery = 0;
-      bool restored = false;
-      bool restore_failed = false;
-      // The calls kept with it, loaded as a reply cache: the group's once it is re-founded.
-      invocation::ReplyCache restored_cache;
+      // Re-founding from this member's kept state: its servant takes it back first.
+      struct TakeBack {
+        uint64_t delivery = 0;  // "$restore_kept" sent with this number (0: not yet)
+        // Answered with an error: the group waits for another servant (never resumed from an
+        // object that could not take its state back).
+        bool failed = false;
+        // Answered with the calls kept with the state, loaded as a reply cache: the group's
+        // once this member re-founds it.
+        std::optional<invocation::ReplyCache> cache;
+      };
+      TakeBack take_back;
     };
     std::unique_ptr<KeptStates> kept_states;
   };

@@ -43,11 +43,8 @@ void Node::NoteKeptState(Group* group, uint64_t servant, const ServantKeptState&
   if (states.servant != 0 && servants_.count(states.servant) > 0) return;  // the first one's
   states.servant = servant;
   states.kept = kept;
-  kept_restores_.erase(states.restore_delivery);  // an earlier servant's take-back, if any
-  states.restore_delivery = 0;
-  states.restored = false;
-  states.restore_failed = false;
-  states.restored_cache = invocation::ReplyCache();
+  kept_restores_.erase(states.take_back.delivery);  // an earlier servant's take-back, if any
+  states.take_back = {};
   states.sent_ms = 0;  // tell the others now
   if (!kept.keeps) {
     Log("membership")->warn("group {} is durable but servant {} keeps no state on disk "
@@ -66,7 +63,7 @@ void Node::TickDurable(Group* group) {
   if (!Recovering(group)) {
     // The group's state came (or this process re-founded the group from its kept state), or the
     // servant went (a new one registers with what it finds on disk).
-    kept_restores_.erase(found->second.kept_states->restore_delivery);
+    kept_restores_.erase(found->second.kept_states->take_back.delivery);
     found->second.kept_states.reset();
     return;
   }
@@ -126,19 +123,20 @@ bool Node::TryRecover(Group* group) {
   }
   if (best != self_) return false;  // that member re-founds the group: its view comes
   const std::string& name = group->name();
-  if (states.restore_failed) return false;
-  if (states.kept.position > 0 && !states.restored) {
+  GroupMembership::KeptStates::TakeBack& take_back = states.take_back;
+  if (take_back.failed) return false;
+  if (states.kept.position > 0 && !take_back.cache) {
     // First its servant takes the kept state back and gives the calls kept with it, which go into
     // the reply cache before anything is ordered: a call resent across the power cut is then
     // answered as it was, not executed again (invocation/kept_calls.h). AnswerRestore goes on.
-    if (states.restore_delivery != 0) return true;
+    if (take_back.delivery != 0) return true;
     Log("membership")->warn("group {}: no member holds the group's state but on disk; the states "
                             "their servants kept are at positions [{}] (node:position): this "
                             "member's is the most advanced: its servant takes it back",
                             name, absl::StrJoin(said, ", "));
-    states.restore_delivery = next_delivery_++;
-    kept_restores_[states.restore_delivery] = name;
-    ServantDelivery restore{states.restore_delivery, name, kRestoreKeptMethod, "", false,
+    take_back.delivery = next_delivery_++;
+    kept_restores_[take_back.delivery] = name;
+    ServantDelivery restore{take_back.delivery, name, kRestoreKeptMethod, "", false,
                             group->view_id(), most};
     servants_.at(states.servant).sink(std::move(restore));
     return true;
@@ -148,7 +146,7 @@ bool Node::TryRecover(Group* group) {
                           "kept at position {} (kept: [{}], node:position)",
                           name, to_view, most, absl::StrJoin(said, ", "));
   delivered_seq_[name] = most;  // the group's order goes on from the kept state's position
-  if (states.restored) reply_caches_[name] = std::move(states.restored_cache);
+  if (take_back.cache) reply_caches_[name] = *std::move(take_back.cache);
   membership.kept_states.reset();
   if (membership.joiner.awaiting_state()) {
     // Its provider died before giving the state of the view it re-founded: what was ordered in
@@ -180,7 +178,8 @@ bool Node::AnswerRestore(uint64_t servant, uint64_t delivery, const absl::Status
   auto group = groups_.find(name);
   if (group == groups_.end() || !Recovering(group->second.get())) return true;  // moved on
   GroupMembership::KeptStates& states = *MembershipOf(group->second.get()).kept_states;
-  if (states.restore_delivery != delivery || states.servant != servant) return true;  // an earlier servant's
+  GroupMembership::KeptStates::TakeBack& take_back = states.take_back;
+  if (take_back.delivery != delivery || states.servant != servant) return true;  // an earlier one's
   api::KeptCalls calls;
   absl::Status loaded = status;
   invocation::ReplyCache cache;
@@ -192,7 +191,7 @@ bool Node::AnswerRestore(uint64_t servant, uint64_t delivery, const absl::Status
   if (!loaded.ok()) {
     // Not resumed from an object that could not take its state back: the group waits for a
     // servant that can (a new one registers with what it finds on disk).
-    states.restore_failed = true;
+    take_back.failed = true;
     Log("membership")->error("group {}: servant {} could not take back the state it kept: {}; "
                              "the group waits until a servant that can registers here",
                              name, servant, loaded.ToString());
@@ -200,8 +199,7 @@ bool Node::AnswerRestore(uint64_t servant, uint64_t delivery, const absl::Status
   }
   Log("membership")->info("group {}: servant {} took back the state kept at position {}, with {} "
                           "calls answered", name, servant, states.kept.position, calls.calls_size());
-  states.restored_cache = std::move(cache);
-  states.restored = true;
+  take_back.cache = std::move(cache);
   TryRecover(group->second.get());
   return true;
 }

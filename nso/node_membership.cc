@@ -609,9 +609,9 @@ void Node::GiveStateToServant(Group* group,
       delivery.state_offset = chunk.offset;
       delivery.state_last = chunk.last;
       if (chunk.last && group->config().durable) {
-        api::KeptCalls calls;
-        invocation::ToKeptCalls(reply_caches_[group->name()], &calls);
-        delivery.kept_calls = calls.SerializeAsString();
+        auto calls = std::make_shared<api::KeptCalls>();
+        invocation::ToKeptCalls(reply_caches_[group->name()], calls.get());
+        delivery.kept_calls = std::move(calls);
       }
       servant.sink(std::move(delivery));
     }

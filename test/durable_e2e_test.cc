@@ -60,6 +60,13 @@ std::vector<std::string> AddAll(const test::Cluster& cluster, const std::string&
   return values;
 }
 
+// Each servant ends with its daemon (killed).
+void AwaitEnded(const std::vector<std::unique_ptr<test::CounterReplica>>& replicas) {
+  for (const auto& replica : replicas) {
+    CHECK(Eventually([&] { return replica->servant->Ended(); }, 10));
+  }
+}
+
 // Five calls, then every daemon killed -9 and started again.
 void FiveThenKillAll(test::Cluster& cluster) {
   auto client = Client::Connect(cluster.ClientAddress(1));
@@ -78,10 +85,7 @@ TEST_CASE("durable group: every daemon and servant killed and started again resu
   {
     auto replicas = StartKeeping(cluster, /*rejoin=*/false);
     FiveThenKillAll(cluster);
-    for (const auto& replica : replicas) {
-      absl::Status why;
-      CHECK(Eventually([&] { return replica->servant->Ended(&why); }, 10));
-    }
+    AwaitEnded(replicas);
   }  // the servants go with their daemons
   for (int i = 1; i <= 3; ++i) {
     auto kept = invocation::ReadKeptState(KeptPath(cluster, i), "counter");
@@ -216,9 +220,7 @@ TEST_CASE("durable group: a power cut that took one machine's disk; its replacem
   {
     auto replicas = StartKeeping(cluster, /*rejoin=*/false);
     FiveThenKillAll(cluster);
-    for (const auto& replica : replicas) {
-      CHECK(Eventually([&] { return replica->servant->Ended(); }, 10));
-    }
+    AwaitEnded(replicas);
   }
   // n3's disk is gone: its incarnation file and its servant's kept state.
   REQUIRE(std::remove(absl::StrCat(cluster.dir(), "/n3.incarnation").c_str()) == 0);
@@ -272,9 +274,7 @@ TEST_CASE("durable group created at run time (CreateGroup durable): every daemon
                                  cluster.ClientAddress(2) + " groups", &out) == 0);
     CHECK_THAT(out, Catch::Matchers::Matches("(.|\n)*dur .* yes (.|\n)*"));
     for (int i = 1; i <= 3; ++i) cluster.Kill(i);
-    for (const auto& replica : *replicas) {
-      CHECK(Eventually([&] { return replica->servant->Ended(); }, 10));
-    }
+    AwaitEnded(*replicas);
   }
   for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
   // The group comes back from the directories' files, then resumes from the servants' files.

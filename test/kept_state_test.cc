@@ -19,6 +19,14 @@ void WriteRaw(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
+// `bytes` written to `path` are refused as group counter's kept state: why.
+std::string Refused(const std::string& path, const std::string& bytes) {
+  WriteRaw(path, bytes);
+  auto read = ReadKeptState(path, "counter");
+  REQUIRE_FALSE(read.ok());
+  return std::string(read.status().message());
+}
+
 }  // namespace
 
 TEST_CASE("kept state: none before the first write, then what was written, binary state "
@@ -51,32 +59,17 @@ TEST_CASE("kept state: another group's file, another file, and one cut short are
   CHECK(other_group.status().message().find(path) != std::string::npos);
   CHECK(other_group.status().message().find("\"orders\", not \"counter\"") != std::string::npos);
 
-  WriteRaw(path, "key=value\n");
-  auto other_file = ReadKeptState(path, "counter");
-  REQUIRE_FALSE(other_file.ok());
-  CHECK(other_file.status().message().find("not a servant's kept state") != std::string::npos);
-
-  WriteRaw(path, "cohort-kept-state 1\ngroup counter\nposition 9\nsize 10\nabc");
-  auto short_file = ReadKeptState(path, "counter");
-  REQUIRE_FALSE(short_file.ok());
-  CHECK(short_file.status().message().find("holds 3 bytes of state and calls, its header says "
-                                           "10 and 0") != std::string::npos);
-
-  WriteRaw(path, "cohort-kept-state 2\ngroup counter\nposition 9\nsize 1\ncalls 5\nabc");
-  short_file = ReadKeptState(path, "counter");
-  REQUIRE_FALSE(short_file.ok());
-  CHECK(short_file.status().message().find("holds 3 bytes of state and calls, its header says 1 "
-                                           "and 5") != std::string::npos);
-
-  WriteRaw(path, "cohort-kept-state 2\ngroup counter\nposition 9\nsize 0\n");
-  auto no_calls_line = ReadKeptState(path, "counter");
-  REQUIRE_FALSE(no_calls_line.ok());
-  CHECK(no_calls_line.status().message().find("header is damaged") != std::string::npos);
-
-  WriteRaw(path, "cohort-kept-state 1\ngroup counter\nposition nine\nsize 0\n");
-  auto damaged = ReadKeptState(path, "counter");
-  REQUIRE_FALSE(damaged.ok());
-  CHECK(damaged.status().message().find("header is damaged") != std::string::npos);
+  CHECK(Refused(path, "key=value\n").find("not a servant's kept state") != std::string::npos);
+  CHECK(Refused(path, "cohort-kept-state 1\ngroup counter\nposition 9\nsize 10\nabc")
+            .find("holds 3 bytes of state and calls, its header says 10 and 0") !=
+        std::string::npos);
+  CHECK(Refused(path, "cohort-kept-state 2\ngroup counter\nposition 9\nsize 1\ncalls 5\nabc")
+            .find("holds 3 bytes of state and calls, its header says 1 and 5") !=
+        std::string::npos);
+  CHECK(Refused(path, "cohort-kept-state 2\ngroup counter\nposition 9\nsize 0\n")
+            .find("header is damaged") != std::string::npos);
+  CHECK(Refused(path, "cohort-kept-state 1\ngroup counter\nposition nine\nsize 0\n")
+            .find("header is damaged") != std::string::npos);
 }
 
 TEST_CASE("kept state: the calls kept with the state come back as written, after the state",
