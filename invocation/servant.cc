@@ -281,6 +281,7 @@ api::ServantMessage::Register Servant::Registration() const {
     request.set_keeps_state(true);
     request.set_kept_position(kept_ ? kept_->position : 0);
   }
+  if (on_view_) request.set_view_events(true);
   return request;
 }
 
@@ -508,6 +509,15 @@ void Servant::Handle(const api::ServantEvent& event) {
     return;
   }
   if (event.method() == "$restore_kept") return RestoreKept(event.delivery());
+  if (event.method() == "$view") {  // nso::kViewMethod
+    if (!on_view_) return;
+    GroupView view{group_, event.view_id(), {}, event.view().in_view(), event.group_seq()};
+    for (const api::Member& member : event.view().members()) {
+      view.members.push_back({member.name(), member.node(), false});
+    }
+    on_view_(view);
+    return;
+  }
 
   current_group_seq_ = event.group_seq();
   nested_calls_ = 0;

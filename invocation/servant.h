@@ -36,6 +36,17 @@
 
 namespace cohort {
 
+// A view of the group as its servants see it (Servant::OnViewChange): the same at every member.
+struct GroupView {
+  std::string group;
+  uint64_t view_id = 0;
+  std::vector<ViewMember> members;  // by node id; `suspected` is not part of a view (false)
+  // This servant's daemon is in the view. False: it left it or was removed (deliveries stop
+  // until it is added again, with the state).
+  bool in_view = true;
+  uint64_t position = 0;  // the group's deliveries before this view (ServantEvent.group_seq)
+};
+
 class Servant {
  public:
   using Handler = std::function<absl::StatusOr<std::string>(const std::string& payload)>;
@@ -53,6 +64,15 @@ class Servant {
   // Registers a method; call before Start. An unknown method is answered UNIMPLEMENTED.
   void Serve(const std::string& method, Handler handler);
   void OnMulticast(MulticastHandler handler);
+  // The group's views (call before Start). 003 section 3: view updates are atomic with respect
+  // to deliveries (virtual synchrony): `on_view` runs on the delivery thread, in the delivery
+  // order, after every delivery of the earlier views and before any of the new one, at the same
+  // position at every member. The first is the view of the servant's first delivery (after a
+  // state transfer, the view the state is of). E.g. the member with the lowest node id acts as a
+  // primary, and every replica agrees which one that is at each point of the order.
+  void OnViewChange(std::function<void(const GroupView& view)> on_view) {
+    on_view_ = std::move(on_view);
+  }
   // State transfer to a joining replica (membership): GetState is read at a view change, in
   // delivery order, at the member that transfers the state; SetState installs it at the joiner
   // before any other delivery. Without them a replica's state is not transferred.
@@ -177,6 +197,7 @@ class Servant {
   const std::string group_;
   std::map<std::string, Handler> handlers_;
   MulticastHandler multicast_handler_;
+  std::function<void(const GroupView& view)> on_view_;
   std::function<absl::StatusOr<std::string>()> get_state_;
   std::function<absl::Status(const std::string&)> set_state_;
   std::function<absl::Status(const StateWriter&)> get_state_stream_;

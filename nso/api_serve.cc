@@ -108,7 +108,8 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
     Node* node = service_->node_;
     const ServantKeptState kept{request.keeps_state(), request.kept_position()};
     bool posted = service_->loop_->Post([node, shared, nso = request.nso(),
-                                         group = request.group(), kept] {
+                                         group = request.group(), kept,
+                                         views = request.view_events()] {
       // Deliveries made before the acknowledgement is queued wait for it: it is written first.
       absl::StatusOr<uint64_t> id = node->RegisterServant(nso, group, [shared](ServantDelivery d) {
         if (!shared->acknowledged) {
@@ -116,7 +117,7 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
           return;
         }
         shared->outbox.Push({false, "", std::move(d)}, /*expected=*/false);
-      }, kept);
+      }, kept, views);
       if (!id.ok()) {
         shared->outbox.FinishWith(ToGrpcStatus(id.status()));
         return;

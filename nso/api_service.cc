@@ -490,6 +490,7 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event) {
   if (!delivery.ended.empty()) event->set_ended(std::move(delivery.ended));
   if (!delivery.call.empty()) event->set_call(std::move(delivery.call));
   if (delivery.kept_calls) *event->mutable_kept_calls() = *delivery.kept_calls;
+  if (delivery.view) *event->mutable_view() = *delivery.view;
 }
 
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {

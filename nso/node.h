@@ -76,6 +76,9 @@ struct ServantDelivery {
   // (invocation/kept_calls.h); on the last "$set_state" chunk, the calls the state answered.
   std::string call;
   std::shared_ptr<const api::KeptCalls> kept_calls;
+  // "$view" (kViewMethod): the view `view_id` installed, its members (proto/api.proto
+  // ServantEvent.view); `group_seq` is the number of deliveries before it.
+  std::shared_ptr<const api::ServantView> view;
 };
 
 struct GroupInfo {
@@ -98,6 +101,9 @@ inline constexpr char kSetStateMethod[] = "$set_state";
 // To a servant whose kept state (Servant::KeepStateIn) the group re-founds from: take it back
 // (nso/node_durable.cc). Its group_seq is that state's position.
 inline constexpr char kRestoreKeptMethod[] = "$restore_kept";
+// To a servant registered with view events: the group installed a view (ServantDelivery::view).
+// In the delivery order, at the same position at every member (virtual synchrony, 003 section 3).
+inline constexpr char kViewMethod[] = "$view";
 
 // What a servant of a durable group found on disk when it registered (api.proto
 // ServantMessage.Register.keeps_state, kept_position).
@@ -204,8 +210,9 @@ class Node {
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
   // `kept`: the state the servant kept on disk (a durable group: nso/node_durable.cc).
+  // `view_events`: the servant gets the group's views too ("$view", node_views.cc).
   absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink,
-                                           ServantKeptState kept = {});
+                                           ServantKeptState kept = {}, bool view_events = false);
   void UnregisterServant(uint64_t servant);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
@@ -292,17 +299,29 @@ class Node {
     uint64_t nso = 0;
     std::string group;
     ServantSink sink;
+    bool view_events = false;  // it gets "$view" deliveries
   };
+  // A view as the servants get it ("$view"), waiting in order among requests (node_views.cc).
+  struct ViewMark {
+    uint64_t view_id = 0;
+    std::shared_ptr<const api::ServantView> view;
+  };
+  using PendingViews = std::vector<std::pair<size_t, ViewMark>>;  // each before requests[first]
   // Per group: joining, and state transfer (membership/joining.h, membership/state_transfer.h).
   struct GroupMembership {
     membership::Joiner joiner;          // this node wanting in, or catching up
     membership::Admission admission;    // answering others' join requests
     membership::StateReceiver receiver; // the state of the view this node joined
     std::vector<wire::Request> buffered;  // ordered requests held until the state is installed
+    PendingViews buffered_views;          // the views installed among them
     // The servant's state that arrived before any servant attached, in order.
     std::vector<membership::StateReceiver::ServantChunk> pending_servant_state;
     std::vector<wire::Request> no_servant;  // ordered before any servant attached (bounded)
+    PendingViews no_servant_views;          // the views installed among them
     bool no_servant_overflow = false;
+    // The view the servants' place in the order belongs to (the one before `no_servant`): a
+    // servant registering gets it first. Unset: the group's current view.
+    std::optional<ViewMark> servant_view;
     // The last servant detached while this daemon was a member: the replica (the servant's
     // object) is gone, so the member must not count as one. It leaves the group (a view change
     // without it, proposed again until it is out), drops the group's deliveries meanwhile instead
@@ -513,6 +532,15 @@ class Node {
   // This node is in view `view_id` of `group` and awaits its state from `provider` (0: not
   // known): nothing is delivered until it comes, and its envelopes say so (awaiting_state).
   void AwaitState(Group* group, uint64_t view_id, NodeId provider);
+  // Servants' view events (node_views.cc): the group's current view, placed in the order of its
+  // deliveries to the servants (held with the requests while they are held).
+  ViewMark CurrentViewMark(const Group* group) const;
+  void QueueViewMark(Group* group);
+  void ApplyViewMark(Group* group, ViewMark mark);
+  void SendViewTo(const Group* group, const Servant& servant, const ViewMark& mark);
+  // Requests held in order with the views among them, applied by `apply` in that order.
+  void ReplayWithViews(Group* group, std::vector<wire::Request> requests, PendingViews views,
+                       const std::function<void(const wire::Request&)>& apply);
   bool AnyServantAttached(const std::string& group) const;
   // The group's last servant here detached: its state is gone; leave the group (see
   // GroupMembership::servant_lost).

@@ -88,6 +88,10 @@ void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId order
     // the group's object is not here to execute anything, so the requests wait for it, in
     // order, rather than being answered or lost (found by the linearizability checks).
     if (membership.no_servant.size() < kNoServantBufferMax) {
+      // The view they were ordered in comes first to the servant (node_views.cc).
+      if (membership.no_servant.empty() && !membership.servant_view) {
+        membership.servant_view = CurrentViewMark(group);
+      }
       membership.no_servant.push_back(request);
     } else if (!membership.no_servant_overflow) {
       membership.no_servant_overflow = true;

@@ -154,11 +154,13 @@ bool Node::TryRecover(Group* group) {
     membership.joiner.StateInstalled();
     group->SetAwaitingState(false);
     membership.buffered.clear();
+    membership.buffered_views.clear();
   }
   if (others.empty()) {  // a group of one: nobody to give the state to
     std::vector<consensus::Delivery> held;
     group->EndDurableClaim(&held);
     group->NoteRecoveredFromKept();
+    QueueViewMark(group);  // its servant, back to the kept state, is in the view again
     DeliverAll(group, std::move(held));
     return true;
   }

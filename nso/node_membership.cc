@@ -91,6 +91,7 @@ absl::Status Node::LeaveGroup(const std::string& name) {
   if ((*group)->members().size() == 1) {  // the last member: nobody to agree with
     std::vector<consensus::Delivery> none;
     (*group)->InstallView((*group)->view_id() + 1, {}, &none);
+    QueueViewMark(*group);
     Log("membership")->info("group {}: left by its last member", name);
     return absl::OkStatus();
   }
@@ -253,6 +254,7 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
     if (call.collector.complete()) complete.push_back(key);
   }
   group->InstallView(next->view.id, next->view.members, next_view, added);
+  QueueViewMark(group);  // the servants' "$view", after the old view's deliveries
   if (!group->is_member()) LeftView(group);
   for (const CallKey& key : complete) FinishCall(key, absl::OkStatus());
   return true;
@@ -509,6 +511,7 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
   GroupMembership& membership = MembershipOf(group);
   std::vector<consensus::Delivery> deliveries;
   group->InstallView(message.view_id(), std::move(members), &deliveries, told, /*adopted=*/true);
+  QueueViewMark(group);  // held with the requests: the servant gets it after the state
   membership.provider_process = provider != 0 ? group->MemberIncarnation(provider) : 0;
   DeliverAll(group, std::move(deliveries));  // buffered until the state is installed
 }
@@ -554,7 +557,10 @@ void Node::OnStateChunk(Group* group, NodeId from, const wire::MembershipMessage
   group->SetAwaitingState(false);
   std::vector<wire::Request> buffered = std::move(membership.buffered);
   membership.buffered.clear();
-  for (const wire::Request& request : buffered) ApplyRequest(group, request);
+  PendingViews views = std::move(membership.buffered_views);
+  membership.buffered_views.clear();
+  ReplayWithViews(group, std::move(buffered), std::move(views),
+                  [&](const wire::Request& request) { ApplyRequest(group, request); });
   if (membership.joiner.left()) {
     // Added by a join request sent before LeaveGroup (peers_reload_e2e_test saw it: the node was
     // out of the view for a moment when LeaveGroup came, its request to rejoin already sent).
@@ -570,6 +576,11 @@ void Node::AwaitState(Group* group, uint64_t view_id, NodeId provider) {
   group->SetAwaitingState(true);
   membership.receiver.Begin(view_id);
   membership.buffered.clear();
+  // What the servants had is replaced by the state: its view follows it (QueueViewMark).
+  membership.buffered_views.clear();
+  membership.no_servant.clear();
+  membership.no_servant_views.clear();
+  membership.servant_view.reset();
 }
 
 bool Node::ProviderGone(Group* group) {

@@ -9,12 +9,13 @@
 namespace cohort::nso {
 
 absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& group_name,
-                                               ServantSink sink, ServantKeptState kept) {
+                                               ServantSink sink, ServantKeptState kept,
+                                               bool view_events) {
   if (absl::Status status = CheckNso(nso); !status.ok()) return status;
   absl::StatusOr<Group*> group = FindGroup(group_name);
   if (!group.ok()) return group.status();
   uint64_t id = next_servant_++;
-  servants_[id] = {nso, group_name, std::move(sink)};
+  servants_[id] = {nso, group_name, std::move(sink), view_events};
   Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
   GroupMembership& membership = MembershipOf(*group);
   membership.joiner.set_want_member(true);
@@ -24,10 +25,20 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
       std::move(membership.pending_servant_state);
   membership.pending_servant_state.clear();
   GiveStateToServant(*group, std::move(state));
-  // Requests ordered while no servant was here, in order, after the state.
+  // The view its first deliveries belong to (node_views.cc), unless the object is not the
+  // group's yet: a state or a kept state's take-back comes first, and its view after it.
+  if (view_events && (*group)->is_member() && !membership.joiner.awaiting_state() &&
+      !membership.servant_lost && !(*group)->durable_claim()) {
+    SendViewTo(*group, servants_[id],
+               membership.servant_view ? *membership.servant_view : CurrentViewMark(*group));
+  }
+  // Requests ordered while no servant was here, in order, after the state, with their views.
   std::vector<wire::Request> waiting = std::move(membership.no_servant);
   membership.no_servant.clear();
-  for (const wire::Request& request : waiting) DeliverRequest(*group, request);
+  PendingViews views = std::move(membership.no_servant_views);
+  membership.no_servant_views.clear();
+  ReplayWithViews(*group, std::move(waiting), std::move(views),
+                  [&](const wire::Request& request) { DeliverRequest(*group, request); });
   if (membership.no_servant_overflow) {
     membership.no_servant_overflow = false;
     Log("membership")->warn("group {}: requests were dropped while no servant was attached: "
@@ -73,6 +84,7 @@ void Node::OnServantLost(const std::string& group_name) {
   if (!group.ok()) return;
   GroupMembership& membership = membership_[group_name];
   membership.no_servant.clear();
+  membership.no_servant_views.clear();
   membership.no_servant_overflow = false;
   membership.joiner.set_want_member(false);
   if (!(*group)->is_member() || (*group)->members().size() == 1) return;

@@ -31,6 +31,20 @@ struct CounterReplica {
   std::atomic<int> slow_ms{0};
   std::atomic<int> state_installs{0};
   bool rejoin = false;  // Servant::RejoinAfterDaemonRestart
+  // Servant::OnViewChange: each view the servant got, with the counter's value and the state
+  // installs so far at that point of its deliveries.
+  struct SeenView {
+    GroupView view;
+    int64_t value = 0;
+    int state_installs = 0;
+  };
+  bool record_views = false;
+  std::vector<SeenView> Views() const {
+    absl::MutexLock lock(&views_mu);
+    return views;
+  }
+  mutable absl::Mutex views_mu;
+  std::vector<SeenView> views ABSL_GUARDED_BY(views_mu);
   std::string kept_path;  // Servant::KeepStateIn, when set
   ConnectOptions connect;  // TLS and tokens, when the daemons want them (its `local` and Start's)
 
@@ -60,6 +74,12 @@ struct CounterReplica {
       state_installs++;
       return absl::OkStatus();
     });
+    if (record_views) {
+      servant->OnViewChange([this](const GroupView& view) {
+        absl::MutexLock lock(&views_mu);
+        views.push_back({view, value.load(), state_installs.load()});
+      });
+    }
     if (rejoin) servant->RejoinAfterDaemonRestart();
     if (!kept_path.empty()) servant->KeepStateIn(kept_path);
     return servant->Start();

@@ -308,6 +308,10 @@ class Counter:
     def __init__(self):
         self.value = 0
         self.installs = 0
+        self.views = []  # (GroupView, value then, installs then): Servant(on_view=...)
+
+    def on_view(self, view):
+        self.views.append((view, self.value, self.installs))
 
     def handlers(self):
         return {"add": self.add, "get": lambda payload: b"%d" % self.value}
@@ -337,7 +341,7 @@ class PythonRestartTest(unittest.TestCase):
         for address, counter in zip(self.addresses, self.counters):
             servant = Servant(address, "counter", counter.handlers(),
                               get_state=counter.get_state, set_state=counter.set_state,
-                              rejoin_after_daemon_restart=True)
+                              rejoin_after_daemon_restart=True, on_view=counter.on_view)
             servant.start()
             self.servants.append(servant)
         self.client = CohortClient(self.addresses[0], "python-restart")
@@ -359,11 +363,24 @@ class PythonRestartTest(unittest.TestCase):
         self.servants[1].stop()  # the application at n2 goes; n2 leaves the view
         fresh = Counter()
         servant = Servant(self.addresses[1], "counter", fresh.handlers(),
-                          get_state=fresh.get_state, set_state=fresh.set_state)
+                          get_state=fresh.get_state, set_state=fresh.set_state,
+                          on_view=fresh.on_view)
         servant.start()
         self.servants[1] = servant
         self.assertTrue(eventually(lambda: self.all_answer(b"5"), 30))
         self.assertEqual(fresh.installs, 1)
+        # The views (on_view), in the delivery order: view 1 before the add, the view without
+        # n2, and the one with it again, which the new servant gets after the state.
+        names = lambda view: [name for name, _ in view.members]
+        first = [(view.view_id, names(view), view.in_view, value)
+                 for view, value, _ in self.counters[0].views]
+        self.assertEqual(first, [(1, ["n1", "n2", "n3"], True, 0), (2, ["n1", "n3"], True, 5),
+                                 (3, ["n1", "n2", "n3"], True, 5)])
+        joined, value, installs = fresh.views[-1]
+        self.assertEqual((joined.view_id, names(joined), value, installs),
+                         (3, ["n1", "n2", "n3"], 5, 1))
+        self.assertEqual(joined.position, self.counters[0].views[2][0].position)
+        self.assertEqual(joined.group, "counter")
 
     def test_servant_and_client_outlive_their_daemons_restart(self):
         at_n3 = CohortClient(self.addresses[2], "python-at-n3")

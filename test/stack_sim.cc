@@ -38,6 +38,7 @@ struct Replica {
   std::string incoming_state;        // state chunks received so far (streamed state transfer)
   uint64_t view_id = 0;
   std::vector<NodeId> view_members;
+  uint64_t servant_view_id = 0;  // the last "$view" its servant got (0: none yet)
   uint64_t crashed_at_ms = 0;
   int32_t drift_ppm = 0;       // the node's clock rate error (StackSimOptions::drift_ppm_max)
   uint64_t clock_offset_ms = 0;
@@ -167,6 +168,15 @@ class StackSim {
   std::set<NodeId> servantless_;  // daemon up, its servant crashed, no new one attached yet
   std::set<NodeId> left_;         // told to leave (LeaveGroup), not yet told to join again
   std::map<uint64_t, std::vector<NodeId>> views_;  // view id -> members, as first installed
+  // "$view" as the servants got it: view id -> members, calls applied before it, group_seq.
+  struct ServantViewSeen {
+    std::vector<NodeId> members;
+    size_t applied = 0;
+    uint64_t group_seq = 0;
+    NodeId first_at = 0;
+  };
+  std::map<uint64_t, ServantViewSeen> servant_views_;
+  void OnServantView(NodeId id, const nso::ServantDelivery& delivery);
   std::vector<std::string> reference_;             // longest applied sequence seen
   std::set<std::string> acknowledged_;
   uint64_t next_call_ = 1;
@@ -293,6 +303,7 @@ void StackSim::AttachServant(NodeId id) {
   As(id);
   replica.value = 0;
   replica.applied.clear();
+  replica.servant_view_id = 0;
   uint64_t servant_nso = *replica.node->Attach("servant");
   replica.servant = *replica.node->RegisterServant(
       servant_nso, kGroup, [this, id, generation](nso::ServantDelivery delivery) {
@@ -300,7 +311,8 @@ void StackSim::AttachServant(NodeId id) {
         net_.After(0, [this, id, generation, delivery = std::move(delivery)]() mutable {
           OnServant(id, generation, std::move(delivery));
         });
-      });
+      },
+      nso::ServantKeptState{}, /*view_events=*/true);
 }
 
 void StackSim::CrashServant(NodeId id) {
@@ -420,6 +432,45 @@ void StackSim::RecordView(NodeId id) {
   }
 }
 
+// Virtual synchrony as the servants see it (node_views.cc): every servant that gets view v gets
+// the same members, after the same calls of the common sequence (and the same deliveries), and
+// each servant's views only move forward.
+void StackSim::OnServantView(NodeId id, const nso::ServantDelivery& delivery) {
+  Replica& replica = replicas_[id];
+  if (!delivery.view) return Fail(absl::StrCat("node ", id, ": \"$view\" without its view"));
+  std::vector<NodeId> members;
+  for (const auto& member : delivery.view->members()) members.push_back(member.node());
+  if (trace_) {
+    std::fprintf(stderr, "t=%llu node %u servant view %llu [%s] after %zu calls, seq %llu\n",
+                 (unsigned long long)net_.now_ms(), id, (unsigned long long)delivery.view_id,
+                 absl::StrJoin(members, ",").c_str(), replica.applied.size(),
+                 (unsigned long long)delivery.group_seq);
+  }
+  const bool listed = std::find(members.begin(), members.end(), id) != members.end();
+  if (listed != delivery.view->in_view()) {
+    return Fail(absl::StrCat("node ", id, ": servant view ", delivery.view_id, " says in_view ",
+                             delivery.view->in_view(), " with members [",
+                             absl::StrJoin(members, ","), "]"));
+  }
+  if (delivery.view_id <= replica.servant_view_id) {
+    return Fail(absl::StrCat("node ", id, ": servant got view ", delivery.view_id, " after view ",
+                             replica.servant_view_id));
+  }
+  replica.servant_view_id = delivery.view_id;
+  auto [seen, first] = servant_views_.emplace(
+      delivery.view_id, ServantViewSeen{members, replica.applied.size(), delivery.group_seq, id});
+  result_.servant_views = servant_views_.size();
+  if (first) return;
+  if (seen->second.members != members || seen->second.applied != replica.applied.size() ||
+      seen->second.group_seq != delivery.group_seq) {
+    Fail(absl::StrCat("servant view ", delivery.view_id, ": node ", id, " got [",
+                      absl::StrJoin(members, ","), "] after ", replica.applied.size(),
+                      " calls (seq ", delivery.group_seq, "), node ", seen->second.first_at,
+                      " got [", absl::StrJoin(seen->second.members, ","), "] after ",
+                      seen->second.applied, " calls (seq ", seen->second.group_seq, ")"));
+  }
+}
+
 void StackSim::CheckPrefix(const std::vector<std::string>& log, const std::string& what) {
   std::set<std::string> seen;
   for (const std::string& call : log) {
@@ -471,6 +522,7 @@ void StackSim::OnServant(NodeId id, uint64_t generation, nso::ServantDelivery de
                                        : std::vector<std::string>(absl::StrSplit(parts[1], ','));
     return CheckPrefix(replica.applied, absl::StrCat("node ", id, " after state transfer"));
   }
+  if (delivery.method == nso::kViewMethod) return OnServantView(id, delivery);
   if (delivery.method != "add") return;
   if (trace_) {
     std::fprintf(stderr, "t=%llu node %u servant %llu view %llu applies %s at position %zu\n",

@@ -103,6 +103,7 @@ struct StackSimResult {
   uint64_t calls = 0;
   uint64_t calls_acknowledged = 0;
   uint64_t views_installed = 0;    // highest view id reached
+  uint64_t servant_views = 0;      // views the servants got as "$view" (checked alike everywhere)
   uint64_t state_transfers = 0;
   uint64_t servant_crashes = 0;
   uint64_t leaves = 0;

@@ -37,6 +37,7 @@ void CheckNothingRefused(uint64_t seed, const StackSimOptions& options) {
 void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
   nso::ConfigureLogging("off", "text", "");
   uint64_t views = 0, transfers = 0, acknowledged = 0, servant_crashes = 0, leaves = 0;
+  uint64_t servant_views = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
     StackSimResult result = RunStackSimulation(options);
@@ -44,6 +45,7 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
                  << result.violation << "\n  replay: " << ReplayCommand(options));
     REQUIRE(result.ok);
     views += result.views_installed;
+    servant_views += result.servant_views;
     transfers += result.state_transfers;
     acknowledged += result.calls_acknowledged;
     servant_crashes += result.servant_crashes;
@@ -56,6 +58,8 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
   // The schedules did exercise view changes, state transfers, servant crashes and acknowledged
   // calls.
   CHECK(views > (last - first + 1));
+  // The servants got views beyond the first ("$view", checked alike at every member).
+  CHECK(servant_views > (last - first + 1));
   CHECK(transfers > 0);
   CHECK(servant_crashes > 0);
   CHECK(acknowledged > 0);

@@ -31,6 +31,7 @@ As the C++ library: a client attaches again when its daemon restarted (the daemo
 rejoin_after_daemon_restart registers again by itself, its object first reset to its state at
 start() (get_state then, set_state now), then given the group's state by transfer.
 """
+import collections
 import os
 import queue
 import threading
@@ -289,6 +290,9 @@ class _InvokeFuture:
 STATE_CHUNK_BYTES = 256 * 1024
 
 
+GroupView = collections.namedtuple("GroupView", "group view_id members in_view position")
+
+
 class Servant:
     """A replica of `group` at one daemon. `handlers` maps method names to functions of the
     payload (bytes) returning the reply (bytes); an exception answers with an error. Multicasts
@@ -309,6 +313,12 @@ class Servant:
     cut is answered as it was, not executed again. Needs get_state and set_state. A write that
     fails ends the servant (self.end says why).
 
+    on_view(view): the group's views, as the C++ Servant::OnViewChange: a GroupView (group,
+    view_id, members as (name, node) pairs by node id, in_view, position), called on the
+    delivery thread in the delivery order, after every delivery of the earlier views and before
+    any of the new one, at the same position (deliveries before it) at every member. The first is
+    the view of the servant's first delivery (after a state transfer, the view the state is of).
+
     rejoin_after_daemon_restart: when the stream ends because the daemon went away (restart,
     stop, broken connection), the servant attaches and registers again, every 0.1-2 s, until it
     is registered, stop() is called, or give_up_after seconds passed (None: never). Before
@@ -318,7 +328,7 @@ class Servant:
 
     def __init__(self, address, group, handlers, name="python-servant", timeout=5.0,
                  get_state=None, set_state=None, rejoin_after_daemon_restart=False,
-                 give_up_after=None, keep_state_in=None, **connect):
+                 give_up_after=None, keep_state_in=None, on_view=None, **connect):
         """connect: ca_file, cert_file, key_file, server_name, token, as for CohortClient."""
         self.group = group
         self.handlers = dict(handlers)
@@ -331,6 +341,7 @@ class Servant:
         self._initial_state = None
         self._partial_state = b""
         self._kept_path = keep_state_in
+        self._on_view = on_view
         self._kept = None  # (position, state, calls) read at start, until taken back or moved past
         self._kept_calls = KeptCallLog()
         # Group commit (keep_state_in): the position applied but not yet kept, and the answers
@@ -356,7 +367,8 @@ class Servant:
             yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
                 nso=client.nso, group=self.group, methods=sorted(self.handlers),
                 keeps_state=self._kept_path is not None,
-                kept_position=self._kept[0] if self._kept else 0))
+                kept_position=self._kept[0] if self._kept else 0,
+                view_events=self._on_view is not None))
             while True:
                 message = outbox.get()
                 if message is None:
@@ -503,6 +515,13 @@ class Servant:
             return
         if event.method == "$restore_kept":
             self._restore_kept(event.delivery)
+            return
+        if event.method == "$view":
+            if self._on_view is not None:
+                self._on_view(GroupView(
+                    self.group, event.view_id,
+                    [(member.name, member.node) for member in event.view.members],
+                    event.view.in_view, event.group_seq))
             return
         answer = api_pb2.ServantMessage.Answer(delivery=event.delivery)
         handler = self.handlers.get(event.method)

@@ -1,0 +1,67 @@
+// The group's views as its servants see them ("$view", Servant::OnViewChange). 003 section 3:
+// view updates are atomic with respect to message deliveries (virtual synchrony). A view change
+// is itself ordered in the old view (node_membership.cc), so a servant gets every delivery of the
+// old view, then the new view, then the new view's deliveries, and at every member the view comes
+// after the same deliveries. Where requests wait (for the state, or for a servant to attach) the
+// views wait among them, in order.
+
+#include "nso/logging.h"
+#include "nso/node.h"
+
+namespace cohort::nso {
+
+Node::ViewMark Node::CurrentViewMark(const Group* group) const {
+  auto view = std::make_shared<api::ServantView>();
+  for (NodeId member : group->members()) {  // sorted by node id (Group::InstallView)
+    api::Member* out = view->add_members();
+    out->set_name(NodeName(member));
+    out->set_node(member);
+  }
+  view->set_in_view(group->is_member());
+  return {group->view_id(), std::move(view)};
+}
+
+void Node::QueueViewMark(Group* group) {
+  GroupMembership& membership = MembershipOf(group);
+  ViewMark mark = CurrentViewMark(group);
+  if (membership.joiner.awaiting_state()) {  // after the requests held for the state
+    membership.buffered_views.emplace_back(membership.buffered.size(), std::move(mark));
+    return;
+  }
+  ApplyViewMark(group, std::move(mark));
+}
+
+void Node::ApplyViewMark(Group* group, ViewMark mark) {
+  GroupMembership& membership = MembershipOf(group);
+  if (!membership.servant_lost && !HasServant(group->name()) && !membership.no_servant.empty()) {
+    // After the requests that wait for a servant (ApplyRequest), given to it in order.
+    membership.no_servant_views.emplace_back(membership.no_servant.size(), std::move(mark));
+    return;
+  }
+  if (!membership.servant_lost) {
+    for (const auto& [id, servant] : servants_) {
+      if (servant.group == group->name() && servant.view_events) SendViewTo(group, servant, mark);
+    }
+  }
+  membership.servant_view = std::move(mark);
+}
+
+void Node::SendViewTo(const Group* group, const Servant& servant, const ViewMark& mark) {
+  ServantDelivery delivery{0, group->name(), kViewMethod, "", true, mark.view_id,
+                           delivered_seq_[group->name()]};
+  delivery.view = mark.view;
+  servant.sink(std::move(delivery));
+}
+
+void Node::ReplayWithViews(Group* group, std::vector<wire::Request> requests, PendingViews views,
+                           const std::function<void(const wire::Request&)>& apply) {
+  size_t next_view = 0;
+  for (size_t i = 0; i <= requests.size(); ++i) {
+    while (next_view < views.size() && views[next_view].first <= i) {
+      ApplyViewMark(group, std::move(views[next_view++].second));
+    }
+    if (i < requests.size()) apply(requests[i]);
+  }
+}
+
+}  // namespace cohort::nso

@@ -1,0 +1,238 @@
+// Servant::OnViewChange on real daemons, over the local fast path and gRPC: every servant gets
+// the group's views in its delivery order, and a view comes at the same point of the order at
+// every member (the same position, the same counter value: virtual synchrony, 003 section 3),
+// through a kill -9, a restart with state transfer, and a member leaving and joining again.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "proto/api.grpc.pb.h"
+#include "test/cluster.h"
+#include "test/counter_replica.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+using test::CounterReplica;
+using test::Eventually;
+
+const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
+// Exclusion in 1 s rather than 10: the test waits for the view without a killed member.
+const char kFastExclusion[] = "failure_detector: {exclude_timeout_ms: 1000}\n";
+
+std::string Names(const GroupView& view) {
+  std::vector<std::string> names;
+  for (const ViewMember& member : view.members) names.push_back(member.name);
+  return absl::StrJoin(names, ",");
+}
+
+std::unique_ptr<CounterReplica> StartRecording(const test::Cluster& cluster, int index,
+                                               const std::string& path) {
+  auto replica = std::make_unique<CounterReplica>();
+  replica->record_views = true;
+  replica->connect.local = path == "local";
+  REQUIRE(replica->Start(cluster.ClientAddress(index), "counter").ok());
+  CHECK(replica->servant->via() == path);
+  return replica;
+}
+
+// The servant's last view is `view_id` with `names`.
+bool LastViewIs(const CounterReplica& replica, uint64_t view_id, const std::string& names) {
+  std::vector<CounterReplica::SeenView> views = replica.Views();
+  return !views.empty() && views.back().view.view_id == view_id &&
+         Names(views.back().view) == names;
+}
+
+// Every view two servants both got came at the same position and counter value, with the same
+// members; each servant's views only move forward. Returns how many views were compared.
+int CheckAlike(const std::vector<const CounterReplica*>& replicas) {
+  struct First {
+    uint64_t position;
+    int64_t value;
+    std::string names;
+  };
+  std::map<uint64_t, First> first;
+  int compared = 0;
+  for (const CounterReplica* replica : replicas) {
+    uint64_t last = 0;
+    for (const CounterReplica::SeenView& seen : replica->Views()) {
+      INFO("view " << seen.view.view_id << " [" << Names(seen.view) << "] at "
+                   << seen.view.position << ", value " << seen.value);
+      CHECK(seen.view.view_id > last);
+      last = seen.view.view_id;
+      CHECK(seen.view.group == "counter");
+      auto [known, added] = first.emplace(
+          seen.view.view_id, First{seen.view.position, seen.value, Names(seen.view)});
+      if (added) continue;
+      ++compared;
+      CHECK(known->second.position == seen.view.position);
+      CHECK(known->second.value == seen.value);
+      CHECK(known->second.names == Names(seen.view));
+    }
+  }
+  return compared;
+}
+
+TEST_CASE("servants get the group's views in their delivery order, at the same point at every "
+          "member", "[views][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  test::Cluster cluster{{3, kGroups, kFastExclusion, "info"}};
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) replicas.push_back(StartRecording(cluster, i, path));
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  // The first view each servant gets is the one its first deliveries belong to: view 1, all
+  // three, before any delivery.
+  for (const auto& replica : replicas) {
+    std::vector<CounterReplica::SeenView> views = replica->Views();
+    REQUIRE(!views.empty());
+    CHECK(views.front().view.view_id == 1);
+    CHECK(Names(views.front().view) == "n1,n2,n3");
+    CHECK(views.front().view.in_view);
+    CHECK(views.front().value == 0);
+  }
+  for (int i = 0; i < 10; ++i) REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll).ok());
+
+  // A member killed: the others get the view without it, after the same deliveries, while calls
+  // keep coming (a majority goes on).
+  cluster.Kill(3);
+  test::AddSenders senders(client->get(), "counter", 2);
+  CHECK(Eventually([&] {
+    return LastViewIs(*replicas[0], 2, "n1,n2") && LastViewIs(*replicas[1], 2, "n1,n2");
+  }, 30));
+  // Restarted, with a new servant: it is added again with the state, and gets the view that
+  // adds it after the state, at the point where the others get it.
+  replicas[2]->servant.reset();
+  REQUIRE(cluster.StartNode(3));
+  replicas[2] = StartRecording(cluster, 3, path);
+  CHECK(Eventually([&] {
+    return LastViewIs(*replicas[0], 3, "n1,n2,n3") && LastViewIs(*replicas[2], 3, "n1,n2,n3");
+  }, 60));
+  senders.Stop();
+  CHECK(senders.accepted() > 0);
+  REQUIRE(Eventually([&] {
+    auto all = (*client)->Invoke("counter", "add", "0", Mode::kAll, absl::Seconds(2));
+    return all.ok() && all->replies.size() == 3;
+  }, 30));
+  {
+    std::vector<CounterReplica::SeenView> views = replicas[2]->Views();
+    INFO(cluster.LogTails(20));
+    REQUIRE(!views.empty());
+    const CounterReplica::SeenView& joined = views.back();
+    CHECK(joined.state_installs == 1);  // the view came after the state it belongs to
+    CHECK(joined.view.in_view);
+    CHECK(joined.value >= 10);
+  }
+  CHECK(CheckAlike({replicas[0].get(), replicas[1].get(), replicas[2].get()}) >= 4);
+  // The survivors' view 2 came after the 10 calls, and every call after it is counted in it.
+  for (int i = 0; i < 2; ++i) {
+    std::vector<CounterReplica::SeenView> views = replicas[i]->Views();
+    REQUIRE(views.size() == 3);
+    CHECK(views[1].value >= 10);
+    CHECK(views[1].view.position >= 10);
+  }
+}
+
+TEST_CASE("a member that leaves gets the view without it, and the view with it once it joins "
+          "again", "[views][e2e]") {
+  test::Cluster cluster{{3, kGroups, "", "info"}};
+  REQUIRE(cluster.Start());
+  std::vector<std::unique_ptr<CounterReplica>> replicas;
+  for (int i = 1; i <= 3; ++i) replicas.push_back(StartRecording(cluster, i, "local"));
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  auto leaver = Client::Connect(cluster.ClientAddress(2));
+  REQUIRE(client.ok());
+  REQUIRE(leaver.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  REQUIRE((*client)->Invoke("counter", "add", "4", Mode::kAll).ok());
+
+  REQUIRE((*leaver)->LeaveGroup("counter").ok());
+  CHECK(Eventually([&] { return LastViewIs(*replicas[1], 2, "n1,n3"); }, 30));
+  {
+    std::vector<CounterReplica::SeenView> views = replicas[1]->Views();
+    REQUIRE(!views.empty());
+    CHECK_FALSE(views.back().view.in_view);  // n2's servant is told it is out
+    CHECK(views.back().value == 4);
+  }
+  CHECK(LastViewIs(*replicas[0], 2, "n1,n3"));
+  CHECK(replicas[0]->Views().back().view.in_view);
+  REQUIRE((*client)->Invoke("counter", "add", "3", Mode::kAll).ok());  // n2 misses it
+
+  REQUIRE((*leaver)->JoinGroup("counter").ok());
+  CHECK(Eventually([&] {
+    return LastViewIs(*replicas[1], 3, "n1,n2,n3") && LastViewIs(*replicas[2], 3, "n1,n2,n3");
+  }, 30));
+  {
+    std::vector<CounterReplica::SeenView> views = replicas[1]->Views();
+    CHECK(views.back().view.in_view);
+    CHECK(views.back().value == 7);         // the state it got, before the view
+    CHECK(views.back().state_installs == 1);
+  }
+  CHECK(CheckAlike({replicas[0].get(), replicas[1].get(), replicas[2].get()}) >= 5);
+}
+
+// Over the raw API (any language's servant): "$view" events come only to a servant that asked
+// for them (Register.view_events), so servants written before them see nothing new.
+TEST_CASE("the raw Serve stream: view events only when asked for", "[views][e2e]") {
+  const bool asked = GENERATE(false, true);
+  INFO("view_events " << asked);
+  test::Cluster cluster{{3, kGroups, "", "warn"}};
+  REQUIRE(cluster.Start());
+  // Counter replicas on n2 and n3; a raw servant on n1.
+  std::vector<std::unique_ptr<CounterReplica>> replicas;
+  for (int i = 2; i <= 3; ++i) replicas.push_back(StartRecording(cluster, i, "local"));
+  auto stub = api::Cohort::NewStub(DaemonChannel(cluster.ClientAddress(1)));
+  api::AttachReply attached;
+  {
+    grpc::ClientContext context;
+    api::AttachRequest attach;
+    attach.set_client_name("raw-servant");
+    REQUIRE(stub->Attach(&context, attach, &attached).ok());
+  }
+  grpc::ClientContext context;
+  auto stream = stub->Serve(&context);
+  api::ServantMessage message;
+  message.mutable_register_()->set_nso(attached.nso());
+  message.mutable_register_()->set_group("counter");
+  message.mutable_register_()->set_view_events(asked);
+  REQUIRE(stream->Write(message));
+  api::ServantEvent event;
+  REQUIRE(stream->Read(&event));
+  CHECK(event.registered());
+  auto client = Client::Connect(cluster.ClientAddress(2));
+  REQUIRE(client.ok());
+  // Answered by n2 and n3; n1's raw servant gets the call too, in the group's order.
+  auto added = (*client)->Invoke("counter", "add", "6", Mode::kMajority);
+  REQUIRE(added.ok());
+  REQUIRE(stream->Read(&event));
+  if (asked) {
+    CHECK(event.method() == "$view");
+    CHECK(event.view_id() == 1);
+    CHECK(event.one_way());
+    CHECK(event.group_seq() == 0);
+    CHECK(event.view().in_view());
+    REQUIRE(event.view().members_size() == 3);
+    CHECK(event.view().members(0).name() == "n1");
+    CHECK(event.view().members(2).node() == 3);
+    REQUIRE(stream->Read(&event));
+  }
+  CHECK(event.method() == "add");
+  CHECK(event.payload() == "6");
+  CHECK(event.group_seq() == 1);
+  context.TryCancel();
+}
+
+}  // namespace
+}  // namespace cohort
