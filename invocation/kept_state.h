@@ -3,15 +3,18 @@
 // each delivery (nso/durable_file.h), so that a durable group whose every member restarted can
 // resume from the most advanced state any member kept (nso/node_durable.cc).
 //
-// The file: a header of five text lines, the state's bytes as OnGetState gave them, then the
+// The file: a header of six text lines, the state's bytes as OnGetState gave them, then the
 // calls kept with it (a serialized api::KeptCalls: what the latest calls answered, so that a call
 // resent after every member restarted is answered as it was, not executed again).
-//   cohort-kept-state 2
+//   cohort-kept-state 3
 //   group NAME
 //   position N
+//   view V
 //   size BYTES
 //   calls BYTES
-// A file of version 1 (no calls line, no calls) is still read.
+// `view`: the last view the servant knew of, so that the group re-founded from kept states
+// numbers its view above every view it had (view ids only grow: Servant::OnViewChange).
+// Files of version 2 (no view line) and 1 (no view or calls line, no calls) are still read.
 #ifndef COHORT_INVOCATION_KEPT_STATE_H_
 #define COHORT_INVOCATION_KEPT_STATE_H_
 
@@ -29,6 +32,7 @@ struct KeptState {
   uint64_t position = 0;
   std::string state;
   std::string calls;  // a serialized api::KeptCalls (empty: none)
+  uint64_t view = 0;  // the last view known with it; 0: not known (a file of version 1 or 2)
 };
 
 // The calls a servant keeps with its state: the latest ones, at most this many and this many bytes

@@ -280,8 +280,10 @@ api::ServantMessage::Register Servant::Registration() const {
   if (!kept_path_.empty()) {
     request.set_keeps_state(true);
     request.set_kept_position(kept_ ? kept_->position : 0);
+    request.set_kept_view(kept_ ? kept_->view : 0);
   }
-  if (on_view_) request.set_view_events(true);
+  // A durable group's servant keeps the views too (a view change is written with the state).
+  if (on_view_ || !kept_path_.empty()) request.set_view_events(true);
   return request;
 }
 
@@ -290,6 +292,7 @@ absl::Status Servant::LoadKept() {
       invocation::ReadKeptState(kept_path_, group_);
   if (!kept.ok()) return kept.status();
   kept_ = *std::move(kept);
+  if (kept_) kept_view_ = std::max(kept_view_, kept_->view);
   return absl::OkStatus();
 }
 
@@ -306,7 +309,8 @@ bool Servant::Keep(uint64_t position) {
   absl::StatusOr<std::string> state = ReadState();
   absl::Status written =
       state.ok() ? invocation::WriteKeptState(kept_path_, group_,
-                                              {position, *std::move(state), kept_calls_.Bytes()})
+                                              {position, *std::move(state), kept_calls_.Bytes(),
+                                               kept_view_})
                  : absl::Status(state.status().code(),
                                 absl::StrCat("reading the state to keep: ", state.status().message()));
   if (written.ok()) return true;
@@ -486,6 +490,7 @@ void Servant::Handle(const api::ServantEvent& event) {
     }
     return;
   }
+  if (!kept_path_.empty()) kept_view_ = std::max(kept_view_, event.view_id());
   if (event.method().empty()) {
     if (!multicast_handler_) return;
     multicast_handler_(event.payload());
@@ -510,6 +515,7 @@ void Servant::Handle(const api::ServantEvent& event) {
   }
   if (event.method() == "$restore_kept") return RestoreKept(event.delivery());
   if (event.method() == "$view") {  // nso::kViewMethod
+    if (!kept_path_.empty()) Applied(event.group_seq(), 0, false, std::string());
     if (!on_view_) return;
     GroupView view{group_, event.view_id(), {}, event.view().in_view(), event.group_seq()};
     for (const api::Member& member : event.view().members()) {

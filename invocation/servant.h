@@ -115,8 +115,9 @@ class Servant {
 
   // Durable groups (GroupConfig::durable; call before Start, with OnGetState/OnSetState or their
   // streaming kinds): after every delivery, before its answer, the servant writes the object's
-  // whole state and its position in the group's order to `path` (nso/durable_file.h: a
-  // temporary file, fsync, rename; so each call costs a GetState and a synced write), with the
+  // whole state, its position in the group's order and the latest view to `path`
+  // (nso/durable_file.h: a temporary file, fsync, rename; so each call costs a GetState and a
+  // synced write; a view change is written too: view ids grow across power cuts), with the
   // answers of the latest calls (invocation/kept_call_log.h: a call resent across a power cut is
   // answered as it was, not executed again). Deliveries read together share one write. When every
   // member of the group restarted, the daemons re-found the group from the most advanced state
@@ -209,6 +210,9 @@ class Servant {
   std::optional<invocation::KeptState> kept_;
   // The calls kept with the state, each with its answer (delivery thread only).
   invocation::KeptCallLog kept_calls_;
+  // The latest view the deliveries came in, kept with the state (a group re-founded from kept
+  // states numbers its view above it: invocation/kept_state.h).
+  uint64_t kept_view_ = 0;
   // Applied but not yet kept (delivery thread only): the position, and the answers held until
   // the state is on disk.
   std::optional<uint64_t> unkept_position_;

@@ -106,7 +106,8 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
     shared_->outbox.Expect();
     std::shared_ptr<Shared> shared = shared_;
     Node* node = service_->node_;
-    const ServantKeptState kept{request.keeps_state(), request.kept_position()};
+    const ServantKeptState kept{request.keeps_state(), request.kept_position(),
+                                request.kept_view()};
     bool posted = service_->loop_->Post([node, shared, nso = request.nso(),
                                          group = request.group(), kept,
                                          views = request.view_events()] {

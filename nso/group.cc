@@ -121,13 +121,6 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
 }
 
-void Group::EndDurableClaim(std::vector<consensus::Delivery>* deliveries) {
-  previous_claim_ = 0;
-  std::map<uint64_t, std::string> held = std::move(undelivered_);
-  undelivered_.clear();
-  for (auto& [seq, payload] : held) Broadcast(std::move(payload), deliveries);
-}
-
 size_t Group::DropUndelivered() {
   const size_t dropped = undelivered_.size();
   undelivered_.clear();

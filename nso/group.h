@@ -172,9 +172,6 @@ class Group {
   // is re-founded from the most advanced state the members' servants kept on disk
   // (nso/node_durable.cc).
   bool durable_claim() const { return previous_claim_ != 0 && config().durable; }
-  // A group of one re-founded from its kept state: the claim ends in the same view, and the
-  // requests held during it are ordered now.
-  void EndDurableClaim(std::vector<consensus::Delivery>* deliveries);
   // Every other member of the view was heard as a restarted process (NoteRestartedClaimant).
   bool AllOthersClaim() const {
     return members_.size() == 1 ||

@@ -322,7 +322,8 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
     absl::StatusOr<uint64_t> servant = node_->RegisterServant(
         request.nso(), request.group(),
         [this, id](ServantDelivery delivery) { OnDelivery(id, std::move(delivery)); },
-        ServantKeptState{request.keeps_state(), request.kept_position()}, request.view_events());
+        ServantKeptState{request.keeps_state(), request.kept_position(), request.kept_view()},
+        request.view_events());
     connection->registering = false;
     if (!servant.ok()) return Fail(connection, servant.status().ToString());
     connection->servant = *servant;

@@ -145,7 +145,8 @@ class LocalServant final : public internal::ServantBackend {
       absl::StatusOr<uint64_t> id = node_->RegisterServant(
           request.nso(), request.group(),
           [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); },
-          ServantKeptState{request.keeps_state(), request.kept_position()}, request.view_events());
+          ServantKeptState{request.keeps_state(), request.kept_position(), request.kept_view()},
+          request.view_events());
       if (!id.ok()) return id.status();
       servant_ = *id;  // written before RunOnLoop returns, read by this object's user threads
       return absl::OkStatus();

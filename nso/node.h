@@ -110,6 +110,7 @@ inline constexpr char kViewMethod[] = "$view";
 struct ServantKeptState {
   bool keeps = false;     // it keeps its state on disk
   uint64_t position = 0;  // the group_seq of its kept state; 0: none found
+  uint64_t view = 0;      // the last view it knew of (0: not known)
 };
 // Requests a member without a servant keeps for it (beyond: it rejoins with state transfer).
 inline constexpr size_t kNoServantBufferMax = 100000;
@@ -379,8 +380,13 @@ class Node {
     struct KeptStates {
       uint64_t servant = 0;       // the servant registered here, and what it kept
       ServantKeptState kept;
-      // What each other member said its servant kept (KEPT_STATE): its process, the position.
-      std::map<NodeId, std::pair<uint64_t, uint64_t>> offers;
+      // What each other member said its servant kept (KEPT_STATE).
+      struct Offer {
+        uint64_t process = 0;
+        uint64_t position = 0;
+        uint64_t view = 0;  // the last view that state knew of
+      };
+      std::map<NodeId, Offer> offers;
       uint64_t sent_ms = 0;       // this node's last KEPT_STATE
       // Re-founding from this member's kept state: its servant takes it back first.
       struct TakeBack {

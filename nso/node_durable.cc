@@ -79,6 +79,7 @@ void Node::TickDurable(Group* group) {
     envelope.mutable_membership()->set_kind(wire::MembershipMessage::KEPT_STATE);
     envelope.mutable_membership()->set_view_id(group->view_id());
     envelope.mutable_membership()->set_delivered(states.kept.position);
+    envelope.mutable_membership()->set_kept_view(states.kept.view);
     group->SendTo(member, std::move(envelope));
   }
   TryRecover(group);
@@ -92,8 +93,9 @@ void Node::OnKeptState(Group* group, NodeId from, const wire::Envelope& envelope
     return;
   }
   auto& offer = MembershipOf(group).kept_states->offers[from];
-  if (envelope.incarnation() < offer.first) return;  // an earlier process's, late
-  offer = {envelope.incarnation(), envelope.membership().delivered()};
+  if (envelope.incarnation() < offer.process) return;  // an earlier process's, late
+  offer = {envelope.incarnation(), envelope.membership().delivered(),
+           envelope.membership().kept_view()};
   TryRecover(group);
 }
 
@@ -103,6 +105,7 @@ bool Node::TryRecover(Group* group) {
   GroupMembership::KeptStates& states = *membership.kept_states;
   NodeId best = self_;
   uint64_t most = states.kept.position;
+  uint64_t latest_view = states.kept.view;  // the re-founded view goes above every kept one
   std::vector<std::string> said{absl::StrCat(self_, ":", most)};
   std::vector<NodeId> others;
   std::vector<uint64_t> processes;  // which process of each is re-added
@@ -112,10 +115,11 @@ bool Node::TryRecover(Group* group) {
     // Every other member must hold none of the group's state: one that does (a survivor) re-adds
     // the others with it instead (node_restarts.cc), or may come back.
     if (offer == states.offers.end()) return false;
-    const uint64_t position = offer->second.second;
+    const uint64_t position = offer->second.position;
     said.push_back(absl::StrCat(member, ":", position));
     others.push_back(member);
-    processes.push_back(offer->second.first);
+    processes.push_back(offer->second.process);
+    latest_view = std::max(latest_view, offer->second.view);
     if (position > most || (position == most && member < best)) {
       best = member;
       most = position;
@@ -141,7 +145,8 @@ bool Node::TryRecover(Group* group) {
     servants_.at(states.servant).sink(std::move(restore));
     return true;
   }
-  const uint64_t to_view = std::max(group->view_id(), group->highest_view_named()) + 1;
+  const uint64_t to_view =
+      std::max({group->view_id(), group->highest_view_named(), latest_view}) + 1;
   Log("membership")->warn("group {}: re-founded in view {} from the state this member's servant "
                           "kept at position {} (kept: [{}], node:position)",
                           name, to_view, most, absl::StrJoin(said, ", "));
@@ -157,8 +162,9 @@ bool Node::TryRecover(Group* group) {
     membership.buffered_views.clear();
   }
   if (others.empty()) {  // a group of one: nobody to give the state to
+    // A view of its own (ids only grow), in which what its clients sent meanwhile is ordered.
     std::vector<consensus::Delivery> held;
-    group->EndDurableClaim(&held);
+    group->InstallView(to_view, {self_}, &held);
     group->NoteRecoveredFromKept();
     QueueViewMark(group);  // its servant, back to the kept state, is in the view again
     DeliverAll(group, std::move(held));

@@ -210,6 +210,70 @@ TEST_CASE("durable group: a group of one restarted resumes from its servant's ke
     return true;
   }, 30));
   CHECK(value == "5");
+  // Re-founded in a view of its own above the one it had (view ids only grow).
+  auto view = (*client)->GroupDetails("counter");
+  REQUIRE(view.ok());
+  CHECK(view->view_id == 2);
+}
+
+TEST_CASE("durable group: view ids only grow across a power cut, and the servants get the "
+          "re-founded view after the kept state", "[durable][views][e2e]") {
+  test::Cluster cluster{{3, kDurable, "failure_detector: {exclude_timeout_ms: 1000}\n", "info"}};
+  REQUIRE(cluster.Start());
+  auto start = [&] {
+    return test::StartCounterReplicas(cluster, 3, "counter", [&](int i, test::CounterReplica* r) {
+      r->kept_path = KeptPath(cluster, i);
+      r->record_views = true;
+    });
+  };
+  uint64_t before = 0;
+  {
+    auto replicas = start();
+    REQUIRE(replicas.ok());
+    // n3 excluded and re-added: views 2 and 3.
+    cluster.Kill(3);
+    auto client = Client::Connect(cluster.ClientAddress(1));
+    REQUIRE(client.ok());
+    CHECK(Eventually([&] {
+      auto view = (*client)->GroupDetails("counter");
+      return view.ok() && view->members.size() == 2;
+    }, 30));
+    (*replicas)[2]->servant.reset();
+    REQUIRE(cluster.StartNode(3));
+    auto fresh = std::make_unique<test::CounterReplica>();
+    fresh->kept_path = KeptPath(cluster, 3);
+    REQUIRE(fresh->Start(cluster.ClientAddress(3), "counter").ok());
+    CHECK(AddAll(cluster, "5") == std::vector<std::string>{"5", "5", "5"});
+    auto view = (*client)->GroupDetails("counter");
+    REQUIRE(view.ok());
+    before = view->view_id;
+    CHECK(before >= 3);
+    // Each servant kept the latest view with its state.
+    for (int i = 1; i <= 3; ++i) {
+      auto kept = invocation::ReadKeptState(KeptPath(cluster, i), "counter");
+      REQUIRE(kept.ok());
+      REQUIRE(kept->has_value());
+      CHECK((*kept)->view == before);
+    }
+    for (int i = 1; i <= 3; ++i) cluster.Kill(i);
+  }
+  for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
+  auto replicas = start();
+  REQUIRE(replicas.ok());
+  CHECK(AddAll(cluster, "1") == std::vector<std::string>{"6", "6", "6"});
+  auto client = Client::Connect(cluster.ClientAddress(2));
+  REQUIRE(client.ok());
+  auto view = (*client)->GroupDetails("counter");
+  REQUIRE(view.ok());
+  CHECK(view->view_id > before);
+  for (const auto& replica : *replicas) {
+    std::vector<test::CounterReplica::SeenView> views = replica->Views();
+    INFO(cluster.LogTails(10));
+    REQUIRE(!views.empty());
+    CHECK(views.back().view.view_id == view->view_id);
+    CHECK(views.back().view.members.size() == 3);
+    CHECK(views.back().value == 5);  // after the kept state (taken back, or transferred)
+  }
 }
 
 TEST_CASE("durable group: a power cut that took one machine's disk; its replacement starts with "

@@ -39,6 +39,7 @@ using nso::NodeId;
 
 struct Kept {
   uint64_t position = 0;
+  uint64_t view = 0;  // the latest view of the deliveries kept (as Servant::KeepStateIn keeps it)
   int64_t value = 0;
   std::vector<std::string> list;  // the payloads applied, in order (the randomised case's)
   invocation::KeptCallLog calls;  // what the latest calls answered
@@ -62,6 +63,7 @@ struct Run : test::CountedGroupG {
     if (previous != 0) sim.nodes[id]->RestartedFrom(previous);
     value[id] = 0;
     calls[id].Clear();
+    last_view[id] = 0;
     Serve(id);
     client[id] = *sim.nodes[id]->Attach("client");
   }
@@ -71,9 +73,11 @@ struct Run : test::CountedGroupG {
   void Serve(NodeId id) {
     nso::Node* node = sim.nodes[id].get();
     uint64_t nso = *node->Attach("counter");
-    nso::ServantKeptState kept{true, disk.count(id) ? disk[id].position : 0};
+    nso::ServantKeptState kept{true, disk.count(id) ? disk[id].position : 0,
+                               disk.count(id) ? disk[id].view : 0};
     servant[id] = *node->RegisterServant(nso, "g", [this, node, id](nso::ServantDelivery d) {
       if (sim.net.crashed(id)) return;
+      if (d.method == nso::kViewMethod) return SawView(id, d);
       if (d.method == nso::kGetStateMethod) {
         sim.net.After(0, [this, node, id, number = d.delivery] {
           node->Answer(servant[id], number, absl::OkStatus(),
@@ -113,7 +117,7 @@ struct Run : test::CountedGroupG {
           REQUIRE(d.kept_calls != nullptr);
           calls[id].Replace(*d.kept_calls);
         }
-        disk[id] = {d.group_seq, value[id], list[id], calls[id]};
+        disk[id] = {d.group_seq, d.view_id, value[id], list[id], calls[id]};
         state_installs[id]++;
         return;
       }
@@ -129,13 +133,37 @@ struct Run : test::CountedGroupG {
         }
       }
       calls[id].Add(d.call, absl::StrCat(value[id]));
-      disk[id] = {d.group_seq, value[id], list[id], calls[id]};
+      disk[id] = {d.group_seq, std::max(disk[id].view, d.view_id), value[id], list[id], calls[id]};
       if (!d.one_way) {
         sim.net.After(0, [this, node, id, number = d.delivery, v = value[id]] {
           node->Answer(servant[id], number, absl::OkStatus(), absl::StrCat(v));
         });
       }
-    }, kept);
+    }, kept, /*view_events=*/true);
+  }
+
+  // Virtual synchrony across power cuts too: a view comes at the same point of the group's one
+  // order (group_seq, the counter's value) with the same members at every servant that gets it,
+  // and each servant's views move forward (nso/node_views.cc). View ids only grow across power
+  // cuts: the servants keep the latest view with their state, and the group is re-founded in a
+  // view above every one kept (nso/node_durable.cc).
+  void SawView(NodeId id, const nso::ServantDelivery& d) {
+    std::vector<std::string> names;
+    for (const auto& member : d.view->members()) names.push_back(member.name());
+    const std::string seen = absl::StrCat("[", absl::StrJoin(names, ","), "] in_view ",
+                                          d.view->in_view(), " at ", d.group_seq, ", value ");
+    if (d.view_id <= last_view[id]) {
+      order_violations.push_back(absl::StrCat("n", id, " got view ", d.view_id, " after view ",
+                                              last_view[id]));
+    }
+    last_view[id] = d.view_id;
+    servant_views++;
+    disk[id].view = d.view_id;  // kept with the state (a write of its own)
+    auto [at, fresh] = views.emplace(d.view_id, absl::StrCat(seen, value[id]));
+    if (!fresh && at->second != absl::StrCat(seen, value[id])) {
+      order_violations.push_back(absl::StrCat("n", id, " got view ", d.view_id, " ", seen,
+                                              value[id], ", another servant ", at->second));
+    }
   }
 
   void StartAll() {
@@ -194,6 +222,9 @@ struct Run : test::CountedGroupG {
   std::map<NodeId, invocation::KeptCallLog> calls;
   std::map<uint64_t, std::string> order;  // position in the group's order -> payload
   std::vector<std::string> order_violations;
+  std::map<uint64_t, std::string> views;  // view id -> what the first servant to get it saw
+  std::map<NodeId, uint64_t> last_view;
+  uint64_t servant_views = 0;
   std::map<NodeId, int> state_installs, restored;
   // The servant of a node here cannot take its kept state back (answers this error), or never
   // answers "$restore_kept".
@@ -486,6 +517,7 @@ void PowerCuts(Run& run, uint64_t seed, bool outside = false) {
                 << power_cuts << " power cuts, " << next_call << " calls"
                 << (outside ? ", half from outside" : ""));
   REQUIRE(settled);
+  CHECK(run.servant_views > run.size);  // views reached the servants (each checked in SawView)
   CHECK(run.order_violations.empty());
   if (!run.order_violations.empty()) FAIL(run.order_violations.front());
   std::map<std::string, int> times;

@@ -70,6 +70,8 @@ TEST_CASE("kept state: another group's file, another file, and one cut short are
             .find("header is damaged") != std::string::npos);
   CHECK(Refused(path, "cohort-kept-state 1\ngroup counter\nposition nine\nsize 0\n")
             .find("header is damaged") != std::string::npos);
+  CHECK(Refused(path, "cohort-kept-state 3\ngroup counter\nposition 9\nview x\nsize 0\ncalls 0\n")
+            .find("header is damaged") != std::string::npos);
 }
 
 TEST_CASE("kept state: the calls kept with the state come back as written, after the state",
@@ -77,13 +79,30 @@ TEST_CASE("kept state: the calls kept with the state come back as written, after
   const std::string path = TempPath("calls.kept");
   const std::string state("st\nate", 6);
   const std::string calls("\x0a\x03\x0a\x01x\nmore\0", 11);
-  REQUIRE(WriteKeptState(path, "counter", {5, state, calls}).ok());
+  REQUIRE(WriteKeptState(path, "counter", {5, state, calls, 17}).ok());
   auto read = ReadKeptState(path, "counter");
   REQUIRE(read.ok());
   REQUIRE(read->has_value());
   CHECK((*read)->position == 5);
   CHECK((*read)->state == state);
   CHECK((*read)->calls == calls);
+  CHECK((*read)->view == 17);
+}
+
+TEST_CASE("kept state: a file of version 2 (no view) is still read", "[durable]") {
+  const std::string path = TempPath("v2.kept");
+  WriteRaw(path, std::string("cohort-kept-state 2\ngroup counter\nposition 9\nsize 4\ncalls 2\n"
+                             "12\n4ab"));
+  auto read = ReadKeptState(path, "counter");
+  REQUIRE(read.ok());
+  REQUIRE(read->has_value());
+  CHECK((*read)->position == 9);
+  CHECK((*read)->state == "12\n4");
+  CHECK((*read)->calls == "ab");
+  CHECK((*read)->view == 0);
+  CHECK(Refused(path, "cohort-kept-state 3\ngroup counter\nposition 9\nsize 4\ncalls 2\n12\n4ab")
+            .find("header is damaged (group, position, view, size and calls lines expected)") !=
+        std::string::npos);
 }
 
 TEST_CASE("kept state: a file of version 1 (no calls) is still read", "[durable]") {

@@ -449,10 +449,11 @@ class PythonDurableTest(unittest.TestCase):
         for servant in self.servants:
             self.assertIsNotNone(servant.wait(10))  # each ends with its daemon
         for i in range(3):
-            position, state, calls = read_kept_state(os.path.join(self.dir, "s%d.kept" % i),
-                                                     "counter")
+            position, state, calls, view = read_kept_state(
+                os.path.join(self.dir, "s%d.kept" % i), "counter")
             self.assertEqual(state, b"5")
             self.assertGreater(position, 0)
+            self.assertEqual(view, 1)  # the view of the deliveries kept
             # The calls' answers are kept with the state: "add 5" answered "5".
             kept = api_pb2.KeptCalls.FromString(calls)
             self.assertIn(b"5", [call.payload for call in kept.calls if call.call])
@@ -475,8 +476,8 @@ class PythonDurableTest(unittest.TestCase):
         lock = threading.Lock()
         real_write, real_message = cohort_client.write_kept_state, api_pb2.ServantMessage
 
-        def recording_write(path, group, position, state, calls=b""):
-            real_write(path, group, position, state, calls)
+        def recording_write(path, group, position, state, calls=b"", view=0):
+            real_write(path, group, position, state, calls, view)
             with lock:
                 done.setdefault(threading.get_ident(), []).append(("write", int(state)))
 
@@ -522,14 +523,17 @@ class PythonDurableTest(unittest.TestCase):
     def test_the_kept_state_file(self):
         path = os.path.join(self.dir, "x.kept")
         self.assertIsNone(read_kept_state(path, "counter"))
-        write_kept_state(path, "counter", 42, b"a\nb", b"\x0a\x00")
+        write_kept_state(path, "counter", 42, b"a\nb", b"\x0a\x00", view=6)
         with open(path, "rb") as f:  # the C++ library's format (invocation/kept_state.h)
-            self.assertEqual(f.read(), b"cohort-kept-state 2\ngroup counter\nposition 42\nsize 3\n"
-                                       b"calls 2\na\nb\x0a\x00")
-        self.assertEqual(read_kept_state(path, "counter"), (42, b"a\nb", b"\x0a\x00"))
-        with open(path, "wb") as f:  # version 1: no calls
+            self.assertEqual(f.read(), b"cohort-kept-state 3\ngroup counter\nposition 42\nview 6\n"
+                                       b"size 3\ncalls 2\na\nb\x0a\x00")
+        self.assertEqual(read_kept_state(path, "counter"), (42, b"a\nb", b"\x0a\x00", 6))
+        with open(path, "wb") as f:  # version 2: no view
+            f.write(b"cohort-kept-state 2\ngroup counter\nposition 7\nsize 2\ncalls 1\nabc")
+        self.assertEqual(read_kept_state(path, "counter"), (7, b"ab", b"c", 0))
+        with open(path, "wb") as f:  # version 1: no view, no calls
             f.write(b"cohort-kept-state 1\ngroup counter\nposition 7\nsize 2\nab")
-        self.assertEqual(read_kept_state(path, "counter"), (7, b"ab", b""))
+        self.assertEqual(read_kept_state(path, "counter"), (7, b"ab", b"", 0))
         with open(path, "wb") as f:
             f.write(b"cohort-kept-state 2\ngroup counter\nposition 7\nsize 2\ncalls 5\nab")
         with self.assertRaisesRegex(ValueError, "holds 2 bytes of state and calls"):

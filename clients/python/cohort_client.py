@@ -342,7 +342,8 @@ class Servant:
         self._partial_state = b""
         self._kept_path = keep_state_in
         self._on_view = on_view
-        self._kept = None  # (position, state, calls) read at start, until taken back or moved past
+        self._kept = None  # KeptState read at start, until taken back or moved past
+        self._kept_view = 0  # the latest view of the deliveries, kept with the state
         self._kept_calls = KeptCallLog()
         # Group commit (keep_state_in): the position applied but not yet kept, and the answers
         # held until it is (the deliveries read together are kept with one write).
@@ -367,8 +368,10 @@ class Servant:
             yield api_pb2.ServantMessage(register=api_pb2.ServantMessage.Register(
                 nso=client.nso, group=self.group, methods=sorted(self.handlers),
                 keeps_state=self._kept_path is not None,
-                kept_position=self._kept[0] if self._kept else 0,
-                view_events=self._on_view is not None))
+                kept_position=self._kept.position if self._kept else 0,
+                kept_view=self._kept.view if self._kept else 0,
+                # A durable servant keeps the views with its state.
+                view_events=self._on_view is not None or self._kept_path is not None))
             while True:
                 message = outbox.get()
                 if message is None:
@@ -396,6 +399,7 @@ class Servant:
             if not (self._get_state and self._set_state):
                 raise ValueError("keep_state_in needs get_state and set_state")
             self._kept = read_kept_state(self._kept_path, self.group)
+            self._kept_view = self._kept.view if self._kept else 0
         if self._rejoin and self._get_state and self._set_state:
             self._initial_state = bytes(self._get_state())  # what a rejoin resets the object to
         self._register(self._client)
@@ -442,7 +446,7 @@ class Servant:
         self._kept = None
         try:
             write_kept_state(self._kept_path, self.group, position, bytes(self._get_state()),
-                             self._kept_calls.serialized())
+                             self._kept_calls.serialized(), self._kept_view)
             return True
         except Exception as error:
             self.kept_error = "group %r: cannot keep the state: %s" % (self.group, error)
@@ -460,7 +464,7 @@ class Servant:
             answer.status_code = grpc.StatusCode.FAILED_PRECONDITION.value[0]
             answer.error = "group %r: no kept state to take back" % self.group
         else:
-            (_, state, calls), self._kept = self._kept, None
+            (_, state, calls, _), self._kept = self._kept, None
             try:
                 self._kept_calls.replace(api_pb2.KeptCalls.FromString(calls))
                 self._partial_state = b""
@@ -494,6 +498,8 @@ class Servant:
 
     def _handle(self, event):
         keeping = self._kept_path is not None
+        if keeping:
+            self._kept_view = max(self._kept_view, event.view_id)
         if not event.method:
             self.multicasts.append(event.payload)
             if keeping:
@@ -517,6 +523,8 @@ class Servant:
             self._restore_kept(event.delivery)
             return
         if event.method == "$view":
+            if keeping:
+                self._applied(event.group_seq)  # the view is kept with the state
             if self._on_view is not None:
                 self._on_view(GroupView(
                     self.group, event.view_id,
