@@ -2,12 +2,15 @@
 // `counter`: "add N" adds N and answers the new value, "get" answers the value.
 //   counter-servant --daemon 127.0.0.1:7201 [--group counter] [--name replica-1]
 //                   [--keep-state FILE]   (a durable group: Servant::KeepStateIn)
+//                   [--views-to FILE]     (appends each view it gets: Servant::OnViewChange)
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "invocation/servant.h"
 
@@ -17,13 +20,15 @@ void OnSignal(int) { g_stop = 1; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string daemon = "127.0.0.1:7201", group = "counter", name = "counter", keep_state;
+  std::string daemon = "127.0.0.1:7201", group = "counter", name = "counter", keep_state,
+              views_to;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--daemon") daemon = argv[i + 1];
     else if (flag == "--group") group = argv[i + 1];
     else if (flag == "--name") name = argv[i + 1];
     else if (flag == "--keep-state") keep_state = argv[i + 1];
+    else if (flag == "--views-to") views_to = argv[i + 1];
     else {
       std::fprintf(stderr, "counter-servant: unknown flag %s\n", flag.c_str());
       return 2;
@@ -52,6 +57,21 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(state, &value)) return absl::InvalidArgumentError("bad counter state");
     return absl::OkStatus();
   });
+  // The group's views, in the delivery order: each comes after the same calls at every replica.
+  if (!views_to.empty()) {
+    (*servant)->OnViewChange([&](const cohort::GroupView& view) {
+      std::vector<std::string> members;
+      for (const cohort::ViewMember& member : view.members) members.push_back(member.name);
+      const std::string line = absl::StrCat(
+          name, ": view ", view.view_id, " [", absl::StrJoin(members, ","), "]",
+          view.in_view ? "" : " (without this replica)", " after ", view.position,
+          " deliveries, counter ", value, "\n");
+      if (std::FILE* out = std::fopen(views_to.c_str(), "a")) {
+        std::fputs(line.c_str(), out);
+        std::fclose(out);
+      }
+    });
+  }
   // A restart of the daemon (an upgrade, a crash) does not end this replica: it registers again
   // and gets the group's state.
   (*servant)->RejoinAfterDaemonRestart();
