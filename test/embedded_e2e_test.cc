@@ -32,12 +32,25 @@ struct EmbeddedCounter {
   std::unique_ptr<Servant> servant;
   std::atomic<int64_t> value{0};
   std::atomic<int> block_ms{0};  // how long "block" holds the handler (an inline one: its node)
+  // The views it got (Servant::OnViewChange): "view_id@position:members".
+  absl::Mutex mu;
+  std::vector<std::string> views ABSL_GUARDED_BY(mu);
+  std::vector<std::string> Views() {
+    absl::MutexLock lock(&mu);
+    return views;
+  }
 
   absl::Status Start(EmbeddedNode* node, bool dispatch_inline = false) {
     auto created = node->CreateServant("counter", "embedded-counter");
     if (!created.ok()) return created.status();
     servant = std::move(*created);
     if (dispatch_inline) servant->DispatchInline();
+    servant->OnViewChange([this](const GroupView& view) {
+      std::string members;
+      for (const ViewMember& member : view.members) absl::StrAppend(&members, member.name, ";");
+      absl::MutexLock lock(&mu);
+      views.push_back(absl::StrCat(view.view_id, "@", view.position, ":", members));
+    });
     servant->Serve("add", [this](const std::string& payload) -> absl::StatusOr<std::string> {
       int64_t delta = 0;
       if (!absl::SimpleAtoi(payload, &delta)) return absl::InvalidArgumentError("not a number");
@@ -195,6 +208,10 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
     for (const Reply& reply : all->replies) CHECK(reply.payload == absl::StrCat(2 * kThreads * kCalls));
     // The replies of each add were the counter's successive values: one total order.
     for (auto& counter : counters) CHECK(counter->value.load() == 2 * kThreads * kCalls);
+    // An inline servant gets its view too, before any delivery (Servant::OnViewChange).
+    for (auto& counter : counters) {
+      CHECK(counter->Views() == std::vector<std::string>{"1@0:n1;n2;n3;"});
+    }
   }
 
   SECTION("a group-to-group call from an inline handler is refused with a clear error") {
