@@ -7,6 +7,7 @@
 #define COHORT_INVOCATION_BACKEND_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -17,6 +18,13 @@
 namespace cohort {
 
 struct GroupReplies;
+
+// A watch of a group (Client::WatchGroup): destroying it ends it, and returns once none of its
+// callbacks runs.
+class GroupWatch {
+ public:
+  virtual ~GroupWatch() = default;
+};
 
 namespace internal {
 
@@ -36,6 +44,13 @@ class ClientBackend {
   virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;
   virtual absl::Status LeaveGroup(const api::GroupRequest& request) = 0;
+  // The group's details now (`on_change` before this returns), then at each change, on a thread
+  // of the watch; `on_end` once if the watch ends by itself (Client::WatchGroup).
+  using OnGroupChange = std::function<void(const api::GroupDetailsReply&)>;
+  using OnWatchEnd = std::function<void(absl::Status)>;
+  virtual absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(const api::GroupRequest& request,
+                                                                 OnGroupChange on_change,
+                                                                 OnWatchEnd on_end) = 0;
   // A group made at run time (daemons with dynamic_groups).
   virtual absl::Status CreateGroup(const api::CreateGroupRequest& request) {
     (void)request;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -183,6 +184,9 @@ class RemoteClient final : public internal::ClientBackend {
     api::Empty reply;
     return nso::FromGrpcStatus(stub_->LeaveGroup(&context, request, &reply));
   }
+  absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(const api::GroupRequest& request,
+                                                         OnGroupChange on_change,
+                                                         OnWatchEnd on_end) override;
 
  private:
   // The token's metadata and a 5 s deadline.
@@ -215,6 +219,47 @@ class RemoteClient final : public internal::ClientBackend {
   internal::CallStream calls_;  // the pipelined invocations (gRPC)
   std::unique_ptr<internal::LocalCalls> local_;  // or on the local fast path
 };
+
+// A WatchGroup stream read by a thread of its own: the first reply is read (and handed over)
+// before WatchGroup returns, so that its errors are the caller's.
+class RemoteWatch final : public GroupWatch {
+ public:
+  ~RemoteWatch() override {
+    context_.TryCancel();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  static absl::StatusOr<std::unique_ptr<GroupWatch>> Start(
+      api::Cohort::Stub* stub, const std::string& token, const api::GroupRequest& request,
+      internal::ClientBackend::OnGroupChange on_change, internal::ClientBackend::OnWatchEnd on_end) {
+    auto watch = std::unique_ptr<RemoteWatch>(new RemoteWatch());
+    if (!token.empty()) watch->context_.AddMetadata("authorization", "Bearer " + token);
+    watch->reader_ = stub->WatchGroup(&watch->context_, request);
+    api::GroupDetailsReply reply;
+    if (!watch->reader_->Read(&reply)) return nso::FromGrpcStatus(watch->reader_->Finish());
+    on_change(reply);
+    RemoteWatch* raw = watch.get();
+    watch->thread_ = std::thread([raw, on_change = std::move(on_change), on_end = std::move(on_end)] {
+      api::GroupDetailsReply next;
+      while (raw->reader_->Read(&next)) on_change(next);
+      grpc::Status status = raw->reader_->Finish();
+      if (status.error_code() == grpc::StatusCode::CANCELLED) return;  // ended by its owner
+      if (on_end) on_end(nso::FromGrpcStatus(status));
+    });
+    return watch;
+  }
+
+ private:
+  RemoteWatch() = default;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<api::GroupDetailsReply>> reader_;
+  std::thread thread_;
+};
+
+absl::StatusOr<std::unique_ptr<GroupWatch>> RemoteClient::WatchGroup(
+    const api::GroupRequest& request, OnGroupChange on_change, OnWatchEnd on_end) {
+  return RemoteWatch::Start(stub_.get(), token_, request, std::move(on_change), std::move(on_end));
+}
 
 }  // namespace
 
@@ -566,19 +611,38 @@ api::GroupRequest Client::GroupRequestFor(const std::string& group) const {
   return request;
 }
 
+namespace {
+
+View ToView(const api::GroupDetailsReply& reply) {
+  View view;
+  view.group = reply.group();
+  view.view_id = reply.view_id();
+  view.ordering = reply.ordering();
+  view.liveness = reply.liveness();
+  for (const api::Member& member : reply.members()) {
+    view.members.push_back({member.name(), member.node(), member.suspected()});
+  }
+  return view;
+}
+
+}  // namespace
+
 absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
   absl::StatusOr<api::GroupDetailsReply> reply = WithNso(
       GroupRequestFor(group), [&](const api::GroupRequest& r) { return backend_->GroupDetails(r); });
   if (!reply.ok()) return reply.status();
-  View view;
-  view.group = reply->group();
-  view.view_id = reply->view_id();
-  view.ordering = reply->ordering();
-  view.liveness = reply->liveness();
-  for (const api::Member& member : reply->members()) {
-    view.members.push_back({member.name(), member.node(), member.suspected()});
-  }
-  return view;
+  return ToView(*reply);
+}
+
+absl::StatusOr<std::unique_ptr<GroupWatch>> Client::WatchGroup(
+    const std::string& group, std::function<void(const View&)> on_change,
+    std::function<void(absl::Status)> on_end) {
+  return backend_->WatchGroup(
+      GroupRequestFor(group),
+      [on_change = std::move(on_change)](const api::GroupDetailsReply& reply) {
+        on_change(ToView(reply));
+      },
+      std::move(on_end));
 }
 
 absl::Status Client::CreateGroup(const GroupSpec& spec) {

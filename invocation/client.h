@@ -171,6 +171,15 @@ class Client {
   // Totally ordered multicast to every servant of the group (no replies).
   absl::Status Multicast(const std::string& group, const std::string& payload);
   absl::StatusOr<View> GroupDetails(const std::string& group);
+  // Watches `group` from this client's daemon: `on_change` gets the view (with suspicions) now,
+  // before this returns, then after each change of the view or of the members suspected there,
+  // on a thread of the watch, one at a time; `on_end` (optional) once if the watch ends by
+  // itself (the group was deleted: NOT_FOUND; the daemon went: UNAVAILABLE). Destroying the watch
+  // ends it and returns once no callback runs. Errors as GroupDetails (a daemon restart is not
+  // followed: watch again).
+  absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(
+      const std::string& group, std::function<void(const View&)> on_change,
+      std::function<void(absl::Status)> on_end = nullptr);
   // This client's daemon joins / leaves the group's view (a view change agreed by the members;
   // a joining daemon receives the group's state before its first delivery).
   absl::Status JoinGroup(const std::string& group);

@@ -100,12 +100,13 @@ void ToServantEvent(ServantDelivery delivery, api::ServantEvent* event);
 const char* ModeLabel(api::Mode mode);
 std::string CodeLabel(grpc::StatusCode code);
 
-// Invoke, InvokeStream and Serve are served with gRPC's callback API (reactors: no thread of ours
-// waits per call or stream, and what the protocol thread produces is written by it,
-// nso/reactor_outbox.h); the other methods are synchronous.
+// Invoke, InvokeStream, Serve and WatchGroup are served with gRPC's callback API (reactors: no
+// thread of ours waits per call or stream, and what the protocol thread produces is written by
+// it, nso/reactor_outbox.h); the other methods are synchronous.
 class ApiService final
     : public api::Cohort::WithCallbackMethod_Invoke<api::Cohort::WithCallbackMethod_InvokeStream<
-          api::Cohort::WithCallbackMethod_Serve<api::Cohort::Service>>> {
+          api::Cohort::WithCallbackMethod_Serve<
+              api::Cohort::WithCallbackMethod_WatchGroup<api::Cohort::Service>>>> {
  public:
   ApiService(Node* node, EventLoop* loop, const AccessPolicy* policy = nullptr)
       : node_(node), loop_(loop), policy_(policy) {}
@@ -147,10 +148,14 @@ class ApiService final
   // A servant's stream: its registration, then deliveries out and answers in (api_serve.cc).
   grpc::ServerBidiReactor<api::ServantMessage, api::ServantEvent>* Serve(
       grpc::CallbackServerContext* context) override;
+  // A group's view and suspicions as they change (api_watch.cc).
+  grpc::ServerWriteReactor<api::GroupDetailsReply>* WatchGroup(
+      grpc::CallbackServerContext* context, const api::GroupRequest* request) override;
 
  private:
   friend class InvokeStreamReactor;  // api_pipeline.cc
   friend class ServeReactor;         // api_serve.cc
+  friend class WatchReactor;         // api_watch.cc
 
   // Runs `fn` on the protocol thread and waits for it; UNAVAILABLE if the daemon is overloaded.
   absl::Status RunOnLoop(std::function<absl::Status()> fn);

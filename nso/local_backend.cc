@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <future>
+#include <memory>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,6 +55,81 @@ absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
   }
   return ToGroupReplies(std::move(waiter->result));
 }
+
+// A watch of a group of the embedded node: the node's watcher (protocol thread) hands each
+// change to the watch's thread, which runs the callbacks.
+class LocalWatch final : public GroupWatch {
+ public:
+  using Item = absl::StatusOr<api::GroupDetailsReply>;
+  ~LocalWatch() override {
+    const uint64_t id = id_;
+    Node* node = node_;
+    RunOnLoop(loop_, [node, id] {
+      node->Unwatch(id);
+      return absl::OkStatus();
+    }).IgnoreError();  // a node shutting down watches nothing any more
+    queue_->Close();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  static absl::StatusOr<std::unique_ptr<GroupWatch>> Start(
+      Node* node, EventLoop* loop, const std::string& group,
+      internal::ClientBackend::OnGroupChange on_change, internal::ClientBackend::OnWatchEnd on_end) {
+    auto watch = std::unique_ptr<LocalWatch>(new LocalWatch(node, loop));
+    struct First {  // the node's first call, made within WatchGroup: the current details
+      bool taken = false;
+      api::GroupDetailsReply reply;
+    };
+    auto first = std::make_shared<First>();
+    std::shared_ptr<HandoffQueue<Item>> queue = watch->queue_;
+    absl::Status started = RunOnLoop(loop, [&]() -> absl::Status {
+      absl::StatusOr<uint64_t> id =
+          node->WatchGroup(group, [first, queue](absl::StatusOr<GroupInfo> info) {
+            if (!info.ok()) {
+              queue->Push(info.status());
+              return;
+            }
+            api::GroupDetailsReply reply;
+            ToGroupDetailsReply(*info, &reply);
+            if (!first->taken) {
+              first->taken = true;
+              first->reply = std::move(reply);
+              return;
+            }
+            queue->Push(std::move(reply));
+          });
+      if (!id.ok()) return id.status();
+      watch->id_ = *id;
+      return absl::OkStatus();
+    });
+    if (!started.ok()) return started;
+    on_change(first->reply);
+    watch->thread_ = std::thread([queue, on_change = std::move(on_change),
+                                  on_end = std::move(on_end)] {
+      std::vector<Item> items;
+      while (queue->TakeAll(&items)) {
+        for (Item& item : items) {
+          if (item.ok()) {
+            on_change(*item);
+          } else {
+            if (on_end) on_end(item.status());
+            return;
+          }
+        }
+      }
+    });
+    return watch;
+  }
+
+ private:
+  LocalWatch(Node* node, EventLoop* loop)
+      : node_(node), loop_(loop), queue_(std::make_shared<HandoffQueue<Item>>()) {}
+  Node* const node_;
+  EventLoop* const loop_;
+  std::shared_ptr<HandoffQueue<Item>> queue_;
+  uint64_t id_ = 0;
+  std::thread thread_;
+};
 
 class LocalClient final : public internal::ClientBackend {
  public:
@@ -117,6 +195,12 @@ class LocalClient final : public internal::ClientBackend {
   }
   absl::Status JoinGroup(const api::GroupRequest& request) override {
     return RunOnLoop(loop_, [&] { return node_->JoinGroup(request.group()); });
+  }
+  absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(const api::GroupRequest& request,
+                                                         OnGroupChange on_change,
+                                                         OnWatchEnd on_end) override {
+    return LocalWatch::Start(node_, loop_, request.group(), std::move(on_change),
+                             std::move(on_end));
   }
   absl::Status LeaveGroup(const api::GroupRequest& request) override {
     return RunOnLoop(loop_, [&] { return node_->LeaveGroup(request.group()); });

@@ -694,6 +694,7 @@ void Node::Tick(uint64_t now_ms) {
   left_managers_.clear();
   ExpireCalls();
   for (auto& submit : causal_barrier_.Expire(now_ms_)) submit();
+  if (!watches_.empty()) CheckWatches();
 }
 
 }  // namespace cohort::nso

@@ -171,6 +171,13 @@ class Node {
   static uint64_t OwnerFingerprint(const std::string& caller);
 
   absl::StatusOr<GroupInfo> GroupDetails(const std::string& group) const;
+  // Watching a group from this daemon (api WatchGroup, node_views.cc): `on_change` gets its
+  // details now, then after each change of its view or of the members suspected here (looked
+  // at every Tick), and last an error if the group goes (DeleteGroup), which ends the watch.
+  using GroupWatcher = std::function<void(absl::StatusOr<GroupInfo>)>;
+  absl::StatusOr<uint64_t> WatchGroup(const std::string& group, GroupWatcher on_change);
+  void Unwatch(uint64_t watch) { watches_.erase(watch); }
+  size_t watches() const { return watches_.size(); }
   // A configuration reload: the groups' failure-detector timeouts and silence periods.
   void ApplyTimeouts(const Config& fresh);
   // A configuration reload: starts the groups of `fresh` named in `names` that this node does not
@@ -538,6 +545,16 @@ class Node {
   // This node is in view `view_id` of `group` and awaits its state from `provider` (0: not
   // known): nothing is delivered until it comes, and its envelopes say so (awaiting_state).
   void AwaitState(Group* group, uint64_t view_id, NodeId provider);
+  // Group watches (WatchGroup): each one's group, what it was last told (a signature of the
+  // view and the suspicions), and its watcher.
+  struct Watch {
+    std::string group;
+    std::string told;
+    GroupWatcher on_change;
+  };
+  std::map<uint64_t, Watch> watches_;
+  uint64_t next_watch_ = 1;
+  void CheckWatches();
   // Servants' view events (node_views.cc): the group's current view, placed in the order of its
   // deliveries to the servants (held with the requests while they are held).
   ViewMark CurrentViewMark(const Group* group) const;

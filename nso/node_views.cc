@@ -5,10 +5,54 @@
 // after the same deliveries. Where requests wait (for the state, or for a servant to attach) the
 // views wait among them, in order.
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 
 namespace cohort::nso {
+namespace {
+
+// What a watcher was told: the view and who is suspected in it.
+std::string Signature(const GroupInfo& info) {
+  std::string signature = absl::StrCat(info.view_id, ":");
+  for (const GroupInfo::MemberInfo& member : info.members) {
+    absl::StrAppend(&signature, member.node, member.suspected ? "s," : ",");
+  }
+  return signature;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> Node::WatchGroup(const std::string& group, GroupWatcher on_change) {
+  absl::StatusOr<GroupInfo> info = GroupDetails(group);
+  if (!info.ok()) return info.status();
+  const uint64_t id = next_watch_++;
+  std::string told = Signature(*info);
+  on_change(*std::move(info));
+  watches_[id] = {group, std::move(told), std::move(on_change)};
+  return id;
+}
+
+void Node::CheckWatches() {
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    Watch& watch = it->second;
+    absl::StatusOr<GroupInfo> info = GroupDetails(watch.group);
+    if (!info.ok()) {  // the group went: the watch ends with it
+      GroupWatcher on_change = std::move(watch.on_change);
+      it = watches_.erase(it);
+      on_change(std::move(info));
+      continue;
+    }
+    std::string signature = Signature(*info);
+    if (signature != watch.told) {
+      watch.told = std::move(signature);
+      watch.on_change(*std::move(info));
+    }
+    ++it;
+  }
+}
 
 Node::ViewMark Node::CurrentViewMark(const Group* group) const {
   auto view = std::make_shared<api::ServantView>();

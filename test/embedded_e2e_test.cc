@@ -212,6 +212,16 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
     for (auto& counter : counters) {
       CHECK(counter->Views() == std::vector<std::string>{"1@0:n1;n2;n3;"});
     }
+    // An in-process client watches the group as a daemon's client does (Client::WatchGroup).
+    std::vector<std::string> watched;
+    auto watch = (*c2)->WatchGroup("counter", [&](const View& view) {
+      watched.push_back(absl::StrCat(view.view_id, ":", view.members.size()));
+    });
+    REQUIRE(watch.ok());
+    CHECK(watched == std::vector<std::string>{"1:3"});  // the view now, before it returned
+    watch->reset();
+    CHECK((*c2)->WatchGroup("nope", [](const View&) {}).status().code() ==
+          absl::StatusCode::kNotFound);
   }
 
   SECTION("a group-to-group call from an inline handler is refused with a clear error") {

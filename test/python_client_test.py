@@ -302,6 +302,16 @@ def eventually(check, seconds):
         time.sleep(0.1)
 
 
+def _until_cancelled(stream):
+    """The replies of a stream until it is cancelled (its end)."""
+    try:
+        for reply in stream:
+            yield reply
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.CANCELLED:
+            raise
+
+
 class Counter:
     """A replicated counter in Python with its state hooks (state: the value as ASCII)."""
 
@@ -360,6 +370,12 @@ class PythonRestartTest(unittest.TestCase):
         return sorted(r.payload for r in reply.replies) == [value] * 3
 
     def test_a_new_servant_gets_the_state_of_python_servants(self):
+        # A client watching the group (watch_group) is told of each view as it comes.
+        watch = self.client.watch_group("counter")
+        pushed = []
+        reader = threading.Thread(target=lambda: pushed.extend(
+            (reply.view_id, [m.name for m in reply.members]) for reply in _until_cancelled(watch)))
+        reader.start()
         self.servants[1].stop()  # the application at n2 goes; n2 leaves the view
         fresh = Counter()
         servant = Servant(self.addresses[1], "counter", fresh.handlers(),
@@ -381,6 +397,14 @@ class PythonRestartTest(unittest.TestCase):
                          (3, ["n1", "n2", "n3"], 5, 1))
         self.assertEqual(joined.position, self.counters[0].views[2][0].position)
         self.assertEqual(joined.group, "counter")
+        self.assertTrue(eventually(lambda: (3, ["n1", "n2", "n3"]) in pushed, 10))
+        watch.cancel()
+        reader.join(10)
+        self.assertEqual(pushed[0], (1, ["n1", "n2", "n3"]))
+        self.assertIn((2, ["n1", "n3"]), pushed)
+        with self.assertRaises(grpc.RpcError) as unknown:
+            next(self.client.watch_group("nope"))
+        self.assertEqual(unknown.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_servant_and_client_outlive_their_daemons_restart(self):
         at_n3 = CohortClient(self.addresses[2], "python-at-n3")

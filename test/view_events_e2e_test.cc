@@ -5,12 +5,15 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
@@ -232,6 +235,91 @@ TEST_CASE("the raw Serve stream: view events only when asked for", "[views][e2e]
   CHECK(event.payload() == "6");
   CHECK(event.group_seq() == 1);
   context.TryCancel();
+}
+
+// Client::WatchGroup (api WatchGroup): the daemon pushes the group's view and suspicions as they
+// change; the watch ends with NOT_FOUND when the group is deleted.
+TEST_CASE("a client watches a group: suspicion, exclusion and re-admission are pushed to it",
+          "[views][e2e]") {
+  test::Cluster cluster{{3, kGroups,
+                         std::string(kFastExclusion) +
+                             "dynamic_groups: {create: [\"*\"], state_file: \"{dir}/{node}.groups\"}\n",
+                         "warn"}};
+  REQUIRE(cluster.Start());
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  absl::Mutex mu;
+  std::vector<View> seen;
+  std::optional<absl::Status> ended;
+  auto watch = (*client)->WatchGroup(
+      "counter",
+      [&](const View& view) {
+        absl::MutexLock lock(&mu);
+        seen.push_back(view);
+      },
+      [&](absl::Status status) {
+        absl::MutexLock lock(&mu);
+        ended = status;
+      });
+  REQUIRE(watch.ok());
+  auto described = [](const View& view) {
+    std::string text = absl::StrCat(view.view_id, ":");
+    for (const ViewMember& member : view.members) {
+      absl::StrAppend(&text, member.name, member.suspected ? "?" : "", " ");
+    }
+    return text;
+  };
+  auto saw = [&](const std::string& what) {
+    absl::MutexLock lock(&mu);
+    for (const View& view : seen) {
+      if (described(view) == what) return true;
+    }
+    return false;
+  };
+  {
+    absl::MutexLock lock(&mu);
+    REQUIRE(seen.size() == 1);  // the view now, before WatchGroup returned
+    CHECK(described(seen[0]) == "1:n1 n2 n3 ");
+    CHECK(seen[0].group == "counter");
+  }
+  cluster.Kill(3);
+  CHECK(Eventually([&] { return saw("1:n1 n2 n3? "); }, 10));  // suspected at once (its link)
+  CHECK(Eventually([&] { return saw("2:n1 n2 "); }, 30));      // then excluded
+  REQUIRE(cluster.StartNode(3));
+  CHECK(Eventually([&] { return saw("3:n1 n2 n3 "); }, 60));   // re-added with the state
+  {
+    absl::MutexLock lock(&mu);
+    for (size_t i = 1; i < seen.size(); ++i) {
+      CHECK(described(seen[i]) != described(seen[i - 1]));  // pushed on changes only
+      CHECK(seen[i].view_id >= seen[i - 1].view_id);
+    }
+    CHECK_FALSE(ended.has_value());
+  }
+  watch->reset();  // ends it; no callback after this
+
+  // A group deleted while watched: the watch ends with NOT_FOUND.
+  GroupSpec spec;
+  spec.name = "brief";
+  spec.members = {"n1", "n2", "n3"};
+  REQUIRE((*client)->CreateGroup(spec).ok());
+  absl::Notification brief_ended;
+  absl::Status why;
+  auto brief = (*client)->WatchGroup(
+      "brief", [](const View&) {},
+      [&](absl::Status status) {
+        why = status;
+        brief_ended.Notify();
+      });
+  REQUIRE(brief.ok());
+  REQUIRE((*client)->DeleteGroup("brief").ok());
+  CHECK(brief_ended.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  CHECK(why.code() == absl::StatusCode::kNotFound);
+  // An unknown group is refused at once.
+  auto unknown = (*client)->WatchGroup("nope", [](const View&) {});
+  CHECK(unknown.status().code() == absl::StatusCode::kNotFound);
 }
 
 }  // namespace

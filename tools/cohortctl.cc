@@ -39,6 +39,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -57,6 +58,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
@@ -75,8 +78,9 @@ constexpr char kUsage[] =
     "         [--descriptor-set FILE [--json-type MESSAGE] [--reply-type MESSAGE]]\n"
     "  multicast GROUP PAYLOAD [--descriptor-set FILE --json-type MESSAGE]\n"
     "                                totally ordered multicast to the group's servants\n"
-    "  watch GROUP [--count N] [--seconds S] [--interval-ms N]\n"
-    "                                print the view now and whenever it changes\n"
+    "  watch GROUP [--count N] [--seconds S]\n"
+    "                                print the view now and whenever it or a suspicion changes\n"
+    "                                (pushed by the daemon: WatchGroup)\n"
     "  drain                         leave every group (others install views without it), return\n"
     "  create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]\n"
     "               [join=A,B] [invoke=A,B] [admin=A,B] [durable=true]\n"
@@ -119,7 +123,6 @@ struct Options {
   bool mode_given = false;
   int count = 0;          // watch: stop after this many printed views (0 = no limit)
   double seconds = 0;     // watch: stop after this long (0 = no limit)
-  int interval_ms = 100;  // watch: poll period
   cohort::ConnectOptions connect;  // TLS and token
   std::string descriptor_set;      // FileDescriptorSet for --json-type / --reply-type
   std::string json_type;           // full name of the request message: PAYLOAD is its JSON
@@ -464,36 +467,39 @@ int Membership(const Options& options, bool join) {
   }
 }
 
-std::string ViewKey(const cohort::View& view) {
-  std::string key = absl::StrCat(view.view_id);
-  for (const auto& m : view.members) absl::StrAppend(&key, ",", m.name, m.suspected ? "!" : "");
-  return key;
-}
-
+// Each change the daemon pushes (Client::WatchGroup), until --count changes, --seconds, or the
+// watch ends (the group deleted, the daemon gone: exit 1).
 int Watch(const Options& options) {
   if (options.args.size() != 1) return Usage("watch GROUP [--count N] [--seconds S]");
   auto client = ConnectOrExit(options);
-  auto start = std::chrono::steady_clock::now();
-  std::string last;
+  const absl::Time start = absl::Now();
+  absl::Mutex mu;
   int printed = 0;
-  while (true) {
-    auto view = client->GroupDetails(options.args[0]);
-    if (!view.ok()) return Fail(view.status());
-    std::string key = ViewKey(*view);
-    if (key != last) {
-      last = key;
-      double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("[+%.2fs] ", at);
-      PrintView(*view);
-      if (options.count > 0 && ++printed >= options.count) return 0;
-    }
-    if (options.seconds > 0 &&
-        std::chrono::steady_clock::now() - start >=
-            std::chrono::duration<double>(options.seconds)) {
-      return 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(options.interval_ms));
+  std::optional<absl::Status> ended;
+  auto watch = client->WatchGroup(
+      options.args[0],
+      [&](const cohort::View& view) {
+        absl::MutexLock lock(&mu);
+        std::printf("[+%.2fs] ", absl::ToDoubleSeconds(absl::Now() - start));
+        PrintView(view);
+        ++printed;
+      },
+      [&](absl::Status status) {
+        absl::MutexLock lock(&mu);
+        ended = std::move(status);
+      });
+  if (!watch.ok()) return Fail(watch.status());
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return ended.has_value() || (options.count > 0 && printed >= options.count);
+  };
+  absl::MutexLock lock(&mu);
+  if (options.seconds > 0) {
+    mu.AwaitWithDeadline(absl::Condition(&done), start + absl::Seconds(options.seconds));
+  } else {
+    mu.Await(absl::Condition(&done));
   }
+  if (ended.has_value()) return Fail(*ended);
+  return 0;
 }
 
 int Drain(const Options& options) {
@@ -557,9 +563,6 @@ int main(int argc, char** argv) {
       options.count = static_cast<int>(n);
     } else if (arg == "--seconds") {
       number(arg, &options.seconds);
-    } else if (arg == "--interval-ms") {
-      number(arg, &n);
-      options.interval_ms = std::max(10, static_cast<int>(n));
     } else if (arg == "--ca-file") {
       options.connect.ca_file = value(arg);
     } else if (arg == "--server-name") {

@@ -131,6 +131,14 @@ class CohortClient:
         return self._with_nso(lambda nso: self.stub.GroupDetails(
             api_pb2.GroupRequest(nso=nso, group=group), timeout=timeout, metadata=self.metadata))
 
+    def watch_group(self, group):
+        """The group as this client's daemon sees it (WatchGroup): an iterator of
+        GroupDetailsReply, the view now, then one after each change of the view or of the
+        members suspected there. It raises grpc.RpcError when the watch ends (NOT_FOUND: the
+        group was deleted; UNAVAILABLE: the daemon went); .cancel() ends it."""
+        return self.stub.WatchGroup(api_pb2.GroupRequest(nso=self.nso, group=group),
+                                    metadata=self.metadata)
+
     def _invoke_request(self, nso, group, method, payload, mode, deadline_ms, style):
         if mode not in MODES:
             raise ValueError("mode %r: one of %s" % (mode, ", ".join(sorted(MODES))))
