@@ -45,6 +45,10 @@ struct CounterReplica {
   }
   mutable absl::Mutex views_mu;
   std::vector<SeenView> views ABSL_GUARDED_BY(views_mu);
+
+  // The servant first: its delivery thread runs the handlers, which use the members below it
+  // (destroyed before it otherwise: a view recorded into a destroyed vector was a double free).
+  ~CounterReplica() { servant.reset(); }
   std::string kept_path;  // Servant::KeepStateIn, when set
   ConnectOptions connect;  // TLS and tokens, when the daemons want them (its `local` and Start's)
 

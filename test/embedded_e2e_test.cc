@@ -39,6 +39,7 @@ struct EmbeddedCounter {
     absl::MutexLock lock(&mu);
     return views;
   }
+  ~EmbeddedCounter() { servant.reset(); }  // its handlers use the members above
 
   absl::Status Start(EmbeddedNode* node, bool dispatch_inline = false) {
     auto created = node->CreateServant("counter", "embedded-counter");
