@@ -515,7 +515,12 @@ void Servant::Handle(const api::ServantEvent& event) {
   }
   if (event.method() == "$restore_kept") return RestoreKept(event.delivery());
   if (event.method() == "$view") {  // nso::kViewMethod
-    if (!kept_path_.empty()) Applied(event.group_seq(), 0, false, std::string());
+    // Kept before the application sees it: a view it saw is never numbered again after a power
+    // cut (the group is re-founded above every view kept).
+    if (!kept_path_.empty()) {
+      Applied(event.group_seq(), 0, false, std::string());
+      if (!FlushKept()) return;
+    }
     if (!on_view_) return;
     GroupView view{group_, event.view_id(), {}, event.view().in_view(), event.group_seq()};
     for (const api::Member& member : event.view().members()) {

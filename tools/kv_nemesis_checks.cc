@@ -24,6 +24,31 @@ namespace cohort::kv_nemesis {
 
 using cohort::subprocess::CanConnect;
 
+std::string Run::ViewsDiffer(int* views) const {
+  std::map<std::string, std::pair<std::string, std::string>> seen;  // view id -> (node, rest)
+  for (int i = 0; i < o_.nodes; ++i) {
+    const std::string text = ReadFrom(ViewsPath(i), 0);
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string::npos) break;
+      const std::string line = text.substr(at, end - at);
+      at = end + 1;
+      const size_t space = line.find(' ');
+      if (space == std::string::npos) continue;
+      const std::string id = line.substr(0, space), rest = line.substr(space + 1);
+      auto [known, added] = seen.emplace(id, std::make_pair(Name(i), rest));
+      if (added) continue;
+      if (known->second.second != rest) {
+        return absl::StrCat("view ", id, ": ", known->second.first, " got \"", known->second.second,
+                            "\", ", Name(i), " got \"", rest, "\" (position, members)");
+      }
+    }
+  }
+  *views = static_cast<int>(seen.size());
+  return "";
+}
+
 bool Run::Healthy() {
   std::vector<int> up = UpNodes();
   if (static_cast<int>(up.size()) < o_.nodes) return false;

@@ -154,7 +154,7 @@ bool Run::AttachServant(int i) {
     auto created =
         cohort::Servant::Create(Address(i), "kv", Connecting(absl::StrCat("kv-", Name(i))));
     if (created.ok()) {
-      store->RegisterWith(created->get());
+      store->RegisterWith(created->get(), ViewsPath(i));
       if (rejoining()) (*created)->RejoinAfterDaemonRestart();
       if (o_.durable == "on") (*created)->KeepStateIn(KeptPath(i));
       absl::Status started = (*created)->Start();
@@ -189,6 +189,7 @@ bool Run::StartServantProcess(int i) {
     }
     if (rejoining()) argv.insert(argv.end(), {"--rejoin", "yes"});
     if (o_.durable == "on") argv.insert(argv.end(), {"--keep-state", KeptPath(i)});
+    argv.insert(argv.end(), {"--views-to", ViewsPath(i)});
     pid_t pid = Spawn(argv, log);
     bool serving = false, ended = false;
     for (int wait = 0; wait < 200 && !serving && !ended; ++wait) {

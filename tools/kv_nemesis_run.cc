@@ -114,6 +114,10 @@ int Run::Go() {
     if (!agree) SleepMs(50);
   }
   Note(agree ? "final: every replica holds the same map" : "final: replicas DIFFER");
+  // Virtual synchrony as the servants saw it (Servant::OnViewChange).
+  int views = 0;
+  const std::string views_differ = ViewsDiffer(&views);
+  if (!views_differ.empty()) Note("final: servant views DIFFER: " + views_differ);
   const int lost = final_reads == o_.keys ? LostWrites() : 0;
   std::string counts;
   for (const auto& [k, v] : counts_) {
@@ -139,14 +143,17 @@ int Run::Go() {
   }
   std::printf("kv-nemesis: nodes %d, %d s, ops: %s; faults: %s; final reads %d/%d; divergent "
               "replies %d; replies without servant %d; failed restarts %d; servant streams "
-              "ended unasked %d; servant rejoins %llu; replicas agree: %s; acknowledged writes "
-              "lost: %d\n",
+              "ended unasked %d; servant rejoins %llu; replicas agree: %s; servant views alike: "
+              "%s (%d views); acknowledged writes lost: %d\n",
               o_.nodes, o_.seconds, counts.c_str(), faults.c_str(), final_reads, o_.keys,
               divergent_.load(), no_servant_replies_.load(), failed_restarts_,
               servants_revived_, static_cast<unsigned long long>(rejoins), agree ? "yes" : "NO",
-              lost);
+              views_differ.empty() ? "yes" : "NO", views, lost);
   Shutdown();
-  return healthy && agree && divergent_ == 0 && final_reads == o_.keys && lost == 0 ? 0 : 1;
+  return healthy && agree && views_differ.empty() && divergent_ == 0 &&
+                 final_reads == o_.keys && lost == 0
+             ? 0
+             : 1;
 }
 
 }  // namespace cohort::kv_nemesis

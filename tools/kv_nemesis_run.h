@@ -75,6 +75,11 @@ class Run {
   std::string Name(int i) const { return absl::StrCat("n", i + 1); }
   // --durable on: where node i's servant keeps the store.
   std::string KeptPath(int i) const { return absl::StrCat(o_.dir, "/kv-", Name(i), ".kept"); }
+  // Where node i's servants append the views they get (KvStore::RegisterWith).
+  std::string ViewsPath(int i) const { return absl::StrCat(o_.dir, "/kv-", Name(i), ".views"); }
+  // Every view the servants got came at the same position with the same members at every
+  // replica: "" if so, else what differs. `*views` counts the views compared.
+  std::string ViewsDiffer(int* views) const;
   bool rejoining() const { return o_.servants == "rejoin"; }  // --servants rejoin
 
   // Starts daemon i and waits until it serves; then attaches a fresh servant to it.

@@ -4,9 +4,10 @@
 // daemon ends the stream (exit 1: a supervisor restarts it, and it gets the state again); with
 // --rejoin yes it outlives its daemon's restart instead (Servant::RejoinAfterDaemonRestart) and
 // prints "registered again" each time. With --keep-state FILE it keeps the store on disk for a
-// durable group (Servant::KeepStateIn, README "Durable groups").
+// durable group (Servant::KeepStateIn, README "Durable groups"). With --views-to FILE it appends
+// each view it gets to FILE (tools/kv_store.h).
 //   kv-servant --daemon 127.0.0.1:7201 [--group kv] [--name kv-1] [--rejoin yes]
-//              [--keep-state FILE]
+//              [--keep-state FILE] [--views-to FILE]
 // Then, e.g.:  cohortctl invoke kv put color=blue --mode majority
 //              cohortctl invoke kv cas "color blue green" --mode majority
 #include <csignal>
@@ -23,7 +24,7 @@ void OnSignal(int) { g_stop = 1; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string daemon = "127.0.0.1:7201", group = "kv", name = "kv", keep_state;
+  std::string daemon = "127.0.0.1:7201", group = "kv", name = "kv", keep_state, views_to;
   bool rejoin = false;
   cohort::ConnectOptions options;
   for (int i = 1; i < argc; i += 2) {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     else if (flag == "--ca-file") options.ca_file = argv[i + 1];
     else if (flag == "--server-name") options.server_name = argv[i + 1];
     else if (flag == "--keep-state") keep_state = argv[i + 1];
+    else if (flag == "--views-to") views_to = argv[i + 1];
     else if (flag == "--rejoin" && (std::string(argv[i + 1]) == "yes" ||
                                     std::string(argv[i + 1]) == "no")) {
       rejoin = std::string(argv[i + 1]) == "yes";
@@ -45,7 +47,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kv-servant: unknown flag %s\n"
                    "usage: kv-servant --daemon HOST:PORT [--group kv] [--name NAME]"
                    " [--ca-file CA.pem [--server-name NAME]] [--rejoin yes|no]"
-                   " [--keep-state FILE]\n",
+                   " [--keep-state FILE] [--views-to FILE]\n",
                    flag.c_str());
       return 2;
     }
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   cohort::kv::KvStore store;
-  store.RegisterWith(servant->get());
+  store.RegisterWith(servant->get(), views_to);
   if (rejoin) (*servant)->RejoinAfterDaemonRestart();
   if (!keep_state.empty()) (*servant)->KeepStateIn(keep_state);
   if (absl::Status status = (*servant)->Start(); !status.ok()) {

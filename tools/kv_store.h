@@ -23,6 +23,7 @@
 #define COHORT_TOOLS_KV_STORE_H_
 
 #include <cstddef>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <string_view>
@@ -144,12 +145,24 @@ class KvStore {
   }
 
   // Serves put/get/cas and the state transfer on `servant` (before servant->Start()).
-  void RegisterWith(Servant* servant) {
+  // `views_to` (optional): each view the servant gets is appended there as a line
+  // "VIEW_ID POSITION MEMBERS" (Servant::OnViewChange; kv-nemesis compares them across replicas).
+  void RegisterWith(Servant* servant, const std::string& views_to = "") {
     servant->Serve("put", [this](const std::string& payload) { return Put(payload); });
     servant->Serve("get", [this](const std::string& payload) { return Get(payload); });
     servant->Serve("cas", [this](const std::string& payload) { return Cas(payload); });
     servant->OnGetState([this]() -> absl::StatusOr<std::string> { return GetState(); });
     servant->OnSetState([this](const std::string& state) { return SetState(state); });
+    if (views_to.empty()) return;
+    servant->OnViewChange([views_to](const GroupView& view) {
+      std::string line = absl::StrCat(view.view_id, " ", view.position, " ");
+      for (const ViewMember& member : view.members) absl::StrAppend(&line, member.name, ",");
+      line += "\n";
+      if (std::FILE* out = std::fopen(views_to.c_str(), "a")) {
+        std::fputs(line.c_str(), out);
+        std::fclose(out);
+      }
+    });
   }
 
  private:

@@ -531,8 +531,10 @@ class Servant:
             self._restore_kept(event.delivery)
             return
         if event.method == "$view":
-            if keeping:
-                self._applied(event.group_seq)  # the view is kept with the state
+            if keeping:  # kept before on_view sees it: a view seen is never numbered again
+                self._applied(event.group_seq)
+                if not self._flush_kept():
+                    return
             if self._on_view is not None:
                 self._on_view(GroupView(
                     self.group, event.view_id,
