@@ -554,6 +554,16 @@ GroupReplies ToGroupReplies(const api::InvokeReply& reply) {
   return result;
 }
 
+std::vector<ViewMember> ToViewMembers(
+    const google::protobuf::RepeatedPtrField<api::Member>& members) {
+  std::vector<ViewMember> out;
+  out.reserve(members.size());
+  for (const api::Member& member : members) {
+    out.push_back({member.name(), member.node(), member.suspected()});
+  }
+  return out;
+}
+
 api::Mode ToApiMode(Mode mode) {
   switch (mode) {
     case Mode::kOneWay: return api::ONE_WAY;
@@ -619,9 +629,7 @@ View ToView(const api::GroupDetailsReply& reply) {
   view.view_id = reply.view_id();
   view.ordering = reply.ordering();
   view.liveness = reply.liveness();
-  for (const api::Member& member : reply.members()) {
-    view.members.push_back({member.name(), member.node(), member.suspected()});
-  }
+  view.members = internal::ToViewMembers(reply.members());
   return view;
 }
 

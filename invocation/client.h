@@ -286,6 +286,9 @@ absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::Invok
                                        absl::Duration deadline, const std::string& token);
 // The reply of an Invoke (unary, pipelined or in-process) as the stub library returns it.
 GroupReplies ToGroupReplies(const api::InvokeReply& reply);
+// A view's members as the API carries them (GroupDetailsReply, ServantEvent.view).
+std::vector<ViewMember> ToViewMembers(
+    const google::protobuf::RepeatedPtrField<api::Member>& members);
 // The deadline a request carries (milliseconds, at least 1).
 uint32_t DeadlineMs(absl::Duration deadline);
 

@@ -500,35 +500,9 @@ void Servant::Handle(const api::ServantEvent& event) {
     }
     return;
   }
-  if (event.method() == "$get_state") {  // nso::kGetStateMethod
-    if (FlushKept()) SendState(event.delivery());
-    return;
-  }
-  if (event.method() == "$set_state") {  // nso::kSetStateMethod
-    if (!FlushKept()) return;
-    TakeStateChunk(event).IgnoreError();  // said on stderr; the group goes on
-    if (event.state_last() && !kept_path_.empty()) {
-      if (event.has_kept_calls()) kept_calls_.Replace(event.kept_calls());
-      Applied(event.group_seq(), 0, false, std::string());
-    }
-    return;
-  }
-  if (event.method() == "$restore_kept") return RestoreKept(event.delivery());
-  if (event.method() == "$view") {  // nso::kViewMethod
-    // Kept before the application sees it: a view it saw is never numbered again after a power
-    // cut (the group is re-founded above every view kept).
-    if (!kept_path_.empty()) {
-      Applied(event.group_seq(), 0, false, std::string());
-      if (!FlushKept()) return;
-    }
-    if (!on_view_) return;
-    GroupView view{group_, event.view_id(), {}, event.view().in_view(), event.group_seq()};
-    for (const api::Member& member : event.view().members()) {
-      view.members.push_back({member.name(), member.node(), false});
-    }
-    on_view_(view);
-    return;
-  }
+  // The daemon's reserved methods all start with '$' (a client cannot call such a method): one
+  // test per call rather than one per reserved name.
+  if (event.method()[0] == '$' && HandleReserved(event)) return;
 
   current_group_seq_ = event.group_seq();
   nested_calls_ = 0;
@@ -548,6 +522,40 @@ void Servant::Handle(const api::ServantEvent& event) {
     return Applied(event.group_seq(), event.delivery(), !event.one_way(), std::move(result));
   }
   if (!event.one_way()) Answer(event.delivery(), result);
+}
+
+bool Servant::HandleReserved(const api::ServantEvent& event) {
+  if (event.method() == "$get_state") {  // nso::kGetStateMethod
+    if (FlushKept()) SendState(event.delivery());
+    return true;
+  }
+  if (event.method() == "$set_state") {  // nso::kSetStateMethod
+    if (!FlushKept()) return true;
+    TakeStateChunk(event).IgnoreError();  // said on stderr; the group goes on
+    if (event.state_last() && !kept_path_.empty()) {
+      if (event.has_kept_calls()) kept_calls_.Replace(event.kept_calls());
+      Applied(event.group_seq(), 0, false, std::string());
+    }
+    return true;
+  }
+  if (event.method() == "$restore_kept") {  // nso::kRestoreKeptMethod
+    RestoreKept(event.delivery());
+    return true;
+  }
+  if (event.method() == "$view") {  // nso::kViewMethod
+    // Kept before the application sees it: a view it saw is never numbered again after a power
+    // cut (the group is re-founded above every view kept).
+    if (!kept_path_.empty()) {
+      Applied(event.group_seq(), 0, false, std::string());
+      if (!FlushKept()) return true;
+    }
+    if (on_view_) {
+      on_view_({group_, event.view_id(), internal::ToViewMembers(event.view().members()),
+                event.view().in_view(), event.group_seq()});
+    }
+    return true;
+  }
+  return false;
 }
 
 void Servant::RestoreKept(uint64_t delivery) {

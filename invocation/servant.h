@@ -174,6 +174,8 @@ class Servant {
   void SendState(uint64_t delivery);
   absl::Status TakeStateChunk(const api::ServantEvent& event);
   // "$restore_kept": installs kept_ and answers with the calls kept with it.
+  // "$get_state", "$set_state", "$restore_kept", "$view": handled (true), or not reserved.
+  bool HandleReserved(const api::ServantEvent& event);
   void RestoreKept(uint64_t delivery);
   // KeepStateIn: reads the kept state aside (kept_); writes the object's state at `position`
   // (false: it could not, and the servant stops).

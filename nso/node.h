@@ -177,7 +177,6 @@ class Node {
   using GroupWatcher = std::function<void(absl::StatusOr<GroupInfo>)>;
   absl::StatusOr<uint64_t> WatchGroup(const std::string& group, GroupWatcher on_change);
   void Unwatch(uint64_t watch) { watches_.erase(watch); }
-  size_t watches() const { return watches_.size(); }
   // A configuration reload: the groups' failure-detector timeouts and silence periods.
   void ApplyTimeouts(const Config& fresh);
   // A configuration reload: starts the groups of `fresh` named in `names` that this node does not
@@ -545,11 +544,19 @@ class Node {
   // This node is in view `view_id` of `group` and awaits its state from `provider` (0: not
   // known): nothing is delivered until it comes, and its envelopes say so (awaiting_state).
   void AwaitState(Group* group, uint64_t view_id, NodeId provider);
-  // Group watches (WatchGroup): each one's group, what it was last told (a signature of the
-  // view and the suspicions), and its watcher.
+  // Group watches (WatchGroup): each one's group, what it was last told (the view and the
+  // members suspected in it), and its watcher.
+  struct WatchSeen {
+    uint64_t view_id = 0;
+    std::vector<NodeId> suspected;
+    bool operator!=(const WatchSeen& other) const {
+      return view_id != other.view_id || suspected != other.suspected;
+    }
+  };
+  static WatchSeen SeenBy(const Group& group);
   struct Watch {
     std::string group;
-    std::string told;
+    WatchSeen told;
     GroupWatcher on_change;
   };
   std::map<uint64_t, Watch> watches_;

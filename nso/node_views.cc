@@ -7,48 +7,44 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 
 namespace cohort::nso {
-namespace {
 
-// What a watcher was told: the view and who is suspected in it.
-std::string Signature(const GroupInfo& info) {
-  std::string signature = absl::StrCat(info.view_id, ":");
-  for (const GroupInfo::MemberInfo& member : info.members) {
-    absl::StrAppend(&signature, member.node, member.suspected ? "s," : ",");
+Node::WatchSeen Node::SeenBy(const Group& group) {
+  WatchSeen seen{group.view_id(), {}};
+  for (NodeId member : group.members()) {
+    if (group.suspected(member)) seen.suspected.push_back(member);
   }
-  return signature;
+  return seen;
 }
-
-}  // namespace
 
 absl::StatusOr<uint64_t> Node::WatchGroup(const std::string& group, GroupWatcher on_change) {
   absl::StatusOr<GroupInfo> info = GroupDetails(group);
   if (!info.ok()) return info.status();
   const uint64_t id = next_watch_++;
-  std::string told = Signature(*info);
   on_change(*std::move(info));
-  watches_[id] = {group, std::move(told), std::move(on_change)};
+  watches_[id] = {group, SeenBy(*groups_.at(group)), std::move(on_change)};
   return id;
 }
 
 void Node::CheckWatches() {
+  // At every tick: the group's details (names and all) are made only when something changed.
   for (auto it = watches_.begin(); it != watches_.end();) {
     Watch& watch = it->second;
-    absl::StatusOr<GroupInfo> info = GroupDetails(watch.group);
-    if (!info.ok()) {  // the group went: the watch ends with it
+    auto group = groups_.find(watch.group);
+    if (group == groups_.end()) {  // the group went: the watch ends with it
       GroupWatcher on_change = std::move(watch.on_change);
+      const absl::Status gone = GroupDetails(watch.group).status();
       it = watches_.erase(it);
-      on_change(std::move(info));
+      on_change(gone);
       continue;
     }
-    std::string signature = Signature(*info);
-    if (signature != watch.told) {
-      watch.told = std::move(signature);
-      watch.on_change(*std::move(info));
+    WatchSeen seen = SeenBy(*group->second);
+    if (seen != watch.told) {
+      watch.told = std::move(seen);
+      watch.on_change(GroupDetails(watch.group));
     }
     ++it;
   }

@@ -472,12 +472,12 @@ class Servant:
             answer.status_code = grpc.StatusCode.FAILED_PRECONDITION.value[0]
             answer.error = "group %r: no kept state to take back" % self.group
         else:
-            (_, state, calls, _), self._kept = self._kept, None
+            kept, self._kept = self._kept, None
             try:
-                self._kept_calls.replace(api_pb2.KeptCalls.FromString(calls))
+                self._kept_calls.replace(api_pb2.KeptCalls.FromString(kept.calls))
                 self._partial_state = b""
-                self._set_state(state)
-                answer.payload = calls
+                self._set_state(kept.state)
+                answer.payload = kept.calls
             except Exception as error:
                 self._kept_calls.replace(api_pb2.KeptCalls())
                 answer.status_code = grpc.StatusCode.DATA_LOSS.value[0]
