@@ -15,8 +15,9 @@
 //   Typed stubs (issue 5): with --json-type the PAYLOAD is JSON for that protobuf message, turned
 //   into its binary form with the FileDescriptorSet of --descriptor-set (protoc --include_imports
 //   --descriptor_set_out=FILE x.proto); with --reply-type replies are printed as JSON.
-//     watch GROUP [--count N] [--seconds S] [--interval-ms N]
-//                                  prints the view now and on every change (view id or suspicion)
+//     watch GROUP [--count N] [--seconds S]
+//                                  prints the view now and on every change (view id or suspicion),
+//                                  pushed by the daemon (Client::WatchGroup)
 //     drain                        leave every group (view changes), then return; the daemon runs on
 //     create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]
 //                  [join=A,B] [invoke=A,B] [admin=A,B] [durable=true]
