@@ -20,7 +20,8 @@ namespace cohort {
 struct GroupReplies;
 
 // A watch of a group (Client::WatchGroup): destroying it ends it, and returns once none of its
-// callbacks runs.
+// callbacks runs (destroyed from one of its own callbacks, or on an embedded node's protocol
+// thread: at once, and the callback running finishes after it).
 class GroupWatch {
  public:
   virtual ~GroupWatch() = default;
@@ -45,12 +46,17 @@ class ClientBackend {
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;
   virtual absl::Status LeaveGroup(const api::GroupRequest& request) = 0;
   // The group's details now (`on_change` before this returns), then at each change, on a thread
-  // of the watch; `on_end` once if the watch ends by itself (Client::WatchGroup).
+  // of the watch; `on_end` once if the watch ends by itself; `on_lost` each time the daemon is
+  // lost and the watch tries again (Client::WatchGroup). on_end and on_lost may be empty.
   using OnGroupChange = std::function<void(const api::GroupDetailsReply&)>;
   using OnWatchEnd = std::function<void(absl::Status)>;
+  struct WatchHandlers {
+    OnGroupChange on_change;
+    OnWatchEnd on_end;
+    OnWatchEnd on_lost;
+  };
   virtual absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(const api::GroupRequest& request,
-                                                                 OnGroupChange on_change,
-                                                                 OnWatchEnd on_end) = 0;
+                                                                 WatchHandlers handlers) = 0;
   // A group made at run time (daemons with dynamic_groups).
   virtual absl::Status CreateGroup(const api::CreateGroupRequest& request) {
     (void)request;

@@ -14,6 +14,7 @@
 #include "invocation/backpressure.h"
 #include "invocation/call_stream.h"
 #include "invocation/local_calls.h"
+#include "invocation/remote_watch.h"
 #include "nso/status.h"
 
 namespace cohort {
@@ -185,8 +186,7 @@ class RemoteClient final : public internal::ClientBackend {
     return nso::FromGrpcStatus(stub_->LeaveGroup(&context, request, &reply));
   }
   absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(const api::GroupRequest& request,
-                                                         OnGroupChange on_change,
-                                                         OnWatchEnd on_end) override;
+                                                         WatchHandlers handlers) override;
 
  private:
   // The token's metadata and a 5 s deadline.
@@ -220,45 +220,9 @@ class RemoteClient final : public internal::ClientBackend {
   std::unique_ptr<internal::LocalCalls> local_;  // or on the local fast path
 };
 
-// A WatchGroup stream read by a thread of its own: the first reply is read (and handed over)
-// before WatchGroup returns, so that its errors are the caller's.
-class RemoteWatch final : public GroupWatch {
- public:
-  ~RemoteWatch() override {
-    context_.TryCancel();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  static absl::StatusOr<std::unique_ptr<GroupWatch>> Start(
-      api::Cohort::Stub* stub, const std::string& token, const api::GroupRequest& request,
-      internal::ClientBackend::OnGroupChange on_change, internal::ClientBackend::OnWatchEnd on_end) {
-    auto watch = std::unique_ptr<RemoteWatch>(new RemoteWatch());
-    if (!token.empty()) watch->context_.AddMetadata("authorization", "Bearer " + token);
-    watch->reader_ = stub->WatchGroup(&watch->context_, request);
-    api::GroupDetailsReply reply;
-    if (!watch->reader_->Read(&reply)) return nso::FromGrpcStatus(watch->reader_->Finish());
-    on_change(reply);
-    RemoteWatch* raw = watch.get();
-    watch->thread_ = std::thread([raw, on_change = std::move(on_change), on_end = std::move(on_end)] {
-      api::GroupDetailsReply next;
-      while (raw->reader_->Read(&next)) on_change(next);
-      grpc::Status status = raw->reader_->Finish();
-      if (status.error_code() == grpc::StatusCode::CANCELLED) return;  // ended by its owner
-      if (on_end) on_end(nso::FromGrpcStatus(status));
-    });
-    return watch;
-  }
-
- private:
-  RemoteWatch() = default;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReader<api::GroupDetailsReply>> reader_;
-  std::thread thread_;
-};
-
 absl::StatusOr<std::unique_ptr<GroupWatch>> RemoteClient::WatchGroup(
-    const api::GroupRequest& request, OnGroupChange on_change, OnWatchEnd on_end) {
-  return RemoteWatch::Start(stub_.get(), token_, request, std::move(on_change), std::move(on_end));
+    const api::GroupRequest& request, WatchHandlers handlers) {
+  return internal::StartRemoteWatch(channel_, token_, request, std::move(handlers));
 }
 
 }  // namespace
@@ -644,13 +608,14 @@ absl::StatusOr<View> Client::GroupDetails(const std::string& group) {
 
 absl::StatusOr<std::unique_ptr<GroupWatch>> Client::WatchGroup(
     const std::string& group, std::function<void(const View&)> on_change,
-    std::function<void(absl::Status)> on_end) {
-  return backend_->WatchGroup(
-      GroupRequestFor(group),
-      [on_change = std::move(on_change)](const api::GroupDetailsReply& reply) {
-        on_change(ToView(reply));
-      },
-      std::move(on_end));
+    std::function<void(absl::Status)> on_end, std::function<void(absl::Status)> on_lost) {
+  internal::ClientBackend::WatchHandlers handlers;
+  handlers.on_change = [on_change = std::move(on_change)](const api::GroupDetailsReply& reply) {
+    on_change(ToView(reply));
+  };
+  handlers.on_end = std::move(on_end);
+  handlers.on_lost = std::move(on_lost);
+  return backend_->WatchGroup(GroupRequestFor(group), std::move(handlers));
 }
 
 absl::Status Client::CreateGroup(const GroupSpec& spec) {

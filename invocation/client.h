@@ -173,13 +173,18 @@ class Client {
   absl::StatusOr<View> GroupDetails(const std::string& group);
   // Watches `group` from this client's daemon: `on_change` gets the view (with suspicions) now,
   // before this returns, then after each change of the view or of the members suspected there,
-  // on a thread of the watch, one at a time; `on_end` (optional) once if the watch ends by
-  // itself (the group was deleted: NOT_FOUND; the daemon went: UNAVAILABLE). Destroying the watch
-  // ends it and returns once no callback runs. Errors as GroupDetails (a daemon restart is not
-  // followed: watch again).
+  // on a thread of the watch, one at a time. Errors as GroupDetails.
+  // The watch follows its daemon: when the daemon goes (UNAVAILABLE), `on_lost` (optional) is
+  // told, and the watch starts again every 50 ms to 1 s until the daemon is back (or, with
+  // several daemons, the next one answers); `on_change` then gets the view there if it is not
+  // the last one given. `on_end` (optional) is called once if the watch ends by itself: the
+  // group was deleted (NOT_FOUND), or the daemon refuses the watch after a restart.
+  // Destroying the watch ends it and returns once no callback runs; it may be destroyed from
+  // one of its callbacks.
   absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(
       const std::string& group, std::function<void(const View&)> on_change,
-      std::function<void(absl::Status)> on_end = nullptr);
+      std::function<void(absl::Status)> on_end = nullptr,
+      std::function<void(absl::Status)> on_lost = nullptr);
   // This client's daemon joins / leaves the group's view (a view change agreed by the members;
   // a joining daemon receives the group's state before its first delivery).
   absl::Status JoinGroup(const std::string& group);

@@ -64,17 +64,33 @@ class LocalWatch final : public GroupWatch {
   ~LocalWatch() override {
     const uint64_t id = id_;
     Node* node = node_;
-    RunOnLoop(loop_, [node, id] {
+    const bool on_loop = loop_->InLoopThread();  // e.g. from an inline handler
+    if (on_loop) {
       node->Unwatch(id);
-      return absl::OkStatus();
-    }).IgnoreError();  // a node shutting down watches nothing any more
+    } else {
+      RunOnLoop(loop_, [node, id] {
+        node->Unwatch(id);
+        return absl::OkStatus();
+      }).IgnoreError();  // a node shutting down watches nothing any more
+    }
     queue_->Close();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    // From its own callback, or on the protocol thread (which a callback may be waiting for):
+    // the thread ends by itself once the callback running returns (it holds what it uses).
+    if (on_loop || thread_.get_id() == std::this_thread::get_id()) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
   }
 
   static absl::StatusOr<std::unique_ptr<GroupWatch>> Start(
       Node* node, EventLoop* loop, const std::string& group,
       internal::ClientBackend::OnGroupChange on_change, internal::ClientBackend::OnWatchEnd on_end) {
+    if (loop->InLoopThread()) {
+      return absl::FailedPreconditionError(
+          "WatchGroup on the node's protocol thread (an inline handler): watch from another thread");
+    }
     auto watch = std::unique_ptr<LocalWatch>(new LocalWatch(node, loop));
     struct First {  // the node's first call, made within WatchGroup: the current details
       bool taken = false;
@@ -196,11 +212,11 @@ class LocalClient final : public internal::ClientBackend {
   absl::Status JoinGroup(const api::GroupRequest& request) override {
     return RunOnLoop(loop_, [&] { return node_->JoinGroup(request.group()); });
   }
+  // An in-process node is never lost: handlers.on_lost is not called.
   absl::StatusOr<std::unique_ptr<GroupWatch>> WatchGroup(const api::GroupRequest& request,
-                                                         OnGroupChange on_change,
-                                                         OnWatchEnd on_end) override {
-    return LocalWatch::Start(node_, loop_, request.group(), std::move(on_change),
-                             std::move(on_end));
+                                                         WatchHandlers handlers) override {
+    return LocalWatch::Start(node_, loop_, request.group(), std::move(handlers.on_change),
+                             std::move(handlers.on_end));
   }
   absl::Status LeaveGroup(const api::GroupRequest& request) override {
     return RunOnLoop(loop_, [&] { return node_->LeaveGroup(request.group()); });

@@ -12,6 +12,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "invocation/client.h"
 #include "invocation/servant.h"
 #include "nso/embedded.h"
@@ -39,6 +41,10 @@ struct EmbeddedCounter {
     absl::MutexLock lock(&mu);
     return views;
   }
+  // "watch-here" watches the group through `watcher` from the handler; "end-watch" destroys
+  // `held_watch` there (an inline handler: on the node's protocol thread).
+  Client* watcher = nullptr;
+  std::unique_ptr<GroupWatch> held_watch;
   ~EmbeddedCounter() { servant.reset(); }  // its handlers use the members above
 
   absl::Status Start(EmbeddedNode* node, bool dispatch_inline = false) {
@@ -63,6 +69,17 @@ struct EmbeddedCounter {
     servant->Serve("block", [this](const std::string&) -> absl::StatusOr<std::string> {
       std::this_thread::sleep_for(std::chrono::milliseconds(block_ms.load()));
       return absl::StrCat(value.load());
+    });
+    servant->Serve("watch-here", [this](const std::string&) -> absl::StatusOr<std::string> {
+      if (watcher == nullptr) return std::string("no watcher");
+      auto watch = watcher->WatchGroup("counter", [](const View&) {});
+      if (!watch.ok()) return watch.status();
+      return std::string("watching");
+    });
+    servant->Serve("end-watch", [this](const std::string&) -> absl::StatusOr<std::string> {
+      if (held_watch == nullptr) return std::string("no watch");
+      held_watch.reset();
+      return std::string("ended");
     });
     // A group-to-group call from the handler (003 section 4.3); its status is the reply.
     servant->Serve("nested", [this](const std::string&) -> absl::StatusOr<std::string> {
@@ -237,7 +254,54 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
     }
   }
 
+  SECTION("a watch is refused on the protocol thread, and may be ended there") {
+    // A watch from an inline handler would wait for the protocol thread the handler runs on.
+    counters[0]->watcher = c1->get();
+    auto watch = (*c1)->WatchGroup("counter", [](const View&) {});
+    REQUIRE(watch.ok());
+    counters[0]->held_watch = std::move(*watch);
+    auto refused = (*c2)->Invoke("counter", "watch-here", "", Mode::kAll, absl::Seconds(5));
+    REQUIRE(refused.ok());
+    REQUIRE(refused->replies.size() == 3);
+    for (const Reply& reply : refused->replies) {
+      if (reply.member != "n1") continue;
+      CHECK(reply.status.code() == absl::StatusCode::kFailedPrecondition);
+      CHECK(std::string(reply.status.message()).find("protocol thread") != std::string::npos);
+    }
+    // Ending a watch there returns at once (it does not wait for the thread it runs on).
+    auto ended = (*c2)->Invoke("counter", "end-watch", "", Mode::kAll, absl::Seconds(5));
+    REQUIRE(ended.ok());
+    REQUIRE(ended->replies.size() == 3);
+    for (const Reply& reply : ended->replies) {
+      CHECK(reply.status.ok());
+      CHECK(reply.payload == (reply.member == "n1" ? "ended" : "no watch"));
+    }
+    CHECK(counters[0]->held_watch == nullptr);
+    counters[0]->watcher = nullptr;
+  }
+
   SECTION("an inline handler that blocks stalls its node: suspected, not excluded, no call lost") {
+    // A watch of n2 that ends itself from its own callback once n1 is suspected.
+    absl::Mutex watch_mu;
+    std::unique_ptr<GroupWatch> self_ending;  // under watch_mu
+    absl::Notification watch_ended;
+    auto watch = (*c2)->WatchGroup("counter", [&](const View& view) {
+      for (const ViewMember& member : view.members) {
+        if (member.name != "n1" || !member.suspected) continue;
+        std::unique_ptr<GroupWatch> self;
+        {
+          absl::MutexLock lock(&watch_mu);
+          self = std::move(self_ending);
+        }
+        self.reset();  // from the watch's own thread: returns at once
+        if (!watch_ended.HasBeenNotified()) watch_ended.Notify();
+      }
+    });
+    REQUIRE(watch.ok());
+    {
+      absl::MutexLock lock(&watch_mu);
+      self_ending = std::move(*watch);
+    }
     // Servant::DispatchInline's contract: a handler that blocks stops its node's protocol
     // thread, so it sends nothing, not even "I am alive". 600 ms is 12 suspicion timeouts and
     // far below the exclusion timeout (004 section 5's two timeouts): the peers suspect n1 and
@@ -296,6 +360,11 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
       if (!trusted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     CHECK(trusted);
+    CHECK(watch_ended.WaitForNotificationWithTimeout(absl::Seconds(5)));
+    {
+      absl::MutexLock lock(&watch_mu);
+      CHECK(self_ending == nullptr);
+    }
     auto after = (*c2)->GroupDetails("counter");
     REQUIRE(after.ok());
     CHECK(after->view_id == before->view_id);

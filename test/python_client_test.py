@@ -409,6 +409,15 @@ class PythonRestartTest(unittest.TestCase):
     def test_servant_and_client_outlive_their_daemons_restart(self):
         at_n3 = CohortClient(self.addresses[2], "python-at-n3")
         first_nso = at_n3.nso
+        # A watch of n3 follows it through the restart (on_lost, then n3's views again).
+        losses = []
+        watch = at_n3.watch_group("counter", on_lost=losses.append)
+        pushed = []
+        reader = threading.Thread(target=lambda: pushed.extend(
+            (reply.view_id, [m.name for m in reply.members if not m.suspected])
+            for reply in watch))
+        reader.start()
+        self.assertTrue(eventually(lambda: (1, ["n1", "n2", "n3"]) in pushed, 10))
         self.cluster.kill(2)
         self.assertTrue(eventually(lambda: self.client.invoke(
             "counter", "add", b"2", mode="majority", deadline_ms=2000) is not None, 20))
@@ -423,6 +432,13 @@ class PythonRestartTest(unittest.TestCase):
         self.assertTrue(eventually(lambda: len(at_n3.invoke(
             "counter", "get", b"", mode="all", deadline_ms=2000).replies) == 3, 30))
         self.assertNotEqual(at_n3.nso, first_nso)
+        self.assertTrue(eventually(lambda: any(
+            view_id > 1 and names == ["n1", "n2", "n3"] for view_id, names in pushed), 30))
+        self.assertGreaterEqual(len(losses), 1)
+        self.assertEqual(losses[0].code(), grpc.StatusCode.UNAVAILABLE)
+        watch.cancel()
+        reader.join(10)
+        self.assertFalse(reader.is_alive())  # the iteration stopped
         at_n3.close()
         # Stopped while trying to register again, a servant ends at once.
         self.cluster.kill(1)

@@ -4,12 +4,14 @@
 // through a kill -9, a restart with state transfer, and a member leaving and joining again.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -322,6 +324,149 @@ TEST_CASE("a client watches a group: suspicion, exclusion and re-admission are p
   // An unknown group is refused at once.
   auto unknown = (*client)->WatchGroup("nope", [](const View&) {});
   CHECK(unknown.status().code() == absl::StatusCode::kNotFound);
+}
+
+// A watch follows its daemon: through a kill -9 and a restart (on_lost, then the view the
+// restarted daemon has), and, given several daemons, to the next one after a failover. A watch
+// may end itself from its own callback.
+TEST_CASE("a client's watch follows its daemon through a restart and a failover",
+          "[views][e2e]") {
+  test::Cluster cluster{{3, kGroups, kFastExclusion, "warn"}};
+  REQUIRE(cluster.Start());
+  auto replicas = test::StartCounterReplicas(cluster, 3);
+  REQUIRE(replicas.ok());
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+
+  struct Seen {
+    absl::Mutex mu;
+    std::vector<std::string> views ABSL_GUARDED_BY(mu);  // "id:a b? c " per on_change
+    std::vector<absl::Status> lost ABSL_GUARDED_BY(mu);
+    std::optional<absl::Status> ended ABSL_GUARDED_BY(mu);
+    bool Saw(const std::string& what) {
+      return Find([&](const std::string& view) { return view == what; }).has_value();
+    }
+    // The first view given that `matches`.
+    std::optional<std::string> Find(const std::function<bool(const std::string&)>& matches) {
+      absl::MutexLock lock(&mu);
+      for (const std::string& view : views) {
+        if (matches(view)) return view;
+      }
+      return std::nullopt;
+    }
+    size_t Lost() {
+      absl::MutexLock lock(&mu);
+      return lost.size();
+    }
+  };
+  auto described = [](const View& view) {
+    std::string text = absl::StrCat(view.view_id, ":");
+    for (const ViewMember& member : view.members) {
+      absl::StrAppend(&text, member.name, member.suspected ? "?" : "", " ");
+    }
+    return text;
+  };
+
+  // 1. The client's only daemon is killed and started again.
+  Seen one;
+  auto watch = (*client)->WatchGroup(
+      "counter",
+      [&](const View& view) {
+        absl::MutexLock lock(&one.mu);
+        one.views.push_back(described(view));
+      },
+      [&](absl::Status status) {
+        absl::MutexLock lock(&one.mu);
+        one.ended = status;
+      },
+      [&](absl::Status status) {
+        absl::MutexLock lock(&one.mu);
+        one.lost.push_back(status);
+      });
+  REQUIRE(watch.ok());
+  CHECK(one.Saw("1:n1 n2 n3 "));
+  cluster.Kill(1);
+  REQUIRE(Eventually([&] { return one.Lost() >= 1; }, 10));
+  {
+    absl::MutexLock lock(&one.mu);
+    CHECK(one.lost[0].code() == absl::StatusCode::kUnavailable);
+  }
+  REQUIRE(cluster.StartNode(1));
+  // n1's earlier process is excluded and the new one re-added with the state: the watch, started
+  // again at the restarted daemon, is pushed the view that has it back.
+  auto back = [](const std::string& view) {
+    return view != "1:n1 n2 n3 " && absl::EndsWith(view, ":n1 n2 n3 ");
+  };
+  REQUIRE(Eventually([&] { return one.Find(back).has_value(); }, 60));
+  const std::string rejoined = *one.Find(back);
+  {
+    absl::MutexLock lock(&one.mu);
+    CHECK_FALSE(one.ended.has_value());
+    for (size_t i = 1; i < one.views.size(); ++i) {
+      CHECK(one.views[i] != one.views[i - 1]);  // a view given again after the loss is skipped
+    }
+  }
+  watch->reset();
+
+  // 2. A client of every daemon: after n1's kill the watch moves on with the channel to n2 or
+  // n3, which push n1's suspicion and exclusion. Its callback then ends the watch itself.
+  std::string target = "ipv4:";
+  for (int i = 1; i <= 3; ++i) {
+    absl::StrAppend(&target, i > 1 ? "," : "", cluster.ClientAddress(i));
+  }
+  auto several = Client::Connect(target);
+  REQUIRE(several.ok());
+  REQUIRE((*several)->node_name() == "n1");
+  Seen two;
+  absl::Mutex owner_mu;
+  std::unique_ptr<GroupWatch> owned;  // under owner_mu
+  absl::Notification ended_itself;
+  auto moving = (*several)->WatchGroup(
+      "counter",
+      [&](const View& view) {
+        {
+          absl::MutexLock lock(&two.mu);
+          two.views.push_back(described(view));
+        }
+        if (view.members.size() == 2) {  // n1 excluded again
+          std::unique_ptr<GroupWatch> self;
+          {
+            absl::MutexLock lock(&owner_mu);
+            self = std::move(owned);
+          }
+          self.reset();  // from the watch's own thread: returns at once
+          ended_itself.Notify();
+        }
+      },
+      nullptr,
+      [&](absl::Status status) {
+        absl::MutexLock lock(&two.mu);
+        two.lost.push_back(status);
+      });
+  REQUIRE(moving.ok());
+  {
+    absl::MutexLock lock(&owner_mu);
+    owned = std::move(*moving);
+  }
+  CHECK(two.Saw(rejoined));
+  cluster.Kill(1);
+  REQUIRE(ended_itself.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  CHECK(two.Lost() >= 1);
+  CHECK(two.Find([](const std::string& view) { return absl::EndsWith(view, ":n2 n3 "); })
+            .has_value());
+  size_t given;
+  {
+    absl::MutexLock lock(&two.mu);
+    given = two.views.size();
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  {
+    absl::MutexLock lock(&two.mu);
+    CHECK(two.views.size() == given);  // nothing after it ended itself
+  }
+  absl::MutexLock lock(&owner_mu);
+  CHECK(owned == nullptr);
 }
 
 }  // namespace

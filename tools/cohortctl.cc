@@ -17,7 +17,8 @@
 //   --descriptor_set_out=FILE x.proto); with --reply-type replies are printed as JSON.
 //     watch GROUP [--count N] [--seconds S]
 //                                  prints the view now and on every change (view id or suspicion),
-//                                  pushed by the daemon (Client::WatchGroup)
+//                                  pushed by the daemon (Client::WatchGroup), through restarts
+//                                  of the daemon
 //     drain                        leave every group (view changes), then return; the daemon runs on
 //     create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]
 //                  [join=A,B] [invoke=A,B] [admin=A,B] [durable=true]
@@ -81,7 +82,7 @@ constexpr char kUsage[] =
     "                                totally ordered multicast to the group's servants\n"
     "  watch GROUP [--count N] [--seconds S]\n"
     "                                print the view now and whenever it or a suspicion changes\n"
-    "                                (pushed by the daemon: WatchGroup)\n"
+    "                                (pushed by the daemon: WatchGroup; follows its restarts)\n"
     "  drain                         leave every group (others install views without it), return\n"
     "  create-group NAME MEMBERS [ordering=O] [liveness=L] [style=S] [default_mode=M]\n"
     "               [join=A,B] [invoke=A,B] [admin=A,B] [durable=true]\n"
@@ -469,7 +470,7 @@ int Membership(const Options& options, bool join) {
 }
 
 // Each change the daemon pushes (Client::WatchGroup), until --count changes, --seconds, or the
-// watch ends (the group deleted, the daemon gone: exit 1).
+// watch ends (the group deleted: exit 1). A daemon that goes is said, and watched again.
 int Watch(const Options& options) {
   if (options.args.size() != 1) return Usage("watch GROUP [--count N] [--seconds S]");
   auto client = ConnectOrExit(options);
@@ -488,6 +489,12 @@ int Watch(const Options& options) {
       [&](absl::Status status) {
         absl::MutexLock lock(&mu);
         ended = std::move(status);
+      },
+      [&](const absl::Status& status) {
+        absl::MutexLock lock(&mu);
+        std::printf("[+%.2fs] lost the daemon (%s); watching again when it answers\n",
+                    absl::ToDoubleSeconds(absl::Now() - start), status.ToString().c_str());
+        std::fflush(stdout);
       });
   if (!watch.ok()) return Fail(watch.status());
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -131,13 +131,17 @@ class CohortClient:
         return self._with_nso(lambda nso: self.stub.GroupDetails(
             api_pb2.GroupRequest(nso=nso, group=group), timeout=timeout, metadata=self.metadata))
 
-    def watch_group(self, group):
+    def watch_group(self, group, on_lost=None):
         """The group as this client's daemon sees it (WatchGroup): an iterator of
         GroupDetailsReply, the view now, then one after each change of the view or of the
-        members suspected there. It raises grpc.RpcError when the watch ends (NOT_FOUND: the
-        group was deleted; UNAVAILABLE: the daemon went); .cancel() ends it."""
-        return self.stub.WatchGroup(api_pb2.GroupRequest(nso=self.nso, group=group),
-                                    metadata=self.metadata)
+        members suspected there. It follows the daemon through a restart (or to the next of
+        several daemons): when the daemon goes (UNAVAILABLE), on_lost(error) is called if given,
+        and the watch starts again every 0.05 to 1 s until a daemon answers; a view given again
+        then is skipped. It raises grpc.RpcError when the first watch fails (NOT_FOUND: an
+        unknown group) or when the watch ends (NOT_FOUND: the group was deleted); .cancel()
+        ends it (the iteration stops)."""
+        request = api_pb2.GroupRequest(nso=self.nso, group=group)
+        return _GroupWatch(lambda: self.stub.WatchGroup(request, metadata=self.metadata), on_lost)
 
     def _invoke_request(self, nso, group, method, payload, mode, deadline_ms, style):
         if mode not in MODES:
@@ -229,6 +233,68 @@ class CohortClient:
 # Ends the message of a refusal for backpressure (invocation/backpressure.h, kBacklogNote):
 # nothing was accepted, so the request may be sent again once there is room.
 BACKLOG_NOTE = "; backpressure: nothing was accepted, send again once earlier requests are ordered"
+
+
+class _GroupWatch:
+    """CohortClient.watch_group's iterator: WatchGroup streams, one after another."""
+
+    _FIRST_PAUSE = 0.05
+    _LONGEST_PAUSE = 1.0
+
+    def __init__(self, open_stream, on_lost):
+        self._open = open_stream
+        self._on_lost = on_lost
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._stream = open_stream()
+        self._connected = False  # a reply came on the stream open now
+        self._ever_connected = False
+        self._last = None  # the last reply given, serialized
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        pause = self._FIRST_PAUSE
+        while True:
+            if self._cancelled.is_set():
+                raise StopIteration
+            try:
+                reply = next(self._stream)
+            except StopIteration:
+                error = None  # a daemon ends a watch with an error; taken as a loss
+            except grpc.RpcError as failed:
+                error = failed
+            else:
+                self._connected = self._ever_connected = True
+                pause = self._FIRST_PAUSE
+                serialized = reply.SerializeToString()
+                if serialized == self._last:
+                    continue
+                self._last = serialized
+                return reply
+            if self._cancelled.is_set():
+                raise StopIteration
+            lost = error is None or error.code() in (grpc.StatusCode.UNAVAILABLE,
+                                                     grpc.StatusCode.CANCELLED)
+            if not self._ever_connected or not lost:
+                raise error
+            if self._connected and self._on_lost is not None:
+                self._on_lost(error)
+            self._connected = False
+            if self._cancelled.wait(pause):
+                raise StopIteration
+            pause = min(pause * 2, self._LONGEST_PAUSE)
+            with self._lock:
+                if self._cancelled.is_set():
+                    raise StopIteration
+                self._stream = self._open()
+
+    def cancel(self):
+        """Ends the watch: the iteration stops (at once if it waits for a daemon)."""
+        with self._lock:
+            self._cancelled.set()
+            self._stream.cancel()
 
 
 def _backlogged(error):
