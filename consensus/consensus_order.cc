@@ -4,6 +4,7 @@
 #include <iterator>
 #include <limits>
 
+#include "consensus/batch_bound.h"
 #include "consensus/state_key.h"
 
 namespace cohort::consensus {
@@ -71,16 +72,17 @@ wire::MessageBatch ConsensusOrder::MakeBatch() const {
   // held behind a gap a walk per message kept three members of an n = 5 group busy for minutes
   // (cohort-bench, app-open one-way flood), too busy to send "I am alive".
   wire::MessageBatch batch;
+  BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
   auto it = unordered_.begin();
-  while (it != unordered_.end() &&
-         static_cast<size_t>(batch.messages_size()) < options_.batch_messages_max) {
+  while (it != unordered_.end() && bound.Open()) {
     const NodeId origin = it->first.first;
     auto delivered = delivered_seq_.find(origin);
     uint64_t expected = (delivered == delivered_seq_.end() ? 0 : delivered->second) + 1;
     for (it = unordered_.lower_bound({origin, expected});
          it != unordered_.end() && it->first == MessageId{origin, expected} &&
-         static_cast<size_t>(batch.messages_size()) < options_.batch_messages_max;
+         bound.Fits(it->second.size());
          ++it, ++expected) {
+      bound.Add(it->second.size());
       wire::DataMessage* message = batch.add_messages();
       message->set_origin(origin);
       message->set_seq(expected);
@@ -378,11 +380,12 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
   }
   if (now_ms_ >= last_diffusion_ms_ + options_.consensus.retransmit_ms) {
     last_diffusion_ms_ = now_ms_;
-    wire::MessageBatch own;  // own undelivered messages, bounded by the batch size
+    wire::MessageBatch own;  // own undelivered messages, bounded as a batch
+    BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
     for (auto it = unordered_.lower_bound({self_, 0});
-         it != unordered_.end() && it->first.first == self_ &&
-         static_cast<size_t>(own.messages_size()) < options_.batch_messages_max;
+         it != unordered_.end() && it->first.first == self_ && bound.Fits(it->second.size());
          ++it) {
+      bound.Add(it->second.size());
       wire::DataMessage* message = own.add_messages();
       message->set_origin(self_);
       message->set_seq(it->first.second);
@@ -445,7 +448,8 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // counters_ and unanswerable_requests_), or two states that differ in it are taken for one and
 // the exploration skips what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(ConsensusOrder) == 752, "a new field of ConsensusOrder: add it to StateKey");
+// 752 before options_.batch_bytes_max (an option, not state).
+static_assert(sizeof(ConsensusOrder) == 760, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "consensus/batch_bound.h"
 #include "consensus/state_key.h"
 
 namespace cohort::consensus {
@@ -50,8 +51,10 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
   wire::SequencerMessage forward;
   forward.set_kind(Kind::FORWARD);
   forward.set_epoch(epoch_);
+  BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
   for (const auto& [seq, payload] : own_) {
-    if (static_cast<size_t>(forward.batch().messages_size()) >= options_.batch_messages_max) break;
+    if (!bound.Fits(payload.size())) break;
+    bound.Add(payload.size());
     wire::DataMessage* message = forward.mutable_batch()->add_messages();
     message->set_origin(self_);
     message->set_seq(seq);
@@ -160,11 +163,20 @@ bool SequencerOrder::SendNewEntries(Outbox* out) {
   for (NodeId member : members_) {
     if (member != self_) SendOrdered(member, first, out);
   }
-  sent_end_ = std::min<uint64_t>(log_end(), first + options_.batch_messages_max);
+  sent_end_ = BatchEnd(first, log_end());  // what SendOrdered sent each
   return true;
 }
 
-void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
+uint64_t SequencerOrder::BatchEnd(uint64_t first, uint64_t end) const {
+  BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
+  uint64_t at = first;
+  for (; at < end && bound.Fits(log_[at - log_base_].payload().size()); ++at) {
+    bound.Add(log_[at - log_base_].payload().size());
+  }
+  return at;
+}
+
+uint64_t SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
   wire::SequencerMessage ordered;
   ordered.set_kind(Kind::ORDERED);
   ordered.set_epoch(epoch_);
@@ -172,10 +184,10 @@ void SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
   ordered.set_first_order(first);
   ordered.set_committed(commit_);
   ordered.set_stable(stable_);
-  for (uint64_t i = first; i < log_end() && i < first + options_.batch_messages_max; ++i) {
-    *ordered.mutable_batch()->add_messages() = At(i);
-  }
+  const uint64_t end = BatchEnd(first, log_end());
+  for (uint64_t i = first; i < end; ++i) *ordered.mutable_batch()->add_messages() = At(i);
   Send(to, std::move(ordered), out);
+  return end;
 }
 
 void SequencerOrder::AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* out) {
@@ -187,9 +199,8 @@ void SequencerOrder::AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* ou
   committed.set_first_order(first);
   committed.set_committed(commit_);
   committed.set_log_epoch(UINT32_MAX);  // a committed prefix (OnCommittedPrefix)
-  for (uint64_t i = first; i < commit_ && i < first + options_.batch_messages_max; ++i) {
-    *committed.mutable_batch()->add_messages() = At(i);
-  }
+  const uint64_t end = BatchEnd(first, commit_);
+  for (uint64_t i = first; i < end; ++i) *committed.mutable_batch()->add_messages() = At(i);
   Send(to, std::move(committed), out);
 }
 
@@ -407,12 +418,16 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
   established_ = true;
   RebuildLogSeq();
   acked_[self_] = log_end();
+  // The round in flight ends where the shortest batch sent ends; the next round (SendNewEntries,
+  // once those are committed) carries the rest.
+  uint64_t sent_end = log_end();
   for (NodeId member : members_) {
     if (member == self_) continue;
     auto from = send_from.find(member);
-    SendOrdered(member, from != send_from.end() ? from->second : state_first_, out);
+    sent_end = std::min(
+        sent_end, SendOrdered(member, from != send_from.end() ? from->second : state_first_, out));
   }
-  sent_end_ = log_end();  // beyond one batch, members ask (NEED) or the tick resends
+  sent_end_ = sent_end;
   MaybeCommit(out);
   ForwardOwn(out);
 }
@@ -449,12 +464,18 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
       SendNeedStates(out);
       return;
     }
+    // Resent from each member's ACK, one batch each. The round in flight ends where the
+    // shortest of those batches ends: with log_end() here, a log longer than one batch (a
+    // backlog of large requests) was sent one batch per retransmit_ms, as nothing past the
+    // resent batch went out until the next tick (cohort-bench --payload 16384: 64 one-way calls
+    // per 50 ms).
+    uint64_t resent_end = log_end();
     for (NodeId member : members_) {
       if (member == self_) continue;
       const uint64_t acked = acked_.count(member) > 0 ? acked_[member] : 0;
-      if (acked < log_end()) SendOrdered(member, acked, out);
+      if (acked < log_end()) resent_end = std::min(resent_end, SendOrdered(member, acked, out));
     }
-    sent_end_ = std::max(sent_end_, log_end());  // resent from each member's ACK
+    sent_end_ = std::max(sent_end_, resent_end);
     return;
   }
   // A member: ask for what it lacks (the new epoch's log, or the commit point of its tail).
@@ -546,7 +567,8 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 // would otherwise be taken for one, and the exploration would skip what follows. This size
 // (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(SequencerOrder) == 784,
+// 784 before options_.batch_bytes_max (an option, not state).
+static_assert(sizeof(SequencerOrder) == 792,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 

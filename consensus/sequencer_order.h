@@ -41,6 +41,9 @@ namespace cohort::consensus {
 struct SequencerOrderOptions {
   uint64_t retransmit_ms = 50;
   size_t batch_messages_max = 1024;
+  // Most payload bytes per FORWARD or ORDERED message (a larger entry goes alone): as
+  // ConsensusOrderOptions::batch_bytes_max.
+  size_t batch_bytes_max = 1 << 20;
   // Entries kept in the log. Entries every member has delivered are dropped (the sequencer
   // learns members' deliveries from their ACKs and passes the minimum on in ORDERED), so this
   // bounds only what a lagging member holds back; at the bound the sequencer orders nothing more
@@ -96,7 +99,8 @@ class SequencerOrder final : public TotalOrder {
   void MaybeEstablish(Outbox* out);
   void MaybeCommit(Outbox* out);
   void ForwardOwn(Outbox* out);
-  void SendOrdered(NodeId to, uint64_t first, Outbox* out);
+  // Sends one batch of entries from `first`; returns the order number after the last one sent.
+  uint64_t SendOrdered(NodeId to, uint64_t first, Outbox* out);
   // The sequencer sends the entries not yet sent, unless a round is still uncommitted; true
   // when it sent a round.
   bool SendNewEntries(Outbox* out);
@@ -106,6 +110,9 @@ class SequencerOrder final : public TotalOrder {
   // Drops the entries below stable_ that this member has delivered.
   void Prune();
   uint64_t log_end() const { return log_base_ + log_.size(); }  // order number after the last
+  // The end of one message's entries from `first` (>= log_base_), before `end`: at most
+  // batch_messages_max entries and batch_bytes_max payload bytes, and at least one.
+  uint64_t BatchEnd(uint64_t first, uint64_t end) const;
   wire::DataMessage& At(uint64_t order) { return log_[order - log_base_]; }
   // Keeps log_[log_base_, keep): drops the entries from order number `keep` on.
   void TruncateLog(uint64_t keep) { log_.resize(keep - log_base_); }

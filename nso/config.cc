@@ -81,7 +81,8 @@ const std::vector<absl::string_view> kFailureDetectorKeys = {
     "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms", "fail_fast_after_ms",
     "suspect_on_disconnect"};
 const std::vector<absl::string_view> kConsensusKeys = {
-    "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms", "batch_max_messages"};
+    "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms", "batch_max_messages",
+    "batch_max_bytes"};
 const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "default_deadline_ms",
                                                    "max_nsos", "nso_idle_ms",
                                                    "max_unordered_requests",
@@ -231,7 +232,9 @@ absl::Status ReadConsensusKeys(const MapView& m, ConsensusConfig* consensus) {
   CONFIG_RETURN_IF_ERROR(ReadBool(m, "optimisation_3", &consensus->optimisation_3));
   CONFIG_RETURN_IF_ERROR(
       ReadInt(m, "round_delay_ms", 0, kMaxDurationMs, &consensus->round_delay_ms));
-  return ReadInt(m, "batch_max_messages", 1, kMaxCount, &consensus->batch_max_messages);
+  CONFIG_RETURN_IF_ERROR(
+      ReadInt(m, "batch_max_messages", 1, kMaxCount, &consensus->batch_max_messages));
+  return ReadInt(m, "batch_max_bytes", 1, kMaxCount, &consensus->batch_max_bytes);
 }
 
 absl::Status ReadConsensus(const MapView& top, ConsensusConfig* consensus) {

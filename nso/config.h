@@ -97,6 +97,7 @@ struct ConsensusConfig {
   bool optimisation_3 = true;  // 004 section 4.3
   int64_t round_delay_ms = 20;  // the delay d of optimisation 1, >= 0
   int64_t batch_max_messages = 1024;  // >= 1
+  int64_t batch_max_bytes = 1 << 20;  // >= 1: payload bytes per consensus (a larger one alone)
 };
 
 struct LimitsConfig {

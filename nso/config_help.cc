@@ -50,6 +50,8 @@ consensus:
                               #   sequencer ordering's members commit on accepting too)
   round_delay_ms: 20          # [20] the delay d of optimisation 1 (0 allowed)
   batch_max_messages: 1024    # [1024] most messages ordered by one consensus instance
+  batch_max_bytes: 1048576    # [1048576 = 1 MiB] most payload bytes ordered by one instance (or
+                              #   sent in one sequencer message); a larger message goes alone
 limits:
   max_payload_bytes: 4194304  # [4194304 = 4 MiB] largest request or reply payload
   default_deadline_ms: 5000   # [5000] deadline of a call that sets none

@@ -22,6 +22,13 @@
 namespace cohort::nso {
 namespace {
 
+// The gRPC message size limit of the API and peer servers: frames carry batches of payloads, so
+// the payload limit twice plus room for headers.
+int MaxMessageBytes(const Config& config) {
+  return static_cast<int>(
+      std::min<int64_t>(config.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
+}
+
 constexpr uint32_t kTickMs = 2;
 constexpr size_t kLoopQueueMax = 1 << 20;
 constexpr absl::Duration kHealthPeriod = absl::Milliseconds(100);
@@ -269,6 +276,8 @@ absl::Status Daemon::Start() {
     }
     options.credentials = credentials->peer_dialer;
     options.ssl_target_name = config_.tls.server_name;
+    options.frame_bytes_max =
+        std::min<size_t>(kFrameBytesTarget, static_cast<size_t>(MaxMessageBytes(config_)) / 2);
     auto grpc = std::make_unique<GrpcTransport>(options, loop_.get());
     // The writes of a batch of protocol work start on the protocol thread, as it ends (issue 7).
     GrpcTransport* raw = grpc.get();
@@ -313,9 +322,7 @@ absl::Status Daemon::Start() {
   }
   api_ = std::make_unique<ApiService>(node_.get(), loop_.get(), &policy_);
   api_->set_metrics(&invocation_metrics_);
-  // Frames carry batches of payloads: allow the payload limit plus room for headers.
-  int max_message_bytes = static_cast<int>(
-      std::min<int64_t>(config_.limits.max_payload_bytes * 2 + (1 << 20), INT32_MAX));
+  const int max_message_bytes = MaxMessageBytes(config_);
   if (config_.listen_local != "off") {
     LocalApiOptions local;
     local.listen = config_.listen_local;

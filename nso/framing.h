@@ -11,6 +11,12 @@ namespace cohort::nso {
 
 constexpr size_t kFrameLengthBytes = 4;
 
+// A frame of peer envelopes holds at most this many bytes of them (one envelope larger than it
+// goes alone). Batching many envelopes per frame (004 section 3.2) without a byte bound once made
+// frames of more than 64 MiB out of a backlog of 16 KiB requests: over the raw TCP transport's
+// write buffer bound (dropped whole) or gRPC's message size limit (the stream failed).
+constexpr size_t kFrameBytesTarget = 4 << 20;
+
 inline void PutFrameLength(uint32_t length, std::string* out) {
   char bytes[kFrameLengthBytes] = {static_cast<char>(length & 0xff),
                                    static_cast<char>((length >> 8) & 0xff),

@@ -23,7 +23,8 @@ GrpcTransport::GrpcTransport(GrpcTransportOptions options, EventLoop* loop)
   addresses_ = options_.peer_addresses;
   for (const auto& [peer, address] : options_.peer_addresses) {
     links_[peer] =
-        std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes, &counters_);
+        std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes,
+                                   options_.frame_bytes_max, &counters_);
   }
 }
 
@@ -110,7 +111,7 @@ void GrpcTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
     {
       absl::MutexLock lock(&links_mu_);
       links_[peer] = std::make_unique<PeerLink>(peer, options_.link_queue_max, kFrameMaxEnvelopes,
-                                                &counters_);
+                                                options_.frame_bytes_max, &counters_);
     }
     if (peer > options_.self) StartDialer(peer);
     Log("peer")->info("node {} added to the peers at {}", peer, peers.at(peer));

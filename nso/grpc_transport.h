@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "nso/event_loop.h"
+#include "nso/framing.h"
 #include "nso/peer_link.h"
 #include "nso/peer_reactors.h"
 #include "nso/transport.h"
@@ -33,6 +34,9 @@ struct GrpcTransportOptions {
   std::string cluster;
   std::map<NodeId, std::string> peer_addresses;  // every peer but self
   size_t link_queue_max = 65536;                  // envelopes queued per peer while it is down
+  // Bytes of envelopes per frame (a larger envelope goes alone): below the peers' gRPC message
+  // size limit (cohortd: half of it), or a frame of a backlog of large envelopes fails the stream.
+  size_t frame_bytes_max = kFrameBytesTarget;
   // Redial backoff (this loop's and gRPC's channel backoff both): doubling from min to max. The
   // max must stay well below the smallest exclusion timeout: with 1000 ms, a peer that started
   // 0.6 s after this daemon was first reached 1.25 s after start-up, and this daemon had already

@@ -11,6 +11,7 @@ std::unique_ptr<consensus::TotalOrder> MakeTotalOrder(const GroupConfig& group_c
   if (group_config.ordering == GroupConfig::Ordering::kSequencer) {
     consensus::SequencerOrderOptions options;
     options.batch_messages_max = config.consensus.batch_max_messages;
+    options.batch_bytes_max = config.consensus.batch_max_bytes;
     options.optimisation_3 = config.consensus.optimisation_3;
     return std::make_unique<consensus::SequencerOrder>(config.node_id, members, options);
   }
@@ -20,6 +21,7 @@ std::unique_ptr<consensus::TotalOrder> MakeTotalOrder(const GroupConfig& group_c
   options.consensus.optimisation_3 = config.consensus.optimisation_3;
   options.consensus.round_delay_ms = config.consensus.round_delay_ms;
   options.batch_messages_max = config.consensus.batch_max_messages;
+  options.batch_bytes_max = config.consensus.batch_max_bytes;
   return std::make_unique<consensus::ConsensusOrder>(config.node_id, members, options);
 }
 

@@ -5,10 +5,11 @@
 namespace cohort::nso {
 
 PeerLink::PeerLink(NodeId peer, size_t queue_max, size_t frame_max_envelopes,
-                   TransportCounters* counters)
+                   size_t frame_max_bytes, TransportCounters* counters)
     : peer_(peer),
       queue_max_(queue_max),
       frame_max_envelopes_(frame_max_envelopes),
+      frame_max_bytes_(frame_max_bytes),
       counters_(counters) {}
 
 PeerLink::~PeerLink() { DetachAll(); }
@@ -97,7 +98,11 @@ PeerLink::Action PeerLink::NextWrite(PeerWriter* writer) {
   if (writer != writer_ || writer->writing_ || queue_.empty()) return action;
   writer->frame_.Clear();
   wire::Frame* batch = writer->frame_.mutable_frame();
+  size_t bytes = 0;
   while (!queue_.empty() && static_cast<size_t>(batch->envelopes_size()) < frame_max_envelopes_) {
+    const size_t size = queue_.front().ByteSizeLong();
+    if (batch->envelopes_size() > 0 && bytes + size > frame_max_bytes_) break;
+    bytes += size;
     *batch->add_envelopes() = std::move(queue_.front());
     queue_.pop_front();
   }

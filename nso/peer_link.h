@@ -43,7 +43,10 @@ class PeerWriter {
 
 class PeerLink {
  public:
-  PeerLink(NodeId peer, size_t queue_max, size_t frame_max_envelopes, TransportCounters* counters);
+  // A frame written holds at most frame_max_envelopes envelopes and frame_max_bytes bytes of
+  // them (one larger envelope goes alone): below the peer server's message size limit.
+  PeerLink(NodeId peer, size_t queue_max, size_t frame_max_envelopes, size_t frame_max_bytes,
+           TransportCounters* counters);
   ~PeerLink();
 
   // Queues an envelope; beyond queue_max the oldest is dropped (protocols retransmit). Kick
@@ -76,6 +79,7 @@ class PeerLink {
   const NodeId peer_;
   const size_t queue_max_;
   const size_t frame_max_envelopes_;
+  const size_t frame_max_bytes_;
   TransportCounters* const counters_;
   mutable absl::Mutex mu_;
   std::deque<wire::Envelope> queue_ ABSL_GUARDED_BY(mu_);

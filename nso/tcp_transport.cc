@@ -76,7 +76,13 @@ struct TcpTransport::Link {
   bool dialer = false;      // this node has the lower id: it dials
   int fd = -1;              // the connection serving the link (dialing or established)
   bool established = false;
-  std::deque<wire::Envelope> pending;  // sent since the last flush, or while down (bounded)
+  struct Pending {
+    wire::Envelope envelope;
+    size_t bytes = 0;  // its serialized size
+  };
+  // Sent since the last flush, or while down or not reading (bounded: Send).
+  std::deque<Pending> pending;
+  size_t pending_bytes = 0;
   uint64_t retry_at_ms = 0;
   uint32_t backoff_ms = 0;
   std::string last_failure;  // logged once per distinct failure
@@ -206,14 +212,19 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
     return;
   }
   Link* link = it->second.get();
-  if (link->pending.size() >= options_.link_queue_max) {
+  const size_t bytes = envelope.ByteSizeLong();
+  while (!link->pending.empty() &&
+         (link->pending.size() >= options_.link_queue_max ||
+          link->pending_bytes + bytes > options_.pending_bytes_max)) {
+    link->pending_bytes -= link->pending.front().bytes;
     link->pending.pop_front();
     if (link->dropped++ % 10000 == 0) {
-      Log("peer")->warn("queue to node {} full ({} envelopes): dropping oldest", to,
-                        options_.link_queue_max);
+      Log("peer")->warn("queue to node {} full ({} envelopes, {} bytes): dropping oldest", to,
+                        link->pending.size() + 1, link->pending_bytes + bytes);
     }
   }
-  link->pending.push_back(std::move(envelope));
+  link->pending_bytes += bytes;
+  link->pending.push_back(Link::Pending{std::move(envelope), bytes});
 }
 
 void TcpTransport::Flush() {
@@ -235,22 +246,34 @@ void TcpTransport::Flush() {
     auto found = connections_.find(link->fd);
     if (found == connections_.end()) continue;
     Connection* connection = found->second.get();
-    // Everything the batch sent to this peer in one frame and one write (004 section 3.2).
-    wire::PeerFrame frame;
-    wire::Frame* batch = frame.mutable_frame();
-    batch->mutable_envelopes()->Reserve(static_cast<int>(link->pending.size()));
-    for (wire::Envelope& envelope : link->pending) *batch->add_envelopes() = std::move(envelope);
-    counters_.frames_sent++;
-    counters_.envelopes_sent += link->pending.size();
-    link->pending.clear();
-    if (!Queue(connection, frame)) {
-      if (link->dropped++ % 1000 == 0) {
-        Log("peer")->warn("node {} is not reading ({} bytes unsent): frame dropped", peer,
-                          connection->out.size() - connection->out_offset);
+    // What the batch sent to this peer in as few frames and writes as kFrameBytesTarget allows
+    // (004 section 3.2). While the peer does not read, the rest waits in `pending`.
+    bool written = true;
+    while (!link->pending.empty() && written) {
+      if (Unsent(*connection) >= options_.write_buffer_max) {
+        if (link->dropped++ % 1000 == 0) {
+          Log("peer")->warn("node {} is not reading ({} bytes unsent): {} envelopes wait", peer,
+                            Unsent(*connection), link->pending.size());
+        }
+        break;
       }
-      continue;
+      wire::PeerFrame frame;
+      wire::Frame* batch = frame.mutable_frame();
+      size_t bytes = 0;
+      while (!link->pending.empty()) {
+        Link::Pending& next = link->pending.front();
+        if (batch->envelopes_size() > 0 && bytes + next.bytes > kFrameBytesTarget) break;
+        bytes += next.bytes;
+        link->pending_bytes -= next.bytes;
+        *batch->add_envelopes() = std::move(next.envelope);
+        link->pending.pop_front();
+      }
+      counters_.frames_sent++;
+      counters_.envelopes_sent += batch->envelopes_size();
+      Queue(connection, frame);
+      written = WriteSome(connection);
     }
-    if (!WriteSome(connection)) Close(connection->fd, "write failed");
+    if (!written) Close(connection->fd, "write failed");
   }
 }
 
@@ -578,11 +601,12 @@ bool TcpTransport::AcceptEnvelope(NodeId peer, const wire::Envelope& envelope) {
   return false;
 }
 
-bool TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
+size_t TcpTransport::Unsent(const Connection& connection) {
+  return connection.out.size() - connection.out_offset;
+}
+
+void TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
   size_t bytes = frame.ByteSizeLong();
-  if (connection->out.size() - connection->out_offset + bytes > options_.write_buffer_max) {
-    return false;
-  }
   if (connection->out_offset > 0 && connection->out_offset == connection->out.size()) {
     connection->out.clear();
     connection->out_offset = 0;
@@ -590,7 +614,6 @@ bool TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
   PutFrameLength(static_cast<uint32_t>(bytes), &connection->out);
   frame.AppendToString(&connection->out);
   counters_.bytes_sent += bytes + kLengthBytes;
-  return true;
 }
 
 bool TcpTransport::WriteSome(Connection* connection) {

@@ -39,8 +39,11 @@ struct TcpTransportOptions {
   std::string cluster;
   std::string listen;                            // host:port (listen.peer)
   std::map<NodeId, std::string> peer_addresses;  // every peer but self
-  size_t link_queue_max = 65536;      // envelopes kept per peer while it is not connected
-  size_t write_buffer_max = 64 << 20;  // bytes unsent to a peer (frozen?) beyond which frames drop
+  // Envelopes kept per peer while it is not connected or not reading (a frozen peer), at most
+  // this many and pending_bytes_max bytes: beyond, the oldest go (the protocols retransmit).
+  size_t link_queue_max = 65536;
+  size_t pending_bytes_max = 64 << 20;
+  size_t write_buffer_max = 64 << 20;  // bytes unsent to a peer beyond which envelopes wait
   size_t frame_bytes_max = 256 << 20;  // a longer frame closes the connection
   uint32_t backoff_min_ms = 20;
   uint32_t backoff_max_ms = 250;  // a refused dial costs nothing: a restarted peer is found fast
@@ -120,8 +123,10 @@ class TcpTransport final : public PeerTransport {
   bool OnHello(Connection* connection, const wire::Hello& hello);
   void Deliver(NodeId peer, wire::Frame* frame);
   bool AcceptEnvelope(NodeId peer, const wire::Envelope& envelope);
-  // Appends a length-prefixed frame to the connection's output (false if over the bound).
-  bool Queue(Connection* connection, const wire::PeerFrame& frame);
+  // Appends a length-prefixed frame to the connection's output (Flush bounds what waits there).
+  void Queue(Connection* connection, const wire::PeerFrame& frame);
+  // Bytes queued on the connection and not yet written.
+  static size_t Unsent(const Connection& connection);
   // Writes what it can; watches EPOLLOUT while something is left. False on error.
   bool WriteSome(Connection* connection);
   // Watches EPOLLOUT exactly while the connection has something to write that waits for it.

@@ -66,6 +66,7 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK_FALSE(config.consensus.optimisation_3);
   CHECK(config.consensus.round_delay_ms == 0);
   CHECK(config.consensus.batch_max_messages == 64);
+  CHECK(config.consensus.batch_max_bytes == 65536);
   CHECK(config.limits.max_payload_bytes == 65536);
   CHECK(config.limits.default_deadline_ms == 2000);
   CHECK(config.limits.max_nsos == 100);
@@ -127,6 +128,7 @@ TEST_CASE("a minimal file gets the documented defaults", "[config]") {
   CHECK(config.consensus.optimisation_3);
   CHECK(config.consensus.round_delay_ms == 20);
   CHECK(config.consensus.batch_max_messages == 1024);
+  CHECK(config.consensus.batch_max_bytes == 1 << 20);
   CHECK(config.limits.max_payload_bytes == 4 * 1024 * 1024);
   CHECK(config.limits.default_deadline_ms == 5000);
   CHECK(config.limits.max_nsos == 1000000);
@@ -313,6 +315,8 @@ TEST_CASE("a value out of range is named", "[config]") {
              StartsWith("config.yaml:9: groups[0].silence_ms: must be in 1..86400000, got -5"));
   CHECK_THAT(ErrorOf(kBase + "consensus: {batch_max_messages: 0}\n"),
              StartsWith("config.yaml:6: consensus.batch_max_messages: must be in 1.."));
+  CHECK_THAT(ErrorOf(kBase + "consensus: {batch_max_bytes: 0}\n"),
+             StartsWith("config.yaml:6: consensus.batch_max_bytes: must be in 1.."));
 }
 
 TEST_CASE("an address that is not host:port is named", "[config]") {
@@ -544,7 +548,7 @@ TEST_CASE("the help text documents every key", "[config]") {
        {"node:", "cluster:", "listen:", "peer:", "client:", "peers:", "name:", "id:", "address:",
         "log_level:", "log_format:", "failure_detector:", "suspect_timeout_ms:",
         "exclude_timeout_ms:", "heartbeat_interval_ms:", "fail_fast_after_ms:", "suspect_on_disconnect:", "consensus:", "optimisation_1:",
-        "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "limits:",
+        "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:", "batch_max_bytes:", "limits:",
         "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "groups:", "members:",
         "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "reload_seconds:", "ca_file:",
         "cert_file:", "key_file:", "server_name:", "insecure: true", "client_certificates:",

@@ -568,5 +568,110 @@ TEST_CASE("a member whose unordered set is full behind a gap still takes the mes
   }
 }
 
+// batch_bytes_max (consensus/batch_bound.h): the payload bytes of every batch a message carries
+// (a proposal, a diffusion, a FORWARD, an ORDERED): at most the bound, or one message alone.
+size_t LargestBatchBytes(const std::vector<std::tuple<NodeId, NodeId, wire::Envelope>>& sent,
+                         size_t* batches) {
+  size_t largest = 0;
+  *batches = 0;
+  for (const auto& [from, to, envelope] : sent) {
+    const wire::MessageBatch* batch = nullptr;
+    if (envelope.has_data()) batch = &envelope.data().batch();
+    if (envelope.has_consensus() && envelope.consensus().has_value()) {
+      batch = &envelope.consensus().value();
+    }
+    if (envelope.has_sequencer()) batch = &envelope.sequencer().batch();
+    if (batch == nullptr || batch->messages_size() < 2) continue;  // one message goes alone
+    ++*batches;
+    size_t bytes = 0;
+    for (const wire::DataMessage& message : batch->messages()) bytes += message.payload().size();
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+TEST_CASE("consensus order: a batch carries at most batch_bytes_max payload bytes", "[order]") {
+  ConsensusOrderOptions options;
+  options.batch_bytes_max = 1000;
+  Orders<ConsensusOrder> orders(3, options);
+  std::vector<std::string> sent_payloads;
+  // Node 2's messages wait while its sends are lost: then its retransmitted diffusions are bounded.
+  orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
+  for (int i = 0; i < 12; ++i) {
+    std::string payload = std::to_string(i) + std::string(i == 5 ? 3000 : 400, 'x');
+    sent_payloads.push_back(payload);
+    orders.Broadcast(2, payload);
+  }
+  orders.Pump();
+  orders.sent.clear();
+  orders.Tick(1000);  // a retransmission
+  size_t batches = 0;
+  CHECK(LargestBatchBytes(orders.sent, &batches) <= 1000);
+  CHECK(batches >= 1);
+  orders.DropNothing();
+  for (int i = 0; i < 40 && orders.delivered[3].size() < sent_payloads.size(); ++i) orders.Tick(100);
+  for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
+  CHECK(LargestBatchBytes(orders.sent, &batches) <= 1000);
+  CHECK(batches >= 2);  // proposals of several messages were made, each within the bound
+}
+
+TEST_CASE("sequencer order: FORWARD and ORDERED carry at most batch_bytes_max payload bytes",
+          "[order]") {
+  SequencerOrderOptions options;
+  options.batch_bytes_max = 1000;
+  Orders<SequencerOrder> orders(3, options);
+  for (int i = 0; i < 10; ++i) orders.Tick(10);  // the sequencer (node 1) establishes its epoch
+  REQUIRE(orders.nodes[1]->is_sequencer());
+  std::vector<std::string> sent_payloads;
+  orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
+  for (int i = 0; i < 12; ++i) {
+    std::string payload = std::to_string(i) + std::string(i == 5 ? 3000 : 400, 'x');
+    sent_payloads.push_back(payload);
+    orders.Broadcast(2, payload);
+  }
+  orders.Pump();
+  orders.sent.clear();
+  orders.DropNothing();
+  for (int i = 0; i < 40 && orders.delivered[3].size() < sent_payloads.size(); ++i) orders.Tick(100);
+  for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
+  size_t batches = 0;
+  CHECK(LargestBatchBytes(orders.sent, &batches) <= 1000);
+  CHECK(batches >= 2);  // FORWARDs and ORDERED of several entries, each within the bound
+}
+
+// A retransmission tick at the sequencer resends one batch from each member's ACK. It used to
+// count the whole log as sent, so a backlog longer than one batch then went out one batch per
+// retransmit_ms (cohort-bench --payload 16384: 64 one-way calls per 50 ms); the rest now follows
+// on the ACKs, without waiting for ticks.
+TEST_CASE("sequencer order: after a retransmission tick, a long log follows on the ACKs",
+          "[order]") {
+  SequencerOrderOptions options;
+  options.batch_messages_max = 4;
+  Orders<SequencerOrder> orders(3, options);
+  for (int i = 0; i < 10; ++i) orders.Tick(10);
+  REQUIRE(orders.nodes[1]->is_sequencer());
+  // The sequencer's ORDERED messages are lost for a while: its log grows to 20 entries.
+  orders.drop = [](NodeId from, NodeId, const wire::Envelope& envelope) {
+    return from == 1 && envelope.has_sequencer() &&
+           envelope.sequencer().kind() == wire::SequencerMessage::ORDERED;
+  };
+  std::vector<std::string> sent_payloads;
+  for (int i = 0; i < 20; ++i) {
+    sent_payloads.push_back("m" + std::to_string(i));
+    orders.Broadcast(2, sent_payloads.back());
+  }
+  orders.Pump();
+  CHECK(orders.delivered[3].empty());
+  orders.DropNothing();
+  // One tick of the sequencer alone (the members' ticks would resend their own forwards and
+  // NEEDs), then only the messages it causes: every entry is delivered everywhere.
+  orders.now_ms += options.retransmit_ms;
+  Outbox out;
+  orders.nodes[1]->Tick(orders.now_ms, &out);
+  orders.Take(1, &out);
+  REQUIRE(orders.Pump());
+  for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
+}
+
 }  // namespace
 }  // namespace cohort::consensus

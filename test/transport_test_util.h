@@ -36,13 +36,15 @@ class HeartbeatLog {
     });
   }
 
-  // Heartbeats numbered first..first+count-1, sent as one batch of protocol work.
-  void Send(NodeId self, NodeId to, int first, int count, NodeId claimed_sender = 0) {
+  // Heartbeats numbered first..first+count-1, sent as one batch of protocol work; each is
+  // `pad_bytes` larger (a longer group name) when asked.
+  void Send(NodeId self, NodeId to, int first, int count, NodeId claimed_sender = 0,
+            size_t pad_bytes = 0) {
     loop_->Post([=, this] {
       for (int i = first; i < first + count; ++i) {
         wire::Envelope envelope;
         envelope.set_version(wire::VERSION_1);
-        envelope.set_group("g");
+        envelope.set_group("g" + std::string(pad_bytes, 'p'));
         envelope.set_sender_node(claimed_sender ? claimed_sender : self);
         envelope.mutable_heartbeat()->set_sent_ms(i);
         transport_->Send(to, std::move(envelope));
