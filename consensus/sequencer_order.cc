@@ -51,8 +51,19 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
   wire::SequencerMessage forward;
   forward.set_kind(Kind::FORWARD);
   forward.set_epoch(epoch_);
+  // Own messages already in this epoch's log (the sequencer sent them back in ORDERED) are not
+  // forwarded again: the retransmission starts where the sequencer may lack some. (From the
+  // oldest, it resent a backlog's ordered head each retransmit_ms while the sequencer, missing
+  // later ones behind a gap, ordered one batch per tick: cohort-bench --payload 16384, closed
+  // calls from outside through a sequencer, 1,300 one-way calls/s.)
+  uint64_t logged = 0;
+  if (log_epoch_ == epoch_) {
+    auto found = log_seq_.find(self_);
+    if (found != log_seq_.end()) logged = found->second;
+  }
   BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
-  for (const auto& [seq, payload] : own_) {
+  for (auto it = own_.upper_bound(logged); it != own_.end(); ++it) {
+    const auto& [seq, payload] = *it;
     if (!bound.Fits(payload.size())) break;
     bound.Add(payload.size());
     wire::DataMessage* message = forward.mutable_batch()->add_messages();
@@ -244,7 +255,11 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
       return;
     }
     for (uint64_t i = 0; i < count; ++i) {
-      if (first + i >= log_end()) log_.push_back(message.batch().messages(i));
+      if (first + i < log_end()) continue;
+      const wire::DataMessage& data = message.batch().messages(i);
+      uint64_t& last = log_seq_[data.origin()];  // ForwardOwn skips what is logged
+      last = std::max(last, data.seq());
+      log_.push_back(data);
     }
   } else {
     // Adopt the new epoch's log, from a point where ours is committed (hence identical).

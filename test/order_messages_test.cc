@@ -673,5 +673,55 @@ TEST_CASE("sequencer order: after a retransmission tick, a long log follows on t
   for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
 }
 
+// A member's retransmission (ForwardOwn, each retransmit_ms) skips its messages already in the
+// current epoch's log: it resends from where the sequencer may lack some, not the ordered head.
+TEST_CASE("sequencer order: a member resends only its messages not yet in the log", "[order]") {
+  Orders<SequencerOrder> orders(5, SequencerOrderOptions{});  // n = 5: commits need notices
+  for (int i = 0; i < 10; ++i) orders.Tick(10);
+  REQUIRE(orders.nodes[1]->is_sequencer());
+  // No commit notice (an ORDERED without entries) reaches node 2: it logs its messages m1..m9
+  // (the second round, after m0's) but does not learn that they are committed.
+  auto no_notices = [](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    return from == 1 && to == 2 && envelope.has_sequencer() &&
+           envelope.sequencer().kind() == wire::SequencerMessage::ORDERED &&
+           envelope.sequencer().batch().messages_size() == 0;
+  };
+  orders.drop = no_notices;
+  for (int i = 0; i < 10; ++i) orders.Broadcast(2, "m" + std::to_string(i));
+  orders.Pump();
+  REQUIRE(orders.delivered[2] == std::vector<std::string>{"m0"});
+  REQUIRE(orders.delivered[3].size() == 10);
+  // The FORWARD of m10 is lost too.
+  orders.drop = [&](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    return no_notices(from, to, envelope) ||
+           (from == 2 && envelope.has_sequencer() &&
+            envelope.sequencer().kind() == wire::SequencerMessage::FORWARD);
+  };
+  orders.Broadcast(2, "m10");
+  orders.Pump();
+  orders.drop = no_notices;
+  orders.sent.clear();
+  orders.now_ms += 1000;
+  Outbox out;
+  orders.nodes[2]->Tick(orders.now_ms, &out);
+  orders.Take(2, &out);
+  std::vector<std::string> forwarded;
+  for (const auto& [from, to, envelope] : orders.sent) {
+    if (!envelope.has_sequencer() || envelope.sequencer().kind() != wire::SequencerMessage::FORWARD) {
+      continue;
+    }
+    for (const wire::DataMessage& message : envelope.sequencer().batch().messages()) {
+      forwarded.push_back(message.payload());
+    }
+  }
+  CHECK(forwarded == std::vector<std::string>{"m10"});
+  // Once the notices flow, everything is delivered everywhere, in order.
+  orders.DropNothing();
+  for (int i = 0; i < 20 && orders.delivered[5].size() < 11; ++i) orders.Tick(100);
+  std::vector<std::string> all;
+  for (int i = 0; i <= 10; ++i) all.push_back("m" + std::to_string(i));
+  for (NodeId id = 1; id <= 5; ++id) CHECK(orders.delivered[id] == all);
+}
+
 }  // namespace
 }  // namespace cohort::consensus
