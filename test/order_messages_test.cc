@@ -590,26 +590,39 @@ size_t LargestBatchBytes(const std::vector<std::tuple<NodeId, NodeId, wire::Enve
   return largest;
 }
 
+// Node 2 broadcasts 12 messages of 400 bytes but one of 3,000 (over the 1,000-byte bound used
+// below: it goes alone); returns their payloads in order.
+template <typename Order>
+std::vector<std::string> BroadcastMixedSizes(Orders<Order>* orders) {
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 12; ++i) {
+    payloads.push_back(std::to_string(i) + std::string(i == 5 ? 3000 : 400, 'x'));
+    orders->Broadcast(2, payloads.back());
+  }
+  orders->Pump();
+  return payloads;
+}
+
+// Ticks every 100 ms until node 3 delivered `count` messages (at most 40 ticks).
+template <typename Order>
+void TickUntilDelivered(Orders<Order>* orders, size_t count) {
+  for (int i = 0; i < 40 && orders->delivered[3].size() < count; ++i) orders->Tick(100);
+}
+
 TEST_CASE("consensus order: a batch carries at most batch_bytes_max payload bytes", "[order]") {
   ConsensusOrderOptions options;
   options.batch_bytes_max = 1000;
   Orders<ConsensusOrder> orders(3, options);
-  std::vector<std::string> sent_payloads;
   // Node 2's messages wait while its sends are lost: then its retransmitted diffusions are bounded.
   orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
-  for (int i = 0; i < 12; ++i) {
-    std::string payload = std::to_string(i) + std::string(i == 5 ? 3000 : 400, 'x');
-    sent_payloads.push_back(payload);
-    orders.Broadcast(2, payload);
-  }
-  orders.Pump();
+  const std::vector<std::string> sent_payloads = BroadcastMixedSizes(&orders);
   orders.sent.clear();
   orders.Tick(1000);  // a retransmission
   size_t batches = 0;
   CHECK(LargestBatchBytes(orders.sent, &batches) <= 1000);
   CHECK(batches >= 1);
   orders.DropNothing();
-  for (int i = 0; i < 40 && orders.delivered[3].size() < sent_payloads.size(); ++i) orders.Tick(100);
+  TickUntilDelivered(&orders, sent_payloads.size());
   for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
   CHECK(LargestBatchBytes(orders.sent, &batches) <= 1000);
   CHECK(batches >= 2);  // proposals of several messages were made, each within the bound
@@ -622,17 +635,11 @@ TEST_CASE("sequencer order: FORWARD and ORDERED carry at most batch_bytes_max pa
   Orders<SequencerOrder> orders(3, options);
   for (int i = 0; i < 10; ++i) orders.Tick(10);  // the sequencer (node 1) establishes its epoch
   REQUIRE(orders.nodes[1]->is_sequencer());
-  std::vector<std::string> sent_payloads;
   orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
-  for (int i = 0; i < 12; ++i) {
-    std::string payload = std::to_string(i) + std::string(i == 5 ? 3000 : 400, 'x');
-    sent_payloads.push_back(payload);
-    orders.Broadcast(2, payload);
-  }
-  orders.Pump();
+  const std::vector<std::string> sent_payloads = BroadcastMixedSizes(&orders);
   orders.sent.clear();
   orders.DropNothing();
-  for (int i = 0; i < 40 && orders.delivered[3].size() < sent_payloads.size(); ++i) orders.Tick(100);
+  TickUntilDelivered(&orders, sent_payloads.size());
   for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
   size_t batches = 0;
   CHECK(LargestBatchBytes(orders.sent, &batches) <= 1000);
