@@ -140,8 +140,9 @@ class RemoteWatch final : public GroupWatch {
     }
   }
   void Run(WatchState::Stream stream) {
-    thread_ = std::thread(
-        [state = state_, stream = std::move(stream)]() mutable { state->Follow(std::move(stream)); });
+    thread_ = std::thread([state = state_, stream = std::move(stream)]() mutable {
+      state->Follow(std::move(stream));
+    });
   }
 
  private:

@@ -89,7 +89,8 @@ class LocalWatch final : public GroupWatch {
       internal::ClientBackend::OnGroupChange on_change, internal::ClientBackend::OnWatchEnd on_end) {
     if (loop->InLoopThread()) {
       return absl::FailedPreconditionError(
-          "WatchGroup on the node's protocol thread (an inline handler): watch from another thread");
+          "WatchGroup on the node's protocol thread (an inline handler): watch from another "
+          "thread");
     }
     auto watch = std::unique_ptr<LocalWatch>(new LocalWatch(node, loop));
     struct First {  // the node's first call, made within WatchGroup: the current details

@@ -69,7 +69,8 @@ TEST_CASE("cohortd --help documents every key", "[cli]") {
   for (const char* key : {"node", "cluster", "listen", "peers", "log_level", "log_format",
                           "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms",
                           "optimisation_1", "optimisation_2", "optimisation_3", "round_delay_ms",
-                          "batch_max_messages", "batch_max_bytes", "max_payload_bytes", "default_deadline_ms",
+                          "batch_max_messages", "batch_max_bytes", "max_payload_bytes",
+                          "default_deadline_ms",
                           "groups", "members", "ordering", "liveness", "silence_ms", "style",
                           "default_mode"}) {
     CHECK_THAT(output, Catch::Contains(key));

@@ -714,7 +714,8 @@ TEST_CASE("sequencer order: a member resends only its messages not yet in the lo
   orders.Take(2, &out);
   std::vector<std::string> forwarded;
   for (const auto& [from, to, envelope] : orders.sent) {
-    if (!envelope.has_sequencer() || envelope.sequencer().kind() != wire::SequencerMessage::FORWARD) {
+    if (!envelope.has_sequencer() ||
+        envelope.sequencer().kind() != wire::SequencerMessage::FORWARD) {
       continue;
     }
     for (const wire::DataMessage& message : envelope.sequencer().batch().messages()) {
