@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "invocation/doubling_pause.h"
 
 namespace cohort::invocation {
 
@@ -64,16 +65,9 @@ inline absl::Status WaitedOut(const absl::Status& refused, absl::Duration waited
 
 // The pauses of a caller waiting for room: 200 us, doubling up to 10 ms (a backlog drains in
 // batches of up to consensus.batch_max_messages requests per ordering).
-class BacklogPause {
+class BacklogPause : public DoublingPause {
  public:
-  absl::Duration Next() {
-    absl::Duration pause = pause_;
-    pause_ = std::min(pause_ * 2, absl::Milliseconds(10));
-    return pause;
-  }
-
- private:
-  absl::Duration pause_ = absl::Microseconds(200);
+  BacklogPause() : DoublingPause(absl::Microseconds(200), absl::Milliseconds(10)) {}
 };
 
 inline const absl::Status& StatusOf(const absl::Status& status) { return status; }

@@ -1,20 +1,17 @@
 #include "invocation/remote_watch.h"
 
-#include <algorithm>
 #include <optional>
 #include <thread>
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "invocation/doubling_pause.h"
 #include "nso/status.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort::internal {
 namespace {
-
-constexpr absl::Duration kFirstPause = absl::Milliseconds(50);
-constexpr absl::Duration kLongestPause = absl::Seconds(1);
 
 // What the watch's thread uses: shared with the GroupWatch, so that a watch destroyed from its
 // own callback can leave its thread to finish.
@@ -93,10 +90,9 @@ struct WatchState {
         return;
       }
       if (handlers.on_lost) handlers.on_lost(nso::FromGrpcStatus(*status));
-      absl::Duration pause = kFirstPause;
+      invocation::DoublingPause pauses(absl::Milliseconds(50), absl::Seconds(1));
       for (;;) {
-        if (!Pause(pause)) return;
-        pause = std::min(pause * 2, kLongestPause);
+        if (!Pause(pauses.Next())) return;
         std::optional<Stream> next = Open();
         if (!next) return;
         if (next->reader->Read(&reply)) {

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "invocation/backpressure.h"
+#include "invocation/doubling_pause.h"
 #include "invocation/client.h"
 #include "nso/status.h"
 
@@ -639,13 +640,14 @@ bool Stopped(absl::Status* why) {
 bool Servant::Rejoin(absl::Status* why) {
   if (!rejoin_ || !reconnect_ || why->code() != absl::StatusCode::kUnavailable) return false;
   const absl::Time give_up = absl::Now() + give_up_after_;
-  absl::Duration backoff = absl::Milliseconds(100);
+  invocation::DoublingPause backoff(absl::Milliseconds(100), absl::Seconds(2));
   while (true) {
     {
+      const absl::Duration pause = backoff.Next();
       absl::MutexLock lock(&mu_);
       if (!ended_.ok()) return false;  // the daemon ended it (its group was deleted)
       const absl::Duration wait =
-          std::min(backoff, std::max(give_up - absl::Now(), absl::ZeroDuration()));
+          std::min(pause, std::max(give_up - absl::Now(), absl::ZeroDuration()));
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return Stopped(why);
     }
     if (absl::Now() >= give_up) {
@@ -654,7 +656,6 @@ bool Servant::Rejoin(absl::Status* why) {
                                                     why->message()));
       return false;
     }
-    backoff = std::min(backoff * 2, absl::Seconds(2));
     auto connected = reconnect_();
     if (!connected.ok()) {
       *why = connected.status();

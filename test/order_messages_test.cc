@@ -628,13 +628,18 @@ TEST_CASE("consensus order: a batch carries at most batch_bytes_max payload byte
   CHECK(batches >= 2);  // proposals of several messages were made, each within the bound
 }
 
+// Ticks until node 1, the sequencer of the first epoch, has established it.
+void EstablishSequencer(Orders<SequencerOrder>* orders) {
+  for (int i = 0; i < 10; ++i) orders->Tick(10);
+  REQUIRE(orders->nodes[1]->is_sequencer());
+}
+
 TEST_CASE("sequencer order: FORWARD and ORDERED carry at most batch_bytes_max payload bytes",
           "[order]") {
   SequencerOrderOptions options;
   options.batch_bytes_max = 1000;
   Orders<SequencerOrder> orders(3, options);
-  for (int i = 0; i < 10; ++i) orders.Tick(10);  // the sequencer (node 1) establishes its epoch
-  REQUIRE(orders.nodes[1]->is_sequencer());
+  EstablishSequencer(&orders);
   orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
   const std::vector<std::string> sent_payloads = BroadcastMixedSizes(&orders);
   orders.sent.clear();
@@ -655,8 +660,7 @@ TEST_CASE("sequencer order: after a retransmission tick, a long log follows on t
   SequencerOrderOptions options;
   options.batch_messages_max = 4;
   Orders<SequencerOrder> orders(3, options);
-  for (int i = 0; i < 10; ++i) orders.Tick(10);
-  REQUIRE(orders.nodes[1]->is_sequencer());
+  EstablishSequencer(&orders);
   // The sequencer's ORDERED messages are lost for a while: its log grows to 20 entries.
   orders.drop = [](NodeId from, NodeId, const wire::Envelope& envelope) {
     return from == 1 && envelope.has_sequencer() &&
@@ -684,8 +688,7 @@ TEST_CASE("sequencer order: after a retransmission tick, a long log follows on t
 // current epoch's log: it resends from where the sequencer may lack some, not the ordered head.
 TEST_CASE("sequencer order: a member resends only its messages not yet in the log", "[order]") {
   Orders<SequencerOrder> orders(5, SequencerOrderOptions{});  // n = 5: commits need notices
-  for (int i = 0; i < 10; ++i) orders.Tick(10);
-  REQUIRE(orders.nodes[1]->is_sequencer());
+  EstablishSequencer(&orders);
   // No commit notice (an ORDERED without entries) reaches node 2: it logs its messages m1..m9
   // (the second round, after m0's) but does not learn that they are committed.
   auto no_notices = [](NodeId from, NodeId to, const wire::Envelope& envelope) {

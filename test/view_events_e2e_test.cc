@@ -250,11 +250,9 @@ TEST_CASE("a client watches a group: suspicion, exclusion and re-admission are p
                              "dynamic_groups: {create: [\"*\"], state_file: \"{dir}/{node}.groups\"}\n",
                          "warn"}};
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  auto counters = test::StartCountersWithClient(cluster, 3);
+  REQUIRE(counters.ok());
+  auto& client = counters->client;  // of n1, answered by every replica
   absl::Mutex mu;
   std::vector<View> seen;
   std::optional<absl::Status> ended;
@@ -333,11 +331,9 @@ TEST_CASE("a client's watch follows its daemon through a restart and a failover"
           "[views][e2e]") {
   test::Cluster cluster{{3, kGroups, kFastExclusion, "warn"}};
   REQUIRE(cluster.Start());
-  auto replicas = test::StartCounterReplicas(cluster, 3);
-  REQUIRE(replicas.ok());
-  auto client = Client::Connect(cluster.ClientAddress(1));
-  REQUIRE(client.ok());
-  REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
+  auto counters = test::StartCountersWithClient(cluster, 3);
+  REQUIRE(counters.ok());
+  auto& client = counters->client;  // of n1, answered by every replica
 
   struct Seen {
     absl::Mutex mu;
