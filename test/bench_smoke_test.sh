@@ -81,6 +81,27 @@ for floor in ("grpc_echo", "tcp_pingpong", "tls_pingpong"):
         sys.exit(1)
 PY
 grep -q "^tls_pingpong " "$tmp/tls.txt" || { echo "FAIL: no tls_pingpong row in the --tls report"; exit 1; }
+# --orderings and --modes keep only those group rows; an unknown value is refused, named.
+"$tmp/cohort-bench" --cohortd "$root/tools/cohortd" --quick --sizes 3 --callers 1 --seq-calls 300 \
+  --seq-ms 300 --skip floors,failover,memory,etcd,jgroups --orderings sequencer --modes one_way,all \
+  --json "$tmp/some.json" > "$tmp/some.txt" 2> "$tmp/some.err" || {
+  echo "cohort-bench --orderings --modes failed:"; tail -n 30 "$tmp/some.err"; exit 1; }
+python3 - "$tmp/some.json" <<'PY'
+import json, sys
+rows = {(g["ordering"], g["style"], g["mode"]) for g in json.load(open(sys.argv[1]))["groups"]}
+wanted = {("sequencer", style, mode) for style in ("closed", "closed-out", "open", "app-closed", "app-open")
+          for mode in ("all", "one_way")}
+wanted |= {("sequencer", "closed-async", "all"), ("sequencer", "closed-spread", "all"),
+           ("sequencer", "embed", "all")}
+if rows != wanted:
+    print("FAIL: --orderings sequencer --modes one_way,all: extra %r, missing %r"
+          % (sorted(rows - wanted), sorted(wanted - rows)))
+    sys.exit(1)
+PY
+if "$tmp/cohort-bench" --modes first,fastest > /dev/null 2> "$tmp/bad.err"; then
+  echo "FAIL: --modes fastest accepted"; exit 1
+fi
+grep -q 'unknown "fastest"' "$tmp/bad.err" || { echo "FAIL: --modes fastest:"; cat "$tmp/bad.err"; exit 1; }
 # Everything the bench started is gone (another run's processes name their own directory).
 sleep 1
 if pgrep -f -- "$tmp/" > /dev/null; then

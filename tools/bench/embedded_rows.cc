@@ -23,6 +23,7 @@ void MeasureEmbedded(const Options& options, const std::string& cohortd, const s
   const int n = 3;
   const int embedded = 2;
   for (const char* ordering : {"consensus", "sequencer"}) {
+    if (!options.WantOrdering(ordering)) continue;
     std::string cluster_dir = absl::StrCat(dir, "/embedded-", ordering);
     std::filesystem::create_directories(cluster_dir);
     Daemons daemons(cohortd, cluster_dir, n, GroupsYaml(group, n, ordering));
@@ -83,6 +84,7 @@ void MeasureApps(const Options& options, const std::string& dir, Report* report)
   const std::string self = SelfExe();
   for (int n : options.sizes) {
     for (const char* ordering : {"consensus", "sequencer"}) {
+    if (!options.WantOrdering(ordering)) continue;
       std::string cluster_dir = absl::StrCat(dir, "/apps-n", n, "-", ordering);
       std::filesystem::create_directories(cluster_dir);
       const int member = 2, outsider = n + 1;

@@ -172,6 +172,7 @@ void MeasureReplyModes(const Options& options, const std::vector<Client*>& clien
   std::string payload(options.payload, 'x');
   for (Mode mode : modes) {
     if (mode == Mode::kOneWay && probe == nullptr) continue;
+    if (!options.WantMode(BenchModeName(mode))) continue;
     Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " ", BenchModeName(mode)));
     GroupResult result;
     result.n = key.n;

@@ -77,6 +77,7 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
   const std::string group = "bench";
   for (int n : options.sizes) {
     for (const char* ordering : {"consensus", "sequencer"}) {
+      if (!options.WantOrdering(ordering)) continue;
       std::string cluster_dir = absl::StrCat(dir, "/groups-n", n, "-", ordering);
       std::filesystem::create_directories(cluster_dir);
       // n members and one more daemon that hosts no member: the open-style entry point.
@@ -122,7 +123,7 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         // One-way's delivered rate is counted by in-process servants; not in the lab.
         MeasureReplyModes(options, {client->get()}, {n, ordering, name, absl::StrCat("n", attach)},
                           call_style, report, replicas.empty() ? nullptr : replicas.front().get());
-        if (name == "closed") {
+        if (name == "closed" && options.WantMode("all")) {
           MeasureAsync(options, client->get(), {n, ordering, "closed-async", absl::StrCat("n", attach)},
                        report);
         }

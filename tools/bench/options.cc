@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace cohort::bench {
@@ -28,6 +29,8 @@ Measures Cohort and its floors in one run on 127.0.0.1 and prints ratios to the 
   --seq-ms MS           time limit of a sequential-latency run (default 1000; quick 400)
   --window-ms MS        time limit of a throughput run (default 1000; quick 500)
   --skip LIST           any of floors,groups,embedded,apps,failover,memory,etcd,jgroups
+  --orderings LIST      only these orderings' group rows: consensus,sequencer (default both)
+  --modes LIST          only these modes' group rows: first,majority,all,one_way (default all)
   --etcd-dir DIR        etcd and etcd-benchmark binaries (default /var/tmp/cohort-etcd/bin,
                         where tools/bench/etcd-build puts them); absent: etcd is skipped
   --jgroups-dir DIR     jgroups.jar and the compiled driver (default /var/tmp/cohort-jgroups,
@@ -133,6 +136,21 @@ int ParseOptions(int argc, char** argv, Options* options) {
         }
         options->skip.insert(std::string(part));
       }
+    } else if (arg == "--orderings" || arg == "--modes") {
+      const bool orderings = arg == "--orderings";
+      const std::set<std::string> known =
+          orderings ? std::set<std::string>{"consensus", "sequencer"}
+                    : std::set<std::string>{"first", "majority", "all", "one_way"};
+      if (!take(&value)) return fail(arg + ": want a list");
+      std::set<std::string>& into = orderings ? options->orderings : options->modes;
+      for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        if (known.count(std::string(part)) == 0) {
+          return fail(absl::StrCat(arg, ": unknown \"", part, "\" (want ",
+                                   absl::StrJoin(known, ","), ")"));
+        }
+        into.insert(std::string(part));
+      }
+      if (into.empty()) return fail(arg + ": empty list");
     } else if (arg == "--memory-nsos") {
       if (!take_int(1, 10000000, &options->memory_nsos)) return fail("--memory-nsos: want 1..10000000");
     } else if (arg == "--memory-groups") {

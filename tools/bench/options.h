@@ -27,6 +27,13 @@ struct Options {
   int64_t seq_ms = -1;
   int64_t window_ms = -1;
   std::set<std::string> skip;
+  // --orderings / --modes: only these group rows (empty: all of them).
+  std::set<std::string> orderings;
+  std::set<std::string> modes;
+  bool WantOrdering(const std::string& ordering) const {
+    return orderings.empty() || orderings.count(ordering) > 0;
+  }
+  bool WantMode(const std::string& mode) const { return modes.empty() || modes.count(mode) > 0; }
   bool tls = false;
   int64_t memory_nsos = 100000;
   int64_t memory_groups = 10000;
