@@ -40,14 +40,49 @@ uint64_t SequencerOrder::Broadcast(std::string payload, Outbox* out) {
   message->set_payload(std::move(payload));
   if (Sequencer(epoch_) == self_) {
     OnForward(forward, out);
-  } else {
+  } else if (forwarded_epoch_ == epoch_ && forward_next_ == seq) {
+    forward_next_ = seq + 1;
     Send(Sequencer(epoch_), std::move(forward), out);
   }
+  // Otherwise it goes after the earlier ones still to be forwarded (ForwardOwnOnLogged), rather
+  // than overtake them and wait at the sequencer (early_forwards_, bounded).
   return seq;
 }
 
 void SequencerOrder::ForwardOwn(Outbox* out) {
-  if (own_.empty()) return;
+  if (forwarded_epoch_ != epoch_) {
+    forwarded_epoch_ = epoch_;
+    forward_next_ = 1;
+  }
+  if (own_.empty()) {
+    forward_next_ = std::max(forward_next_, next_seq_ + 1);
+    return;
+  }
+  if (Sequencer(epoch_) == self_) {
+    // Appended here at once, batch by batch, while the log takes them: a backlog left out of
+    // this epoch's log (by the state it was established with) need not wait a tick per batch.
+    uint64_t logged = log_epoch_ == epoch_ && log_seq_.count(self_) > 0 ? log_seq_[self_] : 0;
+    while (own_.upper_bound(logged) != own_.end()) {
+      wire::SequencerMessage forward;
+      forward.set_kind(Kind::FORWARD);
+      forward.set_epoch(epoch_);
+      BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
+      for (auto it = own_.upper_bound(logged); it != own_.end() && bound.Fits(it->second.size());
+           ++it) {
+        bound.Add(it->second.size());
+        wire::DataMessage* message = forward.mutable_batch()->add_messages();
+        message->set_origin(self_);
+        message->set_seq(it->first);
+        message->set_payload(it->second);
+      }
+      OnForward(forward, out);
+      const uint64_t now_logged = log_seq_.count(self_) > 0 ? log_seq_[self_] : 0;
+      if (log_epoch_ != epoch_ || now_logged <= logged) break;  // not established, or log full
+      logged = now_logged;
+    }
+    forward_next_ = std::max(forward_next_, next_seq_ + 1);
+    return;
+  }
   wire::SequencerMessage forward;
   forward.set_kind(Kind::FORWARD);
   forward.set_epoch(epoch_);
@@ -61,6 +96,7 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
     auto found = log_seq_.find(self_);
     if (found != log_seq_.end()) logged = found->second;
   }
+  forward_next_ = std::max(forward_next_, logged + 1);
   BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
   for (auto it = own_.upper_bound(logged); it != own_.end(); ++it) {
     const auto& [seq, payload] = *it;
@@ -70,12 +106,17 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
     message->set_origin(self_);
     message->set_seq(seq);
     message->set_payload(payload);
+    forward_next_ = std::max(forward_next_, seq + 1);
   }
-  if (Sequencer(epoch_) == self_) {
-    OnForward(forward, out);
-  } else {
-    Send(Sequencer(epoch_), std::move(forward), out);
-  }
+  Send(Sequencer(epoch_), std::move(forward), out);
+}
+
+void SequencerOrder::ForwardOwnOnLogged(Outbox* out) {
+  if (forwarded_epoch_ != epoch_ || log_epoch_ != epoch_ || Sequencer(epoch_) == self_) return;
+  auto logged = log_seq_.find(self_);
+  if (logged == log_seq_.end() || logged->second + 1 < forward_next_) return;  // some in flight
+  if (own_.lower_bound(forward_next_) == own_.end()) return;  // nothing waits
+  ForwardOwn(out);
 }
 
 void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* out) {
@@ -281,10 +322,19 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
     if (log_end() > keep) TruncateLog(keep);  // older epochs' uncommitted entries
     log_epoch_ = epoch_;
     RebuildLogSeq();
+    // The new sequencer is established: own messages left out of its log go now (those sent
+    // as this member entered the epoch reached it before that, and were dropped), not a tick
+    // later (cohort-bench --payload 16384: the old sequencer's backlog of requests from outside
+    // went one batch per retransmit_ms, 1,300 one-way calls/s).
+    auto logged = log_seq_.find(self_);
+    if (own_.upper_bound(logged == log_seq_.end() ? 0 : logged->second) != own_.end()) {
+      ForwardOwn(out);
+    }
   }
   commit_ = std::max(commit_, std::min<uint64_t>(message.committed(), log_end()));
   if (CommitsOnAccept()) commit_ = log_end();
   Deliver(out);
+  ForwardOwnOnLogged(out);
   if (count > 0) {
     wire::SequencerMessage ack;
     ack.set_kind(Kind::ACK);
@@ -306,9 +356,16 @@ void SequencerOrder::OnNeed(NodeId from, const wire::SequencerMessage& message, 
     state.set_first_order(message.first_order());
     state.set_log_epoch(log_epoch_);
     state.set_log_length(log_end());
-    for (uint64_t i = std::max(message.first_order(), log_base_); i < log_end(); ++i) {
-      *state.mutable_batch()->add_messages() = At(i);
-    }
+    // One batch at a time, from where the sequencer asks: a state of many large entries in one
+    // message was over the peer transport's bound and dropped, again at every request, and the
+    // new sequencer established without this member's log (cohort-bench --payload 16384: "queue
+    // to node 2 full (1 envelopes, 67383349 bytes)").
+    const uint64_t first = std::max({message.first_order(), message.state_from(), log_base_});
+    const uint64_t end = first >= log_end()            ? first
+                         : message.state_in_pieces() ? BatchEnd(first, log_end())
+                                                     : log_end();
+    state.set_state_from(first);
+    for (uint64_t i = first; i < end; ++i) *state.mutable_batch()->add_messages() = At(i);
     Send(from, std::move(state), out);
     return;
   }
@@ -363,6 +420,7 @@ void SequencerOrder::EnterEpoch(uint32_t epoch, Outbox* out) {
   sent_end_ = 0;
   acked_.clear();
   states_.clear();
+  state_asked_ = {0, 0};
   if (Sequencer(epoch_) == self_) {
     state_first_ = commit_;
     EpochState own;
@@ -384,6 +442,7 @@ void SequencerOrder::SendNeedStates(Outbox* out) {
     need.set_kind(Kind::NEED);
     need.set_epoch(epoch_);
     need.set_first_order(state_first_);
+    need.set_state_in_pieces(true);
     Send(member, std::move(need), out);
   }
 }
@@ -399,26 +458,74 @@ void SequencerOrder::OnEpochState(NodeId from, const wire::SequencerMessage& mes
       message.log_length() - message.first_order() > options_.log_entries_max) {
     return;
   }
-  EpochState state;
-  state.log_epoch = message.log_epoch();
-  state.log_length = message.log_length();
-  state.entries.assign(message.batch().messages().begin(), message.batch().messages().end());
-  states_[from] = std::move(state);
+  const uint64_t start = std::max(message.first_order(), message.state_from());
+  auto found = states_.find(from);
+  if (found != states_.end() && found->second.log_epoch == message.log_epoch() &&
+      found->second.log_length == message.log_length()) {
+    // The next piece of a state longer than one batch. A piece asked for twice, or one after a
+    // lost piece, is left: the rest is asked for again from where the state ends.
+    EpochState& state = found->second;
+    if (start != state.entries_from + state.entries.size()) return;
+    state.entries.insert(state.entries.end(), message.batch().messages().begin(),
+                         message.batch().messages().end());
+  } else if (found == states_.end() || start == state_first_) {
+    EpochState state;
+    state.log_epoch = message.log_epoch();
+    state.log_length = message.log_length();
+    state.entries_from = start;
+    state.entries.assign(message.batch().messages().begin(), message.batch().messages().end());
+    states_[from] = std::move(state);
+  } else {
+    // Its log changed since its first piece (it took committed entries from another member):
+    // its state is asked for again from the start (SendNeedStates, at the next tick).
+    states_.erase(found);
+    return;
+  }
   MaybeEstablish(out);
+}
+
+const std::pair<const NodeId, SequencerOrder::EpochState>& SequencerOrder::BestState() const {
+  auto best = states_.find(self_);  // always there while a sequencer establishes its epoch
+  if (best == states_.end()) best = states_.begin();
+  for (auto it = states_.begin(); it != states_.end(); ++it) {
+    if (std::make_pair(it->second.log_epoch, it->second.log_length) >
+        std::make_pair(best->second.log_epoch, best->second.log_length)) {
+      best = it;
+    }
+  }
+  return *best;
+}
+
+bool SequencerOrder::StateComplete(const EpochState& state) const {
+  return state.log_length <= state_first_ ||
+         (state.entries_from == state_first_ &&
+          state.entries.size() == state.log_length - state_first_);
+}
+
+void SequencerOrder::AskStateRest(NodeId node, const EpochState& state, bool again,
+                                  Outbox* out) {
+  const uint64_t from = state.entries_from + state.entries.size();
+  if (!again && state_asked_ == std::make_pair(node, from)) return;
+  state_asked_ = {node, from};
+  wire::SequencerMessage need;
+  need.set_kind(Kind::NEED);
+  need.set_epoch(epoch_);
+  need.set_first_order(state_first_);
+  need.set_state_from(from);
+  need.set_state_in_pieces(true);
+  Send(node, std::move(need), out);
 }
 
 void SequencerOrder::MaybeEstablish(Outbox* out) {
   if (established_ || states_.size() < majority_) return;
-  // The log of the largest (log_epoch, log_length) holds every committed entry.
-  const EpochState* best = &states_[self_];
-  for (const auto& [node, state] : states_) {
-    if (std::make_pair(state.log_epoch, state.log_length) >
-        std::make_pair(best->log_epoch, best->log_length)) {
-      best = &state;
-    }
+  // The log of the largest (log_epoch, log_length) holds every committed entry. A state comes
+  // in pieces: the others' need not be whole (their headers choose), the chosen one must.
+  const auto& [best_node, best_state] = BestState();
+  const EpochState* best = &best_state;
+  if (best_node != self_ && !StateComplete(*best) && best->entries_from == state_first_) {
+    return AskStateRest(best_node, *best, /*again=*/false, out);
   }
-  if (best != &states_[self_] && best->log_length >= state_first_ &&
-      best->entries.size() == best->log_length - state_first_) {
+  if (best_node != self_ && best->log_length >= state_first_ && StateComplete(*best)) {
     TruncateLog(state_first_);
     log_.insert(log_.end(), best->entries.begin(), best->entries.end());
   }
@@ -477,6 +584,12 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
   if (Sequencer(epoch_) == self_) {
     if (!established_) {
       SendNeedStates(out);
+      if (states_.size() >= majority_) {  // the rest of the chosen state, if a piece was lost
+        const auto& [node, state] = BestState();
+        if (node != self_ && !StateComplete(state) && state.entries_from == state_first_) {
+          AskStateRest(node, state, /*again=*/true, out);
+        }
+      }
       return;
     }
     // Resent from each member's ACK, one batch each. The round in flight ends where the
@@ -582,8 +695,9 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 // would otherwise be taken for one, and the exploration would skip what follows. This size
 // (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-// 784 before options_.batch_bytes_max (an option, not state).
-static_assert(sizeof(SequencerOrder) == 792,
+// 784 before options_.batch_bytes_max (an option, not state); 792 before forwarded_epoch_,
+// forward_next_ and state_asked_.
+static_assert(sizeof(SequencerOrder) == 824,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 
@@ -613,16 +727,21 @@ std::string SequencerOrder::StateKey() const {
   key.Put(early_forwards_count_);
   key.Put(next_seq_);
   key.Put(own_);
+  key.Put(forwarded_epoch_);
+  key.Put(forward_next_);
   key.Put(last_retransmit_ms_);
   key.Put(established_);
   key.Put(acked_);
   key.Put(sent_end_);
   key.Put(state_first_);
+  key.Put(state_asked_.first);
+  key.Put(state_asked_.second);
   key.Put(static_cast<uint64_t>(states_.size()));
   for (const auto& [node, state] : states_) {
     key.Put(node);
     key.Put(state.log_epoch);
     key.Put(state.log_length);
+    key.Put(state.entries_from);
     key.Put(static_cast<uint64_t>(state.entries.size()));
     for (const wire::DataMessage& entry : state.entries) key.Put(entry);
   }

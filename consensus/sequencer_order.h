@@ -13,7 +13,9 @@
 //   sequencer asks every member (NEED) for its EPOCH_STATE: (log_epoch, log_length, entries from
 //   its own commit point). With a majority of states it takes the log of the state with the
 //   largest (log_epoch, log_length) after its committed prefix, and only then orders new
-//   messages. Any committed entry was held by a majority in some epoch, so it is in the chosen
+//   messages. A state longer than one batch comes in pieces, each asked for in turn (NEED with
+//   state_from), and only the chosen one is fetched whole. Members then FORWARD again their own
+//   messages missing from the new log, a batch at a time, each once the last is logged. Any committed entry was held by a majority in some epoch, so it is in the chosen
 //   log: nothing delivered anywhere is lost or reordered. Members drop messages of lower epochs.
 //   A member adopts a new epoch's log only from a point at or below its own commit point.
 //
@@ -31,6 +33,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "consensus/total_order.h"
@@ -82,7 +85,8 @@ class SequencerOrder final : public TotalOrder {
   struct EpochState {
     uint32_t log_epoch = 0;
     uint64_t log_length = 0;
-    std::vector<wire::DataMessage> entries;  // from state_first_
+    uint64_t entries_from = 0;  // order number of entries[0]: state_first_ but for a gap below
+    std::vector<wire::DataMessage> entries;  // the pieces received so far (OnEpochState)
   };
 
   void EnterEpoch(uint32_t epoch, Outbox* out);
@@ -97,8 +101,20 @@ class SequencerOrder final : public TotalOrder {
   void OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   void OnEpochState(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   void MaybeEstablish(Outbox* out);
+  // The state the new epoch's log is taken from: the largest (log_epoch, log_length), this
+  // sequencer's own on a tie.
+  const std::pair<const NodeId, EpochState>& BestState() const;
+  // Whether a state holds every entry from state_first_ to its log's end.
+  bool StateComplete(const EpochState& state) const;
+  // Asks `node` for the next piece of its state (a state longer than one batch); `again`: even
+  // if that piece was asked for already (a retransmission).
+  void AskStateRest(NodeId node, const EpochState& state, bool again, Outbox* out);
   void MaybeCommit(Outbox* out);
+  // FORWARDs own messages not in this epoch's log: a batch, from the first missing, to another
+  // sequencer; all of them to itself.
   void ForwardOwn(Outbox* out);
+  // A member: the next batch of own messages once the sequencer logged those forwarded.
+  void ForwardOwnOnLogged(Outbox* out);
   // Sends one batch of entries from `first`; returns the order number after the last one sent.
   uint64_t SendOrdered(NodeId to, uint64_t first, Outbox* out);
   // The sequencer sends the entries not yet sent, unless a round is still uncommitted; true
@@ -151,6 +167,11 @@ class SequencerOrder final : public TotalOrder {
   size_t early_forwards_count_ = 0;
   uint64_t next_seq_ = 0;
   std::map<uint64_t, std::string> own_;  // own messages not yet delivered, by seq
+  // Own messages below forward_next_ were FORWARDed to the sequencer of forwarded_epoch_. A
+  // backlog (own messages left out of a new epoch's log) goes one batch per round trip, each
+  // once the last is logged (ForwardOwnOnLogged), and new messages wait behind it.
+  uint32_t forwarded_epoch_ = 0;
+  uint64_t forward_next_ = 1;
   uint64_t last_retransmit_ms_ = 0;
 
   // Sequencer of epoch_.
@@ -158,6 +179,7 @@ class SequencerOrder final : public TotalOrder {
   std::map<NodeId, uint64_t> acked_;  // member -> log length acknowledged in epoch_
   uint64_t sent_end_ = 0;  // the sequencer sent ORDERED for entries below this in epoch_
   uint64_t state_first_ = 0;          // the commit point states are requested from
+  std::pair<NodeId, uint64_t> state_asked_{0, 0};  // the last piece of a state asked for (node, from)
   std::map<NodeId, EpochState> states_;
 };
 

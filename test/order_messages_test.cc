@@ -734,5 +734,134 @@ TEST_CASE("sequencer order: a member resends only its messages not yet in the lo
   for (NodeId id = 1; id <= 5; ++id) CHECK(orders.delivered[id] == all);
 }
 
+
+// The EPOCH_STATE messages of a sequencer change: how many, and the most payload bytes in one
+// of several entries (one entry goes alone, whatever its size).
+size_t EpochStates(const std::vector<std::tuple<NodeId, NodeId, wire::Envelope>>& sent,
+                   size_t* largest_bytes) {
+  size_t count = 0;
+  *largest_bytes = 0;
+  for (const auto& [from, to, envelope] : sent) {
+    if (!envelope.has_sequencer() ||
+        envelope.sequencer().kind() != wire::SequencerMessage::EPOCH_STATE) {
+      continue;
+    }
+    ++count;
+    if (envelope.sequencer().batch().messages_size() < 2) continue;
+    size_t bytes = 0;
+    for (const auto& message : envelope.sequencer().batch().messages()) {
+      bytes += message.payload().size();
+    }
+    *largest_bytes = std::max(*largest_bytes, bytes);
+  }
+  return count;
+}
+
+// A member's EPOCH_STATE held its whole log from the new sequencer's commit point in one
+// message: with large entries, over the peer transport's bound, dropped at every request
+// (cohort-bench --payload 16384: "queue to node 2 full (1 envelopes, 67383349 bytes)"), and the
+// new sequencer established without it. It now comes one batch at a time.
+TEST_CASE("sequencer order: an epoch state longer than one batch comes in pieces", "[order]") {
+  SequencerOrderOptions options;
+  options.batch_bytes_max = 1000;
+  Orders<SequencerOrder> orders(3, options);
+  EstablishSequencer(&orders);
+  // Node 2 gets nothing from the sequencer: node 3 alone logs (and delivers) node 2's messages.
+  orders.drop = [](NodeId from, NodeId to, const wire::Envelope&) { return from == 1 && to == 2; };
+  const std::vector<std::string> sent_payloads = BroadcastMixedSizes(&orders);
+  REQUIRE(orders.delivered[3] == sent_payloads);
+  REQUIRE(orders.delivered[2].empty());
+  orders.crashed.insert(1);
+  orders.sent.clear();
+  bool lost_one = false;
+  SECTION("every piece arrives") { orders.DropNothing(); }
+  SECTION("a piece is lost: it is asked for again") {
+    orders.drop = [&](NodeId, NodeId, const wire::Envelope& envelope) {
+      if (lost_one || !envelope.has_sequencer() ||
+          envelope.sequencer().kind() != wire::SequencerMessage::EPOCH_STATE ||
+          envelope.sequencer().state_from() == 0) {
+        return false;
+      }
+      lost_one = true;
+      return true;
+    };
+  }
+  orders.SuspectEverywhere(1);  // node 2 is the next sequencer; node 3 holds the longer log
+  for (int i = 0; i < 10 && !orders.nodes[2]->is_sequencer(); ++i) orders.Tick(60);
+  REQUIRE(orders.nodes[2]->is_sequencer());
+  size_t largest = 0;
+  CHECK(EpochStates(orders.sent, &largest) >= 3);
+  CHECK(largest <= 1000);
+  TickUntilDelivered(&orders, sent_payloads.size());
+  CHECK(orders.delivered[2] == sent_payloads);
+  CHECK(orders.delivered[3] == sent_payloads);
+}
+
+// A member whose own messages were left out of a new epoch's log (the old sequencer's backlog:
+// its requests from outside, in the bench) FORWARDs them again a batch at a time. They went one
+// batch per retransmit_ms (cohort-bench --payload 16384: 1,300 one-way calls/s); each batch now
+// goes once the last is logged, after a single tick.
+TEST_CASE("sequencer order: a backlog left out of a new epoch's log follows on the ORDERED",
+          "[order]") {
+  SequencerOrderOptions options;
+  options.batch_messages_max = 4;
+  Orders<SequencerOrder> orders(3, options);
+  EstablishSequencer(&orders);
+  // Nothing node 1 sends arrives: its 20 messages are in its log alone, and nodes 2 and 3
+  // replace it without its state.
+  orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 1; };
+  std::vector<std::string> sent_payloads;
+  for (int i = 0; i < 20; ++i) {
+    sent_payloads.push_back("m" + std::to_string(i));
+    orders.Broadcast(1, sent_payloads.back());
+  }
+  orders.Pump();
+  for (NodeId id : {2u, 3u}) {
+    Outbox out;
+    orders.nodes[id]->Suspect(1, true, &out);
+    orders.Take(id, &out);
+  }
+  for (int i = 0; i < 10 && !orders.nodes[2]->is_sequencer(); ++i) orders.Tick(60);
+  REQUIRE(orders.nodes[2]->is_sequencer());
+  REQUIRE(orders.nodes[1]->epoch() == orders.nodes[2]->epoch());  // it heard of the new epoch
+  CHECK(orders.delivered[2].empty());
+  orders.DropNothing();
+  // One tick of node 1 alone, then only the messages it causes.
+  orders.now_ms += options.retransmit_ms;
+  Outbox out;
+  orders.nodes[1]->Tick(orders.now_ms, &out);
+  orders.Take(1, &out);
+  REQUIRE(orders.Pump());
+  for (NodeId id = 1; id <= 3; ++id) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == sent_payloads);
+  }
+}
+
+// A new sequencer appends its own messages missing from the log it established, all of them at
+// once, not one batch per retransmit_ms.
+TEST_CASE("sequencer order: a new sequencer orders its own backlog without waiting for ticks",
+          "[order]") {
+  SequencerOrderOptions options;
+  options.batch_messages_max = 4;
+  Orders<SequencerOrder> orders(3, options);
+  EstablishSequencer(&orders);
+  // Node 2's FORWARDs are lost; then the sequencer crashes and node 2 replaces it.
+  orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
+  std::vector<std::string> sent_payloads;
+  for (int i = 0; i < 20; ++i) {
+    sent_payloads.push_back("m" + std::to_string(i));
+    orders.Broadcast(2, sent_payloads.back());
+  }
+  orders.Pump();
+  orders.DropNothing();
+  orders.crashed.insert(1);
+  orders.SuspectEverywhere(1);  // no tick: the change runs on its messages alone
+  REQUIRE(orders.nodes[2]->is_sequencer());
+  for (NodeId id : {2u, 3u}) {
+    INFO("node " << id);
+    CHECK(orders.delivered[id] == sent_payloads);
+  }
+}
 }  // namespace
 }  // namespace cohort::consensus
