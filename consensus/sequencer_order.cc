@@ -236,6 +236,7 @@ uint64_t SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
   ordered.set_first_order(first);
   ordered.set_committed(commit_);
   ordered.set_stable(stable_);
+  ordered.set_log_length(established_length_);  // what a member takes whole (AdoptEpochLog)
   const uint64_t end = BatchEnd(first, log_end());
   for (uint64_t i = first; i < end; ++i) *ordered.mutable_batch()->add_messages() = At(i);
   Send(to, std::move(ordered), out);
@@ -302,34 +303,8 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
       last = std::max(last, data.seq());
       log_.push_back(data);
     }
-  } else {
-    // Adopt the new epoch's log, from a point where ours is committed (hence identical).
-    if (first > commit_) {
-      need.set_first_order(commit_);
-      Send(from, std::move(need), out);
-      return;
-    }
-    for (uint64_t i = 0; i < count; ++i) {
-      const uint64_t at = first + i;
-      if (at < log_base_) continue;  // delivered everywhere, hence identical
-      if (at < log_end()) {
-        At(at) = message.batch().messages(i);
-      } else {
-        log_.push_back(message.batch().messages(i));
-      }
-    }
-    const uint64_t keep = std::max(first + count, commit_);
-    if (log_end() > keep) TruncateLog(keep);  // older epochs' uncommitted entries
-    log_epoch_ = epoch_;
-    RebuildLogSeq();
-    // The new sequencer is established: own messages left out of its log go now (those sent
-    // as this member entered the epoch reached it before that, and were dropped), not a tick
-    // later (cohort-bench --payload 16384: the old sequencer's backlog of requests from outside
-    // went one batch per retransmit_ms, 1,300 one-way calls/s).
-    auto logged = log_seq_.find(self_);
-    if (own_.upper_bound(logged == log_seq_.end() ? 0 : logged->second) != own_.end()) {
-      ForwardOwn(out);
-    }
+  } else if (!AdoptEpochLog(from, message, out)) {
+    return;  // the rest of the new epoch's log is asked for
   }
   commit_ = std::max(commit_, std::min<uint64_t>(message.committed(), log_end()));
   if (CommitsOnAccept()) commit_ = log_end();
@@ -343,6 +318,63 @@ void SequencerOrder::OnOrdered(NodeId from, const wire::SequencerMessage& messag
     ack.set_delivered(delivered_);
     Send(from, std::move(ack), out);
   }
+}
+
+bool SequencerOrder::AdoptEpochLog(NodeId from, const wire::SequencerMessage& message,
+                                   Outbox* out) {
+  // The new epoch's log is taken whole, as Viewstamped Replication's replicas take the new view's
+  // log: up to its length at establishment (ORDERED.log_length), which holds every entry
+  // committed before the epoch. Taking a first batch of it alone, a member called its log this
+  // epoch's; as the next sequencer, it chose that shorter log over a longer one of an older
+  // epoch and lost entries committed there (cohort-sim --seeds 19235 --ordering sequencer:
+  // position 11 delivered as 1:4 by two members and 3:1 by the third). The pieces wait in
+  // adopt_ and the member asks for the next one; an older sequencer, which sends no length, is
+  // taken at once, as before.
+  const uint64_t first = message.first_order();
+  const auto& entries = message.batch().messages();
+  const uint64_t held_end = adopt_from_ + adopt_.size();
+  if (adopting_ && first >= adopt_from_ && first <= held_end) {
+    for (uint64_t i = held_end - first; i < static_cast<uint64_t>(entries.size()); ++i) {
+      adopt_.push_back(entries[static_cast<int>(i)]);
+    }
+  } else if (first <= commit_) {  // from a point where ours is committed (hence identical)
+    adopting_ = true;
+    adopt_from_ = first;
+    adopt_.assign(entries.begin(), entries.end());
+  }
+  const uint64_t end = adopting_ ? adopt_from_ + adopt_.size() : commit_;
+  if (!adopting_ || end < message.log_length()) {
+    wire::SequencerMessage need;
+    need.set_kind(Kind::NEED);
+    need.set_epoch(epoch_);
+    need.set_first_order(end);
+    Send(from, std::move(need), out);
+    return false;
+  }
+  for (uint64_t i = 0; i < adopt_.size(); ++i) {
+    const uint64_t at = adopt_from_ + i;
+    if (at < log_base_) continue;  // delivered everywhere, hence identical
+    if (at < log_end()) {
+      At(at) = std::move(adopt_[i]);
+    } else {
+      log_.push_back(std::move(adopt_[i]));
+    }
+  }
+  adopt_.clear();
+  adopting_ = false;
+  const uint64_t keep = std::max(end, commit_);
+  if (log_end() > keep) TruncateLog(keep);  // older epochs' uncommitted entries
+  log_epoch_ = epoch_;
+  RebuildLogSeq();
+  // The new sequencer is established: own messages left out of its log go now (those sent as
+  // this member entered the epoch reached it before that, and were dropped), not a tick later
+  // (cohort-bench --payload 16384: the old sequencer's backlog of requests from outside went
+  // one batch per retransmit_ms, 1,300 one-way calls/s).
+  auto logged = log_seq_.find(self_);
+  if (own_.upper_bound(logged == log_seq_.end() ? 0 : logged->second) != own_.end()) {
+    ForwardOwn(out);
+  }
+  return true;
 }
 
 void SequencerOrder::OnNeed(NodeId from, const wire::SequencerMessage& message, Outbox* out) {
@@ -420,7 +452,8 @@ void SequencerOrder::EnterEpoch(uint32_t epoch, Outbox* out) {
   sent_end_ = 0;
   acked_.clear();
   states_.clear();
-  state_asked_ = {0, 0};
+  adopt_.clear();
+  adopting_ = false;
   if (Sequencer(epoch_) == self_) {
     state_first_ = commit_;
     EpochState own;
@@ -468,12 +501,14 @@ void SequencerOrder::OnEpochState(NodeId from, const wire::SequencerMessage& mes
     if (start != state.entries_from + state.entries.size()) return;
     state.entries.insert(state.entries.end(), message.batch().messages().begin(),
                          message.batch().messages().end());
+    if (Fetching(state)) AskStateRest(from, state, out);
   } else if (found == states_.end() || start == state_first_) {
     EpochState state;
     state.log_epoch = message.log_epoch();
     state.log_length = message.log_length();
     state.entries_from = start;
     state.entries.assign(message.batch().messages().begin(), message.batch().messages().end());
+    if (Fetching(state)) AskStateRest(from, state, out);
     states_[from] = std::move(state);
   } else {
     // Its log changed since its first piece (it took committed entries from another member):
@@ -484,29 +519,20 @@ void SequencerOrder::OnEpochState(NodeId from, const wire::SequencerMessage& mes
   MaybeEstablish(out);
 }
 
-const std::pair<const NodeId, SequencerOrder::EpochState>& SequencerOrder::BestState() const {
-  auto best = states_.find(self_);  // always there while a sequencer establishes its epoch
-  if (best == states_.end()) best = states_.begin();
-  for (auto it = states_.begin(); it != states_.end(); ++it) {
-    if (std::make_pair(it->second.log_epoch, it->second.log_length) >
-        std::make_pair(best->second.log_epoch, best->second.log_length)) {
-      best = it;
-    }
-  }
-  return *best;
-}
-
 bool SequencerOrder::StateComplete(const EpochState& state) const {
   return state.log_length <= state_first_ ||
          (state.entries_from == state_first_ &&
           state.entries.size() == state.log_length - state_first_);
 }
 
-void SequencerOrder::AskStateRest(NodeId node, const EpochState& state, bool again,
-                                  Outbox* out) {
+bool SequencerOrder::Fetching(const EpochState& state) const {
+  // A state with a gap below its first entry (its sender had dropped entries the new sequencer
+  // has not committed) is not fetched further: it counts, as before pieces, and is not adopted.
+  return !StateComplete(state) && state.entries_from == state_first_;
+}
+
+void SequencerOrder::AskStateRest(NodeId node, const EpochState& state, Outbox* out) {
   const uint64_t from = state.entries_from + state.entries.size();
-  if (!again && state_asked_ == std::make_pair(node, from)) return;
-  state_asked_ = {node, from};
   wire::SequencerMessage need;
   need.set_kind(Kind::NEED);
   need.set_epoch(epoch_);
@@ -517,14 +543,25 @@ void SequencerOrder::AskStateRest(NodeId node, const EpochState& state, bool aga
 }
 
 void SequencerOrder::MaybeEstablish(Outbox* out) {
-  if (established_ || states_.size() < majority_) return;
-  // The log of the largest (log_epoch, log_length) holds every committed entry. A state comes
-  // in pieces: the others' need not be whole (their headers choose), the chosen one must.
-  const auto& [best_node, best_state] = BestState();
-  const EpochState* best = &best_state;
-  if (best_node != self_ && !StateComplete(*best) && best->entries_from == state_first_) {
-    return AskStateRest(best_node, *best, /*again=*/false, out);
+  if (established_) return;
+  // The log of the largest (log_epoch, log_length) among a majority's states holds every
+  // committed entry: any majority's, so the first majority of states received whole (their
+  // pieces are fetched in parallel; a member that dies part-way is not waited for).
+  const EpochState* best = nullptr;
+  NodeId best_node = 0;
+  size_t whole = 0;
+  for (const auto& [node, state] : states_) {
+    if (Fetching(state)) continue;
+    ++whole;
+    if (best == nullptr || std::make_pair(state.log_epoch, state.log_length) >
+                               std::make_pair(best->log_epoch, best->log_length) ||
+        (node == self_ && std::make_pair(state.log_epoch, state.log_length) ==
+                              std::make_pair(best->log_epoch, best->log_length))) {
+      best = &state;
+      best_node = node;
+    }
   }
+  if (whole < majority_ || best == nullptr) return;
   if (best_node != self_ && best->log_length >= state_first_ && StateComplete(*best)) {
     TruncateLog(state_first_);
     log_.insert(log_.end(), best->entries.begin(), best->entries.end());
@@ -538,6 +575,7 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
   states_.clear();
   log_epoch_ = epoch_;
   established_ = true;
+  established_length_ = log_end();
   RebuildLogSeq();
   acked_[self_] = log_end();
   // The round in flight ends where the shortest batch sent ends; the next round (SendNewEntries,
@@ -584,11 +622,8 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
   if (Sequencer(epoch_) == self_) {
     if (!established_) {
       SendNeedStates(out);
-      if (states_.size() >= majority_) {  // the rest of the chosen state, if a piece was lost
-        const auto& [node, state] = BestState();
-        if (node != self_ && !StateComplete(state) && state.entries_from == state_first_) {
-          AskStateRest(node, state, /*again=*/true, out);
-        }
+      for (const auto& [node, state] : states_) {  // a lost piece, or its request
+        if (Fetching(state)) AskStateRest(node, state, out);
       }
       return;
     }
@@ -611,7 +646,9 @@ void SequencerOrder::Tick(uint64_t now_ms, Outbox* out) {
     wire::SequencerMessage need;
     need.set_kind(Kind::NEED);
     need.set_epoch(epoch_);
-    need.set_first_order(log_epoch_ != epoch_ ? commit_ : log_end());
+    need.set_first_order(log_epoch_ == epoch_ ? log_end()
+                         : adopting_            ? adopt_from_ + adopt_.size()
+                                                : commit_);
     Send(Sequencer(epoch_), need, out);
   }
   // Also ask one other member in turn for committed entries past our commit point: a member
@@ -647,6 +684,13 @@ std::string SequencerOrder::Describe() const {
                      " kept), committed " + std::to_string(commit_) +
                      ", delivered " + std::to_string(delivered_) + ", own pending " +
                      std::to_string(own_.size());
+  if (!own_.empty()) {
+    auto logged = log_seq_.find(self_);
+    text += " (seq " + std::to_string(own_.begin()->first) + ".." + std::to_string(next_seq_) +
+            ", logged to " + std::to_string(logged == log_seq_.end() ? 0 : logged->second) +
+            ", forwarded to " + std::to_string(forward_next_ - 1) + " in epoch " +
+            std::to_string(forwarded_epoch_) + ")";
+  }
   if (!suspected_.empty()) {
     text += ", suspecting";
     for (NodeId node : suspected_) text += " " + std::to_string(node);
@@ -695,9 +739,9 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 // would otherwise be taken for one, and the exploration would skip what follows. This size
 // (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-// 784 before options_.batch_bytes_max (an option, not state); 792 before forwarded_epoch_,
-// forward_next_ and state_asked_.
-static_assert(sizeof(SequencerOrder) == 824,
+// 784 before options_.batch_bytes_max (an option, not state); 792 before forwarded_epoch_
+// and forward_next_; 808 before adopting_, adopt_from_, adopt_ and established_length_.
+static_assert(sizeof(SequencerOrder) == 912,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 
@@ -726,6 +770,11 @@ std::string SequencerOrder::StateKey() const {
   }
   key.Put(early_forwards_count_);
   key.Put(next_seq_);
+  key.Put(adopting_);
+  key.Put(adopt_from_);
+  key.Put(static_cast<uint64_t>(adopt_.size()));
+  for (const wire::DataMessage& entry : adopt_) key.Put(entry);
+  key.Put(established_length_);
   key.Put(own_);
   key.Put(forwarded_epoch_);
   key.Put(forward_next_);
@@ -734,8 +783,6 @@ std::string SequencerOrder::StateKey() const {
   key.Put(acked_);
   key.Put(sent_end_);
   key.Put(state_first_);
-  key.Put(state_asked_.first);
-  key.Put(state_asked_.second);
   key.Put(static_cast<uint64_t>(states_.size()));
   for (const auto& [node, state] : states_) {
     key.Put(node);

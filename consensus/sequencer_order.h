@@ -94,6 +94,9 @@ class SequencerOrder final : public TotalOrder {
   void OnForward(const wire::SequencerMessage& message, Outbox* out);
   void AppendEarlyForwards(NodeId origin);  // kept forwards of origin that are now in turn
   void OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out);
+  // A member entering a new epoch: takes the new sequencer's log once it holds all of it up to
+  // its length at establishment; false while asking for the rest.
+  bool AdoptEpochLog(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   // Committed entries from any member (a frozen order answering a laggard): they are final.
   void OnCommittedPrefix(const wire::SequencerMessage& message, Outbox* out);
   void AnswerCommittedPrefix(NodeId to, uint64_t first, Outbox* out);
@@ -101,14 +104,12 @@ class SequencerOrder final : public TotalOrder {
   void OnAck(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   void OnEpochState(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   void MaybeEstablish(Outbox* out);
-  // The state the new epoch's log is taken from: the largest (log_epoch, log_length), this
-  // sequencer's own on a tie.
-  const std::pair<const NodeId, EpochState>& BestState() const;
   // Whether a state holds every entry from state_first_ to its log's end.
   bool StateComplete(const EpochState& state) const;
-  // Asks `node` for the next piece of its state (a state longer than one batch); `again`: even
-  // if that piece was asked for already (a retransmission).
-  void AskStateRest(NodeId node, const EpochState& state, bool again, Outbox* out);
+  // Whether the rest of a state is still to come (asked for piece by piece).
+  bool Fetching(const EpochState& state) const;
+  // Asks `node` for the next piece of its state (a state longer than one batch).
+  void AskStateRest(NodeId node, const EpochState& state, Outbox* out);
   void MaybeCommit(Outbox* out);
   // FORWARDs own messages not in this epoch's log: a batch, from the first missing, to another
   // sequencer; all of them to itself.
@@ -156,6 +157,11 @@ class SequencerOrder final : public TotalOrder {
   std::map<NodeId, uint64_t> pruned_seq_;  // origin -> highest seq among dropped entries
   std::map<NodeId, uint64_t> member_delivered_;  // sequencer: member -> delivered (its ACKs)
   uint64_t commit_ = 0;                 // log_[0, commit_) is committed; commit_ <= log_.size()
+  // A member taking a new epoch's log: its entries from order number adopt_from_, held until
+  // they reach the log's length at establishment (AdoptEpochLog).
+  bool adopting_ = false;
+  uint64_t adopt_from_ = 0;
+  std::deque<wire::DataMessage> adopt_;
   size_t need_cursor_ = 0;              // round-robin target of committed-prefix requests
   uint64_t delivered_ = 0;              // log_[0, delivered_) handed out
   std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq
@@ -178,8 +184,10 @@ class SequencerOrder final : public TotalOrder {
   bool established_ = true;  // epoch 0 starts established: every log is empty
   std::map<NodeId, uint64_t> acked_;  // member -> log length acknowledged in epoch_
   uint64_t sent_end_ = 0;  // the sequencer sent ORDERED for entries below this in epoch_
+  // The log's length when this sequencer established epoch_: it holds every entry committed
+  // before, and a member takes the new log only whole up to it (ORDERED.log_length).
+  uint64_t established_length_ = 0;
   uint64_t state_first_ = 0;          // the commit point states are requested from
-  std::pair<NodeId, uint64_t> state_asked_{0, 0};  // the last piece of a state asked for (node, from)
   std::map<NodeId, EpochState> states_;
 };
 

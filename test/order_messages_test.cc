@@ -863,5 +863,62 @@ TEST_CASE("sequencer order: a new sequencer orders its own backlog without waiti
     CHECK(orders.delivered[id] == sent_payloads);
   }
 }
+
+// A member takes a new epoch's log whole, up to its length at establishment (as Viewstamped
+// Replication's replicas take the new view's log). Taking its first batch alone, node 3 called
+// that shorter log epoch 1's; as the next sequencer it chose it over node 1's longer log of epoch
+// 0 and lost entries committed there (cohort-sim --seeds 19235 --ordering sequencer).
+TEST_CASE("sequencer order: a member takes a new epoch's log whole before it counts as that "
+          "epoch's", "[order]") {
+  SequencerOrderOptions options;
+  options.batch_messages_max = 4;
+  Orders<SequencerOrder> orders(3, options);
+  EstablishSequencer(&orders);
+  // Epoch 0: nodes 1 and 2 commit and deliver ten entries; node 3 gets none of them.
+  orders.drop = [](NodeId from, NodeId to, const wire::Envelope&) { return from == 1 && to == 3; };
+  std::vector<std::string> committed;
+  for (int i = 0; i < 10; ++i) {
+    committed.push_back("e" + std::to_string(i));
+    orders.Broadcast(1, committed.back());
+  }
+  orders.Pump();
+  REQUIRE(orders.delivered[1] == committed);
+  REQUIRE(orders.delivered[2] == committed);
+  // Epoch 1: node 1 is cut off; node 2 establishes with node 3, whose only message from it is the
+  // first ORDERED (a batch of 4 of the 10 entries).
+  int ordered_to_3 = 0;
+  orders.drop = [&](NodeId from, NodeId to, const wire::Envelope& envelope) {
+    if (from == 1 || to == 1) return true;
+    if (from == 2 && to == 3 && envelope.has_sequencer() &&
+        envelope.sequencer().kind() == wire::SequencerMessage::ORDERED) {
+      return ++ordered_to_3 > 1;
+    }
+    return false;
+  };
+  for (NodeId id : {2u, 3u}) {
+    Outbox out;
+    orders.nodes[id]->Suspect(1, true, &out);
+    orders.Take(id, &out);
+  }
+  orders.Pump();
+  REQUIRE(orders.nodes[2]->is_sequencer());
+  REQUIRE(ordered_to_3 >= 1);
+  // Epoch 2: node 2 crashes; node 3 establishes with node 1, whose log holds the ten entries.
+  orders.crashed.insert(2);
+  orders.DropNothing();
+  for (auto [at, node, suspected] : {std::tuple<NodeId, NodeId, bool>{3, 1, false},
+                                     {3, 2, true}, {1, 2, true}}) {
+    Outbox out;
+    orders.nodes[at]->Suspect(node, suspected, &out);
+    orders.Take(at, &out);
+  }
+  orders.Pump();
+  orders.Broadcast(3, "after");
+  for (int i = 0; i < 20 && orders.delivered[1].size() < 11; ++i) orders.Tick(60);
+  std::vector<std::string> all = committed;
+  all.push_back("after");
+  CHECK(orders.delivered[1] == all);
+  CHECK(orders.delivered[3] == all);
+}
 }  // namespace
 }  // namespace cohort::consensus

@@ -305,9 +305,13 @@ OrderSimResult Simulation::Run() {
   const uint64_t limit_ms = network_.now_ms() + options_.liveness_limit_ms;
   while (result_.ok && !AllDelivered()) {
     if (network_.now_ms() >= limit_ms) {
+      std::string states;
+      for (Member* member : Live()) {
+        absl::StrAppend(&states, "\n    member ", member->id, ": ", member->order->Describe());
+      }
       Fail(absl::StrCat("termination: not every broadcast of a correct member was delivered by ",
                         "every correct member ", options_.liveness_limit_ms,
-                        " ms after healing"));
+                        " ms after healing", states));
       break;
     }
     network_.RunUntil(network_.now_ms() + kTickMs);
