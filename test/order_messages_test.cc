@@ -833,7 +833,7 @@ TEST_CASE("sequencer order: a backlog left out of a new epoch's log follows on t
   orders.Take(1, &out);
   REQUIRE(orders.Pump());
   for (NodeId id = 1; id <= 3; ++id) {
-    INFO("node " << id);
+    INFO("node " << id << ": " << orders.nodes[id]->Describe());  // its own pending, if any
     CHECK(orders.delivered[id] == sent_payloads);
   }
 }
