@@ -84,6 +84,12 @@ struct Orders {
     }
     Pump();
   }
+  // `at` suspects `node` (or trusts it again); what that sends is queued, not delivered.
+  void Suspect(NodeId at, NodeId node, bool suspected) {
+    Outbox out;
+    nodes[at]->Suspect(node, suspected, &out);
+    Take(at, &out);
+  }
   void SuspectEverywhere(NodeId suspect) {
     for (auto& [id, node] : nodes) {
       if (id == suspect || crashed.count(id) > 0) continue;
@@ -474,18 +480,10 @@ TEST_CASE("a sequencer that missed its own replacement is told of the new epoch 
   // has ordered nothing, so it has nothing to retransmit to 1 either.
   Orders<SequencerOrder> orders(3, SequencerOrderOptions{});
   orders.drop = [](NodeId from, NodeId to, const wire::Envelope&) { return from == 1 || to == 1; };
-  for (NodeId id : {2u, 3u}) {
-    Outbox out;
-    orders.nodes[id]->Suspect(1, true, &out);
-    orders.Take(id, &out);
-  }
+  for (NodeId id : {2u, 3u}) orders.Suspect(id, 1, true);
   for (int tick = 0; tick < 5; ++tick) orders.Tick(60);  // 2 establishes epoch 1 with 3
   REQUIRE(orders.nodes[2]->is_sequencer());
-  for (NodeId id : {2u, 3u}) {
-    Outbox out;
-    orders.nodes[id]->Suspect(1, false, &out);
-    orders.Take(id, &out);
-  }
+  for (NodeId id : {2u, 3u}) orders.Suspect(id, 1, false);
   orders.DropNothing();
   REQUIRE(orders.nodes[1]->epoch() == 0);
   orders.Broadcast(1, "from the old sequencer");
@@ -628,6 +626,13 @@ TEST_CASE("consensus order: a batch carries at most batch_bytes_max payload byte
   CHECK(batches >= 2);  // proposals of several messages were made, each within the bound
 }
 
+// Batches of at most 4 messages: a backlog of 20 takes 5.
+SequencerOrderOptions FourPerBatch() {
+  SequencerOrderOptions options;
+  options.batch_messages_max = 4;
+  return options;
+}
+
 // Ticks until node 1, the sequencer of the first epoch, has established it.
 void EstablishSequencer(Orders<SequencerOrder>* orders) {
   for (int i = 0; i < 10; ++i) orders->Tick(10);
@@ -657,8 +662,7 @@ TEST_CASE("sequencer order: FORWARD and ORDERED carry at most batch_bytes_max pa
 // on the ACKs, without waiting for ticks.
 TEST_CASE("sequencer order: after a retransmission tick, a long log follows on the ACKs",
           "[order]") {
-  SequencerOrderOptions options;
-  options.batch_messages_max = 4;
+  const SequencerOrderOptions options = FourPerBatch();
   Orders<SequencerOrder> orders(3, options);
   EstablishSequencer(&orders);
   // The sequencer's ORDERED messages are lost for a while: its log grows to 20 entries.
@@ -797,30 +801,32 @@ TEST_CASE("sequencer order: an epoch state longer than one batch comes in pieces
   CHECK(orders.delivered[3] == sent_payloads);
 }
 
+// Node `origin` broadcasts m0..m19 while nothing it sends arrives (the loss stays on);
+// returns their payloads in order.
+std::vector<std::string> BroadcastUnheard(Orders<SequencerOrder>* orders, NodeId origin) {
+  orders->drop = [origin](NodeId from, NodeId, const wire::Envelope&) { return from == origin; };
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 20; ++i) {
+    payloads.push_back("m" + std::to_string(i));
+    orders->Broadcast(origin, payloads.back());
+  }
+  orders->Pump();
+  return payloads;
+}
+
 // A member whose own messages were left out of a new epoch's log (the old sequencer's backlog:
 // its requests from outside, in the bench) FORWARDs them again a batch at a time. They went one
 // batch per retransmit_ms (cohort-bench --payload 16384: 1,300 one-way calls/s); each batch now
 // goes once the last is logged, after a single tick.
 TEST_CASE("sequencer order: a backlog left out of a new epoch's log follows on the ORDERED",
           "[order]") {
-  SequencerOrderOptions options;
-  options.batch_messages_max = 4;
+  const SequencerOrderOptions options = FourPerBatch();
   Orders<SequencerOrder> orders(3, options);
   EstablishSequencer(&orders);
   // Nothing node 1 sends arrives: its 20 messages are in its log alone, and nodes 2 and 3
   // replace it without its state.
-  orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 1; };
-  std::vector<std::string> sent_payloads;
-  for (int i = 0; i < 20; ++i) {
-    sent_payloads.push_back("m" + std::to_string(i));
-    orders.Broadcast(1, sent_payloads.back());
-  }
-  orders.Pump();
-  for (NodeId id : {2u, 3u}) {
-    Outbox out;
-    orders.nodes[id]->Suspect(1, true, &out);
-    orders.Take(id, &out);
-  }
+  const std::vector<std::string> sent_payloads = BroadcastUnheard(&orders, 1);
+  for (NodeId id : {2u, 3u}) orders.Suspect(id, 1, true);
   for (int i = 0; i < 10 && !orders.nodes[2]->is_sequencer(); ++i) orders.Tick(60);
   REQUIRE(orders.nodes[2]->is_sequencer());
   REQUIRE(orders.nodes[1]->epoch() == orders.nodes[2]->epoch());  // it heard of the new epoch
@@ -842,18 +848,11 @@ TEST_CASE("sequencer order: a backlog left out of a new epoch's log follows on t
 // once, not one batch per retransmit_ms.
 TEST_CASE("sequencer order: a new sequencer orders its own backlog without waiting for ticks",
           "[order]") {
-  SequencerOrderOptions options;
-  options.batch_messages_max = 4;
+  const SequencerOrderOptions options = FourPerBatch();
   Orders<SequencerOrder> orders(3, options);
   EstablishSequencer(&orders);
   // Node 2's FORWARDs are lost; then the sequencer crashes and node 2 replaces it.
-  orders.drop = [](NodeId from, NodeId, const wire::Envelope&) { return from == 2; };
-  std::vector<std::string> sent_payloads;
-  for (int i = 0; i < 20; ++i) {
-    sent_payloads.push_back("m" + std::to_string(i));
-    orders.Broadcast(2, sent_payloads.back());
-  }
-  orders.Pump();
+  const std::vector<std::string> sent_payloads = BroadcastUnheard(&orders, 2);
   orders.DropNothing();
   orders.crashed.insert(1);
   orders.SuspectEverywhere(1);  // no tick: the change runs on its messages alone
@@ -870,8 +869,7 @@ TEST_CASE("sequencer order: a new sequencer orders its own backlog without waiti
 // 0 and lost entries committed there (cohort-sim --seeds 19235 --ordering sequencer).
 TEST_CASE("sequencer order: a member takes a new epoch's log whole before it counts as that "
           "epoch's", "[order]") {
-  SequencerOrderOptions options;
-  options.batch_messages_max = 4;
+  const SequencerOrderOptions options = FourPerBatch();
   Orders<SequencerOrder> orders(3, options);
   EstablishSequencer(&orders);
   // Epoch 0: nodes 1 and 2 commit and deliver ten entries; node 3 gets none of them.
@@ -895,23 +893,16 @@ TEST_CASE("sequencer order: a member takes a new epoch's log whole before it cou
     }
     return false;
   };
-  for (NodeId id : {2u, 3u}) {
-    Outbox out;
-    orders.nodes[id]->Suspect(1, true, &out);
-    orders.Take(id, &out);
-  }
+  for (NodeId id : {2u, 3u}) orders.Suspect(id, 1, true);
   orders.Pump();
   REQUIRE(orders.nodes[2]->is_sequencer());
   REQUIRE(ordered_to_3 >= 1);
   // Epoch 2: node 2 crashes; node 3 establishes with node 1, whose log holds the ten entries.
   orders.crashed.insert(2);
   orders.DropNothing();
-  for (auto [at, node, suspected] : {std::tuple<NodeId, NodeId, bool>{3, 1, false},
-                                     {3, 2, true}, {1, 2, true}}) {
-    Outbox out;
-    orders.nodes[at]->Suspect(node, suspected, &out);
-    orders.Take(at, &out);
-  }
+  orders.Suspect(3, 1, false);
+  orders.Suspect(3, 2, true);
+  orders.Suspect(1, 2, true);
   orders.Pump();
   orders.Broadcast(3, "after");
   for (int i = 0; i < 20 && orders.delivered[1].size() < 11; ++i) orders.Tick(60);
