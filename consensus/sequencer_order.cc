@@ -333,11 +333,15 @@ bool SequencerOrder::AdoptEpochLog(NodeId from, const wire::SequencerMessage& me
   const uint64_t first = message.first_order();
   const auto& entries = message.batch().messages();
   const uint64_t held_end = adopt_from_ + adopt_.size();
-  if (adopting_ && first >= adopt_from_ && first <= held_end) {
+  if (adopting_ && first <= held_end) {
+    // What extends the pieces held. One from further back (the sequencer's retransmission from
+    // this member's last ACK, none yet) adds nothing below them, which are past our commit
+    // point: starting again from it, a log that takes longer than retransmit_ms to come was
+    // never taken whole.
     for (uint64_t i = held_end - first; i < static_cast<uint64_t>(entries.size()); ++i) {
       adopt_.push_back(entries[static_cast<int>(i)]);
     }
-  } else if (first <= commit_) {  // from a point where ours is committed (hence identical)
+  } else if (!adopting_ && first <= commit_) {  // from where ours is committed (hence identical)
     adopting_ = true;
     adopt_from_ = first;
     adopt_.assign(entries.begin(), entries.end());

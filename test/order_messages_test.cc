@@ -911,5 +911,48 @@ TEST_CASE("sequencer order: a member takes a new epoch's log whole before it cou
   CHECK(orders.delivered[1] == all);
   CHECK(orders.delivered[3] == all);
 }
+
+// The new log comes in pieces, each asked for by the member; meanwhile the sequencer's
+// retransmission tick resends from the member's last ACK (none yet). Taken as a new start, that
+// resend threw the pieces held away, so a log that takes longer than retransmit_ms to come was
+// never taken whole. Here a tick comes after every third message.
+TEST_CASE("sequencer order: a new epoch's log in pieces is taken whole across retransmissions",
+          "[order]") {
+  const SequencerOrderOptions options = FourPerBatch();
+  Orders<SequencerOrder> orders(3, options);
+  EstablishSequencer(&orders);
+  // Epoch 0: nodes 1 and 2 commit 20 entries, node 3 the first 8; its ACKs are lost, so nothing
+  // counts as delivered everywhere. The new log then goes to node 3 from its 8th entry, and the
+  // sequencer's retransmission from order number 0.
+  auto acks_from_3 = [](NodeId from, NodeId, const wire::Envelope& envelope) {
+    return from == 3 && envelope.sequencer().kind() == wire::SequencerMessage::ACK;
+  };
+  orders.drop = acks_from_3;
+  std::vector<std::string> committed;
+  for (int i = 0; i < 20; ++i) {
+    if (i == 8) {
+      REQUIRE(orders.delivered[3].size() == 8);
+      orders.drop = [&](NodeId from, NodeId to, const wire::Envelope& envelope) {
+        return acks_from_3(from, to, envelope) || (from == 1 && to == 3);
+      };
+    }
+    committed.push_back("e" + std::to_string(i));
+    orders.Broadcast(1, committed.back());
+    orders.Pump();
+  }
+  REQUIRE(orders.delivered[2] == committed);
+  orders.crashed.insert(1);
+  orders.DropNothing();
+  for (NodeId id : {2u, 3u}) orders.Suspect(id, 1, true);
+  // Rounds of 3 messages and a tick, at most 20 (9 here; 50 when each resend started again).
+  for (int step = 0; step < 20 && orders.delivered[3].size() < committed.size(); ++step) {
+    orders.Pump(3);
+    orders.now_ms += options.retransmit_ms;
+    Outbox out;
+    orders.nodes[2]->Tick(orders.now_ms, &out);
+    orders.Take(2, &out);
+  }
+  CHECK(orders.delivered[3] == committed);
+}
 }  // namespace
 }  // namespace cohort::consensus
