@@ -49,6 +49,28 @@ uint64_t SequencerOrder::Broadcast(std::string payload, Outbox* out) {
   return seq;
 }
 
+uint64_t SequencerOrder::OwnLogged() const {
+  if (log_epoch_ != epoch_) return 0;
+  auto found = log_seq_.find(self_);
+  return found == log_seq_.end() ? 0 : found->second;
+}
+
+wire::SequencerMessage SequencerOrder::OwnBatch(uint64_t after_seq) const {
+  wire::SequencerMessage forward;
+  forward.set_kind(Kind::FORWARD);
+  forward.set_epoch(epoch_);
+  BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
+  for (auto it = own_.upper_bound(after_seq); it != own_.end() && bound.Fits(it->second.size());
+       ++it) {
+    bound.Add(it->second.size());
+    wire::DataMessage* message = forward.mutable_batch()->add_messages();
+    message->set_origin(self_);
+    message->set_seq(it->first);
+    message->set_payload(it->second);
+  }
+  return forward;
+}
+
 void SequencerOrder::ForwardOwn(Outbox* out) {
   if (forwarded_epoch_ != epoch_) {
     forwarded_epoch_ = epoch_;
@@ -58,55 +80,29 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
     forward_next_ = std::max(forward_next_, next_seq_ + 1);
     return;
   }
-  if (Sequencer(epoch_) == self_) {
-    // Appended here at once, batch by batch, while the log takes them: a backlog left out of
-    // this epoch's log (by the state it was established with) need not wait a tick per batch.
-    uint64_t logged = log_epoch_ == epoch_ && log_seq_.count(self_) > 0 ? log_seq_[self_] : 0;
-    while (own_.upper_bound(logged) != own_.end()) {
-      wire::SequencerMessage forward;
-      forward.set_kind(Kind::FORWARD);
-      forward.set_epoch(epoch_);
-      BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
-      for (auto it = own_.upper_bound(logged); it != own_.end() && bound.Fits(it->second.size());
-           ++it) {
-        bound.Add(it->second.size());
-        wire::DataMessage* message = forward.mutable_batch()->add_messages();
-        message->set_origin(self_);
-        message->set_seq(it->first);
-        message->set_payload(it->second);
-      }
-      OnForward(forward, out);
-      const uint64_t now_logged = log_seq_.count(self_) > 0 ? log_seq_[self_] : 0;
-      if (log_epoch_ != epoch_ || now_logged <= logged) break;  // not established, or log full
-      logged = now_logged;
-    }
-    forward_next_ = std::max(forward_next_, next_seq_ + 1);
-    return;
-  }
-  wire::SequencerMessage forward;
-  forward.set_kind(Kind::FORWARD);
-  forward.set_epoch(epoch_);
   // Own messages already in this epoch's log (the sequencer sent them back in ORDERED) are not
   // forwarded again: the retransmission starts where the sequencer may lack some. (From the
   // oldest, it resent a backlog's ordered head each retransmit_ms while the sequencer, missing
   // later ones behind a gap, ordered one batch per tick: cohort-bench --payload 16384, closed
   // calls from outside through a sequencer, 1,300 one-way calls/s.)
-  uint64_t logged = 0;
-  if (log_epoch_ == epoch_) {
-    auto found = log_seq_.find(self_);
-    if (found != log_seq_.end()) logged = found->second;
+  uint64_t logged = OwnLogged();
+  if (Sequencer(epoch_) == self_) {
+    // Appended here at once, batch by batch, while the log takes them: a backlog left out of
+    // this epoch's log (by the state it was established with) need not wait a tick per batch.
+    while (own_.upper_bound(logged) != own_.end()) {
+      OnForward(OwnBatch(logged), out);
+      const uint64_t now_logged = OwnLogged();
+      if (now_logged <= logged) break;  // not established, or the log is full
+      logged = now_logged;
+    }
+    forward_next_ = std::max(forward_next_, next_seq_ + 1);
+    return;
   }
+  wire::SequencerMessage forward = OwnBatch(logged);
   forward_next_ = std::max(forward_next_, logged + 1);
-  BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
-  for (auto it = own_.upper_bound(logged); it != own_.end(); ++it) {
-    const auto& [seq, payload] = *it;
-    if (!bound.Fits(payload.size())) break;
-    bound.Add(payload.size());
-    wire::DataMessage* message = forward.mutable_batch()->add_messages();
-    message->set_origin(self_);
-    message->set_seq(seq);
-    message->set_payload(payload);
-    forward_next_ = std::max(forward_next_, seq + 1);
+  const auto& messages = forward.batch().messages();
+  if (!messages.empty()) {
+    forward_next_ = std::max(forward_next_, messages[messages.size() - 1].seq() + 1);
   }
   Send(Sequencer(epoch_), std::move(forward), out);
 }
@@ -374,10 +370,7 @@ bool SequencerOrder::AdoptEpochLog(NodeId from, const wire::SequencerMessage& me
   // this member entered the epoch reached it before that, and were dropped), not a tick later
   // (cohort-bench --payload 16384: the old sequencer's backlog of requests from outside went
   // one batch per retransmit_ms, 1,300 one-way calls/s).
-  auto logged = log_seq_.find(self_);
-  if (own_.upper_bound(logged == log_seq_.end() ? 0 : logged->second) != own_.end()) {
-    ForwardOwn(out);
-  }
+  if (own_.upper_bound(OwnLogged()) != own_.end()) ForwardOwn(out);
   return true;
 }
 

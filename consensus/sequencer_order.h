@@ -116,6 +116,10 @@ class SequencerOrder final : public TotalOrder {
   void ForwardOwn(Outbox* out);
   // A member: the next batch of own messages once the sequencer logged those forwarded.
   void ForwardOwnOnLogged(Outbox* out);
+  // The highest own seq in this epoch's log (0: none, or the log is another epoch's).
+  uint64_t OwnLogged() const;
+  // A FORWARD of own messages after `after_seq`: one batch.
+  wire::SequencerMessage OwnBatch(uint64_t after_seq) const;
   // Sends one batch of entries from `first`; returns the order number after the last one sent.
   uint64_t SendOrdered(NodeId to, uint64_t first, Outbox* out);
   // The sequencer sends the entries not yet sent, unless a round is still uncommitted; true

@@ -84,6 +84,13 @@ struct Orders {
     }
     Pump();
   }
+  // Only `id` ticks, `ms` later; what that sends is queued, not delivered.
+  void TickAlone(NodeId id, uint64_t ms) {
+    now_ms += ms;
+    Outbox out;
+    nodes[id]->Tick(now_ms, &out);
+    Take(id, &out);
+  }
   // `at` suspects `node` (or trusts it again); what that sends is queued, not delivered.
   void Suspect(NodeId at, NodeId node, bool suspected) {
     Outbox out;
@@ -185,11 +192,7 @@ TEST_CASE("optimisation 3: a participant whose ACK does not come gets the DECISI
 TEST_CASE("optimisation 3: a NACK after the decision is answered with it at once", "[order]") {
   Orders<ConsensusOrder> orders(3, ConsensusOrderOptions{});
   // Node 3 suspects the coordinator before its proposal arrives: it NACKs round 1.
-  {
-    Outbox out;
-    orders.nodes[3]->Suspect(1, true, &out);
-    orders.Take(3, &out);
-  }
+  orders.Suspect(3, 1, true);
   orders.Broadcast(1, "one");
   orders.Pump();
   for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == std::vector<std::string>{"one"});
@@ -371,9 +374,7 @@ TEST_CASE("a wrongly suspected round-1 coordinator's message is ordered in the n
   // (cohort-explore --order consensus-order). Member 2 now keeps the messages of the proposal
   // it will not adopt, and its next estimate carries them.
   Orders<ConsensusOrder> orders(3, ConsensusOrderOptions{});
-  Outbox out;
-  orders.nodes[2]->Suspect(1, true, &out);
-  orders.Take(2, &out);
+  orders.Suspect(2, 1, true);
   orders.drop = [](NodeId from, NodeId to, const wire::Envelope& envelope) {
     if (from != 1 || !envelope.has_consensus()) return false;
     const auto kind = envelope.consensus().kind();
@@ -680,10 +681,7 @@ TEST_CASE("sequencer order: after a retransmission tick, a long log follows on t
   orders.DropNothing();
   // One tick of the sequencer alone (the members' ticks would resend their own forwards and
   // NEEDs), then only the messages it causes: every entry is delivered everywhere.
-  orders.now_ms += options.retransmit_ms;
-  Outbox out;
-  orders.nodes[1]->Tick(orders.now_ms, &out);
-  orders.Take(1, &out);
+  orders.TickAlone(1, options.retransmit_ms);
   REQUIRE(orders.Pump());
   for (NodeId id = 1; id <= 3; ++id) CHECK(orders.delivered[id] == sent_payloads);
 }
@@ -715,10 +713,7 @@ TEST_CASE("sequencer order: a member resends only its messages not yet in the lo
   orders.Pump();
   orders.drop = no_notices;
   orders.sent.clear();
-  orders.now_ms += 1000;
-  Outbox out;
-  orders.nodes[2]->Tick(orders.now_ms, &out);
-  orders.Take(2, &out);
+  orders.TickAlone(2, 1000);
   std::vector<std::string> forwarded;
   for (const auto& [from, to, envelope] : orders.sent) {
     if (!envelope.has_sequencer() ||
@@ -833,10 +828,7 @@ TEST_CASE("sequencer order: a backlog left out of a new epoch's log follows on t
   CHECK(orders.delivered[2].empty());
   orders.DropNothing();
   // One tick of node 1 alone, then only the messages it causes.
-  orders.now_ms += options.retransmit_ms;
-  Outbox out;
-  orders.nodes[1]->Tick(orders.now_ms, &out);
-  orders.Take(1, &out);
+  orders.TickAlone(1, options.retransmit_ms);
   REQUIRE(orders.Pump());
   for (NodeId id = 1; id <= 3; ++id) {
     INFO("node " << id << ": " << orders.nodes[id]->Describe());  // its own pending, if any
@@ -947,10 +939,7 @@ TEST_CASE("sequencer order: a new epoch's log in pieces is taken whole across re
   // Rounds of 3 messages and a tick, at most 20 (9 here; 50 when each resend started again).
   for (int step = 0; step < 20 && orders.delivered[3].size() < committed.size(); ++step) {
     orders.Pump(3);
-    orders.now_ms += options.retransmit_ms;
-    Outbox out;
-    orders.nodes[2]->Tick(orders.now_ms, &out);
-    orders.Take(2, &out);
+    orders.TickAlone(2, options.retransmit_ms);
   }
   CHECK(orders.delivered[3] == committed);
 }
