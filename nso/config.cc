@@ -86,7 +86,8 @@ const std::vector<absl::string_view> kConsensusKeys = {
 const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "default_deadline_ms",
                                                    "max_nsos", "nso_idle_ms",
                                                    "max_unordered_requests",
-                                                   "max_unordered_bytes"};
+                                                   "max_unordered_bytes",
+                                                   "servant_backlog_bytes", "servant_stall_ms"};
 const std::vector<absl::string_view> kGroupKeys = {
     "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
     "default_mode", "suspect_timeout_ms", "exclude_timeout_ms", "acl", "durable"};
@@ -249,7 +250,11 @@ absl::Status ReadLimitsKeys(const MapView& m, LimitsConfig* limits) {
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "nso_idle_ms", 0, kMaxCount, &limits->nso_idle_ms));
   CONFIG_RETURN_IF_ERROR(
       ReadInt(m, "max_unordered_requests", 1, kMaxCount, &limits->max_unordered_requests));
-  return ReadInt(m, "max_unordered_bytes", 1, kMaxCount, &limits->max_unordered_bytes);
+  CONFIG_RETURN_IF_ERROR(
+      ReadInt(m, "max_unordered_bytes", 1, kMaxCount, &limits->max_unordered_bytes));
+  CONFIG_RETURN_IF_ERROR(
+      ReadInt(m, "servant_backlog_bytes", 0, kMaxCount, &limits->servant_backlog_bytes));
+  return ReadDurationMs(m, "servant_stall_ms", &limits->servant_stall_ms);
 }
 
 absl::Status ReadLimits(const MapView& top, LimitsConfig* limits) {

@@ -115,6 +115,13 @@ struct LimitsConfig {
   // orders must not grow the daemon's memory without bound).
   int64_t max_unordered_requests = 65536;  // >= 1
   int64_t max_unordered_bytes = 64 << 20;   // >= 1; their payload bytes (one request always passes)
+  // Flow control from the slowest servant (nso/group_flow.h): a member whose servants have this
+  // many bytes of deliveries unread makes the group's new requests wait until they are down to
+  // half (0: off; a servant slower than its group is then cut off at 64 MiB unread).
+  int64_t servant_backlog_bytes = 8 << 20;  // >= 0
+  // A servant that reads nothing for this long with deliveries unread is stuck: the group no
+  // longer waits for it (it is cut off at 64 MiB unread, its daemon rejoins with the state).
+  int64_t servant_stall_ms = 2000;          // >= 1
 };
 
 // tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and

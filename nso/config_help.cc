@@ -61,6 +61,13 @@ limits:
                               #   C++ and Python clients wait for room: backpressure_wait)
   max_unordered_bytes: 67108864  # [67108864 = 64 MiB] their payload bytes (likewise; a
                               #   client's only request in flight always passes)
+  servant_backlog_bytes: 8388608  # [8388608 = 8 MiB] flow control: a member whose servants have
+                              #   this many bytes of deliveries unread makes the group's new
+                              #   requests wait (their callers get backpressure) until they are
+                              #   down to half; 0: off (a servant slower than its group is cut
+                              #   off at 64 MiB unread and rejoins with the state)
+  servant_stall_ms: 2000      # [2000] a servant that reads nothing for this long with deliveries
+                              #   unread is stuck: the group no longer waits for it
 groups:                       # [] groups this cluster hosts
   - name: counter             # required: [A-Za-z0-9_.-]{1,64}, unique
     members: [n1, n2, n3]     # required, non-empty: distinct peer names

@@ -193,6 +193,10 @@ NodeSnapshot TakeSnapshot(const Node& node) {
     g.is_member = group->is_member();
     g.configured_members = static_cast<uint32_t>(group->config().members.size());
     g.trusted = group->trusted_count();
+    g.flow_held = group->held_count();
+    g.flow_holding = group->flow_holding();
+    g.servants_behind = group->servants_behind();
+    g.times_behind = group->times_behind();
     absl::StatusOr<GroupInfo> info = node.GroupDetails(group->name());
     if (info.ok()) {
       for (const GroupInfo::MemberInfo& m : info->members) {

@@ -28,6 +28,13 @@ Group::Rare& Group::rare() {
   return *rare_;
 }
 
+Group::Flow& Group::flow() {
+  if (!flow_) {
+    flow_ = std::make_unique<Flow>(static_cast<uint64_t>(config_.limits.servant_backlog_bytes));
+  }
+  return *flow_;
+}
+
 std::vector<NodeId> Group::TakeExclusions() {
   return rare_ ? std::move(rare_->exclusions) : std::vector<NodeId>();
 }
@@ -51,6 +58,15 @@ std::vector<NodeId> Group::TakeBeyondLog() {
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                         std::vector<consensus::Delivery>* deliveries,
                         const std::map<NodeId, uint64_t>& added, bool adopted) {
+  if (flow_ != nullptr) {
+    // Requests held by flow control are this member's broadcasts not delivered, after those the
+    // old order had: sent again in the next view with it, in order (or kept, if out of it).
+    for (std::string& payload : flow_->held) {
+      undelivered_.emplace(undelivered_.empty() ? 1 : undelivered_.rbegin()->first + 1,
+                           std::move(payload));
+    }
+    flow_->held.clear();
+  }
   if (member_) {
     Order().Freeze();  // made now if unused: it answers a laggard of this view as it always did
     // Kept for a lagging member to learn the decisions up to the change: until every member of
@@ -94,6 +110,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   if (view_id > view_id_) counters_.view_changes++;
   view_id_ = view_id;
   members_ = std::move(members);
+  if (flow_ != nullptr) flow_->state.Retain(members_);
   peers_.clear();
   for (NodeId member : members_) {
     if (member != self_) peers_.push_back(member);
@@ -122,8 +139,9 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
 }
 
 size_t Group::DropUndelivered() {
-  const size_t dropped = undelivered_.size();
+  const size_t dropped = undelivered_.size() + held_count();
   undelivered_.clear();
+  if (flow_ != nullptr) flow_->held.clear();
   return dropped;
 }
 
@@ -151,6 +169,23 @@ uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
 }
 
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+  if (flow_ != nullptr && (!flow_->held.empty() || flow_->state.Holding(now_ms_))) {
+    flow_->held.push_back(std::move(payload));  // nso/group_flow.h: after those held already
+    return;
+  }
+  consensus::Outbox outbox;
+  BroadcastNow(std::move(payload), &outbox);
+  Flush(view_id_, &outbox, deliveries);
+}
+
+void Group::BroadcastControl(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+  ReleaseHeld(/*all=*/true, deliveries);
+  consensus::Outbox outbox;
+  BroadcastNow(std::move(payload), &outbox);
+  Flush(view_id_, &outbox, deliveries);
+}
+
+void Group::BroadcastNow(std::string payload, consensus::Outbox* outbox) {
   if (durable_claim()) {
     // Held, in order, for the next view (InstallView broadcasts them there): the group resumes
     // from a kept state first, or this process is re-added with the state.
@@ -158,10 +193,41 @@ void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* del
                          std::move(payload));
     return;
   }
-  consensus::Outbox outbox;
-  uint64_t seq = Order().Broadcast(payload, &outbox);
+  uint64_t seq = Order().Broadcast(payload, outbox);
   undelivered_[seq] = std::move(payload);
+}
+
+void Group::ReleaseHeld(bool all, std::vector<consensus::Delivery>* deliveries) {
+  if (flow_ == nullptr || flow_->held.empty() || !member_) return;
+  if (!all && flow_->state.Holding(now_ms_)) return;
+  const size_t max_messages = static_cast<size_t>(config_.consensus.batch_max_messages);
+  const size_t max_bytes = static_cast<size_t>(config_.consensus.batch_max_bytes);
+  consensus::Outbox outbox;
+  size_t messages = 0, bytes = 0;
+  while (!flow_->held.empty() && (all || (messages < max_messages && bytes < max_bytes))) {
+    bytes += flow_->held.front().size();
+    messages++;
+    BroadcastNow(std::move(flow_->held.front()), &outbox);
+    flow_->held.pop_front();
+  }
   Flush(view_id_, &outbox, deliveries);
+}
+
+void Group::ObserveServants(uint64_t unread) {
+  if (!member_ || (flow_ == nullptr && unread < static_cast<uint64_t>(
+                                                   config_.limits.servant_backlog_bytes))) {
+    return;  // nothing to say (flow_ is made once the servants first fall behind)
+  }
+  if (config_.limits.servant_backlog_bytes == 0) return;
+  std::optional<bool> tell = flow().state.Observe(unread, now_ms_);
+  if (!tell) return;
+  if (*tell) {
+    Log("group")->info("group {}: this member's servants are behind ({} bytes unread): the "
+                       "group's new requests wait", name(), unread);
+  } else {
+    Log("group")->info("group {}: this member's servants caught up", name());
+  }
+  for (NodeId peer : peers_) SendHeartbeat(peer, /*reply_wanted=*/false);
 }
 
 void Group::Receive(NodeId from, const wire::Envelope& envelope,
@@ -209,6 +275,9 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     Flush(view_id_, &outbox, deliveries);
   }
   if (envelope.has_heartbeat()) {
+    if (envelope.heartbeat().servants_behind() || flow_ != nullptr) {
+      flow().state.Heard(from, envelope.heartbeat().servants_behind(), now_ms_);
+    }
     // An idle event-driven member sends no heartbeats of its own: it answers those of a member
     // that watches it, which would otherwise suspect it only for being idle.
     if (envelope.heartbeat().reply_wanted() && event_driven() && !detector_->monitoring()) {
@@ -357,6 +426,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     ++it;
   }
   if (!is_member()) return;
+  ReleaseHeld(/*all=*/false, deliveries);
   // 003 section 3: a lively group always runs the time-silence mechanism; an event-driven group
   // only while messages are pending, and is silent when idle (no retransmissions or probes
   // either: a lagging member catches up when traffic resumes).
@@ -400,6 +470,7 @@ void Group::SendHeartbeat(NodeId to, bool reply_wanted) {
   wire::Envelope envelope;
   envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
   if (reply_wanted) envelope.mutable_heartbeat()->set_reply_wanted(true);
+  if (servants_behind()) envelope.mutable_heartbeat()->set_servants_behind(true);
   counters_.heartbeats_sent++;
   SendTo(to, std::move(envelope));
 }
@@ -539,6 +610,8 @@ std::string Group::DescribeOrder() const {
   return order_ != nullptr ? order_->Describe() : std::string("no order yet (nothing ordered)");
 }
 
-bool Group::HasPending() const { return order_ != nullptr && order_->HasPending(); }
+bool Group::HasPending() const {
+  return held_count() > 0 || (order_ != nullptr && order_->HasPending());
+}
 
 }  // namespace cohort::nso

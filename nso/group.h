@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "consensus/total_order.h"
 #include "membership/failure_detector.h"
 #include "nso/config.h"
+#include "nso/group_flow.h"
 #include "nso/transport.h"
 
 namespace cohort::nso {
@@ -83,8 +85,26 @@ class Group {
     return members_[index % members_.size()];
   }
 
-  // A-broadcast from this member; deliveries (possibly of other messages too) are appended.
+  // A-broadcast of a request from this member; deliveries (possibly of other messages too) are
+  // appended. While the group's flow control holds (nso/group_flow.h), it waits here, after
+  // those already waiting, and goes once no member's servants are behind (Tick).
   void Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries);
+  // A-broadcast of a membership message: never held, but the requests held here go first (the
+  // order of this member's broadcasts is kept, e.g. those a leave must follow).
+  void BroadcastControl(std::string payload, std::vector<consensus::Delivery>* deliveries);
+  // Flow control: this member's servants have `unread` bytes handed to them and not yet read
+  // (Node::TickFlow). The other members are told when they fall behind and catch up.
+  void ObserveServants(uint64_t unread);
+  // New requests wait: a member's servants are behind (GroupFlow::Holding).
+  bool flow_holding() const { return flow_ != nullptr && flow_->state.Holding(now_ms_); }
+  // This member's servants are behind now, and how often they fell behind.
+  bool servants_behind() const { return flow_ != nullptr && flow_->state.behind(); }
+  uint64_t times_behind() const { return flow_ ? flow_->state.times_behind() : 0; }
+  // Requests waiting here for the hold to end, and the members (other than this one) holding.
+  size_t held_count() const { return flow_ ? flow_->held.size() : 0; }
+  std::vector<NodeId> peers_behind() const {
+    return flow_ ? flow_->state.PeersBehind(now_ms_) : std::vector<NodeId>();
+  }
   // An envelope for this group from `from` (ordering traffic or heartbeat). Returns the view id
   // the sender is in, so the caller can notice that this node is behind.
   void Receive(NodeId from, const wire::Envelope& envelope,
@@ -225,6 +245,13 @@ class Group {
 
   void Flush(uint64_t view_id, consensus::Outbox* outbox,
              std::vector<consensus::Delivery>* deliveries);
+  // Hands `payload` to the order now (into `outbox`), or, while this process claims a durable
+  // group's configured view, keeps it for the next view.
+  void BroadcastNow(std::string payload, consensus::Outbox* outbox);
+  // Held requests go to the order: `all`, or, once nothing holds, a batch's worth per tick
+  // (consensus.batch_max_messages / batch_max_bytes), so that a long hold does not end in one
+  // burst that puts the slowest servant behind again at once.
+  void ReleaseHeld(bool all, std::vector<consensus::Delivery>* deliveries);
   void SendHeartbeats();
   // "I am alive" to `to`; `reply_wanted`: an idle event-driven member answers it.
   void SendHeartbeat(NodeId to, bool reply_wanted);
@@ -303,6 +330,15 @@ class Group {
   // `since_ms` (0: never) is less than the exclusion timeout ago.
   bool WithinExclusionTimeout(uint64_t since_ms) const;
   std::unique_ptr<Rare> rare_;
+  // Flow control (nso/group_flow.h), made when a member's servants first fall behind: the
+  // requests of this member held meanwhile, in the order they were made.
+  struct Flow {
+    explicit Flow(uint64_t backlog_bytes) : state(backlog_bytes) {}
+    GroupFlow state;
+    std::deque<std::string> held;
+  };
+  Flow& flow();
+  std::unique_ptr<Flow> flow_;
   const uint64_t incarnation_;
   std::map<NodeId, uint64_t> incarnations_;  // of the current view's members, as first heard
   uint64_t highest_view_heard_ = 0;

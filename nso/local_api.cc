@@ -51,6 +51,7 @@ struct LocalApi::Connection {
   std::string in;
   std::string out;
   size_t out_offset = 0;
+  uint64_t sent_bytes = 0;   // written to the socket so far (flow control: the servant reads)
   uint64_t servant = 0;      // the registered servant (servant connections)
   bool registering = false;  // RegisterServant runs: deliveries wait in `early`
   std::vector<ServantDelivery> early;
@@ -327,6 +328,14 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
     connection->registering = false;
     if (!servant.ok()) return Fail(connection, servant.status().ToString());
     connection->servant = *servant;
+    // Flow control (nso/group_flow.h): what waits in this connection's buffer is the servant's
+    // backlog; the node asks on the protocol thread, which is this loop's.
+    node_->SetServantBacklogProbe(*servant, [this, id]() {
+      Connection* servant_connection = Find(id);
+      if (servant_connection == nullptr) return ServantBacklog{};
+      return ServantBacklog{servant_connection->out.size() - servant_connection->out_offset,
+                            servant_connection->sent_bytes};
+    });
     api::LocalFrame ack;
     ack.mutable_event()->set_registered(true);
     ack.mutable_event()->set_group(request.group());
@@ -414,6 +423,7 @@ bool LocalApi::WriteSome(Connection* connection) {
                         out.size() - connection->out_offset, MSG_NOSIGNAL);
     if (sent > 0) {
       connection->out_offset += static_cast<size_t>(sent);
+      connection->sent_bytes += static_cast<uint64_t>(sent);
       continue;
     }
     if (sent < 0 && errno == EINTR) continue;

@@ -161,6 +161,19 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             "Of the suspicions, those because the member's peer connection closed "
             "(failure_detector.suspect_on_disconnect).",
             [](const GroupSnapshot& g) { return g.counters.suspicions_on_disconnect; });
+  per_group("cohort_group_flow_held_requests", "gauge",
+            "Requests of this daemon's clients waiting for a member's servants to catch up "
+            "(flow control, limits.servant_backlog_bytes).",
+            [](const GroupSnapshot& g) { return g.flow_held; });
+  per_group("cohort_group_flow_holding", "gauge",
+            "1 while a member's servants are behind and the group's new requests wait.",
+            [](const GroupSnapshot& g) { return g.flow_holding ? 1 : 0; });
+  per_group("cohort_group_servants_behind", "gauge",
+            "1 while this member's servants are behind its deliveries (it holds the group).",
+            [](const GroupSnapshot& g) { return g.servants_behind ? 1 : 0; });
+  per_group("cohort_group_servants_behind_total", "counter",
+            "Times this member's servants fell behind (limits.servant_backlog_bytes unread).",
+            [](const GroupSnapshot& g) { return g.times_behind; });
   per_group("cohort_exclusions_total", "counter",
             "Members excluded from the view by the conservative timeout.",
             [](const GroupSnapshot& g) { return g.counters.exclusions; });

@@ -79,6 +79,12 @@ struct GroupSnapshot {
   };
   std::vector<Member> members;      // the current view
   GroupCounters counters;
+  // Flow control (nso/group_flow.h): requests of this daemon held, whether the group holds them
+  // now, whether this member's servants are behind, and how often they fell behind.
+  uint64_t flow_held = 0;
+  bool flow_holding = false;
+  bool servants_behind = false;
+  uint64_t times_behind = 0;
   bool has_order_counters = false;
   consensus::OrderCounters order;
 

@@ -131,10 +131,18 @@ struct OutsideCounters {
   uint64_t fifo_refused = 0;
 };
 
+// How far a servant is behind its deliveries (flow control, nso/group_flow.h): the bytes handed to
+// it and not yet read, and the bytes it has read so far (only grows: it shows the servant reads).
+struct ServantBacklog {
+  uint64_t unread_bytes = 0;
+  uint64_t read_bytes = 0;
+};
+
 class Node {
  public:
   using InvokeDone = std::function<void(InvokeResult)>;
   using ServantSink = std::function<void(ServantDelivery)>;
+  using BacklogProbe = std::function<ServantBacklog()>;
 
   // `incarnation` must differ at every start of this node (the daemon uses the wall clock).
   Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms);
@@ -221,6 +229,9 @@ class Node {
   absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink,
                                            ServantKeptState kept = {}, bool view_events = false);
   void UnregisterServant(uint64_t servant);
+  // Where the servant's deliveries wait to be read (its connection): asked at every Tick, on the
+  // protocol thread. A servant without one never holds its group (flow control).
+  void SetServantBacklogProbe(uint64_t servant, BacklogProbe probe);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
               bool more = false);
@@ -307,6 +318,12 @@ class Node {
     std::string group;
     ServantSink sink;
     bool view_events = false;  // it gets "$view" deliveries
+    // Flow control (TickFlow): its backlog, what it had read at the last Tick, since when it has
+    // read nothing with deliveries unread (0: it reads), and whether it was said to be stuck.
+    BacklogProbe backlog;
+    uint64_t read_bytes = 0;
+    uint64_t idle_since_ms = 0;
+    bool stuck = false;
   };
   // A view as the servants get it ("$view"), waiting in order among requests (node_views.cc).
   struct ViewMark {
@@ -482,6 +499,9 @@ class Node {
   // kept (or known delivered) rather than ordered here.
   bool StandBy(Group* group, const wire::Request& request);
   void TickStandby(Group* group);
+  // Flow control (nso/group_flow.h): the largest backlog of the servants of each group that
+  // still read (a servant idle for limits.servant_stall_ms with deliveries unread is left out).
+  std::map<std::string, uint64_t, std::less<>> TickFlow();
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
   void OrderFromOutside(Group* group, const wire::Request& request);

@@ -188,7 +188,7 @@ void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vect
   for (uint64_t incarnation : add_incarnations) change->add_add_incarnations(incarnation);
   change->set_provider(self_);
   std::vector<consensus::Delivery> deliveries;
-  group->Broadcast(message.SerializeAsString(), &deliveries);
+  group->BroadcastControl(message.SerializeAsString(), &deliveries);
   DeliverAll(group, std::move(deliveries));
 }
 

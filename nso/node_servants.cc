@@ -57,6 +57,44 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   return id;
 }
 
+void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe) {
+  auto it = servants_.find(servant);
+  if (it != servants_.end()) it->second.backlog = std::move(probe);
+}
+
+std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
+  std::map<std::string, uint64_t, std::less<>> unread_by_group;
+  if (config_.limits.servant_backlog_bytes == 0) return unread_by_group;
+  for (auto& [id, servant] : servants_) {
+    if (!servant.backlog) continue;
+    const ServantBacklog backlog = servant.backlog();
+    if (backlog.unread_bytes == 0 || backlog.read_bytes != servant.read_bytes) {
+      servant.read_bytes = backlog.read_bytes;
+      servant.idle_since_ms = 0;
+      if (servant.stuck) {
+        servant.stuck = false;
+        Log("group")->info("group {}: servant {} reads again", servant.group, id);
+      }
+    } else if (servant.idle_since_ms == 0) {
+      servant.idle_since_ms = now_ms_;
+    }
+    if (servant.idle_since_ms != 0 &&
+        now_ms_ - servant.idle_since_ms >= static_cast<uint64_t>(config_.limits.servant_stall_ms)) {
+      if (!servant.stuck) {
+        servant.stuck = true;
+        Log("group")->warn("group {}: servant {} has read nothing for {} ms with {} bytes "
+                           "unread: the group no longer waits for it (limits.servant_stall_ms)",
+                           servant.group, id, now_ms_ - servant.idle_since_ms,
+                           backlog.unread_bytes);
+      }
+      continue;
+    }
+    uint64_t& unread = unread_by_group[servant.group];
+    unread = std::max(unread, backlog.unread_bytes);
+  }
+  return unread_by_group;
+}
+
 void Node::UnregisterServant(uint64_t servant) {
   auto it = servants_.find(servant);
   if (it == servants_.end()) return;
