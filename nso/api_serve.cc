@@ -132,6 +132,12 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
         shared->registered = true;
       }
       shared->servant = *id;
+      // Flow control (nso/group_flow.h): the deliveries not yet handed to gRPC are the servant's
+      // backlog.
+      node->SetServantBacklogProbe(*id, [shared] {
+        const Outbox::Backlog backlog = shared->outbox.backlog();
+        return ServantBacklog{backlog.due_bytes, backlog.written_bytes};
+      });
       shared->outbox.Push({true, group, {}});
       shared->acknowledged = true;
       for (ServantDelivery& d : shared->early) {
@@ -184,6 +190,7 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
         ToServantEvent(std::move(item.delivery), out);
       }
     };
+    hooks.weigh = [](const ServeItem& item) -> uint64_t { return item.delivery.payload.size(); };
     return hooks;
   }
 

@@ -242,13 +242,22 @@ class LocalServant final : public internal::ServantBackend {
 
   absl::Status Register(const api::ServantMessage::Register& request) override {
     std::shared_ptr<HandoffQueue<ServantDelivery>> queue = queue_;
+    std::shared_ptr<Progress> progress = progress_;
     return RunOnLoop(loop_, [&]() -> absl::Status {
       absl::StatusOr<uint64_t> id = node_->RegisterServant(
           request.nso(), request.group(),
-          [queue](ServantDelivery delivery) { queue->Push(std::move(delivery)); },
+          [queue, progress](ServantDelivery delivery) {
+            progress->pushed += delivery.payload.size();
+            queue->Push(std::move(delivery));
+          },
           ServantKeptState{request.keeps_state(), request.kept_position(), request.kept_view()},
           request.view_events());
       if (!id.ok()) return id.status();
+      // Flow control (nso/group_flow.h): what the delivery thread has not taken yet.
+      node_->SetServantBacklogProbe(*id, [progress] {
+        const uint64_t read = progress->read.load();
+        return ServantBacklog{progress->pushed.load() - read, read};
+      });
       servant_ = *id;  // written before RunOnLoop returns, read by this object's user threads
       return absl::OkStatus();
     });
@@ -278,6 +287,7 @@ class LocalServant final : public internal::ServantBackend {
       next_ = 0;
       if (!queue_->TakeAll(&batch_)) return false;
     }
+    progress_->read += batch_[next_].payload.size();
     ToServantEvent(std::move(batch_[next_++]), event);
     return true;
   }
@@ -316,6 +326,13 @@ class LocalServant final : public internal::ServantBackend {
   Node* const node_;
   EventLoop* const loop_;
   std::shared_ptr<HandoffQueue<ServantDelivery>> queue_;
+  // Payload bytes queued for the delivery thread (protocol thread) and taken by it (delivery
+  // thread): the servant's backlog, asked by the node at each tick.
+  struct Progress {
+    std::atomic<uint64_t> pushed{0};
+    std::atomic<uint64_t> read{0};
+  };
+  std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
   uint64_t servant_ = 0;  // set by Register, before the delivery thread starts
   bool inline_ = false;   // registered by RegisterInline
   std::atomic<bool> cancelled_{false};

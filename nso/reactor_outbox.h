@@ -16,6 +16,8 @@
 #ifndef COHORT_NSO_REACTOR_OUTBOX_H_
 #define COHORT_NSO_REACTOR_OUTBOX_H_
 
+#include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -39,7 +41,20 @@ class ReactorOutbox {
     std::function<void(Item item, Response* response)> convert;
     // An item that will not be written (the client is gone); optional.
     std::function<void(const Item& item)> dropped;
+    // The bytes an item counts for in Backlog(); optional (0 each without).
+    std::function<uint64_t(const Item& item)> weigh;
   };
+
+  // What is pushed and not yet handed to gRPC, and what was handed to it so far, in the bytes
+  // Hooks::weigh counts (a servant's backlog: flow control, nso/group_flow.h).
+  struct Backlog {
+    uint64_t due_bytes = 0;
+    uint64_t written_bytes = 0;
+  };
+  Backlog backlog() const {
+    absl::MutexLock lock(&mu_);
+    return backlog_;
+  }
 
   explicit ReactorOutbox(Hooks hooks) : hooks_(std::move(hooks)) {}
 
@@ -54,6 +69,7 @@ class ReactorOutbox {
     {
       absl::MutexLock lock(&mu_);
       if (expected) --expected_;
+      if (hooks_.weigh) backlog_.due_bytes += hooks_.weigh(item);
       due_.push_back(std::move(item));
       step = Next();
     }
@@ -112,12 +128,18 @@ class ReactorOutbox {
     Step step;
     if (gone_ && attached_) step.drop.swap(due_);
     if (!attached_) due_.clear();  // the hooks may not outlive the reactor
+    if (due_.empty()) backlog_.due_bytes = 0;
     if (finished_ || !attached_) return step;
     if (!writing_ && !due_.empty()) {
       writing_ = true;
       step.write = true;
       step.item = std::move(due_.front());
       due_.pop_front();
+      if (hooks_.weigh) {
+        const uint64_t bytes = hooks_.weigh(step.item);
+        backlog_.due_bytes -= std::min(bytes, backlog_.due_bytes);
+        backlog_.written_bytes += bytes;
+      }
       step.more = !due_.empty();
       return step;
     }
@@ -147,7 +169,8 @@ class ReactorOutbox {
   }
 
   const Hooks hooks_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  Backlog backlog_ ABSL_GUARDED_BY(mu_);
   std::deque<Item> due_ ABSL_GUARDED_BY(mu_);  // pushed, not yet written
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;  // announced, not yet pushed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
