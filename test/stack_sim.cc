@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -42,6 +43,12 @@ struct Replica {
   uint64_t crashed_at_ms = 0;
   int32_t drift_ppm = 0;       // the node's clock rate error (StackSimOptions::drift_ppm_max)
   uint64_t clock_offset_ms = 0;
+  // StackSimOptions::slow_servants: deliveries waiting for the servant (with its generation),
+  // their payload bytes, the bytes it has read, and whether a read is scheduled.
+  std::deque<std::pair<uint64_t, nso::ServantDelivery>> paced;
+  uint64_t unread_bytes = 0;
+  uint64_t read_bytes = 0;
+  bool reading = false;
 };
 
 class StackSim {
@@ -114,6 +121,9 @@ class StackSim {
   void ScheduleTick(NodeId id, uint64_t incarnation);
   // A fresh servant (no state) attaches to node id's daemon.
   void AttachServant(NodeId id);
+  // StackSimOptions::slow_servants: the servant of node `id` reads one delivery per pace.
+  void QueueForServant(NodeId id, uint64_t generation, nso::ServantDelivery delivery);
+  void ScheduleServantRead(NodeId id, uint64_t pace_ms);
   // The servant crashes; its daemon stays up. A new one attaches after a while.
   void CrashServant(NodeId id);
   void MaybeCrashServant();
@@ -213,6 +223,7 @@ class StackSim {
     fifo_refused_ += node.outside_counters().fifo_refused;
     for (const nso::Group* group : node.groups()) {
       result_.restarts_named += group->counters().restarts_named;
+      result_.servants_behind += group->times_behind();
     }
   }
 };
@@ -241,6 +252,7 @@ nso::Config StackSim::MakeConfig(NodeId id) const {
   config.groups.push_back(group);
   config.failure_detector.suspect_timeout_ms = options_.suspect_timeout_ms;
   config.failure_detector.exclude_timeout_ms = options_.exclude_timeout_ms;
+  if (options_.slow_servants) config.limits.servant_backlog_bytes = 8;
   return config;
 }
 
@@ -305,14 +317,52 @@ void StackSim::AttachServant(NodeId id) {
   replica.applied.clear();
   replica.servant_view_id = 0;
   uint64_t servant_nso = *replica.node->Attach("servant");
+  replica.paced.clear();
+  replica.unread_bytes = 0;
   replica.servant = *replica.node->RegisterServant(
       servant_nso, kGroup, [this, id, generation](nso::ServantDelivery delivery) {
+        if (options_.slow_servants) return QueueForServant(id, generation, std::move(delivery));
         // The servant runs after the current step, in delivery order (like the real stream).
         net_.After(0, [this, id, generation, delivery = std::move(delivery)]() mutable {
           OnServant(id, generation, std::move(delivery));
         });
       },
       nso::ServantKeptState{}, /*view_events=*/true);
+  if (options_.slow_servants) {
+    replica.node->SetServantBacklogProbe(replica.servant, [this, id] {
+      return nso::ServantBacklog{replicas_[id].unread_bytes, replicas_[id].read_bytes};
+    });
+  }
+}
+
+void StackSim::QueueForServant(NodeId id, uint64_t generation, nso::ServantDelivery delivery) {
+  Replica& replica = replicas_[id];
+  replica.unread_bytes += delivery.payload.size();
+  replica.paced.emplace_back(generation, std::move(delivery));
+  if (replica.reading) return;
+  replica.reading = true;
+  // By node id mod 3: below the rate calls come at (calls_per_step every 15 ms), so that the
+  // servants keep up on average and fall behind in bursts (a partition healing, a catch-up).
+  const uint64_t per_step = std::max<uint32_t>(options_.calls_per_step, 1);
+  const uint64_t pace_ms[] = {std::max<uint64_t>(12 / per_step, 1), 1,
+                              std::max<uint64_t>(6 / per_step, 1)};
+  ScheduleServantRead(id, pace_ms[id % 3]);
+}
+
+void StackSim::ScheduleServantRead(NodeId id, uint64_t pace_ms) {
+  net_.After(pace_ms, [this, id, pace_ms] {
+    Replica& replica = replicas_[id];
+    if (replica.paced.empty()) {
+      replica.reading = false;
+      return;
+    }
+    auto [generation, delivery] = std::move(replica.paced.front());
+    replica.paced.pop_front();
+    replica.unread_bytes -= delivery.payload.size();
+    replica.read_bytes += delivery.payload.size();
+    OnServant(id, generation, std::move(delivery));
+    ScheduleServantRead(id, pace_ms);
+  });
 }
 
 void StackSim::CrashServant(NodeId id) {
@@ -324,6 +374,8 @@ void StackSim::CrashServant(NodeId id) {
   As(id);
   replica.node->UnregisterServant(replica.servant);
   replica.servant = 0;
+  replica.paced.clear();
+  replica.unread_bytes = 0;
   replica.servant_generation++;
   replica.applied.clear();
   replica.value = 0;
@@ -1038,6 +1090,7 @@ std::string ReplayFlags(const StackSimOptions& options) {
   if (options.event_driven) flags += " --liveness event";
   if (options.streams_break) flags += " --streams-break";
   if (options.leaves) flags += " --leaves";
+  if (options.slow_servants) flags += " --slow-servants";
   if (options.kill_percent != defaults.kill_percent) {
     flags += " --kill-percent " + std::to_string(options.kill_percent);
   }

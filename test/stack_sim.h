@@ -42,6 +42,12 @@ struct StackSimOptions {
   // later. Its own generator, like servant crashes; off by default so that the seeds' runs stay
   // what they were.
   bool leaves = false;
+  // Servants read their deliveries at a pace (node k's one per 1 ms, or, by k mod 3, one per 12
+  // or 6 ms divided by calls_per_step: they keep up on average, not in bursts) and tell their
+  // nodes their backlog, with limits.servant_backlog_bytes of 8 bytes: flow control
+  // (nso/group_flow.h) holds the group's requests whenever a servant has two calls unread. Off by
+  // default so that the seeds' runs stay what they were.
+  bool slow_servants = false;
   bool slow_only = false;         // only delays: bursts above the suspicion timeout, below exclusion
   uint64_t chaos_ms = 4000;       // simulated time with faults
   uint64_t settle_limit_ms = 30000;
@@ -111,6 +117,8 @@ struct StackSimResult {
   // Restarted processes never heard in a view that said which process they follow, counted by
   // a member (nso::GroupCounters::restarts_named; StackSimOptions::incarnation_files).
   uint64_t restarts_named = 0;
+  // With slow_servants: times a member's servants fell behind (nso::Group::times_behind).
+  uint64_t servants_behind = 0;
   uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
   int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
   int32_t drift_ppm_max = 0;

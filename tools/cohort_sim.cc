@@ -117,7 +117,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
            transfers = 0, servant_crashes = 0, leaves = 0, one_way_lost = 0, call_ms_max = 0,
            fifo_checked = 0,
            fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
-           outside_fifo_calls = 0, late_starts = 0, restarts_named = 0;
+           outside_fifo_calls = 0, late_starts = 0, restarts_named = 0, servants_behind = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call, one_way_lost_example;
@@ -135,6 +135,7 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     leaves += result.leaves;
     late_starts += result.late_starts;
     restarts_named += result.restarts_named;
+    servants_behind += result.servants_behind;
     if (result.one_way_lost > 0 && one_way_lost == 0) {
       one_way_lost_example = "seed " + std::to_string(seed) + ", " + result.one_way_lost_example;
     }
@@ -173,6 +174,9 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
               static_cast<unsigned long long>(servant_crashes),
               (std::string(options.leaves ? ", leaves " + std::to_string(leaves) : "") +
                (options.late_start_ms ? ", late starts " + std::to_string(late_starts) : "") +
+               (options.slow_servants
+                    ? ", servants behind (flow control) " + std::to_string(servants_behind)
+                    : "") +
                (options.incarnation_files
                     ? ", restarts named by their incarnation file " + std::to_string(restarts_named)
                     : ""))
@@ -305,6 +309,7 @@ int Usage() {
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
+             "                  [--slow-servants]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS] [--incarnation-files]\n"
              "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|\n"
@@ -318,6 +323,9 @@ int Usage() {
              "               resets do (Transport::Reachable); off: the streams always look up\n"
              "  --leaves:    members also leave the group (LeaveGroup) while their clients call, and\n"
              "               join again 50-1500 ms later\n"
+             "  --slow-servants: servants read one delivery per 1 ms, or 12 or 6 ms divided by\n"
+             "               --calls-per-step, and report their backlog; flow control holds the\n"
+             "               group at 8 bytes unread\n"
              "  --kill-percent: of the node crashes, the share that are process kills, whose peers'\n"
              "               connections close and suspect it at once (default 50)\n"
              "  --fault-free: no crash, partition, loss or delay burst (to read the call times)\n"
@@ -375,6 +383,8 @@ int main(int argc, char** argv) {
       stack_options.streams_break = true;
     } else if (arg == "--leaves") {
       stack_options.leaves = true;
+    } else if (arg == "--slow-servants") {
+      stack_options.slow_servants = true;
     } else if (arg == "--kill-percent" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value > 100) return Usage();
