@@ -514,7 +514,13 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   if (group_incarnation() != 0) envelope.set_group_incarnation(group_incarnation());
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
-  if (awaiting_state_ && view_id == view_id_) envelope.set_awaiting_state(true);
+  // Outside its current view (it left, or was excluded while alive) this node holds no state of
+  // it either: the members that have not installed that view yet must not take its word for a
+  // view whose state exists elsewhere (NoteView), or they stop ordering in their own before they
+  // deliver the change (cohort-sim --stack --ordering sequencer --leaves --slow-servants, seed
+  // 2912: n3 left, the ORDERED that carried its leave to n4 was lost, and n3's join request and
+  // forwards naming view 3 made n2, the sequencer, and n4 stop resending and acknowledging it).
+  if ((awaiting_state_ || !member_) && view_id == view_id_) envelope.set_awaiting_state(true);
   if (previous_claim_ != 0 && view_id == view_id_) {
     envelope.set_previous_incarnation(previous_claim_);
   }

@@ -487,7 +487,11 @@ void Node::SendForward(NodeId to, const std::string& group, const wire::Request&
   *envelope.mutable_forward() = request;
   // The latest view this node knows: a member that is behind it may have been excluded (Receive).
   auto known = groups_.find(group);
-  if (known != groups_.end()) envelope.set_view_id(known->second->view_id());
+  if (known != groups_.end()) {
+    envelope.set_view_id(known->second->view_id());
+    // Not a member of it: it holds no state of that view (Group::SendInView says why).
+    if (!known->second->is_member()) envelope.set_awaiting_state(true);
+  }
   SendEnvelope(to, group, std::move(envelope));
 }
 
@@ -579,7 +583,9 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     // there 500 ms, until that member died, and were then refused as out of order). The sender
     // goes through another member; this one learns of the later view.
     const bool behind = envelope.view_id() > group->view_id();
-    if (behind) group->NoteView(from, envelope.view_id(), envelope.incarnation());
+    if (behind) {
+      group->NoteView(from, envelope.view_id(), envelope.incarnation(), envelope.awaiting_state());
+    }
     if (!group->is_member() || Leaving(group) || behind) {
       // Excluded, left or leaving (told to, or its servant is gone), or not yet joined: the
       // sender moves on to another member at once rather than wait for its call's retry (a

@@ -86,6 +86,25 @@ TEST_CASE("membership: the same with sequencer order", "[sim][membership]") {
   RunSeeds(1001, 1060, options);
 }
 
+// A member that left (n3 of view 2 [2,3,4], seed 2912) installed view 3 [2,4] as the sequencer's
+// ORDERED carrying its leave reached it; the copy to n4 was lost. n3's join request and forwards
+// then named view 3, and n2 (the sequencer) and n4 took that for a later view whose state exists,
+// stopped ordering in view 2 (no resend, no acknowledgement) and waited for its state, which
+// nobody held: the group never settled. Now a node outside its current view names it as one it
+// holds no state of (Envelope.awaiting_state).
+TEST_CASE("membership: a member that left does not make the others stop ordering before they "
+          "deliver its leave", "[sim][membership]") {
+  nso::ConfigureLogging("off", "text", "");
+  StackSimOptions options;
+  options.sequencer = true;
+  options.leaves = true;
+  options.slow_servants = true;
+  options.seed = 2912;
+  StackSimResult result = RunStackSimulation(options);
+  INFO(result.violation << "\n  replay: " << ReplayCommand(options));
+  CHECK(result.ok);
+}
+
 // Flow control (nso/group_flow.h) holding the group's requests whenever a slow servant has two
 // calls unread, through the same crashes, partitions, leaves and servant crashes: nothing lost,
 // applied twice or out of order, and the group still serves every node after the heal.
