@@ -159,17 +159,25 @@ struct Cast {
   size_t held_max = 0;
 };
 
+// Runs `check` on a fresh Cast(seed, ordering, ...) for each order, logging with SIMLOG.
+template <typename Check>
+void EachOrdering(uint64_t seed, uint64_t backlog_bytes, int64_t stall_ms, Check check) {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  for (auto ordering : kOrderings) {
+    INFO("ordering " << static_cast<int>(ordering) << " seed " << seed);
+    Cast cast(seed, ordering, backlog_bytes, stall_ms);
+    check(cast);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a member whose servant reads slowly makes the group's new requests wait: its backlog "
           "stays near servant_backlog_bytes, and every replica applies every request once, in "
           "the same order",
           "[flow][sim]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  for (auto ordering : kOrderings) {
-    for (uint64_t seed = 1; seed <= 4; ++seed) {
-      INFO("ordering " << static_cast<int>(ordering) << " seed " << seed);
-      Cast cast(seed, ordering, kBacklogBytes);
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    EachOrdering(seed, kBacklogBytes, 2000, [](Cast& cast) {
       cast.SendGradually(kRequests);
       REQUIRE(cast.RunUntilApplied({1, 2, 3}, kRequests, 20000));
       CHECK(cast.accepted == kRequests);
@@ -192,32 +200,26 @@ TEST_CASE("a member whose servant reads slowly makes the group's new requests wa
         CHECK(cast.HeldAt(id) == 0);
         CHECK_FALSE(cast.GroupAt(id)->flow_holding());
       }
-    }
+    });
   }
 }
 
 TEST_CASE("without flow control (servant_backlog_bytes: 0) the slow servant's backlog grows with "
           "everything sent",
           "[flow][sim]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  for (auto ordering : kOrderings) {
-    INFO("ordering " << static_cast<int>(ordering));
-    Cast cast(1, ordering, /*backlog_bytes=*/0);
+  EachOrdering(1, /*backlog_bytes=*/0, 2000, [](Cast& cast) {
     cast.SendGradually(kRequests);
     REQUIRE(cast.RunUntilApplied({1, 2, 3}, kRequests, 20000));
     CHECK(cast.held_max == 0);
     CHECK(cast.servants.replicas[3]->max_unread > 5 * kBacklogBytes);
     CHECK(cast.GroupAt(3)->times_behind() == 0);
-  }
+  });
 }
 
 TEST_CASE("a servant that stops reading holds its group for servant_stall_ms at most: the others "
           "go on",
           "[flow][sim]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  for (auto ordering : kOrderings) {
-    INFO("ordering " << static_cast<int>(ordering));
-    Cast cast(2, ordering, kBacklogBytes, /*stall_ms=*/500);
+  EachOrdering(2, kBacklogBytes, /*stall_ms=*/500, [](Cast& cast) {
     cast.servants.replicas[3]->rate = 0;  // stuck from the start
     cast.SendGradually(kRequests);
     REQUIRE(cast.RunUntilApplied({1, 2}, kRequests, 5000));
@@ -230,16 +232,13 @@ TEST_CASE("a servant that stops reading holds its group for servant_stall_ms at 
     cast.servants.replicas[3]->rate = 1000;
     REQUIRE(cast.RunUntilApplied({3}, kRequests, 5000));
     CHECK(cast.servants.replicas[3]->applied == cast.servants.replicas[1]->applied);
-  }
+  });
 }
 
 TEST_CASE("a member that crashes while its servants are behind holds the group no longer than "
           "the flag's expiry",
           "[flow][sim]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  for (auto ordering : kOrderings) {
-    INFO("ordering " << static_cast<int>(ordering));
-    Cast cast(3, ordering, kBacklogBytes);
+  EachOrdering(3, kBacklogBytes, 2000, [](Cast& cast) {
     cast.SendGradually(200);
     REQUIRE(cast.GroupAt(3)->servants_behind());
     REQUIRE(cast.GroupAt(1)->flow_holding());
@@ -252,16 +251,13 @@ TEST_CASE("a member that crashes while its servants are behind holds the group n
     REQUIRE(cast.RunUntilApplied({1, 2}, 300, 3000));
     CHECK(cast.servants.replicas[2]->applied == cast.servants.replicas[1]->applied);
     CHECK(cast.HeldAt(1) == 0);
-  }
+  });
 }
 
 TEST_CASE("a membership change while requests are held orders them first: a member that leaves "
           "loses none",
           "[flow][sim][membership]") {
-  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
-  for (auto ordering : kOrderings) {
-    INFO("ordering " << static_cast<int>(ordering));
-    Cast cast(4, ordering, kBacklogBytes);
+  EachOrdering(4, kBacklogBytes, 2000, [](Cast& cast) {
     cast.SendGradually(300);
     REQUIRE(cast.HeldAt(1) > 0);
     REQUIRE(cast.sim.nodes[1]->LeaveGroup("g").ok());
@@ -274,7 +270,7 @@ TEST_CASE("a membership change while requests are held orders them first: a memb
     for (int i = 0; i < 400; ++i) {
       CHECK(cast.servants.replicas[2]->applied[i] == absl::StrCat(i));
     }
-  }
+  });
 }
 
 }  // namespace cohort
