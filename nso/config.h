@@ -122,6 +122,18 @@ struct LimitsConfig {
   // A servant that reads nothing for this long with deliveries unread is stuck: the group no
   // longer waits for it (it is cut off at 64 MiB unread, its daemon rejoins with the state).
   int64_t servant_stall_ms = 2000;          // >= 1
+
+  // A reload applies none of them (daemon_reload.cc: they wait for a restart).
+  bool operator==(const LimitsConfig& other) const {
+    return max_payload_bytes == other.max_payload_bytes &&
+           default_deadline_ms == other.default_deadline_ms && max_nsos == other.max_nsos &&
+           nso_idle_ms == other.nso_idle_ms &&
+           max_unordered_requests == other.max_unordered_requests &&
+           max_unordered_bytes == other.max_unordered_bytes &&
+           servant_backlog_bytes == other.servant_backlog_bytes &&
+           servant_stall_ms == other.servant_stall_ms;
+  }
+  bool operator!=(const LimitsConfig& other) const { return !(*this == other); }
 };
 
 // tls: gRPC SSL credentials for both ports. Peers use mutual TLS (each side presents cert_file and

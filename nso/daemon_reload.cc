@@ -114,6 +114,9 @@ void Daemon::Reload(const Config& fresh) {
     ignored.push_back("listen/metrics");
   }
   if (config_.incarnation_file != fresh.incarnation_file) ignored.push_back("incarnation_file");
+  // Read once at start (the node's copy of the configuration; before, a change was dropped
+  // without a word).
+  if (config_.limits != fresh.limits) ignored.push_back("limits");
   // The client port's TLS settings fix it at start (AccessPolicy keeps the first value).
   if (config_.client_certificates != fresh.client_certificates) {
     ignored.push_back("auth.client_certificates");

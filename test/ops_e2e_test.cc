@@ -332,6 +332,13 @@ TEST_CASE("--watch-config reloads a changed file without a signal; a broken one 
   CHECK(Eventually([&] { return metric("cohort_config_restart_pending") == 1; }, 10));
   CHECK(metric("cohort_config_last_reload_ok") == 1);
   CHECK(metric("cohort_config_reloads_total{result=\"applied\"}") == 2);
+  // The limits are read once at start too: a change is named, not dropped without a word.
+  std::ofstream(path) << absl::StrReplaceAll(
+      with("  - {name: h, members: [n1]}\n") + "limits: {servant_backlog_bytes: 0}\n",
+      {{"{name: g, members: [n1]}", "{name: g, members: [n1], ordering: sequencer}"}});
+  CHECK(log_has("limits are not applied until a restart"));
+  CHECK(Eventually([&] { return metric("cohort_config_reloads_total{result=\"applied\"}") == 3; },
+                   10));
   // A bad period is refused at start.
   std::string out;
   CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--config", path, "--watch-config=0"},
