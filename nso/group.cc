@@ -66,6 +66,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                            std::move(payload));
     }
     flow_->held.clear();
+    flow_->held_bytes = 0;
   }
   if (member_) {
     Order().Freeze();  // made now if unused: it answers a laggard of this view as it always did
@@ -141,7 +142,10 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
 size_t Group::DropUndelivered() {
   const size_t dropped = undelivered_.size() + held_count();
   undelivered_.clear();
-  if (flow_ != nullptr) flow_->held.clear();
+  if (flow_ != nullptr) {
+    flow_->held.clear();
+    flow_->held_bytes = 0;
+  }
   return dropped;
 }
 
@@ -170,6 +174,7 @@ uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
 
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
   if (flow_ != nullptr && (!flow_->held.empty() || flow_->state.Holding(now_ms_))) {
+    flow_->held_bytes += payload.size();
     flow_->held.push_back(std::move(payload));  // nso/group_flow.h: after those held already
     return;
   }
@@ -206,6 +211,7 @@ void Group::ReleaseHeld(bool all, std::vector<consensus::Delivery>* deliveries) 
   size_t messages = 0, bytes = 0;
   while (!flow_->held.empty() && (all || (messages < max_messages && bytes < max_bytes))) {
     bytes += flow_->held.front().size();
+    flow_->held_bytes -= flow_->held.front().size();
     messages++;
     BroadcastNow(std::move(flow_->held.front()), &outbox);
     flow_->held.pop_front();

@@ -102,6 +102,7 @@ class Group {
   uint64_t times_behind() const { return flow_ ? flow_->state.times_behind() : 0; }
   // Requests waiting here for the hold to end, and the members (other than this one) holding.
   size_t held_count() const { return flow_ ? flow_->held.size() : 0; }
+  size_t held_bytes() const { return flow_ ? flow_->held_bytes : 0; }
   std::vector<NodeId> peers_behind() const {
     return flow_ ? flow_->state.PeersBehind(now_ms_) : std::vector<NodeId>();
   }
@@ -336,6 +337,7 @@ class Group {
     explicit Flow(uint64_t backlog_bytes) : state(backlog_bytes) {}
     GroupFlow state;
     std::deque<std::string> held;
+    size_t held_bytes = 0;
   };
   Flow& flow();
   std::unique_ptr<Flow> flow_;

@@ -226,6 +226,23 @@ absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t 
   return absl::OkStatus();
 }
 
+absl::Status Node::CheckHeld(const Group& group, size_t bytes) const {
+  // Flow control (nso/group_flow.h) holds this daemon's requests while a member's servants are
+  // behind. Each client's backlog is bounded, but many clients, or requests held past the
+  // deadline for which a client's backlog counts them, would grow the held queue without end:
+  // it is bounded as one client's backlog is, and new requests wait for room meanwhile.
+  const size_t held = group.held_count();
+  if (held == 0) return absl::OkStatus();
+  if (static_cast<int64_t>(held) >= config_.limits.max_unordered_requests ||
+      static_cast<int64_t>(group.held_bytes() + bytes) > config_.limits.max_unordered_bytes) {
+    return invocation::BacklogError(absl::StrCat(
+        "group \"", group.name(), "\": ", held, " requests (", group.held_bytes(),
+        " bytes) of this daemon wait for a member's servants to catch up (flow control: "
+        "limits.servant_backlog_bytes; held up to limits.max_unordered_requests / _bytes)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Node::Admit(uint64_t nso, const Group& group, invocation::Mode mode,
                          size_t payload_bytes) const {
   if (static_cast<int64_t>(payload_bytes) > config_.limits.max_payload_bytes) {
@@ -234,6 +251,7 @@ absl::Status Node::Admit(uint64_t nso, const Group& group, invocation::Mode mode
                                                    config_.limits.max_payload_bytes, ")"));
   }
   if (absl::Status room = CheckInFlight(nso, group.name(), payload_bytes); !room.ok()) return room;
+  if (absl::Status room = CheckHeld(group, payload_bytes); !room.ok()) return room;
   if (absl::Status reachable = CheckReachable(group, mode); !reachable.ok()) return reachable;
   if (mode == invocation::Mode::kOneWay) return CheckOutsideRoute(group);
   return absl::OkStatus();

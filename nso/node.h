@@ -462,6 +462,8 @@ class Node {
   // limits.max_unordered_requests / max_unordered_bytes: RESOURCE_EXHAUSTED once `nso` has
   // that many requests, or bytes with `bytes` more, not yet known ordered (backpressure).
   absl::Status CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const;
+  // Likewise for the requests of this daemon that `group`'s flow control holds, all clients'.
+  absl::Status CheckHeld(const Group& group, size_t bytes) const;
   // UNAVAILABLE when fewer members than `mode` and ordering need have been heard lately.
   absl::Status CheckReachable(const Group& group, invocation::Mode mode) const;
   // UNAVAILABLE when this node's oldest one-way request to `group` (outside it) not yet known

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "invocation/backpressure.h"
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/sim_network.h"
@@ -90,10 +92,11 @@ struct PacedServants {
 };
 
 nso::Config FlowConfig(NodeId id, nso::GroupConfig::Ordering ordering, uint64_t backlog_bytes,
-                       int64_t stall_ms = 2000) {
+                       int64_t stall_ms, int64_t max_unordered) {
   nso::Config config = test::GroupOfThree(id, ordering);
   config.limits.servant_backlog_bytes = static_cast<int64_t>(backlog_bytes);
   config.limits.servant_stall_ms = stall_ms;
+  config.limits.max_unordered_requests = max_unordered;
   config.consensus.batch_max_messages = 8;  // releases of held requests: 8 per tick
   return config;
 }
@@ -101,9 +104,11 @@ nso::Config FlowConfig(NodeId id, nso::GroupConfig::Ordering ordering, uint64_t 
 // Group g of n1..n3 with paced servants (n3's reads 1 delivery per 5 ms), n4 outside.
 struct Cast {
   Cast(uint64_t seed, nso::GroupConfig::Ordering ordering, uint64_t backlog_bytes,
-       int64_t stall_ms = 2000)
+       int64_t stall_ms = 2000, int64_t max_unordered = 65536)
       : sim(seed), servants(&sim) {
-    for (NodeId id = 1; id <= 3; ++id) sim.Add(FlowConfig(id, ordering, backlog_bytes, stall_ms));
+    for (NodeId id = 1; id <= 3; ++id) {
+      sim.Add(FlowConfig(id, ordering, backlog_bytes, stall_ms, max_unordered));
+    }
     for (NodeId id = 1; id <= 3; ++id) servants.Serve(id);
     servants.replicas[3]->rate = 1;
     sim.net.RunUntil(300);
@@ -271,6 +276,47 @@ TEST_CASE("a membership change while requests are held orders them first: a memb
       CHECK(cast.servants.replicas[2]->applied[i] == absl::StrCat(i));
     }
   });
+}
+
+TEST_CASE("the requests a member holds are bounded as one client's backlog is: with many clients, "
+          "new ones wait for room",
+          "[flow][sim][backpressure]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  constexpr int kMaxUnordered = 30;
+  for (auto ordering : kOrderings) {
+    INFO("ordering " << static_cast<int>(ordering));
+    Cast cast(5, ordering, kBacklogBytes, 2000, kMaxUnordered);
+    nso::Node* n1 = cast.sim.nodes[1].get();
+    std::vector<uint64_t> clients;
+    for (int i = 0; i < 20; ++i) clients.push_back(*n1->Attach("client"));
+    int accepted = 0, refused_held = 0, refused_other = 0;
+    size_t held_max = 0;
+    for (int step = 0; step < 60; ++step) {  // 20 one-way calls per 5 ms, one per client
+      for (uint64_t client : clients) {
+        nso::InvokeOptions options = test::CounterAdd("g", invocation::Mode::kOneWay, 0);
+        options.payload = absl::StrCat("c:", std::string(kPayloadBytes, 'x'));
+        n1->Invoke(client, options, [&](nso::InvokeResult result) {
+          if (result.status.ok()) {
+            ++accepted;
+          } else if (invocation::IsBacklog(result.status) &&
+                     absl::StrContains(result.status.message(), "wait for a member's servants")) {
+            ++refused_held;
+          } else {
+            ++refused_other;
+          }
+        });
+      }
+      cast.sim.net.RunUntil(cast.sim.net.now_ms() + 5);
+      held_max = std::max(held_max, cast.HeldAt(1));
+    }
+    CHECK(held_max <= static_cast<size_t>(kMaxUnordered));
+    CHECK(refused_held > 0);
+    CHECK(refused_other == 0);
+    REQUIRE(cast.RunUntilApplied({1, 2, 3}, accepted, 20000));
+    for (NodeId id = 1; id <= 3; ++id) {
+      CHECK(cast.servants.replicas[id]->applied.size() == static_cast<size_t>(accepted));
+    }
+  }
 }
 
 }  // namespace cohort
