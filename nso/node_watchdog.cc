@@ -2,6 +2,11 @@
 // warning line (at most every 5 s) saying where its order and its deliveries stand. Nothing is
 // changed by it; it names the stuck part when a replica stops applying (issue 6 diagnostics).
 #include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include "nso/logging.h"
 #include "nso/node.h"
@@ -29,14 +34,24 @@ void Node::TickWatchdog(Group* group, size_t open) {
   if (stalled_ms < kStallMs) return;
   if (membership.stall_warned_ms != 0 && now_ms_ < membership.stall_warned_ms + kWarnEveryMs) return;
   membership.stall_warned_ms = now_ms_;
+  // Flow control (nso/group_flow.h) holds new requests on purpose: said, with who holds them.
+  std::string flow;
+  if (group->held_count() > 0 || group->flow_holding()) {
+    std::vector<std::string> behind;
+    if (group->servants_behind()) behind.push_back("this member");
+    for (NodeId peer : group->peers_behind()) behind.push_back(NodeName(peer));
+    flow = absl::StrCat(", ", group->held_count(), " requests held by flow control (servants "
+                        "behind at: ", behind.empty() ? "none now" : absl::StrJoin(behind, ", "),
+                        ")");
+  }
   Log("group")->warn(
       "group {}: no delivery for {} ms in view {} while work waits: {}; {} requests held for the "
-      "state ({}), {} for a servant, {} deliveries awaiting the servant's answer{}{}",
+      "state ({}), {} for a servant, {} deliveries awaiting the servant's answer{}{}{}",
       group->name(), stalled_ms, group->view_id(), group->DescribeOrder(),
       membership.buffered.size(),
       membership.joiner.awaiting_state() ? "awaiting state" : "state installed",
       membership.no_servant.size(), open, HasServant(group->name()) ? "" : ", no servant attached",
-      membership.servant_lost ? ", servant lost (leaving)" : "");
+      membership.servant_lost ? ", servant lost (leaving)" : "", flow);
 }
 
 }  // namespace cohort::nso
