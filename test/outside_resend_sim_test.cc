@@ -505,7 +505,12 @@ TEST_CASE("a member behind the sender's view refuses its forwarded requests and 
   CHECK(not_member_answers == 1);
   const nso::Group* at_n1 = sim.nodes[1]->groups().at(0);
   REQUIRE(at_n1->name() == "g");
-  CHECK(at_n1->highest_view_heard() == view + 3);
+  // Noted as named by a node that holds no state of it (n4 is no member: Envelope.awaiting_state),
+  // so it does not end n1's view by itself: the later view's members name it too, and their word
+  // does (stack_sim_test, seed 2912: a member that had left ended the others' view before they
+  // delivered its leave).
+  CHECK(at_n1->highest_view_named() == view + 3);
+  CHECK(at_n1->highest_view_heard() < view + 3);
   for (NodeId id : {1, 2, 3}) CHECK(delivered[id] == std::vector<std::string>{"m:x"});
 }
 
