@@ -220,11 +220,9 @@ void Group::ReleaseHeld(bool all, std::vector<consensus::Delivery>* deliveries) 
 }
 
 void Group::ObserveServants(uint64_t unread) {
-  if (!member_ || (flow_ == nullptr && unread < static_cast<uint64_t>(
-                                                   config_.limits.servant_backlog_bytes))) {
-    return;  // nothing to say (flow_ is made once the servants first fall behind)
-  }
-  if (config_.limits.servant_backlog_bytes == 0) return;
+  const auto backlog_bytes = static_cast<uint64_t>(config_.limits.servant_backlog_bytes);
+  // Off, or nothing to say (flow_ is made once the servants first fall behind).
+  if (backlog_bytes == 0 || !member_ || (flow_ == nullptr && unread < backlog_bytes)) return;
   std::optional<bool> tell = flow().state.Observe(unread, now_ms_);
   if (!tell) return;
   if (*tell) {
@@ -526,7 +524,7 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
   // deliver the change (cohort-sim --stack --ordering sequencer --leaves --slow-servants, seed
   // 2912: n3 left, the ORDERED that carried its leave to n4 was lost, and n3's join request and
   // forwards naming view 3 made n2, the sequencer, and n4 stop resending and acknowledging it).
-  if ((awaiting_state_ || !member_) && view_id == view_id_) envelope.set_awaiting_state(true);
+  if (holds_no_state() && view_id == view_id_) envelope.set_awaiting_state(true);
   if (previous_claim_ != 0 && view_id == view_id_) {
     envelope.set_previous_incarnation(previous_claim_);
   }

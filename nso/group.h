@@ -179,6 +179,10 @@ class Group {
   bool Behind() const { return LaterViewHeld(/*recently=*/false) || NotCounted(); }
   // This node awaits the state of its view (a joiner): its envelopes say so.
   void SetAwaitingState(bool awaiting) { awaiting_state_ = awaiting; }
+  // This node holds no state of its current view: a joiner awaiting it, or a node outside the
+  // view (it left, or was excluded while alive). What it sends naming the view says so
+  // (Envelope.awaiting_state), so that the view's word alone does not end a member's (NoteView).
+  bool holds_no_state() const { return awaiting_state_ || !member_; }
   // This process restarted a daemon whose previous process was `previous` (read from stable
   // storage, nso/incarnation_file.h), and this group is one of its configuration: its envelopes
   // of the configured view say so (Envelope.previous_incarnation) until a view is installed. A

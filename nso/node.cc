@@ -507,8 +507,7 @@ void Node::SendForward(NodeId to, const std::string& group, const wire::Request&
   auto known = groups_.find(group);
   if (known != groups_.end()) {
     envelope.set_view_id(known->second->view_id());
-    // Not a member of it: it holds no state of that view (Group::SendInView says why).
-    if (!known->second->is_member()) envelope.set_awaiting_state(true);
+    if (known->second->holds_no_state()) envelope.set_awaiting_state(true);
   }
   SendEnvelope(to, group, std::move(envelope));
 }
