@@ -376,6 +376,9 @@ class PythonRestartTest(unittest.TestCase):
         reader = threading.Thread(target=lambda: pushed.extend(
             (reply.view_id, [m.name for m in reply.members]) for reply in _until_cancelled(watch)))
         reader.start()
+        # The watch's first push is the view it starts in: waited for, or n2's leave below may
+        # come first (tools/test on a clean clone, session 49: pushed[0] was view 2).
+        self.assertTrue(eventually(lambda: len(pushed) > 0, 10))
         self.servants[1].stop()  # the application at n2 goes; n2 leaves the view
         fresh = Counter()
         servant = Servant(self.addresses[1], "counter", fresh.handlers(),
