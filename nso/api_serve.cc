@@ -134,10 +134,18 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
       shared->servant = *id;
       // Flow control (nso/group_flow.h): the deliveries not yet handed to gRPC are the servant's
       // backlog.
-      node->SetServantBacklogProbe(*id, [shared] {
-        const Outbox::Backlog backlog = shared->outbox.backlog();
-        return ServantBacklog{backlog.due_bytes, backlog.written_bytes};
-      });
+      node->SetServantBacklogProbe(
+          *id,
+          [shared] {
+            const Outbox::Backlog backlog = shared->outbox.backlog();
+            return ServantBacklog{backlog.due_bytes, backlog.written_bytes};
+          },
+          [shared](const absl::Status& why) {
+            // Cut off (limits.servant_cutoff_bytes): what is due is dropped; the stream ends
+            // once the write in progress is done (the servant reads again or goes).
+            shared->servant = 0;  // the node unregistered it
+            shared->outbox.FinishWith(ToGrpcStatus(why));
+          });
       shared->outbox.Push({true, group, {}});
       shared->acknowledged = true;
       for (ServantDelivery& d : shared->early) {

@@ -87,7 +87,8 @@ const std::vector<absl::string_view> kLimitsKeys = {"max_payload_bytes", "defaul
                                                    "max_nsos", "nso_idle_ms",
                                                    "max_unordered_requests",
                                                    "max_unordered_bytes",
-                                                   "servant_backlog_bytes", "servant_stall_ms"};
+                                                   "servant_backlog_bytes", "servant_stall_ms",
+                                                   "servant_cutoff_bytes"};
 const std::vector<absl::string_view> kGroupKeys = {
     "name",         "members",           "ordering",          "liveness", "silence_ms", "style",
     "default_mode", "suspect_timeout_ms", "exclude_timeout_ms", "acl", "durable"};
@@ -254,7 +255,8 @@ absl::Status ReadLimitsKeys(const MapView& m, LimitsConfig* limits) {
       ReadInt(m, "max_unordered_bytes", 1, kMaxCount, &limits->max_unordered_bytes));
   CONFIG_RETURN_IF_ERROR(
       ReadInt(m, "servant_backlog_bytes", 0, kMaxCount, &limits->servant_backlog_bytes));
-  return ReadDurationMs(m, "servant_stall_ms", &limits->servant_stall_ms);
+  CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "servant_stall_ms", &limits->servant_stall_ms));
+  return ReadInt(m, "servant_cutoff_bytes", 1, kMaxCount, &limits->servant_cutoff_bytes);
 }
 
 absl::Status ReadLimits(const MapView& top, LimitsConfig* limits) {
@@ -662,6 +664,23 @@ absl::Status CheckGroups(const Reader& reader, const Config& config) {
   return absl::OkStatus();
 }
 
+// Flow control must engage before the cut-off: else a servant slower than its group would be cut
+// off before the group waits for it.
+absl::Status CheckServantLimits(const Reader& reader, const LimitsConfig& limits) {
+  if (limits.servant_backlog_bytes == 0 ||
+      limits.servant_cutoff_bytes > limits.servant_backlog_bytes) {
+    return absl::OkStatus();
+  }
+  const bool blame_backlog = reader.WasRead("limits.servant_backlog_bytes") &&
+                             !reader.WasRead("limits.servant_cutoff_bytes");
+  return reader.ErrorAt(
+      blame_backlog ? "limits.servant_backlog_bytes" : "limits.servant_cutoff_bytes",
+      absl::StrCat("servant_cutoff_bytes (", limits.servant_cutoff_bytes,
+                   ") must be greater than servant_backlog_bytes (", limits.servant_backlog_bytes,
+                   "; 0 turns flow control off): a servant slower than its group would be cut "
+                   "off before the group waits for it"));
+}
+
 absl::Status CheckConfig(const Reader& reader, Config* config) {
   CONFIG_RETURN_IF_ERROR(CheckPeers(reader, config->peers));
   CONFIG_RETURN_IF_ERROR(CheckTokens(reader, config->tokens));
@@ -685,6 +704,7 @@ absl::Status CheckConfig(const Reader& reader, Config* config) {
   const FailureDetectorConfig& fd = config->failure_detector;
   CONFIG_RETURN_IF_ERROR(CheckTimeouts(reader, "failure_detector", fd.suspect_timeout_ms,
                                        fd.exclude_timeout_ms, fd.heartbeat_interval_ms));
+  CONFIG_RETURN_IF_ERROR(CheckServantLimits(reader, config->limits));
   return CheckGroups(reader, *config);
 }
 

@@ -117,11 +117,18 @@ struct LimitsConfig {
   int64_t max_unordered_bytes = 64 << 20;   // >= 1; their payload bytes (one request always passes)
   // Flow control from the slowest servant (nso/group_flow.h): a member whose servants have this
   // many bytes of deliveries unread makes the group's new requests wait until they are down to
-  // half (0: off; a servant slower than its group is then cut off at 64 MiB unread).
+  // half (0: off; a servant slower than its group is then cut off at servant_cutoff_bytes).
   int64_t servant_backlog_bytes = 8 << 20;  // >= 0
   // A servant that reads nothing for this long with deliveries unread is stuck: the group no
-  // longer waits for it (it is cut off at 64 MiB unread, its daemon rejoins with the state).
+  // longer waits for it (it is cut off at servant_cutoff_bytes unread).
   int64_t servant_stall_ms = 2000;          // >= 1
+  // A servant with this many bytes of deliveries unread (on any path: the local fast path, a gRPC
+  // stream, an embedded node's queue) that has read nothing for servant_stall_ms (with flow
+  // control off: at once) is cut off: its stream ends UNAVAILABLE, what waited for it is dropped,
+  // and without another servant its daemon leaves the group (a servant registering again rejoins
+  // with the state). The bound on what a daemon queues for a servant that does not read; one that
+  // reads is bounded by flow control (a burst, the requests held for it, may pass this).
+  int64_t servant_cutoff_bytes = 64 << 20;  // >= 1
 
   // A reload applies none of them (daemon_reload.cc: they wait for a restart).
   bool operator==(const LimitsConfig& other) const {
@@ -131,7 +138,8 @@ struct LimitsConfig {
            max_unordered_requests == other.max_unordered_requests &&
            max_unordered_bytes == other.max_unordered_bytes &&
            servant_backlog_bytes == other.servant_backlog_bytes &&
-           servant_stall_ms == other.servant_stall_ms;
+           servant_stall_ms == other.servant_stall_ms &&
+           servant_cutoff_bytes == other.servant_cutoff_bytes;
   }
   bool operator!=(const LimitsConfig& other) const { return !(*this == other); }
 };

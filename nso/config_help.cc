@@ -64,10 +64,15 @@ limits:
   servant_backlog_bytes: 8388608  # [8388608 = 8 MiB] flow control: a member whose servants have
                               #   this many bytes of deliveries unread makes the group's new
                               #   requests wait (their callers get backpressure) until they are
-                              #   down to half; 0: off (a servant slower than its group is cut
-                              #   off at 64 MiB unread and rejoins with the state)
+                              #   down to half; 0: off (a servant slower than its group is then
+                              #   cut off at servant_cutoff_bytes)
   servant_stall_ms: 2000      # [2000] a servant that reads nothing for this long with deliveries
                               #   unread is stuck: the group no longer waits for it
+  servant_cutoff_bytes: 67108864  # [67108864 = 64 MiB] a stuck servant (above) with this many
+                              #   bytes of deliveries unread is cut off (with flow control off,
+                              #   any servant): its stream ends UNAVAILABLE; with no other
+                              #   servant its daemon leaves the group and a servant registering
+                              #   again rejoins with the state; > servant_backlog_bytes
 groups:                       # [] groups this cluster hosts
   - name: counter             # required: [A-Za-z0-9_.-]{1,64}, unique
     members: [n1, n2, n3]     # required, non-empty: distinct peer names

@@ -182,6 +182,7 @@ NodeSnapshot TakeSnapshot(const Node& node) {
   snapshot.fifo_gave_up = node.outside_counters().fifo_gave_up;
   snapshot.fifo_asked = node.outside_counters().fifo_asked;
   snapshot.fifo_refused = node.outside_counters().fifo_refused;
+  snapshot.servants_cut_off = node.servants_cut_off();
   snapshot.managers_silent = node.outside_counters().managers_silent;
   for (const Group* group : node.groups()) {
     GroupSnapshot g;

@@ -19,7 +19,8 @@
 // - another member counts it behind for kExpiryMs after the last such word: a member that
 //   crashes or is cut off while behind does not hold the group for longer than that;
 // - a servant that reads nothing for limits.servant_stall_ms does not count (the node leaves
-//   it out of `unread`): a stuck servant is cut off as before, instead of stopping the group.
+//   it out of `unread`): a stuck servant is cut off at limits.servant_cutoff_bytes unread
+//   (Node::CutOffServant), instead of stopping the group.
 //
 // Pure state: time comes in as arguments (no clock, no thread).
 #ifndef COHORT_NSO_GROUP_FLOW_H_

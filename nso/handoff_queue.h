@@ -28,6 +28,15 @@ class HandoffQueue {
     absl::MutexLock lock(&mu_);
     closed_ = true;
   }
+  // Closed, and what is queued is dropped (a consumer that stopped taking: the queue's bound).
+  void CloseAndDrop() {
+    std::vector<T> dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      closed_ = true;
+      dropped.swap(items_);
+    }
+  }
   // Blocks until an item is queued or the queue is closed; moves every queued item to `*out`
   // (cleared first). False when the queue is closed and empty.
   bool TakeAll(std::vector<T>* out) {

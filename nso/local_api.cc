@@ -330,12 +330,26 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
     connection->servant = *servant;
     // Flow control (nso/group_flow.h): what waits in this connection's buffer is the servant's
     // backlog; the node asks on the protocol thread, which is this loop's.
-    node_->SetServantBacklogProbe(*servant, [this, id]() {
-      Connection* servant_connection = Find(id);
-      if (servant_connection == nullptr) return ServantBacklog{};
-      return ServantBacklog{servant_connection->out.size() - servant_connection->out_offset,
-                            servant_connection->sent_bytes};
-    });
+    node_->SetServantBacklogProbe(
+        *servant,
+        [this, id]() {
+          Connection* servant_connection = Find(id);
+          if (servant_connection == nullptr) return ServantBacklog{};
+          return ServantBacklog{servant_connection->out.size() - servant_connection->out_offset,
+                                servant_connection->sent_bytes};
+        },
+        [this, id](const absl::Status& why) {
+          // Cut off (limits.servant_cutoff_bytes): closed at the next Flush, its buffer dropped.
+          Connection* servant_connection = Find(id);
+          if (servant_connection == nullptr) return;
+          Log("api")->warn("local connection {} closed: {}", id, std::string(why.message()));
+          servant_connection->servant = 0;  // the node unregistered it
+          servant_connection->closing = true;
+          if (!servant_connection->dirty) {
+            servant_connection->dirty = true;
+            dirty_.push_back(id);
+          }
+        });
     api::LocalFrame ack;
     ack.mutable_event()->set_registered(true);
     ack.mutable_event()->set_group(request.group());
@@ -407,7 +421,10 @@ void LocalApi::Flush() {
         Close(id);
         continue;
       }
-      if (connection->out.size() - connection->out_offset > options_.write_buffer_max) {
+      // A servant's connection is bounded by the node (limits.servant_cutoff_bytes: a servant
+      // that reads may be sent a burst beyond it, Node::TickFlow).
+      if (connection->servant == 0 &&
+          connection->out.size() - connection->out_offset > options_.write_buffer_max) {
         Log("api")->warn("local connection {} does not read what it is sent ({} bytes): closed",
                          id, connection->out.size() - connection->out_offset);
         Close(id);

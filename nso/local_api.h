@@ -40,7 +40,9 @@ struct LocalApiOptions {
   std::string listen = "auto";  // listen.local: "auto" (abstract socket) or a socket file path
   std::string node_name;        // names the abstract socket
   size_t frame_bytes_max = 16 << 20;   // a longer frame closes the connection
-  size_t write_buffer_max = 64 << 20;  // unsent bytes to a client that does not read: closed
+  // Unsent bytes to a client that does not read: closed (a servant is bounded by the node instead,
+  // limits.servant_cutoff_bytes).
+  size_t write_buffer_max = 64 << 20;
 };
 
 class LocalApi {

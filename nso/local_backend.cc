@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "invocation/client.h"
 #include "nso/api_service.h"
@@ -254,10 +255,22 @@ class LocalServant final : public internal::ServantBackend {
           request.view_events());
       if (!id.ok()) return id.status();
       // Flow control (nso/group_flow.h): what the delivery thread has not taken yet.
-      node_->SetServantBacklogProbe(*id, [progress] {
-        const uint64_t read = progress->read.load();
-        return ServantBacklog{progress->pushed.load() - read, read};
-      });
+      node_->SetServantBacklogProbe(
+          *id,
+          [progress] {
+            const uint64_t read = progress->read.load();
+            return ServantBacklog{progress->pushed.load() - read, read};
+          },
+          [queue, progress](const absl::Status& why) {
+            // Cut off (limits.servant_cutoff_bytes): what waits is dropped, the delivery thread
+            // takes nothing more, and Finish says why.
+            {
+              absl::MutexLock lock(&progress->mu);
+              progress->cut_off = why;
+            }
+            progress->cut.store(true);
+            queue->CloseAndDrop();
+          });
       servant_ = *id;  // written before RunOnLoop returns, read by this object's user threads
       return absl::OkStatus();
     });
@@ -283,6 +296,7 @@ class LocalServant final : public internal::ServantBackend {
   }
   bool EventBuffered() const override { return next_ < batch_.size(); }  // delivery thread
   bool Next(api::ServantEvent* event) override {  // the servant's delivery thread only
+    if (progress_->cut.load()) return false;  // cut off: the batch taken is not applied
     if (next_ == batch_.size()) {
       next_ = 0;
       if (!queue_->TakeAll(&batch_)) return false;
@@ -319,6 +333,10 @@ class LocalServant final : public internal::ServantBackend {
     loop_->Post([node = node_, servant = servant_] { node->UnregisterServant(servant); });
   }
   absl::Status Finish() override {
+    if (progress_->cut.load()) {
+      absl::MutexLock lock(&progress_->mu);
+      return progress_->cut_off;
+    }
     return cancelled_ ? absl::CancelledError("servant stopped") : absl::OkStatus();
   }
 
@@ -331,6 +349,10 @@ class LocalServant final : public internal::ServantBackend {
   struct Progress {
     std::atomic<uint64_t> pushed{0};
     std::atomic<uint64_t> read{0};
+    // Set by the node's cut-off (protocol thread), read by the delivery thread.
+    std::atomic<bool> cut{false};
+    absl::Mutex mu;
+    absl::Status cut_off ABSL_GUARDED_BY(mu);
   };
   std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
   uint64_t servant_ = 0;  // set by Register, before the delivery thread starts

@@ -267,6 +267,10 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
               "(no answer to probes for 2 x suspect_timeout_ms): their requests went to the next "
               "member.");
   out->Sample("cohort_managers_silent_total", {}, static_cast<double>(snapshot.managers_silent));
+  out->Family("cohort_servants_cut_off_total", "counter",
+              "Servants cut off for not reading what they are sent "
+              "(limits.servant_cutoff_bytes unread).");
+  out->Sample("cohort_servants_cut_off_total", {}, static_cast<double>(snapshot.servants_cut_off));
 }
 
 }  // namespace cohort::nso

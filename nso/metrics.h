@@ -108,6 +108,7 @@ struct NodeSnapshot {
   uint64_t fifo_held = 0;      // requests from outside that waited for their predecessor here
   uint64_t fifo_gave_up = 0;   // ... and were ordered without it (it did not come in time)
   uint64_t fifo_asked = 0;     // ... whose predecessor, never seen here, was asked for
+  uint64_t servants_cut_off = 0;  // Node::servants_cut_off
   uint64_t fifo_refused = 0;   // delivered after a later request of their client: not executed
   uint64_t managers_silent = 0;
 };

@@ -143,6 +143,8 @@ class Node {
   using InvokeDone = std::function<void(InvokeResult)>;
   using ServantSink = std::function<void(ServantDelivery)>;
   using BacklogProbe = std::function<ServantBacklog()>;
+  // Ends the stream of a servant the node cut off (already unregistered) with `why`.
+  using CutOff = std::function<void(absl::Status why)>;
 
   // `incarnation` must differ at every start of this node (the daemon uses the wall clock).
   Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms);
@@ -230,8 +232,10 @@ class Node {
                                            ServantKeptState kept = {}, bool view_events = false);
   void UnregisterServant(uint64_t servant);
   // Where the servant's deliveries wait to be read (its connection): asked at every Tick, on the
-  // protocol thread. A servant without one never holds its group (flow control).
-  void SetServantBacklogProbe(uint64_t servant, BacklogProbe probe);
+  // protocol thread. A servant without one never holds its group (flow control) and is never cut
+  // off. With limits.servant_cutoff_bytes unread, the servant is unregistered and `cut_off` ends
+  // its stream (on the protocol thread, during Tick: it must not call the node back).
+  void SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
               bool more = false);
@@ -246,6 +250,8 @@ class Node {
   bool attached(uint64_t nso) const { return nsos_.count(nso) > 0; }
   size_t attached_nsos() const { return nsos_.size(); }
   uint64_t nsos_detached_idle() const { return nsos_detached_idle_; }
+  // Servants cut off for not reading (limits.servant_cutoff_bytes).
+  uint64_t servants_cut_off() const { return servants_cut_off_; }
   uint64_t nsos_detached() const { return nsos_detached_; }  // by Detach
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
@@ -321,6 +327,7 @@ class Node {
     // Flow control (TickFlow): its backlog, what it had read at the last Tick, since when it has
     // read nothing with deliveries unread (0: it reads), and whether it was said to be stuck.
     BacklogProbe backlog;
+    CutOff cut_off;
     uint64_t read_bytes = 0;
     uint64_t idle_since_ms = 0;
     bool stuck = false;
@@ -503,7 +510,9 @@ class Node {
   void TickStandby(Group* group);
   // Flow control (nso/group_flow.h): the largest backlog of the servants of each group that
   // still read (a servant idle for limits.servant_stall_ms with deliveries unread is left out).
+  // Cuts off the servants with limits.servant_cutoff_bytes unread.
   std::map<std::string, uint64_t, std::less<>> TickFlow();
+  void CutOffServant(uint64_t servant, uint64_t unread_bytes);
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
   void OrderFromOutside(Group* group, const wire::Request& request);
@@ -722,6 +731,7 @@ class Node {
   std::map<uint64_t, NsoEntry> nsos_;
   uint64_t next_nso_sweep_ms_ = 0;
   uint64_t nsos_detached_idle_ = 0;
+  uint64_t servants_cut_off_ = 0;
   uint64_t nsos_detached_ = 0;
   // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
   // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told

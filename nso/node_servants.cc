@@ -1,6 +1,8 @@
 // Servants attached to an NSO of this node: registration, loss, and the view changes they cause.
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nso/logging.h"
@@ -57,14 +59,17 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   return id;
 }
 
-void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe) {
+void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off) {
   auto it = servants_.find(servant);
-  if (it != servants_.end()) it->second.backlog = std::move(probe);
+  if (it == servants_.end()) return;
+  it->second.backlog = std::move(probe);
+  it->second.cut_off = std::move(cut_off);
 }
 
 std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
   std::map<std::string, uint64_t, std::less<>> unread_by_group;
-  if (config_.limits.servant_backlog_bytes == 0) return unread_by_group;
+  std::vector<std::pair<uint64_t, uint64_t>> cut;  // (servant, its unread bytes)
+  const bool flow = config_.limits.servant_backlog_bytes != 0;
   for (auto& [id, servant] : servants_) {
     if (!servant.backlog) continue;
     const ServantBacklog backlog = servant.backlog();
@@ -78,8 +83,18 @@ std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
     } else if (servant.idle_since_ms == 0) {
       servant.idle_since_ms = now_ms_;
     }
-    if (servant.idle_since_ms != 0 &&
-        now_ms_ - servant.idle_since_ms >= static_cast<uint64_t>(config_.limits.servant_stall_ms)) {
+    const bool stalled =
+        servant.idle_since_ms != 0 &&
+        now_ms_ - servant.idle_since_ms >= static_cast<uint64_t>(config_.limits.servant_stall_ms);
+    // With flow control a servant that reads is not cut off: a burst (the requests held for it,
+    // released at a view change) may take it over the limit for a while.
+    if (backlog.unread_bytes >= static_cast<uint64_t>(config_.limits.servant_cutoff_bytes) &&
+        (stalled || !flow)) {
+      cut.emplace_back(id, backlog.unread_bytes);
+      continue;
+    }
+    if (!flow) continue;
+    if (stalled) {
       if (!servant.stuck) {
         servant.stuck = true;
         Log("group")->warn("group {}: servant {} has read nothing for {} ms with {} bytes "
@@ -92,7 +107,29 @@ std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
     uint64_t& unread = unread_by_group[servant.group];
     unread = std::max(unread, backlog.unread_bytes);
   }
+  for (const auto& [id, unread] : cut) CutOffServant(id, unread);
   return unread_by_group;
+}
+
+// What a daemon queues for a servant that does not read is bounded: at limits.servant_cutoff_bytes
+// unread, once it has read nothing for limits.servant_stall_ms (with flow control off, at once),
+// the servant goes as if its stream had ended (its unanswered deliveries get an error, and without
+// another servant the daemon leaves the group: OnServantLost), and its stream ends UNAVAILABLE, so
+// a servant that reads again registers again and rejoins with the state.
+void Node::CutOffServant(uint64_t servant, uint64_t unread_bytes) {
+  auto it = servants_.find(servant);
+  if (it == servants_.end()) return;
+  Log("api")->warn("group {}: servant {} does not read what it is sent ({} bytes unread, "
+                   "limits.servant_cutoff_bytes): cut off", it->second.group, servant,
+                   unread_bytes);
+  ++servants_cut_off_;
+  CutOff cut_off = std::move(it->second.cut_off);
+  UnregisterServant(servant);
+  if (cut_off) {
+    cut_off(absl::UnavailableError(absl::StrCat(
+        "cut off by the daemon: the servant did not read ", unread_bytes,
+        " bytes of deliveries (limits.servant_cutoff_bytes)")));
+  }
 }
 
 void Node::UnregisterServant(uint64_t servant) {

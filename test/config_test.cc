@@ -74,6 +74,7 @@ TEST_CASE("a full file sets every field", "[config]") {
   CHECK(config.limits.max_unordered_bytes == 123456);
   CHECK(config.limits.servant_backlog_bytes == 0);
   CHECK(config.limits.servant_stall_ms == 750);
+  CHECK(config.limits.servant_cutoff_bytes == 4194304);
   REQUIRE(config.groups.size() == 2);
 
   const GroupConfig& counter = config.groups[0];
@@ -136,6 +137,7 @@ TEST_CASE("a minimal file gets the documented defaults", "[config]") {
   CHECK(config.limits.max_nsos == 1000000);
   CHECK(config.limits.servant_backlog_bytes == 8 << 20);
   CHECK(config.limits.servant_stall_ms == 2000);
+  CHECK(config.limits.servant_cutoff_bytes == 64 << 20);
   CHECK(config.limits.nso_idle_ms == 600000);
   CHECK(config.groups.empty());
   CHECK_FALSE(config.tls.enabled);
@@ -294,6 +296,17 @@ TEST_CASE("a value of the wrong type is named", "[config]") {
              StartsWith("config.yaml:7: limits.servant_backlog_bytes:"));
   CHECK_THAT(ErrorOf(kBase + "limits:\n  servant_stall_ms: 0\n"),
              StartsWith("config.yaml:7: limits.servant_stall_ms:"));
+  CHECK_THAT(ErrorOf(kBase + "limits:\n  servant_cutoff_bytes: 0\n"),
+             StartsWith("config.yaml:7: limits.servant_cutoff_bytes:"));
+  // Flow control must engage before the cut-off.
+  CHECK_THAT(ErrorOf(kBase + "limits:\n  servant_cutoff_bytes: 8388608\n"),
+             StartsWith("config.yaml:7: limits.servant_cutoff_bytes: servant_cutoff_bytes "
+                        "(8388608) must be greater than servant_backlog_bytes (8388608"));
+  CHECK_THAT(ErrorOf(kBase + "limits:\n  servant_backlog_bytes: 67108864\n"),
+             StartsWith("config.yaml:7: limits.servant_backlog_bytes: servant_cutoff_bytes "
+                        "(67108864) must be greater than servant_backlog_bytes (67108864"));
+  CHECK(ParseOk(kBase + "tls: {insecure: true}\nlimits:\n  servant_backlog_bytes: 0\n  "
+                "servant_cutoff_bytes: 1000\n").limits.servant_cutoff_bytes == 1000);
   CHECK_THAT(ErrorOf(kBase + "consensus:\n  optimisation_2: 3\n"),
              StartsWith("config.yaml:7: consensus.optimisation_2: must be true or false"));
   CHECK_THAT(ErrorOf(kBase + "groups:\n  - name: g\n    members: n1\n"),
@@ -558,7 +571,7 @@ TEST_CASE("the help text documents every key", "[config]") {
         "exclude_timeout_ms:", "heartbeat_interval_ms:", "fail_fast_after_ms:", "suspect_on_disconnect:", "consensus:", "optimisation_1:",
         "optimisation_2:", "optimisation_3:", "round_delay_ms:", "batch_max_messages:",
         "batch_max_bytes:", "limits:",
-        "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "servant_backlog_bytes:", "servant_stall_ms:", "groups:", "members:",
+        "max_payload_bytes:", "default_deadline_ms:", "max_nsos:", "max_unordered_requests:", "max_unordered_bytes:", "servant_backlog_bytes:", "servant_stall_ms:", "servant_cutoff_bytes:", "groups:", "members:",
         "ordering:", "liveness:", "silence_ms:", "style:", "default_mode:", "tls:", "reload_seconds:", "ca_file:",
         "cert_file:", "key_file:", "server_name:", "insecure: true", "client_certificates:",
         "client_ca_file:", "certificate_name:", "dynamic_groups:", "create:"}) {

@@ -47,6 +47,7 @@ struct PacedServants {
     size_t rate = std::numeric_limits<size_t>::max();
     std::vector<std::string> applied;
     uint64_t servant = 0;
+    absl::Status cut_off;  // why the node cut it off (ok: it did not)
   };
 
   explicit PacedServants(test::SimNodes* sim) : sim(sim) {}
@@ -62,9 +63,14 @@ struct PacedServants {
       replica->max_unread = std::max(replica->max_unread, replica->unread);
       replica->queue.push_back(std::move(d));
     });
-    node->SetServantBacklogProbe(replica->servant, [replica] {
-      return nso::ServantBacklog{replica->unread, replica->read};
-    });
+    node->SetServantBacklogProbe(
+        replica->servant,
+        [replica] { return nso::ServantBacklog{replica->unread, replica->read}; },
+        [replica](const absl::Status& why) {
+          replica->cut_off = why;
+          replica->queue.clear();
+          replica->rate = 0;
+        });
     Drain(id);
   }
 
@@ -92,8 +98,9 @@ struct PacedServants {
 };
 
 nso::Config FlowConfig(NodeId id, nso::GroupConfig::Ordering ordering, uint64_t backlog_bytes,
-                       int64_t stall_ms, int64_t max_unordered) {
+                       int64_t stall_ms, int64_t max_unordered, int64_t cutoff_bytes) {
   nso::Config config = test::GroupOfThree(id, ordering);
+  config.limits.servant_cutoff_bytes = cutoff_bytes;
   config.limits.servant_backlog_bytes = static_cast<int64_t>(backlog_bytes);
   config.limits.servant_stall_ms = stall_ms;
   config.limits.max_unordered_requests = max_unordered;
@@ -104,10 +111,10 @@ nso::Config FlowConfig(NodeId id, nso::GroupConfig::Ordering ordering, uint64_t 
 // Group g of n1..n3 with paced servants (n3's reads 1 delivery per 5 ms), n4 outside.
 struct Cast {
   Cast(uint64_t seed, nso::GroupConfig::Ordering ordering, uint64_t backlog_bytes,
-       int64_t stall_ms = 2000, int64_t max_unordered = 65536)
+       int64_t stall_ms = 2000, int64_t max_unordered = 65536, int64_t cutoff_bytes = 64 << 20)
       : sim(seed), servants(&sim) {
     for (NodeId id = 1; id <= 3; ++id) {
-      sim.Add(FlowConfig(id, ordering, backlog_bytes, stall_ms, max_unordered));
+      sim.Add(FlowConfig(id, ordering, backlog_bytes, stall_ms, max_unordered, cutoff_bytes));
     }
     for (NodeId id = 1; id <= 3; ++id) servants.Serve(id);
     servants.replicas[3]->rate = 1;
@@ -238,6 +245,41 @@ TEST_CASE("a servant that stops reading holds its group for servant_stall_ms at 
     REQUIRE(cast.RunUntilApplied({3}, kRequests, 5000));
     CHECK(cast.servants.replicas[3]->applied == cast.servants.replicas[1]->applied);
   });
+}
+
+TEST_CASE("a servant that does not read is cut off at servant_cutoff_bytes unread, with flow "
+          "control or without: its daemon leaves the group, the others go on",
+          "[flow][sim][membership]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  constexpr int64_t kCutoffBytes = 4 * kBacklogBytes;
+  for (uint64_t backlog_bytes : {kBacklogBytes, uint64_t{0}}) {
+    for (auto ordering : kOrderings) {
+      INFO("ordering " << static_cast<int>(ordering) << ", backlog " << backlog_bytes);
+      Cast cast(6, ordering, backlog_bytes, /*stall_ms=*/500, 65536, kCutoffBytes);
+      cast.servants.replicas[3]->rate = 0;  // stuck from the start
+      cast.SendGradually(kRequests);
+      REQUIRE(cast.RunUntilApplied({1, 2}, kRequests, 5000));
+      const PacedServants::Replica& stuck = *cast.servants.replicas[3];
+      CHECK(cast.sim.nodes[3]->servants_cut_off() == 1);
+      CHECK(stuck.cut_off.code() == absl::StatusCode::kUnavailable);
+      CHECK(absl::StrContains(stuck.cut_off.message(), "limits.servant_cutoff_bytes"));
+      CHECK(stuck.applied.empty());
+      // Found at a tick: at most the cut-off and what came since the last one.
+      CHECK(stuck.max_unread >= static_cast<uint64_t>(kCutoffBytes));
+      CHECK(stuck.max_unread <= static_cast<uint64_t>(kCutoffBytes) + 20 * (kPayloadBytes + 8));
+      // Without its only servant n3 leaves the group (Node::OnServantLost).
+      const uint64_t end = cast.sim.net.now_ms() + 3000;
+      while (cast.sim.net.now_ms() < end && InView(cast.sim.nodes[1].get(), 3)) {
+        cast.sim.net.RunUntil(cast.sim.net.now_ms() + 10);
+      }
+      cast.sim.net.RunUntil(cast.sim.net.now_ms() + 100);
+      CHECK_FALSE(InView(cast.sim.nodes[1].get(), 3));
+      CHECK_FALSE(InView(cast.sim.nodes[2].get(), 3));
+      CHECK(cast.accepted == kRequests);
+      CHECK(cast.servants.replicas[2]->applied == cast.servants.replicas[1]->applied);
+      CHECK(cast.sim.nodes[1]->servants_cut_off() == 0);
+    }
+  }
 }
 
 TEST_CASE("a member that crashes while its servants are behind holds the group no longer than "

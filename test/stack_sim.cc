@@ -329,9 +329,12 @@ void StackSim::AttachServant(NodeId id) {
       },
       nso::ServantKeptState{}, /*view_events=*/true);
   if (options_.slow_servants) {
-    replica.node->SetServantBacklogProbe(replica.servant, [this, id] {
-      return nso::ServantBacklog{replicas_[id].unread_bytes, replicas_[id].read_bytes};
-    });
+    replica.node->SetServantBacklogProbe(
+        replica.servant,
+        [this, id] {
+          return nso::ServantBacklog{replicas_[id].unread_bytes, replicas_[id].read_bytes};
+        },
+        /*cut_off=*/nullptr);  // the paced servants read 8 bytes at least per pause
   }
 }
 
