@@ -359,8 +359,13 @@ class Node {
     // of keeping them for a later servant (which would apply them to an empty object), and
     // provides no state to joiners. Once out, a servant attaching (again) rejoins with state
     // transfer. Cleared when this daemon is no longer a member, or when a view change re-admits
-    // it (awaiting the state).
+    // it (awaiting the state) and no part of that state went to the servant that was lost.
     bool servant_lost = false;
+    // State transfer to the servant (GiveStateToServant): some of a state's chunks went to a
+    // servant, not yet the last; and, that servant lost, the rest of that state is of no use (its
+    // start is gone with it: dropped, and the daemon leaves and rejoins for a whole state).
+    bool state_partly_given = false;
+    bool state_broken = false;
     // Told to leave (LeaveGroup) or leaving after losing its servant: out once the view without
     // this node is installed (node_leaving.cc).
     bool leaving() const { return servant_lost || joiner.left(); }

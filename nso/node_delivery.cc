@@ -25,9 +25,9 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
   // Nothing delivered to a group without membership state (an idle one): it gets none (memory).
   if (deliveries.empty() && membership_.count(group->name()) == 0) return;
   GroupMembership& membership = membership_[group->name()];
-  if (membership.joiner.awaiting_state() && membership.servant_lost) {
+  if (membership.joiner.awaiting_state() && membership.servant_lost && !membership.state_broken) {
     // Re-admitted by a view change (it may never have seen the view that removed it): the state
-    // on its way replaces the one its servant lost.
+    // on its way replaces the one its servant lost (unless part of it went to that servant).
     membership.servant_lost = false;
     membership.joiner.set_want_member(AnyServantAttached(group->name()));
     Log("membership")->info("group {}: re-admitted after losing its servant; the state follows",

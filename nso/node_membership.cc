@@ -626,10 +626,17 @@ void Node::GiveStateToServant(Group* group,
       }
       servant.sink(std::move(delivery));
     }
+    membership.state_partly_given = !chunks.back().last;
     return;
   }
   // No servant yet: kept, in order, for the first to attach (a new state replaces a partial one).
-  if (chunks.front().offset == 0) membership.pending_servant_state.clear();
+  if (chunks.front().offset == 0) {
+    membership.pending_servant_state.clear();
+    membership.state_broken = false;
+  }
+  // The rest of a state whose start went to a servant now gone (found by cohort-sim --stack
+  // --stuck-servants, seed 15: a new servant got a state from offset 140).
+  if (membership.state_broken) return;
   for (auto& chunk : chunks) membership.pending_servant_state.push_back(std::move(chunk));
 }
 

@@ -161,6 +161,12 @@ void Node::OnServantLost(const std::string& group_name) {
   membership.no_servant.clear();
   membership.no_servant_views.clear();
   membership.no_servant_overflow = false;
+  membership.pending_servant_state.clear();
+  if (membership.state_partly_given) {
+    // A state was on its way to the servant that went: the rest of it is of no use.
+    membership.state_partly_given = false;
+    membership.state_broken = true;
+  }
   membership.joiner.set_want_member(false);
   if (!(*group)->is_member() || (*group)->members().size() == 1) return;
   if ((*group)->durable_claim()) {
@@ -185,6 +191,8 @@ void Node::TickServantLost(Group* group) {
   GroupMembership& membership = found->second;
   if (!group->is_member()) {
     membership.servant_lost = false;
+    membership.state_broken = false;
+    membership.pending_servant_state.clear();
     membership.joiner.set_want_member(AnyServantAttached(group->name()));
     Log("membership")->info("group {}: left after losing its servant{}", group->name(),
                             membership.joiner.want_member() ? "; a new servant is attached: rejoining" : "");

@@ -49,6 +49,7 @@ struct Replica {
   uint64_t unread_bytes = 0;
   uint64_t read_bytes = 0;
   bool reading = false;
+  bool stuck = false;  // StackSimOptions::stuck_servants: it reads nothing for now
 };
 
 class StackSim {
@@ -127,6 +128,10 @@ class StackSim {
   // The servant crashes; its daemon stays up. A new one attaches after a while.
   void CrashServant(NodeId id);
   void MaybeCrashServant();
+  // StackSimOptions::stuck_servants: the servant of node `id` stops reading for a while; and
+  // what follows its node's cut-off (a crash's aftermath: a fresh servant attaches later).
+  void StickServant(NodeId id);
+  void ServantCutOff(NodeId id, uint64_t generation);
   // A member leaves the group; it joins again 50-1500 ms later (StackSimOptions::leaves).
   void MaybeLeave();
   void Rejoin(NodeId id);
@@ -155,6 +160,7 @@ class StackSim {
     all.insert(servantless_.begin(), servantless_.end());
     all.insert(left_.begin(), left_.end());
     all.insert(crashing_.begin(), crashing_.end());
+    all.insert(stuck_.begin(), stuck_.end());
     return all.size();
   }
 
@@ -176,6 +182,7 @@ class StackSim {
   // half of a 4-member view, beyond the fault model).
   std::set<NodeId> crashing_;
   std::set<NodeId> servantless_;  // daemon up, its servant crashed, no new one attached yet
+  std::set<NodeId> stuck_;        // its servant reads nothing (it may be cut off)
   std::set<NodeId> left_;         // told to leave (LeaveGroup), not yet told to join again
   std::map<uint64_t, std::vector<NodeId>> views_;  // view id -> members, as first installed
   // "$view" as the servants got it: view id -> members, calls applied before it, group_seq.
@@ -253,6 +260,10 @@ nso::Config StackSim::MakeConfig(NodeId id) const {
   config.failure_detector.suspect_timeout_ms = options_.suspect_timeout_ms;
   config.failure_detector.exclude_timeout_ms = options_.exclude_timeout_ms;
   if (options_.slow_servants) config.limits.servant_backlog_bytes = 8;
+  if (options_.stuck_servants) {
+    config.limits.servant_stall_ms = 300;
+    config.limits.servant_cutoff_bytes = 200;
+  }
   return config;
 }
 
@@ -319,6 +330,8 @@ void StackSim::AttachServant(NodeId id) {
   uint64_t servant_nso = *replica.node->Attach("servant");
   replica.paced.clear();
   replica.unread_bytes = 0;
+  replica.stuck = false;
+  stuck_.erase(id);
   replica.servant = *replica.node->RegisterServant(
       servant_nso, kGroup, [this, id, generation](nso::ServantDelivery delivery) {
         if (options_.slow_servants) return QueueForServant(id, generation, std::move(delivery));
@@ -334,7 +347,10 @@ void StackSim::AttachServant(NodeId id) {
         [this, id] {
           return nso::ServantBacklog{replicas_[id].unread_bytes, replicas_[id].read_bytes};
         },
-        /*cut_off=*/nullptr);  // the paced servants read 8 bytes at least per pause
+        // After the node's Tick (it must not be called back from it).
+        [this, id, generation](const absl::Status&) {
+          net_.After(0, [this, id, generation] { ServantCutOff(id, generation); });
+        });
   }
 }
 
@@ -355,6 +371,7 @@ void StackSim::QueueForServant(NodeId id, uint64_t generation, nso::ServantDeliv
 void StackSim::ScheduleServantRead(NodeId id, uint64_t pace_ms) {
   net_.After(pace_ms, [this, id, pace_ms] {
     Replica& replica = replicas_[id];
+    if (replica.stuck) return ScheduleServantRead(id, pace_ms);
     if (replica.paced.empty()) {
       replica.reading = false;
       return;
@@ -399,15 +416,53 @@ void StackSim::CrashServant(NodeId id) {
   });
 }
 
+void StackSim::StickServant(NodeId id) {
+  Replica& replica = replicas_[id];
+  if (trace_) {
+    std::fprintf(stderr, "t=%llu SERVANT STUCK node %u\n", (unsigned long long)net_.now_ms(), id);
+  }
+  replica.stuck = true;
+  stuck_.insert(id);
+  result_.faults++;
+  result_.servants_stuck++;
+  const uint64_t generation = replica.servant_generation;
+  net_.After(100 + servant_rng_.Uniform(1400), [this, id, generation] {
+    Replica& r = replicas_[id];
+    if (!r.stuck || r.servant_generation != generation) return;  // cut off, crashed meanwhile
+    if (trace_) {
+      std::fprintf(stderr, "t=%llu SERVANT READS AGAIN node %u\n",
+                   (unsigned long long)net_.now_ms(), id);
+    }
+    r.stuck = false;
+    stuck_.erase(id);
+  });
+}
+
+void StackSim::ServantCutOff(NodeId id, uint64_t generation) {
+  Replica& replica = replicas_[id];
+  if (!replica.alive || replica.servant_generation != generation) return;
+  if (trace_) {
+    std::fprintf(stderr, "t=%llu SERVANT CUT OFF node %u\n", (unsigned long long)net_.now_ms(),
+                 id);
+  }
+  result_.servants_cut_off++;
+  replica.stuck = false;
+  stuck_.erase(id);
+  CrashServant(id);  // its node unregistered it already: what follows is a crash's aftermath
+}
+
 void StackSim::MaybeCrashServant() {
   if (servant_rng_.Uniform(4) != 0) return;
   NodeId id = 1 + servant_rng_.Uniform(result_.nodes);
   const Replica& replica = replicas_[id];
   if (!replica.alive || crashed_.count(id) || cut_off_.count(id) || servantless_.count(id) ||
-      amnesiac_.count(id) || left_.count(id)) {
+      amnesiac_.count(id) || left_.count(id) || stuck_.count(id)) {
     return;
   }
   if (disabled() >= (result_.nodes - 1) / 2 || !CanDisable(1)) return;
+  if (options_.stuck_servants && servant_rng_.Uniform(2) == 0) {
+    return StickServant(id);
+  }
   CrashServant(id);
 }
 
@@ -742,6 +797,8 @@ void StackSim::Crash(NodeId id) {
   }
   crashed_.insert(id);
   left_.erase(id);  // a restart boots it wanting in
+  replica.stuck = false;
+  stuck_.erase(id);
   pending_exclusion_[id] = net_.now_ms();
   result_.faults++;
 }
@@ -756,7 +813,8 @@ bool StackSim::CanDisable(uint32_t count) const {
   for (NodeId member : members) {
     const Replica& replica = replicas_.at(member);
     if (replica.alive && !crashing_.count(member) && !cut_off_.count(member) &&
-        !amnesiac_.count(member) && !servantless_.count(member) && replica.view_id == view_id) {
+        !amnesiac_.count(member) && !servantless_.count(member) && !stuck_.count(member) &&
+        replica.view_id == view_id) {
       functional++;
     }
   }
@@ -881,6 +939,8 @@ void StackSim::Heal() {
     pending_exclusion_.erase(id);
   }
   crashed_.clear();
+  for (NodeId id : std::set<NodeId>(stuck_)) replicas_[id].stuck = false;
+  stuck_.clear();
   for (NodeId id : std::set<NodeId>(servantless_)) {
     servantless_.erase(id);
     amnesiac_.insert(id);
@@ -1094,6 +1154,7 @@ std::string ReplayFlags(const StackSimOptions& options) {
   if (options.streams_break) flags += " --streams-break";
   if (options.leaves) flags += " --leaves";
   if (options.slow_servants) flags += " --slow-servants";
+  if (options.stuck_servants) flags += " --stuck-servants";
   if (options.kill_percent != defaults.kill_percent) {
     flags += " --kill-percent " + std::to_string(options.kill_percent);
   }

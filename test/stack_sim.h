@@ -48,6 +48,12 @@ struct StackSimOptions {
   // (nso/group_flow.h) holds the group's requests whenever a servant has two calls unread. Off by
   // default so that the seeds' runs stay what they were.
   bool slow_servants = false;
+  // With slow_servants and servant crashes: half of the servant faults are a servant that stops
+  // reading for 100-1500 ms instead of crashing. With limits.servant_stall_ms 300 and
+  // servant_cutoff_bytes 200, one stopped long enough is cut off (Node::CutOffServant): its node
+  // unregisters it, and, as after a crash, a fresh one attaches 50-1500 ms later. Off by default
+  // so that the seeds' runs stay what they were.
+  bool stuck_servants = false;
   bool slow_only = false;         // only delays: bursts above the suspicion timeout, below exclusion
   uint64_t chaos_ms = 4000;       // simulated time with faults
   uint64_t settle_limit_ms = 30000;
@@ -119,6 +125,9 @@ struct StackSimResult {
   uint64_t restarts_named = 0;
   // With slow_servants: times a member's servants fell behind (nso::Group::times_behind).
   uint64_t servants_behind = 0;
+  // With stuck_servants: servants that stopped reading, and of them those cut off by their node.
+  uint64_t servants_stuck = 0;
+  uint64_t servants_cut_off = 0;
   uint64_t crash_to_view_ms_max = 0;  // longest time from a crash to the view excluding it
   int32_t drift_ppm_min = 0;          // slowest and fastest node clock of the run
   int32_t drift_ppm_max = 0;

@@ -37,7 +37,7 @@ void CheckNothingRefused(uint64_t seed, const StackSimOptions& options) {
 void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
   nso::ConfigureLogging("off", "text", "");
   uint64_t views = 0, transfers = 0, acknowledged = 0, servant_crashes = 0, leaves = 0,
-           servants_behind = 0;
+           servants_behind = 0, servants_stuck = 0, servants_cut_off = 0;
   uint64_t servant_views = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     options.seed = seed;
@@ -52,6 +52,8 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
     servant_crashes += result.servant_crashes;
     leaves += result.leaves;
     servants_behind += result.servants_behind;
+    servants_stuck += result.servants_stuck;
+    servants_cut_off += result.servants_cut_off;
     // Nothing refused to a caller still waiting (a member's requests kept or held across its
     // leave or exclusion keep their client's order: nso/node_leaving.cc).
     CHECK(result.calls_refused == 0);
@@ -62,6 +64,14 @@ void RunSeeds(uint64_t first, uint64_t last, StackSimOptions options) {
     CHECK(servants_behind > 0);
   } else {
     CHECK(servants_behind == 0);
+  }
+  // Stuck servants: some read again in time, some were cut off (Node::CutOffServant).
+  if (options.stuck_servants) {
+    CHECK(servants_cut_off > 0);
+    CHECK(servants_cut_off < servants_stuck);
+  } else {
+    CHECK(servants_stuck == 0);
+    CHECK(servants_cut_off == 0);
   }
   // The schedules did exercise view changes, state transfers, servant crashes and acknowledged
   // calls.
@@ -114,6 +124,36 @@ TEST_CASE("membership: the same with slow servants and flow control, both orders
   options.streams_break = true;
   options.calls_per_step = 4;
   RunSeeds(3001, 3030, options);
+}
+
+// n5 joined view 3 with its servant stuck; the state's first chunk went to that servant, which its
+// node cut off at once (the chunk took it over servant_cutoff_bytes); the rest of the state was
+// kept for the next servant, which got a state starting at offset 140. Now the rest of a state
+// whose start went to a lost servant is dropped, and the daemon leaves and rejoins for a whole one
+// (GroupMembership::state_broken).
+TEST_CASE("membership: a servant lost in the middle of a state transfer: the next one gets a whole "
+          "state", "[sim][membership][state]") {
+  StackSimOptions options;
+  options.sequencer = true;
+  options.leaves = true;
+  options.slow_servants = true;
+  options.stuck_servants = true;
+  RunFifoSeed(15, options);  // settles, every node in one view, and calls complete
+}
+
+// Servants that stop reading (limits.servant_stall_ms 300, servant_cutoff_bytes 200): the group
+// waits for one until the stall, then goes on without it; one stuck long enough is cut off by its
+// node, which leaves the group, and a fresh servant rejoins with the state. Nothing lost, applied
+// twice or out of order; the group serves every node after the heal.
+TEST_CASE("membership: the same with servants that stop reading, cut off by their nodes, both "
+          "orders", "[sim][membership][flow]") {
+  StackSimOptions options;
+  options.slow_servants = true;
+  options.stuck_servants = true;
+  RunSeeds(4001, 4030, options);
+  options.sequencer = true;
+  options.leaves = true;
+  RunSeeds(4101, 4130, options);
 }
 
 // FIFO per client (every run checks it, test/stack_sim.cc CheckClientFifo). In these seeds a

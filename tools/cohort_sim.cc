@@ -117,7 +117,8 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
            transfers = 0, servant_crashes = 0, leaves = 0, one_way_lost = 0, call_ms_max = 0,
            fifo_checked = 0,
            fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
-           outside_fifo_calls = 0, late_starts = 0, restarts_named = 0, servants_behind = 0;
+           outside_fifo_calls = 0, late_starts = 0, restarts_named = 0, servants_behind = 0,
+           servants_stuck = 0, servants_cut_off = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call, one_way_lost_example;
@@ -136,6 +137,8 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     late_starts += result.late_starts;
     restarts_named += result.restarts_named;
     servants_behind += result.servants_behind;
+    servants_stuck += result.servants_stuck;
+    servants_cut_off += result.servants_cut_off;
     if (result.one_way_lost > 0 && one_way_lost == 0) {
       one_way_lost_example = "seed " + std::to_string(seed) + ", " + result.one_way_lost_example;
     }
@@ -176,6 +179,10 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
                (options.late_start_ms ? ", late starts " + std::to_string(late_starts) : "") +
                (options.slow_servants
                     ? ", servants behind (flow control) " + std::to_string(servants_behind)
+                    : "") +
+               (options.stuck_servants
+                    ? ", servants stuck " + std::to_string(servants_stuck) + " (cut off " +
+                          std::to_string(servants_cut_off) + ")"
                     : "") +
                (options.incarnation_files
                     ? ", restarts named by their incarnation file " + std::to_string(restarts_named)
@@ -309,7 +316,7 @@ int Usage() {
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
-             "                  [--slow-servants]\n"
+             "                  [--slow-servants [--stuck-servants]]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS] [--incarnation-files]\n"
              "       cohort-sim --stack --seeds A..B --perturb drop|crash|restart:MS|delay:MS|\n"
@@ -326,6 +333,9 @@ int Usage() {
              "  --slow-servants: servants read one delivery per 1 ms, or 12 or 6 ms divided by\n"
              "               --calls-per-step, and report their backlog; flow control holds the\n"
              "               group at 8 bytes unread\n"
+             "  --stuck-servants: with --slow-servants, half of the servant faults are a servant\n"
+             "               that reads nothing for 100-1500 ms; one stuck for 300 ms with 200\n"
+             "               bytes unread is cut off and a fresh one attaches later\n"
              "  --kill-percent: of the node crashes, the share that are process kills, whose peers'\n"
              "               connections close and suspect it at once (default 50)\n"
              "  --fault-free: no crash, partition, loss or delay burst (to read the call times)\n"
@@ -385,6 +395,8 @@ int main(int argc, char** argv) {
       stack_options.leaves = true;
     } else if (arg == "--slow-servants") {
       stack_options.slow_servants = true;
+    } else if (arg == "--stuck-servants") {
+      stack_options.stuck_servants = true;
     } else if (arg == "--kill-percent" && i + 1 < argc) {
       const uint64_t value = std::strtoull(argv[++i], nullptr, 10);
       if (value > 100) return Usage();
@@ -472,6 +484,7 @@ int main(int argc, char** argv) {
   if (seeds.empty() || !ParseRange(seeds, &first, &last)) return Usage();
   stack_options.sequencer = ordering == Ordering::kSequencer;
   if ((perturbation && !stack) || (has_then && !perturbation)) return Usage();
+  if (stack_options.stuck_servants && !stack_options.slow_servants) return Usage();
   if (perturbation) {
     return RunStackPerturbations(first, last, stack_options, *perturbation, sends,
                                  has_then ? &then : nullptr, verbose);
