@@ -2,6 +2,12 @@
 // outstanding calls per connection), served by a gRPC callback reactor. Each call read is handed
 // to the protocol thread without waiting for it; its result is written by the thread that
 // completes it when no write is in progress (nso/reactor_outbox.h).
+//
+// A client that does not read its results is not read either: with kCallsOutstandingMax calls
+// read whose results gRPC has not taken yet, or kResultsWaitingMax bytes of results waiting, the
+// stream reads no more calls until both are down to half (HTTP/2 flow control then holds the
+// client's writes). Without it the results of a client that sends and never reads grew the
+// daemon's memory without bound.
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -15,6 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr uint64_t kCallsOutstandingMax = 1024;
+constexpr uint64_t kResultsWaitingMax = 16 << 20;  // bytes of reply payloads
+
 // One finished call on its way to the stream.
 struct Outcome {
   uint64_t call = 0;
@@ -22,6 +31,16 @@ struct Outcome {
   Clock::time_point start;
   InvokeResult result;
 };
+
+using ResultBacklog = ReactorOutbox<Outcome, api::PipelinedResult>::Backlog;
+
+bool Full(const ResultBacklog& backlog) {
+  return backlog.outstanding >= kCallsOutstandingMax || backlog.due_bytes >= kResultsWaitingMax;
+}
+bool BelowHalf(const ResultBacklog& backlog) {
+  return backlog.outstanding < kCallsOutstandingMax / 2 &&
+         backlog.due_bytes < kResultsWaitingMax / 2;
+}
 
 Outcome Failed(uint64_t call, api::Mode mode, Clock::time_point start, absl::Status status) {
   Outcome outcome{call, mode, start, {}};
@@ -78,10 +97,30 @@ class InvokeStreamReactor final
             Failed(id, mode, start, absl::UnavailableError("daemon overloaded or shutting down")));
       }
     }
+    {
+      absl::MutexLock lock(&read_mu_);
+      if (Full(outbox_->backlog())) {
+        read_paused_ = true;  // the next write done below half reads again
+        return;
+      }
+    }
     StartRead(&call_);
   }
 
-  void OnWriteDone(bool ok) override { outbox_->WriteDone(ok); }
+  void OnWriteDone(bool ok) override {
+    outbox_->WriteDone(ok);
+    bool resume = false;
+    {
+      // After the outbox counted the write: a pause taken before it saw calls outstanding,
+      // each of whose writes comes back here.
+      absl::MutexLock lock(&read_mu_);
+      if (read_paused_ && BelowHalf(outbox_->backlog())) {
+        read_paused_ = false;
+        resume = true;
+      }
+    }
+    if (resume && ok) StartRead(&call_);
+  }
   void OnCancel() override { outbox_->Gone(); }
   void OnDone() override {
     outbox_->Detach();
@@ -106,6 +145,13 @@ class InvokeStreamReactor final
     hooks.dropped = [this](const Outcome& outcome) {
       Record(outcome, ToGrpcStatus(outcome.result.status).error_code());
     };
+    hooks.weigh = [](const Outcome& outcome) -> uint64_t {
+      uint64_t bytes = 0;
+      for (const invocation::MemberReply& reply : outcome.result.replies) {
+        bytes += reply.payload.size();
+      }
+      return bytes;
+    };
     return hooks;
   }
 
@@ -119,6 +165,8 @@ class InvokeStreamReactor final
   grpc::CallbackServerContext* const context_;
   const std::shared_ptr<Outbox> outbox_;
   api::PipelinedCall call_;  // the read in progress
+  absl::Mutex read_mu_;
+  bool read_paused_ ABSL_GUARDED_BY(read_mu_) = false;  // too many results waiting: no read
 };
 
 grpc::ServerBidiReactor<api::PipelinedCall, api::PipelinedResult>* ApiService::InvokeStream(

@@ -50,10 +50,13 @@ class ReactorOutbox {
   struct Backlog {
     uint64_t due_bytes = 0;
     uint64_t written_bytes = 0;
+    uint64_t outstanding = 0;  // items expected (Expect) or due, not yet handed to gRPC
   };
   Backlog backlog() const {
     absl::MutexLock lock(&mu_);
-    return backlog_;
+    Backlog backlog = backlog_;
+    backlog.outstanding = expected_ + due_.size();
+    return backlog;
   }
 
   explicit ReactorOutbox(Hooks hooks) : hooks_(std::move(hooks)) {}

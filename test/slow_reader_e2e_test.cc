@@ -1,0 +1,126 @@
+// A client that pipelines calls on a gRPC InvokeStream (what another language's client does) and
+// does not read their results is not read either: with 1,024 calls outstanding or 16 MiB of
+// results waiting, its daemon reads no more of its calls until both are down to half
+// (nso/api_pipeline.cc), so the calls wait in the client's stream, not as results in the daemon's
+// memory. Once it reads, every call is executed and answered, in full. Before session 50 the
+// daemon read and executed every call at once and kept all their results (here 187 MiB) until the
+// client read them.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "invocation/client.h"
+#include "invocation/servant.h"
+#include "proto/api.grpc.pb.h"
+#include "test/cluster.h"
+#include "test/ops_test_util.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kCalls = 3000;
+constexpr size_t kResultBytes = 64 * 1024;  // 187 MiB of results in all; 256 make 16 MiB
+
+}  // namespace
+
+TEST_CASE("a gRPC client that does not read its results is not read either; once it reads, "
+          "every call is answered",
+          "[backpressure][e2e]") {
+  test::ClusterOptions options;
+  options.size = 1;
+  options.groups_yaml = "groups:\n  - {name: big, members: [n1]}\n";
+  test::Cluster cluster(options);
+  REQUIRE(cluster.Start());
+  // "big" answers its payload after 64 KiB of padding; the servant counts its calls.
+  std::atomic<int> executed{0};
+  ConnectOptions servant_options;
+  servant_options.local = true;
+  auto servant = Servant::Create(cluster.ClientAddress(1), "big", servant_options);
+  REQUIRE(servant.ok());
+  (*servant)->Serve("big", [&](const std::string& payload) -> absl::StatusOr<std::string> {
+    ++executed;
+    return std::string(kResultBytes, 'r') + payload;
+  });
+  REQUIRE((*servant)->Start().ok());
+
+  // Its gRPC library takes in 64 KiB unread, not the megabytes its flow-control window grows to
+  // by default (what it takes in is in its own memory, not the daemon's).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
+  auto stub = api::Cohort::NewStub(grpc::CreateCustomChannel(
+      cluster.ClientAddress(1), grpc::InsecureChannelCredentials(), args));
+  api::AttachReply attached;
+  {
+    grpc::ClientContext context;
+    api::AttachRequest attach;
+    attach.set_client_name("slow-reader");
+    REQUIRE(stub->Attach(&context, attach, &attached).ok());
+  }
+  grpc::ClientContext context;
+  auto stream = stub->InvokeStream(&context);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kCalls; ++i) {
+      api::PipelinedCall call;
+      call.set_call(i);
+      api::InvokeRequest* invoke = call.mutable_invoke();
+      invoke->set_nso(attached.nso());
+      invoke->set_group("big");
+      invoke->set_method("big");
+      invoke->set_payload(absl::StrCat(i));
+      invoke->set_mode(api::WAIT_FIRST);
+      invoke->set_deadline_ms(120000);
+      if (!stream->Write(call)) return;
+      ++written;
+    }
+    stream->WritesDone();
+  });
+
+  // Nothing read: the daemon stops reading calls at 1,024 outstanding, so the servant's count
+  // stops well short of every call sent.
+  int last = -1;
+  int stable_for = 0;
+  for (int i = 0; i < 200 && stable_for < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const int now = executed.load();
+    stable_for = now == last ? stable_for + 1 : 0;
+    last = now;
+  }
+  INFO("executed " << executed.load() << ", written " << written.load());
+  CHECK(stable_for >= 8);
+  CHECK(executed.load() >= 16);
+  CHECK(executed.load() <= 1100);
+
+  // Reading: every call is executed and answered with its whole result.
+  std::vector<bool> answered(kCalls, false);
+  int results = 0;
+  api::PipelinedResult result;
+  while (results < kCalls && stream->Read(&result)) {
+    INFO("call " << result.call() << ": " << result.error());
+    REQUIRE(result.status_code() == 0);
+    REQUIRE(result.call() < static_cast<uint64_t>(kCalls));
+    REQUIRE(result.reply().replies_size() == 1);
+    const std::string& payload = result.reply().replies(0).payload();
+    REQUIRE(payload.size() > kResultBytes);
+    CHECK(payload.substr(kResultBytes) == absl::StrCat(result.call()));
+    CHECK_FALSE(answered[result.call()]);
+    answered[result.call()] = true;
+    ++results;
+  }
+  writer.join();
+  CHECK(written.load() == kCalls);
+  CHECK(results == kCalls);
+  CHECK(executed.load() == kCalls);
+  CHECK(stream->Finish().ok());
+  (*servant)->Stop();
+}
+
+}  // namespace cohort
