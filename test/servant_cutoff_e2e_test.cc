@@ -19,6 +19,7 @@
 #include "proto/api.grpc.pb.h"
 #include "test/cluster.h"
 #include "test/ops_test_util.h"
+#include "test/raw_client.h"
 
 namespace cohort {
 namespace {
@@ -70,6 +71,16 @@ struct Counter {
     return puts;
   }
 };
+
+// Counters on the local fast path of daemons first..last, each started.
+std::vector<std::unique_ptr<Counter>> StartReaders(test::Cluster& cluster, int first, int last) {
+  std::vector<std::unique_ptr<Counter>> readers;
+  for (int i = first; i <= last; ++i) {
+    readers.push_back(std::make_unique<Counter>());
+    REQUIRE(readers.back()->Start(cluster.ClientAddress(i)).ok());
+  }
+  return readers;
+}
 
 double Metric(test::Cluster& cluster, int node, const std::string& series) {
   return test::MetricValue(test::HttpGet(cluster.MetricsPort(node), "/metrics"), series);
@@ -144,31 +155,16 @@ TEST_CASE("a gRPC servant that reads nothing is cut off: its stream ends UNAVAIL
           "[flow][e2e]") {
   test::Cluster cluster(Options(3, "n1, n2, n3"));
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<Counter>> readers;
-  for (int i = 2; i <= 3; ++i) {
-    readers.push_back(std::make_unique<Counter>());
-    REQUIRE(readers.back()->Start(cluster.ClientAddress(i)).ok());
-  }
+  std::vector<std::unique_ptr<Counter>> readers = StartReaders(cluster, 2, 3);
   // n1's servant: a raw stream (what another language's servant is) that registers and then
-  // reads nothing. Its gRPC library takes in 64 KiB unread, not the megabytes its flow-control
-  // window grows to by default (what it would take in is not the daemon's memory).
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
-  auto channel = grpc::CreateCustomChannel(cluster.ClientAddress(1),
-                                           grpc::InsecureChannelCredentials(), args);
-  auto stub = api::Cohort::NewStub(channel);
-  api::AttachReply attached;
-  {
-    grpc::ClientContext context;
-    api::AttachRequest attach;
-    attach.set_client_name("raw-servant");
-    REQUIRE(stub->Attach(&context, attach, &attached).ok());
-  }
+  // reads nothing.
+  test::RawClient raw = test::AttachRaw(test::SmallWindowChannel(cluster.ClientAddress(1)),
+                                        "raw-servant");
+  REQUIRE(raw.nso != 0);
   grpc::ClientContext context;
-  auto stream = stub->Serve(&context);
+  auto stream = raw.stub->Serve(&context);
   api::ServantMessage message;
-  message.mutable_register_()->set_nso(attached.nso());
+  message.mutable_register_()->set_nso(raw.nso);
   message.mutable_register_()->set_group("log");
   REQUIRE(stream->Write(message));
   api::ServantEvent event;
@@ -190,11 +186,7 @@ TEST_CASE("a servant on the local fast path that stops reading is cut off: its l
           "[flow][e2e]") {
   test::Cluster cluster(Options(3, "n1, n2, n3"));
   REQUIRE(cluster.Start());
-  std::vector<std::unique_ptr<Counter>> readers;
-  for (int i = 2; i <= 3; ++i) {
-    readers.push_back(std::make_unique<Counter>());
-    REQUIRE(readers.back()->Start(cluster.ClientAddress(i)).ok());
-  }
+  std::vector<std::unique_ptr<Counter>> readers = StartReaders(cluster, 2, 3);
   Counter stuck;
   stuck.blocked = true;
   REQUIRE(stuck.Start(cluster.ClientAddress(1)).ok());
@@ -216,11 +208,7 @@ TEST_CASE("an embedded node's servant that stops taking its deliveries is cut of
   for (int i = 1; i <= 3; ++i) REQUIRE(cluster.StartNode(i));
   auto node = EmbeddedNode::StartFromFile(cluster.ConfigPath(4));
   REQUIRE(node.ok());
-  std::vector<std::unique_ptr<Counter>> readers;
-  for (int i = 1; i <= 3; ++i) {
-    readers.push_back(std::make_unique<Counter>());
-    REQUIRE(readers.back()->Start(cluster.ClientAddress(i)).ok());
-  }
+  std::vector<std::unique_ptr<Counter>> readers = StartReaders(cluster, 1, 3);
   {
     Counter stuck;
     stuck.blocked = true;

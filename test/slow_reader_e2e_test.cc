@@ -21,6 +21,7 @@
 #include "proto/api.grpc.pb.h"
 #include "test/cluster.h"
 #include "test/ops_test_util.h"
+#include "test/raw_client.h"
 
 namespace cohort {
 namespace {
@@ -50,29 +51,18 @@ TEST_CASE("a gRPC client that does not read its results is not read either; once
   });
   REQUIRE((*servant)->Start().ok());
 
-  // Its gRPC library takes in 64 KiB unread, not the megabytes its flow-control window grows to
-  // by default (what it takes in is in its own memory, not the daemon's).
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
-  auto stub = api::Cohort::NewStub(grpc::CreateCustomChannel(
-      cluster.ClientAddress(1), grpc::InsecureChannelCredentials(), args));
-  api::AttachReply attached;
-  {
-    grpc::ClientContext context;
-    api::AttachRequest attach;
-    attach.set_client_name("slow-reader");
-    REQUIRE(stub->Attach(&context, attach, &attached).ok());
-  }
+  test::RawClient raw =
+      test::AttachRaw(test::SmallWindowChannel(cluster.ClientAddress(1)), "slow-reader");
+  REQUIRE(raw.nso != 0);
   grpc::ClientContext context;
-  auto stream = stub->InvokeStream(&context);
+  auto stream = raw.stub->InvokeStream(&context);
   std::atomic<int> written{0};
   std::thread writer([&] {
     for (int i = 0; i < kCalls; ++i) {
       api::PipelinedCall call;
       call.set_call(i);
       api::InvokeRequest* invoke = call.mutable_invoke();
-      invoke->set_nso(attached.nso());
+      invoke->set_nso(raw.nso);
       invoke->set_group("big");
       invoke->set_method("big");
       invoke->set_payload(absl::StrCat(i));

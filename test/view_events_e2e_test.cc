@@ -23,6 +23,7 @@
 #include "test/cluster.h"
 #include "test/counter_replica.h"
 #include "test/ops_test_util.h"
+#include "test/raw_client.h"
 
 namespace cohort {
 namespace {
@@ -200,18 +201,12 @@ TEST_CASE("the raw Serve stream: view events only when asked for", "[views][e2e]
   // Counter replicas on n2 and n3; a raw servant on n1.
   std::vector<std::unique_ptr<CounterReplica>> replicas;
   for (int i = 2; i <= 3; ++i) replicas.push_back(StartRecording(cluster, i, "local"));
-  auto stub = api::Cohort::NewStub(DaemonChannel(cluster.ClientAddress(1)));
-  api::AttachReply attached;
-  {
-    grpc::ClientContext context;
-    api::AttachRequest attach;
-    attach.set_client_name("raw-servant");
-    REQUIRE(stub->Attach(&context, attach, &attached).ok());
-  }
+  test::RawClient raw = test::AttachRaw(DaemonChannel(cluster.ClientAddress(1)), "raw-servant");
+  REQUIRE(raw.nso != 0);
   grpc::ClientContext context;
-  auto stream = stub->Serve(&context);
+  auto stream = raw.stub->Serve(&context);
   api::ServantMessage message;
-  message.mutable_register_()->set_nso(attached.nso());
+  message.mutable_register_()->set_nso(raw.nso);
   message.mutable_register_()->set_group("counter");
   message.mutable_register_()->set_view_events(asked);
   REQUIRE(stream->Write(message));
