@@ -28,6 +28,9 @@ constexpr uint32_t kLocalVersion = 1;
 // Calls of one connection in flight at once; beyond it a call fails RESOURCE_EXHAUSTED at once
 // (a client that does not wait for its results cannot fill the daemon's memory).
 constexpr size_t kCallsInFlightMax = 1 << 16;
+// A calls connection is not read beyond these (LocalApi::MustPause).
+constexpr size_t kCallsOutstandingMax = 1024;
+constexpr size_t kResultsWaitingMax = 16 << 20;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -45,6 +48,7 @@ struct LocalApi::Connection {
   bool hello_done = false;
   bool closing = false;      // an error frame is queued: close once it is written
   bool want_write = false;   // EPOLLOUT watched
+  bool read_paused = false;  // EPOLLIN not watched, frames read wait (LocalApi::MustPause)
   std::string caller;        // the application's name ("" = anonymous)
   std::string token;         // the hello's bearer token
   std::string certified;     // the name its sealed identity carried (client certificates)
@@ -156,7 +160,13 @@ void LocalApi::OnEvents(uint64_t id, uint32_t events) {
       return Close(id);
     }
   }
-  if ((events & EPOLLOUT) && !WriteSome(connection)) return Close(id);
+  if (events & EPOLLOUT) {
+    if (!WriteSome(connection)) return Close(id);
+    if (!ResumeIfRoom(connection)) {
+      WriteSome(connection);  // a last error frame, best effort
+      return Close(id);
+    }
+  }
 }
 
 bool LocalApi::ReadSome(Connection* connection) {
@@ -183,6 +193,13 @@ bool LocalApi::HandleFrames(Connection* connection) {
   std::string& in = connection->in;
   bool ok = !connection->closing;
   while (ok && in.size() - offset >= kFrameLengthBytes) {
+    if (MustPause(*connection)) {
+      if (!connection->read_paused) {
+        connection->read_paused = true;
+        Rewatch(connection);
+      }
+      break;  // the frames left wait in `in` (Flush resumes)
+    }
     uint32_t length = GetFrameLength(in.data() + offset);
     if (length > options_.frame_bytes_max) {
       ok = Fail(connection, absl::StrCat("frame of ", length, " bytes is over the limit of ",
@@ -421,6 +438,11 @@ void LocalApi::Flush() {
         Close(id);
         continue;
       }
+      if (!ResumeIfRoom(connection)) {
+        WriteSome(connection);  // a last error frame, best effort
+        Close(id);
+        continue;
+      }
       // A servant's connection is bounded by the node (limits.servant_cutoff_bytes: a servant
       // that reads may be sent a burst beyond it, Node::TickFlow).
       if (connection->servant == 0 &&
@@ -451,9 +473,30 @@ bool LocalApi::WriteSome(Connection* connection) {
   bool want_write = !out.empty();
   if (want_write != connection->want_write) {
     connection->want_write = want_write;
-    loop_->Rewatch(connection->fd, EPOLLIN | (want_write ? EPOLLOUT : 0));
+    Rewatch(connection);
   }
   return true;
+}
+
+bool LocalApi::MustPause(const Connection& connection) const {
+  if (connection.kind != Connection::Kind::kCalls) return false;
+  const size_t unsent = connection.out.size() - connection.out_offset;
+  const size_t divisor = connection.read_paused ? 2 : 1;  // paused: until both are down to half
+  return connection.calls_in_flight >= kCallsOutstandingMax / divisor ||
+         unsent >= kResultsWaitingMax / divisor;
+}
+
+bool LocalApi::ResumeIfRoom(Connection* connection) {
+  if (!connection->read_paused || MustPause(*connection)) return true;
+  connection->read_paused = false;
+  Rewatch(connection);
+  // The frames read while paused; what came meanwhile at the next readiness.
+  return HandleFrames(connection);
+}
+
+void LocalApi::Rewatch(Connection* connection) {
+  loop_->Rewatch(connection->fd, (connection->read_paused ? 0 : EPOLLIN) |
+                                     (connection->want_write ? EPOLLOUT : 0));
 }
 
 void LocalApi::Close(uint64_t id) {

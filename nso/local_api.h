@@ -85,6 +85,14 @@ class LocalApi {
   // Queues an error frame: the connection closes after its last write.
   bool Fail(Connection* connection, const std::string& why);
   bool WriteSome(Connection* connection);
+  // A client that does not read its results is not read either (as a gRPC InvokeStream is not,
+  // nso/api_pipeline.cc): with kCallsOutstandingMax calls in flight or kResultsWaitingMax bytes
+  // unsent, its connection is not read and its frames read wait, until both are down to half.
+  bool MustPause(const Connection& connection) const;
+  // Reads a paused connection again once there is room (its frames read first); false to close.
+  bool ResumeIfRoom(Connection* connection);
+  // Stops or starts watching the connection's input and output as its state says.
+  void Rewatch(Connection* connection);
   void Close(uint64_t id);
   Connection* Find(uint64_t id);
 

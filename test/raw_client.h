@@ -15,6 +15,8 @@ namespace cohort::test {
 struct RawClient {
   std::unique_ptr<api::Cohort::Stub> stub;
   uint64_t nso = 0;  // 0: the Attach failed
+  std::string local_api;   // AttachReply: the daemon's local fast path, and the key it wants
+  uint64_t local_key = 0;
 };
 
 // Attaches an NSO named `client_name` over `channel`.
@@ -26,7 +28,10 @@ inline RawClient AttachRaw(const std::shared_ptr<grpc::Channel>& channel,
   api::AttachRequest attach;
   attach.set_client_name(client_name);
   api::AttachReply attached;
-  if (raw.stub->Attach(&context, attach, &attached).ok()) raw.nso = attached.nso();
+  if (!raw.stub->Attach(&context, attach, &attached).ok()) return raw;
+  raw.nso = attached.nso();
+  raw.local_api = attached.local_api();
+  raw.local_key = attached.local_key();
   return raw;
 }
 
