@@ -226,6 +226,7 @@ class Node {
   void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
+  // A servant of `group` already attached here is replaced (ReplaceServants).
   // `kept`: the state the servant kept on disk (a durable group: nso/node_durable.cc).
   // `view_events`: the servant gets the group's views too ("$view", node_views.cc).
   absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink,
@@ -518,6 +519,8 @@ class Node {
   // Cuts off the servants with limits.servant_cutoff_bytes unread.
   std::map<std::string, uint64_t, std::less<>> TickFlow();
   void CutOffServant(uint64_t servant, uint64_t unread_bytes);
+  // Unregisters the servants of `group` attached here: a new one registers (one per daemon).
+  void ReplaceServants(const std::string& group);
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
   void OrderFromOutside(Group* group, const wire::Request& request);

@@ -16,6 +16,7 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
   if (absl::Status status = CheckNso(nso); !status.ok()) return status;
   absl::StatusOr<Group*> group = FindGroup(group_name);
   if (!group.ok()) return group.status();
+  ReplaceServants(group_name);
   uint64_t id = next_servant_++;
   servants_[id] = {nso, group_name, std::move(sink), view_events};
   Log("api")->info("group {}: servant {} (NSO {}) attached", group_name, id, nso);
@@ -57,6 +58,30 @@ absl::StatusOr<uint64_t> Node::RegisterServant(uint64_t nso, const std::string& 
     SendJoinRequest(*group);
   }
   return id;
+}
+
+// One servant per group per daemon: invocations go to one servant (DeliverInvocation), so a second
+// one would see only multicasts and, once the first went, take over from an object that missed
+// the invocations (a restarted servant process registering before its predecessor's stream has
+// ended: a frozen one, or a link not yet found broken). A servant registering replaces the one
+// attached: its stream ends ABORTED (not UNAVAILABLE: a replaced servant does not register
+// again), and the daemon, the replica's state gone with it, leaves the group and rejoins with
+// the state for the new one (OnServantLost).
+void Node::ReplaceServants(const std::string& group_name) {
+  std::vector<uint64_t> replaced;
+  for (const auto& [id, servant] : servants_) {
+    if (servant.group == group_name) replaced.push_back(id);
+  }
+  for (uint64_t old : replaced) {
+    Log("api")->warn("group {}: servant {} replaced by a servant registering now (one servant per "
+                     "group per daemon): its stream ends", group_name, old);
+    CutOff cut_off = std::move(servants_[old].cut_off);
+    UnregisterServant(old);
+    if (cut_off) {
+      cut_off(absl::AbortedError(absl::StrCat("replaced by a newer servant of group \"",
+                                              group_name, "\" at ", config_.node)));
+    }
+  }
 }
 
 void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off) {
