@@ -3,11 +3,9 @@
 // to the protocol thread without waiting for it; its result is written by the thread that
 // completes it when no write is in progress (nso/reactor_outbox.h).
 //
-// A client that does not read its results is not read either: with kCallsOutstandingMax calls
-// read whose results gRPC has not taken yet, or kResultsWaitingMax bytes of results waiting, the
-// stream reads no more calls until both are down to half (HTTP/2 flow control then holds the
-// client's writes). Without it the results of a client that sends and never reads grew the
-// daemon's memory without bound.
+// A client that does not read its results is not read either (PauseReadingCalls: its results not
+// yet taken by gRPC count); HTTP/2 flow control then holds its writes. Without it the results of
+// a client that sends and never reads grew the daemon's memory without bound.
 #include <chrono>
 #include <memory>
 #include <utility>
@@ -21,9 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kCallsOutstandingMax = 1024;
-constexpr uint64_t kResultsWaitingMax = 16 << 20;  // bytes of reply payloads
-
 // One finished call on its way to the stream.
 struct Outcome {
   uint64_t call = 0;
@@ -31,16 +26,6 @@ struct Outcome {
   Clock::time_point start;
   InvokeResult result;
 };
-
-using ResultBacklog = ReactorOutbox<Outcome, api::PipelinedResult>::Backlog;
-
-bool Full(const ResultBacklog& backlog) {
-  return backlog.outstanding >= kCallsOutstandingMax || backlog.due_bytes >= kResultsWaitingMax;
-}
-bool BelowHalf(const ResultBacklog& backlog) {
-  return backlog.outstanding < kCallsOutstandingMax / 2 &&
-         backlog.due_bytes < kResultsWaitingMax / 2;
-}
 
 Outcome Failed(uint64_t call, api::Mode mode, Clock::time_point start, absl::Status status) {
   Outcome outcome{call, mode, start, {}};
@@ -99,7 +84,8 @@ class InvokeStreamReactor final
     }
     {
       absl::MutexLock lock(&read_mu_);
-      if (Full(outbox_->backlog())) {
+      const Outbox::Backlog backlog = outbox_->backlog();
+      if (PauseReadingCalls(false, backlog.outstanding, backlog.due_bytes)) {
         read_paused_ = true;  // the next write done below half reads again
         return;
       }
@@ -114,7 +100,8 @@ class InvokeStreamReactor final
       // After the outbox counted the write: a pause taken before it saw calls outstanding,
       // each of whose writes comes back here.
       absl::MutexLock lock(&read_mu_);
-      if (read_paused_ && BelowHalf(outbox_->backlog())) {
+      const Outbox::Backlog backlog = outbox_->backlog();
+      if (read_paused_ && !PauseReadingCalls(true, backlog.outstanding, backlog.due_bytes)) {
         read_paused_ = false;
         resume = true;
       }

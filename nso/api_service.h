@@ -3,6 +3,7 @@
 #ifndef COHORT_NSO_API_SERVICE_H_
 #define COHORT_NSO_API_SERVICE_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -19,6 +20,18 @@
 #include "proto/api.grpc.pb.h"
 
 namespace cohort::nso {
+
+// A client that does not read its results is not read either (a gRPC InvokeStream,
+// api_pipeline.cc, and the local fast path, local_api.cc): with kCallsOutstandingMax of its calls
+// read whose results are not yet written, or kResultsWaitingMax bytes of results waiting, no more
+// of its calls are read until both are down to half. `paused`: reading is paused now.
+inline constexpr uint64_t kCallsOutstandingMax = 1024;
+inline constexpr uint64_t kResultsWaitingMax = 16 << 20;
+inline bool PauseReadingCalls(bool paused, uint64_t outstanding, uint64_t waiting_bytes) {
+  const uint64_t divisor = paused ? 2 : 1;
+  return outstanding >= kCallsOutstandingMax / divisor ||
+         waiting_bytes >= kResultsWaitingMax / divisor;
+}
 
 // Groups made and deleted at run time (dynamic_groups; nso/group_directory.h). Any thread.
 class GroupCatalog {

@@ -125,8 +125,7 @@ struct LimitsConfig {
   // A servant with this many bytes of deliveries unread (on any path: the local fast path, a gRPC
   // stream, an embedded node's queue) that has read nothing for servant_stall_ms (with flow
   // control off: at once) is cut off: its stream ends UNAVAILABLE, what waited for it is dropped,
-  // and without another servant its daemon leaves the group (a servant registering again rejoins
-  // with the state). The bound on what a daemon queues for a servant that does not read; one that
+  // and its daemon leaves the group (a servant registering again rejoins with the state). The bound on what a daemon queues for a servant that does not read; one that
   // reads is bounded by flow control (a burst, the requests held for it, may pass this).
   int64_t servant_cutoff_bytes = 64 << 20;  // >= 1
 

@@ -28,9 +28,6 @@ constexpr uint32_t kLocalVersion = 1;
 // Calls of one connection in flight at once; beyond it a call fails RESOURCE_EXHAUSTED at once
 // (a client that does not wait for its results cannot fill the daemon's memory).
 constexpr size_t kCallsInFlightMax = 1 << 16;
-// A calls connection is not read beyond these (LocalApi::MustPause).
-constexpr size_t kCallsOutstandingMax = 1024;
-constexpr size_t kResultsWaitingMax = 16 << 20;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -362,10 +359,7 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
           Log("api")->warn("local connection {} closed: {}", id, std::string(why.message()));
           servant_connection->servant = 0;  // the node unregistered it
           servant_connection->closing = true;
-          if (!servant_connection->dirty) {
-            servant_connection->dirty = true;
-            dirty_.push_back(id);
-          }
+          MarkDirty(servant_connection);
         });
     api::LocalFrame ack;
     ack.mutable_event()->set_registered(true);
@@ -405,10 +399,13 @@ void LocalApi::Queue(Connection* connection, const api::LocalFrame& frame) {
     connection->out_offset = 0;
   }
   AppendFrame(frame, &connection->out);
-  if (!connection->dirty) {
-    connection->dirty = true;
-    dirty_.push_back(connection->id);
-  }
+  MarkDirty(connection);
+}
+
+void LocalApi::MarkDirty(Connection* connection) {
+  if (connection->dirty) return;
+  connection->dirty = true;
+  dirty_.push_back(connection->id);
 }
 
 bool LocalApi::Fail(Connection* connection, const std::string& why) {
@@ -479,11 +476,9 @@ bool LocalApi::WriteSome(Connection* connection) {
 }
 
 bool LocalApi::MustPause(const Connection& connection) const {
-  if (connection.kind != Connection::Kind::kCalls) return false;
-  const size_t unsent = connection.out.size() - connection.out_offset;
-  const size_t divisor = connection.read_paused ? 2 : 1;  // paused: until both are down to half
-  return connection.calls_in_flight >= kCallsOutstandingMax / divisor ||
-         unsent >= kResultsWaitingMax / divisor;
+  return connection.kind == Connection::Kind::kCalls &&
+         PauseReadingCalls(connection.read_paused, connection.calls_in_flight,
+                           connection.out.size() - connection.out_offset);
 }
 
 bool LocalApi::ResumeIfRoom(Connection* connection) {

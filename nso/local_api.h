@@ -82,12 +82,14 @@ class LocalApi {
   void OnDelivery(uint64_t id, ServantDelivery delivery);
   // Queues one frame for the connection; it is written when the batch ends.
   void Queue(Connection* connection, const api::LocalFrame& frame);
+  // Written (or closed) at the next Flush.
+  void MarkDirty(Connection* connection);
   // Queues an error frame: the connection closes after its last write.
   bool Fail(Connection* connection, const std::string& why);
   bool WriteSome(Connection* connection);
-  // A client that does not read its results is not read either (as a gRPC InvokeStream is not,
-  // nso/api_pipeline.cc): with kCallsOutstandingMax calls in flight or kResultsWaitingMax bytes
-  // unsent, its connection is not read and its frames read wait, until both are down to half.
+  // A client that does not read its results is not read either (PauseReadingCalls: its calls in
+  // flight and its unsent bytes count): its connection is not watched for input and the frames
+  // it read wait in its buffer.
   bool MustPause(const Connection& connection) const;
   // Reads a paused connection again once there is room (its frames read first); false to close.
   bool ResumeIfRoom(Connection* connection);

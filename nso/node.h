@@ -521,6 +521,8 @@ class Node {
   void CutOffServant(uint64_t servant, uint64_t unread_bytes);
   // Unregisters the servants of `group` attached here: a new one registers (one per daemon).
   void ReplaceServants(const std::string& group);
+  // Unregisters a servant and ends its stream with `why` (its CutOff hook, if any).
+  void EndServant(uint64_t servant, absl::Status why);
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
   void OrderFromOutside(Group* group, const wire::Request& request);

@@ -75,13 +75,17 @@ void Node::ReplaceServants(const std::string& group_name) {
   for (uint64_t old : replaced) {
     Log("api")->warn("group {}: servant {} replaced by a servant registering now (one servant per "
                      "group per daemon): its stream ends", group_name, old);
-    CutOff cut_off = std::move(servants_[old].cut_off);
-    UnregisterServant(old);
-    if (cut_off) {
-      cut_off(absl::AbortedError(absl::StrCat("replaced by a newer servant of group \"",
-                                              group_name, "\" at ", config_.node)));
-    }
+    EndServant(old, absl::AbortedError(absl::StrCat("replaced by a newer servant of group \"",
+                                                    group_name, "\" at ", config_.node)));
   }
+}
+
+void Node::EndServant(uint64_t servant, absl::Status why) {
+  auto it = servants_.find(servant);
+  if (it == servants_.end()) return;
+  CutOff cut_off = std::move(it->second.cut_off);
+  UnregisterServant(servant);
+  if (cut_off) cut_off(std::move(why));
 }
 
 void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off) {
@@ -138,9 +142,9 @@ std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
 
 // What a daemon queues for a servant that does not read is bounded: at limits.servant_cutoff_bytes
 // unread, once it has read nothing for limits.servant_stall_ms (with flow control off, at once),
-// the servant goes as if its stream had ended (its unanswered deliveries get an error, and without
-// another servant the daemon leaves the group: OnServantLost), and its stream ends UNAVAILABLE, so
-// a servant that reads again registers again and rejoins with the state.
+// the servant goes as if its stream had ended (its unanswered deliveries get an error, and the
+// daemon leaves the group: OnServantLost), and its stream ends UNAVAILABLE, so a servant that
+// reads again registers again and rejoins with the state.
 void Node::CutOffServant(uint64_t servant, uint64_t unread_bytes) {
   auto it = servants_.find(servant);
   if (it == servants_.end()) return;
@@ -148,13 +152,9 @@ void Node::CutOffServant(uint64_t servant, uint64_t unread_bytes) {
                    "limits.servant_cutoff_bytes): cut off", it->second.group, servant,
                    unread_bytes);
   ++servants_cut_off_;
-  CutOff cut_off = std::move(it->second.cut_off);
-  UnregisterServant(servant);
-  if (cut_off) {
-    cut_off(absl::UnavailableError(absl::StrCat(
-        "cut off by the daemon: the servant did not read ", unread_bytes,
-        " bytes of deliveries (limits.servant_cutoff_bytes)")));
-  }
+  EndServant(servant, absl::UnavailableError(absl::StrCat(
+                          "cut off by the daemon: the servant did not read ", unread_bytes,
+                          " bytes of deliveries (limits.servant_cutoff_bytes)")));
 }
 
 void Node::UnregisterServant(uint64_t servant) {
