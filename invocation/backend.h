@@ -99,12 +99,16 @@ class ServantBackend {
   // Registers for the group; OK once deliveries will follow.
   virtual absl::Status Register(const api::ServantMessage::Register& request) = 0;
   // Registers with inline dispatch: `deliver` runs on the node's protocol thread as each delivery
-  // is made, instead of deliveries being queued for Next(). Only an NSO in the same address space
-  // can do it (nso/local_backend.cc); the others answer UNIMPLEMENTED.
+  // is made, instead of deliveries being queued for Next(). `ended` runs there too, once, if the
+  // node ends the registration by itself (a newer servant of the group replaced it), with why.
+  // Only an NSO in the same address space can do it (nso/local_backend.cc); the others answer
+  // UNIMPLEMENTED.
   virtual absl::Status RegisterInline(const api::ServantMessage::Register& request,
-                                      std::function<void(const api::ServantEvent&)> deliver) {
+                                      std::function<void(const api::ServantEvent&)> deliver,
+                                      std::function<void(const absl::Status&)> ended) {
     (void)request;
     (void)deliver;
+    (void)ended;
     return absl::UnimplementedError(
         "inline dispatch needs the servant's NSO in its address space (an embedded node)");
   }

@@ -355,7 +355,14 @@ absl::Status Servant::Start() {
   }
   api::ServantMessage::Register request = Registration();
   absl::Status registered =
-      inline_ ? backend_->RegisterInline(request, [this](const api::ServantEvent& event) { Handle(event); })
+      inline_ ? backend_->RegisterInline(
+                    request, [this](const api::ServantEvent& event) { Handle(event); },
+                    [this](const absl::Status& why) {  // replaced by a newer servant
+                      absl::MutexLock lock(&mu_);
+                      if (done_) return;
+                      end_status_ = why;
+                      done_ = true;
+                    })
               : backend_->Register(request);
   if (!registered.ok()) {
     return absl::Status(registered.code(), absl::StrCat("serve group \"", group_, "\": ",
@@ -366,13 +373,21 @@ absl::Status Servant::Start() {
 }
 
 void Servant::Stop() {
-  {
+  if (!inline_) {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     backend_->Cancel();
     if (registering_ != nullptr) registering_->Cancel();
+    return;  // the delivery thread records the end
   }
-  if (!inline_) return;  // the delivery thread records the end
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  // Not under mu_: an inline backend's Cancel waits for the protocol thread, which may be in
+  // Handle or the end hook waiting for mu_. backend_ is never replaced here (no delivery thread,
+  // no rejoin).
+  backend_->Cancel();
   absl::Status status = backend_->Finish();
   absl::MutexLock lock(&mu_);
   if (done_) return;

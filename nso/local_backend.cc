@@ -276,7 +276,8 @@ class LocalServant final : public internal::ServantBackend {
     });
   }
   absl::Status RegisterInline(const api::ServantMessage::Register& request,
-                              std::function<void(const api::ServantEvent&)> deliver) override {
+                              std::function<void(const api::ServantEvent&)> deliver,
+                              std::function<void(const absl::Status&)> ended) override {
     return RunOnLoop(loop_, [&]() -> absl::Status {
       // On the protocol thread, as the node makes each delivery: no queue, no thread switch.
       absl::StatusOr<uint64_t> id = node_->RegisterServant(
@@ -289,6 +290,19 @@ class LocalServant final : public internal::ServantBackend {
           },
           ServantKeptState{}, request.view_events());
       if (!id.ok()) return id.status();
+      // No backlog to probe (nothing is queued), but the node may end the registration: a newer
+      // servant of the group replaced this one (Node::ReplaceServants). Finish says why.
+      node_->SetServantBacklogProbe(
+          *id, Node::BacklogProbe(),
+          [progress = progress_, ended = std::move(ended),
+           cancelled = cancelled_flag_](const absl::Status& why) {
+            {
+              absl::MutexLock lock(&progress->mu);
+              progress->cut_off = why;
+            }
+            progress->cut.store(true);
+            if (!cancelled->load()) ended(why);
+          });
       servant_ = *id;
       inline_ = true;
       return absl::OkStatus();

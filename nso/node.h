@@ -233,9 +233,10 @@ class Node {
                                            ServantKeptState kept = {}, bool view_events = false);
   void UnregisterServant(uint64_t servant);
   // Where the servant's deliveries wait to be read (its connection): asked at every Tick, on the
-  // protocol thread. A servant without one never holds its group (flow control) and is never cut
-  // off. With limits.servant_cutoff_bytes unread, the servant is unregistered and `cut_off` ends
-  // its stream (on the protocol thread, during Tick: it must not call the node back).
+  // protocol thread. A servant without one (an empty `probe`) never holds its group (flow control)
+  // and is never cut off. With limits.servant_cutoff_bytes unread, the servant is unregistered and
+  // `cut_off` ends its stream (on the protocol thread, during Tick: it must not call the node
+  // back); so it does when a newer servant of the group replaces it (ReplaceServants).
   void SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,

@@ -375,6 +375,28 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
     for (const Reply& reply : all->replies) CHECK(reply.payload == absl::StrCat(majority_ok));
   }
 
+  SECTION("an inline servant replaced by a newer servant of its group is told why it ended") {
+    // One servant per group per daemon (Node::ReplaceServants): the newer one, not inline here,
+    // takes over n3's replica; the inline one's Wait returns, ABORTED, naming the replacement.
+    EmbeddedCounter newer;
+    REQUIRE(newer.Start(nodes[2].get(), /*dispatch_inline=*/false).ok());
+    absl::Status ended;
+    REQUIRE(counters[2]->servant->Ended(&ended));  // before Start returned
+    CHECK(ended.code() == absl::StatusCode::kAborted);
+    CHECK(std::string(ended.message()).find("replaced by a newer servant") != std::string::npos);
+    CHECK(counters[2]->servant->Wait().code() == absl::StatusCode::kAborted);
+    // Stop after the end keeps why it ended.
+    counters[2]->servant->Stop();
+    CHECK(counters[2]->servant->Wait().code() == absl::StatusCode::kAborted);
+    // n3 rejoins for its newer servant: wait-for-all is answered by the three replicas again.
+    CHECK(test::WaitAllReply(c1->get(), "counter", 3));
+    auto all = (*c1)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5));
+    REQUIRE(all.ok());
+    CHECK(Members(*all) == std::set<std::string>{"n1", "n2", "n3"});
+    CHECK(newer.value.load() == 1);  // no state hooks: the newer object starts from 0
+    newer.servant->Stop();
+  }
+
   SECTION("a servant of a daemon cannot dispatch inline; Stop ends an inline servant") {
     auto remote = Servant::Create(cluster.ClientAddress(4), "counter", "remote");
     REQUIRE(remote.ok());
