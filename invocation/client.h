@@ -173,7 +173,8 @@ class Client {
   absl::StatusOr<View> GroupDetails(const std::string& group);
   // Watches `group` from this client's daemon: `on_change` gets the view (with suspicions) now,
   // before this returns, then after each change of the view or of the members suspected there,
-  // on a thread of the watch, one at a time. Errors as GroupDetails.
+  // on a thread of the watch, one at a time; a callback slower than the changes gets the latest
+  // view, not each one in between. Errors as GroupDetails.
   // The watch follows its daemon: when the daemon goes (UNAVAILABLE), `on_lost` (optional) is
   // told, and the watch starts again every 50 ms to 1 s until the daemon is back (or, with
   // several daemons, the next one answers); `on_change` then gets the view there if it is not

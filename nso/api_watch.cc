@@ -1,6 +1,7 @@
 // ApiService::WatchGroup: a group's view and suspicions as this daemon sees them, written as they
 // change (Node::WatchGroup, looked at every Tick), by the protocol thread when no write is in
-// progress (nso/reactor_outbox.h). The watch ends when the caller cancels, or with NOT_FOUND
+// progress (nso/reactor_outbox.h); details not yet written are replaced by newer ones, so a
+// watcher that does not read holds one message at its daemon. The watch ends when the caller cancels, or with NOT_FOUND
 // when the group goes.
 #include <memory>
 #include <utility>
@@ -35,7 +36,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<api::GroupDetailsRepl
             if (!info.ok()) return shared->outbox.FinishWith(ToGrpcStatus(info.status()));
             api::GroupDetailsReply reply;
             ToGroupDetailsReply(*info, &reply);
-            shared->outbox.Push(std::move(reply), /*expected=*/false);
+            // A watcher that does not keep up gets the latest details, not each one between.
+            shared->outbox.PushLatest(std::move(reply));
           });
       if (!id.ok()) return shared->outbox.FinishWith(ToGrpcStatus(id.status()));
       shared->watch = *id;

@@ -23,6 +23,17 @@ class HandoffQueue {
     items_.push_back(std::move(item));
     return true;
   }
+  // Replaces what is queued and not yet taken with `item` (a snapshot superseding the earlier
+  // ones: a group watch's details), so a consumer that does not keep up finds one item. Returns
+  // false (and drops the item) once the queue is closed.
+  bool PushLatest(T item) {
+    std::vector<T> superseded;
+    absl::MutexLock lock(&mu_);
+    if (closed_) return false;
+    superseded.swap(items_);
+    items_.push_back(std::move(item));
+    return true;
+  }
   // No more items: the consumer returns once it has taken what is queued.
   void Close() {
     absl::MutexLock lock(&mu_);

@@ -114,7 +114,8 @@ class LocalWatch final : public GroupWatch {
               first->reply = std::move(reply);
               return;
             }
-            queue->Push(std::move(reply));
+            // A callback that does not keep up gets the latest details, not each one between.
+            queue->PushLatest(std::move(reply));
           });
       if (!id.ok()) return id.status();
       watch->id_ = *id;

@@ -78,6 +78,22 @@ class ReactorOutbox {
     }
     Act(std::move(step));
   }
+  // Queues a snapshot that supersedes whatever is due and not yet handed to gRPC (a group watch:
+  // each item is the whole of the group's details), so a reader that does not keep up gets the
+  // latest one rather than every one in between, and what waits for it stays one item.
+  void PushLatest(Item item) {
+    std::deque<Item> superseded;
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      superseded.swap(due_);
+      backlog_.due_bytes = 0;
+      if (hooks_.weigh) backlog_.due_bytes = hooks_.weigh(item);
+      due_.push_back(std::move(item));
+      step = Next();
+    }
+    Act(std::move(step));
+  }
   // From the reactor's OnWriteDone.
   void WriteDone(bool ok) {
     Step step;
