@@ -5,12 +5,16 @@
 //
 // A client that does not read its results is not read either (PauseReadingCalls: its results not
 // yet taken by gRPC count); HTTP/2 flow control then holds its writes. Without it the results of
-// a client that sends and never reads grew the daemon's memory without bound.
+// a client that sends and never reads grew the daemon's memory without bound. The results of the
+// calls read before a pause are bounded by kResultsWaitingCutoff: beyond it the stream ends.
 #include <chrono>
 #include <memory>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "nso/api_service.h"
+#include "nso/logging.h"
 #include "nso/reactor_outbox.h"
 #include "nso/status.h"
 
@@ -85,7 +89,7 @@ class InvokeStreamReactor final
     {
       absl::MutexLock lock(&read_mu_);
       const Outbox::Backlog backlog = outbox_->backlog();
-      if (PauseReadingCalls(false, backlog.outstanding, backlog.due_bytes)) {
+      if (PauseReadingCalls(false, backlog.outstanding, backlog.due_bytes, backlog.mean_bytes)) {
         read_paused_ = true;  // the next write done below half reads again
         return;
       }
@@ -101,7 +105,8 @@ class InvokeStreamReactor final
       // each of whose writes comes back here.
       absl::MutexLock lock(&read_mu_);
       const Outbox::Backlog backlog = outbox_->backlog();
-      if (read_paused_ && !PauseReadingCalls(true, backlog.outstanding, backlog.due_bytes)) {
+      if (read_paused_ &&
+          !PauseReadingCalls(true, backlog.outstanding, backlog.due_bytes, backlog.mean_bytes)) {
         read_paused_ = false;
         resume = true;
       }
@@ -132,12 +137,15 @@ class InvokeStreamReactor final
     hooks.dropped = [this](const Outcome& outcome) {
       Record(outcome, ToGrpcStatus(outcome.result.status).error_code());
     };
-    hooks.weigh = [](const Outcome& outcome) -> uint64_t {
-      uint64_t bytes = 0;
-      for (const invocation::MemberReply& reply : outcome.result.replies) {
-        bytes += reply.payload.size();
-      }
-      return bytes;
+    hooks.weigh = [](const Outcome& outcome) { return ResultBytes(outcome.result); };
+    hooks.due_bytes_max = kResultsWaitingCutoff;
+    hooks.overflow = [](uint64_t due_bytes) {
+      const std::string why = absl::StrCat(
+          "this client does not read its results: ", due_bytes,
+          " bytes of them wait at the daemon (more than ", kResultsWaitingCutoff,
+          "): the stream is cut off and the results not written are dropped");
+      Log("api")->warn("InvokeStream: {}", why);
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
     };
     return hooks;
   }

@@ -58,6 +58,7 @@ struct LocalApi::Connection {
   std::vector<ServantDelivery> early;
   bool dirty = false;        // in dirty_
   size_t calls_in_flight = 0;
+  ResultSizes results;       // of its calls so far (PauseReadingCalls)
 };
 
 LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
@@ -312,6 +313,7 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   }
   Connection* connection = Find(id);
   if (connection == nullptr || connection->closing) return;  // the client went away
+  connection->results.Add(ResultBytes(result));
   api::LocalFrame frame;
   api::PipelinedResult* out = frame.mutable_result();
   out->set_call(call);
@@ -443,7 +445,7 @@ void LocalApi::Flush() {
       // A servant's connection is bounded by the node (limits.servant_cutoff_bytes: a servant
       // that reads may be sent a burst beyond it, Node::TickFlow).
       if (connection->servant == 0 &&
-          connection->out.size() - connection->out_offset > options_.write_buffer_max) {
+          connection->out.size() - connection->out_offset > kResultsWaitingCutoff) {
         Log("api")->warn("local connection {} does not read what it is sent ({} bytes): closed",
                          id, connection->out.size() - connection->out_offset);
         Close(id);
@@ -478,7 +480,8 @@ bool LocalApi::WriteSome(Connection* connection) {
 bool LocalApi::MustPause(const Connection& connection) const {
   return connection.kind == Connection::Kind::kCalls &&
          PauseReadingCalls(connection.read_paused, connection.calls_in_flight,
-                           connection.out.size() - connection.out_offset);
+                           connection.out.size() - connection.out_offset,
+                           connection.results.Mean());
 }
 
 bool LocalApi::ResumeIfRoom(Connection* connection) {

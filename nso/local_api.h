@@ -40,9 +40,8 @@ struct LocalApiOptions {
   std::string listen = "auto";  // listen.local: "auto" (abstract socket) or a socket file path
   std::string node_name;        // names the abstract socket
   size_t frame_bytes_max = 16 << 20;   // a longer frame closes the connection
-  // Unsent bytes to a client that does not read: closed (a servant is bounded by the node instead,
-  // limits.servant_cutoff_bytes).
-  size_t write_buffer_max = 64 << 20;
+  // A client with kResultsWaitingCutoff unsent bytes is closed (nso/api_service.h; a servant is
+  // bounded by the node instead, limits.servant_cutoff_bytes).
 };
 
 class LocalApi {

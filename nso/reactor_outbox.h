@@ -43,6 +43,10 @@ class ReactorOutbox {
     std::function<void(const Item& item)> dropped;
     // The bytes an item counts for in Backlog(); optional (0 each without).
     std::function<uint64_t(const Item& item)> weigh;
+    // With more than this many bytes due (0: no limit), the stream finishes with what
+    // `overflow` says, as by FinishWith: a reader that does not take what it is sent is cut off.
+    uint64_t due_bytes_max = 0;
+    std::function<grpc::Status(uint64_t due_bytes)> overflow;
   };
 
   // What is pushed and not yet handed to gRPC, and what was handed to it so far, in the bytes
@@ -51,11 +55,13 @@ class ReactorOutbox {
     uint64_t due_bytes = 0;
     uint64_t written_bytes = 0;
     uint64_t outstanding = 0;  // items expected (Expect) or due, not yet handed to gRPC
+    uint64_t mean_bytes = 0;   // the mean weight of the items pushed so far (0: none yet)
   };
   Backlog backlog() const {
     absl::MutexLock lock(&mu_);
     Backlog backlog = backlog_;
     backlog.outstanding = expected_ + due_.size();
+    backlog.mean_bytes = pushed_ == 0 ? 0 : pushed_bytes_ / pushed_;
     return backlog;
   }
 
@@ -72,8 +78,17 @@ class ReactorOutbox {
     {
       absl::MutexLock lock(&mu_);
       if (expected) --expected_;
-      if (hooks_.weigh) backlog_.due_bytes += hooks_.weigh(item);
+      if (hooks_.weigh) {
+        const uint64_t bytes = hooks_.weigh(item);
+        backlog_.due_bytes += bytes;
+        pushed_bytes_ += bytes;
+      }
+      ++pushed_;
       due_.push_back(std::move(item));
+      if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > hooks_.due_bytes_max && !gone_) {
+        gone_ = true;
+        status_ = hooks_.overflow(backlog_.due_bytes);
+      }
       step = Next();
     }
     Act(std::move(step));
@@ -192,6 +207,8 @@ class ReactorOutbox {
   Backlog backlog_ ABSL_GUARDED_BY(mu_);
   std::deque<Item> due_ ABSL_GUARDED_BY(mu_);  // pushed, not yet written
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;  // announced, not yet pushed
+  uint64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;    // pushed so far (Push), and their weight
+  uint64_t pushed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool gone_ ABSL_GUARDED_BY(mu_) = false;

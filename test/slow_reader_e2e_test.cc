@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "invocation/client.h"
 #include "invocation/local_link.h"
 #include "invocation/servant.h"
@@ -37,7 +38,58 @@ struct Calls {
   std::function<bool(const api::PipelinedCall&)> write;
   std::function<bool(api::PipelinedResult*)> read;
   std::function<void()> done_writing;
+  // gRPC: the stream and its context; the local fast path: the link.
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<grpc::ClientReaderWriter<api::PipelinedCall, api::PipelinedResult>> stream;
+  std::unique_ptr<internal::LocalLink> link;
+  ~Calls() {
+    if (context) context->TryCancel();  // a stream a failed check left open
+  }
 };
+
+// `path`: "grpc" (an InvokeStream, as another language's client has) or "local".
+std::unique_ptr<Calls> OpenCalls(const std::string& path, const test::RawClient& raw) {
+  auto calls = std::make_unique<Calls>();
+  Calls* c = calls.get();
+  if (path == "grpc") {
+    c->context = std::make_unique<grpc::ClientContext>();
+    c->stream = raw.stub->InvokeStream(c->context.get());
+    c->write = [c](const api::PipelinedCall& call) { return c->stream->Write(call); };
+    c->read = [c](api::PipelinedResult* result) { return c->stream->Read(result); };
+    c->done_writing = [c] { c->stream->WritesDone(); };
+    return calls;
+  }
+  auto opened = internal::LocalLink::Open(
+      internal::LocalEndpoint{raw.local_api, raw.local_key, "", ""}, absl::Seconds(5));
+  if (!opened.ok()) return nullptr;
+  c->link = *std::move(opened);
+  c->write = [c](const api::PipelinedCall& call) {
+    api::LocalFrame frame;
+    *frame.mutable_call() = call;
+    return c->link->Write(frame).ok();
+  };
+  c->read = [c](api::PipelinedResult* result) {
+    api::LocalFrame frame;
+    if (!c->link->Read(&frame) || !frame.has_result()) return false;
+    *result = std::move(*frame.mutable_result());
+    return true;
+  };
+  c->done_writing = [] {};
+  return calls;
+}
+
+api::PipelinedCall BigCall(uint64_t nso, int i) {
+  api::PipelinedCall call;
+  call.set_call(i);
+  api::InvokeRequest* invoke = call.mutable_invoke();
+  invoke->set_nso(nso);
+  invoke->set_group("big");
+  invoke->set_method("big");
+  invoke->set_payload(absl::StrCat(i));
+  invoke->set_mode(api::WAIT_FIRST);
+  invoke->set_deadline_ms(120000);
+  return call;
+}
 
 }  // namespace
 
@@ -66,46 +118,13 @@ TEST_CASE("a client that does not read its results is not read either; once it r
   test::RawClient raw =
       test::AttachRaw(test::SmallWindowChannel(cluster.ClientAddress(1)), "slow-reader");
   REQUIRE(raw.nso != 0);
-  Calls calls;
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<api::PipelinedCall, api::PipelinedResult>> stream;
-  std::unique_ptr<internal::LocalLink> link;
-  if (path == "grpc") {
-    stream = raw.stub->InvokeStream(&context);
-    calls.write = [&](const api::PipelinedCall& call) { return stream->Write(call); };
-    calls.read = [&](api::PipelinedResult* result) { return stream->Read(result); };
-    calls.done_writing = [&] { stream->WritesDone(); };
-  } else {
-    auto opened = internal::LocalLink::Open(
-        internal::LocalEndpoint{raw.local_api, raw.local_key, "", ""}, absl::Seconds(5));
-    REQUIRE(opened.ok());
-    link = *std::move(opened);
-    calls.write = [&](const api::PipelinedCall& call) {
-      api::LocalFrame frame;
-      *frame.mutable_call() = call;
-      return link->Write(frame).ok();
-    };
-    calls.read = [&](api::PipelinedResult* result) {
-      api::LocalFrame frame;
-      if (!link->Read(&frame) || !frame.has_result()) return false;
-      *result = std::move(*frame.mutable_result());
-      return true;
-    };
-    calls.done_writing = [] {};
-  }
+  std::unique_ptr<Calls> opened = OpenCalls(path, raw);
+  REQUIRE(opened != nullptr);
+  Calls& calls = *opened;
   std::atomic<int> written{0};
   std::thread writer([&] {
     for (int i = 0; i < kCalls; ++i) {
-      api::PipelinedCall call;
-      call.set_call(i);
-      api::InvokeRequest* invoke = call.mutable_invoke();
-      invoke->set_nso(raw.nso);
-      invoke->set_group("big");
-      invoke->set_method("big");
-      invoke->set_payload(absl::StrCat(i));
-      invoke->set_mode(api::WAIT_FIRST);
-      invoke->set_deadline_ms(120000);
-      if (!calls.write(call)) return;
+      if (!calls.write(BigCall(raw.nso, i))) return;
       ++written;
     }
     calls.done_writing();
@@ -146,7 +165,75 @@ TEST_CASE("a client that does not read its results is not read either; once it r
   CHECK(written.load() == kCalls);
   CHECK(results == kCalls);
   CHECK(executed.load() == kCalls);
-  if (stream) CHECK(stream->Finish().ok());
+  if (calls.stream) CHECK(calls.stream->Finish().ok());
+  (*servant)->Stop();
+}
+
+TEST_CASE("a client with more than 64 MiB of results not read is cut off, and its daemon goes on "
+          "serving: gRPC and the local fast path",
+          "[backpressure][e2e]") {
+  // The calls read before a pause can make more than the pause's 16 MiB of results (up to 1,024
+  // calls, each up to max_payload_bytes per reply): here a servant held while 100 calls are read
+  // answers each with 1 MiB. Until session 51 a gRPC stream kept them all until read (up to 1,024
+  // x 4 MiB x replies); the local fast path closed the link at 64 MiB.
+  const std::string path = GENERATE(std::string("grpc"), std::string("local"));
+  INFO("path " << path);
+  test::ClusterOptions options;
+  options.size = 1;
+  options.groups_yaml = "groups:\n  - {name: big, members: [n1]}\n";
+  test::Cluster cluster(options);
+  REQUIRE(cluster.Start());
+  constexpr int kHeldCalls = 100;
+  constexpr size_t kMiB = 1 << 20;
+  absl::Notification release;
+  std::atomic<int> executed{0};
+  ConnectOptions servant_options;
+  servant_options.local = true;
+  auto servant = Servant::Create(cluster.ClientAddress(1), "big", servant_options);
+  REQUIRE(servant.ok());
+  (*servant)->Serve("big", [&](const std::string& payload) -> absl::StatusOr<std::string> {
+    release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    ++executed;
+    return std::string(kMiB, 'r') + payload;
+  });
+  REQUIRE((*servant)->Start().ok());
+
+  test::RawClient raw =
+      test::AttachRaw(test::SmallWindowChannel(cluster.ClientAddress(1)), "never-reads");
+  REQUIRE(raw.nso != 0);
+  std::unique_ptr<Calls> calls = OpenCalls(path, raw);
+  REQUIRE(calls != nullptr);
+  for (int i = 0; i < kHeldCalls; ++i) REQUIRE(calls->write(BigCall(raw.nso, i)));
+  // No result yet, so nothing pauses the reading: the daemon reads the 100 calls.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  release.Notify();
+  // The servant answers every call; past 64 MiB not taken the client is cut off.
+  for (int i = 0; i < 200 && executed.load() < kHeldCalls; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(executed.load() == kHeldCalls);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last answers reach n1
+  // What the client reads now is what was on its way before: not all 100 results.
+  int results = 0;
+  api::PipelinedResult result;
+  while (results < kHeldCalls && calls->read(&result)) {
+    REQUIRE(result.status_code() == 0);
+    ++results;
+  }
+  INFO("results read " << results);
+  REQUIRE(results < kHeldCalls);
+  if (calls->stream) {
+    grpc::Status finished = calls->stream->Finish();
+    CHECK(finished.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    CHECK(finished.error_message().find("does not read its results") != std::string::npos);
+  }
+  // The daemon goes on: another client is answered.
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  auto answered = (*client)->Invoke("big", "big", "after", Mode::kFirst, absl::Seconds(10));
+  REQUIRE(answered.ok());
+  REQUIRE(answered->replies.size() == 1);
+  CHECK(answered->replies[0].payload.size() == kMiB + 5);
   (*servant)->Stop();
 }
 

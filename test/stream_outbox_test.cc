@@ -2,10 +2,11 @@
 // reactor's writes, one at a time) and nso/handoff_queue.h (an embedded node's consumer thread).
 // A group watch pushes snapshots that supersede the ones not yet written (PushLatest), so a
 // watcher that never reads holds one message at its daemon, however many views change (until
-// session 51 every change was queued).
+// session 51 every change was queued); a stream past its due_bytes_max is cut off.
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nso/handoff_queue.h"
@@ -99,6 +100,30 @@ TEST_CASE("reactor outbox: a gone client's items are dropped and the stream fini
   outbox.PushLatest("late");  // after OnDone: dropped without a hook
   CHECK(reactor.written == std::vector<std::string>{"a"});
   CHECK(reactor.finished == 1);
+}
+
+TEST_CASE("reactor outbox: past due_bytes_max the stream finishes with the overflow's status, "
+          "what is due dropped; the mean weight of what was pushed") {
+  FakeReactor reactor;
+  FakeReactor::Outbox::Hooks hooks = reactor.Hooks();
+  hooks.due_bytes_max = 10;
+  hooks.overflow = [](uint64_t due) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::to_string(due) + " due");
+  };
+  FakeReactor::Outbox outbox(std::move(hooks));
+  outbox.Push("1234", false);  // written at once: not due
+  outbox.Push("abcd", false);
+  outbox.Push("efgh", false);
+  CHECK(outbox.backlog().mean_bytes == 4);
+  CHECK(reactor.dropped.empty());  // 8 due: within the limit
+  outbox.Push("ijk", false);       // 11 due
+  CHECK(reactor.dropped == std::vector<std::string>{"abcd", "efgh", "ijk"});
+  CHECK(reactor.finished == 0);  // the write in progress first
+  outbox.WriteDone(true);
+  CHECK(reactor.finished == 1);
+  CHECK(reactor.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(reactor.status.error_message() == "11 due");
+  CHECK(reactor.written == std::vector<std::string>{"1234"});
 }
 
 TEST_CASE("handoff queue: PushLatest leaves one item for a consumer that did not take") {
