@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -91,6 +92,26 @@ api::PipelinedCall BigCall(uint64_t nso, int i) {
   return call;
 }
 
+// One daemon, n1, with the one-member group "big".
+test::ClusterOptions BigGroupOptions() {
+  test::ClusterOptions options;
+  options.size = 1;
+  options.groups_yaml = "groups:\n  - {name: big, members: [n1]}\n";
+  return options;
+}
+
+// The servant of "big" on n1's local fast path, serving method "big" with `handler`.
+absl::StatusOr<std::unique_ptr<Servant>> StartBigServant(const test::Cluster& cluster,
+                                                         Servant::Handler handler) {
+  ConnectOptions servant_options;
+  servant_options.local = true;
+  auto servant = Servant::Create(cluster.ClientAddress(1), "big", servant_options);
+  if (!servant.ok()) return servant.status();
+  (*servant)->Serve("big", std::move(handler));
+  if (absl::Status started = (*servant)->Start(); !started.ok()) return started;
+  return servant;
+}
+
 }  // namespace
 
 TEST_CASE("a client that does not read its results is not read either; once it reads, every "
@@ -98,22 +119,16 @@ TEST_CASE("a client that does not read its results is not read either; once it r
           "[backpressure][e2e]") {
   const std::string path = GENERATE(std::string("grpc"), std::string("local"));
   INFO("path " << path);
-  test::ClusterOptions options;
-  options.size = 1;
-  options.groups_yaml = "groups:\n  - {name: big, members: [n1]}\n";
-  test::Cluster cluster(options);
+  test::Cluster cluster(BigGroupOptions());
   REQUIRE(cluster.Start());
   // "big" answers its payload after 32 KiB of padding; the servant counts its calls.
   std::atomic<int> executed{0};
-  ConnectOptions servant_options;
-  servant_options.local = true;
-  auto servant = Servant::Create(cluster.ClientAddress(1), "big", servant_options);
+  auto servant =
+      StartBigServant(cluster, [&](const std::string& payload) -> absl::StatusOr<std::string> {
+        ++executed;
+        return std::string(kResultBytes, 'r') + payload;
+      });
   REQUIRE(servant.ok());
-  (*servant)->Serve("big", [&](const std::string& payload) -> absl::StatusOr<std::string> {
-    ++executed;
-    return std::string(kResultBytes, 'r') + payload;
-  });
-  REQUIRE((*servant)->Start().ok());
 
   test::RawClient raw =
       test::AttachRaw(test::SmallWindowChannel(cluster.ClientAddress(1)), "slow-reader");
@@ -178,25 +193,19 @@ TEST_CASE("a client with more than 64 MiB of results not read is cut off, and it
   // x 4 MiB x replies); the local fast path closed the link at 64 MiB.
   const std::string path = GENERATE(std::string("grpc"), std::string("local"));
   INFO("path " << path);
-  test::ClusterOptions options;
-  options.size = 1;
-  options.groups_yaml = "groups:\n  - {name: big, members: [n1]}\n";
-  test::Cluster cluster(options);
+  test::Cluster cluster(BigGroupOptions());
   REQUIRE(cluster.Start());
   constexpr int kHeldCalls = 100;
   constexpr size_t kMiB = 1 << 20;
   absl::Notification release;
   std::atomic<int> executed{0};
-  ConnectOptions servant_options;
-  servant_options.local = true;
-  auto servant = Servant::Create(cluster.ClientAddress(1), "big", servant_options);
+  auto servant =
+      StartBigServant(cluster, [&](const std::string& payload) -> absl::StatusOr<std::string> {
+        release.WaitForNotificationWithTimeout(absl::Seconds(30));
+        ++executed;
+        return std::string(kMiB, 'r') + payload;
+      });
   REQUIRE(servant.ok());
-  (*servant)->Serve("big", [&](const std::string& payload) -> absl::StatusOr<std::string> {
-    release.WaitForNotificationWithTimeout(absl::Seconds(30));
-    ++executed;
-    return std::string(kMiB, 'r') + payload;
-  });
-  REQUIRE((*servant)->Start().ok());
 
   test::RawClient raw =
       test::AttachRaw(test::SmallWindowChannel(cluster.ClientAddress(1)), "never-reads");
