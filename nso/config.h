@@ -129,7 +129,7 @@ struct LimitsConfig {
   // reads is bounded by flow control (a burst, the requests held for it, may pass this).
   int64_t servant_cutoff_bytes = 64 << 20;  // >= 1
 
-  // A reload applies none of them (daemon_reload.cc: they wait for a restart).
+  // A reload applies them at once but for those fixed at start (Daemon::ReloadLimits).
   bool operator==(const LimitsConfig& other) const {
     return max_payload_bytes == other.max_payload_bytes &&
            default_deadline_ms == other.default_deadline_ms && max_nsos == other.max_nsos &&

@@ -52,7 +52,8 @@ consensus:
   batch_max_messages: 1024    # [1024] most messages ordered by one consensus instance
   batch_max_bytes: 1048576    # [1048576 = 1 MiB] most payload bytes ordered by one instance (or
                               #   sent in one sequencer message); a larger message goes alone
-limits:
+limits:                       # SIGHUP applies them at once, but servant_backlog_bytes,
+                              #   default_deadline_ms and max_payload_bytes above its start value
   max_payload_bytes: 4194304  # [4194304 = 4 MiB] largest request or reply payload
   default_deadline_ms: 5000   # [5000] deadline of a call that sets none
   max_nsos: 1000000           # [1000000] most NSOs (client sessions) this daemon holds

@@ -109,6 +109,8 @@ class Daemon {
   absl::Status ReloadPeers(const Config& fresh, const std::vector<std::string>& groups_removed,
                            std::vector<std::string>* changes);
   void SetServing(bool serving, const std::string& why);
+  // A reload's limits: applied at once, but for those fixed at start (added to `*ignored`).
+  void ReloadLimits(const LimitsConfig& fresh, std::vector<std::string>* ignored);
 
   // Shared with the Node (one copy of the configuration in the daemon).
   const std::shared_ptr<const Config> config_owner_;
@@ -117,6 +119,9 @@ class Daemon {
   // The groups started by reloads (Reload's thread only); those of the file at start are in
   // config_ (not copied here: memory per group, issue 7).
   std::map<std::string, GroupConfig> added_groups_;
+  // The limits the node runs with: config_.limits, then what reloads applied (Reload's thread
+  // only; ReloadLimits).
+  LimitsConfig running_limits_ = config_.limits;
   // Groups a reload removed (stopped here; their names come back at a restart).
   std::set<std::string, std::less<>> removed_groups_;
   AccessPolicy policy_;

@@ -1,7 +1,8 @@
 // Daemon::Reload: the configuration file read again (SIGHUP, --watch-config) applied to the
-// running daemon: groups added and removed, peers added, moved and removed, auth tokens, acls
-// and failure-detector timeouts at once; what cannot change while it runs (a group's members or
-// order, TLS files' paths, the listening addresses) logged as waiting for a restart.
+// running daemon: groups added and removed, peers added, moved and removed, auth tokens, acls,
+// failure-detector timeouts and most limits at once; what cannot change while it runs (a group's
+// members or order, TLS files' paths, the listening addresses, the limits fixed at start)
+// logged as waiting for a restart.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -114,9 +115,7 @@ void Daemon::Reload(const Config& fresh) {
     ignored.push_back("listen/metrics");
   }
   if (config_.incarnation_file != fresh.incarnation_file) ignored.push_back("incarnation_file");
-  // Read once at start (the node's copy of the configuration; before, a change was dropped
-  // without a word).
-  if (config_.limits != fresh.limits) ignored.push_back("limits");
+  ReloadLimits(fresh.limits, &ignored);
   // The client port's TLS settings fix it at start (AccessPolicy keeps the first value).
   if (config_.client_certificates != fresh.client_certificates) {
     ignored.push_back("auth.client_certificates");
@@ -133,6 +132,39 @@ void Daemon::Reload(const Config& fresh) {
   restart_pending_ = !ignored.empty();
   last_reload_ok_ = true;
   reloads_applied_++;
+}
+
+void Daemon::ReloadLimits(const LimitsConfig& fresh, std::vector<std::string>* ignored) {
+  const LimitsConfig& start = config_.limits;
+  LimitsConfig applied = fresh;
+  // Fixed at start: the groups' flow control is made with servant_backlog_bytes, the requests'
+  // causal barrier with default_deadline_ms, and the gRPC ports' largest message with
+  // max_payload_bytes (it may come down, and back up to its value at start).
+  if (fresh.servant_backlog_bytes != start.servant_backlog_bytes) {
+    ignored->push_back("limits.servant_backlog_bytes");
+    applied.servant_backlog_bytes = start.servant_backlog_bytes;
+  }
+  if (fresh.default_deadline_ms != start.default_deadline_ms) {
+    ignored->push_back("limits.default_deadline_ms");
+    applied.default_deadline_ms = start.default_deadline_ms;
+  }
+  if (fresh.max_payload_bytes > start.max_payload_bytes) {
+    ignored->push_back(absl::StrCat("limits.max_payload_bytes above its value at start (",
+                                    start.max_payload_bytes, ")"));
+    applied.max_payload_bytes = start.max_payload_bytes;
+  }
+  // The file's check (servant_cutoff_bytes above servant_backlog_bytes) against the running
+  // backlog.
+  if (applied.servant_backlog_bytes != 0 &&
+      applied.servant_cutoff_bytes <= applied.servant_backlog_bytes) {
+    ignored->push_back(absl::StrCat("limits.servant_cutoff_bytes (not above the running "
+                                    "servant_backlog_bytes, ", applied.servant_backlog_bytes, ")"));
+    applied.servant_cutoff_bytes = running_limits_.servant_cutoff_bytes;
+  }
+  if (applied == running_limits_) return;
+  running_limits_ = applied;
+  loop_->Post([this, applied] { node_->ApplyLimits(applied); });
+  Log("daemon")->info("reload: limits applied");
 }
 
 void Daemon::ReloadRefused() {

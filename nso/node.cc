@@ -30,6 +30,7 @@ Node::Node(std::shared_ptr<const Config> config, Transport* transport, uint64_t 
            uint64_t now_ms)
     : config_owner_(std::move(config)),
       config_(*config_owner_),
+      limits_(config_.limits),
       peers_(config_.peers),
       transport_(transport),
       self_(config_.node_id),
@@ -134,13 +135,23 @@ void Node::ApplyTimeouts(const Config& fresh) {
   }
 }
 
+void Node::ApplyLimits(const LimitsConfig& fresh) {
+  limits_ = fresh;
+  Log("daemon")->info(
+      "limits now: max_payload_bytes {}, max_nsos {}, nso_idle_ms {}, max_unordered_requests {}, "
+      "max_unordered_bytes {}, servant_stall_ms {}, servant_cutoff_bytes {}",
+      limits_.max_payload_bytes, limits_.max_nsos, limits_.nso_idle_ms,
+      limits_.max_unordered_requests, limits_.max_unordered_bytes, limits_.servant_stall_ms,
+      limits_.servant_cutoff_bytes);
+}
+
 // ---- NSOs -------------------------------------------------------------------------------------
 
 absl::StatusOr<uint64_t> Node::Attach(const std::string& client_name, bool expires_when_idle,
                                       uint64_t owner) {
-  if (static_cast<int64_t>(nsos_.size()) >= config_.limits.max_nsos) {
+  if (static_cast<int64_t>(nsos_.size()) >= limits_.max_nsos) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("limits.max_nsos (", config_.limits.max_nsos, ") NSOs already attached"));
+        absl::StrCat("limits.max_nsos (", limits_.max_nsos, ") NSOs already attached"));
   }
   uint64_t nso = next_nso_++;
   nsos_[nso] = {client_name, expires_when_idle, now_ms_, owner};
@@ -183,7 +194,7 @@ absl::Status Node::CheckNso(uint64_t nso) const {
 }
 
 void Node::ExpireIdleNsos() {
-  const uint64_t idle_ms = static_cast<uint64_t>(config_.limits.nso_idle_ms);
+  const uint64_t idle_ms = static_cast<uint64_t>(limits_.nso_idle_ms);
   if (idle_ms == 0 || now_ms_ < next_nso_sweep_ms_) return;
   // A walk over every NSO, at most every tenth of the idle time (and every second).
   next_nso_sweep_ms_ = now_ms_ + std::max<uint64_t>(idle_ms / 10, 1000);
@@ -211,17 +222,17 @@ void Node::ExpireIdleNsos() {
 absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const {
   const size_t in_flight = causal_barrier_.in_flight(nso);
   if (in_flight == 0) return absl::OkStatus();  // one request alone is bounded by its payload limit
-  if (static_cast<int64_t>(in_flight) >= config_.limits.max_unordered_requests) {
+  if (static_cast<int64_t>(in_flight) >= limits_.max_unordered_requests) {
     return invocation::BacklogError(absl::StrCat("group \"", group, "\": this client has ",
                                                  in_flight, " requests not yet ordered "
                                                  "(limits.max_unordered_requests)"));
   }
   const size_t in_flight_bytes = causal_barrier_.in_flight_bytes(nso);
-  if (static_cast<int64_t>(in_flight_bytes + bytes) > config_.limits.max_unordered_bytes) {
+  if (static_cast<int64_t>(in_flight_bytes + bytes) > limits_.max_unordered_bytes) {
     return invocation::BacklogError(absl::StrCat(
         "group \"", group, "\": this client has ", in_flight_bytes, " bytes of requests not yet "
         "ordered; ", bytes, " more exceed limits.max_unordered_bytes (",
-        config_.limits.max_unordered_bytes, ")"));
+        limits_.max_unordered_bytes, ")"));
   }
   return absl::OkStatus();
 }
@@ -233,8 +244,8 @@ absl::Status Node::CheckHeld(const Group& group, size_t bytes) const {
   // it is bounded as one client's backlog is, and new requests wait for room meanwhile.
   const size_t held = group.held_count();
   if (held == 0) return absl::OkStatus();
-  if (static_cast<int64_t>(held) >= config_.limits.max_unordered_requests ||
-      static_cast<int64_t>(group.held_bytes() + bytes) > config_.limits.max_unordered_bytes) {
+  if (static_cast<int64_t>(held) >= limits_.max_unordered_requests ||
+      static_cast<int64_t>(group.held_bytes() + bytes) > limits_.max_unordered_bytes) {
     return invocation::BacklogError(absl::StrCat(
         "group \"", group.name(), "\": ", held, " requests (", group.held_bytes(),
         " bytes) of this daemon wait for a member's servants to catch up (flow control: "
@@ -245,10 +256,10 @@ absl::Status Node::CheckHeld(const Group& group, size_t bytes) const {
 
 absl::Status Node::Admit(uint64_t nso, const Group& group, invocation::Mode mode,
                          size_t payload_bytes) const {
-  if (static_cast<int64_t>(payload_bytes) > config_.limits.max_payload_bytes) {
+  if (static_cast<int64_t>(payload_bytes) > limits_.max_payload_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("payload of ", payload_bytes,
                                                    " bytes exceeds limits.max_payload_bytes (",
-                                                   config_.limits.max_payload_bytes, ")"));
+                                                   limits_.max_payload_bytes, ")"));
   }
   if (absl::Status room = CheckInFlight(nso, group.name(), payload_bytes); !room.ok()) return room;
   if (absl::Status room = CheckHeld(group, payload_bytes); !room.ok()) return room;
@@ -353,7 +364,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
     return admitted;
   }
   if (MustHold(*group)) {  // made again from outside once this node is out (node_leaving.cc)
-    return HoldWhileLeaving(*group, now_ms_ + config_.limits.default_deadline_ms,
+    return HoldWhileLeaving(*group, now_ms_ + limits_.default_deadline_ms,
                             [this, nso, group_name, payload = std::move(payload)](absl::Status status) {
       if (status.ok()) status = Multicast(nso, group_name, payload);
       if (!status.ok()) {
@@ -394,7 +405,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     return fail(admitted);
   }
   const uint64_t deadline_ms =
-      options.deadline_ms ? options.deadline_ms : config_.limits.default_deadline_ms;
+      options.deadline_ms ? options.deadline_ms : limits_.default_deadline_ms;
   if (MustHold(group)) {  // made again from outside once this node is out (node_leaving.cc)
     const uint64_t since_ms = now_ms_;
     absl::Status held = HoldWhileLeaving(

@@ -189,6 +189,9 @@ class Node {
   void Unwatch(uint64_t watch) { watches_.erase(watch); }
   // A configuration reload: the groups' failure-detector timeouts and silence periods.
   void ApplyTimeouts(const Config& fresh);
+  // A reload's limits, from the next request on (the daemon keeps those that wait for a
+  // restart at their running values: daemon_reload.cc).
+  void ApplyLimits(const LimitsConfig& fresh);
   // A configuration reload: starts the groups of `fresh` named in `names` that this node does not
   // have yet (kept alive here: a Group refers to its GroupConfig), each at view 1 with its
   // configured members, as at a start. A group whose members are not all peers of the running
@@ -724,6 +727,8 @@ class Node {
   // Late copies of delivered calls ignored (ReplyCache::Verdict::kForgotten): logged once per 1000.
   uint64_t late_copies_ignored_ = 0;
   const Config& config_;
+  // config_.limits at start, then what ApplyLimits gave (a SIGHUP'd file's limits).
+  LimitsConfig limits_;
   // The peers: config_.peers at start, then what SetPeers gave (a SIGHUP'd peers list).
   std::vector<PeerConfig> peers_;
   const PeerConfig* FindPeer(std::string_view name) const { return FindPeerIn(peers_, name); }

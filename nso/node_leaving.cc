@@ -65,7 +65,7 @@ bool Node::LeaveDueAgain(const Group* group, const GroupMembership& membership) 
 absl::Status Node::HoldWhileLeaving(Group* group, uint64_t expires_ms,
                                     std::function<void(absl::Status)> resume) {
   std::vector<GroupMembership::Held>& held = MembershipOf(group).held_while_leaving;
-  if (static_cast<int64_t>(held.size()) >= config_.limits.max_unordered_requests) {
+  if (static_cast<int64_t>(held.size()) >= limits_.max_unordered_requests) {
     return invocation::BacklogError(
         absl::StrCat("group \"", group->name(), "\": ", held.size(), " requests wait while this ",
                      "node leaves the group (limits.max_unordered_requests)"));
@@ -132,7 +132,7 @@ void Node::LeftView(Group* group) {
       if (request.origin() != self_ || !request.caller_group().empty()) continue;
       Kept& kept = kept_by_client_[{request.client_nso(), group->name()}];
       kept.call_id = std::max(kept.call_id, request.call_id());
-      kept.until_ms = now_ms_ + config_.limits.default_deadline_ms;
+      kept.until_ms = now_ms_ + limits_.default_deadline_ms;
     }
     return;
   }

@@ -563,7 +563,7 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
   NodeId origin = request.origin();
   std::string group_name = group->name();
   uint64_t deadline_ms =
-      request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
+      request.deadline_ms() ? request.deadline_ms() : limits_.default_deadline_ms;
   Call call{group_name, invocation::ReplyCollector(mode, view_size), now_ms_ + deadline_ms,
             deadline_ms,
             [this, origin, group_name, call_id = request.call_id(),
@@ -610,7 +610,7 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
   // Otherwise after the earlier ones, to the same member (FIFO per sender), until its stream
   // goes down (RetryOutsideRequests).
   uint64_t deadline_ms =
-      request.deadline_ms() ? request.deadline_ms() : config_.limits.default_deadline_ms;
+      request.deadline_ms() ? request.deadline_ms() : limits_.default_deadline_ms;
   route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms, now_ms_};
   SendForward(route.manager, group->name(), request);
 }

@@ -98,7 +98,7 @@ void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff c
 std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
   std::map<std::string, uint64_t, std::less<>> unread_by_group;
   std::vector<std::pair<uint64_t, uint64_t>> cut;  // (servant, its unread bytes)
-  const bool flow = config_.limits.servant_backlog_bytes != 0;
+  const bool flow = limits_.servant_backlog_bytes != 0;
   for (auto& [id, servant] : servants_) {
     if (!servant.backlog) continue;
     const ServantBacklog backlog = servant.backlog();
@@ -114,10 +114,10 @@ std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
     }
     const bool stalled =
         servant.idle_since_ms != 0 &&
-        now_ms_ - servant.idle_since_ms >= static_cast<uint64_t>(config_.limits.servant_stall_ms);
+        now_ms_ - servant.idle_since_ms >= static_cast<uint64_t>(limits_.servant_stall_ms);
     // With flow control a servant that reads is not cut off: a burst (the requests held for it,
     // released at a view change) may take it over the limit for a while.
-    if (backlog.unread_bytes >= static_cast<uint64_t>(config_.limits.servant_cutoff_bytes) &&
+    if (backlog.unread_bytes >= static_cast<uint64_t>(limits_.servant_cutoff_bytes) &&
         (stalled || !flow)) {
       cut.emplace_back(id, backlog.unread_bytes);
       continue;

@@ -332,11 +332,11 @@ TEST_CASE("--watch-config reloads a changed file without a signal; a broken one 
   CHECK(Eventually([&] { return metric("cohort_config_restart_pending") == 1; }, 10));
   CHECK(metric("cohort_config_last_reload_ok") == 1);
   CHECK(metric("cohort_config_reloads_total{result=\"applied\"}") == 2);
-  // The limits are read once at start too: a change is named, not dropped without a word.
+  // A limit fixed at start: a change is named, not dropped without a word.
   std::ofstream(path) << absl::StrReplaceAll(
       with("  - {name: h, members: [n1]}\n") + "limits: {servant_backlog_bytes: 0}\n",
       {{"{name: g, members: [n1]}", "{name: g, members: [n1], ordering: sequencer}"}});
-  CHECK(log_has("limits are not applied until a restart"));
+  CHECK(log_has("limits.servant_backlog_bytes are not applied until a restart"));
   CHECK(Eventually([&] { return metric("cohort_config_reloads_total{result=\"applied\"}") == 3; },
                    10));
   // A bad period is refused at start.
@@ -344,6 +344,65 @@ TEST_CASE("--watch-config reloads a changed file without a signal; a broken one 
   CHECK(test::RunProcess({test::Runfile("tools/cohortd"), "--config", path, "--watch-config=0"},
                          &out) == 2);
   CHECK_THAT(out, Contains("--watch-config"));
+}
+
+TEST_CASE("SIGHUP applies the limits at once, but for those fixed at start", "[ops][e2e]") {
+  test::Cluster cluster{{1, "groups:\n  - {name: g, members: [n1]}\n",
+                         "limits: {max_payload_bytes: 4096, max_nsos: 1000}\n", "info"}};
+  REQUIRE(cluster.Start());
+  test::CounterReplica replica;
+  REQUIRE(replica.Start(cluster.ClientAddress(1), "g").ok());
+  auto client = Client::Connect(cluster.ClientAddress(1));
+  REQUIRE(client.ok());
+  auto call = [&](size_t payload_bytes) {
+    return (*client)
+        ->Invoke("g", "get", std::string(payload_bytes, 'p'), Mode::kFirst, absl::Seconds(5))
+        .status();
+  };
+  REQUIRE(call(3000).ok());
+  const std::string path = cluster.ConfigPath(1);
+  const std::string text = test::ReadText(path);
+  REQUIRE(text.find("max_payload_bytes: 4096") != std::string::npos);
+  auto reload_with = [&](const std::string& limit) {
+    std::ofstream(path, std::ios::trunc)
+        << absl::StrReplaceAll(text, {{"max_payload_bytes: 4096", limit}});
+    cluster.Signal(1, SIGHUP);
+  };
+  auto log_count = [&](const std::string& wanted) {
+    const std::string log = test::ReadText(cluster.LogPath(1));
+    size_t count = 0;
+    for (size_t at = log.find(wanted); at != std::string::npos; at = log.find(wanted, at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  // Lowered: the next call over it is refused, naming the new limit; the daemon serves on.
+  reload_with("max_payload_bytes: 2048");
+  REQUIRE(Eventually([&] { return log_count("limits now: max_payload_bytes 2048") == 1; }, 10));
+  absl::Status refused = call(3000);
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.message()), Contains("limits.max_payload_bytes (2048)"));
+  CHECK(call(2000).ok());
+  CHECK(log_count("are not applied until a restart") == 0);
+  // Raised above its value at start (the gRPC ports' largest message is fixed then): back to
+  // 4096, and the rest waits for a restart, named.
+  reload_with("max_payload_bytes: 8192");
+  REQUIRE(Eventually([&] { return log_count("limits now: max_payload_bytes 4096") == 1; }, 10));
+  CHECK(log_count("limits.max_payload_bytes above its value at start (4096) are not applied "
+                  "until a restart") == 1);
+  CHECK(call(3000).ok());
+  refused = call(5000);
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.message()), Contains("limits.max_payload_bytes (4096)"));
+  // Another limit: max_nsos down to what is attached refuses the next client.
+  std::ofstream(path, std::ios::trunc)
+      << absl::StrReplaceAll(text, {{"max_nsos: 1000", "max_nsos: 1"}});
+  cluster.Signal(1, SIGHUP);
+  REQUIRE(Eventually([&] { return log_count("max_nsos 1,") == 1; }, 10));
+  auto another = Client::Connect(cluster.ClientAddress(1));
+  CHECK_FALSE(another.ok());
+  if (!another.ok()) CHECK_THAT(another.status().ToString(), Contains("limits.max_nsos (1)"));
+  CHECK(call(10).ok());  // the client attached before goes on
 }
 
 TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a restart; one daemon "
