@@ -219,22 +219,34 @@ void Node::ExpireIdleNsos() {
   }
 }
 
+// The one bound of both backlogs of requests: a client's not yet ordered (CheckInFlight) and this
+// daemon's held by flow control (CheckHeld). With `count` of them (`bytes` of payload) and a new
+// one of `more` bytes: kNone with room; else which limit is reached. One request alone is bounded
+// by its payload limit only.
+Node::BacklogLimit Node::BacklogFull(size_t count, size_t bytes, size_t more) const {
+  if (count == 0) return BacklogLimit::kNone;
+  if (static_cast<int64_t>(count) >= limits_.max_unordered_requests) return BacklogLimit::kCount;
+  if (static_cast<int64_t>(bytes + more) > limits_.max_unordered_bytes) return BacklogLimit::kBytes;
+  return BacklogLimit::kNone;
+}
+
 absl::Status Node::CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const {
   const size_t in_flight = causal_barrier_.in_flight(nso);
-  if (in_flight == 0) return absl::OkStatus();  // one request alone is bounded by its payload limit
-  if (static_cast<int64_t>(in_flight) >= limits_.max_unordered_requests) {
-    return invocation::BacklogError(absl::StrCat("group \"", group, "\": this client has ",
-                                                 in_flight, " requests not yet ordered "
-                                                 "(limits.max_unordered_requests)"));
-  }
   const size_t in_flight_bytes = causal_barrier_.in_flight_bytes(nso);
-  if (static_cast<int64_t>(in_flight_bytes + bytes) > limits_.max_unordered_bytes) {
-    return invocation::BacklogError(absl::StrCat(
-        "group \"", group, "\": this client has ", in_flight_bytes, " bytes of requests not yet "
-        "ordered; ", bytes, " more exceed limits.max_unordered_bytes (",
-        limits_.max_unordered_bytes, ")"));
+  switch (BacklogFull(in_flight, in_flight_bytes, bytes)) {
+    case BacklogLimit::kNone:
+      return absl::OkStatus();
+    case BacklogLimit::kCount:
+      return invocation::BacklogError(absl::StrCat("group \"", group, "\": this client has ",
+                                                   in_flight, " requests not yet ordered "
+                                                   "(limits.max_unordered_requests)"));
+    case BacklogLimit::kBytes:
+      break;
   }
-  return absl::OkStatus();
+  return invocation::BacklogError(absl::StrCat(
+      "group \"", group, "\": this client has ", in_flight_bytes, " bytes of requests not yet "
+      "ordered; ", bytes, " more exceed limits.max_unordered_bytes (",
+      limits_.max_unordered_bytes, ")"));
 }
 
 absl::Status Node::CheckHeld(const Group& group, size_t bytes) const {
@@ -242,16 +254,13 @@ absl::Status Node::CheckHeld(const Group& group, size_t bytes) const {
   // behind. Each client's backlog is bounded, but many clients, or requests held past the
   // deadline for which a client's backlog counts them, would grow the held queue without end:
   // it is bounded as one client's backlog is, and new requests wait for room meanwhile.
-  const size_t held = group.held_count();
-  if (held == 0) return absl::OkStatus();
-  if (static_cast<int64_t>(held) >= limits_.max_unordered_requests ||
-      static_cast<int64_t>(group.held_bytes() + bytes) > limits_.max_unordered_bytes) {
-    return invocation::BacklogError(absl::StrCat(
-        "group \"", group.name(), "\": ", held, " requests (", group.held_bytes(),
-        " bytes) of this daemon wait for a member's servants to catch up (flow control: "
-        "limits.servant_backlog_bytes; held up to limits.max_unordered_requests / _bytes)"));
+  if (BacklogFull(group.held_count(), group.held_bytes(), bytes) == BacklogLimit::kNone) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return invocation::BacklogError(absl::StrCat(
+      "group \"", group.name(), "\": ", group.held_count(), " requests (", group.held_bytes(),
+      " bytes) of this daemon wait for a member's servants to catch up (flow control: "
+      "limits.servant_backlog_bytes; held up to limits.max_unordered_requests / _bytes)"));
 }
 
 absl::Status Node::Admit(uint64_t nso, const Group& group, invocation::Mode mode,

@@ -481,6 +481,9 @@ class Node {
   absl::Status CheckInFlight(uint64_t nso, const std::string& group, size_t bytes) const;
   // Likewise for the requests of this daemon that `group`'s flow control holds, all clients'.
   absl::Status CheckHeld(const Group& group, size_t bytes) const;
+  // The bound both apply: which limit `count` requests of `bytes`, and one more of `more`, reach.
+  enum class BacklogLimit { kNone, kCount, kBytes };
+  BacklogLimit BacklogFull(size_t count, size_t bytes, size_t more) const;
   // UNAVAILABLE when fewer members than `mode` and ordering need have been heard lately.
   absl::Status CheckReachable(const Group& group, invocation::Mode mode) const;
   // UNAVAILABLE when this node's oldest one-way request to `group` (outside it) not yet known
