@@ -139,12 +139,13 @@ class InvokeStreamReactor final
     };
     hooks.weigh = [](const Outcome& outcome) { return ResultBytes(outcome.result); };
     hooks.due_bytes_max = kResultsWaitingCutoff;
-    hooks.overflow = [](uint64_t due_bytes) {
+    hooks.overflow = [metrics = service_->metrics_](uint64_t due_bytes) {
       const std::string why = absl::StrCat(
           "this client does not read its results: ", due_bytes,
           " bytes of them wait at the daemon (more than ", kResultsWaitingCutoff,
           "): the stream is cut off and the results not written are dropped");
       Log("api")->warn("InvokeStream: {}", why);
+      if (metrics != nullptr) metrics->RecordClientCutOff("grpc");
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why);
     };
     return hooks;

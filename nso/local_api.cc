@@ -448,6 +448,7 @@ void LocalApi::Flush() {
           connection->out.size() - connection->out_offset > kResultsWaitingCutoff) {
         Log("api")->warn("local connection {} does not read what it is sent ({} bytes): closed",
                          id, connection->out.size() - connection->out_offset);
+        if (metrics_ != nullptr) metrics_->RecordClientCutOff("local");
         Close(id);
       }
     }

@@ -69,6 +69,11 @@ void InvocationMetrics::RecordMulticast(absl::string_view code) {
   multicasts_[std::string(code)]++;
 }
 
+void InvocationMetrics::RecordClientCutOff(absl::string_view path) {
+  absl::MutexLock lock(&mu_);
+  clients_cut_off_[std::string(path)]++;
+}
+
 uint64_t InvocationMetrics::invocations() const {
   absl::MutexLock lock(&mu_);
   uint64_t total = 0;
@@ -104,6 +109,11 @@ void InvocationMetrics::Render(PromWriter* out) const {
               "Totally ordered multicasts through the client API, by gRPC status.");
   for (const auto& [code, count] : multicasts_) {
     out->Sample("cohort_multicasts_total", {{"code", code}}, static_cast<double>(count));
+  }
+  out->Family("cohort_clients_cut_off_total", "counter",
+              "Clients cut off with 64 MiB of results not taken (they do not read), by path.");
+  for (const auto& [path, count] : clients_cut_off_) {
+    out->Sample("cohort_clients_cut_off_total", {{"path", path}}, static_cast<double>(count));
   }
 }
 

@@ -47,6 +47,9 @@ class InvocationMetrics {
   // `mode`: one_way|first|majority|all|default; `code`: the gRPC status name (OK, UNAVAILABLE...).
   void RecordInvocation(absl::string_view mode, absl::string_view code, double seconds);
   void RecordMulticast(absl::string_view code);
+  // A client cut off for not taking its results (kResultsWaitingCutoff, nso/api_service.h);
+  // `path`: "grpc" or "local".
+  void RecordClientCutOff(absl::string_view path);
   void Render(PromWriter* out) const;
   uint64_t invocations() const;  // total, for tests
 
@@ -60,6 +63,8 @@ class InvocationMetrics {
   std::map<std::pair<std::string, std::string>, uint64_t> calls_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);  // by mode
   std::map<std::string, uint64_t> multicasts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> clients_cut_off_ ABSL_GUARDED_BY(mu_) = {{"grpc", 0},
+                                                                          {"local", 0}};
 };
 
 // The protocol state of one hosted group, sampled on the protocol thread.

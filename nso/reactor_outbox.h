@@ -85,7 +85,8 @@ class ReactorOutbox {
       }
       ++pushed_;
       due_.push_back(std::move(item));
-      if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > hooks_.due_bytes_max && !gone_) {
+      if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > hooks_.due_bytes_max && !gone_ &&
+          attached_) {
         gone_ = true;
         status_ = hooks_.overflow(backlog_.due_bytes);
       }

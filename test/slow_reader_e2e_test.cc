@@ -97,6 +97,7 @@ test::ClusterOptions BigGroupOptions() {
   test::ClusterOptions options;
   options.size = 1;
   options.groups_yaml = "groups:\n  - {name: big, members: [n1]}\n";
+  options.metrics = true;
   return options;
 }
 
@@ -181,6 +182,8 @@ TEST_CASE("a client that does not read its results is not read either; once it r
   CHECK(results == kCalls);
   CHECK(executed.load() == kCalls);
   if (calls.stream) CHECK(calls.stream->Finish().ok());
+  CHECK(test::MetricValue(test::HttpGet(cluster.MetricsPort(1), "/metrics"),
+                          "cohort_clients_cut_off_total{path=\"" + path + "\"}") == 0);
   (*servant)->Stop();
 }
 
@@ -236,6 +239,11 @@ TEST_CASE("a client with more than 64 MiB of results not read is cut off, and it
     CHECK(finished.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
     CHECK(finished.error_message().find("does not read its results") != std::string::npos);
   }
+  // Counted, by path (the first case's reading client never was).
+  const std::string metrics = test::HttpGet(cluster.MetricsPort(1), "/metrics");
+  CHECK(test::MetricValue(metrics, "cohort_clients_cut_off_total{path=\"" + path + "\"}") == 1);
+  const std::string other = path == "grpc" ? "local" : "grpc";
+  CHECK(test::MetricValue(metrics, "cohort_clients_cut_off_total{path=\"" + other + "\"}") == 0);
   // The daemon goes on: another client is answered.
   auto client = Client::Connect(cluster.ClientAddress(1));
   REQUIRE(client.ok());
