@@ -89,7 +89,7 @@ class InvokeStreamReactor final
     {
       absl::MutexLock lock(&read_mu_);
       const Outbox::Backlog backlog = outbox_->backlog();
-      if (PauseReadingCalls(false, backlog.outstanding, backlog.due_bytes, backlog.mean_bytes)) {
+      if (PauseReadingCalls(false, backlog.outstanding, backlog.due_bytes, Results(backlog))) {
         read_paused_ = true;  // the next write done below half reads again
         return;
       }
@@ -106,7 +106,7 @@ class InvokeStreamReactor final
       absl::MutexLock lock(&read_mu_);
       const Outbox::Backlog backlog = outbox_->backlog();
       if (read_paused_ &&
-          !PauseReadingCalls(true, backlog.outstanding, backlog.due_bytes, backlog.mean_bytes)) {
+          !PauseReadingCalls(true, backlog.outstanding, backlog.due_bytes, Results(backlog))) {
         read_paused_ = false;
         resume = true;
       }
@@ -120,6 +120,11 @@ class InvokeStreamReactor final
   }
 
  private:
+  // What PauseReadingCalls counts of the results pushed so far.
+  static ResultSizes Results(const Outbox::Backlog& backlog) {
+    return ResultSizes{backlog.pushed, backlog.pushed_bytes};
+  }
+
   Outbox::Hooks Hooks() {
     Outbox::Hooks hooks;
     hooks.start_write = [this](const api::PipelinedResult* out, grpc::WriteOptions options) {

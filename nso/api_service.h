@@ -21,20 +21,34 @@
 
 namespace cohort::nso {
 
+// The mean size of the results of one client's calls so far (PauseReadingCalls).
+struct ResultSizes {
+  uint64_t results = 0;
+  uint64_t bytes = 0;
+  void Add(uint64_t result_bytes) {
+    ++results;
+    bytes += result_bytes;
+  }
+  uint64_t Mean() const { return results == 0 ? 0 : bytes / results; }
+};
+
 // A client that does not read its results is not read either (a gRPC InvokeStream,
 // api_pipeline.cc, and the local fast path, local_api.cc): with kCallsOutstandingMax of its calls
 // read whose results are not yet written, or kResultsWaitingMax bytes of results waiting, or as
 // many calls outstanding as would make kResultsWaitingMax at the mean size of its results so far
-// (`mean_result_bytes`, 0 before the first), no more of its calls are read until all three are
-// down to half. `paused`: reading is paused now.
+// (`results`), or, before its first result, kCallsBeforeFirstResult calls outstanding (their
+// size unknown: a slow start, as TCP's), no more of its calls are read until all are down to
+// half. `paused`: reading is paused now.
 inline constexpr uint64_t kCallsOutstandingMax = 1024;
 inline constexpr uint64_t kResultsWaitingMax = 16 << 20;
+inline constexpr uint64_t kCallsBeforeFirstResult = 16;
 inline bool PauseReadingCalls(bool paused, uint64_t outstanding, uint64_t waiting_bytes,
-                              uint64_t mean_result_bytes) {
+                              const ResultSizes& results) {
   const uint64_t divisor = paused ? 2 : 1;
   return outstanding >= kCallsOutstandingMax / divisor ||
          waiting_bytes >= kResultsWaitingMax / divisor ||
-         outstanding * mean_result_bytes >= kResultsWaitingMax / divisor;
+         outstanding * results.Mean() >= kResultsWaitingMax / divisor ||
+         (results.results == 0 && outstanding >= kCallsBeforeFirstResult / divisor);
 }
 // The last resort, when the calls read before a pause make more than that (up to
 // kCallsOutstandingMax calls, each with up to limits.max_payload_bytes per reply): a client with
@@ -49,17 +63,6 @@ inline uint64_t ResultBytes(const InvokeResult& result) {
   for (const invocation::MemberReply& reply : result.replies) bytes += reply.payload.size();
   return bytes;
 }
-
-// The mean size of the results of one client's calls so far (PauseReadingCalls).
-struct ResultSizes {
-  uint64_t results = 0;
-  uint64_t bytes = 0;
-  void Add(uint64_t result_bytes) {
-    ++results;
-    bytes += result_bytes;
-  }
-  uint64_t Mean() const { return results == 0 ? 0 : bytes / results; }
-};
 
 // Groups made and deleted at run time (dynamic_groups; nso/group_directory.h). Any thread.
 class GroupCatalog {

@@ -482,7 +482,7 @@ bool LocalApi::MustPause(const Connection& connection) const {
   return connection.kind == Connection::Kind::kCalls &&
          PauseReadingCalls(connection.read_paused, connection.calls_in_flight,
                            connection.out.size() - connection.out_offset,
-                           connection.results.Mean());
+                           connection.results);
 }
 
 bool LocalApi::ResumeIfRoom(Connection* connection) {

@@ -55,13 +55,15 @@ class ReactorOutbox {
     uint64_t due_bytes = 0;
     uint64_t written_bytes = 0;
     uint64_t outstanding = 0;  // items expected (Expect) or due, not yet handed to gRPC
-    uint64_t mean_bytes = 0;   // the mean weight of the items pushed so far (0: none yet)
+    uint64_t pushed = 0;        // items pushed so far (Push)
+    uint64_t pushed_bytes = 0;  // and their weight
   };
   Backlog backlog() const {
     absl::MutexLock lock(&mu_);
     Backlog backlog = backlog_;
     backlog.outstanding = expected_ + due_.size();
-    backlog.mean_bytes = pushed_ == 0 ? 0 : pushed_bytes_ / pushed_;
+    backlog.pushed = pushed_;
+    backlog.pushed_bytes = pushed_bytes_;
     return backlog;
   }
 

@@ -1,11 +1,13 @@
 // A client that pipelines calls and does not read their results is not read either, on a gRPC
 // InvokeStream (what another language's client does) and on the local fast path: with 1,024 calls
-// outstanding or 16 MiB of results waiting, its daemon reads no more of its calls until both are
-// down to half (nso/api_pipeline.cc, nso/local_api.cc), so the calls wait in the client's stream,
+// outstanding, 16 MiB of results waiting, or as many calls outstanding as make 16 MiB at the
+// mean size of its results so far (16 before its first result), its daemon reads no more of its
+// calls until all are down to half (nso/api_service.h), so the calls wait in the client's stream,
 // not as results in the daemon's memory. Once it reads, every call is executed and answered, in
 // full. Before session 50 the daemon read and executed every call at once and kept all their
 // results (here 94 MiB) until the client read them, or, on the local fast path, disconnected the
-// client at 64 MiB unread (the 1,024 calls read before the pause make 32 MiB of results here).
+// client at 64 MiB unread; in session 50 it read 1,024 (32 MiB of results here), since session
+// 51 about 512 (16 MiB at 32 KiB each). Past 64 MiB of results not taken a client is cut off.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -146,8 +148,8 @@ TEST_CASE("a client that does not read its results is not read either; once it r
     calls.done_writing();
   });
 
-  // Nothing read: the daemon stops reading calls at 1,024 outstanding, so the servant's count
-  // stops well short of every call sent.
+  // Nothing read: the daemon stops reading calls at 512 outstanding (16 MiB of 32 KiB results),
+  // so the servant's count stops well short of every call sent.
   int last = -1;
   int stable_for = 0;
   for (int i = 0; i < 200 && stable_for < 8; ++i) {
@@ -159,7 +161,7 @@ TEST_CASE("a client that does not read its results is not read either; once it r
   INFO("executed " << executed.load() << ", written " << written.load());
   CHECK(stable_for >= 8);
   CHECK(executed.load() >= 16);
-  CHECK(executed.load() <= 1100);
+  CHECK(executed.load() <= 600);  // 1,024 in session 50
 
   // Reading: every call is executed and answered with its whole result.
   std::vector<bool> answered(kCalls, false);
@@ -191,19 +193,26 @@ TEST_CASE("a client with more than 64 MiB of results not read is cut off, and it
           "serving: gRPC and the local fast path",
           "[backpressure][e2e]") {
   // The calls read before a pause can make more than the pause's 16 MiB of results (up to 1,024
-  // calls, each up to max_payload_bytes per reply): here a servant held while 100 calls are read
-  // answers each with 1 MiB. Until session 51 a gRPC stream kept them all until read (up to 1,024
-  // x 4 MiB x replies); the local fast path closed the link at 64 MiB.
+  // calls, each up to max_payload_bytes per reply, when the client's earlier results were small):
+  // here 50 calls with results of a few bytes, then 100 calls read while their servant is held,
+  // answered with 1 MiB each. Until session 51 a gRPC stream kept them all until read (up to
+  // 1,024 x 4 MiB x replies); the local fast path closed the link at 64 MiB.
   const std::string path = GENERATE(std::string("grpc"), std::string("local"));
   INFO("path " << path);
   test::Cluster cluster(BigGroupOptions());
   REQUIRE(cluster.Start());
+  constexpr int kSmallCalls = 50;
   constexpr int kHeldCalls = 100;
   constexpr size_t kMiB = 1 << 20;
   absl::Notification release;
+  std::atomic<int> small{0};
   std::atomic<int> executed{0};
   auto servant =
       StartBigServant(cluster, [&](const std::string& payload) -> absl::StatusOr<std::string> {
+        if (payload == "small") {
+          ++small;
+          return payload;
+        }
         release.WaitForNotificationWithTimeout(absl::Seconds(30));
         ++executed;
         return std::string(kMiB, 'r') + payload;
@@ -215,8 +224,16 @@ TEST_CASE("a client with more than 64 MiB of results not read is cut off, and it
   REQUIRE(raw.nso != 0);
   std::unique_ptr<Calls> calls = OpenCalls(path, raw);
   REQUIRE(calls != nullptr);
-  for (int i = 0; i < kHeldCalls; ++i) REQUIRE(calls->write(BigCall(raw.nso, i)));
-  // No result yet, so nothing pauses the reading: the daemon reads the 100 calls.
+  for (int i = 0; i < kSmallCalls; ++i) {
+    api::PipelinedCall call = BigCall(raw.nso, i);
+    call.mutable_invoke()->set_payload("small");
+    REQUIRE(calls->write(call));
+  }
+  REQUIRE(test::Eventually([&] { return small.load() == kSmallCalls; }, 20));
+  for (int i = kSmallCalls; i < kSmallCalls + kHeldCalls; ++i) {
+    REQUIRE(calls->write(BigCall(raw.nso, i)));
+  }
+  // Their results so far are small, so nothing pauses the reading: the daemon reads the 100.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   release.Notify();
   // The servant answers every call; past 64 MiB not taken the client is cut off.
@@ -225,15 +242,15 @@ TEST_CASE("a client with more than 64 MiB of results not read is cut off, and it
   }
   REQUIRE(executed.load() == kHeldCalls);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last answers reach n1
-  // What the client reads now is what was on its way before: not all 100 results.
+  // What the client reads now is what was on its way before: not all 150 results.
   int results = 0;
   api::PipelinedResult result;
-  while (results < kHeldCalls && calls->read(&result)) {
+  while (results < kSmallCalls + kHeldCalls && calls->read(&result)) {
     REQUIRE(result.status_code() == 0);
     ++results;
   }
   INFO("results read " << results);
-  REQUIRE(results < kHeldCalls);
+  REQUIRE(results < kSmallCalls + kHeldCalls);
   if (calls->stream) {
     grpc::Status finished = calls->stream->Finish();
     CHECK(finished.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
