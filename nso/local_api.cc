@@ -59,6 +59,7 @@ struct LocalApi::Connection {
   bool dirty = false;        // in dirty_
   size_t calls_in_flight = 0;
   ResultSizes results;       // of its calls so far (PauseReadingCalls)
+  bool peer_closed = false;  // the client's end is closed: its frames read are handled, no pause
 };
 
 LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
@@ -181,6 +182,9 @@ bool LocalApi::ReadSome(Connection* connection) {
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     open = false;  // closed by the client, or an error
+    // What it sent before it went is handled, in full: a pause for its results no longer
+    // applies (they go nowhere), and its calls read are not dropped with the connection.
+    connection->peer_closed = true;
     break;
   }
   return HandleFrames(connection) && open;
@@ -479,7 +483,7 @@ bool LocalApi::WriteSome(Connection* connection) {
 }
 
 bool LocalApi::MustPause(const Connection& connection) const {
-  return connection.kind == Connection::Kind::kCalls &&
+  return connection.kind == Connection::Kind::kCalls && !connection.peer_closed &&
          PauseReadingCalls(connection.read_paused, connection.calls_in_flight,
                            connection.out.size() - connection.out_offset,
                            connection.results);
