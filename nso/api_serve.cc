@@ -134,7 +134,7 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
       shared->servant = *id;
       // Flow control (nso/group_flow.h): the deliveries not yet handed to gRPC are the servant's
       // backlog.
-      node->SetServantBacklogProbe(
+      node->SetServantHooks(
           *id,
           [shared] {
             const Outbox::Backlog backlog = shared->outbox.backlog();

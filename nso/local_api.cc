@@ -350,7 +350,7 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
     connection->servant = *servant;
     // Flow control (nso/group_flow.h): what waits in this connection's buffer is the servant's
     // backlog; the node asks on the protocol thread, which is this loop's.
-    node_->SetServantBacklogProbe(
+    node_->SetServantHooks(
         *servant,
         [this, id]() {
           Connection* servant_connection = Find(id);

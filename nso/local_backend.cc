@@ -256,20 +256,16 @@ class LocalServant final : public internal::ServantBackend {
           request.view_events());
       if (!id.ok()) return id.status();
       // Flow control (nso/group_flow.h): what the delivery thread has not taken yet.
-      node_->SetServantBacklogProbe(
+      node_->SetServantHooks(
           *id,
           [progress] {
             const uint64_t read = progress->read.load();
             return ServantBacklog{progress->pushed.load() - read, read};
           },
           [queue, progress](const absl::Status& why) {
-            // Cut off (limits.servant_cutoff_bytes): what waits is dropped, the delivery thread
-            // takes nothing more, and Finish says why.
-            {
-              absl::MutexLock lock(&progress->mu);
-              progress->cut_off = why;
-            }
-            progress->cut.store(true);
+            // Cut off (limits.servant_cutoff_bytes) or replaced: what waits is dropped, the
+            // delivery thread takes nothing more, and Finish says why.
+            progress->End(why);
             queue->CloseAndDrop();
           });
       servant_ = *id;  // written before RunOnLoop returns, read by this object's user threads
@@ -293,15 +289,11 @@ class LocalServant final : public internal::ServantBackend {
       if (!id.ok()) return id.status();
       // No backlog to probe (nothing is queued), but the node may end the registration: a newer
       // servant of the group replaced this one (Node::ReplaceServants). Finish says why.
-      node_->SetServantBacklogProbe(
+      node_->SetServantHooks(
           *id, Node::BacklogProbe(),
           [progress = progress_, ended = std::move(ended),
            cancelled = cancelled_flag_](const absl::Status& why) {
-            {
-              absl::MutexLock lock(&progress->mu);
-              progress->cut_off = why;
-            }
-            progress->cut.store(true);
+            progress->End(why);
             if (!cancelled->load()) ended(why);
           });
       servant_ = *id;
@@ -364,10 +356,18 @@ class LocalServant final : public internal::ServantBackend {
   struct Progress {
     std::atomic<uint64_t> pushed{0};
     std::atomic<uint64_t> read{0};
-    // Set by the node's cut-off (protocol thread), read by the delivery thread.
+    // Set by the node's end hook (protocol thread), read by the delivery thread.
     std::atomic<bool> cut{false};
     absl::Mutex mu;
     absl::Status cut_off ABSL_GUARDED_BY(mu);
+    // The node ended the registration (cut off, or replaced) with `why`: Finish says so.
+    void End(const absl::Status& why) {
+      {
+        absl::MutexLock lock(&mu);
+        cut_off = why;
+      }
+      cut.store(true);
+    }
   };
   std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
   uint64_t servant_ = 0;  // set by Register, before the delivery thread starts

@@ -143,8 +143,9 @@ class Node {
   using InvokeDone = std::function<void(InvokeResult)>;
   using ServantSink = std::function<void(ServantDelivery)>;
   using BacklogProbe = std::function<ServantBacklog()>;
-  // Ends the stream of a servant the node cut off (already unregistered) with `why`.
-  using CutOff = std::function<void(absl::Status why)>;
+  // Ends the stream of a servant the node ended by itself (cut off, or replaced by a newer one;
+  // already unregistered) with `why`.
+  using EndHook = std::function<void(absl::Status why)>;
 
   // `incarnation` must differ at every start of this node (the daemon uses the wall clock).
   Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms);
@@ -235,12 +236,13 @@ class Node {
   absl::StatusOr<uint64_t> RegisterServant(uint64_t nso, const std::string& group, ServantSink sink,
                                            ServantKeptState kept = {}, bool view_events = false);
   void UnregisterServant(uint64_t servant);
-  // Where the servant's deliveries wait to be read (its connection): asked at every Tick, on the
-  // protocol thread. A servant without one (an empty `probe`) never holds its group (flow control)
-  // and is never cut off. With limits.servant_cutoff_bytes unread, the servant is unregistered and
-  // `cut_off` ends its stream (on the protocol thread, during Tick: it must not call the node
-  // back); so it does when a newer servant of the group replaces it (ReplaceServants).
-  void SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off);
+  // The servant's hooks, both called on the protocol thread. `probe`: where its deliveries wait
+  // to be read (its connection), asked at every Tick; a servant without one (empty) never holds
+  // its group (flow control) and is never cut off. `on_end`: ends its stream when the node ends
+  // the registration by itself (EndServant: with limits.servant_cutoff_bytes unread, during Tick,
+  // or a newer servant of the group replacing it, ReplaceServants); it must not call the node
+  // back.
+  void SetServantHooks(uint64_t servant, BacklogProbe probe, EndHook on_end);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
               bool more = false);
@@ -332,7 +334,7 @@ class Node {
     // Flow control (TickFlow): its backlog, what it had read at the last Tick, since when it has
     // read nothing with deliveries unread (0: it reads), and whether it was said to be stuck.
     BacklogProbe backlog;
-    CutOff cut_off;
+    EndHook on_end;  // SetServantHooks
     uint64_t read_bytes = 0;
     uint64_t idle_since_ms = 0;
     bool stuck = false;
@@ -528,7 +530,7 @@ class Node {
   void CutOffServant(uint64_t servant, uint64_t unread_bytes);
   // Unregisters the servants of `group` attached here: a new one registers (one per daemon).
   void ReplaceServants(const std::string& group);
-  // Unregisters a servant and ends its stream with `why` (its CutOff hook, if any).
+  // Unregisters a servant and ends its stream with `why` (its end hook, if any).
   void EndServant(uint64_t servant, absl::Status why);
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).

@@ -83,16 +83,16 @@ void Node::ReplaceServants(const std::string& group_name) {
 void Node::EndServant(uint64_t servant, absl::Status why) {
   auto it = servants_.find(servant);
   if (it == servants_.end()) return;
-  CutOff cut_off = std::move(it->second.cut_off);
+  EndHook on_end = std::move(it->second.on_end);
   UnregisterServant(servant);
-  if (cut_off) cut_off(std::move(why));
+  if (on_end) on_end(std::move(why));
 }
 
-void Node::SetServantBacklogProbe(uint64_t servant, BacklogProbe probe, CutOff cut_off) {
+void Node::SetServantHooks(uint64_t servant, BacklogProbe probe, EndHook on_end) {
   auto it = servants_.find(servant);
   if (it == servants_.end()) return;
   it->second.backlog = std::move(probe);
-  it->second.cut_off = std::move(cut_off);
+  it->second.on_end = std::move(on_end);
 }
 
 std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {

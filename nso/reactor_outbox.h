@@ -62,8 +62,6 @@ class ReactorOutbox {
     absl::MutexLock lock(&mu_);
     Backlog backlog = backlog_;
     backlog.outstanding = expected_ + due_.size();
-    backlog.pushed = pushed_;
-    backlog.pushed_bytes = pushed_bytes_;
     return backlog;
   }
 
@@ -83,9 +81,9 @@ class ReactorOutbox {
       if (hooks_.weigh) {
         const uint64_t bytes = hooks_.weigh(item);
         backlog_.due_bytes += bytes;
-        pushed_bytes_ += bytes;
+        backlog_.pushed_bytes += bytes;
       }
-      ++pushed_;
+      ++backlog_.pushed;
       due_.push_back(std::move(item));
       if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > hooks_.due_bytes_max && !gone_ &&
           attached_) {
@@ -210,8 +208,6 @@ class ReactorOutbox {
   Backlog backlog_ ABSL_GUARDED_BY(mu_);
   std::deque<Item> due_ ABSL_GUARDED_BY(mu_);  // pushed, not yet written
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;  // announced, not yet pushed
-  uint64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;    // pushed so far (Push), and their weight
-  uint64_t pushed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool gone_ ABSL_GUARDED_BY(mu_) = false;

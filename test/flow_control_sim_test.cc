@@ -37,7 +37,7 @@ const nso::GroupConfig::Ordering kOrderings[] = {nso::GroupConfig::Ordering::kCo
                                                  nso::GroupConfig::Ordering::kSequencer};
 
 // Servants that read their deliveries at a pace: `rate[id]` per 5 ms of simulated time (unlimited
-// when not given), and tell the node their backlog (Node::SetServantBacklogProbe).
+// when not given), and tell the node their backlog (Node::SetServantHooks).
 struct PacedServants {
   struct Replica {
     std::deque<nso::ServantDelivery> queue;
@@ -63,7 +63,7 @@ struct PacedServants {
       replica->max_unread = std::max(replica->max_unread, replica->unread);
       replica->queue.push_back(std::move(d));
     });
-    node->SetServantBacklogProbe(
+    node->SetServantHooks(
         replica->servant,
         [replica] { return nso::ServantBacklog{replica->unread, replica->read}; },
         [replica](const absl::Status& why) {

@@ -35,6 +35,16 @@ inline RawClient AttachRaw(const std::shared_ptr<grpc::Channel>& channel,
   return raw;
 }
 
+// The first message of a raw servant's Serve stream: it registers NSO `nso` for `group`.
+inline api::ServantMessage RegisterMessage(uint64_t nso, const std::string& group,
+                                           bool view_events = false) {
+  api::ServantMessage message;
+  message.mutable_register_()->set_nso(nso);
+  message.mutable_register_()->set_group(group);
+  message.mutable_register_()->set_view_events(view_events);
+  return message;
+}
+
 // A channel to `address` whose gRPC library takes in at most 64 KiB that its caller has not read,
 // not the megabytes its flow-control window grows to by default: what it would take in is in the
 // client's memory, not the daemon's, so a test of what the daemon keeps for a client that does

@@ -163,10 +163,7 @@ TEST_CASE("a gRPC servant that reads nothing is cut off: its stream ends UNAVAIL
   REQUIRE(raw.nso != 0);
   grpc::ClientContext context;
   auto stream = raw.stub->Serve(&context);
-  api::ServantMessage message;
-  message.mutable_register_()->set_nso(raw.nso);
-  message.mutable_register_()->set_group("log");
-  REQUIRE(stream->Write(message));
+  REQUIRE(stream->Write(test::RegisterMessage(raw.nso, "log")));
   api::ServantEvent event;
   REQUIRE(stream->Read(&event));
   REQUIRE(event.registered());

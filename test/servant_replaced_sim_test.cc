@@ -61,7 +61,7 @@ void Serve(test::SimNodes& sim, NodeId id, const std::shared_ptr<Counter>& count
       node->Answer(counter->servant, number, absl::OkStatus(), absl::StrCat(v));
     });
   });
-  node->SetServantBacklogProbe(
+  node->SetServantHooks(
       counter->servant, [] { return nso::ServantBacklog{}; },
       [counter](const absl::Status& why) { counter->ended = why; });
 }

@@ -342,7 +342,7 @@ void StackSim::AttachServant(NodeId id) {
       },
       nso::ServantKeptState{}, /*view_events=*/true);
   if (options_.slow_servants) {
-    replica.node->SetServantBacklogProbe(
+    replica.node->SetServantHooks(
         replica.servant,
         [this, id] {
           return nso::ServantBacklog{replicas_[id].unread_bytes, replicas_[id].read_bytes};

@@ -205,11 +205,7 @@ TEST_CASE("the raw Serve stream: view events only when asked for", "[views][e2e]
   REQUIRE(raw.nso != 0);
   grpc::ClientContext context;
   auto stream = raw.stub->Serve(&context);
-  api::ServantMessage message;
-  message.mutable_register_()->set_nso(raw.nso);
-  message.mutable_register_()->set_group("counter");
-  message.mutable_register_()->set_view_events(asked);
-  REQUIRE(stream->Write(message));
+  REQUIRE(stream->Write(test::RegisterMessage(raw.nso, "counter", asked)));
   api::ServantEvent event;
   REQUIRE(stream->Read(&event));
   CHECK(event.registered());
