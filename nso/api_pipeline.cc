@@ -6,7 +6,7 @@
 // A client that does not read its results is not read either (PauseReadingCalls: its results not
 // yet taken by gRPC count); HTTP/2 flow control then holds its writes. Without it the results of
 // a client that sends and never reads grew the daemon's memory without bound. The results of the
-// calls read before a pause are bounded by kResultsWaitingCutoff: beyond it the stream ends.
+// calls read before a pause are bounded by ResultsCutoff: beyond it the stream ends.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -122,7 +122,7 @@ class InvokeStreamReactor final
  private:
   // What PauseReadingCalls counts of the results pushed so far.
   static ResultSizes Results(const Outbox::Backlog& backlog) {
-    return ResultSizes{backlog.pushed, backlog.pushed_bytes};
+    return ResultSizes{backlog.pushed, backlog.pushed_bytes, backlog.largest};
   }
 
   Outbox::Hooks Hooks() {
@@ -143,11 +143,13 @@ class InvokeStreamReactor final
       Record(outcome, ToGrpcStatus(outcome.result.status).error_code());
     };
     hooks.weigh = [](const Outcome& outcome) { return ResultBytes(outcome.result); };
+    // ResultsCutoff, as the outbox counts it.
     hooks.due_bytes_max = kResultsWaitingCutoff;
-    hooks.overflow = [metrics = service_->metrics_](uint64_t due_bytes) {
+    hooks.due_bytes_per_largest = kCutoffPerLargestResult;
+    hooks.overflow = [metrics = service_->metrics_](uint64_t due_bytes, uint64_t bound) {
       const std::string why = absl::StrCat(
           "this client does not read its results: ", due_bytes,
-          " bytes of them wait at the daemon (more than ", kResultsWaitingCutoff,
+          " bytes of them wait at the daemon (more than ", bound,
           "): the stream is cut off and the results not written are dropped");
       Log("api")->warn("InvokeStream: {}", why);
       if (metrics != nullptr) metrics->RecordClientCutOff("grpc");

@@ -3,6 +3,7 @@
 #ifndef COHORT_NSO_API_SERVICE_H_
 #define COHORT_NSO_API_SERVICE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,9 +26,11 @@ namespace cohort::nso {
 struct ResultSizes {
   uint64_t results = 0;
   uint64_t bytes = 0;
+  uint64_t largest = 0;  // the largest result so far (ResultsCutoff)
   void Add(uint64_t result_bytes) {
     ++results;
     bytes += result_bytes;
+    largest = std::max(largest, result_bytes);
   }
   uint64_t Mean() const { return results == 0 ? 0 : bytes / results; }
 };
@@ -52,10 +55,18 @@ inline bool PauseReadingCalls(bool paused, uint64_t outstanding, uint64_t waitin
 }
 // The last resort, when the calls read before a pause make more than that (up to
 // kCallsOutstandingMax calls, each with up to limits.max_payload_bytes per reply): a client with
-// this many bytes of results not taken is cut off (gRPC: its stream ends RESOURCE_EXHAUSTED;
-// the local fast path: its link is closed). A client that reads has its results written as they
-// come, and its calls outstanding bounded by their mean size.
+// more bytes of results not taken than ResultsCutoff is cut off (gRPC: its stream ends
+// RESOURCE_EXHAUSTED; the local fast path: its link is closed): kResultsWaitingCutoff, or, if
+// more, kCutoffPerLargestResult times its largest result so far. The second is room for twice
+// the slow start's calls at that size: a client that reads is not cut off for the burst of
+// results the rules above let it have (16 wait-for-all calls with 4 MiB replies from 3 members
+// are 192 MiB of results, which used to cut it off at 64 MiB however fast it read), while what
+// one that does not read makes its daemon keep stays bounded by the size of its own results.
 inline constexpr uint64_t kResultsWaitingCutoff = 64 << 20;
+inline constexpr uint64_t kCutoffPerLargestResult = 2 * kCallsBeforeFirstResult;
+inline uint64_t ResultsCutoff(const ResultSizes& results) {
+  return std::max(kResultsWaitingCutoff, kCutoffPerLargestResult * results.largest);
+}
 
 // The payload bytes of a call's result (its replies), as the limits above count them.
 inline uint64_t ResultBytes(const InvokeResult& result) {

@@ -100,8 +100,12 @@ struct ConsensusConfig {
   int64_t batch_max_bytes = 1 << 20;  // >= 1: payload bytes per consensus (a larger one alone)
 };
 
+inline constexpr int64_t kMaxPayloadBytes = 64 << 20;
+
 struct LimitsConfig {
-  int64_t max_payload_bytes = 4 * 1024 * 1024;  // >= 1
+  // 1..kMaxPayloadBytes: a request crosses the daemons in one peer frame, and an open group's
+  // wait-for-all replies in one (nso/framing.h, kPeerFrameBytesMax: 256 MiB).
+  int64_t max_payload_bytes = 4 * 1024 * 1024;
   int64_t default_deadline_ms = 5000;           // > 0
   int64_t max_nsos = 1000000;                   // >= 1
   // An NSO attached over the API (a Client) that has not been used for this long, and has no

@@ -54,7 +54,8 @@ consensus:
                               #   sent in one sequencer message); a larger message goes alone
 limits:                       # SIGHUP applies them at once, but servant_backlog_bytes,
                               #   default_deadline_ms and max_payload_bytes above its start value
-  max_payload_bytes: 4194304  # [4194304 = 4 MiB] largest request or reply payload
+  max_payload_bytes: 4194304  # [4194304 = 4 MiB] largest request or reply payload (at most
+                              #   67108864 = 64 MiB)
   default_deadline_ms: 5000   # [5000] deadline of a call that sets none
   max_nsos: 1000000           # [1000000] most NSOs (client sessions) this daemon holds
   max_unordered_requests: 65536  # [65536] requests of one client not yet ordered; more are

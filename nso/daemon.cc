@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "nso/framing.h"
 #include "nso/grpc_revocation.h"
 #include "nso/incarnation_file.h"
 #include "nso/logging.h"
@@ -38,6 +39,10 @@ constexpr char kAdminService[] = "cohort.api.Admin";
 // being in a minority partition; readiness uses "" or cohort.api.Cohort).
 constexpr char kLivenessService[] = "cohort.liveness";
 
+// `max_message_bytes`: the longest message it reads. What it sends is not bounded: a result holds
+// a reply from each member, each up to limits.max_payload_bytes (the gRPC default, or the receive
+// bound, once failed every wait-for-all call over 9 MiB of replies: "Sent message larger than
+// max").
 std::unique_ptr<grpc::Server> StartServer(const std::string& address,
                                           std::shared_ptr<grpc::ServerCredentials> credentials,
                                           std::vector<grpc::Service*> services,
@@ -51,7 +56,7 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address,
   int bound_port = 0;
   builder.AddListeningPort(address, std::move(credentials), &bound_port);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
-  builder.SetMaxSendMessageSize(max_message_bytes);
+  builder.SetMaxSendMessageSize(-1);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) return nullptr;
@@ -375,7 +380,7 @@ absl::Status Daemon::Start() {
                                           : " (address in use?)";
   if (grpc_transport != nullptr) {
     peer_server_ = StartServer(config_.listen_peer, credentials->peer_server, {grpc_transport},
-                               max_message_bytes);
+                               static_cast<int>(kPeerFrameBytesMax));
     if (!peer_server_) {
       return absl::UnavailableError(
           absl::StrCat("cannot listen on listen.peer ", config_.listen_peer, hint));

@@ -17,6 +17,10 @@ constexpr size_t kFrameLengthBytes = 4;
 // write buffer bound (dropped whole) or gRPC's message size limit (the stream failed).
 constexpr size_t kFrameBytesTarget = 4 << 20;
 
+// The longest peer frame (or gRPC peer message) a daemon reads: one envelope may hold a managed
+// call's replies (an open group's wait-for-all: up to limits.max_payload_bytes from each member).
+constexpr size_t kPeerFrameBytesMax = 256 << 20;
+
 inline void PutFrameLength(uint32_t length, std::string* out) {
   char bytes[kFrameLengthBytes] = {static_cast<char>(length & 0xff),
                                    static_cast<char>((length >> 8) & 0xff),

@@ -449,9 +449,11 @@ void LocalApi::Flush() {
       // A servant's connection is bounded by the node (limits.servant_cutoff_bytes: a servant
       // that reads may be sent a burst beyond it, Node::TickFlow).
       if (connection->servant == 0 &&
-          connection->out.size() - connection->out_offset > kResultsWaitingCutoff) {
-        Log("api")->warn("local connection {} does not read what it is sent ({} bytes): closed",
-                         id, connection->out.size() - connection->out_offset);
+          connection->out.size() - connection->out_offset > ResultsCutoff(connection->results)) {
+        Log("api")->warn(
+            "local connection {} does not read what it is sent ({} bytes, more than {}): closed",
+            id, connection->out.size() - connection->out_offset,
+            ResultsCutoff(connection->results));
         if (metrics_ != nullptr) metrics_->RecordClientCutOff("local");
         Close(id);
       }

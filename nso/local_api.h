@@ -40,7 +40,7 @@ struct LocalApiOptions {
   std::string listen = "auto";  // listen.local: "auto" (abstract socket) or a socket file path
   std::string node_name;        // names the abstract socket
   size_t frame_bytes_max = 16 << 20;   // a longer frame closes the connection
-  // A client with kResultsWaitingCutoff unsent bytes is closed (nso/api_service.h; a servant is
+  // A client with more than ResultsCutoff unsent bytes is closed (nso/api_service.h; a servant is
   // bounded by the node instead, limits.servant_cutoff_bytes).
 };
 

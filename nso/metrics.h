@@ -47,7 +47,7 @@ class InvocationMetrics {
   // `mode`: one_way|first|majority|all|default; `code`: the gRPC status name (OK, UNAVAILABLE...).
   void RecordInvocation(absl::string_view mode, absl::string_view code, double seconds);
   void RecordMulticast(absl::string_view code);
-  // A client cut off for not taking its results (kResultsWaitingCutoff, nso/api_service.h);
+  // A client cut off for not taking its results (ResultsCutoff, nso/api_service.h);
   // `path`: "grpc" or "local".
   void RecordClientCutOff(absl::string_view path);
   void Render(PromWriter* out) const;

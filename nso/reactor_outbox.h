@@ -43,10 +43,13 @@ class ReactorOutbox {
     std::function<void(const Item& item)> dropped;
     // The bytes an item counts for in Backlog(); optional (0 each without).
     std::function<uint64_t(const Item& item)> weigh;
-    // With more than this many bytes due (0: no limit), the stream finishes with what
-    // `overflow` says, as by FinishWith: a reader that does not take what it is sent is cut off.
+    // With more than this many bytes due (0: no limit), or, if more, `due_bytes_per_largest`
+    // times the heaviest item pushed so far, the stream finishes with what `overflow` says, as
+    // by FinishWith: a reader that does not take what it is sent is cut off, one sent a burst of
+    // large items is not.
     uint64_t due_bytes_max = 0;
-    std::function<grpc::Status(uint64_t due_bytes)> overflow;
+    uint64_t due_bytes_per_largest = 0;
+    std::function<grpc::Status(uint64_t due_bytes, uint64_t bound)> overflow;
   };
 
   // What is pushed and not yet handed to gRPC, and what was handed to it so far, in the bytes
@@ -57,6 +60,7 @@ class ReactorOutbox {
     uint64_t outstanding = 0;  // items expected (Expect) or due, not yet handed to gRPC
     uint64_t pushed = 0;        // items pushed so far (Push)
     uint64_t pushed_bytes = 0;  // and their weight
+    uint64_t largest = 0;       // the weight of the heaviest item pushed so far
   };
   Backlog backlog() const {
     absl::MutexLock lock(&mu_);
@@ -82,13 +86,15 @@ class ReactorOutbox {
         const uint64_t bytes = hooks_.weigh(item);
         backlog_.due_bytes += bytes;
         backlog_.pushed_bytes += bytes;
+        backlog_.largest = std::max(backlog_.largest, bytes);
       }
       ++backlog_.pushed;
       due_.push_back(std::move(item));
-      if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > hooks_.due_bytes_max && !gone_ &&
-          attached_) {
+      const uint64_t bound =
+          std::max(hooks_.due_bytes_max, hooks_.due_bytes_per_largest * backlog_.largest);
+      if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > bound && !gone_ && attached_) {
         gone_ = true;
-        status_ = hooks_.overflow(backlog_.due_bytes);
+        status_ = hooks_.overflow(backlog_.due_bytes, bound);
       }
       step = Next();
     }

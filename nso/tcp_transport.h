@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "nso/event_loop.h"
+#include "nso/framing.h"
 #include "nso/peer_names.h"
 #include "nso/tls_channel.h"
 #include "nso/transport.h"
@@ -44,7 +45,7 @@ struct TcpTransportOptions {
   size_t link_queue_max = 65536;
   size_t pending_bytes_max = 64 << 20;
   size_t write_buffer_max = 64 << 20;  // bytes unsent to a peer beyond which envelopes wait
-  size_t frame_bytes_max = 256 << 20;  // a longer frame closes the connection
+  size_t frame_bytes_max = kPeerFrameBytesMax;  // a longer frame closes the connection
   uint32_t backoff_min_ms = 20;
   uint32_t backoff_max_ms = 250;  // a refused dial costs nothing: a restarted peer is found fast
   // An inbound connection that has not said hello within this long is closed (a port scanner,

@@ -338,6 +338,10 @@ TEST_CASE("a value out of range is named", "[config]") {
              StartsWith("config.yaml:6: consensus.batch_max_messages: must be in 1.."));
   CHECK_THAT(ErrorOf(kBase + "consensus: {batch_max_bytes: 0}\n"),
              StartsWith("config.yaml:6: consensus.batch_max_bytes: must be in 1.."));
+  // A request crosses the daemons in one peer frame (at most 256 MiB): up to 64 MiB each.
+  CHECK_THAT(ErrorOf(kBase + "limits: {max_payload_bytes: 67108865}\n"),
+             StartsWith("config.yaml:6: limits.max_payload_bytes: must be in 1..67108864, got "
+                        "67108865"));
 }
 
 TEST_CASE("an address that is not host:port is named", "[config]") {

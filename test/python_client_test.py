@@ -106,6 +106,16 @@ class PythonClientTest(unittest.TestCase):
             self.client.invoke("echo", "echo", b"x", style="sideways")
         self.assertIn("style 'sideways'", str(bad.exception))
 
+    def test_full_size_replies_from_every_member(self):
+        # Payloads up to limits.max_payload_bytes (4 MiB): each servant gets one and answers
+        # with one, and the result holds three (12 MiB). grpcio's 4 MiB receive bound refused
+        # the delivery and the result, and the daemon's send bound (9 MiB) the result, until
+        # session 52.
+        payload = b"p" * (4 * 1024 * 1024 - 8)
+        reply = self.client.invoke("echo", "echo", payload, mode="all", deadline_ms=30000)
+        self.assertEqual(sorted(r.payload for r in reply.replies),
+                         [b"n%d:" % i + payload for i in (1, 2, 3)])
+
     def test_invoke_future_many_in_flight(self):
         futures = [self.client.invoke_future("echo", "echo", b"f%d" % k, mode="all")
                    for k in range(50)]

@@ -107,8 +107,9 @@ TEST_CASE("reactor outbox: past due_bytes_max the stream finishes with the overf
   FakeReactor reactor;
   FakeReactor::Outbox::Hooks hooks = reactor.Hooks();
   hooks.due_bytes_max = 10;
-  hooks.overflow = [](uint64_t due) {
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::to_string(due) + " due");
+  hooks.overflow = [](uint64_t due, uint64_t bound) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        std::to_string(due) + " due over " + std::to_string(bound));
   };
   FakeReactor::Outbox outbox(std::move(hooks));
   outbox.Push("1234", false);  // written at once: not due
@@ -123,8 +124,36 @@ TEST_CASE("reactor outbox: past due_bytes_max the stream finishes with the overf
   outbox.WriteDone(true);
   CHECK(reactor.finished == 1);
   CHECK(reactor.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
-  CHECK(reactor.status.error_message() == "11 due");
+  CHECK(reactor.status.error_message() == "11 due over 10");
   CHECK(reactor.written == std::vector<std::string>{"1234"});
+}
+
+TEST_CASE("reactor outbox: with due_bytes_per_largest, large items raise the bound to that many "
+          "times the heaviest pushed so far") {
+  FakeReactor reactor;
+  FakeReactor::Outbox::Hooks hooks = reactor.Hooks();
+  hooks.due_bytes_max = 10;
+  hooks.due_bytes_per_largest = 3;
+  hooks.overflow = [](uint64_t due, uint64_t bound) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        std::to_string(due) + " due over " + std::to_string(bound));
+  };
+  FakeReactor::Outbox outbox(std::move(hooks));
+  outbox.Push("12", false);  // written at once: not due
+  outbox.Push("abcde", false);
+  outbox.Push("fghij", false);
+  outbox.Push("klmn", false);  // 14 due: over 10, within 3 x 5
+  CHECK(outbox.backlog().largest == 5);
+  CHECK(reactor.dropped.empty());
+  outbox.WriteDone(true);  // "12" done, "abcde" handed to gRPC: 9 due
+  outbox.Push("opqrst", false);  // 15 due, the bound 18
+  CHECK(reactor.dropped.empty());
+  outbox.Push("uvwx", false);  // 19 due
+  CHECK(reactor.dropped == std::vector<std::string>{"fghij", "klmn", "opqrst", "uvwx"});
+  outbox.WriteDone(true);
+  CHECK(reactor.finished == 1);
+  CHECK(reactor.status.error_message() == "19 due over 18");
+  CHECK(reactor.written == std::vector<std::string>{"12", "abcde"});
 }
 
 TEST_CASE("handoff queue: PushLatest leaves one item for a consumer that did not take") {

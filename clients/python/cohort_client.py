@@ -64,10 +64,13 @@ def _read(path):
 def _connect(address, timeout, ca_file=None, cert_file=None, key_file=None, server_name=None):
     """Plaintext without a CA; with one, TLS checking the daemon's certificate (for server_name
     if given, else the address's host), presenting cert_file/key_file when given."""
+    # A result holds a reply from each member, each up to the daemon's limits.max_payload_bytes
+    # (4 MiB by default): grpcio's own 4 MiB receive bound would refuse one full-size reply.
+    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
     if ca_file is None:
         if cert_file or key_file or server_name:
             raise ValueError("cert_file, key_file and server_name need ca_file (TLS)")
-        channel = grpc.insecure_channel(address)
+        channel = grpc.insecure_channel(address, options=options)
     else:
         if bool(cert_file) != bool(key_file):
             raise ValueError("cert_file and key_file go together")
@@ -75,7 +78,8 @@ def _connect(address, timeout, ca_file=None, cert_file=None, key_file=None, serv
             root_certificates=_read(ca_file),
             private_key=_read(key_file) if key_file else None,
             certificate_chain=_read(cert_file) if cert_file else None)
-        options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
         channel = grpc.secure_channel(address, credentials, options=options)
     grpc.channel_ready_future(channel).result(timeout=timeout)
     return channel
