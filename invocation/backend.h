@@ -127,6 +127,12 @@ class ServantBackend {
   virtual absl::Status Finish() = 0;
   // "local", "grpc" or "in-process" (Servant::via).
   virtual const char* via() const = 0;
+  // The largest answer payload the daemon takes, as its acknowledgement of the registration said
+  // (ServantEvent.max_reply_bytes); 0: not said (the daemon checks by itself).
+  uint64_t max_reply_bytes() const { return max_reply_bytes_; }
+
+ protected:
+  uint64_t max_reply_bytes_ = 0;  // set by Register
 };
 
 }  // namespace internal

@@ -54,6 +54,7 @@ class RemoteServant final : public internal::ServantBackend {
     const bool ok = stream_->Write(message) && stream_->Read(&ack) && ack.registered();
     answered.Notify();
     watchdog.join();
+    max_reply_bytes_ = ack.max_reply_bytes();
     if (!ok) {
       grpc::Status status = stream_->Finish();
       if (timed_out) {
@@ -122,6 +123,7 @@ class LocalServant final : public internal::ServantBackend {
     if (!ack.has_event() || !ack.event().registered()) {
       return absl::UnavailableError("unexpected answer to the registration");
     }
+    max_reply_bytes_ = ack.event().max_reply_bytes();
     return absl::OkStatus();
   }
   bool EventBuffered() const override { return link_->FrameBuffered(); }
@@ -439,6 +441,16 @@ bool Servant::Ended(absl::Status* why) {
   return done_;
 }
 
+void Servant::BoundReply(absl::StatusOr<std::string>* result) const {
+  const uint64_t max = backend_->max_reply_bytes();
+  if (max == 0 || !result->ok() || (*result)->size() <= max) return;
+  // The error the daemon would make of it (Node::Answer): sent, a reply past the daemon's frame
+  // bound would break this servant's stream instead.
+  *result = absl::ResourceExhaustedError(
+      absl::StrCat("the servant's reply of ", (*result)->size(), " bytes exceeds its daemon's "
+                   "limits.max_payload_bytes (", max, "): not sent"));
+}
+
 void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more) {
   api::ServantMessage::Answer answer;
   answer.set_delivery(delivery);
@@ -531,6 +543,7 @@ void Servant::Handle(const api::ServantEvent& event) {
     return;
   }
   absl::StatusOr<std::string> result = it->second(event.payload());
+  BoundReply(&result);
   if (!kept_path_.empty()) {
     kept_calls_.Add(event.call(), event.one_way() ? absl::StatusOr<std::string>(std::string())
                                                   : result);

@@ -171,6 +171,9 @@ class Servant {
   }
   void Handle(const api::ServantEvent& event);  // one delivery, on the delivery thread (or inline)
   void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
+  // A handler's reply larger than the daemon takes (ServantEvent.max_reply_bytes) becomes the
+  // RESOURCE_EXHAUSTED error the daemon would send for it.
+  void BoundReply(absl::StatusOr<std::string>* result) const;
   void SendState(uint64_t delivery);
   absl::Status TakeStateChunk(const api::ServantEvent& event);
   // "$restore_kept": installs kept_ and answers with the calls kept with it.

@@ -19,6 +19,7 @@ struct ServeItem {
   bool registered = false;  // the acknowledgement (for `group`)
   std::string group;
   ServantDelivery delivery;
+  uint64_t max_reply_bytes = 0;  // the acknowledgement's (Node::max_reply_bytes)
 };
 
 }  // namespace
@@ -146,7 +147,7 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
             shared->servant = 0;  // the node unregistered it
             shared->outbox.FinishWith(ToGrpcStatus(why));
           });
-      shared->outbox.Push({true, group, {}});
+      shared->outbox.Push({true, group, {}, node->max_reply_bytes()});
       shared->acknowledged = true;
       for (ServantDelivery& d : shared->early) {
         shared->outbox.Push({false, "", std::move(d)}, /*expected=*/false);
@@ -194,6 +195,7 @@ class ServeReactor final : public grpc::ServerBidiReactor<api::ServantMessage, a
       if (item.registered) {
         out->set_registered(true);
         out->set_group(item.group);
+        out->set_max_reply_bytes(item.max_reply_bytes);
       } else {
         ToServantEvent(std::move(item.delivery), out);
       }

@@ -370,6 +370,7 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
     api::LocalFrame ack;
     ack.mutable_event()->set_registered(true);
     ack.mutable_event()->set_group(request.group());
+    ack.mutable_event()->set_max_reply_bytes(node_->max_reply_bytes());
     Queue(connection, ack);
     std::vector<ServantDelivery> early = std::move(connection->early);
     for (ServantDelivery& delivery : early) OnDelivery(id, std::move(delivery));

@@ -193,6 +193,9 @@ class Node {
   // A reload's limits, from the next request on (the daemon keeps those that wait for a
   // restart at their running values: daemon_reload.cc).
   void ApplyLimits(const LimitsConfig& fresh);
+  // The largest answer a servant may give (limits.max_payload_bytes; Answer sends a larger one as
+  // an error), said to each servant as it registers.
+  uint64_t max_reply_bytes() const { return static_cast<uint64_t>(limits_.max_payload_bytes); }
   // A configuration reload: starts the groups of `fresh` named in `names` that this node does not
   // have yet (kept alive here: a Group refers to its GroupConfig), each at view 1 with its
   // configured members, as at a start. A group whose members are not all peers of the running
@@ -731,6 +734,8 @@ class Node {
   std::map<std::pair<NodeId, std::string>, uint64_t> unknown_group_drops_;
   // Late copies of delivered calls ignored (ReplyCache::Verdict::kForgotten): logged once per 1000.
   uint64_t late_copies_ignored_ = 0;
+  // Servants' answers over limits.max_payload_bytes sent as errors (Answer): logged once per 1000.
+  uint64_t oversized_replies_ = 0;
   const Config& config_;
   // config_.limits at start, then what ApplyLimits gave (a SIGHUP'd file's limits).
   LimitsConfig limits_;

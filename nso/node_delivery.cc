@@ -290,6 +290,19 @@ void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std:
   OpenDelivery open = std::move(it->second);
   open_deliveries_.erase(it);
   open_delivery_by_call_.erase(open.cache_id);
+  if (static_cast<int64_t>(payload.size()) > limits_.max_payload_bytes) {
+    // As a request's payload is bounded (Admit): the callers get an error naming why, from
+    // this member, instead of a reply no link between daemons may be able to carry.
+    if (oversized_replies_++ % 1000 == 0) {
+      Log("api")->warn("group {}: a servant answered {} bytes, more than limits.max_payload_bytes "
+                       "({}): sent as an error ({} such answers so far; said every 1000th)",
+                       open.group, payload.size(), limits_.max_payload_bytes, oversized_replies_);
+    }
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "the servant's reply of ", payload.size(), " bytes at ", config_.node,
+        " exceeds limits.max_payload_bytes (", limits_.max_payload_bytes, "): not sent"));
+    payload.clear();
+  }
   wire::Reply reply;
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(status.code()));

@@ -39,6 +39,7 @@ class PythonClientTest(unittest.TestCase):
             servant = Servant("127.0.0.1:%d" % port, "echo", {
                 "echo": lambda payload, name=name: name.encode() + b":" + payload,
                 "fail": lambda payload: 1 / 0,
+                "over": lambda payload: b"o" * (12 * 1024 * 1024),
             })
             servant.start()
             cls.servants.append(servant)
@@ -115,6 +116,21 @@ class PythonClientTest(unittest.TestCase):
         reply = self.client.invoke("echo", "echo", payload, mode="all", deadline_ms=30000)
         self.assertEqual(sorted(r.payload for r in reply.replies),
                          [b"n%d:" % i + payload for i in (1, 2, 3)])
+
+    def test_a_reply_over_the_limit_is_an_error(self):
+        # 12 MiB, over limits.max_payload_bytes (4 MiB) and past what the daemon reads in one
+        # message (9 MiB): the library answers with the error the daemon would make of it (its
+        # registration said the bound: ServantEvent.max_reply_bytes), and the servant's stream
+        # lives on (sent, the reply broke it until session 52).
+        reply = self.client.invoke("echo", "over", b"", mode="all", deadline_ms=30000)
+        self.assertEqual(len(reply.replies), 3)
+        for r in reply.replies:
+            self.assertEqual(r.status_code, grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+            self.assertIn("limits.max_payload_bytes (4194304)", r.error)
+            self.assertEqual(r.payload, b"")
+        reply = self.client.invoke("echo", "echo", b"after", mode="all")
+        self.assertEqual(sorted(r.payload for r in reply.replies),
+                         [b"n1:after", b"n2:after", b"n3:after"])
 
     def test_invoke_future_many_in_flight(self):
         futures = [self.client.invoke_future("echo", "echo", b"f%d" % k, mode="all")

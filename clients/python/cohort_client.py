@@ -432,6 +432,7 @@ class Servant:
         self._outbox = None
         self._events = None
         self._thread = None
+        self._max_reply_bytes = 0  # said by the daemon as it registers this servant
         self.rejoins = 0
         self.kept_error = None  # why the state could not be kept (keep_state_in)
         self.ended = None  # why the daemon ended the registration (its group was deleted)
@@ -471,6 +472,8 @@ class Servant:
         if not first.registered:
             outbox.put(None)
             raise RuntimeError("servant not registered: %r" % first)
+        # The largest answer the daemon takes (its limits.max_payload_bytes; 0: not said).
+        self._max_reply_bytes = first.max_reply_bytes
 
     def start(self):
         if self._kept_path is not None:
@@ -622,6 +625,15 @@ class Servant:
             except Exception as error:  # the servant's failure goes back to the caller
                 answer.status_code = grpc.StatusCode.UNKNOWN.value[0]
                 answer.error = str(error)
+            limit = self._max_reply_bytes
+            if limit and len(answer.payload) > limit:
+                # The error the daemon would make of it: sent, a reply past the daemon's frame
+                # bound would break this servant's stream instead.
+                answer.status_code = grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+                answer.error = ("the servant's reply of %d bytes exceeds its daemon's "
+                                "limits.max_payload_bytes (%d): not sent"
+                                % (len(answer.payload), limit))
+                answer.payload = b""
             if keeping:
                 self._kept_calls.add(api_pb2.KeptCall(call=event.call) if event.one_way else
                                      api_pb2.KeptCall(call=event.call,
