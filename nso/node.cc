@@ -21,6 +21,12 @@ invocation::Mode ToMode(GroupConfig::DefaultMode mode) {
   return invocation::Mode::kAll;
 }
 
+// A method name, or the calling group a group-to-group call names, longer than this is refused:
+// each travels with the request to every member (and comes back in errors), outside
+// limits.max_payload_bytes.
+constexpr size_t kMaxMethodBytes = 1024;
+constexpr size_t kMaxCallerGroupBytes = 1024;
+
 }  // namespace
 
 Node::Node(const Config& config, Transport* transport, uint64_t incarnation, uint64_t now_ms)
@@ -405,6 +411,15 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   if (!found.ok()) return fail(found.status());
   Group* group = *found;
   if (options.method.empty()) return fail(absl::InvalidArgumentError("method name is empty"));
+  if (options.method.size() > kMaxMethodBytes) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "method name of ", options.method.size(), " bytes is longer than ", kMaxMethodBytes)));
+  }
+  if (options.caller_group.size() > kMaxCallerGroupBytes) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("caller group name of ", options.caller_group.size(),
+                     " bytes is longer than ", kMaxCallerGroupBytes)));
+  }
   if (options.method[0] == '$') {  // kGetStateMethod, kSetStateMethod: the daemon's own
     return fail(absl::InvalidArgumentError(
         absl::StrCat("method \"", options.method, "\" is reserved (names starting with '$')")));

@@ -136,6 +136,30 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
       cv.wait(lock, [&] { return done; });
     }
     CHECK_FALSE(status.ok());
+    // A method name, or a calling group's name, far longer than any (they travel outside
+    // limits.max_payload_bytes): refused naming the bound (until session 52 ordered and sent to
+    // every member, and the servants' UNIMPLEMENTED errors echoed the name back).
+    auto long_method = (*client)->Invoke("counter", std::string(4096, 'm'), "1", Mode::kAll);
+    CHECK(long_method.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(long_method.status().message()),
+               Catch::Contains("method name of 4096 bytes is longer than 1024"));
+    {
+      auto stub = api::Cohort::NewStub(  // the client's daemon, which holds its NSO
+          grpc::CreateChannel(cluster.ClientAddress(1), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext group_call;
+      api::InvokeRequest invoke;
+      invoke.set_nso((*client)->nso());
+      invoke.set_group("counter");
+      invoke.set_method("add");
+      invoke.set_payload("1");
+      invoke.set_mode(api::WAIT_ALL);
+      invoke.set_caller_group(std::string(4096, 'g'));
+      api::InvokeReply reply;
+      grpc::Status refused = stub->Invoke(&group_call, invoke, &reply);
+      CHECK(refused.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+      CHECK_THAT(refused.error_message(),
+                 Catch::Contains("caller group name of 4096 bytes is longer than 1024"));
+    }
     // A message far over the limits.
     auto oversized = (*client)->Invoke("counter", "add", std::string(3 << 20, '1'), Mode::kAll);
     CHECK((oversized.status().code() == absl::StatusCode::kResourceExhausted ||
