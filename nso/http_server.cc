@@ -102,6 +102,12 @@ void HttpServer::Run() {
     int ready = ::poll(&p, 1, 200);
     if (ready <= 0) continue;
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      // Out of descriptors: the connection stays pending and poll says so at once; wait rather
+      // than spin (until session 52 this thread took a core until a descriptor was free).
+      ::poll(nullptr, 0, 100);
+      continue;
+    }
     if (fd < 0) continue;
     timeval timeout{2, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));

@@ -229,6 +229,13 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
 
 void TcpTransport::Flush() {
   uint64_t now_ms = 0;
+  if (accept_paused_until_ms_ != 0) {
+    now_ms = MonotonicNowMs();
+    if (now_ms >= accept_paused_until_ms_) {
+      accept_paused_until_ms_ = 0;
+      loop_->Rewatch(listen_fd_, EPOLLIN);
+    }
+  }
   if (!connections_.empty()) {
     now_ms = MonotonicNowMs();
     SweepStalled(now_ms);
@@ -357,6 +364,19 @@ void TcpTransport::Accept() {
   uint64_t now_ms = MonotonicNowMs();
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      // Out of descriptors: the pending connection stays and the socket stays readable; stop
+      // watching it for a while rather than spin the protocol thread (Flush resumes), as
+      // LocalApi::Accept does. (Until session 52 the thread spun at 100% of a core.)
+      if (accept_pauses_++ % 100 == 0) {
+        Log("peer")->warn("cannot accept a peer's connection ({}): pausing accepts for {} ms "
+                          "({} such pauses so far)",
+                          std::strerror(errno), kAcceptPauseMs, accept_pauses_);
+      }
+      loop_->Rewatch(listen_fd_, 0);
+      accept_paused_until_ms_ = now_ms + kAcceptPauseMs;
+      return;
+    }
     if (fd < 0) return;  // EAGAIN: all taken; other errors: try on the next event
     if (tls_ && !TakeAcceptToken(now_ms)) {
       if (accepts_refused_++ % 1000 == 0) {

@@ -157,6 +157,9 @@ class TcpTransport final : public PeerTransport {
   double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now
   uint64_t accept_tokens_at_ms_ = 0;    // when accept_tokens_ was last refilled
   uint64_t accepts_refused_ = 0;        // over tls_accepts_per_second
+  uint64_t accept_pauses_ = 0;          // out of descriptors (Accept)
+  uint64_t accept_paused_until_ms_ = 0;  // then Flush watches the listening socket again
+  static constexpr uint64_t kAcceptPauseMs = 100;
   uint64_t sweep_at_ms_ = 0;            // the last SweepStalled
 };
 

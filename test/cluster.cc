@@ -137,7 +137,10 @@ std::string Cluster::LogTails(int lines) const {
 
 bool Cluster::StartNode(int index, const std::vector<std::string>& extra_args) {
   std::string log = LogPath(index);
-  std::vector<std::string> argv = {Runfile("tools/cohortd"), "--config", ConfigPath(index)};
+  std::vector<std::string> argv = options_.launcher;
+  for (const std::string& arg : {Runfile("tools/cohortd"), std::string("--config"), ConfigPath(index)}) {
+    argv.push_back(arg);
+  }
   argv.insert(argv.end(), options_.daemon_args.begin(), options_.daemon_args.end());
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   // The log is appended to across restarts: only what this process writes counts. (A restart

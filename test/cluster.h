@@ -28,6 +28,9 @@ struct ClusterOptions {
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
   std::string listen_local;  // listen.local of every daemon ("": the default, auto)
   std::vector<std::string> daemon_args;  // more command-line arguments of every cohortd
+  // A command every cohortd runs under, which execs it in place (e.g. {"prlimit",
+  // "--nofile=64:128"}): the daemon keeps the process id.
+  std::vector<std::string> launcher;
   // Each daemon keeps an incarnation_file in the cluster's directory, as in production, unless
   // extra_yaml names its own or this is false.
   bool incarnation_files = true;
@@ -58,6 +61,7 @@ class Cluster {
   std::string ConfigPath(int index) const;
   const std::string& dir() const { return dir_; }  // the cluster's directory (its YAML, logs)
   int MetricsPort(int index) const { return metrics_ports_[index - 1]; }
+  pid_t Pid(int index) const { return pids_[index - 1]; }  // 0: not running
   int size() const { return options_.size; }
 
  private:

@@ -1,5 +1,6 @@
 // cohortd: the Cohort replica daemon.  cohortd --config FILE.yaml
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
@@ -49,6 +50,29 @@ constexpr char kUsage[] =
     "no file here, the start is a restart of an unknown earlier process, not a first start\n"
     "(members that never heard that process then re-add this one with the state).\n\n"
     "Configuration file keys:\n\n";
+
+// Each client takes a descriptor or two (its local fast path, its gRPC connection), each peer
+// one: the usual soft limit of 1,024 open files would refuse clients long before memory runs out
+// (100,000 attached NSOs fit in ~12 MB). Up to the hard limit, as servers do at start.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t was = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = was;
+  }
+  if (limit.rlim_cur < 4096) {
+    cohort::nso::Log("daemon")->warn(
+        "open files limited to {} (hard limit {}): each client takes one or two, each peer one; "
+        "raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) for more clients",
+        static_cast<uint64_t>(limit.rlim_cur), static_cast<uint64_t>(limit.rlim_max));
+  } else if (limit.rlim_cur != was) {
+    cohort::nso::Log("daemon")->info("open files: soft limit raised from {} to {}",
+                                     static_cast<uint64_t>(was),
+                                     static_cast<uint64_t>(limit.rlim_cur));
+  }
+}
 
 }  // namespace
 
@@ -101,6 +125,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   cohort::nso::ConfigureLogging(config->log_level, config->log_format, config->node);
+  RaiseDescriptorLimit();
   std::signal(SIGHUP, OnHangup);  // before Start: an early SIGHUP must not kill the daemon
   // The daemon keeps the only copy of the configuration (one copy of every group's config).
   const std::string node = config->node;
