@@ -15,6 +15,7 @@
 #include "invocation/call_stream.h"
 #include "invocation/local_calls.h"
 #include "invocation/remote_watch.h"
+#include "nso/keepalive.h"
 #include "nso/status.h"
 
 namespace cohort {
@@ -42,11 +43,22 @@ void AddCallCredentials(grpc::ClientContext* context, const ConnectOptions& opti
   if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
 }
 
-std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address) {
+namespace {
+
+// Results of any size (a reply from each member), and keepalive (nso/keepalive.h).
+grpc::ChannelArguments DaemonChannelArguments() {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+  nso::AddKeepalive(&arguments);
+  return arguments;
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> DaemonChannel(const std::string& address) {
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   DaemonChannelArguments());
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& address,
@@ -68,9 +80,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
     ssl.pem_cert_chain = *cert;
     ssl.pem_private_key = *key;
   }
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(-1);
-  arguments.SetMaxSendMessageSize(-1);
+  grpc::ChannelArguments arguments = DaemonChannelArguments();
   if (!options.server_name.empty()) arguments.SetSslTargetNameOverride(options.server_name);
   return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), arguments);
 }

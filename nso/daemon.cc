@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "nso/framing.h"
 #include "nso/grpc_revocation.h"
+#include "nso/keepalive.h"
 #include "nso/incarnation_file.h"
 #include "nso/logging.h"
 #include "nso/tls_files.h"
@@ -57,6 +58,7 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address,
   builder.AddListeningPort(address, std::move(credentials), &bound_port);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(-1);
+  AddKeepalive(&builder);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) return nullptr;

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
+#include "nso/keepalive.h"
 #include "nso/logging.h"
 #include "nso/peer_names.h"
 
@@ -173,6 +174,7 @@ void GrpcTransport::DialLoop(NodeId peer) {
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max_ms));
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
+  AddKeepalive(&arguments);
   if (!options_.ssl_target_name.empty()) {
     arguments.SetSslTargetNameOverride(options_.ssl_target_name);
   }

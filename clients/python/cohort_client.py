@@ -66,7 +66,10 @@ def _connect(address, timeout, ca_file=None, cert_file=None, key_file=None, serv
     if given, else the address's host), presenting cert_file/key_file when given."""
     # A result holds a reply from each member, each up to the daemon's limits.max_payload_bytes
     # (4 MiB by default): grpcio's own 4 MiB receive bound would refuse one full-size reply.
-    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    # Keepalive as the C++ client's (nso/keepalive.h): a vanished daemon is found in ~15 s.
+    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1),
+               ("grpc.keepalive_time_ms", 10000), ("grpc.keepalive_timeout_ms", 5000),
+               ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
     if ca_file is None:
         if cert_file or key_file or server_name:
             raise ValueError("cert_file, key_file and server_name need ca_file (TLS)")
