@@ -48,9 +48,24 @@ bool Resolve(const std::string& address, bool passive, sockaddr_storage* out, so
   return true;
 }
 
-void NoDelay(int fd) {
+// Every peer connection: no Nagle delay (issue 7), and a peer gone without a word (its machine
+// lost power, a partition) is found by TCP itself: data unacknowledged for kPeerSilenceMs, or an
+// idle connection whose probes go unanswered as long, ends the connection, and the link dials
+// again (Flush). Without it the old connection lived on until a retransmission, backed off to a
+// minute or more, met the returned host's reset (16 s after the heal of a 40 s outage here,
+// netlab_peer_return_test).
+constexpr int kPeerSilenceMs = 15000;
+
+void PeerSocketOptions(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  int idle_s = 5, interval_s = 2, probes = 5;  // within kPeerSilenceMs, which bounds them
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  unsigned int silence_ms = kPeerSilenceMs;
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &silence_ms, sizeof(silence_ms));
 }
 
 }  // namespace
@@ -292,7 +307,7 @@ void TcpTransport::Dial(Link* link, uint64_t now_ms) {
   if (Resolve(link->address, /*passive=*/false, &address, &length, &error)) {
     fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
-      NoDelay(fd);
+      PeerSocketOptions(fd);
       if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 &&
           errno != EINPROGRESS) {
         error = std::strerror(errno);
@@ -386,7 +401,7 @@ void TcpTransport::Accept() {
       close(fd);
       continue;
     }
-    NoDelay(fd);
+    PeerSocketOptions(fd);
     auto connection = std::make_unique<Connection>();
     connection->fd = fd;
     connection->opened_ms = now_ms;
