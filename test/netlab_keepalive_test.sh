@@ -7,23 +7,8 @@
 # Needs root (network namespaces). Leaves nothing behind: the lab is removed on exit.
 set -euo pipefail
 
-self=$(readlink -f "$0")
-repo=$(cd "$(dirname "$self")/.." && pwd)
-netlab=$repo/../shared/netlab/netlab
-bin=$TEST_SRCDIR/$TEST_WORKSPACE/tools
-[ -x "$netlab" ] || { echo "FAIL: netlab not found at $netlab"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
-
-export NETLAB_PREFIX=cka$(( $$ % 10000 ))
-export NETLAB_NET=10.81.$(( $$ % 200 + 20 ))
-export NETLAB_STATE=$TEST_TMPDIR/netlab
-work=$TEST_TMPDIR/lab
-mkdir -p "$work"
-cleanup() { "$netlab" down --kill >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-
-"$netlab" deps >/dev/null
-"$netlab" up 2 >/dev/null
+source "$(dirname "$(readlink -f "$0")")/netlab_lib.sh"
+netlab_up cka 81 2
 daemon=$NETLAB_NET.1:7201
 cat > "$work/n1.yaml" <<YAML
 node: n1
@@ -38,11 +23,6 @@ YAML
 "$netlab" exec h1 "$bin/cohortd" --config "$work/n1.yaml" > "$work/n1.log" 2>&1 &
 
 ctl() { "$netlab" exec h1 "$bin/cohortctl" --address "$daemon" "$@"; }
-wait_until() {  # wait_until SECONDS COMMAND...: retry until the command succeeds
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
 # Connections the daemon holds from host h2.
 # (The peer is the last column, IPv4-mapped when the daemon listens dual-stack: [::ffff:a.b.c.d].)
 from_h2() {

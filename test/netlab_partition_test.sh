@@ -5,23 +5,8 @@
 # Needs root (network namespaces). Leaves nothing behind: the lab is removed on exit.
 set -euo pipefail
 
-self=$(readlink -f "$0")
-repo=$(cd "$(dirname "$self")/.." && pwd)
-netlab=$repo/../shared/netlab/netlab
-bin=$TEST_SRCDIR/$TEST_WORKSPACE/tools
-[ -x "$netlab" ] || { echo "FAIL: netlab not found at $netlab"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
-
-export NETLAB_PREFIX=cnl$(( $$ % 10000 ))
-export NETLAB_NET=10.79.$(( $$ % 200 + 20 ))
-export NETLAB_STATE=$TEST_TMPDIR/netlab
-work=$TEST_TMPDIR/lab
-mkdir -p "$work"
-cleanup() { "$netlab" down --kill >/dev/null 2>&1 || true; }
-trap cleanup EXIT
-
-"$netlab" deps >/dev/null
-"$netlab" up 3 >/dev/null
+source "$(dirname "$(readlink -f "$0")")/netlab_lib.sh"
+netlab_up cnl 79 3
 for i in 1 2 3; do
   cat > "$work/n$i.yaml" <<YAML
 node: n$i
@@ -46,11 +31,6 @@ done
 ctl() { local host=$1; shift; "$netlab" exec "$host" "$bin/cohortctl" --address "$NETLAB_NET.${host#h}:7201" "$@"; }
 members() { ctl "$1" view counter | grep -c "node " || true; }
 replies() { ctl "$1" invoke counter "$2" "$3" --mode all 2>/dev/null | grep -cE "^n[0-9]+: [0-9]+$" || true; }
-wait_until() {  # wait_until SECONDS COMMAND...: retry until the command succeeds
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
 all_reply() { [ "$(replies h1 get x)" = 3 ]; }
 two_members() { [ "$(members h1)" = 2 ]; }
 three_members() { [ "$(members h1)" = 3 ]; }

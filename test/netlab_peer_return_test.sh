@@ -10,27 +10,10 @@
 # Needs root (network namespaces). Leaves nothing behind: the lab is removed on exit.
 set -euo pipefail
 
-self=$(readlink -f "$0")
-repo=$(cd "$(dirname "$self")/.." && pwd)
-netlab=$repo/../shared/netlab/netlab
-bin=$TEST_SRCDIR/$TEST_WORKSPACE/tools
-[ -x "$netlab" ] || { echo "FAIL: netlab not found at $netlab"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root for network namespaces"; exit 1; }
-
-export NETLAB_PREFIX=cpr$(( $$ % 10000 ))
-export NETLAB_NET=10.83.$(( $$ % 200 + 20 ))
-export NETLAB_STATE=$TEST_TMPDIR/netlab
-work=$TEST_TMPDIR/lab
-mkdir -p "$work"
-cleanup() {
-  "$netlab" down --kill >/dev/null 2>&1 || true
-  [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ] && cp "$work"/*.log "$TEST_UNDECLARED_OUTPUTS_DIR"/ 2>/dev/null || true
-}
-trap cleanup EXIT
+source "$(dirname "$(readlink -f "$0")")/netlab_lib.sh"
+netlab_up cpr 83 2
 OUTAGE_S=${OUTAGE_S:-40}
 
-"$netlab" deps >/dev/null
-"$netlab" up 2 >/dev/null
 for i in 1 2; do
   cat > "$work/n$i.yaml" <<YAML
 node: n$i
@@ -59,11 +42,6 @@ ctl() {
   "$netlab" exec "$host" "$bin/cohortctl" --timeout-ms 2000 --address "$NETLAB_NET.${host#h}:7201" "$@"
 }
 replies() { ctl h1 invoke counter get x --mode all 2>/dev/null | grep -cE "^n[0-9]+: [0-9]+$" || true; }
-wait_until() {  # wait_until SECONDS COMMAND...: retry until the command succeeds
-  local until=$(( SECONDS + $1 )); shift
-  while [ "$SECONDS" -lt "$until" ]; do "$@" && return 0; sleep 0.1; done
-  return 1
-}
 both_reply() { [ "$(replies)" = 2 ]; }
 
 start_daemon 1; start_daemon 2
