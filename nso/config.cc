@@ -245,7 +245,8 @@ absl::Status ReadConsensus(const MapView& top, ConsensusConfig* consensus) {
 }
 
 absl::Status ReadLimitsKeys(const MapView& m, LimitsConfig* limits) {
-  CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_payload_bytes", 1, kMaxPayloadBytes, &limits->max_payload_bytes));
+  CONFIG_RETURN_IF_ERROR(
+      ReadInt(m, "max_payload_bytes", 1, kMaxPayloadBytes, &limits->max_payload_bytes));
   CONFIG_RETURN_IF_ERROR(ReadDurationMs(m, "default_deadline_ms", &limits->default_deadline_ms));
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "max_nsos", 1, kMaxCount, &limits->max_nsos));
   CONFIG_RETURN_IF_ERROR(ReadInt(m, "nso_idle_ms", 0, kMaxCount, &limits->nso_idle_ms));
