@@ -10,16 +10,7 @@ set -euo pipefail
 source "$(dirname "$(readlink -f "$0")")/netlab_lib.sh"
 netlab_up cka 81 2
 daemon=$NETLAB_NET.1:7201
-cat > "$work/n1.yaml" <<YAML
-node: n1
-log_level: info
-listen: {peer: "$NETLAB_NET.1:7101", client: "$daemon"}
-peers:
-  - {name: n1, id: 1, address: "$NETLAB_NET.1:7101"}
-tls: {insecure: true}
-groups:
-  - {name: counter, members: [n1]}
-YAML
+netlab_config 1 1
 "$netlab" exec h1 "$bin/cohortd" --config "$work/n1.yaml" > "$work/n1.log" 2>&1 &
 
 ctl() { "$netlab" exec h1 "$bin/cohortctl" --address "$daemon" "$@"; }

@@ -8,19 +8,7 @@ set -euo pipefail
 source "$(dirname "$(readlink -f "$0")")/netlab_lib.sh"
 netlab_up cnl 79 3
 for i in 1 2 3; do
-  cat > "$work/n$i.yaml" <<YAML
-node: n$i
-log_level: info
-listen: {peer: "$NETLAB_NET.$i:7101", client: "$NETLAB_NET.$i:7201"}
-peers:
-  - {name: n1, id: 1, address: "$NETLAB_NET.1:7101"}
-  - {name: n2, id: 2, address: "$NETLAB_NET.2:7101"}
-  - {name: n3, id: 3, address: "$NETLAB_NET.3:7101"}
-failure_detector: {suspect_timeout_ms: 100, exclude_timeout_ms: 1500}
-tls: {insecure: true}
-groups:
-  - {name: counter, members: [n1, n2, n3]}
-YAML
+  netlab_config "$i" 3
   "$netlab" exec h$i "$bin/cohortd" --config "$work/n$i.yaml" > "$work/n$i.log" 2>&1 &
 done
 sleep 1

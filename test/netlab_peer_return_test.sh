@@ -14,21 +14,7 @@ source "$(dirname "$(readlink -f "$0")")/netlab_lib.sh"
 netlab_up cpr 83 2
 OUTAGE_S=${OUTAGE_S:-40}
 
-for i in 1 2; do
-  cat > "$work/n$i.yaml" <<YAML
-node: n$i
-log_level: info
-listen: {peer: "$NETLAB_NET.$i:7101", client: "$NETLAB_NET.$i:7201"}
-peers:
-  - {name: n1, id: 1, address: "$NETLAB_NET.1:7101"}
-  - {name: n2, id: 2, address: "$NETLAB_NET.2:7101"}
-failure_detector: {suspect_timeout_ms: 100, exclude_timeout_ms: 1500}
-incarnation_file: "$work/n$i.incarnation"
-tls: {insecure: true}
-groups:
-  - {name: counter, members: [n1, n2]}
-YAML
-done
+for i in 1 2; do netlab_config "$i" 2 "incarnation_file: \"$work/n$i.incarnation\""; done
 start_daemon() {
   "$netlab" exec "h$1" "$bin/cohortd" --config "$work/n$1.yaml" >> "$work/n$1.log" 2>&1 &
   echo $! > "$work/n$1.pid"
