@@ -143,9 +143,7 @@ class InvokeStreamReactor final
       Record(outcome, ToGrpcStatus(outcome.result.status).error_code());
     };
     hooks.weigh = [](const Outcome& outcome) { return ResultBytes(outcome.result); };
-    // ResultsCutoff, as the outbox counts it.
-    hooks.due_bytes_max = kResultsWaitingCutoff;
-    hooks.due_bytes_per_largest = kCutoffPerLargestResult;
+    hooks.due_bytes_max = [](uint64_t largest) { return ResultsCutoff(largest); };
     hooks.overflow = [metrics = service_->metrics_](uint64_t due_bytes, uint64_t bound) {
       const std::string why = absl::StrCat(
           "this client does not read its results: ", due_bytes,

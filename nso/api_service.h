@@ -64,8 +64,8 @@ inline bool PauseReadingCalls(bool paused, uint64_t outstanding, uint64_t waitin
 // one that does not read makes its daemon keep stays bounded by the size of its own results.
 inline constexpr uint64_t kResultsWaitingCutoff = 64 << 20;
 inline constexpr uint64_t kCutoffPerLargestResult = 2 * kCallsBeforeFirstResult;
-inline uint64_t ResultsCutoff(const ResultSizes& results) {
-  return std::max(kResultsWaitingCutoff, kCutoffPerLargestResult * results.largest);
+inline uint64_t ResultsCutoff(uint64_t largest_result) {
+  return std::max(kResultsWaitingCutoff, kCutoffPerLargestResult * largest_result);
 }
 
 // The payload bytes of a call's result (its replies), as the limits above count them.

@@ -449,12 +449,12 @@ void LocalApi::Flush() {
       }
       // A servant's connection is bounded by the node (limits.servant_cutoff_bytes: a servant
       // that reads may be sent a burst beyond it, Node::TickFlow).
-      if (connection->servant == 0 &&
-          connection->out.size() - connection->out_offset > ResultsCutoff(connection->results)) {
+      const uint64_t unsent = connection->out.size() - connection->out_offset;
+      const uint64_t cutoff = ResultsCutoff(connection->results.largest);
+      if (connection->servant == 0 && unsent > cutoff) {
         Log("api")->warn(
             "local connection {} does not read what it is sent ({} bytes, more than {}): closed",
-            id, connection->out.size() - connection->out_offset,
-            ResultsCutoff(connection->results));
+            id, unsent, cutoff);
         if (metrics_ != nullptr) metrics_->RecordClientCutOff("local");
         Close(id);
       }

@@ -43,12 +43,10 @@ class ReactorOutbox {
     std::function<void(const Item& item)> dropped;
     // The bytes an item counts for in Backlog(); optional (0 each without).
     std::function<uint64_t(const Item& item)> weigh;
-    // With more than this many bytes due (0: no limit), or, if more, `due_bytes_per_largest`
-    // times the heaviest item pushed so far, the stream finishes with what `overflow` says, as
-    // by FinishWith: a reader that does not take what it is sent is cut off, one sent a burst of
-    // large items is not.
-    uint64_t due_bytes_max = 0;
-    uint64_t due_bytes_per_largest = 0;
+    // The most bytes that may be due, given the weight of the heaviest item pushed so far
+    // (optional: no limit without); past it the stream finishes with what `overflow` says, as by
+    // FinishWith: a reader that does not take what it is sent is cut off.
+    std::function<uint64_t(uint64_t largest)> due_bytes_max;
     std::function<grpc::Status(uint64_t due_bytes, uint64_t bound)> overflow;
   };
 
@@ -90,11 +88,12 @@ class ReactorOutbox {
       }
       ++backlog_.pushed;
       due_.push_back(std::move(item));
-      const uint64_t bound =
-          std::max(hooks_.due_bytes_max, hooks_.due_bytes_per_largest * backlog_.largest);
-      if (hooks_.due_bytes_max != 0 && backlog_.due_bytes > bound && !gone_ && attached_) {
-        gone_ = true;
-        status_ = hooks_.overflow(backlog_.due_bytes, bound);
+      if (hooks_.due_bytes_max && !gone_ && attached_) {
+        const uint64_t bound = hooks_.due_bytes_max(backlog_.largest);
+        if (backlog_.due_bytes > bound) {
+          gone_ = true;
+          status_ = hooks_.overflow(backlog_.due_bytes, bound);
+        }
       }
       step = Next();
     }

@@ -244,17 +244,12 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
 
 void TcpTransport::Flush() {
   uint64_t now_ms = 0;
-  if (accept_paused_until_ms_ != 0) {
-    now_ms = MonotonicNowMs();
-    if (now_ms >= accept_paused_until_ms_) {
-      accept_paused_until_ms_ = 0;
-      loop_->Rewatch(listen_fd_, EPOLLIN);
-    }
+  if (accept_paused_until_ms_ != 0 || !connections_.empty()) now_ms = MonotonicNowMs();
+  if (accept_paused_until_ms_ != 0 && now_ms >= accept_paused_until_ms_) {
+    accept_paused_until_ms_ = 0;
+    loop_->Rewatch(listen_fd_, EPOLLIN);
   }
-  if (!connections_.empty()) {
-    now_ms = MonotonicNowMs();
-    SweepStalled(now_ms);
-  }
+  if (!connections_.empty()) SweepStalled(now_ms);
   for (auto& [peer, owned] : links_) {
     Link* link = owned.get();
     if (!link->established) {

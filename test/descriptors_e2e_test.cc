@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,7 +23,7 @@ namespace {
 
 // "Max open files" of process `pid`: soft and hard.
 std::pair<std::string, std::string> OpenFilesLimit(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  std::istringstream in(test::ReadText("/proc/" + std::to_string(pid) + "/limits"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("Max open files", 0) != 0) continue;
@@ -38,8 +37,7 @@ std::pair<std::string, std::string> OpenFilesLimit(pid_t pid) {
 
 // CPU time (user + system) of process `pid` so far, in clock ticks.
 long CpuTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = test::ReadText("/proc/" + std::to_string(pid) + "/stat");
   const size_t after_name = text.rfind(')');
   if (after_name == std::string::npos) return -1;
   std::istringstream fields(text.substr(after_name + 2));

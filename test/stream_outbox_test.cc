@@ -5,6 +5,8 @@
 // session 51 every change was queued); a stream past its due_bytes_max is cut off.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,7 +108,7 @@ TEST_CASE("reactor outbox: past due_bytes_max the stream finishes with the overf
           "what is due dropped; what was pushed, counted") {
   FakeReactor reactor;
   FakeReactor::Outbox::Hooks hooks = reactor.Hooks();
-  hooks.due_bytes_max = 10;
+  hooks.due_bytes_max = [](uint64_t) -> uint64_t { return 10; };
   hooks.overflow = [](uint64_t due, uint64_t bound) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         std::to_string(due) + " due over " + std::to_string(bound));
@@ -128,12 +130,11 @@ TEST_CASE("reactor outbox: past due_bytes_max the stream finishes with the overf
   CHECK(reactor.written == std::vector<std::string>{"1234"});
 }
 
-TEST_CASE("reactor outbox: with due_bytes_per_largest, large items raise the bound to that many "
-          "times the heaviest pushed so far") {
+TEST_CASE("reactor outbox: a bound of the heaviest item pushed so far rises with large items "
+          "(here 3 times it)") {
   FakeReactor reactor;
   FakeReactor::Outbox::Hooks hooks = reactor.Hooks();
-  hooks.due_bytes_max = 10;
-  hooks.due_bytes_per_largest = 3;
+  hooks.due_bytes_max = [](uint64_t largest) { return std::max<uint64_t>(10, 3 * largest); };
   hooks.overflow = [](uint64_t due, uint64_t bound) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         std::to_string(due) + " due over " + std::to_string(bound));
