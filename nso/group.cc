@@ -58,6 +58,7 @@ std::vector<NodeId> Group::TakeBeyondLog() {
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
                         std::vector<consensus::Delivery>* deliveries,
                         const std::map<NodeId, uint64_t>& added, bool adopted) {
+  Touch();
   if (flow_ != nullptr) {
     // Requests held by flow control are this member's broadcasts not delivered, after those the
     // old order had: sent again in the next view with it, in order (or kept, if out of it).
@@ -173,6 +174,7 @@ uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
 }
 
 void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+  Touch();
   if (flow_ != nullptr && (!flow_->held.empty() || flow_->state.Holding(now_ms_))) {
     flow_->held_bytes += payload.size();
     flow_->held.push_back(std::move(payload));  // nso/group_flow.h: after those held already
@@ -184,6 +186,7 @@ void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* del
 }
 
 void Group::BroadcastControl(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+  Touch();
   ReleaseHeld(/*all=*/true, deliveries);
   consensus::Outbox outbox;
   BroadcastNow(std::move(payload), &outbox);
@@ -236,6 +239,7 @@ void Group::ObserveServants(uint64_t unread) {
 
 void Group::Receive(NodeId from, const wire::Envelope& envelope,
                     std::vector<consensus::Delivery>* deliveries) {
+  Touch();
   if (envelope.view_id() != view_id_) {
     if (!rare_) return;  // no view retired
     auto retired = rare_->retired.find(envelope.view_id());
@@ -413,6 +417,7 @@ std::map<NodeId, uint64_t> Group::TakeRefusedRestarts() {
 
 void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
   now_ms_ = now_ms;
+  counters_.ticks++;
   bool all_heard = is_member() && std::all_of(peers_.begin(), peers_.end(), [this](NodeId peer) {
     return incarnations_.count(peer) > 0;
   });
@@ -429,7 +434,11 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     Flush(it->first, &outbox, &discarded);
     ++it;
   }
-  if (!is_member()) return;
+  doze_until_ms_ = 0;
+  if (!is_member()) {
+    MaybeDoze();
+    return;
+  }
   ReleaseHeld(/*all=*/false, deliveries);
   // 003 section 3: a lively group always runs the time-silence mechanism; an event-driven group
   // only while messages are pending, and is silent when idle (no retransmissions or probes
@@ -444,7 +453,10 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     next_announcement_ms_ = now_ms + std::max<uint64_t>(4 * config().suspect_timeout_ms, 200);
     for (NodeId peer : peers_) SendHeartbeat(peer, /*reply_wanted=*/true);
   }
-  if (!active) return;
+  if (!active) {
+    MaybeDoze();
+    return;
+  }
   if (!durable_claim()) {
     consensus::Outbox outbox;
     Order().Tick(now_ms, &outbox);
@@ -454,7 +466,16 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   Detect(now_ms, deliveries);
 }
 
+void Group::MaybeDoze() {
+  const bool quiet = event_driven() && announcements_left_ == 0 && !durable_claim() &&
+                     (rare_ == nullptr || rare_->retired.empty()) &&
+                     (flow_ == nullptr || (flow_->held.empty() && !flow_->state.behind() &&
+                                           !flow_->state.Holding(now_ms_)));
+  if (quiet && now_ms_ >= last_activity_ms_ + kDozeAfterMs) doze_until_ms_ = now_ms_ + kDozeTickMs;
+}
+
 void Group::LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries) {
+  Touch();
   if (up) {
     detector_->LinkUp(peer);
     return;
@@ -513,6 +534,7 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
 void Group::SendTo(NodeId to, wire::Envelope envelope) { SendInView(view_id_, to, std::move(envelope)); }
 
 void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope) {
+  Touch();
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(config().name);
   if (group_incarnation() != 0) envelope.set_group_incarnation(group_incarnation());
@@ -596,6 +618,7 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
 }
 
 void Group::Delivered(const consensus::Delivery& delivery) {
+  Touch();
   if (delivery.origin != self_) return;
   // (origin, seq) names a broadcast of one process: a restarted daemon numbers its own from 1
   // again in the configured view, where a member that never heard its earlier process (one that

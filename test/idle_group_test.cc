@@ -140,6 +140,53 @@ TEST_CASE("an idle event-driven group makes its total order only once it has tra
   }
 }
 
+TEST_CASE("an idle event-driven group dozes: ticked every 20 ms, not at every tick of its node, "
+          "and awake at once when called",
+          "[sim]") {
+  nso::ConfigureLogging(getenv("SIMLOG") ? "info" : "off", "text", "");
+  Run run;
+  auto ticks = [&run](const std::string& name) {
+    std::map<NodeId, uint64_t> out;
+    for (const auto& [id, node] : run.nodes) {
+      for (const nso::Group* group : node->groups()) {
+        if (group->name() == name) out[id] = group->counters().ticks;
+      }
+    }
+    return out;
+  };
+  // The harness ticks each node every 5 ms: 200 ticks a second.
+  CHECK(run.Add("g") == std::vector<std::string>{"1", "1", "1"});
+  run.net.RunUntil(run.net.now_ms() + 1000);
+  const std::map<NodeId, uint64_t> idle_before = ticks("idle"), lively_before = ticks("lively");
+  const std::map<NodeId, uint64_t> g_before = ticks("g");
+  run.net.RunUntil(run.net.now_ms() + 1000);
+  for (NodeId id = 1; id <= 3; ++id) {
+    INFO("node " << id);
+    // Never used, or used a second ago: one tick every 20 ms (Group::kDozeTickMs).
+    CHECK(ticks("idle")[id] - idle_before.at(id) >= 45);
+    CHECK(ticks("idle")[id] - idle_before.at(id) <= 55);
+    CHECK(ticks("g")[id] - g_before.at(id) <= 55);
+    // A lively group keeps its time-silence messages and watch: every tick.
+    CHECK(ticks("lively")[id] - lively_before.at(id) >= 195);
+  }
+  // A call to the dozing group takes no longer than one to the group awake just after it.
+  uint64_t start = run.net.now_ms();
+  CHECK(run.Add("g") == std::vector<std::string>{"2", "2", "2"});
+  const uint64_t dozing_ms = run.net.now_ms() - start;
+  start = run.net.now_ms();
+  CHECK(run.Add("g") == std::vector<std::string>{"3", "3", "3"});
+  const uint64_t awake_ms = run.net.now_ms() - start;
+  INFO("call to a dozing group " << dozing_ms << " ms, to the same group awake " << awake_ms);
+  CHECK(dozing_ms <= awake_ms + 5);
+  // Awake for 200 ms after its traffic (Group::kDozeAfterMs): every tick.
+  const std::map<NodeId, uint64_t> g_awake = ticks("g");
+  run.net.RunUntil(run.net.now_ms() + 100);
+  for (NodeId id = 1; id <= 3; ++id) CHECK(ticks("g")[id] - g_awake.at(id) >= 19);
+  for (const auto& [id, node] : run.nodes) {
+    for (const nso::Group* group : node->groups()) CHECK(group->view_id() == 1);
+  }
+}
+
 TEST_CASE("idle single-member event-driven groups take under 1000 bytes of heap each",
           "[memory]") {
   nso::ConfigureLogging("off", "text", "");
