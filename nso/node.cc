@@ -608,21 +608,31 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
   if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
   auto it = groups_.find(envelope.group());
   if (it == groups_.end() || it->second->group_incarnation() != envelope.group_incarnation()) {
-    // Normal for a while when a reload adds a group (its members reload one after another), or
-    // when the daemons create or delete a group (they deliver it one after another): said once
-    // per peer and group, then every 1000th.
+    // Normal for a moment when a reload adds a group (its members reload one after another), or
+    // when the daemons create or delete a group (they deliver it one after another): noted at
+    // info, and a warning only if it lasts kUnknownGroupWarnMs (every create-group warned).
     if (unknown_group_drops_.size() >= 1024) unknown_group_drops_.clear();  // a peer's nonsense
-    uint64_t& dropped = unknown_group_drops_[{from, envelope.group()}];
-    if (dropped++ % 1000 == 0) {
+    UnknownGroupDrops& drops = unknown_group_drops_[{from, envelope.group()}];
+    if (drops.count == 0 || now_ms_ > drops.last_ms + kUnknownGroupStreakMs) {
+      drops = {0, now_ms_, now_ms_, false};  // a new streak (the group may have come and gone)
+    }
+    drops.count++;
+    drops.last_ms = now_ms_;
+    const bool warn = now_ms_ >= drops.first_ms + kUnknownGroupWarnMs &&
+                      (!drops.warned || drops.count % 1000 == 0);
+    if (drops.count == 1 || warn) {
+      drops.warned = drops.warned || warn;
       if (it == groups_.end()) {
-        Log("peer")->warn("envelope from node {} for unknown group \"{}\" dropped ({} so far; "
-                          "is the group in this daemon's configuration?)",
-                          from, envelope.group(), dropped);
+        Log("peer")->log(warn ? spdlog::level::warn : spdlog::level::info,
+                         "envelope from node {} for unknown group \"{}\" dropped ({} in {} ms; {})",
+                         from, envelope.group(), drops.count, now_ms_ - drops.first_ms,
+                         warn ? "is the group in this daemon's configuration?"
+                              : "normal while the daemons create, delete or reload it");
       } else {
         Log("peer")->info("envelope from node {} for incarnation {} of group \"{}\" dropped "
                           "(this daemon runs incarnation {}; {} so far)", from,
                           envelope.group_incarnation(), envelope.group(),
-                          it->second->group_incarnation(), dropped);
+                          it->second->group_incarnation(), drops.count);
       }
     }
     return;

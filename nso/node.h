@@ -730,8 +730,17 @@ class Node {
   const std::shared_ptr<const Config> config_owner_;
   std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: their GroupConfigs
   uint64_t restarted_from_ = 0;                            // RestartedFrom
-  // Envelopes for a group this node does not have, per (sender, group): the warning's rate.
-  std::map<std::pair<NodeId, std::string>, uint64_t> unknown_group_drops_;
+  // Envelopes for a group this node does not have, per (sender, group): a streak of them (no
+  // two more than kUnknownGroupStreakMs apart) is warned of once it lasts kUnknownGroupWarnMs.
+  struct UnknownGroupDrops {
+    uint64_t count = 0;
+    uint64_t first_ms = 0;
+    uint64_t last_ms = 0;
+    bool warned = false;
+  };
+  static constexpr uint64_t kUnknownGroupWarnMs = 2000;
+  static constexpr uint64_t kUnknownGroupStreakMs = 10000;
+  std::map<std::pair<NodeId, std::string>, UnknownGroupDrops> unknown_group_drops_;
   // Late copies of delivered calls ignored (ReplyCache::Verdict::kForgotten): logged once per 1000.
   uint64_t late_copies_ignored_ = 0;
   // Servants' answers over limits.max_payload_bytes sent as errors (Answer): logged once per 1000.

@@ -15,6 +15,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "invocation/client.h"
 #include "proto/api.grpc.pb.h"
 #include "proto/wire.grpc.pb.h"
@@ -108,7 +110,22 @@ TEST_CASE("bad input over real gRPC: clear statuses, dropped and logged, the dae
              {wrong_sender, wrong_version, unknown_group, empty, future_view});
     std::string log = ReadLog(cluster.LogPath(3));
     CHECK_THAT(log, Catch::Contains("claims to be node 2"));
-    CHECK_THAT(log, Catch::Contains("unknown group \"nosuch\""));
+    // An unknown group is noted at info at first (normal while daemons create a group one
+    // after another), and warned of once it lasts 2 s.
+    CHECK_THAT(log, Catch::Contains("unknown group \"nosuch\" dropped (1 in 0 ms; normal while"));
+    CHECK_THAT(log, !Catch::Contains("is the group in this daemon's configuration?"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+    FakePeer(cluster.PeerAddress(3), 1, {unknown_group});
+    log = ReadLog(cluster.LogPath(3));
+    CHECK_THAT(log, Catch::Contains("unknown group \"nosuch\" dropped (2 in "));
+    CHECK_THAT(log, Catch::Contains("ms; is the group in this daemon's configuration?)"));
+    for (absl::string_view line : absl::StrSplit(log, '\n')) {
+      if (absl::StrContains(line, "nosuch")) {
+        INFO(line);
+        CHECK(absl::StrContains(line, " warning ") ==
+              absl::StrContains(line, "is the group in this daemon's configuration?"));
+      }
+    }
   }
 
   SECTION("application API") {
