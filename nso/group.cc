@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nso/logging.h"
 
@@ -10,12 +11,13 @@ namespace cohort::nso {
 
 Group::Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
              Transport* transport, uint64_t incarnation, uint64_t now_ms,
-             const std::set<NodeId>* links_closed)
+             const std::set<NodeId>* links_closed, GroupEventLog* event_log)
     : group_config_(group_config),
       config_(config),
       self_(config.node_id),
       transport_(transport),
       links_closed_(links_closed),
+      event_log_(event_log),
       now_ms_(now_ms),
       incarnation_(incarnation) {
   std::vector<consensus::Delivery> none;
@@ -267,7 +269,8 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
         member != 0 && envelope.incarnation() != 0 && member != envelope.incarnation();
     if (sender_restarted) rare().refused_restarts[from] = member;
     if (sender_restarted && rare().restarts_flagged.insert(from).second) {  // once per view
-      Log("membership")->warn("group {}: node {} restarted (incarnation changed)", name(), from);
+      LogEvent(spdlog::level::warn, absl::StrCat("node ", from, " restarted"),
+               absl::StrCat("node ", from, " restarted (incarnation changed)"));
       rare().restarts.emplace_back(from, envelope.incarnation());
     }
     return;  // or the sender knows an earlier incarnation of this node: wait to be re-admitted
@@ -275,8 +278,9 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
   std::vector<membership::SuspicionEvent> events;
   detector_->Heard(from, now_ms_, &events);
   for (const auto& event : events) {
-    Log("membership")->info("group {}: node {} trusted again after {} ms of silence", name(), from,
-                            event.silent_ms);
+    LogEvent(spdlog::level::info, absl::StrCat("node ", from, " trusted again"),
+             absl::StrCat("node ", from, " trusted again after ", event.silent_ms,
+                          " ms of silence"));
     if (durable_claim()) continue;  // no order in this view (Group::durable_claim)
     consensus::Outbox outbox;
     Order().Suspect(from, false, &outbox);
@@ -466,6 +470,14 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   Detect(now_ms, deliveries);
 }
 
+void Group::LogEvent(spdlog::level::level_enum level, std::string event, std::string text) {
+  if (event_log_ != nullptr) {
+    event_log_->Note("membership", level, name(), std::move(event), std::move(text));
+  } else {
+    Log("membership")->log(level, "group {}: {}", name(), text);
+  }
+}
+
 void Group::MaybeDoze() {
   const bool quiet = event_driven() && announcements_left_ == 0 && !durable_claim() &&
                      (rare_ == nullptr || rare_->retired.empty()) &&
@@ -516,8 +528,10 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
     if (event.kind == membership::SuspicionEvent::Kind::kSuspect) {
       counters_.suspicions++;
       if (event.link_down) counters_.suspicions_on_disconnect++;
-      Log("membership")->warn("group {}: suspect node {} ({}silent {} ms)", name(), event.node,
-                              event.link_down ? "its connection closed, " : "", event.silent_ms);
+      LogEvent(spdlog::level::warn, absl::StrCat("suspect node ", event.node),
+               absl::StrCat("suspect node ", event.node, " (",
+                            event.link_down ? "its connection closed, " : "", "silent ",
+                            event.silent_ms, " ms)"));
       if (durable_claim()) continue;
       consensus::Outbox outbox;
       Order().Suspect(event.node, true, &outbox);
@@ -525,8 +539,9 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
     } else if (event.kind == membership::SuspicionEvent::Kind::kExclude) {
       counters_.exclusions++;
       rare().exclusions.push_back(event.node);
-      Log("membership")->warn("group {}: exclude node {} (silent {} ms): proposing view {}",
-                              name(), event.node, event.silent_ms, view_id_ + 1);
+      LogEvent(spdlog::level::warn, absl::StrCat("exclude node ", event.node),
+               absl::StrCat("exclude node ", event.node, " (silent ", event.silent_ms,
+                            " ms): proposing view ", view_id_ + 1));
     }
   }
 }

@@ -24,6 +24,7 @@
 #include "consensus/total_order.h"
 #include "membership/failure_detector.h"
 #include "nso/config.h"
+#include "nso/group_event_log.h"
 #include "nso/group_flow.h"
 #include "nso/transport.h"
 
@@ -56,7 +57,7 @@ class Group {
  public:
   Group(const GroupConfig& group_config, const Config& config, std::vector<NodeId> members,
         Transport* transport, uint64_t incarnation, uint64_t now_ms,
-        const std::set<NodeId>* links_closed = nullptr);
+        const std::set<NodeId>* links_closed = nullptr, GroupEventLog* event_log = nullptr);
 
   const std::string& name() const { return config().name; }
   // GroupConfig::incarnation at the start (a reload's config keeps it; wire.proto).
@@ -279,6 +280,9 @@ class Group {
   void AnswerHeartbeat(NodeId to);
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope);
+  // A membership event of this group, through the owner's GroupEventLog (gathered with the same
+  // event of other groups), or logged at once without one.
+  void LogEvent(spdlog::level::level_enum level, std::string event, std::string text);
   // Something happened to the group: it is ticked at every tick again, for kDozeAfterMs at
   // least (Dozing).
   void Touch() {
@@ -301,6 +305,7 @@ class Group {
   Transport* const transport_;
   // The owner's peers whose connection is closed (Node::links_closed_; none when null).
   const std::set<NodeId>* const links_closed_;
+  GroupEventLog* const event_log_;  // the owner's; null: log at once
   std::vector<NodeId> members_;
   std::vector<NodeId> peers_;   // members but self
   uint64_t view_id_ = 1;

@@ -68,13 +68,16 @@ bool Node::StartGroup(const GroupConfig& group_config, const char* why) {
     members.push_back(peer->id);
   }
   groups_[group_config.name] = std::make_unique<Group>(
-      group_config, config_, std::move(members), transport_, incarnation_, now_ms_, &links_closed_);
-  Log("group")->info("group {}: view 1 with {} members ({} ordering, {}, {} style){}{}",
-                     group_config.name, group_config.members.size(),
-                     ToString(group_config.ordering), ToString(group_config.liveness),
-                     ToString(group_config.style),
-                     groups_[group_config.name]->is_member() ? "" : "; this node is not a member",
-                     why);
+      group_config, config_, std::move(members), transport_, incarnation_, now_ms_, &links_closed_,
+      &event_log_);
+  // Gathered: a daemon that starts 2,000 groups says so in a line per kind of group.
+  std::string started = absl::StrCat(
+      "view 1 with ", group_config.members.size(), " members (",
+      std::string(ToString(group_config.ordering)), " ordering, ",
+      std::string(ToString(group_config.liveness)), ", ", std::string(ToString(group_config.style)),
+      " style)",
+      groups_[group_config.name]->is_member() ? "" : "; this node is not a member", why);
+  event_log_.Note("group", spdlog::level::info, group_config.name, started, started);
   return true;
 }
 
@@ -774,6 +777,7 @@ void Node::Tick(uint64_t now_ms) {
   ExpireCalls();
   for (auto& submit : causal_barrier_.Expire(now_ms_)) submit();
   if (!watches_.empty()) CheckWatches();
+  event_log_.Flush();
 }
 
 }  // namespace cohort::nso

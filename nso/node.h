@@ -756,6 +756,8 @@ class Node {
   const NodeId self_;
   const uint64_t incarnation_;
   uint64_t now_ms_;
+  // Before groups_, which log through it: the membership events of this tick, gathered.
+  GroupEventLog event_log_;
   std::map<std::string, std::unique_ptr<Group>> groups_;
   struct NsoEntry {
     std::string client_name;

@@ -202,9 +202,12 @@ bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
   std::optional<membership::NextView> next =
       membership::ApplyChange({group->view_id(), group->members()}, proposal);
   if (!next) return false;  // stale (the view already changed) or empty
-  Log("membership")->info("group {}: view {} installed: members [{}] (removed [{}], added [{}])",
-                          group->name(), next->view.id, Names(next->view.members),
-                          Names(proposal.remove), Names(next->joiners));
+  event_log_.Note(
+      "membership", spdlog::level::info, group->name(),
+      absl::StrCat("view installed (removed [", Names(proposal.remove), "], added [",
+                   Names(next->joiners), "])"),
+      absl::StrCat("view ", next->view.id, " installed: members [", Names(next->view.members),
+                   "] (removed [", Names(proposal.remove), "], added [", Names(next->joiners), "])"));
   // The state goes to the joiners from the member that proposed the change: it was up to date
   // then (a lagging member could not give it). If it fails, the joiner asks again.
   std::map<NodeId, uint64_t> added;

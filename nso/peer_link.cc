@@ -1,5 +1,6 @@
 #include "nso/peer_link.h"
 
+#include "nso/event_loop.h"
 #include "nso/logging.h"
 
 namespace cohort::nso {
@@ -18,8 +19,9 @@ void PeerLink::Enqueue(wire::Envelope envelope) {
   absl::MutexLock lock(&mu_);
   if (queue_.size() >= queue_max_) {
     queue_.pop_front();
-    if (dropped_++ % 10000 == 0) {
-      Log("peer")->warn("queue to node {} full ({} envelopes): dropping oldest", peer_, queue_max_);
+    if (const uint64_t dropped = dropped_.Count(MonotonicNowMs()); dropped > 0) {
+      Log("peer")->warn("queue to node {} full ({} envelopes): dropping oldest ({} dropped since "
+                        "the last such line, at most one in 10 s)", peer_, queue_max_, dropped);
     }
   }
   queue_.push_back(std::move(envelope));

@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "nso/log_every.h"
 #include "nso/transport.h"
 #include "proto/wire.pb.h"
 
@@ -85,7 +86,7 @@ class PeerLink {
   std::deque<wire::Envelope> queue_ ABSL_GUARDED_BY(mu_);
   PeerWriter* writer_ ABSL_GUARDED_BY(mu_) = nullptr;  // the attached stream's
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  LogEvery dropped_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cohort::nso

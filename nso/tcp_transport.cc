@@ -13,7 +13,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "nso/event_loop.h"
 #include "nso/framing.h"
+#include "nso/log_every.h"
 #include "nso/logging.h"
 
 namespace cohort::nso {
@@ -102,7 +104,8 @@ struct TcpTransport::Link {
   uint32_t backoff_ms = 0;
   std::string last_failure;  // logged once per distinct failure
   std::atomic<bool> connected{false};
-  uint64_t dropped = 0;
+  LogEvery dropped;      // envelopes dropped from a full queue
+  LogEvery not_reading;  // flushes that found the peer not reading
 };
 
 TcpTransport::TcpTransport(TcpTransportOptions options, EventLoop* loop)
@@ -233,9 +236,10 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
           link->pending_bytes + bytes > options_.pending_bytes_max)) {
     link->pending_bytes -= link->pending.front().bytes;
     link->pending.pop_front();
-    if (link->dropped++ % 10000 == 0) {
-      Log("peer")->warn("queue to node {} full ({} envelopes, {} bytes): dropping oldest", to,
-                        link->pending.size() + 1, link->pending_bytes + bytes);
+    if (const uint64_t dropped = link->dropped.Count(MonotonicNowMs()); dropped > 0) {
+      Log("peer")->warn("queue to node {} full ({} envelopes, {} bytes): dropping oldest ({} "
+                        "dropped since the last such line, at most one in 10 s)", to,
+                        link->pending.size() + 1, link->pending_bytes + bytes, dropped);
     }
   }
   link->pending_bytes += bytes;
@@ -268,7 +272,7 @@ void TcpTransport::Flush() {
     bool written = true;
     while (!link->pending.empty() && written) {
       if (Unsent(*connection) >= options_.write_buffer_max) {
-        if (link->dropped++ % 1000 == 0) {
+        if (link->not_reading.Count(MonotonicNowMs()) > 0) {
           Log("peer")->warn("node {} is not reading ({} bytes unsent): {} envelopes wait", peer,
                             Unsent(*connection), link->pending.size());
         }
