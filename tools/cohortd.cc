@@ -12,8 +12,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "nso/config.h"
 #include "nso/daemon.h"
 #include "nso/group_directory.h"
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
   const std::string node = config->node;
   const std::string listen_peer = config->listen_peer;
   const std::string listen_client = config->listen_client;
+  const bool json_log = config->log_format == "json";
   cohort::nso::Daemon daemon(*std::move(config));
   if (replacing) daemon.SetReplacing();
   absl::Status started = daemon.Start();
@@ -143,9 +146,20 @@ int main(int argc, char** argv) {
   // glibc keeps freed heap pages: give them back to the system, so a daemon with many groups does
   // not hold its start-up garbage for its whole life.
   malloc_trim(0);
-  // One line on stdout whatever the log level, for scripts and tests waiting for readiness.
-  std::printf("cohortd %s ready: peers on %s, clients on %s\n", node.c_str(),
-              listen_peer.c_str(), listen_client.c_str());
+  // One line on stdout whatever the log level, for scripts and tests waiting for readiness; a
+  // JSON object like the log's lines with log_format json (one stream of JSON lines when a
+  // supervisor joins stdout and stderr).
+  const std::string ready = absl::StrCat("cohortd ", node, " ready: peers on ", listen_peer,
+                                         ", clients on ", listen_client);
+  if (json_log) {
+    std::printf(
+        "{\"time\":\"%s\",\"level\":\"info\",\"node\":\"%s\",\"component\":\"daemon\","
+        "\"msg\":\"%s\"}\n",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str(),
+        cohort::nso::JsonEscaped(node).c_str(), cohort::nso::JsonEscaped(ready).c_str());
+  } else {
+    std::printf("%s\n", ready.c_str());
+  }
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
