@@ -1,5 +1,6 @@
 #include "nso/daemon.h"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <set>
@@ -514,8 +515,16 @@ void Daemon::MonitorLoop() {
                                         group.configured_members));
       }
     }
-    SetServing(minority.empty(), absl::StrCat("no majority in group ",
-                                              absl::StrJoin(minority, ", group ")));
+    // Five named, the rest counted: one line, also with 2,000 groups in a minority.
+    constexpr size_t kNamed = 5;
+    std::string why = absl::StrCat(
+        "no majority in group ",
+        absl::StrJoin(minority.begin(), minority.begin() + std::min(minority.size(), kNamed),
+                      ", group "));
+    if (minority.size() > kNamed) {
+      absl::StrAppend(&why, " and ", minority.size() - kNamed, " more groups");
+    }
+    SetServing(minority.empty(), why);
   }
 }
 

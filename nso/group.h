@@ -25,6 +25,7 @@
 #include "membership/failure_detector.h"
 #include "nso/config.h"
 #include "nso/group_event_log.h"
+#include "nso/log_every.h"
 #include "nso/group_flow.h"
 #include "nso/transport.h"
 

@@ -644,10 +644,16 @@ void Node::GiveStateToServant(Group* group,
 }
 
 void Node::SendJoinRequest(Group* group) {
-  MembershipOf(group).joiner.Asked(now_ms_);
+  GroupMembership& membership = MembershipOf(group);
+  membership.joiner.Asked(now_ms_);
   // To every daemon of the cluster: this node does not know the members of the views it missed.
-  Log("membership")->info("group {}: asking to join (this node is in view {}, heard view {})",
-                          group->name(), group->view_id(), group->highest_view_heard());
+  if (const uint64_t asks = membership.join_asks.Count(now_ms_); asks > 0) {
+    event_log_.Note("membership", spdlog::level::info, group->name(), "asking to join",
+                    absl::StrCat("asking to join (this node is in view ", group->view_id(),
+                                 ", heard view ", group->highest_view_heard(), ")",
+                                 asks > 1 ? absl::StrCat("; ", asks, " asks since the last such line")
+                                          : std::string()));
+  }
   for (const PeerConfig& peer : peers_) {
     if (peer.id == self_) continue;
     wire::Envelope envelope;

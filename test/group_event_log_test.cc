@@ -103,7 +103,7 @@ TEST_CASE("a member that dies is suspected, excluded and removed from 30 groups 
   using Liveness = nso::GroupConfig::Liveness;
   Captured captured;
   test::SimNodes sim(11);
-  for (nso::NodeId id = 1; id <= 3; ++id) {
+  auto config_of = [](nso::NodeId id) {
     nso::Config config = test::GroupOfThree(id, nso::GroupConfig::Ordering::kConsensus);
     config.groups.clear();
     for (int i = 0; i < 30; ++i) {
@@ -113,8 +113,9 @@ TEST_CASE("a member that dies is suspected, excluded and removed from 30 groups 
       group.liveness = Liveness::kLively;
       config.groups.push_back(group);
     }
-    sim.Add(test::WithQuickExclusion(std::move(config)));
-  }
+    return test::WithQuickExclusion(std::move(config));
+  };
+  for (nso::NodeId id = 1; id <= 3; ++id) sim.Add(config_of(id));
   sim.net.RunUntil(1000);
   CHECK(captured.Lines("view 1 with 3 members").size() == 3);  // one line per node
   CHECK_THAT(captured.Lines("view 1 with 3 members").front(),
@@ -149,6 +150,21 @@ TEST_CASE("a member that dies is suspected, excluded and removed from 30 groups 
   CHECK(groups_in("exclude node 3") >= 30);  // by one survivor or both
   CHECK(groups_in("(removed [3], added [])") == 60);
   CHECK(captured.Lines("suspect node 3 in 30 groups").size() >= 2);
+
+  // Back with a new process: no servant anywhere holds a state to re-add it with, so it asks to
+  // join every 200 ms, in each group, for as long as that lasts. Said at the first ask and then
+  // once in 10 s, in one line for the 30 groups (a line per ask and group before: 1,800 in 12 s).
+  captured.Clear();
+  sim.net.Restart(3);
+  sim.Add(config_of(3), 103);
+  sim.net.RunUntil(sim.net.now_ms() + 12000);
+  const std::vector<std::string> asks = captured.Lines("asking to join");
+  INFO(absl::StrJoin(asks, "\n"));
+  CHECK_FALSE(asks.empty());
+  CHECK(asks.size() <= 4);
+  CHECK_THAT(asks.front(), Catch::Contains("asking to join (this node is in view 1, heard view 2))"));
+  CHECK(groups_in("asking to join") == 60);  // each group at once, and 10 s later
+  CHECK_THAT(asks.back(), Catch::Contains(" asks since the last such line)"));
 }
 
 }  // namespace cohort

@@ -60,9 +60,11 @@ std::unique_ptr<Servant> EchoServant(const std::string& address, const std::stri
 
 TEST_CASE("health is NOT_SERVING in a minority partition; reflection lists the services",
           "[ops][e2e]") {
-  test::Cluster cluster({3,
-                         "groups:\n  - {name: g, members: [n1, n2, n3]}\n",
-                         "failure_detector: {exclude_timeout_ms: 60000}\n", "warn"});
+  std::string groups = "groups:\n  - {name: g, members: [n1, n2, n3]}\n";
+  for (int i = 2; i <= 8; ++i) {
+    groups += "  - {name: g" + std::to_string(i) + ", members: [n1, n2, n3]}\n";
+  }
+  test::Cluster cluster({3, groups, "failure_detector: {exclude_timeout_ms: 60000}\n", "warn"});
   REQUIRE(cluster.Start());
   REQUIRE(WaitHealth(cluster.ClientAddress(1), HealthCheckResponse::SERVING));
 
@@ -78,6 +80,13 @@ TEST_CASE("health is NOT_SERVING in a minority partition; reflection lists the s
   cluster.Pause(2);
   cluster.Pause(3);
   CHECK(WaitHealth(cluster.ClientAddress(1), HealthCheckResponse::NOT_SERVING));
+  // Why, in one line naming five groups: eight were in a minority.
+  CHECK(Eventually([&] {
+    return test::ReadText(cluster.LogPath(1)).find(
+               "health: NOT_SERVING (no majority in group g trusts 1 of 3, group g2 trusts 1 of "
+               "3, group g3 trusts 1 of 3, group g4 trusts 1 of 3, group g5 trusts 1 of 3 and 3 "
+               "more groups)") != std::string::npos;
+  }, 5));
   // The liveness service stays SERVING: a partitioned daemon must not be restarted for it.
   CHECK(Health(cluster.ClientAddress(1), "cohort.liveness") == HealthCheckResponse::SERVING);
   cluster.Resume(2);
