@@ -183,7 +183,13 @@ TEST_CASE("a client that does not read its results is not read either; once it r
   INFO("executed " << executed.load() << ", written " << written.load());
   CHECK(stable_for >= 8);
   CHECK(executed.load() >= 16);
-  CHECK(executed.load() <= 600);  // 1,024 in session 50
+  // The bound the rules give (nso/api_service.h PauseReadingCalls): reading pauses at 512 calls
+  // in flight (16 MiB at the mean result size) or 16 MiB of results waiting, so at most about
+  // 512 + 512 calls are executed, and the daemon keeps at most 32 MiB for this client. Where
+  // between 512 and 1,024 depends on how fast the servant runs while the calls are read: 600 at
+  // most in sessions 50-52, 779 and 780 on this machine in session 53 (the code of session 52
+  // too); 3,000 were sent.
+  CHECK(executed.load() <= 1024 + 16);
 
   // Reading: every call is executed and answered with its whole result.
   std::vector<bool> answered(kCalls, false);
