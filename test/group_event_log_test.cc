@@ -167,4 +167,50 @@ TEST_CASE("a member that dies is suspected, excluded and removed from 30 groups 
   CHECK_THAT(asks.back(), Catch::Contains(" asks since the last such line)"));
 }
 
+TEST_CASE("a reload says which groups' timeouts changed, in one line for many, and nothing for "
+          "the groups whose timeouts did not",
+          "[logging]") {
+  Captured captured;
+  nso::SimNetwork net(test::SimNodes::Options(3));
+  nso::Config config;
+  config.node = "n1";
+  config.node_id = 1;
+  config.peers.push_back({"n1", 1, "sim:1"});
+  for (int i = 0; i < 30; ++i) {
+    nso::GroupConfig group;
+    group.name = absl::StrCat("g", i);
+    group.members = {"n1"};
+    config.groups.push_back(group);
+  }
+  nso::Node node(config, net.Endpoint(1), 1, 0);
+  node.Tick(10);
+  captured.Clear();
+  nso::Config fresh = config;
+  node.ApplyTimeouts(fresh);  // the same file again
+  node.Tick(20);
+  CHECK(captured.Lines("timeouts now").empty());
+  fresh.groups[3].suspect_timeout_ms = 80;
+  node.ApplyTimeouts(fresh);
+  node.Tick(30);
+  std::vector<std::string> lines = captured.Lines("timeouts now");
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::EndsWith(
+      "group g3: timeouts now suspect 80 ms, exclude 10000 ms, silence 10 ms"));
+  captured.Clear();
+  for (nso::GroupConfig& group : fresh.groups) group.exclude_timeout_ms = 3000;
+  node.ApplyTimeouts(fresh);
+  node.Tick(40);
+  lines = captured.Lines("timeouts now");
+  REQUIRE(lines.size() == 2);  // g3's suspect timeout differs from the others'
+  CHECK_THAT(lines[0], Catch::Contains(
+      "timeouts now suspect 50 ms, exclude 3000 ms, silence 10 ms in 29 groups: g0, g1, g2, g4, "
+      "g5 and 24 more"));
+  CHECK_THAT(lines[1], Catch::EndsWith(
+      "group g3: timeouts now suspect 80 ms, exclude 3000 ms, silence 10 ms"));
+  for (const nso::Group* group : node.groups()) {
+    CHECK(group->config().exclude_timeout_ms == 3000);
+    CHECK(group->config().suspect_timeout_ms == (group->name() == "g3" ? 80 : 50));
+  }
+}
+
 }  // namespace cohort
