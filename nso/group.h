@@ -303,6 +303,11 @@ class Group {
   std::unique_ptr<GroupConfig> reloaded_;
   const Config& config_;
   const NodeId self_;
+  // Event-driven: a node that starts announces its (new) incarnation to the members, until it
+  // hears from one of them (at most kAnnouncements times), so a restarted member of an idle
+  // group is noticed (and re-admitted with the state) or learns of the views it missed.
+  static constexpr uint32_t kAnnouncements = 10;
+  uint32_t announcements_left_ = 0;  // (beside self_: no padding; a daemon may host many groups)
   Transport* const transport_;
   // The owner's peers whose connection is closed (Node::links_closed_; none when null).
   const std::set<NodeId>* const links_closed_;
@@ -315,19 +320,13 @@ class Group {
   uint64_t last_activity_ms_ = 0;  // Touch
   bool member_ = false;                                   // self is in the current view
   bool awaiting_state_ = false;                           // SetAwaitingState
+  bool woke_up_ = false;  // the group went from idle to active (TakeWokeUp)
   uint64_t previous_claim_ = 0;                            // ClaimAsRestarted
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
   std::map<uint64_t, std::string> undelivered_;  // own broadcasts not yet delivered, by seq
   uint64_t last_progress_ms_ = 0;
-  // Event-driven: a node that starts announces its (new) incarnation to the members, until it
-  // hears from one of them (at most kAnnouncements times), so a restarted member of an idle
-  // group is noticed (and re-admitted with the state) or learns of the views it missed. And
-  // whether the group went from idle to active (TakeWokeUp).
-  static constexpr uint32_t kAnnouncements = 10;
-  uint32_t announcements_left_ = 0;
-  uint64_t next_announcement_ms_ = 0;
-  bool woke_up_ = false;
+  uint64_t next_announcement_ms_ = 0;  // announcements_left_
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer
   // What only view changes, restarts, exclusions and laggards need, made on first use (a
   // daemon may host many idle groups: memory, issue 7).

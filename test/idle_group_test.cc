@@ -210,7 +210,8 @@ TEST_CASE("idle single-member event-driven groups take under 1000 bytes of heap 
   for (uint64_t now = 10; now <= 2000; now += 10) node.Tick(now);
   const double per_group = static_cast<double>(heap() - before) / kGroups;
   INFO("heap per idle group: " << per_group << " bytes");
-  CHECK(per_group < 1000);  // measured 720; 1408 when every group made its order at once
+  CHECK(per_group < 1000);  // measured 720 once, 834 in session 52, 847 in 53 (its dozing state);
+                            // 1408 when every group made its order at once
   for (const nso::Group* group : node.groups()) REQUIRE_FALSE(group->has_order());
 }
 

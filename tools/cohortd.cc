@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -117,7 +118,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cohortd: --config FILE.yaml is required\n%s", kUsage);
     return 2;
   }
-  absl::StatusOr<cohort::nso::Config> config = cohort::nso::LoadConfigFile(config_path);
+  // Parsed on a thread of its own, and copied here: glibc gives that thread a malloc arena of
+  // its own, so the YAML parse tree (several KiB per group) and the parsed copy interleaved with
+  // it are freed there, instead of leaving holes in the main heap over which the groups made
+  // next would be scattered (exact fits in freed chunks), pinning pages that malloc_trim cannot
+  // give back (10,000 groups: 4 MB more, session 53). The copy made here is compact.
+  absl::StatusOr<cohort::nso::Config> parsed = absl::UnknownError("not parsed");
+  std::thread([&parsed, &config_path] { parsed = cohort::nso::LoadConfigFile(config_path); }).join();
+  absl::StatusOr<cohort::nso::Config> config = parsed;
+  parsed = absl::UnknownError("copied");
   if (!config.ok()) {
     std::fprintf(stderr, "cohortd: %s\n", std::string(config.status().message()).c_str());
     return 2;
