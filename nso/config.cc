@@ -75,7 +75,7 @@ const std::vector<absl::string_view> kAuthKeys = {"tokens", "client_certificates
 const std::vector<absl::string_view> kTokenKeys = {"name", "token", "token_file"};
 const std::vector<absl::string_view> kAclKeys = {"join", "invoke", "admin"};
 const std::vector<absl::string_view> kListenKeys = {"peer", "client", "local"};
-const std::vector<absl::string_view> kMetricsKeys = {"listen"};
+const std::vector<absl::string_view> kMetricsKeys = {"listen", "per_group"};
 const std::vector<absl::string_view> kPeerKeys = {"name", "id", "address"};
 const std::vector<absl::string_view> kFailureDetectorKeys = {
     "suspect_timeout_ms", "exclude_timeout_ms", "heartbeat_interval_ms", "fail_fast_after_ms",
@@ -211,7 +211,8 @@ absl::Status ReadListen(const MapView& top, Config* config) {
 // metrics: {listen: host:port} (optional; absent = no metrics endpoint).
 absl::Status ReadMetrics(const MapView& top, Config* config) {
   return ReadSection(top, "metrics", Presence::kOptional, kMetricsKeys, [config](const MapView& m) {
-    return ReadAddress(m, "listen", &config->metrics_listen);
+    CONFIG_RETURN_IF_ERROR(ReadAddress(m, "listen", &config->metrics_listen));
+    return ReadBool(m, "per_group", &config->metrics_per_group);
   });
 }
 

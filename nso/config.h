@@ -200,6 +200,9 @@ struct Config {
   std::vector<GroupConfig> groups;
   // metrics.listen: host:port of the Prometheus HTTP endpoint (GET /metrics); empty = off.
   std::string metrics_listen;
+  // metrics.per_group: one series per group of each group family (default); false: those
+  // families summed over the groups (a daemon hosting thousands of groups: 33 series a group).
+  bool metrics_per_group = true;
   TlsConfig tls;
   // auth.tokens: empty = no authentication by token.
   std::vector<TokenConfig> tokens;

@@ -98,6 +98,7 @@ groups:                       # [] groups this cluster hosts
       admin: [ops]            # Admin.Drain (needs admin on every group this daemon hosts)
 metrics:                      # [absent = off] Prometheus text metrics over HTTP
   listen: 127.0.0.1:9101      # required in the section: host:port serving GET /metrics and /healthz
+  per_group: true             # false: each group family summed over the groups (no group label)
 tls:                          # required: the TLS files, or {insecure: true}; a file without a
                               #   tls section is refused (exit code 2)
   ca_file: /etc/cohort/ca.pem       # required: CA that signs every daemon's certificate

@@ -579,7 +579,7 @@ std::string Daemon::RenderMetrics() {
   out.Family("cohort_snapshot_ok", "gauge",
              "1 when the protocol thread answered the scrape in time (group families follow).");
   out.Sample("cohort_snapshot_ok", {}, snapshot.ok() ? 1 : 0);
-  if (snapshot.ok()) RenderSnapshot(*snapshot, &out);
+  if (snapshot.ok()) RenderSnapshot(*snapshot, &out, config_.metrics_per_group);
   return out.text();
 }
 

@@ -111,7 +111,8 @@ void Daemon::Reload(const Config& fresh) {
     ignored.push_back("tls");
   }
   if (config_.listen_peer != fresh.listen_peer || config_.listen_client != fresh.listen_client ||
-      config_.metrics_listen != fresh.metrics_listen) {
+      config_.metrics_listen != fresh.metrics_listen ||
+      config_.metrics_per_group != fresh.metrics_per_group) {
     ignored.push_back("listen/metrics");
   }
   if (config_.incarnation_file != fresh.incarnation_file) ignored.push_back("incarnation_file");

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -117,17 +119,53 @@ void InvocationMetrics::Render(PromWriter* out) const {
   }
 }
 
-void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
-  using Labels = PromWriter::Labels;
+namespace {
+
+// The samples of one family with a `group` label: written as they come, or (not per group)
+// summed by the family's other labels and written by Finish.
+class GroupFamily {
+ public:
+  GroupFamily(PromWriter* out, bool per_group, absl::string_view name)
+      : out_(out), per_group_(per_group), name_(name) {}
+  void Add(const std::string& group, const PromWriter::Labels& others, double value) {
+    if (!per_group_) {
+      sums_[others] += value;
+      return;
+    }
+    PromWriter::Labels labels = {{"group", group}};
+    labels.insert(labels.end(), others.begin(), others.end());
+    out_->Sample(name_, labels, value);
+  }
+  void Finish() {
+    for (const auto& [labels, sum] : sums_) out_->Sample(name_, labels, sum);
+  }
+
+ private:
+  PromWriter* const out_;
+  const bool per_group_;
+  const std::string name_;
+  std::map<PromWriter::Labels, double> sums_;
+};
+
+}  // namespace
+
+void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_group_series) {
+  out->Family("cohort_groups", "gauge", "Groups this daemon hosts.");
+  out->Sample("cohort_groups", {}, static_cast<double>(snapshot.groups.size()));
+  // Summed over the groups without metrics.per_group: a gauge of 0s and 1s counts the groups.
   auto per_group = [&](absl::string_view name, absl::string_view type, absl::string_view help,
                        auto value_of) {
     out->Family(name, type, help);
+    GroupFamily family(out, per_group_series, name);
     for (const GroupSnapshot& g : snapshot.groups) {
-      out->Sample(name, {{"group", g.name}}, static_cast<double>(value_of(g)));
+      family.Add(g.name, {}, static_cast<double>(value_of(g)));
     }
+    family.Finish();
   };
-  per_group("cohort_group_view_id", "gauge", "Current view id of the group.",
-            [](const GroupSnapshot& g) { return g.view_id; });
+  if (per_group_series) {  // a sum of view ids would mean nothing
+    per_group("cohort_group_view_id", "gauge", "Current view id of the group.",
+              [](const GroupSnapshot& g) { return g.view_id; });
+  }
   per_group("cohort_group_view_members", "gauge", "Members in the current view.",
             [](const GroupSnapshot& g) { return g.members.size(); });
   per_group("cohort_group_trusted_members", "gauge",
@@ -189,14 +227,16 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
             [](const GroupSnapshot& g) { return g.counters.exclusions; });
 
   out->Family("cohort_member_suspected", "gauge", "1 while the member is suspected.");
+  GroupFamily suspected(out, per_group_series, "cohort_member_suspected");
   for (const GroupSnapshot& g : snapshot.groups) {
     for (const GroupSnapshot::Member& m : g.members) {
-      out->Sample("cohort_member_suspected", {{"group", g.name}, {"member", m.name}},
-                  m.suspected ? 1 : 0);
+      suspected.Add(g.name, {{"member", m.name}}, m.suspected ? 1 : 0);
     }
   }
+  suspected.Finish();
   out->Family("cohort_consensus_messages_sent_total", "counter",
               "Ordering protocol messages sent, by kind.");
+  GroupFamily messages(out, per_group_series, "cohort_consensus_messages_sent_total");
   for (const GroupSnapshot& g : snapshot.groups) {
     if (!g.has_order_counters) continue;
     const consensus::OrderCounters& o = g.order;
@@ -206,17 +246,17 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out) {
         {"decision", o.messages_sent_decision}, {"decided", o.messages_sent_decided},
         {"data", o.messages_sent_data}};
     for (const auto& [kind, count] : kinds) {
-      out->Sample("cohort_consensus_messages_sent_total", Labels{{"group", g.name}, {"kind", kind}},
-                  static_cast<double>(count));
+      messages.Add(g.name, {{"kind", kind}}, static_cast<double>(count));
     }
   }
+  messages.Finish();
   auto per_order = [&](absl::string_view name, absl::string_view help, auto value_of) {
     out->Family(name, "counter", help);
+    GroupFamily family(out, per_group_series, name);
     for (const GroupSnapshot& g : snapshot.groups) {
-      if (g.has_order_counters) {
-        out->Sample(name, {{"group", g.name}}, static_cast<double>(value_of(g.order)));
-      }
+      if (g.has_order_counters) family.Add(g.name, {}, static_cast<double>(value_of(g.order)));
     }
+    family.Finish();
   };
   per_order("cohort_consensus_instances_total", "Consensus instances decided.",
             [](const consensus::OrderCounters& o) { return o.instances_decided; });

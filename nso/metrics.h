@@ -119,7 +119,10 @@ struct NodeSnapshot {
 };
 
 // The per-group and consensus families of a snapshot.
-void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out);
+// `per_group`: a series per group in each group family (label `group`); false: each such
+// family summed over the groups, by its other labels (the view id is then left out), for a
+// daemon hosting thousands of groups. cohort_groups counts them either way.
+void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_group = true);
 
 }  // namespace cohort::nso
 

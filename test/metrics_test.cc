@@ -1,6 +1,7 @@
 // Unit tests of the operations pieces that need no daemon: the Prometheus text writer, the
 // invocation counters and latency histogram, the metrics HTTP server, and the `metrics:` section
 // of the YAML configuration.
+#include <algorithm>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -112,6 +113,48 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_consensus_messages_sent_total{group=\"counter\",kind=\"proposal\"}") == 5);
   g.trusted = 2;
   CHECK(g.HasMajority());
+  CHECK(MetricValue(t, "cohort_groups") == 1);
+}
+
+TEST_CASE("metrics.per_group: false sums each group family over the groups, without the group "
+          "label",
+          "[metrics]") {
+  NodeSnapshot snapshot;
+  for (int i = 0; i < 3; ++i) {
+    GroupSnapshot g;
+    g.name = "g" + std::to_string(i);
+    g.view_id = 4 + i;
+    g.is_member = true;
+    g.configured_members = 3;
+    g.trusted = i == 0 ? 1 : 3;  // g0 in a minority
+    g.members = {{"n1", 1, false}, {"n2", 2, i == 0}, {"n3", 3, i == 0}};
+    g.counters.suspicions = 2;
+    g.has_order_counters = true;
+    g.order.instances_decided = 10 * (i + 1);
+    g.order.messages_sent_proposal = 5;
+    snapshot.groups.push_back(g);
+  }
+  PromWriter by_group;
+  RenderSnapshot(snapshot, &by_group, /*per_group=*/true);
+  CHECK(MetricValue(by_group.text(), "cohort_group_view_id{group=\"g2\"}") == 6);
+  CHECK(MetricValue(by_group.text(), "cohort_consensus_instances_total{group=\"g1\"}") == 20);
+
+  PromWriter summed;
+  RenderSnapshot(snapshot, &summed, /*per_group=*/false);
+  const std::string& t = summed.text();
+  CHECK_THAT(t, !Contains("group=\""));
+  CHECK_THAT(t, !Contains("cohort_group_view_id"));  // a sum of view ids would mean nothing
+  CHECK(MetricValue(t, "cohort_groups") == 3);
+  CHECK(MetricValue(t, "cohort_group_has_majority") == 2);  // groups with a majority
+  CHECK(MetricValue(t, "cohort_group_is_member") == 3);
+  CHECK(MetricValue(t, "cohort_suspicions_total") == 6);
+  CHECK(MetricValue(t, "cohort_member_suspected{member=\"n2\"}") == 1);  // in one group
+  CHECK(MetricValue(t, "cohort_member_suspected{member=\"n1\"}") == 0);
+  CHECK(MetricValue(t, "cohort_consensus_instances_total") == 60);
+  CHECK(MetricValue(t, "cohort_consensus_messages_sent_total{kind=\"proposal\"}") == 15);
+  // Fewer lines: one sample per family and other labels, not one per group.
+  CHECK(std::count(t.begin(), t.end(), '\n') < std::count(by_group.text().begin(),
+                                                           by_group.text().end(), '\n'));
 }
 
 TEST_CASE("the HTTP server answers GETs and refuses other methods", "[metrics]") {
@@ -147,6 +190,16 @@ TEST_CASE("metrics.listen is optional and checked", "[metrics][config]") {
       ParseConfig(kBase + "metrics: {listen: 127.0.0.1:7201}\n", "c.yaml");
   REQUIRE_FALSE(clash.ok());
   CHECK_THAT(std::string(clash.status().message()), Contains("metrics.listen: must differ"));
+
+  CHECK(on->metrics_per_group);
+  absl::StatusOr<Config> summed =
+      ParseConfig(kBase + "metrics: {listen: 0.0.0.0:9101, per_group: false}\n", "c.yaml");
+  REQUIRE(summed.ok());
+  CHECK_FALSE(summed->metrics_per_group);
+  absl::StatusOr<Config> not_bool =
+      ParseConfig(kBase + "metrics: {listen: 0.0.0.0:9101, per_group: some}\n", "c.yaml");
+  REQUIRE_FALSE(not_bool.ok());
+  CHECK_THAT(std::string(not_bool.status().message()), Contains("per_group"));
 
   absl::StatusOr<Config> unknown = ParseConfig(kBase + "metrics: {port: 9}\n", "c.yaml");
   REQUIRE_FALSE(unknown.ok());

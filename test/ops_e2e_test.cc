@@ -101,17 +101,35 @@ TEST_CASE("health is NOT_SERVING in a minority partition; reflection lists the s
 
 struct OneNode {
   int metrics_port = test::FreePort();
-  test::Cluster cluster{{1, "groups:\n  - {name: g, members: [n1]}\n",
-                         "metrics: {listen: 127.0.0.1:" + std::to_string(metrics_port) + "}\n",
-                         "warn"}};
-  std::unique_ptr<Servant> servant;
-
-  OneNode() {
+  // `metrics_keys`: more keys of the metrics section.
+  explicit OneNode(const std::string& metrics_keys = "")
+      : cluster({1, "groups:\n  - {name: g, members: [n1]}\n  - {name: h, members: [n1]}\n",
+                 "metrics: {listen: 127.0.0.1:" + std::to_string(metrics_port) + metrics_keys +
+                     "}\n",
+                 "warn"}) {
     REQUIRE(cluster.Start());
     servant = EchoServant(cluster.ClientAddress(1), "g");
   }
   std::string Metrics() { return test::HttpGet(metrics_port, "/metrics"); }
+
+  test::Cluster cluster;
+  std::unique_ptr<Servant> servant;
 };
+
+TEST_CASE("metrics.per_group: false serves each group family summed, without group labels",
+          "[ops][e2e]") {
+  OneNode node(", per_group: false");
+  auto client = Client::Connect(node.cluster.ClientAddress(1), "metrics-test");
+  REQUIRE(client.ok());
+  REQUIRE((*client)->Invoke("g", "echo", "hi", Mode::kAll, absl::Seconds(5)).ok());
+  const std::string page = node.Metrics();
+  REQUIRE_THAT(page, Contains("HTTP/1.0 200 OK"));
+  CHECK_THAT(page, !Contains("group=\""));
+  CHECK(test::MetricValue(page, "cohort_groups") == 2);
+  CHECK(test::MetricValue(page, "cohort_group_has_majority") == 2);
+  CHECK(test::MetricValue(page, "cohort_consensus_instances_total") >= 1);
+  CHECK(test::MetricValue(page, "cohort_invocations_total{mode=\"all\",code=\"OK\"}") == 1);
+}
 
 TEST_CASE("Prometheus metrics change when invocations run", "[ops][e2e]") {
   OneNode node;
