@@ -7,7 +7,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -89,7 +92,7 @@ absl::Status HttpServer::Start(const std::string& address) {
 
 void HttpServer::Stop() {
   stopping_ = true;
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) thread_.join();  // it joins the connections' threads
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     listen_fd_ = -1;
@@ -109,20 +112,53 @@ void HttpServer::Run() {
       continue;
     }
     if (fd < 0) continue;
-    timeval timeout{2, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    timeval timeout{kRequestDeadlineMs / 1000, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    ServeConnection(fd);
-    ::close(fd);
+    Reap(/*all=*/false);
+    if (connections_.size() >= static_cast<size_t>(kMaxConnections)) {
+      WriteAll(fd, "HTTP/1.0 503 Service Unavailable\r\nContent-Length: 5\r\n"
+                   "Connection: close\r\n\r\nbusy\n");
+      ::close(fd);
+      continue;
+    }
+    Connection& connection = connections_.emplace_back();
+    connection.thread = std::thread([this, fd, &connection] {
+      ServeConnection(fd);
+      ::close(fd);
+      connection.done = true;
+    });
+  }
+  Reap(/*all=*/true);
+}
+
+void HttpServer::Reap(bool all) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (!all && !it->done) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = connections_.erase(it);
   }
 }
 
 void HttpServer::ServeConnection(int fd) {
   std::string request;
   char buffer[1024];
+  // The whole request within the deadline (not each read: a client sending a byte at a time).
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestDeadlineMs);
   while (request.find("\r\n\r\n") == std::string::npos &&
          request.find("\n\n") == std::string::npos) {
-    if (request.size() > kMaxRequestBytes) return;
+    if (request.size() > kMaxRequestBytes || stopping_) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    pollfd p{fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 200)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return;
+    if (ready == 0) continue;
     ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -141,6 +177,7 @@ void HttpServer::ServeConnection(int fd) {
     std::string path = line.substr(sp1 + 1, sp2 == std::string::npos ? std::string::npos
                                                                       : sp2 - sp1 - 1);
     path = path.substr(0, path.find('?'));
+    absl::MutexLock lock(&handler_mu_);
     response = handler_(path);
   }
   std::string head = absl::StrCat("HTTP/1.0 ", response.status, " ", Reason(response.status),

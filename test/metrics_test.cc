@@ -1,8 +1,16 @@
 // Unit tests of the operations pieces that need no daemon: the Prometheus text writer, the
 // invocation counters and latency histogram, the metrics HTTP server, and the `metrics:` section
 // of the YAML configuration.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -171,6 +179,69 @@ TEST_CASE("the HTTP server answers GETs and refuses other methods", "[metrics]")
   CHECK_THAT(test::HttpGet(server.port(), "/other"), Contains("HTTP/1.0 404"));
   server.Stop();
   CHECK(test::HttpGet(server.port(), "/metrics").empty());  // closed
+}
+
+namespace {
+
+// A TCP connection to 127.0.0.1:`port` that sends nothing unless told.
+int ConnectTo(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  return fd;
+}
+
+// Whether the server closed `fd` (end of stream seen), without waiting.
+bool ClosedByServer(int fd) {
+  char byte;
+  ssize_t n = ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+}  // namespace
+
+TEST_CASE("the HTTP server is not held by a client that sends nothing, or a byte at a time; "
+          "past 8 connections it answers 503 at once",
+          "[metrics]") {
+  HttpServer server([](const std::string&) -> HttpResponse { return {200, "text/plain", "up 1\n"}; });
+  REQUIRE(server.Start("127.0.0.1:0").ok());
+  // A connection that sends nothing: a scrape is answered meanwhile (the server used to serve one
+  // connection at a time, 2 s for each read).
+  int idle = ConnectTo(server.port());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_THAT(test::HttpGet(server.port(), "/metrics"), Contains("HTTP/1.0 200 OK"));
+  CHECK_FALSE(ClosedByServer(idle));  // answered while it was still waiting for that one
+  // A byte every 500 ms: closed once the request's 2 s are up, however it trickles.
+  int trickle = ConnectTo(server.port());
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (int i = 0; i < 12 && !closed; ++i) {
+    ::send(trickle, "G", 1, MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    closed = ClosedByServer(trickle);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("trickling connection closed: " << closed << " after " << seconds << " s");
+  CHECK(closed);
+  CHECK(seconds < 4.5);
+  ::close(trickle);
+  CHECK(ClosedByServer(idle));  // its 2 s are up too
+  ::close(idle);
+  // Eight connections that send nothing: the ninth is told the server is busy, at once.
+  std::vector<int> held;
+  for (int i = 0; i < HttpServer::kMaxConnections; ++i) held.push_back(ConnectTo(server.port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto asked = std::chrono::steady_clock::now();
+  CHECK_THAT(test::HttpGet(server.port(), "/metrics"), Contains("HTTP/1.0 503"));
+  CHECK(std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(1500));
+  for (int fd : held) ::close(fd);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // their threads end
+  CHECK_THAT(test::HttpGet(server.port(), "/metrics"), Contains("HTTP/1.0 200 OK"));
+  server.Stop();
 }
 
 TEST_CASE("metrics.listen is optional and checked", "[metrics][config]") {
