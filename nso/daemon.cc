@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nso/framing.h"
+#include "nso/group_event_log.h"
 #include "nso/grpc_revocation.h"
 #include "nso/keepalive.h"
 #include "nso/incarnation_file.h"
@@ -516,15 +517,9 @@ void Daemon::MonitorLoop() {
       }
     }
     // Five named, the rest counted: one line, also with 2,000 groups in a minority.
-    constexpr size_t kNamed = 5;
-    std::string why = absl::StrCat(
-        "no majority in group ",
-        absl::StrJoin(minority.begin(), minority.begin() + std::min(minority.size(), kNamed),
-                      ", group "));
-    if (minority.size() > kNamed) {
-      absl::StrAppend(&why, " and ", minority.size() - kNamed, " more groups");
-    }
-    SetServing(minority.empty(), why);
+    SetServing(minority.empty(),
+               absl::StrCat("no majority in group ",
+                            NamedAndMore(minority, minority.size(), ", group ", " groups")));
   }
 }
 

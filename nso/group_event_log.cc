@@ -9,6 +9,18 @@
 
 namespace cohort::nso {
 
+std::string NamedAndMore(const std::vector<std::string>& names, size_t total,
+                         std::string_view separator, std::string_view more_noun) {
+  const size_t named = std::min(names.size(), GroupEventLog::kNamed);
+  std::string out = absl::StrJoin(names.begin(), names.begin() + named,
+                                  absl::string_view(separator.data(), separator.size()));
+  if (total > named) {
+    absl::StrAppend(&out, " and ", total - named, " more",
+                    absl::string_view(more_noun.data(), more_noun.size()));
+  }
+  return out;
+}
+
 void GroupEventLog::Note(std::string_view component, spdlog::level::level_enum level,
                          std::string_view group, std::string event, std::string text) {
   if (!Log(std::string(component))->should_log(level)) return;
@@ -34,10 +46,8 @@ void GroupEventLog::Flush() {
       Log(component)->log(level, "group {}: {}", gathered->named.front(), gathered->first_text);
       continue;
     }
-    const size_t more = gathered->groups - gathered->named.size();
-    Log(component)->log(level, "{} in {} groups: {}{} (group {}: {})", event, gathered->groups,
-                        absl::StrJoin(gathered->named, ", "),
-                        more == 0 ? std::string() : absl::StrCat(" and ", more, " more"),
+    Log(component)->log(level, "{} in {} groups: {} (group {}: {})", event, gathered->groups,
+                        NamedAndMore(gathered->named, gathered->groups, ", "),
                         gathered->named.front(), gathered->first_text);
   }
   pending_.clear();

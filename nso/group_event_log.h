@@ -16,6 +16,11 @@
 
 namespace cohort::nso {
 
+// The first of `names` (at most GroupEventLog::kNamed) joined by `separator`, then " and N more"
+// and `more_noun` for the rest of `total`: one line, however many groups it concerns.
+std::string NamedAndMore(const std::vector<std::string>& names, size_t total,
+                         std::string_view separator, std::string_view more_noun = "");
+
 class GroupEventLog {
  public:
   // At most this many groups are named in a gathered line; the others are counted.

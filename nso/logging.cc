@@ -119,6 +119,21 @@ std::string JsonEscaped(std::string_view text) {
   return out;
 }
 
+std::string FormatLogLine(const std::string& component, spdlog::level::level_enum level,
+                          std::string_view text) {
+  LogSettings& s = Settings();
+  std::unique_ptr<spdlog::formatter> formatter;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    formatter = MakeFormatter(s);
+  }
+  spdlog::details::log_msg message(component, level,
+                                   spdlog::string_view_t(text.data(), text.size()));
+  spdlog::memory_buf_t line;
+  formatter->format(message, line);
+  return std::string(line.data(), line.size());
+}
+
 void ConfigureLogging(const std::string& level, const std::string& format, const std::string& node) {
   LogSettings& s = Settings();
   std::lock_guard<std::mutex> lock(s.mu);

@@ -18,6 +18,11 @@ void ConfigureLogging(const std::string& level, const std::string& format, const
 // bytes that are not UTF-8 replaced by \ufffd (log_format json writes each message so).
 std::string JsonEscaped(std::string_view text);
 
+// One line (with its end) as the logger of `component` would write `text` at `level`, in the
+// configured format: for a line written elsewhere than the log (cohortd's ready line on stdout).
+std::string FormatLogLine(const std::string& component, spdlog::level::level_enum level,
+                          std::string_view text);
+
 // The logger of one component, created on first use with the configured level and format.
 std::shared_ptr<spdlog::logger> Log(const std::string& component);
 

@@ -713,20 +713,18 @@ void Node::Tick(uint64_t now_ms) {
   for (const auto& [number, open] : open_deliveries_) ++open_by_group[open.group];
   const std::map<std::string, uint64_t, std::less<>> unread_by_group = TickFlow();
   for (auto& [name, group] : groups_) {
+    const bool app_pending = calls_by_group.count(name) > 0;
+    auto unread = unread_by_group.find(name);
+    const uint64_t unread_bytes = unread == unread_by_group.end() ? 0 : unread->second;
     // An idle event-driven group dozes (Group::Dozing): skipped, unless calls wait in it.
-    auto unread_bytes = [&unread_by_group, &name = name] {
-      auto unread = unread_by_group.find(name);
-      return unread == unread_by_group.end() ? uint64_t{0} : unread->second;
-    };
-    if (group->Dozing(now_ms_) && calls_by_group.count(name) == 0 &&
-        open_by_group.count(name) == 0 && unread_bytes() == 0) {
+    if (group->Dozing(now_ms_) && !app_pending && unread_bytes == 0 &&
+        open_by_group.count(name) == 0) {
       continue;
     }
-    bool app_pending = calls_by_group.count(name) > 0;
     std::vector<consensus::Delivery> deliveries;
     group->Tick(now_ms_, app_pending, &deliveries);
     DeliverAll(group.get(), std::move(deliveries));
-    group->ObserveServants(unread_bytes());
+    group->ObserveServants(unread_bytes);
     // Primary partition (004 section 5): only a member that trusts a majority of its view
     // proposes exclusions; a member cut off from the majority waits to be excluded instead of
     // proposing a view of its minority.

@@ -161,11 +161,7 @@ int main(int argc, char** argv) {
   const std::string ready = absl::StrCat("cohortd ", node, " ready: peers on ", listen_peer,
                                          ", clients on ", listen_client);
   if (json_log) {
-    std::printf(
-        "{\"time\":\"%s\",\"level\":\"info\",\"node\":\"%s\",\"component\":\"daemon\","
-        "\"msg\":\"%s\"}\n",
-        absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", absl::Now(), absl::LocalTimeZone()).c_str(),
-        cohort::nso::JsonEscaped(node).c_str(), cohort::nso::JsonEscaped(ready).c_str());
+    std::fputs(cohort::nso::FormatLogLine("daemon", spdlog::level::info, ready).c_str(), stdout);
   } else {
     std::printf("%s\n", ready.c_str());
   }
