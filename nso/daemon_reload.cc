@@ -96,7 +96,7 @@ void Daemon::Reload(const Config& fresh) {
     auto kept = std::make_shared<const Config>(fresh);
     loop_->Post([this, kept, added] {
       std::vector<std::string> started =
-          node_->AddGroups(kept, added, " (added by a configuration reload)");
+          node_->AddGroups(*kept, added, " (added by a configuration reload)");
       if (!started.empty()) {
         Log("daemon")->info("reload: started group(s) {}", absl::StrJoin(started, ", "));
       }

@@ -334,7 +334,7 @@ void GroupDirectory::Install(const std::string& definition, GroupConfig group, b
   Node* node = daemon_->node();
   // After this delivery: the node's groups are not changed under the group delivering it.
   daemon_->loop()->Post([node, fresh, name, existed] {
-    node->AddGroups(fresh, {name}, existed ? " (created by CreateGroup; from the directory's state)"
+    node->AddGroups(*fresh, {name}, existed ? " (created by CreateGroup; from the directory's state)"
                                            : " (created by CreateGroup)",
                     existed);
   });

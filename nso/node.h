@@ -197,15 +197,17 @@ class Node {
   // an error), said to each servant as it registers.
   uint64_t max_reply_bytes() const { return static_cast<uint64_t>(limits_.max_payload_bytes); }
   // A configuration reload: starts the groups of `fresh` named in `names` that this node does not
-  // have yet (kept alive here: a Group refers to its GroupConfig), each at view 1 with its
+  // have yet (a copy of each one's GroupConfig is kept here: a Group refers to it), each at view 1 with its
   // configured members, as at a start. A group whose members are not all peers of the running
   // configuration is not started (logged). Returns the names started.
   // `why` ends the log line of each (" (added by a configuration reload)"). `existed`: the
   // groups existed before this process started (a directory's state it was given), so that a
   // restart claims their configured views as one (RestartedFrom).
-  std::vector<std::string> AddGroups(std::shared_ptr<const Config> fresh,
-                                     const std::vector<std::string>& names, const char* why,
+  std::vector<std::string> AddGroups(const Config& fresh, const std::vector<std::string>& names,
+                                     const char* why,
                                      bool existed = false);
+  // The group configurations kept for groups AddGroups started and that still run (one each).
+  size_t added_group_configs() const;
   // A group made by CreateGroup was deleted (DeleteGroup, ordered in the daemons' own group):
   // the group of that name and incarnation stops here. Its calls end with NOT_FOUND, its
   // servants get a last delivery saying so (`ended`), and everything the node kept for it goes;
@@ -731,7 +733,7 @@ class Node {
   std::string NodeName(NodeId node) const;
 
   const std::shared_ptr<const Config> config_owner_;
-  std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: their GroupConfigs
+  std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: one group's each
   uint64_t restarted_from_ = 0;                            // RestartedFrom
   // Envelopes for a group this node does not have, per (sender, group): a streak of them (no
   // two more than kUnknownGroupStreakMs apart) is warned of once it lasts kUnknownGroupWarnMs.

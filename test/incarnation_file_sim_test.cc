@@ -148,8 +148,8 @@ TEST_CASE("a restarted node claims its configured views for the groups of its fi
   fresh->groups[0].name = "older";  // from a directory's state (GroupDirectory::Adopt)
   fresh->groups.push_back(fresh->groups[0]);
   fresh->groups[1].name = "newer";  // created while this process runs
-  CHECK(node.AddGroups(fresh, {"older"}, "", /*existed=*/true).size() == 1);
-  CHECK(node.AddGroups(fresh, {"newer"}, "", /*existed=*/false).size() == 1);
+  CHECK(node.AddGroups(*fresh, {"older"}, "", /*existed=*/true).size() == 1);
+  CHECK(node.AddGroups(*fresh, {"newer"}, "", /*existed=*/false).size() == 1);
   for (uint64_t t = 10; t <= 200; t += 10) {
     node.Tick(t);
     net.RunUntil(t);

@@ -77,6 +77,23 @@ void RaiseDescriptorLimit() {
   }
 }
 
+// SIGHUP, --watch-config: the file at `path` read again and applied, or refused naming why.
+void ReloadFrom(const std::string& path, const std::string& node, cohort::nso::Daemon* daemon) {
+  absl::StatusOr<cohort::nso::Config> fresh = cohort::nso::LoadConfigFile(path);
+  if (!fresh.ok()) {
+    cohort::nso::Log("daemon")->error("SIGHUP: reload failed, keeping the running config: {}",
+                                      std::string(fresh.status().message()));
+    daemon->ReloadRefused();
+  } else if (fresh->node != node) {
+    cohort::nso::Log("daemon")->error(
+        "SIGHUP: reload failed, keeping the running config: node changed from {} to {}", node,
+        fresh->node);
+    daemon->ReloadRefused();
+  } else {
+    daemon->Reload(*fresh);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,19 +206,10 @@ int main(int argc, char** argv) {
     }
     if (!g_reload) continue;
     g_reload = 0;
-    absl::StatusOr<cohort::nso::Config> fresh = cohort::nso::LoadConfigFile(config_path);
-    if (!fresh.ok()) {
-      cohort::nso::Log("daemon")->error("SIGHUP: reload failed, keeping the running config: {}",
-                                        std::string(fresh.status().message()));
-      daemon.ReloadRefused();
-    } else if (fresh->node != node) {
-      cohort::nso::Log("daemon")->error(
-          "SIGHUP: reload failed, keeping the running config: node changed from {} to {}",
-          node, fresh->node);
-      daemon.ReloadRefused();
-    } else {
-      daemon.Reload(*fresh);
-    }
+    ReloadFrom(config_path, node, &daemon);
+    // As after the start: the file's parse tree and copy are freed by now; give their pages back
+    // (a reload of 2,000 groups otherwise left the daemon 10 MB larger for good).
+    malloc_trim(0);
   }
   // Graceful: leave the groups (the others install a view without this daemon at once, instead
   // of waiting for the exclusion timeout), then stop.
