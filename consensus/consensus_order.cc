@@ -156,6 +156,7 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
   // before k (it only runs its next instance; decided ones only answer with their decision).
   uint64_t& known = member_next_[from];
   known = std::max(known, instance);
+  told_everyone_past_ = std::max(told_everyone_past_, message.delivered_everywhere());
   if (frozen_) {
     // Only decided instances answer (with their decision); nothing new is decided.
     auto decided = instances_.find(instance);
@@ -236,6 +237,7 @@ void ConsensusOrder::SendCatchUpRequest(NodeId to, Outbox* out) {
   request->set_instance(next_instance_);
   request->set_round(0);
   request->set_kind(wire::ConsensusMessage::ESTIMATE);
+  request->set_delivered_everywhere(EveryonePast());
   out->sends.emplace_back(to, std::move(envelope));
 }
 
@@ -309,13 +311,18 @@ void ConsensusOrder::ChooseNextCoordinator(const wire::MessageBatch& decision) {
   }
 }
 
-void ConsensusOrder::PruneDecided() {
-  uint64_t everyone_past = next_instance_;  // every member delivered all instances below it
+uint64_t ConsensusOrder::EveryonePast() const {
+  uint64_t everyone_past = next_instance_;
   for (NodeId member : members_) {
     if (member == self_) continue;
     auto it = member_next_.find(member);
     everyone_past = std::min(everyone_past, it == member_next_.end() ? 0 : it->second);
   }
+  return std::max(everyone_past, std::min(told_everyone_past_, next_instance_));
+}
+
+void ConsensusOrder::PruneDecided() {
+  const uint64_t everyone_past = EveryonePast();
   while (!instances_.empty()) {
     const uint64_t oldest = instances_.begin()->first;
     if (oldest >= next_instance_) return;  // the running instance stays
@@ -448,8 +455,8 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // counters_ and unanswerable_requests_), or two states that differ in it are taken for one and
 // the exploration skips what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-// 752 before options_.batch_bytes_max (an option, not state).
-static_assert(sizeof(ConsensusOrder) == 760, "a new field of ConsensusOrder: add it to StateKey");
+// 752 before options_.batch_bytes_max (an option, not state); 760 before told_everyone_past_.
+static_assert(sizeof(ConsensusOrder) == 768, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {
@@ -496,6 +503,7 @@ std::string ConsensusOrder::StateKey() const {
   key.Put(decided_bytes_);
   key.Put(decided_sizes_);
   key.Put(member_next_);
+  key.Put(told_everyone_past_);
   key.Put(beyond_log_reported_ms_);
   key.Put(highest_instance_heard_);
   return key.Take();
@@ -527,7 +535,9 @@ bool ConsensusOrder::HasPending() const {
 
 void ConsensusOrder::Flush(ConsensusSends sends, Outbox* out) {
   CountSends(sends, &counters_);
+  const uint64_t everyone_past = EveryonePast();
   for (auto& [to, message] : sends) {
+    message.set_delivered_everywhere(everyone_past);
     wire::Envelope envelope;
     *envelope.mutable_consensus() = std::move(message);  // no copy of a batch per send
     out->sends.emplace_back(to, std::move(envelope));

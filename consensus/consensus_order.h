@@ -122,6 +122,8 @@ class ConsensusOrder final : public TotalOrder {
   void KeepEarlyDecision(const wire::ConsensusMessage& message);
   // Drops decided instances every member has moved past, and any beyond the bounds.
   void PruneDecided();
+  // Every member delivered every instance below this, as far as this member knows.
+  uint64_t EveryonePast() const;
   // Decided instances that still owe a participant its DECISION (n == 3, optimisation 3).
   void TickOwedDecisions(Outbox* out);
   // `from` asked about an instance this member no longer holds (rate-limited per member).
@@ -171,6 +173,11 @@ class ConsensusOrder final : public TotalOrder {
   size_t decided_bytes_ = 0;
   std::map<uint64_t, size_t> decided_sizes_;   // instance -> its decision's size
   std::map<NodeId, uint64_t> member_next_;     // member -> it delivered every instance below this
+  // The highest delivered_everywhere a member sent: the participants of a coordinator that keeps
+  // its role hear only from it, so member_next_ alone never let them prune (each kept up to
+  // decided_log_max instances per group: 2,000 CreateGroup calls left 2,000 in the daemons'
+  // own group at two of three daemons).
+  uint64_t told_everyone_past_ = 0;
   std::map<NodeId, uint64_t> beyond_log_reported_ms_;
   uint64_t highest_instance_heard_ = 0;  // from any member (Describe)
   uint64_t unanswerable_requests_ = 0;   // catch-up requests older than the decided log
