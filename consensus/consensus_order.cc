@@ -341,9 +341,14 @@ void ConsensusOrder::PruneDecided() {
 void ConsensusOrder::ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message,
                                      Outbox* out) {
   // Only a catch-up request from where the member stands now: any other message about a pruned
-  // instance is a late one (a relay, a retransmission) from a member that has moved on.
+  // instance is a late one (a relay, a retransmission) from a member that has moved on. So is a
+  // request below what every member is known to have delivered: this member may have learnt the
+  // asker's progress from another (delivered_everywhere), not from the asker's own later
+  // messages (cohort-sim --stack --slow-only seed 17: a slow member's request for 50, sent
+  // before it moved on and overtaken by what others said of it, re-admitted it needlessly).
   const bool catch_up = message.kind() == wire::ConsensusMessage::ESTIMATE && message.round() == 0;
   if (!catch_up || member_next_[from] != message.instance()) return;
+  if (message.instance() < EveryonePast()) return;
   ++unanswerable_requests_;
   auto [last, first] = beyond_log_reported_ms_.try_emplace(from, now_ms_);
   if (!first && now_ms_ < last->second + options_.probe_ms) return;
