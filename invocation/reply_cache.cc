@@ -1,9 +1,12 @@
 #include "invocation/reply_cache.h"
 
+#include <iterator>
+
 namespace cohort::invocation {
 
 ReplyCache::Verdict ReplyCache::OnDelivery(ClientKey client, uint64_t call_id,
                                            const wire::Reply** cached) {
+  if (Retired(client)) return Verdict::kForgotten;  // a late copy: its original ran before
   ClientCalls& entry = clients_[client];
   auto it = entry.calls.find(call_id);
   if (it != entry.calls.end()) {
@@ -23,7 +26,7 @@ ReplyCache::Verdict ReplyCache::OnDelivery(ClientKey client, uint64_t call_id,
 
 bool ReplyCache::Known(const ClientKey& client, uint64_t call_id) const {
   auto it = clients_.find(client);
-  if (it == clients_.end()) return false;
+  if (it == clients_.end()) return Retired(client);
   return call_id < it->second.forgotten_below || it->second.calls.count(call_id) > 0;
 }
 
@@ -40,6 +43,47 @@ void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply
   if (it != client_it->second.calls.end()) it->second = reply;
 }
 
+void ReplyCache::Retire(const ClientKey& client) {
+  clients_.erase(client);
+  std::map<uint64_t, uint64_t>& ranges = retired_[{std::get<0>(client), std::get<1>(client)}];
+  const uint64_t nso = std::get<2>(client);
+  auto next = ranges.upper_bound(nso);  // the first range starting after nso
+  if (next != ranges.begin()) {
+    auto previous = std::prev(next);
+    if (nso < previous->second) return;  // already retired
+    if (nso == previous->second) {        // extends the range before it
+      previous->second = nso + 1;
+      if (next != ranges.end() && next->first == nso + 1) {
+        previous->second = next->second;
+        ranges.erase(next);
+      }
+      return;
+    }
+  }
+  if (next != ranges.end() && next->first == nso + 1) {  // extends the range after it
+    const uint64_t end = next->second;
+    ranges.erase(next);
+    ranges.emplace(nso, end);
+    return;
+  }
+  ranges.emplace(nso, nso + 1);
+}
+
+bool ReplyCache::Retired(const ClientKey& client) const {
+  if (retired_.empty()) return false;
+  auto daemon = retired_.find({std::get<0>(client), std::get<1>(client)});
+  if (daemon == retired_.end()) return false;
+  const uint64_t nso = std::get<2>(client);
+  auto next = daemon->second.upper_bound(nso);
+  return next != daemon->second.begin() && nso < std::prev(next)->second;
+}
+
+size_t ReplyCache::retired_ranges() const {
+  size_t ranges = 0;
+  for (const auto& [daemon, retired] : retired_) ranges += retired.size();
+  return ranges;
+}
+
 void ReplyCache::FillAnswersFrom(const ReplyCache& live) {
   for (auto& [client, entry] : clients_) {
     auto live_client = live.clients_.find(client);
@@ -53,6 +97,15 @@ void ReplyCache::FillAnswersFrom(const ReplyCache& live) {
 }
 
 void ReplyCache::ToProto(wire::GroupState* state) const {
+  for (const auto& [daemon, ranges] : retired_) {
+    for (const auto& [first, end] : ranges) {
+      wire::GroupState::RetiredClients* retired = state->add_retired();
+      retired->set_origin(daemon.first);
+      retired->set_origin_incarnation(daemon.second);
+      retired->set_first_nso(first);
+      retired->set_end_nso(end);
+    }
+  }
   for (const auto& [client, entry] : clients_) {
     if (entry.forgotten_below > 0) {
       wire::GroupState::ClientWindow* window = state->add_windows();
@@ -74,6 +127,12 @@ void ReplyCache::ToProto(wire::GroupState* state) const {
 
 void ReplyCache::FromProto(const wire::GroupState& state) {
   clients_.clear();
+  retired_.clear();
+  for (const wire::GroupState::RetiredClients& retired : state.retired()) {
+    if (retired.end_nso() <= retired.first_nso()) continue;  // nonsense from a peer: nothing
+    retired_[{retired.origin(), retired.origin_incarnation()}][retired.first_nso()] =
+        retired.end_nso();
+  }
   for (const wire::GroupState::CachedReply& cached : state.replies()) {
     ClientCalls& entry =
         clients_[{cached.origin(), cached.origin_incarnation(), cached.client_nso()}];

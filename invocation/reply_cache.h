@@ -43,7 +43,17 @@ class ReplyCache {
   // The servant answered a call that OnDelivery said to execute.
   void Completed(ClientKey client, uint64_t call_id, const wire::Reply& reply);
 
+  // The client detached after every request it made here was ordered (Request.retire_client,
+  // delivered in total order at every replica): its entry goes, and from now on each of its call
+  // ids counts as delivered and forgotten (a late copy is neither executed nor answered). Kept as
+  // ranges of NSO ids per origin daemon and incarnation, which its daemon hands out in order, so
+  // a daemon's departed clients cost a few bytes in all, not a window each.
+  void Retire(const ClientKey& client);
+  bool Retired(const ClientKey& client) const;
+
   size_t clients() const { return clients_.size(); }
+  // Ranges of retired NSO ids kept (Retire).
+  size_t retired_ranges() const;
   // The call was delivered before (answered, in progress or forgotten).
   bool Known(const ClientKey& client, uint64_t call_id) const;
   // The highest call number of `client` delivered here (0: none kept).
@@ -64,6 +74,8 @@ class ReplyCache {
   };
   size_t calls_per_client_max_;
   std::map<ClientKey, ClientCalls> clients_;
+  // (origin, incarnation) -> retired NSO ids as ranges: first -> end (exclusive), not adjacent.
+  std::map<std::pair<uint32_t, uint64_t>, std::map<uint64_t, uint64_t>> retired_;
 };
 
 }  // namespace cohort::invocation

@@ -183,6 +183,8 @@ NodeSnapshot TakeSnapshot(const Node& node) {
   snapshot.nsos_attached = node.attached_nsos();
   snapshot.nsos_detached_idle = node.nsos_detached_idle();
   snapshot.nsos_detached = node.nsos_detached();
+  snapshot.clients_retired = node.clients_retired();
+  snapshot.clients_not_retired = node.clients_not_retired();
   snapshot.outside_unordered = node.outside_unordered();
   snapshot.outside_resent = node.outside_counters().resent;
   snapshot.outside_given_up = node.outside_counters().given_up;

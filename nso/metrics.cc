@@ -282,6 +282,14 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_grou
   out->Family("cohort_nsos_detached_total", "counter",
               "NSOs detached by their clients (Cohort.Detach, e.g. a Client destroyed).");
   out->Sample("cohort_nsos_detached_total", {}, static_cast<double>(snapshot.nsos_detached));
+  out->Family("cohort_clients_retired_total", "counter",
+              "Departed clients whose replies every member of their groups was told to forget "
+              "(result=\"retired\"), or that left with requests not yet ordered, whose replies "
+              "stay (result=\"kept\").");
+  out->Sample("cohort_clients_retired_total", {{"result", "retired"}},
+              static_cast<double>(snapshot.clients_retired));
+  out->Sample("cohort_clients_retired_total", {{"result", "kept"}},
+              static_cast<double>(snapshot.clients_not_retired));
   out->Family("cohort_outside_unordered", "gauge",
               "One-way calls and multicasts this daemon sent to a group it is not a member of, "
               "not yet reported ordered (kept to be resent).");

@@ -195,7 +195,9 @@ absl::Status Node::Detach(uint64_t nso, uint64_t requester) {
         absl::StrCat("NSO ", nso, " was attached by another client: only it may detach it"));
   }
   Log("api")->debug("NSO {} of client \"{}\" detached", nso, entry->second.client_name);
+  std::vector<std::string> called = std::move(entry->second.groups_called);
   nsos_.erase(entry);
+  RetireClient(nso, called);
   ForgetOutsideOrder(nso);
   ++nsos_detached_;
   std::vector<uint64_t> gone;
@@ -204,6 +206,51 @@ absl::Status Node::Detach(uint64_t nso, uint64_t requester) {
   }
   for (uint64_t id : gone) UnregisterServant(id);
   return absl::OkStatus();
+}
+
+void Node::NoteGroupCalled(uint64_t nso, const std::string& group) {
+  auto entry = nsos_.find(nso);
+  if (entry == nsos_.end()) return;
+  std::vector<std::string>& called = entry->second.groups_called;
+  if (std::find(called.begin(), called.end(), group) == called.end()) called.push_back(group);
+}
+
+void Node::RetireClient(uint64_t nso, const std::vector<std::string>& groups) {
+  if (groups.empty()) return;
+  if (causal_barrier_.in_flight(nso) > 0) {
+    // A request of it may still be ordered after a retirement; its replies stay (a limit).
+    ++clients_not_retired_;
+    return;
+  }
+  for (const std::string& name : groups) {
+    auto found = groups_.find(name);
+    if (found == groups_.end() || MustHold(found->second.get())) continue;
+    Group* group = found->second.get();
+    wire::Request request;
+    request.set_call_id(next_call_id_++);
+    request.set_origin(self_);
+    request.set_origin_incarnation(incarnation_);
+    request.set_client_nso(nso);
+    request.set_one_way(true);
+    request.set_retire_client(true);
+    request.set_deadline_ms(static_cast<uint32_t>(limits_.default_deadline_ms));
+    request.set_notify_ordered(!group->is_member());
+    request.set_after_call_id(group->is_member()
+                                  ? PendingOutsidePredecessor(nso, name)
+                                  : PreviousOutsideRequest(nso, group, request.call_id()));
+    SubmitAsMember(group, request);
+  }
+  ++clients_retired_;
+}
+
+size_t Node::reply_cache_clients(const std::string& group) const {
+  auto cache = reply_caches_.find(group);
+  return cache == reply_caches_.end() ? 0 : cache->second.clients();
+}
+
+size_t Node::retired_client_ranges(const std::string& group) const {
+  auto cache = reply_caches_.find(group);
+  return cache == reply_caches_.end() ? 0 : cache->second.retired_ranges();
 }
 
 absl::Status Node::CheckNso(uint64_t nso) const {
@@ -227,8 +274,11 @@ void Node::ExpireIdleNsos() {
     const NsoEntry& entry = it->second;
     if (entry.expires_when_idle && now_ms_ >= entry.last_used_ms + idle_ms &&
         serving.count(it->first) == 0 && causal_barrier_.in_flight(it->first) == 0) {
-      ForgetOutsideOrder(it->first);
+      const uint64_t nso = it->first;
+      std::vector<std::string> called = std::move(it->second.groups_called);
       it = nsos_.erase(it);
+      RetireClient(nso, called);
+      ForgetOutsideOrder(nso);
       ++detached;
     } else {
       ++it;
@@ -394,6 +444,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
       !admitted.ok()) {
     return admitted;
   }
+  NoteGroupCalled(nso, group_name);
   if (MustHold(*group)) {  // made again from outside once this node is out (node_leaving.cc)
     return HoldWhileLeaving(*group, now_ms_ + limits_.default_deadline_ms,
                             [this, nso, group_name, payload = std::move(payload)](absl::Status status) {
@@ -444,6 +495,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   if (absl::Status admitted = Admit(nso, *group, mode, options.payload.size()); !admitted.ok()) {
     return fail(admitted);
   }
+  // A group's call (caller_group) is cached under its caller group, not this client.
+  if (options.caller_group.empty()) NoteGroupCalled(nso, group->name());
   const uint64_t deadline_ms =
       options.deadline_ms ? options.deadline_ms : limits_.default_deadline_ms;
   if (MustHold(group)) {  // made again from outside once this node is out (node_leaving.cc)

@@ -265,6 +265,13 @@ class Node {
   // Servants cut off for not reading (limits.servant_cutoff_bytes).
   uint64_t servants_cut_off() const { return servants_cut_off_; }
   uint64_t nsos_detached() const { return nsos_detached_; }  // by Detach
+  // Departed clients whose replies every member was told to forget (RetireClient), and those
+  // that left with requests not yet ordered, whose replies stay.
+  uint64_t clients_retired() const { return clients_retired_; }
+  uint64_t clients_not_retired() const { return clients_not_retired_; }
+  // The clients with replies kept in `group`'s reply cache here, and the ranges of retired ones.
+  size_t reply_cache_clients(const std::string& group) const;
+  size_t retired_client_ranges(const std::string& group) const;
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).
   size_t open_deliveries() const { return open_deliveries_.size(); }
@@ -565,6 +572,14 @@ class Node {
   uint64_t PendingOutsidePredecessor(uint64_t nso, const std::string& group) const;
   // The NSO is gone: what FIFO per client kept for it (last_outside_request_, member_held_).
   void ForgetOutsideOrder(uint64_t nso);
+  // The client `nso` sent a request to `group` (remembered for RetireClient).
+  void NoteGroupCalled(uint64_t nso, const std::string& group);
+  // The client `nso` is gone (Detach, or unused for nso_idle_ms). Every member of each group it
+  // sent requests to keeps its latest replies, to answer a copy of a call delivered twice: if
+  // every request it made is known ordered, a last request of its own, ordered after them
+  // (FIFO per client), tells every member to forget them (Request.retire_client). Else they
+  // stay (clients_not_retired). Before ForgetOutsideOrder: it names the client's predecessors.
+  void RetireClient(uint64_t nso, const std::vector<std::string>& groups);
   // `call_id` of client `nso` to `group`, sent from here while outside it, is still awaited.
   bool StillAwaited(uint64_t nso, const std::string& group, uint64_t call_id) const;
   // A member's own request: submitted to the order, or first held (OrderFromOutside) behind its
@@ -769,12 +784,15 @@ class Node {
     bool expires_when_idle = false;
     mutable uint64_t last_used_ms = 0;  // CheckNso (const) marks each use
     uint64_t owner = 0;                 // OwnerFingerprint of who attached it
+    std::vector<std::string> groups_called;  // groups it sent requests to (RetireClient)
   };
   std::map<uint64_t, NsoEntry> nsos_;
   uint64_t next_nso_sweep_ms_ = 0;
   uint64_t nsos_detached_idle_ = 0;
   uint64_t servants_cut_off_ = 0;
   uint64_t nsos_detached_ = 0;
+  uint64_t clients_retired_ = 0;
+  uint64_t clients_not_retired_ = 0;
   // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
   // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told
   // "unknown NSO" (and attaches again) instead of being taken for another client.

@@ -128,6 +128,13 @@ bool Node::HasServant(const std::string& group) const {
 
 void Node::DeliverRequest(Group* group, const wire::Request& request) {
   if (!outside_fifo_.empty()) NoteOutsideDelivered(group, request);
+  if (request.retire_client()) {
+    // Its client is gone and every request it made was ordered before this one (RetireClient):
+    // its replies go, here as at every member at this point of the order. Not for the servants.
+    reply_caches_[group->name()].Retire(
+        {request.origin(), request.origin_incarnation(), request.client_nso()});
+    return;
+  }
   if (!request.method().empty()) return DeliverInvocation(group, request);
   uint64_t group_seq = ++delivered_seq_[group->name()];
   if (request.notify_ordered()) {

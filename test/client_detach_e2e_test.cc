@@ -80,6 +80,39 @@ TEST_CASE("a destroyed Client detaches its NSO; the calls it sent are still deli
   CHECK_THAT(metrics, Contains("cohort_nsos_detached_idle_total 0\n"));
 }
 
+// A client done with its calls is retired when it goes: every member forgets its replies
+// (Node::RetireClient; before session 54 they stayed for good, about 330 bytes per departed
+// client and group at each member, up to 256 replies each).
+TEST_CASE("a Client destroyed after its calls returned is retired at every member",
+          "[client][e2e]") {
+  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
+  INFO("path " << path);
+  ConnectOptions options;
+  options.local = path == "local";
+  test::CounterCluster setup(kGroups, "", "warn", options);
+  REQUIRE(setup.counters.ok());
+  test::Cluster& cluster = setup.cluster;
+  const std::string address = cluster.ClientAddress(2);
+  auto client = Client::Connect(address, options);
+  REQUIRE(client.ok());
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5)).ok());
+  }
+  client->reset();
+  CHECK(Eventually([&] {
+    return test::HttpGet(cluster.MetricsPort(2), "/metrics")
+               .find("cohort_clients_retired_total{result=\"retired\"} 1\n") != std::string::npos;
+  }, 10));
+  const std::string metrics = test::HttpGet(cluster.MetricsPort(2), "/metrics");
+  CHECK_THAT(metrics, Contains("cohort_clients_retired_total{result=\"kept\"} 0\n"));
+  // The group goes on: every replica holds the 5 adds, and nothing more.
+  auto& observer = setup.counters->client;
+  auto all = (*observer)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
+  REQUIRE(all.ok());
+  REQUIRE(all->replies.size() == 3);
+  for (const Reply& reply : all->replies) CHECK(reply.payload == "5");
+}
+
 TEST_CASE("Detach: an unknown or detached NSO is NOT_FOUND; a detached NSO takes no calls",
           "[client][e2e]") {
   test::Cluster cluster{{1, "groups:\n  - {name: g, members: [n1]}\n", "", "warn"}};

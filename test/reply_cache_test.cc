@@ -94,5 +94,58 @@ TEST_CASE("a joiner's cache judges every old call as the provider's does", "[rep
   }
 }
 
+// A departed client (Request.retire_client): its replies go; every call of it counts as
+// delivered and forgotten, so a late copy is neither executed nor answered, and a daemon's
+// departed clients are kept as ranges of NSO ids (before: each kept its window for good).
+TEST_CASE("a retired client's replies go; its late copies are forgotten; retired clients are "
+          "kept as ranges, and handed to a joiner", "[reply_cache]") {
+  ReplyCache cache(4);
+  for (uint64_t call = 1; call <= 3; ++call) Execute(&cache, call);
+  const ReplyCache::ClientKey other{3, 7, 2};
+  const wire::Reply* cached = nullptr;
+  REQUIRE(cache.OnDelivery(other, 9, &cached) == ReplyCache::Verdict::kExecute);
+  REQUIRE(cache.clients() == 2);
+  cache.Retire(kClient);
+  CHECK(cache.clients() == 1);
+  CHECK(cache.Retired(kClient));
+  CHECK_FALSE(cache.Retired(other));
+  CHECK(cache.Known(kClient, 2));
+  CHECK(cache.Known(kClient, 100));
+  CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kForgotten);
+  CHECK(cache.OnDelivery(kClient, 100, &cached) == ReplyCache::Verdict::kForgotten);
+  CHECK(cache.clients() == 1);  // judged without an entry made again
+  // Same NSO of another incarnation of its daemon, or of another daemon: not retired.
+  CHECK_FALSE(cache.Retired({3, 8, 1}));
+  CHECK_FALSE(cache.Retired({4, 7, 1}));
+  // Ranges: NSOs 1..3 and 5 are two ranges; 4 joins them into one; 9 another.
+  cache.Retire({3, 7, 3});
+  cache.Retire({3, 7, 2});
+  CHECK(cache.retired_ranges() == 1);
+  CHECK(cache.clients() == 0);
+  cache.Retire({3, 7, 5});
+  CHECK(cache.retired_ranges() == 2);
+  cache.Retire({3, 7, 4});
+  CHECK(cache.retired_ranges() == 1);
+  cache.Retire({3, 7, 9});
+  cache.Retire({3, 7, 2});  // twice: nothing changes
+  CHECK(cache.retired_ranges() == 2);
+  for (uint64_t nso : {1, 2, 3, 4, 5, 9}) CHECK(cache.Retired({3, 7, nso}));
+  for (uint64_t nso : {6, 7, 8, 10}) CHECK_FALSE(cache.Retired({3, 7, nso}));
+  // A joiner judges them alike; a range that makes no sense (from a peer) is ignored.
+  wire::GroupState state;
+  cache.ToProto(&state);
+  wire::GroupState::RetiredClients* nonsense = state.add_retired();
+  nonsense->set_origin(5);
+  nonsense->set_origin_incarnation(1);
+  nonsense->set_first_nso(10);
+  nonsense->set_end_nso(10);
+  ReplyCache joiner(4);
+  joiner.FromProto(state);
+  CHECK(joiner.retired_ranges() == 2);
+  for (uint64_t nso : {1, 2, 3, 4, 5, 9}) CHECK(joiner.Retired({3, 7, nso}));
+  for (uint64_t nso : {6, 7, 8, 10}) CHECK_FALSE(joiner.Retired({3, 7, nso}));
+  CHECK(joiner.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kForgotten);
+}
+
 }  // namespace
 }  // namespace cohort::invocation

@@ -61,7 +61,8 @@ class StackSim {
         servant_rng_(options.seed * 15485863 + 5),
         kill_rng_(options.seed * 32452843 + 7),
         leave_rng_(options.seed * 49979687 + 11),
-        late_rng_(options.seed * 67867967 + 13) {
+        late_rng_(options.seed * 67867967 + 13),
+        churn_rng_(options.seed * 86028121 + 19) {
     result_.nodes = options.nodes ? options.nodes : 3 + rng_.Uniform(3);
     // A generator of its own, so the clocks do not change the rest of a seed's schedule.
     nso::Rng clock_rng(options.seed * 104729 + 3);
@@ -171,6 +172,7 @@ class StackSim {
   nso::Rng kill_rng_;     // which crashes are kills (its own, so the fault schedule stays)
   nso::Rng leave_rng_;    // StackSimOptions::leaves
   nso::Rng late_rng_;     // StackSimOptions::late_start_ms
+  nso::Rng churn_rng_;    // StackSimOptions::client_churn_percent
   StackSimResult result_;
   std::map<NodeId, Replica> replicas_;
   Replica outsider_;  // StackSimOptions::outside_caller: node nodes + 1, no member, no servant
@@ -228,6 +230,8 @@ class StackSim {
   void AddNodeCounters(const nso::Node& node) {
     fifo_gave_up_ += node.outside_counters().fifo_gave_up;
     fifo_refused_ += node.outside_counters().fifo_refused;
+    result_.clients_retired += node.clients_retired();
+    result_.clients_not_retired += node.clients_not_retired();
     for (const nso::Group* group : node.groups()) {
       result_.restarts_named += group->counters().restarts_named;
       result_.servants_behind += group->times_behind();
@@ -672,6 +676,14 @@ void StackSim::Call(NodeId id, invocation::Mode mode, nso::GroupConfig::Style st
     std::fprintf(stderr, "t=%llu CALL %s from node %u mode %d %s\n",
                  (unsigned long long)net_.now_ms(), call.c_str(), id, static_cast<int>(mode),
                  style == nso::GroupConfig::Style::kOpen ? "open" : "closed");
+  }
+  if (options_.client_churn_percent > 0 &&
+      churn_rng_.Uniform(100) < options_.client_churn_percent) {
+    // The caller's client goes (Detach: its calls in flight go on) and a new one makes the call.
+    if (replica.node->Detach(replica.client_nso).ok()) {
+      replica.client_nso = *replica.node->Attach("client");
+      ++result_.clients_replaced;
+    }
   }
   const uint64_t started_ms = net_.now_ms();
   const uint64_t number = next_call_ - 1;
@@ -1153,6 +1165,9 @@ std::string ReplayFlags(const StackSimOptions& options) {
   if (options.event_driven) flags += " --liveness event";
   if (options.streams_break) flags += " --streams-break";
   if (options.leaves) flags += " --leaves";
+  if (options.client_churn_percent > 0) {
+    flags += " --client-churn " + std::to_string(options.client_churn_percent);
+  }
   if (options.slow_servants) flags += " --slow-servants";
   if (options.stuck_servants) flags += " --stuck-servants";
   if (options.kill_percent != defaults.kill_percent) {

@@ -42,6 +42,11 @@ struct StackSimOptions {
   // later. Its own generator, like servant crashes; off by default so that the seeds' runs stay
   // what they were.
   bool leaves = false;
+  // Clients come and go: before a call, with this percent chance, its caller's client detaches
+  // (its calls in flight go on) and a new one attaches and makes the call; a client that had
+  // every request ordered is retired at every member (Node::RetireClient). Its own generator;
+  // 0 (off) by default so that the seeds' runs stay what they were.
+  uint32_t client_churn_percent = 0;
   // Servants read their deliveries at a pace (node k's one per 1 ms, or, by k mod 3, one per 12
   // or 6 ms divided by calls_per_step: they keep up on average, not in bursts) and tell their
   // nodes their backlog, with limits.servant_backlog_bytes of 8 bytes: flow control
@@ -147,6 +152,11 @@ struct StackSimResult {
   uint64_t fifo_gave_up = 0;
   uint64_t fifo_refused = 0;
   uint64_t calls_refused = 0;  // calls whose caller got the refusal (still waiting for them)
+  // StackSimOptions::client_churn_percent: clients replaced, and of the ones that left, those
+  // retired (every request ordered) or not, summed over the nodes that did not crash.
+  uint64_t clients_replaced = 0;
+  uint64_t clients_retired = 0;
+  uint64_t clients_not_retired = 0;
   // One-way calls accepted (OK to their caller) by a daemon that did not crash or restart until
   // the end, and applied by no replica (without stable storage, a crash of the caller's daemon
   // may lose what it accepted; nothing else should).

@@ -118,7 +118,8 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
            fifo_checked = 0,
            fifo_calls = 0, fifo_gave_up_seeds = 0, fifo_refused = 0, calls_refused = 0,
            outside_fifo_calls = 0, late_starts = 0, restarts_named = 0, servants_behind = 0,
-           servants_stuck = 0, servants_cut_off = 0;
+           servants_stuck = 0, servants_cut_off = 0, clients_replaced = 0, clients_retired = 0,
+           clients_not_retired = 0;
   std::vector<uint64_t> call_ms_p50s;
   std::map<std::string, std::vector<cohort::sim::CallKindTimes>> kinds;
   std::string slowest_call, one_way_lost_example;
@@ -139,6 +140,9 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
     servants_behind += result.servants_behind;
     servants_stuck += result.servants_stuck;
     servants_cut_off += result.servants_cut_off;
+    clients_replaced += result.clients_replaced;
+    clients_retired += result.clients_retired;
+    clients_not_retired += result.clients_not_retired;
     if (result.one_way_lost > 0 && one_way_lost == 0) {
       one_way_lost_example = "seed " + std::to_string(seed) + ", " + result.one_way_lost_example;
     }
@@ -183,6 +187,11 @@ int RunStackSeeds(uint64_t first, uint64_t last, cohort::sim::StackSimOptions op
                (options.stuck_servants
                     ? ", servants stuck " + std::to_string(servants_stuck) + " (cut off " +
                           std::to_string(servants_cut_off) + ")"
+                    : "") +
+               (options.client_churn_percent > 0
+                    ? ", clients replaced " + std::to_string(clients_replaced) + " (retired " +
+                          std::to_string(clients_retired) + ", not " +
+                          std::to_string(clients_not_retired) + ")"
                     : "") +
                (options.incarnation_files
                     ? ", restarts named by their incarnation file " + std::to_string(restarts_named)
@@ -316,6 +325,7 @@ int Usage() {
              "       cohort-sim --stack --seeds A..B [--ordering consensus|sequencer] [--verbose]\n"
              "                  [--crash-one-at MS | --slow-only] [--drift-ppm PPM]\n"
              "                  [--liveness lively|event] [--streams-break] [--leaves] [--kill-percent P]\n"
+             "                  [--client-churn P]\n"
              "                  [--slow-servants [--stuck-servants]]\n"
              "                  [--fault-free] [--nodes N] [--calls-per-step K] [--link-ms D]\n"
              "                  [--suspect-ms MS] [--chaos-ms MS] [--late-start MS] [--incarnation-files]\n"
@@ -330,6 +340,8 @@ int Usage() {
              "               resets do (Transport::Reachable); off: the streams always look up\n"
              "  --leaves:    members also leave the group (LeaveGroup) while their clients call, and\n"
              "               join again 50-1500 ms later\n"
+             "  --client-churn P: before a call, with P percent chance, its caller's client detaches\n"
+             "               and a new one makes it (departed clients are retired)\n"
              "  --slow-servants: servants read one delivery per 1 ms, or 12 or 6 ms divided by\n"
              "               --calls-per-step, and report their backlog; flow control holds the\n"
              "               group at 8 bytes unread\n"
@@ -393,6 +405,8 @@ int main(int argc, char** argv) {
       stack_options.streams_break = true;
     } else if (arg == "--leaves") {
       stack_options.leaves = true;
+    } else if (arg == "--client-churn" && i + 1 < argc) {
+      stack_options.client_churn_percent = static_cast<uint32_t>(std::stoul(argv[++i]));
     } else if (arg == "--slow-servants") {
       stack_options.slow_servants = true;
     } else if (arg == "--stuck-servants") {
