@@ -46,8 +46,12 @@ grpc::Status DetachRpc(api::Cohort::Stub* stub, uint64_t nso, const std::string&
   return stub->Detach(&context, request, &reply);
 }
 
-TEST_CASE("a destroyed Client detaches its NSO; the calls it sent are still delivered",
-          "[client][e2e]") {
+// A destroyed Client detaches its NSO, and the calls it sent are still delivered. One done with
+// its calls is retired as it goes: every member forgets its replies (Node::RetireClient; before
+// session 54 they stayed for good, about 330 bytes per departed client and group at each member,
+// up to 256 replies each).
+TEST_CASE("a destroyed Client detaches its NSO; the calls it sent are still delivered; one whose "
+          "calls returned is retired at every member", "[client][e2e]") {
   const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
   INFO("path " << path);
   ConnectOptions options;
@@ -57,60 +61,47 @@ TEST_CASE("a destroyed Client detaches its NSO; the calls it sent are still deli
   test::Cluster& cluster = setup.cluster;
   auto& observer = setup.counters->client;
   const std::string address = cluster.ClientAddress(2);
-  const int64_t before = AttachedAt(address);
-  REQUIRE(before >= 1);  // the replica's servant NSO at least
-
-  auto client = Client::Connect(address, options);
-  REQUIRE(client.ok());
-  CHECK(AttachedAt(address) == before + 1);
-  // One-way calls, accepted and then the client goes at once: each is still ordered everywhere.
-  for (int i = 0; i < 20; ++i) REQUIRE((*client)->Send("counter", "add", "1").ok());
-  client->reset();
-  CHECK(AttachedAt(address) == before);
-  CHECK(Eventually([&] {
+  auto counters_are = [&](const std::string& value) {
     auto all = (*observer)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
     if (!all.ok() || all->replies.size() != 3) return false;
     for (const Reply& reply : all->replies) {
-      if (reply.payload != "20") return false;
+      if (reply.payload != value) return false;
     }
     return true;
-  }, 10));
-  const std::string metrics = test::HttpGet(cluster.MetricsPort(2), "/metrics");
-  CHECK_THAT(metrics, Contains("cohort_nsos_detached_total 1\n"));
-  CHECK_THAT(metrics, Contains("cohort_nsos_detached_idle_total 0\n"));
-}
+  };
+  auto metric = [&](const std::string& sample) {
+    return test::HttpGet(cluster.MetricsPort(2), "/metrics").find(sample + "\n") !=
+           std::string::npos;
+  };
 
-// A client done with its calls is retired when it goes: every member forgets its replies
-// (Node::RetireClient; before session 54 they stayed for good, about 330 bytes per departed
-// client and group at each member, up to 256 replies each).
-TEST_CASE("a Client destroyed after its calls returned is retired at every member",
-          "[client][e2e]") {
-  const std::string path = GENERATE(as<std::string>{}, "local", "grpc");
-  INFO("path " << path);
-  ConnectOptions options;
-  options.local = path == "local";
-  test::CounterCluster setup(kGroups, "", "warn", options);
-  REQUIRE(setup.counters.ok());
-  test::Cluster& cluster = setup.cluster;
-  const std::string address = cluster.ClientAddress(2);
-  auto client = Client::Connect(address, options);
-  REQUIRE(client.ok());
-  for (int i = 0; i < 5; ++i) {
-    REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5)).ok());
+  SECTION("one-way calls in flight") {
+    const int64_t before = AttachedAt(address);
+    REQUIRE(before >= 1);  // the replica's servant NSO at least
+    auto client = Client::Connect(address, options);
+    REQUIRE(client.ok());
+    CHECK(AttachedAt(address) == before + 1);
+    // One-way calls, accepted and then the client goes at once: each is still ordered everywhere.
+    for (int i = 0; i < 20; ++i) REQUIRE((*client)->Send("counter", "add", "1").ok());
+    client->reset();
+    CHECK(AttachedAt(address) == before);
+    CHECK(Eventually([&] { return counters_are("20"); }, 10));
+    CHECK(metric("cohort_nsos_detached_total 1"));
+    CHECK(metric("cohort_nsos_detached_idle_total 0"));
   }
-  client->reset();
-  CHECK(Eventually([&] {
-    return test::HttpGet(cluster.MetricsPort(2), "/metrics")
-               .find("cohort_clients_retired_total{result=\"retired\"} 1\n") != std::string::npos;
-  }, 10));
-  const std::string metrics = test::HttpGet(cluster.MetricsPort(2), "/metrics");
-  CHECK_THAT(metrics, Contains("cohort_clients_retired_total{result=\"kept\"} 0\n"));
-  // The group goes on: every replica holds the 5 adds, and nothing more.
-  auto& observer = setup.counters->client;
-  auto all = (*observer)->Invoke("counter", "get", "", Mode::kAll, absl::Seconds(5));
-  REQUIRE(all.ok());
-  REQUIRE(all->replies.size() == 3);
-  for (const Reply& reply : all->replies) CHECK(reply.payload == "5");
+
+  SECTION("calls returned: retired") {
+    auto client = Client::Connect(address, options);
+    REQUIRE(client.ok());
+    for (int i = 0; i < 5; ++i) {
+      REQUIRE((*client)->Invoke("counter", "add", "1", Mode::kAll, absl::Seconds(5)).ok());
+    }
+    client->reset();
+    CHECK(Eventually([&] { return metric("cohort_clients_retired_total{result=\"retired\"} 1"); },
+                     10));
+    CHECK(metric("cohort_clients_retired_total{result=\"kept\"} 0"));
+    // The group goes on: every replica holds the 5 adds, and nothing more.
+    CHECK(counters_are("5"));
+  }
 }
 
 TEST_CASE("Detach: an unknown or detached NSO is NOT_FOUND; a detached NSO takes no calls",
