@@ -91,9 +91,10 @@ void Daemon::Reload(const Config& fresh) {
                           absl::StrJoin(stopped, ", "));
     });
   }
+  // One copy of the file for the protocol thread's two tasks below.
+  auto kept = std::make_shared<const Config>(fresh);
   if (!added.empty()) {
     for (const std::string& name : added) added_groups_.emplace(name, *fresh.FindGroup(name));
-    auto kept = std::make_shared<const Config>(fresh);
     loop_->Post([this, kept, added] {
       std::vector<std::string> started =
           node_->AddGroups(*kept, added, " (added by a configuration reload)");
@@ -103,7 +104,7 @@ void Daemon::Reload(const Config& fresh) {
     });
   }
   // Failure-detector timeouts and silence periods apply at once, on the protocol thread.
-  loop_->Post([this, fresh] { node_->ApplyTimeouts(fresh); });
+  loop_->Post([this, kept] { node_->ApplyTimeouts(*kept); });
   const TlsConfig& t = config_.tls;
   const TlsConfig& u = fresh.tls;
   if (t.enabled != u.enabled || t.ca_file != u.ca_file || t.cert_file != u.cert_file ||

@@ -104,9 +104,9 @@ struct NodeSnapshot {
   uint64_t unordered_bytes = 0;
   uint64_t nsos_attached = 0;       // clients' NSOs now (Node::attached_nsos; Admin.Status)
   uint64_t nsos_detached_idle = 0;  // detached after limits.nso_idle_ms unused
-  uint64_t clients_retired = 0;     // Node::clients_retired
-  uint64_t clients_not_retired = 0;
   uint64_t nsos_detached = 0;       // detached by their clients (Cohort.Detach)
+  uint64_t clients_retired = 0;     // Node::clients_retired, clients_not_retired
+  uint64_t clients_not_retired = 0;
   // Requests from outside a group (Node::outside_counters, outside_unordered).
   uint64_t outside_unordered = 0;
   uint64_t outside_resent = 0;

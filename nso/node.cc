@@ -88,15 +88,14 @@ std::vector<std::string> Node::AddGroups(const Config& fresh,
   for (const std::string& name : names) {
     const GroupConfig* group_config = fresh.FindGroup(name);
     if (group_config == nullptr || groups_.count(name)) continue;
-    // Each group keeps a configuration of its own, holding only it: `fresh` is a whole file when
+    // Each group keeps a copy of its own GroupConfig: `fresh` is a whole file when
     // a reload adds a group, and kept whole it held every group of the file once more per reload
     // (2,000 groups in the file, 100 reloads adding one group each: RSS 24 MB -> 77 MB); and
     // RemoveGroup frees a group's own.
-    auto own = std::make_shared<Config>();
-    own->groups = {*group_config};
-    if (!StartGroup(own->groups.front(), why)) continue;
+    auto own = std::make_unique<const GroupConfig>(*group_config);
+    if (!StartGroup(*own, why)) continue;
     if (existed && restarted_from_ != 0) groups_[name]->ClaimAsRestarted(restarted_from_);
-    added_from_.push_back(std::move(own));
+    added_configs_.push_back(std::move(own));
     started.push_back(name);
   }
   return started;
@@ -208,11 +207,22 @@ absl::Status Node::Detach(uint64_t nso, uint64_t requester) {
   return absl::OkStatus();
 }
 
-void Node::NoteGroupCalled(uint64_t nso, const std::string& group) {
-  auto entry = nsos_.find(nso);
-  if (entry == nsos_.end()) return;
-  std::vector<std::string>& called = entry->second.groups_called;
+void Node::NoteGroupCalled(NsoEntry* client, const std::string& group) {
+  std::vector<std::string>& called = client->groups_called;
   if (std::find(called.begin(), called.end(), group) == called.end()) called.push_back(group);
+}
+
+wire::Request Node::ClientRequest(uint64_t nso, Group* group) {
+  wire::Request request;
+  request.set_call_id(next_call_id_++);
+  request.set_origin(self_);
+  request.set_origin_incarnation(incarnation_);
+  request.set_client_nso(nso);
+  request.set_notify_ordered(!group->is_member());
+  request.set_after_call_id(group->is_member()
+                                ? PendingOutsidePredecessor(nso, group->name())
+                                : PreviousOutsideRequest(nso, group, request.call_id()));
+  return request;
 }
 
 void Node::RetireClient(uint64_t nso, const std::vector<std::string>& groups) {
@@ -226,18 +236,10 @@ void Node::RetireClient(uint64_t nso, const std::vector<std::string>& groups) {
     auto found = groups_.find(name);
     if (found == groups_.end() || MustHold(found->second.get())) continue;
     Group* group = found->second.get();
-    wire::Request request;
-    request.set_call_id(next_call_id_++);
-    request.set_origin(self_);
-    request.set_origin_incarnation(incarnation_);
-    request.set_client_nso(nso);
+    wire::Request request = ClientRequest(nso, group);
     request.set_one_way(true);
     request.set_retire_client(true);
     request.set_deadline_ms(static_cast<uint32_t>(limits_.default_deadline_ms));
-    request.set_notify_ordered(!group->is_member());
-    request.set_after_call_id(group->is_member()
-                                  ? PendingOutsidePredecessor(nso, name)
-                                  : PreviousOutsideRequest(nso, group, request.call_id()));
     SubmitAsMember(group, request);
   }
   ++clients_retired_;
@@ -253,13 +255,26 @@ size_t Node::retired_client_ranges(const std::string& group) const {
   return cache == reply_caches_.end() ? 0 : cache->second.retired_ranges();
 }
 
+namespace {
+
+absl::Status UnknownNso(uint64_t nso) {
+  return absl::NotFoundError(absl::StrCat("unknown NSO ", nso, ": call Attach first"));
+}
+
+}  // namespace
+
 absl::Status Node::CheckNso(uint64_t nso) const {
   auto it = nsos_.find(nso);
-  if (it == nsos_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown NSO ", nso, ": call Attach first"));
-  }
+  if (it == nsos_.end()) return UnknownNso(nso);
   it->second.last_used_ms = now_ms_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<Node::NsoEntry*> Node::UseNso(uint64_t nso) {
+  auto it = nsos_.find(nso);
+  if (it == nsos_.end()) return UnknownNso(nso);
+  it->second.last_used_ms = now_ms_;
+  return &it->second;
 }
 
 void Node::ExpireIdleNsos() {
@@ -435,7 +450,8 @@ absl::StatusOr<GroupInfo> Node::GroupDetails(const std::string& name) const {
 // ---- invocation -------------------------------------------------------------------------------
 
 absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::string payload) {
-  if (absl::Status status = CheckNso(nso); !status.ok()) return status;
+  absl::StatusOr<NsoEntry*> client = UseNso(nso);
+  if (!client.ok()) return client.status();
   absl::StatusOr<Group*> group = FindGroup(group_name);
   if (!group.ok()) return group.status();
   // Admitted as a one-way call is: where no majority of the view is reachable (a minority
@@ -444,7 +460,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
       !admitted.ok()) {
     return admitted;
   }
-  NoteGroupCalled(nso, group_name);
+  NoteGroupCalled(*client, group_name);
   if (MustHold(*group)) {  // made again from outside once this node is out (node_leaving.cc)
     return HoldWhileLeaving(*group, now_ms_ + limits_.default_deadline_ms,
                             [this, nso, group_name, payload = std::move(payload)](absl::Status status) {
@@ -455,17 +471,9 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
       }
     });
   }
-  wire::Request request;
-  request.set_call_id(next_call_id_++);
-  request.set_origin(self_);
-  request.set_origin_incarnation(incarnation_);
-  request.set_client_nso(nso);
+  wire::Request request = ClientRequest(nso, *group);
   request.set_payload(std::move(payload));
   request.set_one_way(true);
-  request.set_notify_ordered(!(*group)->is_member());
-  request.set_after_call_id((*group)->is_member()
-                                 ? PendingOutsidePredecessor(nso, group_name)
-                                 : PreviousOutsideRequest(nso, *group, request.call_id()));
   SubmitInCausalOrder(request, *group,
                       [this, request](Group* target) { SubmitAsMember(target, request); });
   return absl::OkStatus();
@@ -473,7 +481,8 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
 
 void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   auto fail = [&](absl::Status status) { done({std::move(status), {}, 0, 0}); };
-  if (absl::Status status = CheckNso(nso); !status.ok()) return fail(status);
+  absl::StatusOr<NsoEntry*> client = UseNso(nso);
+  if (!client.ok()) return fail(client.status());
   absl::StatusOr<Group*> found = FindGroup(options.group);
   if (!found.ok()) return fail(found.status());
   Group* group = *found;
@@ -496,7 +505,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     return fail(admitted);
   }
   // A group's call (caller_group) is cached under its caller group, not this client.
-  if (options.caller_group.empty()) NoteGroupCalled(nso, group->name());
+  if (options.caller_group.empty()) NoteGroupCalled(*client, group->name());
   const uint64_t deadline_ms =
       options.deadline_ms ? options.deadline_ms : limits_.default_deadline_ms;
   if (MustHold(group)) {  // made again from outside once this node is out (node_leaving.cc)

@@ -207,7 +207,7 @@ class Node {
                                      const char* why,
                                      bool existed = false);
   // The group configurations kept for groups AddGroups started and that still run (one each).
-  size_t added_group_configs() const;
+  size_t added_group_configs() const { return added_configs_.size(); }
   // A group made by CreateGroup was deleted (DeleteGroup, ordered in the daemons' own group):
   // the group of that name and incarnation stops here. Its calls end with NOT_FOUND, its
   // servants get a last delivery saying so (`ended`), and everything the node kept for it goes;
@@ -489,6 +489,9 @@ class Node {
   };
 
   absl::Status CheckNso(uint64_t nso) const;
+  struct NsoEntry;
+  // CheckNso's entry of `nso` (marked used), or its error: the one lookup of a call's client.
+  absl::StatusOr<NsoEntry*> UseNso(uint64_t nso);
   // Whether a new request of client `nso` to `group` in `mode` is accepted now: its payload
   // within the limit, then CheckInFlight, CheckReachable and (one-way) CheckOutsideRoute.
   absl::Status Admit(uint64_t nso, const Group& group, invocation::Mode mode,
@@ -572,8 +575,11 @@ class Node {
   uint64_t PendingOutsidePredecessor(uint64_t nso, const std::string& group) const;
   // The NSO is gone: what FIFO per client kept for it (last_outside_request_, member_held_).
   void ForgetOutsideOrder(uint64_t nso);
-  // The client `nso` sent a request to `group` (remembered for RetireClient).
-  void NoteGroupCalled(uint64_t nso, const std::string& group);
+  // The client sent a request to `group` (remembered for RetireClient).
+  static void NoteGroupCalled(NsoEntry* client, const std::string& group);
+  // A new request of client `nso` to `group` from this node: its call id, origin, client, and
+  // its place in the client's FIFO order (notify_ordered and after_call_id from outside).
+  wire::Request ClientRequest(uint64_t nso, Group* group);
   // The client `nso` is gone (Detach, or unused for nso_idle_ms). Every member of each group it
   // sent requests to keeps its latest replies, to answer a copy of a call delivered twice: if
   // every request it made is known ordered, a last request of its own, ordered after them
@@ -748,7 +754,7 @@ class Node {
   std::string NodeName(NodeId node) const;
 
   const std::shared_ptr<const Config> config_owner_;
-  std::vector<std::shared_ptr<const Config>> added_from_;  // AddGroups: one group's each
+  std::vector<std::unique_ptr<const GroupConfig>> added_configs_;  // AddGroups: one per group
   uint64_t restarted_from_ = 0;                            // RestartedFrom
   // Envelopes for a group this node does not have, per (sender, group): a streak of them (no
   // two more than kUnknownGroupStreakMs apart) is warned of once it lasts kUnknownGroupWarnMs.

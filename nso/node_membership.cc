@@ -165,21 +165,14 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std:
   Log("membership")->info("group {}: incarnation {} stopped: {} ({} call(s) ended, {} servant(s) "
                           "told)", name, incarnation, why, calls.size(), servants.size());
   group.reset();
-  // The configuration AddGroups kept for the group (it holds only this group).
-  added_from_.erase(
-      std::remove_if(added_from_.begin(), added_from_.end(),
-                     [&](const std::shared_ptr<const Config>& config) {
-                       return config->groups[0].name == name &&
-                              config->groups[0].incarnation == incarnation;
+  // The GroupConfig AddGroups kept for the group.
+  added_configs_.erase(
+      std::remove_if(added_configs_.begin(), added_configs_.end(),
+                     [&](const std::unique_ptr<const GroupConfig>& config) {
+                       return config->name == name && config->incarnation == incarnation;
                      }),
-      added_from_.end());
+      added_configs_.end());
   return true;
-}
-
-size_t Node::added_group_configs() const {
-  size_t groups = 0;
-  for (const std::shared_ptr<const Config>& config : added_from_) groups += config->groups.size();
-  return groups;
 }
 
 void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vector<NodeId> add,
