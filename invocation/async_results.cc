@@ -12,6 +12,7 @@ AsyncResults::~AsyncResults() {
         +[](uint64_t* expected) { return *expected == 0; }, &expected_));
     stopping_ = true;
   }
+  wake_.Signal();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -25,42 +26,44 @@ void AsyncResults::Expect() {
 }
 
 void AsyncResults::Post(Callback callback, absl::StatusOr<GroupReplies> result) {
-  absl::MutexLock lock(&mu_);
-  queue_.push_back({std::move(callback), std::move(result)});
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back({std::move(callback), std::move(result)});
+  }
+  wake_.Signal();
 }
 
-void AsyncResults::PostAt(absl::Time when, Callback callback,
+void AsyncResults::PostAt(SteadyTime when, Callback callback,
                           absl::StatusOr<GroupReplies> result) {
-  absl::MutexLock lock(&mu_);
-  later_.emplace(when, Item{std::move(callback), std::move(result)});
+  {
+    absl::MutexLock lock(&mu_);
+    later_.emplace(when, Item{std::move(callback), std::move(result)});
+  }
+  wake_.Signal();
 }
 
 void AsyncResults::Loop() {
   std::deque<Item> batch;
   while (true) {
+    SteadyTime until = SteadyTime::max();  // while nothing is due: the earliest delayed item
     {
       absl::MutexLock lock(&mu_);
-      // Until something is queued, the earliest delayed item is due, or stopping (every expected
-      // result has run by then: the delayed ones are expected too).
-      auto ready = +[](AsyncResults* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !self->queue_.empty() || self->stopping_ ||
-               (!self->later_.empty() && self->later_.begin()->first <= absl::Now());
-      };
-      if (later_.empty()) {
-        mu_.Await(absl::Condition(ready, this));
-      } else {
-        mu_.AwaitWithDeadline(absl::Condition(ready, this), later_.begin()->first);
-      }
       batch.swap(queue_);
-      const absl::Time now = absl::Now();
+      const SteadyTime now = SteadyNow();
       while (!later_.empty() && later_.begin()->first <= now) {
         batch.push_back(std::move(later_.begin()->second));
         later_.erase(later_.begin());
       }
       if (batch.empty()) {
-        if (stopping_) return;  // every expected result has run
-        continue;
+        if (stopping_) return;  // every expected result has run (the delayed ones are expected)
+        if (!later_.empty()) until = later_.begin()->first;
       }
+    }
+    if (batch.empty()) {
+      // Until something is posted (a post since the look above wakes this at once), the earliest
+      // delayed item is due, or stopping.
+      wake_.WaitUntil(until);
+      continue;
     }
     for (Item& item : batch) item.callback(std::move(item.result));
     {

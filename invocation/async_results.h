@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
+#include "invocation/steady_time.h"
 
 namespace cohort::internal {
 
@@ -41,7 +42,7 @@ class AsyncResults {
   // Any thread, under any lock: queues `callback` with `result` for the callbacks' thread.
   void Post(Callback callback, absl::StatusOr<GroupReplies> result);
   // The same, run no earlier than `when` (a call waiting for room at its daemon: Client).
-  void PostAt(absl::Time when, Callback callback, absl::StatusOr<GroupReplies> result);
+  void PostAt(SteadyTime when, Callback callback, absl::StatusOr<GroupReplies> result);
 
  private:
   struct Item {
@@ -52,10 +53,13 @@ class AsyncResults {
 
   absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
-  std::multimap<absl::Time, Item> later_ ABSL_GUARDED_BY(mu_);  // PostAt's, by time
+  std::multimap<SteadyTime, Item> later_ ABSL_GUARDED_BY(mu_);  // PostAt's, by time
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;   // Expect()ed and not yet run
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  // The callbacks' thread sleeps on it (not in mu_.AwaitWithDeadline, whose deadline is the wall
+  // clock's: steady_time.h) and is signalled by Post, PostAt and the destructor.
+  SteadyWake wake_;
   std::thread thread_;  // started by the first Expect, under mu_
 };
 

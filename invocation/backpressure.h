@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "invocation/doubling_pause.h"
+#include "invocation/steady_time.h"
 
 namespace cohort::invocation {
 
@@ -49,8 +50,9 @@ inline absl::Duration RoomWait(absl::Duration backpressure_wait, bool one_way,
 
 // What is left of a call's `deadline` for an attempt made after waiting for room since `start`:
 // the wait counts against a call's deadline; a one-way call's runs from its acceptance.
-inline absl::Duration DeadlineLeft(absl::Duration deadline, bool one_way, absl::Time start) {
-  return one_way ? deadline : deadline - (absl::Now() - start);
+inline absl::Duration DeadlineLeft(absl::Duration deadline, bool one_way,
+                                   internal::SteadyTime start) {
+  return one_way ? deadline : deadline - internal::SteadySince(start);
 }
 
 // The outcome of a request whose wait for room (`wait`) ran out after `waited`: the refusal,
@@ -80,15 +82,15 @@ const absl::Status& StatusOf(const absl::StatusOr<T>& result) {
 // `wait` from `start`, pausing between attempts (BacklogPause); the last result, or WaitedOut.
 // Blocks its caller: Client's calls, sends and multicasts, a servant's group-to-group calls.
 template <typename AttemptFn>
-auto WhileBacklogged(absl::Time start, absl::Duration wait, AttemptFn attempt)
+auto WhileBacklogged(internal::SteadyTime start, absl::Duration wait, AttemptFn attempt)
     -> decltype(attempt()) {
   auto result = attempt();
   BacklogPause pause;
   while (IsBacklog(StatusOf(result))) {
     const absl::Duration next = pause.Next();
-    const absl::Duration waited = absl::Now() - start;
+    const absl::Duration waited = internal::SteadySince(start);
     if (waited + next > wait) return WaitedOut(StatusOf(result), waited, wait);
-    absl::SleepFor(next);
+    absl::SleepFor(next);  // a relative sleep (nanosleep): the wall clock plays no part
     result = attempt();
   }
   return result;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <utility>
 
+#include <grpc/support/time.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "invocation/client.h"
@@ -152,11 +154,23 @@ void CallStream::Broken(Stream* stream, const absl::Status& status) {
   stream->turn.helper_wake.Signal();  // it leaves
 }
 
-bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
+namespace {
+
+// `deadline` for gRPC, on its monotonic clock (a system_clock deadline is the wall clock's).
+gpr_timespec MonotonicDeadline(SteadyTime deadline) {
+  if (deadline == SteadyTime::max()) return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                      gpr_time_from_nanos(absl::ToInt64Nanoseconds(SteadyLeft(deadline)),
+                                          GPR_TIMESPAN));
+}
+
+}  // namespace
+
+bool CallStream::DriveOne(Stream* stream, Pending* self, SteadyTime deadline) {
   void* tag = nullptr;
   bool ok = false;
   grpc::CompletionQueue::NextStatus next =
-      stream->cq.AsyncNext(&tag, &ok, absl::ToChronoTime(deadline));
+      stream->cq.AsyncNext(&tag, &ok, MonotonicDeadline(deadline));
   uint64_t call = 0;
   absl::StatusOr<GroupReplies> result = absl::UnknownError("no result");
   const bool got_result = next == grpc::CompletionQueue::GOT_EVENT && tag == kRead && ok;
@@ -176,7 +190,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     if (next == grpc::CompletionQueue::GOT_EVENT) stream->Account(tag, ok);
     if (stream->turn.broken) return false;  // failed meanwhile (a deadline, the destructor)
-    if (self == nullptr && pending_.FailExpired(absl::Now(), TimedOut())) {
+    if (self == nullptr && pending_.FailExpired(SteadyNow(), TimedOut())) {
       Broken(stream, Reset());  // a result is missing: the stream is stuck
       return false;
     }
@@ -185,7 +199,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, absl::Time deadline) {
       return false;
     }
     if (next == grpc::CompletionQueue::TIMEOUT) {
-      if (self != nullptr && !self->done && absl::Now() >= deadline) {
+      if (self != nullptr && !self->done && SteadyNow() >= deadline) {
         // The daemon answers every call by its deadline: it is stuck, and the stream is reset.
         Calls::Finish(pending_.Take(self->call), TimedOut());
         Broken(stream, Reset());
@@ -226,7 +240,7 @@ void CallStream::HelperLoop(Stream* stream) {
   mu_.Lock();
   while (stream->turn.AwaitHelperTurn(&mu_)) {
     mu_.Unlock();
-    while (DriveOne(stream, nullptr, absl::Now() + kDriveSlice)) {
+    while (DriveOne(stream, nullptr, SteadyAfter(kDriveSlice))) {
     }
     mu_.Lock();
   }
@@ -247,7 +261,7 @@ void CallStream::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     auto* pending = new Pending;  // freed by Finish
     pending->connection = stream.get();
     pending->on_done = std::move(done);
-    pending->deadline = absl::Now() + wait;
+    pending->deadline = SteadyAfter(wait);
     call.set_call(pending_.Add(pending));
     stream->outgoing.push_back(std::move(call));
     write = ClaimWrite(stream.get());
@@ -282,12 +296,12 @@ absl::StatusOr<GroupReplies> CallStream::Invoke(const api::InvokeRequest& reques
     }
   }
   if (write) IssueWrite(stream.get());
-  const absl::Time deadline = absl::Now() + wait;
+  const SteadyTime deadline = SteadyAfter(wait);
   if (drive_own) {
     while (DriveOne(stream.get(), &pending, deadline)) {
     }
   }
-  if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
+  if (!pending.noted.WaitForNotificationUntil(deadline)) {
     absl::MutexLock lock(&mu_);
     if (!pending.done) {
       Calls::Finish(pending_.Take(pending.call), TimedOut());

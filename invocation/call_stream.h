@@ -85,7 +85,7 @@ class CallStream {
   // result has come (or its deadline passes: it fails and the stream is reset), the helper
   // (`self` null) while any call is pending. A driver that stops has given up the turn (`turn.reading`); a
   // caller leaves calls still pending to the helper. False also when the stream broke.
-  bool DriveOne(Stream* stream, Pending* self, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  bool DriveOne(Stream* stream, Pending* self, SteadyTime deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void HelperLoop(Stream* stream);
   // Fails every call on `stream` with `status` and cancels it; the next call opens a new one.
   void Broken(Stream* stream, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -388,7 +388,7 @@ auto Client::WithNso(RequestT request, SendFn send) -> decltype(send(request)) {
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
                                           const std::string& payload, api::Mode mode,
                                           absl::Duration deadline, Style style) {
-  const absl::Time start = absl::Now();
+  const internal::SteadyTime start = internal::SteadyNow();
   const bool one_way = mode == api::ONE_WAY;
   const absl::Duration wait = invocation::RoomWait(backpressure_wait(), one_way, deadline);
   bool first_attempt = true;
@@ -415,7 +415,7 @@ void Client::InvokeAsync(const std::string& group, const std::string& method,
   }
   results->Expect();
   IssueAsync(InvokeRequestFor(group, method, payload, internal::ToApiMode(mode), deadline, style),
-             deadline, std::move(done), std::move(results), /*may_retry=*/true, absl::Now(),
+             deadline, std::move(done), std::move(results), /*may_retry=*/true, internal::SteadyNow(),
              std::make_shared<invocation::BacklogPause>());
 }
 
@@ -428,7 +428,8 @@ bool Client::RetryUnlessClosing(const std::function<void()>& retry) {
 
 void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
                         std::shared_ptr<internal::AsyncResults> results, bool may_retry,
-                        absl::Time start, std::shared_ptr<invocation::BacklogPause> pause) {
+                        internal::SteadyTime start,
+                        std::shared_ptr<invocation::BacklogPause> pause) {
   // On the callbacks thread (no lock of the backend held). (No reference to the callbacks'
   // AsyncResults is kept here: this runs and is destroyed on its thread, which must not be the
   // one to destroy it.)
@@ -458,12 +459,12 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
       const bool one_way = request.mode() == api::ONE_WAY;
       const absl::Duration wait = invocation::RoomWait(backpressure_wait(), one_way, deadline);
       const absl::Duration next = pause->Next();
-      const absl::Duration waited = absl::Now() - start;
+      const absl::Duration waited = internal::SteadySince(start);
       if (waited + next <= wait) {
         std::shared_ptr<internal::AsyncResults> again = callbacks();
         again->Expect();
         again->PostAt(
-            absl::Now() + next,
+            internal::SteadyAfter(next),
             [this, request, deadline, may_retry, start, pause, one_way, again,
              done = std::move(done)](absl::StatusOr<GroupReplies> refused) mutable {
               const bool sent = RetryUnlessClosing([&] {
@@ -584,7 +585,7 @@ absl::Status Client::Multicast(const std::string& group, const std::string& payl
   api::MulticastRequest request;
   request.set_group(group);
   request.set_payload(payload);
-  return invocation::WhileBacklogged(absl::Now(), backpressure_wait(), [&]() {
+  return invocation::WhileBacklogged(internal::SteadyNow(), backpressure_wait(), [&]() {
     return WithNso(request, [&](const api::MulticastRequest& r) { return backend_->Multicast(r); });
   });
 }

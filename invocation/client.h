@@ -246,7 +246,7 @@ class Client {
   // (backpressure_wait; a call: also its deadline) from `start`.
   void IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
                   std::shared_ptr<internal::AsyncResults> results, bool may_retry,
-                  absl::Time start, std::shared_ptr<invocation::BacklogPause> pause);
+                  internal::SteadyTime start, std::shared_ptr<invocation::BacklogPause> pause);
   // Runs `retry` under reattach_mu_ unless the Client is closing (its backend may be gone).
   bool RetryUnlessClosing(const std::function<void()>& retry) ABSL_LOCKS_EXCLUDED(reattach_mu_);
   // Runs `send(request)`; again with a new NSO if the daemon answered "unknown NSO".

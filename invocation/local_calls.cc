@@ -140,7 +140,7 @@ void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
   connection->turn.helper_wake.Signal();  // it leaves
 }
 
-bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadline) {
+bool LocalCalls::ReadOne(Connection* connection, Pending* self, SteadyTime deadline) {
   api::LocalFrame& frame = connection->frame;  // the reader's: reused, as are its strings
   LocalLink::Outcome outcome = connection->link->ReadUntil(&frame, deadline);
   uint64_t call = 0;
@@ -159,7 +159,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
   {
     absl::MutexLock lock(&mu_);
     if (connection->turn.broken) return false;  // failed meanwhile (a write, a deadline, the destructor)
-    if (self == nullptr && pending_.FailExpired(absl::Now(), TimedOut())) {
+    if (self == nullptr && pending_.FailExpired(SteadyNow(), TimedOut())) {
       Broken(connection, Reset());  // a result is missing: the link is stuck
       return false;
     }
@@ -169,7 +169,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, absl::Time deadl
                absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
         return false;
       case LocalLink::Outcome::kTimeout:
-        if (self != nullptr && !self->done && absl::Now() >= deadline) {
+        if (self != nullptr && !self->done && SteadyNow() >= deadline) {
           // The daemon answers every call by its deadline: it is stuck, and the link is reset.
           Calls::Finish(pending_.Take(self->call), TimedOut());
           Broken(connection, Reset());
@@ -208,7 +208,7 @@ void LocalCalls::HelperLoop(Connection* connection) {
     mu_.Unlock();
     // Its reads time out after a slice only to end a lingering turn; a caller whose deadline
     // passes breaks the link, which ends the read.
-    while (ReadOne(connection, nullptr, absl::Now() + kReadSlice)) {
+    while (ReadOne(connection, nullptr, SteadyAfter(kReadSlice))) {
     }
     mu_.Lock();
   }
@@ -236,7 +236,7 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     auto* pending = new Pending;  // freed by Finish
     pending->connection = connection.get();
     pending->on_done = std::move(*done);
-    pending->deadline = absl::Now() + wait;
+    pending->deadline = SteadyAfter(wait);
     number = pending_.Add(pending);
     call->set_call(number);
     if (!connection->turn.reading) {
@@ -317,7 +317,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
   }
   *call->mutable_invoke() = request;
   absl::Status written = connection->link->Write(frame);
-  const absl::Time deadline = absl::Now() + wait;
+  const SteadyTime deadline = SteadyAfter(wait);
   if (!written.ok()) {
     // The link is shut (LocalLink::Write): this call and the others on it fail, and the next
     // call opens a new one.
@@ -327,7 +327,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     while (ReadOne(connection.get(), &pending, deadline)) {
     }
   }
-  if (!pending.noted.WaitForNotificationWithDeadline(deadline)) {
+  if (!pending.noted.WaitForNotificationUntil(deadline)) {
     absl::MutexLock lock(&mu_);
     if (!pending.done) {
       Calls::Finish(pending_.Take(pending.call), TimedOut());

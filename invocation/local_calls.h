@@ -94,7 +94,7 @@ class LocalCalls {
   // is read (or its deadline passes: it fails and the link is reset), the helper (`self` null)
   // while any call is pending. A reader that stops has given up `reading`; a caller leaves calls
   // still pending to the helper. False also when the link ended (every call on it failed).
-  bool ReadOne(Connection* connection, Pending* self, absl::Time deadline)
+  bool ReadOne(Connection* connection, Pending* self, SteadyTime deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
   void HelperLoop(Connection* connection);
   // Fails every call on `connection` with `status` (UNAVAILABLE); the next call opens a new link.

@@ -164,7 +164,7 @@ bool LocalLink::FrameBuffered() const {
   return nso::WholeFrame(in_.data() + in_offset_, in_.size() - in_offset_);
 }
 
-LocalLink::Outcome LocalLink::Fill(absl::Time deadline) {
+LocalLink::Outcome LocalLink::Fill(SteadyTime deadline) {
   while (true) {
     if (in_.size() - in_offset_ >= nso::kFrameLengthBytes &&
         nso::GetFrameLength(in_.data() + in_offset_) > kFrameBytesMax) {
@@ -183,9 +183,9 @@ LocalLink::Outcome LocalLink::Fill(absl::Time deadline) {
     // servant asleep in read() was woken twice per call, and on 2 cores the second wake-up cost
     // more than the extra system call (BENCHMARKS.md, session 18).
     int timeout_ms = -1;
-    if (deadline != absl::InfiniteFuture()) {
+    if (deadline != SteadyTime::max()) {
       // Rounded up: a poll that returns a little early would only come round again.
-      absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
+      const absl::Duration left = SteadyLeft(deadline);
       timeout_ms = static_cast<int>(std::min<int64_t>(
           absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), 1 << 30));
     }
@@ -217,12 +217,12 @@ bool LocalLink::PeerClosed() {
 bool LocalLink::Read(api::LocalFrame* frame) { return ReadWithin(frame, absl::InfiniteDuration()); }
 
 bool LocalLink::ReadWithin(api::LocalFrame* frame, absl::Duration timeout) {
-  Outcome outcome = Take(Fill(absl::Now() + timeout), frame);
+  Outcome outcome = Take(Fill(SteadyAfter(timeout)), frame);
   if (outcome == Outcome::kTimeout) Shutdown();
   return outcome == Outcome::kFrame;
 }
 
-LocalLink::Outcome LocalLink::ReadUntil(api::LocalFrame* frame, absl::Time deadline) {
+LocalLink::Outcome LocalLink::ReadUntil(api::LocalFrame* frame, SteadyTime deadline) {
   return Take(Fill(deadline), frame);
 }
 

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "invocation/steady_time.h"
 #include "proto/api.pb.h"
 
 namespace cohort::internal {
@@ -72,7 +73,7 @@ class LocalLink {
   // Like Read, but a timeout leaves the link as it was (a partial frame stays buffered), so that
   // a caller reading for others (invocation/local_calls.h) can stop at its own deadline.
   enum class Outcome { kFrame, kTimeout, kEnded };
-  Outcome ReadUntil(api::LocalFrame* frame, absl::Time deadline);
+  Outcome ReadUntil(api::LocalFrame* frame, SteadyTime deadline);
   // The reader's buffer holds a whole frame: the next Read returns without a system call.
   bool FrameBuffered() const;
   // Reader only, without waiting: the daemon has closed the link (nothing left to read but its
@@ -92,7 +93,7 @@ class LocalLink {
   explicit LocalLink(int fd) : fd_(fd) {}
   // Reads until `in_` holds a whole frame, until `deadline` at most. Sends held frames before it
   // waits.
-  Outcome Fill(absl::Time deadline);
+  Outcome Fill(SteadyTime deadline);
   Outcome Take(Outcome filled, api::LocalFrame* frame);  // parses the frame Fill buffered
   // Appends `frame` (if any) and sends what waits, unless another caller is sending (it sends it).
   absl::Status Send(const api::LocalFrame* frame);

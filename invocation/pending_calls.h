@@ -16,8 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
+#include "invocation/steady_time.h"
 
 namespace cohort {
 
@@ -29,10 +28,10 @@ namespace internal {
 // helper fails those whose wait passed without a result.
 class AsyncDeadlines {
  public:
-  void Add(absl::Time deadline, uint64_t call) { by_time_.emplace(deadline, call); }
-  void Remove(absl::Time deadline, uint64_t call) { by_time_.erase({deadline, call}); }
+  void Add(SteadyTime deadline, uint64_t call) { by_time_.emplace(deadline, call); }
+  void Remove(SteadyTime deadline, uint64_t call) { by_time_.erase({deadline, call}); }
   // The calls whose wait has passed by `now`, forgotten here.
-  std::vector<uint64_t> TakeExpired(absl::Time now) {
+  std::vector<uint64_t> TakeExpired(SteadyTime now) {
     std::vector<uint64_t> expired;
     while (!by_time_.empty() && by_time_.begin()->first <= now) {
       expired.push_back(by_time_.begin()->second);
@@ -42,7 +41,7 @@ class AsyncDeadlines {
   }
 
  private:
-  std::set<std::pair<absl::Time, uint64_t>> by_time_;
+  std::set<std::pair<SteadyTime, uint64_t>> by_time_;
 };
 
 // `Replies` is GroupReplies (client.h), a parameter so that this header needs only its name.
@@ -55,10 +54,10 @@ class PendingCalls {
     Connection* connection = nullptr;
     uint64_t call = 0;
     bool done = false;          // guarded by the owner's mutex
-    absl::Notification noted;  // done: a caller waiting for it needs no mutex (no contention)
+    SteadyNotification noted;  // done: a caller waiting for it needs not the owner's mutex
     absl::StatusOr<Replies> result;
     Done on_done;               // an asynchronous call: nobody waits, this takes the result
-    absl::Time deadline;        // an asynchronous call's (it fails when its wait passes)
+    SteadyTime deadline;        // an asynchronous call's (it fails when its wait passes)
   };
 
   // Registers `pending` (its connection, and for an asynchronous call `on_done` and `deadline`,
@@ -114,7 +113,7 @@ class PendingCalls {
   // Fails with `status` the asynchronous calls whose wait has passed by `now`; true if there were
   // any (the daemon answers every call by its deadline, and the wait has slack past it: it is
   // stuck, and the owner resets the connection).
-  bool FailExpired(absl::Time now, const absl::Status& status) {
+  bool FailExpired(SteadyTime now, const absl::Status& status) {
     std::vector<uint64_t> expired = deadlines_.TakeExpired(now);
     for (uint64_t call : expired) {
       if (Pending* pending = Take(call)) Finish(pending, status);

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/doubling_pause.h"
+#include "invocation/steady_time.h"
 #include "nso/status.h"
 #include "proto/api.grpc.pb.h"
 
@@ -63,17 +64,14 @@ struct WatchState {
 
   // Sleeps `pause`, or less if the watch stops; false when it stops.
   bool Pause(absl::Duration pause) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    const absl::Time until = absl::Now() + pause;
-    while (!stopping && absl::Now() < until) stopped.WaitWithDeadline(&mu, until);
-    return !stopping;
+    return !stopped.WaitForNotificationWithTimeout(pause);
   }
 
   void Stop() ABSL_LOCKS_EXCLUDED(mu) {
     absl::MutexLock lock(&mu);
     stopping = true;
     if (context != nullptr) context->TryCancel();
-    stopped.SignalAll();
+    stopped.Notify();
   }
 
   // The watch's thread, once the first stream gave its first reply.
@@ -118,8 +116,8 @@ struct WatchState {
   std::string last_given;  // the watch's thread (and Start, before it)
 
   absl::Mutex mu;
-  absl::CondVar stopped;
   bool stopping ABSL_GUARDED_BY(mu) = false;
+  SteadyNotification stopped;  // notified with `stopping`
   grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;  // the open stream's
 };
 

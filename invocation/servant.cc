@@ -43,7 +43,7 @@ class RemoteServant final : public internal::ServantBackend {
     // The stream lives as long as the servant, so it has no deadline; the registration does: a
     // daemon that does not acknowledge it in time (stopped, or stuck) gets the stream cancelled,
     // and Start returns an error the application can retry instead of hanging.
-    absl::Notification answered;
+    internal::SteadyNotification answered;
     bool timed_out = false;
     std::thread watchdog([this, &answered, &timed_out] {
       if (!answered.WaitForNotificationWithTimeout(kRegisterTimeout)) {
@@ -325,7 +325,7 @@ bool Servant::Keep(uint64_t position) {
   ended_ = absl::Status(written.code(), absl::StrCat("group \"", group_,
                                                      "\": cannot keep the state: ",
                                                      written.message()));
-  stopping_ = true;
+  MarkStopping();
   backend_->Cancel();
   return false;
 }
@@ -377,14 +377,14 @@ absl::Status Servant::Start() {
 void Servant::Stop() {
   if (!inline_) {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    MarkStopping();
     backend_->Cancel();
     if (registering_ != nullptr) registering_->Cancel();
     return;  // the delivery thread records the end
   }
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    MarkStopping();
   }
   // Not under mu_: an inline backend's Cancel waits for the protocol thread, which may be in
   // Handle or the end hook waiting for mu_. backend_ is never replaced here (no delivery thread,
@@ -418,7 +418,7 @@ absl::StatusOr<GroupReplies> Servant::InvokeGroup(const std::string& group,
   request.set_caller_group(group_);
   request.set_caller_seq(current_group_seq_);
   request.set_caller_index(nested_calls_++);  // the same in every attempt: one call
-  const absl::Time start = absl::Now();
+  const internal::SteadyTime start = internal::SteadyNow();
   const bool one_way = mode == Mode::kOneWay;
   const absl::Duration wait = invocation::RoomWait(backpressure_wait_, one_way, deadline);
   return invocation::WhileBacklogged(start, wait, [&]() {
@@ -667,18 +667,18 @@ bool Stopped(absl::Status* why) {
 
 bool Servant::Rejoin(absl::Status* why) {
   if (!rejoin_ || !reconnect_ || why->code() != absl::StatusCode::kUnavailable) return false;
-  const absl::Time give_up = absl::Now() + give_up_after_;
+  const internal::SteadyTime give_up = internal::SteadyAfter(give_up_after_);
   invocation::DoublingPause backoff(absl::Milliseconds(100), absl::Seconds(2));
   while (true) {
+    const absl::Duration pause = backoff.Next();
     {
-      const absl::Duration pause = backoff.Next();
       absl::MutexLock lock(&mu_);
       if (!ended_.ok()) return false;  // the daemon ended it (its group was deleted)
-      const absl::Duration wait =
-          std::min(pause, std::max(give_up - absl::Now(), absl::ZeroDuration()));
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return Stopped(why);
     }
-    if (absl::Now() >= give_up) {
+    if (stopped_.WaitForNotificationWithTimeout(std::min(pause, internal::SteadyLeft(give_up)))) {
+      return Stopped(why);
+    }
+    if (internal::SteadyNow() >= give_up) {
       *why = absl::Status(why->code(), absl::StrCat("gave up registering again after ",
                                                     absl::FormatDuration(give_up_after_), ": ",
                                                     why->message()));

@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/backend.h"
+#include "invocation/steady_time.h"
 #include "invocation/client.h"
 #include "invocation/kept_call_log.h"
 #include "invocation/kept_state.h"
@@ -232,6 +233,11 @@ class Servant {
   absl::Duration backpressure_wait_ = absl::Seconds(5);
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop was called: no new registration
+  internal::SteadyNotification stopped_;  // notified with stopping_ (Rejoin's pauses end on it)
+  void MarkStopping() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    stopping_ = true;
+    stopped_.Notify();
+  }
   // A backend registering again (Rejoin), cancelled by Stop.
   internal::ServantBackend* registering_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t rejoins_ ABSL_GUARDED_BY(mu_) = 0;

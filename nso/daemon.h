@@ -15,8 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "invocation/steady_time.h"
 #include "nso/admin_service.h"
 #include "nso/api_service.h"
 #include "nso/config.h"
@@ -158,7 +158,7 @@ class Daemon {
   uint64_t incarnation_ = 0;           // set by Start (StatusReply)
   uint64_t previous_incarnation_ = 0;  // set by Start: incarnation_file's, 1 if unknown
   bool health_known_ = false;  // monitor thread only
-  absl::Notification stop_monitor_;
+  internal::SteadyNotification stop_monitor_;  // its waits measure the monotonic clock
   std::thread monitor_;
   uint64_t started_ms_ = 0;
   bool stopped_ = false;

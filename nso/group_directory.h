@@ -102,7 +102,7 @@ class GroupDirectory : public DaemonPart, public GroupCatalog {
   uint64_t nso_ = 0;
   std::unique_ptr<Servant> servant_;
   std::thread restore_thread_;
-  absl::Notification stopping_;
+  internal::SteadyNotification stopping_;  // its waits measure the monotonic clock
   // Protocol thread only.
   std::map<std::string, Live> live_;            // the groups made and not deleted
   std::map<std::string, uint64_t> next_incarnation_;  // every name ever created

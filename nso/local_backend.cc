@@ -38,7 +38,7 @@ absl::StatusOr<GroupReplies> LocalInvoke(Node* node, EventLoop* loop,
   absl::StatusOr<InvokeOptions> options = ToInvokeOptions(request);
   if (!options.ok()) return options.status();
   struct Waiter {
-    absl::Notification done;
+    internal::SteadyNotification done;  // its wait measures the monotonic clock (steady_time.h)
     InvokeResult result;
   };
   auto waiter = std::make_shared<Waiter>();  // outlives a caller that gave up

@@ -139,21 +139,21 @@ TEST_CASE("ReadUntil: a timeout keeps the link and the part of a frame read so f
   nso::AppendFrame(Event(42), &bytes);
   daemon.WriteBytes(bytes.substr(0, bytes.size() / 2));
   api::LocalFrame frame;
-  const absl::Time start = absl::Now();
-  CHECK(link->ReadUntil(&frame, start + absl::Milliseconds(100)) == LocalLink::Outcome::kTimeout);
-  CHECK(absl::Now() - start >= absl::Milliseconds(100));
-  CHECK(link->ReadUntil(&frame, absl::Now()) == LocalLink::Outcome::kTimeout);  // already due
+  const internal::SteadyTime start = internal::SteadyNow();
+  CHECK(link->ReadUntil(&frame, start + std::chrono::milliseconds(100)) == LocalLink::Outcome::kTimeout);
+  CHECK(internal::SteadySince(start) >= absl::Milliseconds(100));
+  CHECK(link->ReadUntil(&frame, internal::SteadyNow()) == LocalLink::Outcome::kTimeout);  // already due
   daemon.WriteBytes(bytes.substr(bytes.size() / 2));
-  REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
+  REQUIRE(link->ReadUntil(&frame, internal::SteadyAfter(absl::Seconds(5))) == LocalLink::Outcome::kFrame);
   CHECK(frame.event().delivery() == 42);
   CHECK_FALSE(link->FrameBuffered());
   daemon.WriteFrames({Event(1), Event(2)});  // one write: the second frame stays buffered
-  REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
+  REQUIRE(link->ReadUntil(&frame, internal::SteadyAfter(absl::Seconds(5))) == LocalLink::Outcome::kFrame);
   CHECK(link->FrameBuffered());
   daemon.Close();
-  REQUIRE(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kFrame);
+  REQUIRE(link->ReadUntil(&frame, internal::SteadyAfter(absl::Seconds(5))) == LocalLink::Outcome::kFrame);
   CHECK(frame.event().delivery() == 2);
-  CHECK(link->ReadUntil(&frame, absl::Now() + absl::Seconds(5)) == LocalLink::Outcome::kEnded);
+  CHECK(link->ReadUntil(&frame, internal::SteadyAfter(absl::Seconds(5))) == LocalLink::Outcome::kEnded);
 }
 
 TEST_CASE("a waiting reader sleeps while the daemon consumes what the link writes", "[local]") {

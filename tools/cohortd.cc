@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "invocation/steady_time.h"
 #include "nso/config.h"
 #include "nso/daemon.h"
 #include "nso/group_directory.h"
@@ -191,11 +192,12 @@ int main(int argc, char** argv) {
   // not taken half-written.
   std::string watched = watch_seconds > 0 ? FileText(config_path) : "";
   std::string seen = watched;
-  absl::Time next_look = absl::Now() + absl::Seconds(watch_seconds);
+  // (Looks timed on the monotonic clock: a step of the wall clock neither delays nor hurries them.)
+  auto next_look = cohort::internal::SteadyAfter(absl::Seconds(watch_seconds));
   while (!g_stop) {
     absl::SleepFor(absl::Milliseconds(50));
-    if (watch_seconds > 0 && absl::Now() >= next_look) {
-      next_look = absl::Now() + absl::Seconds(watch_seconds);
+    if (watch_seconds > 0 && cohort::internal::SteadyNow() >= next_look) {
+      next_look = cohort::internal::SteadyAfter(absl::Seconds(watch_seconds));
       std::string text = FileText(config_path);
       if (!text.empty() && text != watched && text == seen) {
         watched = text;

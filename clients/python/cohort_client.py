@@ -715,10 +715,11 @@ class Servant:
 
     def _rejoin_now(self):
         """Registers again with back-off; True once registered."""
-        give_up = None if self._give_up_after is None else time.time() + self._give_up_after
+        # (The monotonic clock: a step of the wall clock neither ends nor stretches the wait.)
+        give_up = None if self._give_up_after is None else time.monotonic() + self._give_up_after
         backoff = 0.1
         while not self._stopping.wait(backoff):
-            if give_up is not None and time.time() >= give_up:
+            if give_up is not None and time.monotonic() >= give_up:
                 return False
             backoff = min(backoff * 2, 2.0)
             try:
