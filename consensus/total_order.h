@@ -48,7 +48,25 @@ struct OrderCounters {
   uint64_t messages_sent_decided = 0;    // DECISIONs without the value, to members that ACKed
   uint64_t messages_sent_data = 0;       // diffusion / forward / ordered
   uint64_t messages_delivered = 0;
+
+  // Field by field: a group's counts over its views' orders (Group::order_counters), and a
+  // daemon's over the groups it removed (Node::removed_group_totals).
+  OrderCounters& operator+=(const OrderCounters& more) {
+    instances_decided += more.instances_decided;
+    rounds_total += more.rounds_total;
+    messages_sent_estimate += more.messages_sent_estimate;
+    messages_sent_proposal += more.messages_sent_proposal;
+    messages_sent_ack += more.messages_sent_ack;
+    messages_sent_nack += more.messages_sent_nack;
+    messages_sent_decision += more.messages_sent_decision;
+    messages_sent_decided += more.messages_sent_decided;
+    messages_sent_data += more.messages_sent_data;
+    messages_delivered += more.messages_delivered;
+    return *this;
+  }
 };
+// (A field added above must be added to operator+= too.)
+static_assert(sizeof(OrderCounters) == 10 * sizeof(uint64_t), "OrderCounters::operator+=");
 
 class TotalOrder {
  public:

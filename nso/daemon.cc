@@ -195,6 +195,11 @@ NodeSnapshot TakeSnapshot(const Node& node) {
   snapshot.fifo_refused = node.outside_counters().fifo_refused;
   snapshot.servants_cut_off = node.servants_cut_off();
   snapshot.managers_silent = node.outside_counters().managers_silent;
+  const Node::RemovedGroupTotals& removed = node.removed_group_totals();
+  snapshot.removed_groups.counters = removed.counters;
+  snapshot.removed_groups.has_order_counters = true;
+  snapshot.removed_groups.order = removed.order;
+  snapshot.removed_groups.times_behind = removed.times_behind;
   for (const Group* group : node.groups()) {
     GroupSnapshot g;
     g.name = group->name();
@@ -216,7 +221,7 @@ NodeSnapshot TakeSnapshot(const Node& node) {
       }
     }
     g.counters = group->counters();
-    if (const consensus::OrderCounters* order = group->order_counters()) {
+    if (std::optional<consensus::OrderCounters> order = group->order_counters()) {
       g.has_order_counters = true;
       g.order = *order;
     }

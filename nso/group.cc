@@ -77,7 +77,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
     // the new view has been heard in it, for at most a minute, and at most 8 views back.
     std::map<uint64_t, Retired>& retired = rare().retired;
     retired[view_id_] = {std::move(order_), members_, incarnations_, now_ms_ + 60000};
-    while (retired.size() > 8) retired.erase(retired.begin());
+    while (retired.size() > 8) DropRetired(retired.begin());
   }
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
@@ -429,7 +429,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
   std::map<uint64_t, Retired>& retired = rare_ ? rare_->retired : none;
   for (auto it = retired.begin(); it != retired.end();) {
     if (now_ms >= it->second.drop_at_ms || all_heard) {
-      it = retired.erase(it);
+      it = DropRetired(it);
       continue;
     }
     consensus::Outbox outbox;
@@ -647,10 +647,21 @@ void Group::Delivered(const consensus::Delivery& delivery) {
   if (own != undelivered_.end() && own->second == delivery.payload) undelivered_.erase(own);
 }
 
-const consensus::OrderCounters* Group::order_counters() const {
-  static const consensus::OrderCounters kUnused;  // an order not made yet has counted nothing
-  if (!member_) return nullptr;
-  return order_ ? &order_->counters() : &kUnused;
+std::map<uint64_t, Group::Retired>::iterator Group::DropRetired(
+    std::map<uint64_t, Retired>::iterator retired) {
+  rare().dropped_orders += retired->second.order->counters();
+  return rare().retired.erase(retired);
+}
+
+std::optional<consensus::OrderCounters> Group::order_counters() const {
+  if (!member_ && rare_ == nullptr) return std::nullopt;  // (an order not made yet counted nothing)
+  consensus::OrderCounters total;
+  if (order_ != nullptr) total += order_->counters();
+  if (rare_ != nullptr) {
+    total += rare_->dropped_orders;
+    for (const auto& [view, retired] : rare_->retired) total += retired.order->counters();
+  }
+  return total;
 }
 
 std::string Group::DescribeOrder() const {

@@ -52,7 +52,26 @@ struct GroupCounters {
   // state, every member having restarted (Node::TryRecover).
   uint64_t recovered_from_kept = 0;
   uint64_t ticks = 0;  // Group::Tick run (an idle event-driven group dozes: Group::Dozing)
+
+  // Field by field: a daemon's counts over the groups it removed (Node::removed_group_totals).
+  GroupCounters& operator+=(const GroupCounters& more) {
+    heartbeats_sent += more.heartbeats_sent;
+    envelopes_sent += more.envelopes_sent;
+    suspicions += more.suspicions;
+    suspicions_on_disconnect += more.suspicions_on_disconnect;
+    exclusions += more.exclusions;
+    view_changes += more.view_changes;
+    order_messages_withheld += more.order_messages_withheld;
+    refounded += more.refounded;
+    restarts_named += more.restarts_named;
+    all_restarted += more.all_restarted;
+    recovered_from_kept += more.recovered_from_kept;
+    ticks += more.ticks;
+    return *this;
+  }
 };
+// (A field added above must be added to operator+= too.)
+static_assert(sizeof(GroupCounters) == 12 * sizeof(uint64_t), "GroupCounters::operator+=");
 
 class Group {
  public:
@@ -241,7 +260,9 @@ class Group {
   const GroupCounters& counters() const { return counters_; }
   void NoteRefounded() { counters_.refounded++; }  // Node::TryRefound
   void NoteRecoveredFromKept() { counters_.recovered_from_kept++; }  // Node::TryRecover
-  const consensus::OrderCounters* order_counters() const;
+  // What this member's orders counted, over its views (the current order, those kept for
+  // laggards, and those dropped); nullopt if it never was a member.
+  std::optional<consensus::OrderCounters> order_counters() const;
   bool HasPending() const;
   // Last time this member's order delivered something (or the view was installed), and one line
   // on where the order stands: for the daemon's "ordering stalled" warning (node_watchdog.cc).
@@ -332,6 +353,9 @@ class Group {
   // daemon may host many idle groups: memory, issue 7).
   struct Rare {
     std::map<uint64_t, Retired> retired;  // by view id
+    // What the orders of earlier views no longer kept (retired, then dropped) counted: a
+    // counter of the group does not fall back at a view change (order_counters).
+    consensus::OrderCounters dropped_orders;
     std::vector<NodeId> beyond_log;
     std::vector<NodeId> exclusions;
     std::vector<std::pair<NodeId, uint64_t>> restarts;  // with the new incarnation
@@ -360,6 +384,8 @@ class Group {
   // timeout), and no later process of its node was heard since.
   bool LaterViewHeld(bool recently) const;
   Rare& rare();
+  // Forgets a retired order, counting what it counted in Rare::dropped_orders; the next one.
+  std::map<uint64_t, Retired>::iterator DropRetired(std::map<uint64_t, Retired>::iterator retired);
   // `since_ms` (0: never) is less than the exclusion timeout ago.
   bool WithinExclusionTimeout(uint64_t since_ms) const;
   std::unique_ptr<Rare> rare_;

@@ -152,13 +152,19 @@ class GroupFamily {
 void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_group_series) {
   out->Family("cohort_groups", "gauge", "Groups this daemon hosts.");
   out->Sample("cohort_groups", {}, static_cast<double>(snapshot.groups.size()));
-  // Summed over the groups without metrics.per_group: a gauge of 0s and 1s counts the groups.
+  // Summed over the groups without metrics.per_group: a gauge of 0s and 1s counts the groups,
+  // and a counter keeps what the groups removed had counted (snapshot.removed_groups), so that
+  // it never falls (with a series per group, a removed group's series ends instead).
+  const bool keep_removed = !per_group_series;
   auto per_group = [&](absl::string_view name, absl::string_view type, absl::string_view help,
                        auto value_of) {
     out->Family(name, type, help);
     GroupFamily family(out, per_group_series, name);
     for (const GroupSnapshot& g : snapshot.groups) {
       family.Add(g.name, {}, static_cast<double>(value_of(g)));
+    }
+    if (keep_removed && type == "counter") {
+      family.Add("", {}, static_cast<double>(value_of(snapshot.removed_groups)));
     }
     family.Finish();
   };
@@ -237,8 +243,7 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_grou
   out->Family("cohort_consensus_messages_sent_total", "counter",
               "Ordering protocol messages sent, by kind.");
   GroupFamily messages(out, per_group_series, "cohort_consensus_messages_sent_total");
-  for (const GroupSnapshot& g : snapshot.groups) {
-    if (!g.has_order_counters) continue;
+  auto add_messages = [&](const GroupSnapshot& g) {
     const consensus::OrderCounters& o = g.order;
     const std::pair<const char*, uint64_t> kinds[] = {
         {"estimate", o.messages_sent_estimate}, {"proposal", o.messages_sent_proposal},
@@ -248,13 +253,20 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_grou
     for (const auto& [kind, count] : kinds) {
       messages.Add(g.name, {{"kind", kind}}, static_cast<double>(count));
     }
+  };
+  for (const GroupSnapshot& g : snapshot.groups) {
+    if (g.has_order_counters) add_messages(g);
   }
+  if (keep_removed) add_messages(snapshot.removed_groups);
   messages.Finish();
   auto per_order = [&](absl::string_view name, absl::string_view help, auto value_of) {
     out->Family(name, "counter", help);
     GroupFamily family(out, per_group_series, name);
     for (const GroupSnapshot& g : snapshot.groups) {
       if (g.has_order_counters) family.Add(g.name, {}, static_cast<double>(value_of(g.order)));
+    }
+    if (keep_removed) {
+      family.Add("", {}, static_cast<double>(value_of(snapshot.removed_groups.order)));
     }
     family.Finish();
   };

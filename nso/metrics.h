@@ -99,6 +99,9 @@ struct GroupSnapshot {
 
 struct NodeSnapshot {
   std::vector<GroupSnapshot> groups;
+  // The counters of the groups the node removed (Node::removed_group_totals; its gauges unset):
+  // added to the counter families summed over the groups (RenderSnapshot, per_group false).
+  GroupSnapshot removed_groups;
   uint64_t pending_calls = 0;
   uint64_t unordered_requests = 0;  // clients' requests not yet ordered (Node::unordered_requests)
   uint64_t unordered_bytes = 0;

@@ -269,6 +269,16 @@ class Node {
   // that left with requests not yet ordered, whose replies stay.
   uint64_t clients_retired() const { return clients_retired_; }
   uint64_t clients_not_retired() const { return clients_not_retired_; }
+  // What the groups this node removed (RemoveGroup: DeleteGroup, a reload) had counted: a
+  // daemon's counters summed over its groups (metrics.per_group: false) keep it, and do not
+  // fall when a group goes (Prometheus would take the fall for a reset, and the sum since for
+  // new counts).
+  struct RemovedGroupTotals {
+    GroupCounters counters;
+    consensus::OrderCounters order;
+    uint64_t times_behind = 0;
+  };
+  const RemovedGroupTotals& removed_group_totals() const { return removed_group_totals_; }
   // The clients with replies kept in `group`'s reply cache here, and the ranges of retired ones.
   size_t reply_cache_clients(const std::string& group) const;
   size_t retired_client_ranges(const std::string& group) const;
@@ -799,6 +809,7 @@ class Node {
   uint64_t nsos_detached_ = 0;
   uint64_t clients_retired_ = 0;
   uint64_t clients_not_retired_ = 0;
+  RemovedGroupTotals removed_group_totals_;
   // Starts from this start's incarnation (its low 32 bits, in the high half): a client that
   // outlived a restart of its daemon presents an NSO id the new daemon never gave, so it is told
   // "unknown NSO" (and attaches again) instead of being taken for another client.

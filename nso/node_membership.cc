@@ -106,6 +106,9 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std:
   // SubmitInCausalOrder) finds no group, and traffic for it is dropped as for an unknown one.
   std::unique_ptr<Group> group = std::move(found->second);
   groups_.erase(found);
+  removed_group_totals_.counters += group->counters();
+  if (auto order = group->order_counters()) removed_group_totals_.order += *order;
+  removed_group_totals_.times_behind += group->times_behind();
   const std::string gone = absl::StrCat("group \"", name, "\" ", why);
   std::vector<CallKey> calls;
   for (const auto& [key, call] : calls_) {

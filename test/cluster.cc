@@ -93,7 +93,10 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
         options_.groups_yaml.find("failure_detector") == std::string::npos) {
       out << "failure_detector: {suspect_timeout_ms: 150}\n";
     }
-    if (options_.metrics) out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i] << "}\n";
+    if (options_.metrics) {
+      out << "metrics: {listen: 127.0.0.1:" << metrics_ports_[i]
+          << (options_.metrics_per_group ? "" : ", per_group: false") << "}\n";
+    }
     // As in production (deploy/): a restarted daemon knows it is one.
     if (options_.incarnation_files &&
         options_.extra_yaml.find("incarnation_file") == std::string::npos) {

@@ -26,6 +26,7 @@ struct ClusterOptions {
                             // replaced by the daemon's name, "{dir}" by the cluster's directory
   std::string log_level = "warn";
   bool metrics = false;     // each daemon serves Prometheus metrics on a port of its own
+  bool metrics_per_group = true;  // metrics.per_group
   std::string listen_local;  // listen.local of every daemon ("": the default, auto)
   std::vector<std::string> daemon_args;  // more command-line arguments of every cohortd
   // A command every cohortd runs under, which execs it in place (e.g. {"prlimit",

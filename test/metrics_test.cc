@@ -165,6 +165,53 @@ TEST_CASE("metrics.per_group: false sums each group family over the groups, with
                                                            by_group.text().end(), '\n'));
 }
 
+// Summed, a counter keeps what removed groups counted (Node::removed_group_totals): it does not
+// fall when a group goes (before session 55 it did, and Prometheus took the fall for a reset).
+TEST_CASE("metrics.per_group: false: a summed counter keeps what removed groups counted; gauges "
+          "and per-group series do not",
+          "[metrics]") {
+  NodeSnapshot snapshot;
+  GroupSnapshot g;
+  g.name = "g";
+  g.is_member = true;
+  g.configured_members = 3;
+  g.trusted = 3;
+  g.counters.suspicions = 2;
+  g.times_behind = 1;
+  g.has_order_counters = true;
+  g.order.instances_decided = 10;
+  g.order.messages_delivered = 30;
+  g.order.messages_sent_ack = 4;
+  snapshot.groups.push_back(g);
+  snapshot.removed_groups.counters.suspicions = 5;
+  snapshot.removed_groups.counters.view_changes = 7;
+  snapshot.removed_groups.times_behind = 3;
+  snapshot.removed_groups.has_order_counters = true;
+  snapshot.removed_groups.order.instances_decided = 100;
+  snapshot.removed_groups.order.messages_delivered = 300;
+  snapshot.removed_groups.order.messages_sent_ack = 40;
+
+  PromWriter summed;
+  RenderSnapshot(snapshot, &summed, /*per_group=*/false);
+  const std::string& t = summed.text();
+  CHECK(MetricValue(t, "cohort_suspicions_total") == 7);
+  CHECK(MetricValue(t, "cohort_view_changes_total") == 7);
+  CHECK(MetricValue(t, "cohort_group_servants_behind_total") == 4);
+  CHECK(MetricValue(t, "cohort_consensus_instances_total") == 110);
+  CHECK(MetricValue(t, "cohort_deliveries_total") == 330);
+  CHECK(MetricValue(t, "cohort_consensus_messages_sent_total{kind=\"ack\"}") == 44);
+  CHECK(MetricValue(t, "cohort_groups") == 1);  // gauges: the groups there are
+  CHECK(MetricValue(t, "cohort_group_is_member") == 1);
+  CHECK(MetricValue(t, "cohort_group_view_members") == 0);
+
+  PromWriter by_group;
+  RenderSnapshot(snapshot, &by_group, /*per_group=*/true);
+  const std::string& p = by_group.text();
+  CHECK(MetricValue(p, "cohort_suspicions_total{group=\"g\"}") == 2);
+  CHECK(MetricValue(p, "cohort_deliveries_total{group=\"g\"}") == 30);
+  CHECK_THAT(p, !Contains("group=\"\""));  // no series for the removed ones
+}
+
 TEST_CASE("the HTTP server answers GETs and refuses other methods", "[metrics]") {
   HttpServer server([](const std::string& path) -> HttpResponse {
     if (path == "/metrics") return {200, "text/plain", "up 1\n"};
