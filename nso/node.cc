@@ -215,6 +215,9 @@ void Node::NoteGroupCalled(NsoEntry* client, const std::string& group) {
 wire::Request Node::ClientRequest(uint64_t nso, Group* group) {
   wire::Request request;
   request.set_call_id(next_call_id_++);
+  if (auto entry = nsos_.find(nso); entry != nsos_.end()) {
+    request.set_replies_taken_below(RepliesTakenBelow(entry->second, request.call_id()));
+  }
   request.set_origin(self_);
   request.set_origin_incarnation(incarnation_);
   request.set_client_nso(nso);
@@ -534,6 +537,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_deadline_ms(deadline_ms);
   request.set_caller_group(options.caller_group);
   request.set_group_call_id(options.group_call_id);
+  // (A group's call is cached under its caller group, whose calls no one client's daemon awaits.)
+  if (options.caller_group.empty()) {
+    request.set_replies_taken_below(RepliesTakenBelow(**client, request.call_id()));
+  }
   bool open = style == GroupConfig::Style::kOpen;
   // 003 section 4.2, asynchronous forwarding: for wait-for-first through an open group only the
   // request manager's replica answers; the others execute silently.
@@ -556,6 +563,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   Call call{options.group,
             invocation::ReplyCollector(mode, request.reply_from_manager_only() ? 1 : view_size),
             now_ms_ + deadline_ms, deadline_ms, std::move(done)};
+  call.nso = nso;
+  (*client)->awaited.insert(request.call_id());
   if (open && !group->is_member()) {
     // Open group: the client/server group holds this NSO and one server, the request manager,
     // which re-issues the call in the server group and returns the replies (003 section 4.1).

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <algorithm>
 #include <set>
 #include <string>
 #include <tuple>
@@ -322,6 +323,7 @@ class Node {
     uint32_t manager_index = 0;
     uint64_t sent_at_ms = 0;
     uint64_t retry_at_ms = 0;
+    uint64_t nso = 0;  // the client that made it (NsoEntry::awaited)
   };
   // One-way calls and multicasts from outside the group: no reply tells the caller's node they
   // were ordered, the member's ordered notice does. Until it comes they are kept, and sent again
@@ -801,7 +803,13 @@ class Node {
     mutable uint64_t last_used_ms = 0;  // CheckNso (const) marks each use
     uint64_t owner = 0;                 // OwnerFingerprint of who attached it
     std::vector<std::string> groups_called;  // groups it sent requests to (RetireClient)
+    std::set<uint64_t> awaited;  // ids of its calls whose results it has not had yet
   };
+  // What a request of client `entry` made as call `call_id` tells the members of the replies it
+  // has had (Request.replies_taken_below): its calls below it are all done.
+  static uint64_t RepliesTakenBelow(const NsoEntry& entry, uint64_t call_id) {
+    return entry.awaited.empty() ? call_id : std::min(*entry.awaited.begin(), call_id);
+  }
   std::map<uint64_t, NsoEntry> nsos_;
   uint64_t next_nso_sweep_ms_ = 0;
   uint64_t nsos_detached_idle_ = 0;

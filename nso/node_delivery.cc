@@ -135,6 +135,13 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
         {request.origin(), request.origin_incarnation(), request.client_nso()});
     return;
   }
+  if (request.replies_taken_below() > 0 && request.caller_group().empty()) {
+    // Its client's daemon has had the results of its calls below it: the replies kept of them go,
+    // here as at every member at this point of the order.
+    reply_caches_[group->name()].TakeRepliesBelow(
+        {request.origin(), request.origin_incarnation(), request.client_nso()},
+        request.replies_taken_below());
+  }
   if (!request.method().empty()) return DeliverInvocation(group, request);
   uint64_t group_seq = ++delivered_seq_[group->name()];
   if (request.notify_ordered()) {
@@ -211,6 +218,8 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
                            late_copies_ignored_);
       }
       return;
+    case invocation::ReplyCache::Verdict::kTaken:
+      return;  // a late copy of a call whose result its client's daemon has: nobody waits
     case invocation::ReplyCache::Verdict::kOutOfOrder:
       // A group's call is numbered by its caller group, not by one client's daemon: executed.
       // A client's call: refused at every member alike (FIFO per client).
@@ -364,6 +373,9 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
   if (it == calls_.end() || !it->second.managed_request) return;
   Call call = std::move(it->second);
   calls_.erase(it);
+  if (auto client = nsos_.find(call.nso); client != nsos_.end()) {
+    client->second.awaited.erase(reply.call_id());  // its later requests say it has this result
+  }
   MarkOrdered(reply.call_id());
   InvokeResult result;
   result.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
@@ -390,6 +402,9 @@ void Node::FinishCall(CallKey key, absl::Status status) {
   }
   Call call = std::move(it->second);
   calls_.erase(it);
+  if (auto client = nsos_.find(call.nso); client != nsos_.end()) {
+    client->second.awaited.erase(key.second);  // its later requests say it has this result
+  }
   uint64_t view_id = groups_.count(call.group) ? groups_[call.group]->view_id() : 0;
   call.done({std::move(status), call.collector.TakeReplies(), view_id, call.collector.wanted()});
 }

@@ -516,16 +516,6 @@ TEST_CASE("a group added to the daemons' files starts on SIGHUP, without a resta
   CHECK((*client)->GroupDetails("g").status().code() == absl::StatusCode::kNotFound);
 }
 
-// VmRSS of a process in KiB (0 if unknown).
-int64_t RssKib(pid_t pid) {
-  std::istringstream status(test::ReadText("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return 0;
-}
-
 // Groups added one reload at a time (as configuration management adds them) to a file of 2,000:
 // each reload kept the whole file's configuration for the group it added, and left the parse
 // tree's pages with the process (30 reloads: about +26 MB before; now under 1 MB).
@@ -538,7 +528,7 @@ TEST_CASE("reloads that each add a group to a file of many do not grow the daemo
   test::Cluster cluster({1, groups, "", "info"});
   REQUIRE(cluster.Start());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const int64_t before = RssKib(cluster.Pid(1));
+  const int64_t before = test::RssKib(cluster.Pid(1));
   REQUIRE(before > 0);
   const std::string path = cluster.ConfigPath(1);
   const std::string original = test::ReadText(path);
@@ -555,7 +545,7 @@ TEST_CASE("reloads that each add a group to a file of many do not grow the daemo
     }, 10));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const int64_t after = RssKib(cluster.Pid(1));
+  const int64_t after = test::RssKib(cluster.Pid(1));
   INFO("RSS " << before << " KiB before the reloads, " << after << " KiB after");
   CHECK(after - before < 8 * 1024);
   auto client = Client::Connect(cluster.ClientAddress(1));

@@ -62,6 +62,16 @@ inline std::string ReadText(const std::string& path) {
   return text.str();
 }
 
+// VmRSS of a process in KiB (0 if unknown).
+inline int64_t RssKib(pid_t pid) {
+  std::istringstream status(ReadText("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
 // Runs `command` through /bin/sh; its stdout (and stderr, merged) in *output; the exit code.
 inline int RunCapture(const std::string& command, std::string* output) {
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
