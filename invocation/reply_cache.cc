@@ -11,7 +11,6 @@ ReplyCache::Verdict ReplyCache::OnDelivery(ClientKey client, uint64_t call_id,
   auto it = entry.calls.find(call_id);
   if (it != entry.calls.end()) {
     if (!it->second.has_value()) return Verdict::kInProgress;
-    if (call_id < entry.taken_below) return Verdict::kTaken;
     *cached = &*it->second;
     return Verdict::kAnswered;
   }
@@ -41,24 +40,15 @@ void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply
   auto client_it = clients_.find(client);
   if (client_it == clients_.end()) return;
   auto it = client_it->second.calls.find(call_id);
-  if (it == client_it->second.calls.end()) return;
-  if (call_id < client_it->second.taken_below) {
-    it->second.emplace();  // answered here after its daemon had the result (from another member)
-  } else {
-    it->second = reply;
-  }
+  if (it != client_it->second.calls.end()) it->second = reply;
 }
 
 void ReplyCache::TakeRepliesBelow(const ClientKey& client, uint64_t below) {
   auto client_it = clients_.find(client);
-  if (client_it == clients_.end() || below <= client_it->second.taken_below) return;
+  if (client_it == clients_.end() || below <= client_it->second.forgotten_below) return;
   ClientCalls& entry = client_it->second;
-  for (auto it = entry.calls.lower_bound(entry.taken_below);
-       it != entry.calls.end() && it->first < below; ++it) {
-    // A fresh message, not Clear(): a cleared string keeps its capacity.
-    if (it->second.has_value()) it->second.emplace();
-  }
-  entry.taken_below = below;
+  entry.calls.erase(entry.calls.begin(), entry.calls.lower_bound(below));
+  entry.forgotten_below = below;
 }
 
 size_t ReplyCache::reply_bytes() const {
@@ -135,13 +125,12 @@ void ReplyCache::ToProto(wire::GroupState* state) const {
     }
   }
   for (const auto& [client, entry] : clients_) {
-    if (entry.forgotten_below > 0 || entry.taken_below > 0) {
+    if (entry.forgotten_below > 0) {
       wire::GroupState::ClientWindow* window = state->add_windows();
       window->set_origin(std::get<0>(client));
       window->set_origin_incarnation(std::get<1>(client));
       window->set_client_nso(std::get<2>(client));
       window->set_forgotten_below(entry.forgotten_below);
-      window->set_taken_below(entry.taken_below);
     }
     for (const auto& [call_id, reply] : entry.calls) {
       wire::GroupState::CachedReply* out = state->add_replies();
@@ -172,10 +161,8 @@ void ReplyCache::FromProto(const wire::GroupState& state) {
     }
   }
   for (const wire::GroupState::ClientWindow& window : state.windows()) {
-    ClientCalls& entry =
-        clients_[{window.origin(), window.origin_incarnation(), window.client_nso()}];
-    entry.forgotten_below = window.forgotten_below();
-    entry.taken_below = window.taken_below();
+    clients_[{window.origin(), window.origin_incarnation(), window.client_nso()}].forgotten_below =
+        window.forgotten_below();
   }
 }
 

@@ -32,9 +32,6 @@ class ReplyCache {
     // daemon sent them, wire.proto Request.call_id) was delivered before it: executing it would
     // break FIFO per client. Recorded like kExecute; the caller decides (Node refuses it).
     kOutOfOrder,
-    // Delivered and answered before, and its client's daemon has the result (TakeRepliesBelow):
-    // a late copy, whose reply was dropped; neither execute nor answer.
-    kTaken,
   };
   // (origin daemon, its incarnation, client NSO): call ids restart when a daemon restarts.
   using ClientKey = std::tuple<uint32_t, uint64_t, uint64_t>;
@@ -45,11 +42,14 @@ class ReplyCache {
   Verdict OnDelivery(ClientKey client, uint64_t call_id, const wire::Reply** cached);
   // The servant answered a call that OnDelivery said to execute.
   void Completed(ClientKey client, uint64_t call_id, const wire::Reply& reply);
-  // The client's daemon has the results of its calls below `below` (Request.
-  // replies_taken_below, delivered in total order at every replica): the replies kept of them are
-  // dropped, and a late copy of one is kTaken. Calls below it not delivered yet are not touched
-  // (a first delivery of one still runs). Without it, a client's latest calls_per_client_max
-  // replies stayed, each as large as its servant made it.
+  // The client's daemon awaits none of its calls below `below` (Request.replies_taken_below,
+  // delivered in total order at every replica): it has their results, or it gave them up (failed,
+  // or one-way). Their entries go, and the window's floor moves to `below`: a copy of one
+  // delivered later is kForgotten, neither executed nor answered, which is right for each kind
+  // (a copy of a call with a result ran before; a call given up is one whose outcome its caller
+  // was told is unknown, and FIFO per client forbids running it after the later call that said
+  // so). Without it, a client's latest calls_per_client_max calls stayed, with their replies,
+  // each as large as its servant made it.
   void TakeRepliesBelow(const ClientKey& client, uint64_t below);
   // Bytes of the replies kept (their payloads and errors).
   size_t reply_bytes() const;
@@ -81,8 +81,7 @@ class ReplyCache {
  private:
   struct ClientCalls {
     std::map<uint64_t, std::optional<wire::Reply>> calls;  // nullopt: in progress
-    uint64_t forgotten_below = 0;  // call ids below it were evicted
-    uint64_t taken_below = 0;      // the replies of calls below it were dropped (TakeRepliesBelow)
+    uint64_t forgotten_below = 0;  // call ids below it were evicted (or taken, TakeRepliesBelow)
   };
   size_t calls_per_client_max_;
   std::map<ClientKey, ClientCalls> clients_;

@@ -805,8 +805,8 @@ class Node {
     std::vector<std::string> groups_called;  // groups it sent requests to (RetireClient)
     std::set<uint64_t> awaited;  // ids of its calls whose results it has not had yet
   };
-  // What a request of client `entry` made as call `call_id` tells the members of the replies it
-  // has had (Request.replies_taken_below): its calls below it are all done.
+  // What a request of client `entry` made as call `call_id` tells the members (Request.
+  // replies_taken_below): none of its calls below it is awaited here any more.
   static uint64_t RepliesTakenBelow(const NsoEntry& entry, uint64_t call_id) {
     return entry.awaited.empty() ? call_id : std::min(*entry.awaited.begin(), call_id);
   }

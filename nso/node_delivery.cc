@@ -136,8 +136,8 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
     return;
   }
   if (request.replies_taken_below() > 0 && request.caller_group().empty()) {
-    // Its client's daemon has had the results of its calls below it: the replies kept of them go,
-    // here as at every member at this point of the order.
+    // Its client's daemon awaits none of its calls below it: they are forgotten, here as at every
+    // member at this point of the order (a late copy is neither executed nor answered).
     reply_caches_[group->name()].TakeRepliesBelow(
         {request.origin(), request.origin_incarnation(), request.client_nso()},
         request.replies_taken_below());
@@ -206,20 +206,21 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
     }
     case invocation::ReplyCache::Verdict::kForgotten:
       // Almost always a copy resent after the original was delivered (a flood whose ordered
-      // notices lag); an original only if it was ordered after 256 later calls of its client,
-      // which outside_fifo.h prevents unless a wait for a predecessor ran out.
+      // notices lag, a failover); an original only if its client's daemon had given it up (its
+      // deadline passed, or a one-way call) and the client's later call said so
+      // (Request.replies_taken_below), or it was ordered after 256 later calls of its client;
+      // outside_fifo.h keeps both from happening unless a wait for a predecessor ran out.
       // Said for the first and then every 1000th: a one-way flood from outside makes hundreds
       // (cohort-bench's application-process rows: 331 lines in one run, session 31).
       if (late_copies_ignored_++ % 1000 == 0) {
-        Log("group")->warn("group {}: call {} of node {} is older than the 256 latest calls of "
-                           "its client delivered here (a late copy of one delivered before): "
-                           "ignored ({} such copies so far; said every 1000th)",
+        Log("group")->warn("group {}: call {} of node {} was forgotten here (its client's daemon "
+                           "awaits it no more, or it is older than its client's 256 latest "
+                           "calls): a late copy of one delivered before, ignored ({} such copies "
+                           "so far; said every 1000th)",
                            group->name(), request.call_id(), request.origin(),
                            late_copies_ignored_);
       }
       return;
-    case invocation::ReplyCache::Verdict::kTaken:
-      return;  // a late copy of a call whose result its client's daemon has: nobody waits
     case invocation::ReplyCache::Verdict::kOutOfOrder:
       // A group's call is numbered by its caller group, not by one client's daemon: executed.
       // A client's call: refused at every member alike (FIFO per client).

@@ -147,45 +147,47 @@ TEST_CASE("a retired client's replies go; its late copies are forgotten; retired
   CHECK(joiner.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kForgotten);
 }
 
-// A client's daemon says which results it has had (Request.replies_taken_below): the replies go
-// at every member, and a late copy of such a call is neither run nor answered. Before session 55
-// a client's latest 256 replies stayed at every member (each up to 4 MiB).
-TEST_CASE("replies a client's daemon has had are dropped; late copies of them are not run; "
-          "calls below not delivered yet still run",
+// A client's daemon says which of its calls it awaits no more (Request.replies_taken_below): they
+// are forgotten at every member, with their replies, and a late copy of one is neither run nor
+// answered. Before session 55 every member kept a client's latest 256 calls with their replies
+// (each up to 4 MiB) for the client's life.
+TEST_CASE("calls a client's daemon awaits no more are forgotten with their replies; a late copy "
+          "is not run; the calls after them are judged as before",
           "[reply_cache]") {
   ReplyCache cache(16);
   for (uint64_t call = 1; call <= 5; ++call) Execute(&cache, call);
   const wire::Reply* cached = nullptr;
   REQUIRE(cache.OnDelivery(kClient, 6, &cached) == ReplyCache::Verdict::kExecute);  // in progress
-  REQUIRE(cache.OnDelivery(kClient, 8, &cached) == ReplyCache::Verdict::kExecute);  // 7: not yet
-  const size_t before = cache.reply_bytes();
-  CHECK(before == 10);  // "r1".."r5"
+  REQUIRE(cache.OnDelivery(kClient, 9, &cached) == ReplyCache::Verdict::kExecute);  // 7, 8: not yet
+  CHECK(cache.reply_bytes() == 10);  // "r1".."r5"
 
   cache.TakeRepliesBelow(kClient, 4);
   CHECK(cache.reply_bytes() == 4);  // r4, r5 stay
-  CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kTaken);
+  CHECK(cache.OnDelivery(kClient, 2, &cached) == ReplyCache::Verdict::kForgotten);
+  CHECK(cache.Known(kClient, 2));
   REQUIRE(cache.OnDelivery(kClient, 4, &cached) == ReplyCache::Verdict::kAnswered);
   CHECK(cached->payload() == "r4");
   cache.TakeRepliesBelow(kClient, 2);  // an older word (a resent copy): nothing comes back
-  CHECK(cache.OnDelivery(kClient, 3, &cached) == ReplyCache::Verdict::kTaken);
+  CHECK(cache.OnDelivery(kClient, 3, &cached) == ReplyCache::Verdict::kForgotten);
 
-  cache.TakeRepliesBelow(kClient, 9);
+  cache.TakeRepliesBelow(kClient, 8);  // 7 was given up by its daemon (a deadline, one-way)
   CHECK(cache.reply_bytes() == 0);
   cache.Completed(kClient, 6, Answer(6));  // answered here after its daemon had the result
   CHECK(cache.reply_bytes() == 0);
-  CHECK(cache.OnDelivery(kClient, 6, &cached) == ReplyCache::Verdict::kTaken);
-  // Call 7 was never delivered: its first delivery runs (out of order, as before: 8 came first).
-  CHECK(cache.OnDelivery(kClient, 7, &cached) == ReplyCache::Verdict::kOutOfOrder);
-  CHECK(cache.Known(kClient, 5));
+  CHECK(cache.OnDelivery(kClient, 6, &cached) == ReplyCache::Verdict::kForgotten);
+  CHECK(cache.OnDelivery(kClient, 7, &cached) == ReplyCache::Verdict::kForgotten);  // not run
+  // At and above the mark, as before: 8 comes after 9 (out of order), 9 twice (in progress).
+  CHECK(cache.OnDelivery(kClient, 8, &cached) == ReplyCache::Verdict::kOutOfOrder);
+  CHECK(cache.OnDelivery(kClient, 9, &cached) == ReplyCache::Verdict::kInProgress);
 
   // A joiner judges them alike.
   wire::GroupState state;
   cache.ToProto(&state);
   ReplyCache joined(16);
   joined.FromProto(state);
-  CHECK(joined.OnDelivery(kClient, 5, &cached) == ReplyCache::Verdict::kTaken);
-  CHECK(joined.OnDelivery(kClient, 9, &cached) == ReplyCache::Verdict::kExecute);
-  CHECK(joined.reply_bytes() == 0);
+  CHECK(joined.OnDelivery(kClient, 5, &cached) == ReplyCache::Verdict::kForgotten);
+  CHECK(joined.OnDelivery(kClient, 9, &cached) == ReplyCache::Verdict::kInProgress);
+  CHECK(joined.OnDelivery(kClient, 10, &cached) == ReplyCache::Verdict::kExecute);
 }
 
 }  // namespace

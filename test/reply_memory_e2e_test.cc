@@ -2,8 +2,9 @@
 // latest calls, so that a call sent twice (resent through another member after a failure) runs
 // once and is answered again (003 section 4.1; invocation/reply_cache.h). Until session 55 it
 // kept the latest 256 of them, whole, for as long as the client lived: a client making calls
-// with 1 MiB answers grew every member by 256 MiB. Now each request says which results its
-// client's daemon has had (Request.replies_taken_below), and the members drop those replies.
+// with 1 MiB answers grew every member by 256 MiB. Now each request says below which call id its
+// client's daemon awaits nothing (Request.replies_taken_below), and the members forget those
+// calls and their replies.
 #include <catch2/catch.hpp>
 
 #include <future>
