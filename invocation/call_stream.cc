@@ -7,7 +7,6 @@
 #include <grpc/support/time.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "invocation/client.h"
 
 namespace cohort::internal {

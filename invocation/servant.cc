@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "invocation/backpressure.h"
 #include "invocation/doubling_pause.h"

@@ -39,7 +39,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/notification.h"
+#include "invocation/steady_time.h"
 #include "invocation/servant.h"
 #include "nso/daemon.h"
 #include "proto/api.pb.h"

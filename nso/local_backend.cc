@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "invocation/client.h"
 #include "nso/api_service.h"
 #include "nso/handoff_queue.h"

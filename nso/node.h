@@ -6,12 +6,12 @@
 #ifndef COHORT_NSO_NODE_H_
 #define COHORT_NSO_NODE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
-#include <algorithm>
 #include <set>
 #include <string>
 #include <tuple>

@@ -13,22 +13,7 @@
 namespace cohort::internal {
 namespace {
 
-// Steps the wall clock by `ns` after `after_ms` while it lives; the real clock again after.
-class WallStep {
- public:
-  WallStep(int after_ms, int64_t ns)
-      : thread_([after_ms, ns] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
-          test::SetWallClockStep(ns);
-        }) {}
-  ~WallStep() {
-    thread_.join();
-    test::SetWallClockStep(0);
-  }
-
- private:
-  std::thread thread_;
-};
+using test::WallStep;
 
 TEST_CASE("SteadyAfter and SteadyLeft: spans, infinite and past", "[clock]") {
   CHECK(SteadyAfter(absl::InfiniteDuration()) == SteadyTime::max());
@@ -52,7 +37,7 @@ TEST_CASE("SteadyNotification: a timed wait lasts its span across steps of the w
   const SteadyTime start = SteadyNow();
   bool notified = true;
   {
-    WallStep stepped(50, step);
+    WallStep stepped(std::chrono::milliseconds(50), step);
     notified = notification.WaitForNotificationWithTimeout(absl::Milliseconds(300));
   }
   const absl::Duration took = SteadySince(start);
@@ -78,7 +63,7 @@ TEST_CASE("SteadyWake: a signal before the wait is not lost; a wait ends at its 
   CHECK(wake.WaitUntil(SteadyTime::max()));  // taken at once
   CHECK(SteadySince(start) < absl::Seconds(1));
   {
-    WallStep stepped(50, -test::kHourNs);
+    WallStep stepped(std::chrono::milliseconds(50), -test::kHourNs);
     CHECK_FALSE(wake.WaitUntil(SteadyAfter(absl::Milliseconds(200))));  // the signal was taken
   }
   const absl::Duration took = SteadySince(start);

@@ -22,23 +22,7 @@ using Steady = std::chrono::steady_clock;
 const char kGroups[] = "groups:\n  - {name: counter, members: [n1, n2, n3]}\n";
 constexpr int64_t kHour = test::kHourNs;
 
-// Steps this process's wall clock by `step_ns` after `after` while it lives; back to the real
-// clock when destroyed.
-class WallStep {
- public:
-  WallStep(std::chrono::milliseconds after, int64_t step_ns)
-      : thread_([after, step_ns] {
-          std::this_thread::sleep_for(after);
-          test::SetWallClockStep(step_ns);
-        }) {}
-  ~WallStep() {
-    thread_.join();
-    test::SetWallClockStep(0);
-  }
-
- private:
-  std::thread thread_;
-};
+using test::WallStep;
 
 double SecondsSince(Steady::time_point start) {
   return std::chrono::duration<double>(Steady::now() - start).count();
