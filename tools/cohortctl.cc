@@ -64,6 +64,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
+#include "invocation/steady_time.h"
 #include "proto/api.grpc.pb.h"
 #include "tools/grpc_std_calls.h"
 
@@ -474,7 +475,9 @@ int Membership(const Options& options, bool join) {
 int Watch(const Options& options) {
   if (options.args.size() != 1) return Usage("watch GROUP [--count N] [--seconds S]");
   auto client = ConnectOrExit(options);
-  const absl::Time start = absl::Now();
+  // (--seconds and the times printed are measured on the monotonic clock: invocation/steady_time.h.)
+  const cohort::internal::SteadyTime start = cohort::internal::SteadyNow();
+  cohort::internal::SteadyWake wake;  // signalled by the callbacks below
   absl::Mutex mu;
   int printed = 0;
   std::optional<absl::Status> ended;
@@ -482,30 +485,40 @@ int Watch(const Options& options) {
       options.args[0],
       [&](const cohort::View& view) {
         absl::MutexLock lock(&mu);
-        std::printf("[+%.2fs] ", absl::ToDoubleSeconds(absl::Now() - start));
+        std::printf("[+%.2fs] ", absl::ToDoubleSeconds(cohort::internal::SteadySince(start)));
         PrintView(view);
         ++printed;
+        wake.Signal();
       },
       [&](absl::Status status) {
         absl::MutexLock lock(&mu);
         ended = std::move(status);
+        wake.Signal();
       },
       [&](const absl::Status& status) {
         absl::MutexLock lock(&mu);
         std::printf("[+%.2fs] lost the daemon (%s); watching again when it answers\n",
-                    absl::ToDoubleSeconds(absl::Now() - start), status.ToString().c_str());
+                    absl::ToDoubleSeconds(cohort::internal::SteadySince(start)),
+                    status.ToString().c_str());
         std::fflush(stdout);
       });
   if (!watch.ok()) return Fail(watch.status());
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return ended.has_value() || (options.count > 0 && printed >= options.count);
   };
-  absl::MutexLock lock(&mu);
-  if (options.seconds > 0) {
-    mu.AwaitWithDeadline(absl::Condition(&done), start + absl::Seconds(options.seconds));
-  } else {
-    mu.Await(absl::Condition(&done));
+  const cohort::internal::SteadyTime until =
+      options.seconds > 0
+          ? start + std::chrono::duration_cast<cohort::internal::SteadyTime::duration>(
+                        std::chrono::duration<double>(options.seconds))
+          : cohort::internal::SteadyTime::max();
+  while (cohort::internal::SteadyNow() < until) {
+    {
+      absl::MutexLock lock(&mu);
+      if (done()) break;
+    }
+    wake.WaitUntil(until);  // a signal since the look above ends it at once
   }
+  absl::MutexLock lock(&mu);
   if (ended.has_value()) return Fail(*ended);
   return 0;
 }

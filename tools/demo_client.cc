@@ -7,9 +7,9 @@
 #include <functional>
 #include <string>
 
-#include "absl/synchronization/notification.h"
 
 #include "invocation/client.h"
+#include "invocation/steady_time.h"
 
 int main(int argc, char** argv) {
   std::string daemon = "127.0.0.1:7201", group = "counter";
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   // starts the next call.
   constexpr int kCalls = 1000, kInFlight = 100;
   std::atomic<int> started{0}, finished{0}, failed{0};
-  absl::Notification all_done;
+  cohort::internal::SteadyNotification all_done;  // its 60 s wait: the monotonic clock
   std::function<void()> next = [&] {
     started++;
     (*client)->InvokeAsync(group, "add", "1", cohort::Mode::kAll,
