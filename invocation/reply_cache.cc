@@ -51,6 +51,12 @@ void ReplyCache::TakeRepliesBelow(const ClientKey& client, uint64_t below) {
   entry.forgotten_below = below;
 }
 
+size_t ReplyCache::calls() const {
+  size_t calls = 0;
+  for (const auto& [client, entry] : clients_) calls += entry.calls.size();
+  return calls;
+}
+
 size_t ReplyCache::reply_bytes() const {
   size_t bytes = 0;
   for (const auto& [client, entry] : clients_) {

@@ -63,6 +63,8 @@ class ReplyCache {
   bool Retired(const ClientKey& client) const;
 
   size_t clients() const { return clients_.size(); }
+  // Calls kept (delivered, not yet forgotten), over the clients.
+  size_t calls() const;
   // Ranges of retired NSO ids kept (Retire).
   size_t retired_ranges() const;
   // The call was delivered before (answered, in progress or forgotten).

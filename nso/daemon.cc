@@ -5,6 +5,7 @@
 #include <future>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -214,6 +215,7 @@ NodeSnapshot TakeSnapshot(const Node& node) {
     g.flow_holding = group->flow_holding();
     g.servants_behind = group->servants_behind();
     g.times_behind = group->times_behind();
+    std::tie(g.reply_cache_calls, g.reply_cache_bytes) = node.reply_cache_size(group->name());
     absl::StatusOr<GroupInfo> info = node.GroupDetails(group->name());
     if (info.ok()) {
       for (const GroupInfo::MemberInfo& m : info->members) {

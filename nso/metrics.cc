@@ -228,6 +228,12 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_grou
   per_group("cohort_group_servants_behind_total", "counter",
             "Times this member's servants fell behind (limits.servant_backlog_bytes unread).",
             [](const GroupSnapshot& g) { return g.times_behind; });
+  per_group("cohort_reply_cache_calls", "gauge",
+            "Calls of clients the reply cache keeps here, to answer a copy delivered again "
+            "(those their daemons still await, at most 256 per client).",
+            [](const GroupSnapshot& g) { return g.reply_cache_calls; });
+  per_group("cohort_reply_cache_bytes", "gauge", "Bytes of the replies those calls keep.",
+            [](const GroupSnapshot& g) { return g.reply_cache_bytes; });
   per_group("cohort_exclusions_total", "counter",
             "Members excluded from the view by the conservative timeout.",
             [](const GroupSnapshot& g) { return g.counters.exclusions; });

@@ -90,6 +90,9 @@ struct GroupSnapshot {
   bool flow_holding = false;
   bool servants_behind = false;
   uint64_t times_behind = 0;
+  // The group's reply cache here (Node::reply_cache_size): calls kept, bytes of their replies.
+  uint64_t reply_cache_calls = 0;
+  uint64_t reply_cache_bytes = 0;
   bool has_order_counters = false;
   consensus::OrderCounters order;
 

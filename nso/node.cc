@@ -248,6 +248,12 @@ void Node::RetireClient(uint64_t nso, const std::vector<std::string>& groups) {
   ++clients_retired_;
 }
 
+std::pair<size_t, size_t> Node::reply_cache_size(const std::string& group) const {
+  auto cache = reply_caches_.find(group);
+  if (cache == reply_caches_.end()) return {0, 0};
+  return {cache->second.calls(), cache->second.reply_bytes()};
+}
+
 size_t Node::reply_cache_clients(const std::string& group) const {
   auto cache = reply_caches_.find(group);
   return cache == reply_caches_.end() ? 0 : cache->second.clients();

@@ -282,6 +282,8 @@ class Node {
   const RemovedGroupTotals& removed_group_totals() const { return removed_group_totals_; }
   // The clients with replies kept in `group`'s reply cache here, and the ranges of retired ones.
   size_t reply_cache_clients(const std::string& group) const;
+  // The calls `group`'s reply cache keeps here, and the bytes of their replies (metrics).
+  std::pair<size_t, size_t> reply_cache_size(const std::string& group) const;
   size_t retired_client_ranges(const std::string& group) const;
   // Deliveries handed to a servant and not answered yet (one-way ones are never answered: they
   // are done once handed over).

@@ -183,6 +183,8 @@ TEST_CASE("metrics.per_group: false: a summed counter keeps what removed groups 
   g.order.messages_delivered = 30;
   g.order.messages_sent_ack = 4;
   snapshot.groups.push_back(g);
+  snapshot.groups.back().reply_cache_calls = 3;
+  snapshot.groups.back().reply_cache_bytes = 3000;
   snapshot.removed_groups.counters.suspicions = 5;
   snapshot.removed_groups.counters.view_changes = 7;
   snapshot.removed_groups.times_behind = 3;
@@ -203,12 +205,15 @@ TEST_CASE("metrics.per_group: false: a summed counter keeps what removed groups 
   CHECK(MetricValue(t, "cohort_groups") == 1);  // gauges: the groups there are
   CHECK(MetricValue(t, "cohort_group_is_member") == 1);
   CHECK(MetricValue(t, "cohort_group_view_members") == 0);
+  CHECK(MetricValue(t, "cohort_reply_cache_bytes") == 3000);
 
   PromWriter by_group;
   RenderSnapshot(snapshot, &by_group, /*per_group=*/true);
   const std::string& p = by_group.text();
   CHECK(MetricValue(p, "cohort_suspicions_total{group=\"g\"}") == 2);
   CHECK(MetricValue(p, "cohort_deliveries_total{group=\"g\"}") == 30);
+  CHECK(MetricValue(p, "cohort_reply_cache_calls{group=\"g\"}") == 3);
+  CHECK(MetricValue(p, "cohort_reply_cache_bytes{group=\"g\"}") == 3000);
   CHECK_THAT(p, !Contains("group=\"\""));  // no series for the removed ones
 }
 

@@ -170,7 +170,9 @@ TEST_CASE("calls a client's daemon awaits no more are forgotten with their repli
   cache.TakeRepliesBelow(kClient, 2);  // an older word (a resent copy): nothing comes back
   CHECK(cache.OnDelivery(kClient, 3, &cached) == ReplyCache::Verdict::kForgotten);
 
+  CHECK(cache.calls() == 4);  // 4, 5, 6 (in progress), 9
   cache.TakeRepliesBelow(kClient, 8);  // 7 was given up by its daemon (a deadline, one-way)
+  CHECK(cache.calls() == 1);  // 9
   CHECK(cache.reply_bytes() == 0);
   cache.Completed(kClient, 6, Answer(6));  // answered here after its daemon had the result
   CHECK(cache.reply_bytes() == 0);

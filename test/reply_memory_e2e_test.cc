@@ -32,7 +32,9 @@ TEST_CASE("members do not keep the large replies of calls whose results the clie
   INFO("path " << path << (pipelined ? ", 8 calls in flight" : ", one call at a time"));
   ConnectOptions options;
   options.local = path == "local";
-  test::Cluster cluster({3, kGroups, "", "warn"});
+  test::ClusterOptions cluster_options{3, kGroups, "", "warn"};
+  cluster_options.metrics = true;
+  test::Cluster cluster(cluster_options);
   REQUIRE(cluster.Start());
   std::vector<std::unique_ptr<Servant>> servants;
   for (int i = 1; i <= 3; ++i) {
@@ -78,6 +80,15 @@ TEST_CASE("members do not keep the large replies of calls whose results the clie
              << " calls answered with 1 MiB by each member");
     // Before: 200 MiB and more each (every reply kept); now a few replies at a time.
     CHECK(grown_kib < 64 * 1024);
+    // What the reply cache says it keeps (before: 200 calls and 200 MiB of replies).
+    const std::string metrics = test::HttpGet(cluster.MetricsPort(i), "/metrics");
+    const double calls = test::MetricValue(metrics, "cohort_reply_cache_calls{group=\"big\"}");
+    const double bytes = test::MetricValue(metrics, "cohort_reply_cache_bytes{group=\"big\"}");
+    INFO("its reply cache: " << calls << " calls, " << bytes << " bytes");
+    CHECK(calls >= 0);
+    CHECK(calls <= 16);
+    CHECK(bytes >= 0);
+    CHECK(bytes <= 16.0 * kReplyBytes);
   }
 }
 
