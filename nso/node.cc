@@ -212,16 +212,20 @@ void Node::NoteGroupCalled(NsoEntry* client, const std::string& group) {
   if (std::find(called.begin(), called.end(), group) == called.end()) called.push_back(group);
 }
 
-wire::Request Node::ClientRequest(uint64_t nso, Group* group) {
+wire::Request Node::ClientRequest(uint64_t nso, const NsoEntry* entry, Group* group,
+                                  bool group_call) {
   wire::Request request;
   request.set_call_id(next_call_id_++);
-  if (auto entry = nsos_.find(nso); entry != nsos_.end()) {
-    request.set_replies_taken_below(RepliesTakenBelow(entry->second, request.call_id()));
-  }
   request.set_origin(self_);
   request.set_origin_incarnation(incarnation_);
   request.set_client_nso(nso);
   request.set_notify_ordered(!group->is_member());
+  if (group_call) return request;
+  if (entry != nullptr) {
+    request.set_replies_taken_below(RepliesTakenBelow(*entry, request.call_id()));
+  }
+  // FIFO per client across routes (invocation/outside_fifo.h): its previous request here, or,
+  // from a member, its last one made from outside if still awaited.
   request.set_after_call_id(group->is_member()
                                 ? PendingOutsidePredecessor(nso, group->name())
                                 : PreviousOutsideRequest(nso, group, request.call_id()));
@@ -239,7 +243,7 @@ void Node::RetireClient(uint64_t nso, const std::vector<std::string>& groups) {
     auto found = groups_.find(name);
     if (found == groups_.end() || MustHold(found->second.get())) continue;
     Group* group = found->second.get();
-    wire::Request request = ClientRequest(nso, group);
+    wire::Request request = ClientRequest(nso, nullptr, group);  // (its entry is gone)
     request.set_one_way(true);
     request.set_retire_client(true);
     request.set_deadline_ms(static_cast<uint32_t>(limits_.default_deadline_ms));
@@ -480,7 +484,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
       }
     });
   }
-  wire::Request request = ClientRequest(nso, *group);
+  wire::Request request = ClientRequest(nso, *client, *group);
   request.set_payload(std::move(payload));
   request.set_one_way(true);
   SubmitInCausalOrder(request, *group,
@@ -531,11 +535,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   }
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
-  wire::Request request;
-  request.set_call_id(next_call_id_++);
-  request.set_origin(self_);
-  request.set_origin_incarnation(incarnation_);
-  request.set_client_nso(nso);
+  wire::Request request =
+      ClientRequest(nso, *client, group, /*group_call=*/!options.caller_group.empty());
   request.set_method(std::move(options.method));
   request.set_payload(std::move(options.payload));
   request.set_mode(static_cast<int>(mode));
@@ -543,22 +544,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_deadline_ms(deadline_ms);
   request.set_caller_group(options.caller_group);
   request.set_group_call_id(options.group_call_id);
-  // (A group's call is cached under its caller group, whose calls no one client's daemon awaits.)
-  if (options.caller_group.empty()) {
-    request.set_replies_taken_below(RepliesTakenBelow(**client, request.call_id()));
-  }
   bool open = style == GroupConfig::Style::kOpen;
   // 003 section 4.2, asynchronous forwarding: for wait-for-first through an open group only the
   // request manager's replica answers; the others execute silently.
   request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
-  request.set_notify_ordered(!group->is_member());
-  if (request.caller_group().empty()) {
-    // FIFO per client across routes (invocation/outside_fifo.h): its previous request here, or,
-    // from a member, its last one made from outside if still awaited.
-    request.set_after_call_id(group->is_member()
-                                  ? PendingOutsidePredecessor(nso, group->name())
-                                  : PreviousOutsideRequest(nso, group, request.call_id()));
-  }
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
     SubmitInCausalOrder(request, group,

@@ -591,9 +591,13 @@ class Node {
   void ForgetOutsideOrder(uint64_t nso);
   // The client sent a request to `group` (remembered for RetireClient).
   static void NoteGroupCalled(NsoEntry* client, const std::string& group);
-  // A new request of client `nso` to `group` from this node: its call id, origin, client, and
-  // its place in the client's FIFO order (notify_ordered and after_call_id from outside).
-  wire::Request ClientRequest(uint64_t nso, Group* group);
+  // A new request of client `nso` (its entry, if it still has one) to `group` from this node: its
+  // call id, origin, client, its place in the client's FIFO order (notify_ordered and
+  // after_call_id from outside) and what its client no longer awaits (replies_taken_below).
+  // `group_call`: a group's call (003 section 4.3), numbered and cached under its caller group,
+  // takes neither of the last two.
+  wire::Request ClientRequest(uint64_t nso, const NsoEntry* entry, Group* group,
+                              bool group_call = false);
   // The client `nso` is gone (Detach, or unused for nso_idle_ms). Every member of each group it
   // sent requests to keeps its latest replies, to answer a copy of a call delivered twice: if
   // every request it made is known ordered, a last request of its own, ordered after them
