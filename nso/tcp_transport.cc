@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "nso/event_loop.h"
 #include "nso/framing.h"
+#include "nso/peer_frame_codec.h"
 #include "nso/log_every.h"
 #include "nso/logging.h"
 
@@ -278,20 +279,31 @@ void TcpTransport::Flush() {
         }
         break;
       }
-      wire::PeerFrame frame;
-      wire::Frame* batch = frame.mutable_frame();
+      size_t count = 0;
       size_t bytes = 0;
-      while (!link->pending.empty()) {
-        Link::Pending& next = link->pending.front();
-        if (batch->envelopes_size() > 0 && bytes + next.bytes > kFrameBytesTarget) break;
+      size_t body_bytes = 0;
+      for (Link::Pending& next : link->pending) {
+        if (count > 0 && bytes + next.bytes > kFrameBytesTarget) break;
         bytes += next.bytes;
+        // Sized again: a moved protobuf message does not keep its cached size.
+        const size_t sized = next.envelope.ByteSizeLong();
+        link->pending_bytes = link->pending_bytes - next.bytes + sized;
+        next.bytes = sized;
+        body_bytes += EnvelopeFieldBytes(next.bytes);
+        ++count;
+      }
+      // Straight from the queue into the write buffer (peer_frame_codec.h): no frame object.
+      PrepareQueue(connection);
+      const size_t frame_bytes = BeginEnvelopeFrame(body_bytes, &connection->out);
+      for (size_t i = 0; i < count; ++i) {
+        Link::Pending& next = link->pending.front();
+        AppendEnvelope(next.envelope, next.bytes, &connection->out);
         link->pending_bytes -= next.bytes;
-        *batch->add_envelopes() = std::move(next.envelope);
         link->pending.pop_front();
       }
       counters_.frames_sent++;
-      counters_.envelopes_sent += batch->envelopes_size();
-      Queue(connection, frame);
+      counters_.envelopes_sent += count;
+      counters_.bytes_sent += frame_bytes + kLengthBytes;
       written = WriteSome(connection);
     }
     if (!written) Close(connection->fd, "write failed");
@@ -537,7 +549,6 @@ bool TcpTransport::HandleFrames(Connection* connection) {
   size_t offset = 0;
   std::string& in = connection->in;
   bool ok = true;
-  wire::PeerFrame frame;
   while (in.size() - offset >= kLengthBytes) {
     uint32_t length = GetFrameLength(in.data() + offset);
     if (length > options_.frame_bytes_max) {
@@ -546,21 +557,25 @@ bool TcpTransport::HandleFrames(Connection* connection) {
       break;
     }
     if (in.size() - offset - kLengthBytes < length) break;
-    frame.Clear();
-    if (!frame.ParseFromArray(in.data() + offset + kLengthBytes, static_cast<int>(length))) {
-      Log("peer")->warn("undecodable frame from node {}: connection closed", connection->peer);
-      ok = false;
-      break;
-    }
+    const char* data = in.data() + offset + kLengthBytes;
     offset += kLengthBytes + length;
-    if (!connection->hello_done) {
-      if (!frame.has_hello() || !OnHello(connection, frame.hello())) {
+    if (connection->hello_done) {
+      if (!Deliver(connection, data, length)) {
         ok = false;
         break;
       }
       continue;
     }
-    if (frame.has_frame()) Deliver(connection->peer, frame.mutable_frame());
+    wire::PeerFrame frame;
+    if (!frame.ParseFromArray(data, static_cast<int>(length))) {
+      Log("peer")->warn("undecodable frame from node {}: connection closed", connection->peer);
+      ok = false;
+      break;
+    }
+    if (!frame.has_hello() || !OnHello(connection, frame.hello())) {
+      ok = false;
+      break;
+    }
   }
   in.erase(0, offset);
   return ok;
@@ -610,12 +625,18 @@ bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
   return true;
 }
 
-void TcpTransport::Deliver(NodeId peer, wire::Frame* frame) {
-  for (wire::Envelope& envelope : *frame->mutable_envelopes()) {
-    if (!AcceptEnvelope(peer, envelope)) continue;
-    counters_.envelopes_received++;
-    if (receiver_) receiver_(peer, std::move(envelope));
-  }
+bool TcpTransport::Deliver(Connection* connection, const char* data, size_t size) {
+  const NodeId peer = connection->peer;
+  absl::Status read =
+      ReadEnvelopeFrame(data, size, &scratch_envelope_, [&](wire::Envelope& envelope) {
+        if (!AcceptEnvelope(peer, envelope)) return;
+        counters_.envelopes_received++;
+        if (receiver_) receiver_(peer, std::move(envelope));
+      });
+  if (read.ok()) return true;
+  Log("peer")->warn("undecodable frame from node {}: {}; connection closed", peer,
+                    std::string(read.message()));
+  return false;
 }
 
 bool TcpTransport::AcceptEnvelope(NodeId peer, const wire::Envelope& envelope) {
@@ -639,12 +660,16 @@ size_t TcpTransport::Unsent(const Connection& connection) {
   return connection.out.size() - connection.out_offset;
 }
 
-void TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
-  size_t bytes = frame.ByteSizeLong();
+void TcpTransport::PrepareQueue(Connection* connection) {
   if (connection->out_offset > 0 && connection->out_offset == connection->out.size()) {
     connection->out.clear();
     connection->out_offset = 0;
   }
+}
+
+void TcpTransport::Queue(Connection* connection, const wire::PeerFrame& frame) {
+  size_t bytes = frame.ByteSizeLong();
+  PrepareQueue(connection);
   PutFrameLength(static_cast<uint32_t>(bytes), &connection->out);
   frame.AppendToString(&connection->out);
   counters_.bytes_sent += bytes + kLengthBytes;

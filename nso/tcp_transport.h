@@ -122,10 +122,13 @@ class TcpTransport final : public PeerTransport {
   // Handles the complete frames at the start of connection->in; false to close.
   bool HandleFrames(Connection* connection);
   bool OnHello(Connection* connection, const wire::Hello& hello);
-  void Deliver(NodeId peer, wire::Frame* frame);
+  // Hands each envelope of a frame (after the hello) to the receiver; false if malformed.
+  bool Deliver(Connection* connection, const char* data, size_t size);
   bool AcceptEnvelope(NodeId peer, const wire::Envelope& envelope);
   // Appends a length-prefixed frame to the connection's output (Flush bounds what waits there).
   void Queue(Connection* connection, const wire::PeerFrame& frame);
+  // Empties the connection's output buffer once all of it was written, before more is queued.
+  static void PrepareQueue(Connection* connection);
   // Bytes queued on the connection and not yet written.
   static size_t Unsent(const Connection& connection);
   // Writes what it can; watches EPOLLOUT while something is left. False on error.
@@ -152,6 +155,7 @@ class TcpTransport final : public PeerTransport {
   std::map<NodeId, std::unique_ptr<Link>> links_;
   std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
   std::vector<char> read_buffer_;                              // loop thread
+  wire::Envelope scratch_envelope_;  // loop thread: each envelope read is parsed into it
   uint64_t inbound_tls_failures_ = 0;                          // loop thread
   uint64_t unknown_dropped_ = 0;  // loop thread: envelopes sent to no known peer
   double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now

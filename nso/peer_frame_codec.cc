@@ -1,0 +1,162 @@
+#include "nso/peer_frame_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "nso/framing.h"
+
+namespace cohort::nso {
+namespace {
+
+// Protobuf field tags (field number << 3 | wire type) of the fields this codec writes.
+constexpr uint8_t kLengthDelimited = 2;
+constexpr uint8_t kPeerFrameFrameTag = (2 << 3) | kLengthDelimited;  // PeerFrame.frame = 2
+constexpr uint8_t kFrameEnvelopesTag = (1 << 3) | kLengthDelimited;  // Frame.envelopes = 1
+
+size_t VarintBytes(uint64_t value) {
+  size_t bytes = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++bytes;
+  }
+  return bytes;
+}
+
+void PutVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// Bytes of one protobuf message being read, field by field.
+class FieldReader {
+ public:
+  FieldReader(const uint8_t* begin, const uint8_t* end) : at_(begin), end_(end) {}
+
+  bool done() const { return at_ == end_; }
+
+  bool Varint(uint64_t* value) {
+    *value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at_ == end_) return false;
+      const uint8_t byte = *at_++;
+      *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;  // more than 10 bytes
+  }
+
+  // A length-delimited value: its bytes, which must all be there.
+  bool Bytes(const uint8_t** begin, size_t* size) {
+    uint64_t length = 0;
+    if (!Varint(&length) || length > static_cast<uint64_t>(end_ - at_)) return false;
+    *begin = at_;
+    *size = static_cast<size_t>(length);
+    at_ += length;
+    return true;
+  }
+
+  // Skips the value of a field of this tag's wire type (not the deprecated groups).
+  bool Skip(uint64_t tag) {
+    if ((tag >> 3) == 0) return false;  // field number 0: protobuf refuses it too
+    uint64_t ignored = 0;
+    const uint8_t* begin = nullptr;
+    size_t size = 0;
+    switch (tag & 7) {
+      case 0:
+        return Varint(&ignored);
+      case 1:
+        return Advance(8);
+      case 2:
+        return Bytes(&begin, &size);
+      case 5:
+        return Advance(4);
+      default:
+        return false;
+    }
+  }
+
+ private:
+  bool Advance(size_t bytes) {
+    if (bytes > static_cast<size_t>(end_ - at_)) return false;
+    at_ += bytes;
+    return true;
+  }
+
+  const uint8_t* at_;
+  const uint8_t* end_;
+};
+
+}  // namespace
+
+size_t EnvelopeFieldBytes(size_t envelope_bytes) {
+  return 1 + VarintBytes(envelope_bytes) + envelope_bytes;
+}
+
+size_t BeginEnvelopeFrame(size_t body_bytes, std::string* out) {
+  const size_t frame_bytes = 1 + VarintBytes(body_bytes) + body_bytes;
+  out->reserve(out->size() + kFrameLengthBytes + frame_bytes);
+  PutFrameLength(static_cast<uint32_t>(frame_bytes), out);
+  out->push_back(static_cast<char>(kPeerFrameFrameTag));
+  PutVarint(body_bytes, out);
+  return frame_bytes;
+}
+
+void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out) {
+  out->push_back(static_cast<char>(kFrameEnvelopesTag));
+  PutVarint(envelope_bytes, out);
+  const size_t at = out->size();
+  out->resize(at + envelope_bytes);
+  envelope.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
+}
+
+absl::Status ReadEnvelopeFrame(const char* data, size_t size, wire::Envelope* scratch,
+                               absl::FunctionRef<void(wire::Envelope&)> each) {
+  const auto* begin = reinterpret_cast<const uint8_t*>(data);
+  FieldReader frame(begin, begin + size);
+  int envelopes = 0;
+  while (!frame.done()) {
+    uint64_t tag = 0;
+    if (!frame.Varint(&tag)) return absl::InvalidArgumentError("malformed field tag in frame");
+    if (tag != kPeerFrameFrameTag) {
+      if (!frame.Skip(tag)) {
+        return absl::InvalidArgumentError(absl::StrCat("malformed field (tag ", tag, ") in frame"));
+      }
+      continue;
+    }
+    const uint8_t* body_begin = nullptr;
+    size_t body_size = 0;
+    if (!frame.Bytes(&body_begin, &body_size)) {
+      return absl::InvalidArgumentError("frame body longer than the frame");
+    }
+    FieldReader body(body_begin, body_begin + body_size);
+    while (!body.done()) {
+      if (!body.Varint(&tag)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("malformed field tag after envelope ", envelopes));
+      }
+      if (tag != kFrameEnvelopesTag) {
+        if (!body.Skip(tag)) {
+          return absl::InvalidArgumentError(absl::StrCat("malformed field (tag ", tag,
+                                                         ") after envelope ", envelopes));
+        }
+        continue;
+      }
+      const uint8_t* envelope_begin = nullptr;
+      size_t envelope_size = 0;
+      if (!body.Bytes(&envelope_begin, &envelope_size)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("envelope ", envelopes + 1, " longer than its frame"));
+      }
+      if (!scratch->ParseFromArray(envelope_begin, static_cast<int>(envelope_size))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("envelope ", envelopes + 1, " of ", envelope_size, " bytes undecodable"));
+      }
+      ++envelopes;
+      each(*scratch);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cohort::nso

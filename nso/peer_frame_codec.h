@@ -1,0 +1,41 @@
+// A peer frame of envelopes, written and read without building a wire::PeerFrame. The bytes are
+// those of wire::PeerFrame{frame: Frame{envelopes}} (proto/wire.proto), so either end may still
+// use the generated classes; the raw TCP transport (tcp_transport.cc) writes each queued envelope
+// straight into its write buffer and parses each envelope it reads into one reused object: no
+// Frame, no repeated field, no per-envelope object on the hot path (omniORB2, 001 sections 5-6).
+#ifndef COHORT_NSO_PEER_FRAME_CODEC_H_
+#define COHORT_NSO_PEER_FRAME_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "proto/wire.pb.h"
+
+namespace cohort::nso {
+
+// Bytes an envelope of `envelope_bytes` takes inside a frame (its field tag and length too).
+size_t EnvelopeFieldBytes(size_t envelope_bytes);
+
+// Appends the start of a length-prefixed peer frame (framing.h) whose envelopes take
+// `body_bytes` in all (the sum of their EnvelopeFieldBytes); AppendEnvelope then adds each, in
+// order. Returns the frame's length (without its 4-byte prefix).
+size_t BeginEnvelopeFrame(size_t body_bytes, std::string* out);
+
+// Appends one envelope of the frame begun. `envelope_bytes` is its ByteSizeLong(), called on
+// this object after its last change: the serialisation uses the sizes cached by that call (a
+// moved message does not keep them).
+void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out);
+
+// Reads one peer frame's bytes (without its length prefix). Each envelope is parsed into
+// `*scratch` and handed to `each`, which may move from it. A hello in the frame is skipped (the
+// handshake parses its frame as a wire::PeerFrame), as are fields this version does not know.
+// Returns an error naming what is malformed; the envelopes before it were handed on.
+absl::Status ReadEnvelopeFrame(const char* data, size_t size, wire::Envelope* scratch,
+                               absl::FunctionRef<void(wire::Envelope&)> each);
+
+}  // namespace cohort::nso
+
+#endif  // COHORT_NSO_PEER_FRAME_CODEC_H_
