@@ -65,7 +65,12 @@ struct LocalApi::Connection {
 LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
                    const AccessPolicy* policy, InvocationMetrics* metrics)
     : options_(std::move(options)), node_(node), loop_(loop), policy_(policy),
-      metrics_(metrics) {}
+      metrics_(metrics), read_arena_([this] {
+        google::protobuf::ArenaOptions arena;
+        arena.initial_block = read_block_;
+        arena.initial_block_size = sizeof(read_block_);
+        return arena;
+      }()) {}
 
 LocalApi::~LocalApi() { Shutdown(); }
 
@@ -209,14 +214,14 @@ bool LocalApi::HandleFrames(Connection* connection) {
       break;
     }
     if (in.size() - offset - kFrameLengthBytes < length) break;
-    scratch_.Clear();
-    if (!scratch_.ParseFromArray(in.data() + offset + kFrameLengthBytes,
-                                 static_cast<int>(length))) {
+    read_arena_.Reset();
+    auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&read_arena_);
+    if (!frame->ParseFromArray(in.data() + offset + kFrameLengthBytes, static_cast<int>(length))) {
       ok = Fail(connection, "undecodable frame (not a cohort.api.LocalFrame)");
       break;
     }
     offset += kFrameLengthBytes + length;
-    ok = HandleFrame(connection, &scratch_);
+    ok = HandleFrame(connection, frame);
   }
   in.erase(0, offset);
   return ok;

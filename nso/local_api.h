@@ -111,7 +111,11 @@ class LocalApi {
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;  // loop thread
   std::vector<uint64_t> dirty_;      // connections with output queued in this batch
   std::vector<char> read_buffer_;    // loop thread
-  api::LocalFrame scratch_;          // loop thread: reused for every frame read and written
+  // Loop thread: each frame read is parsed into this arena, reset for the next one; its first
+  // block is `read_block_`, so a call's or an answer's messages and short strings cost no
+  // allocation (omniORB2, 001 sections 5-6). Handlers copy or move out what they keep.
+  alignas(16) char read_block_[4096];
+  google::protobuf::Arena read_arena_;
 };
 
 }  // namespace cohort::nso

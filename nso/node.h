@@ -764,7 +764,7 @@ class Node {
   wire::Reply RefuseOutOfOrder(const Group& group, const wire::Request& request);
   void OnReply(const wire::Reply& reply);
   void OnManagedReply(const wire::ManagedReply& reply);
-  void SendReply(NodeId to, const std::string& group, const wire::Reply& reply);
+  void SendReply(NodeId to, const std::string& group, wire::Reply reply);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
   void FinishCall(CallKey call, absl::Status status);
   void ExpireCalls();

@@ -246,7 +246,7 @@ void Node::AskForPredecessor(const Group* group, const invocation::OutsideFifo::
   Log("group")->debug("group {}: call {} of node {}, which its client's later request waits "
                       "for, has not come: asking for it", group->name(), call_id,
                       NodeName(origin));
-  SendReply(origin, group->name(), ask);
+  SendReply(origin, group->name(), std::move(ask));
 }
 
 void Node::OnPredecessorMissing(NodeId from, const std::string& name, const wire::Reply& ask) {
@@ -265,7 +265,7 @@ void Node::OnPredecessorMissing(NodeId from, const std::string& name, const wire
     wire::Reply gone = ask;
     gone.set_replier(self_);
     gone.set_predecessor_gone(true);
-    return SendReply(from, name, gone);
+    return SendReply(from, name, std::move(gone));
   }
   SendMissingAgain(from, name, ask.call_id());
 }
