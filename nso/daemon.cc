@@ -19,6 +19,7 @@
 #include "nso/framing.h"
 #include "nso/group_event_log.h"
 #include "nso/grpc_revocation.h"
+#include "nso/heap_count.h"
 #include "nso/keepalive.h"
 #include "nso/incarnation_file.h"
 #include "nso/logging.h"
@@ -373,6 +374,7 @@ absl::Status Daemon::Start() {
         reply->set_uptime_ms(MonotonicNowMs() - started_ms_);
         reply->set_incarnation(incarnation_);
         reply->set_previous_incarnation(previous_incarnation_);
+        reply->set_heap_allocations(HeapAllocations().value_or(0));
         reply->set_listen_peer(config_.listen_peer);
         reply->set_listen_client(config_.listen_client);
         reply->set_metrics_listen(config_.metrics_listen);
@@ -554,6 +556,12 @@ std::string Daemon::RenderMetrics() {
   out.Family("cohort_config_restart_pending", "gauge",
              "1 when the last applied reload had changes that wait for a restart (logged).");
   out.Sample("cohort_config_restart_pending", {}, restart_pending_ ? 1 : 0);
+  if (std::optional<uint64_t> allocations = HeapAllocations()) {
+    out.Family("cohort_heap_allocations_total", "counter",
+               "C++ heap allocations (operator new) since the daemon started; per call, the hot "
+               "path's count (BENCHMARKS.md).");
+    out.Sample("cohort_heap_allocations_total", {}, static_cast<double>(*allocations));
+  }
   out.Family("cohort_event_loop_queue_depth", "gauge",
              "Tasks waiting for the protocol thread.");
   out.Sample("cohort_event_loop_queue_depth", {}, static_cast<double>(loop_->QueueDepth()));

@@ -137,6 +137,8 @@ TEST_CASE("Prometheus metrics change when invocations run", "[ops][e2e]") {
   std::string before = node.Metrics();
   REQUIRE_THAT(before, Contains("HTTP/1.0 200 OK"));
   CHECK_THAT(before, Contains("cohort_up{node=\"n1\",cluster=\"cohort\"} 1"));
+  const double allocations_before = test::MetricValue(before, "cohort_heap_allocations_total");
+  CHECK(allocations_before > 0);  // cohortd counts its heap allocations (nso/count_heap.cc)
   CHECK(test::MetricValue(before, "cohort_invocations_total{mode=\"all\",code=\"OK\"}") == -1);
   double instances_before =
       test::MetricValue(before, "cohort_consensus_instances_total{group=\"g\"}");
@@ -165,6 +167,7 @@ TEST_CASE("Prometheus metrics change when invocations run", "[ops][e2e]") {
   CHECK(test::MetricValue(after, "cohort_group_view_id{group=\"g\"}") >= 1);
   CHECK(test::MetricValue(after, "cohort_serving") == 1);
   CHECK(test::MetricValue(after, "cohort_event_loop_queue_depth") >= 0);
+  CHECK(test::MetricValue(after, "cohort_heap_allocations_total") > allocations_before);
   CHECK_THAT(test::HttpGet(node.metrics_port, "/healthz"), Contains("200 OK"));
   CHECK_THAT(test::HttpGet(node.metrics_port, "/nothing"), Contains("404"));
 }

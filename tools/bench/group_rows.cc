@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
+#include "tools/bench/allocations.h"
 #include "tools/bench/group_calls.h"
 #include "tools/bench/measure.h"
 #include "tools/bench/process.h"
@@ -126,6 +127,18 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         if (name == "closed" && options.WantMode("all")) {
           MeasureAsync(options, client->get(), {n, ordering, "closed-async", absl::StrCat("n", attach)},
                        report);
+        }
+      }
+      if (ok && options.WantMode("all")) {
+        ConnectOptions connect = BenchConnect("bench-allocations");
+        connect.local = g_client_local;
+        auto client = Client::Connect(daemons.ClientAddress(2), connect);
+        std::vector<std::string> addresses;
+        for (int i = 1; i <= n + 1; ++i) addresses.push_back(daemons.ClientAddress(i));
+        if (client.ok()) {
+          Progress(absl::StrCat("n=", n, " ", ordering, " heap allocations per call"));
+          report->allocations.push_back(
+              MeasureAllocations(client->get(), addresses, n, ordering, options.payload));
         }
       }
       if (ok) MeasureSpread(options, daemons, n, ordering, report);

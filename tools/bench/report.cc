@@ -431,6 +431,23 @@ void PrintReport(const Report& report, std::ostream& out) {
     }
   }
 
+  // Heap allocations per call.
+  if (!report.allocations.empty()) {
+    out << "\n== heap allocations per wait-for-all call (closed group, client at n2, operator new"
+           " counts; issue 7: none per message) ==\n";
+    out << "n  ordering   calls  per daemon (n1..n(N+1))                    daemons  client+servants\n";
+    for (const AllocationResult& a : report.allocations) {
+      if (!a.note.empty()) {
+        out << absl::StrFormat("%-2d %-10s not measured: %s\n", a.n, a.ordering, a.note);
+        continue;
+      }
+      std::string each;
+      for (double d : a.per_daemon) absl::StrAppend(&each, each.empty() ? "" : " / ", Num(d, 1));
+      out << absl::StrFormat("%-2d %-10s %5d  %-42s %7s  %s\n", a.n, a.ordering, a.calls, each,
+                             Num(a.daemons, 1), Num(a.client_and_servants, 1));
+    }
+  }
+
   // Memory.
   if (report.memory.measured || !report.memory.note.empty()) {
     const MemoryResult& m = report.memory;
@@ -554,6 +571,20 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
       << ", \"failed\": " << f->failed << ", \"after_ms\": " << jg.failover_after_ms << "}";
   }
   j << "}";
+  j << ",\n  \"allocations\": [";
+  first = true;
+  for (const AllocationResult& a : report.allocations) {
+    j << (first ? "" : ",") << "\n    {\"n\": " << a.n << ", \"ordering\": " << JsonString(a.ordering)
+      << ", \"calls\": " << a.calls << ", \"per_daemon\": [";
+    for (size_t i = 0; i < a.per_daemon.size(); ++i) {
+      j << (i ? ", " : "") << Num(a.per_daemon[i], 2);
+    }
+    j << "], \"daemons\": " << Num(a.daemons, 2)
+      << ", \"client_and_servants\": " << Num(a.client_and_servants, 2)
+      << ", \"note\": " << JsonString(a.note) << "}";
+    first = false;
+  }
+  j << "]";
   const MemoryResult& m = report.memory;
   j << ",\n  \"memory\": {\"measured\": " << (m.measured ? "true" : "false")
     << ", \"nsos\": " << m.nsos << ", \"nso_rss_before_kib\": " << Num(m.nso_rss_before_kib)

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/bench/allocations.h"
 #include "tools/bench/etcd.h"
 #include "tools/bench/jgroups.h"
 #include "tools/bench/memory.h"
@@ -94,6 +95,7 @@ struct Report {
   // both shown, and the p50 ratios (p50/grpc, p50/tcp, the latency targets) divide by their mean.
   double grpc_p50_end = 0, tcp_p50_end = 0;
   std::vector<GroupResult> groups;
+  std::vector<AllocationResult> allocations;  // per (n, ordering), with the group rows
   std::vector<FailoverResult> failovers;
   ExclusionResult exclusion;  // measured with the failovers
   MemoryResult memory;  // measured unless --skip memory

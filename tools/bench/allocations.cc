@@ -1,0 +1,78 @@
+#include "tools/bench/allocations.h"
+
+#include <chrono>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "nso/heap_count.h"
+#include "proto/api.grpc.pb.h"
+
+namespace cohort::bench {
+namespace {
+
+constexpr int64_t kCalls = 2000;
+
+// Each daemon's heap_allocations now, or nullopt (and *note) if one does not say.
+std::optional<std::vector<uint64_t>> DaemonCounts(const std::vector<std::string>& addresses,
+                                                  std::string* note) {
+  std::vector<uint64_t> counts;
+  for (const std::string& address : addresses) {
+    auto stub = api::Admin::NewStub(DaemonChannel(address));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    api::StatusRequest request;
+    api::StatusReply reply;
+    grpc::Status status = stub->Status(&context, request, &reply);
+    if (!status.ok()) {
+      *note = absl::StrCat("Admin.Status at ", address, ": ", status.error_message());
+      return std::nullopt;
+    }
+    if (reply.heap_allocations() == 0) {
+      *note = absl::StrCat("the daemon at ", address, " does not count its heap allocations");
+      return std::nullopt;
+    }
+    counts.push_back(reply.heap_allocations());
+  }
+  return counts;
+}
+
+}  // namespace
+
+AllocationResult MeasureAllocations(Client* client, const std::vector<std::string>& addresses,
+                                    int n, const std::string& ordering, int payload_bytes) {
+  AllocationResult result;
+  result.n = n;
+  result.ordering = ordering;
+  const std::string payload(static_cast<size_t>(payload_bytes), 'x');
+  for (int i = 0; i < 200; ++i) {  // warm: connections, caches and pools at their steady size
+    client->Invoke("bench", "echo", payload, Mode::kAll, absl::Seconds(5), Style::kClosed)
+        .IgnoreError();
+  }
+  std::optional<std::vector<uint64_t>> before = DaemonCounts(addresses, &result.note);
+  const std::optional<uint64_t> own_before = nso::HeapAllocations();
+  if (!before) return result;
+  for (int64_t i = 0; i < kCalls; ++i) {
+    auto replies =
+        client->Invoke("bench", "echo", payload, Mode::kAll, absl::Seconds(5), Style::kClosed);
+    if (replies.ok()) ++result.calls;
+  }
+  const std::optional<uint64_t> own_after = nso::HeapAllocations();
+  std::optional<std::vector<uint64_t>> after = DaemonCounts(addresses, &result.note);
+  if (!after) return result;
+  if (result.calls == 0) {
+    result.note = "no call succeeded";
+    return result;
+  }
+  const double calls = static_cast<double>(result.calls);
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    // (The Status reads themselves add a few hundred: under 0.3 per call.)
+    result.per_daemon.push_back(static_cast<double>((*after)[i] - (*before)[i]) / calls);
+    result.daemons += result.per_daemon.back();
+  }
+  if (own_before && own_after) {
+    result.client_and_servants = static_cast<double>(*own_after - *own_before) / calls;
+  }
+  return result;
+}
+
+}  // namespace cohort::bench

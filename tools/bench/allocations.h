@@ -1,0 +1,33 @@
+// Heap allocations per call (nso/heap_count.h): what the hot path allocates, against issue 7's
+// "no per-message allocation or copy" (omniORB2, 001 sections 5-6). Over sequential wait-for-all
+// calls through the closed group (the client at n2), the growth of each daemon's count (Admin
+// Status heap_allocations) and of this process's (the client stub and the in-process echo
+// servants), divided by the calls.
+#ifndef COHORT_TOOLS_BENCH_ALLOCATIONS_H_
+#define COHORT_TOOLS_BENCH_ALLOCATIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "invocation/client.h"
+
+namespace cohort::bench {
+
+struct AllocationResult {
+  int n = 0;
+  std::string ordering;
+  int64_t calls = 0;
+  std::vector<double> per_daemon;  // allocations per call at n1..n(N+1) (the last hosts no member)
+  double daemons = 0;              // their sum
+  double client_and_servants = 0;  // this process, per call
+  std::string note;                // why not measured (empty: measured)
+};
+
+// `addresses`: the daemons' client addresses, n1 first.
+AllocationResult MeasureAllocations(Client* client, const std::vector<std::string>& addresses,
+                                    int n, const std::string& ordering, int payload_bytes);
+
+}  // namespace cohort::bench
+
+#endif  // COHORT_TOOLS_BENCH_ALLOCATIONS_H_
