@@ -515,7 +515,7 @@ void ToInvokeReply(InvokeResult result, api::InvokeReply* reply) {
     out->set_member(std::move(member_reply.member));
     out->set_node(member_reply.node);
     out->set_status_code(static_cast<int>(member_reply.status.code()));
-    out->set_error(std::string(member_reply.status.message()));
+    if (!member_reply.status.ok()) out->set_error(std::string(member_reply.status.message()));
     out->set_payload(std::move(member_reply.payload));
   }
 }

@@ -288,7 +288,8 @@ absl::Status Daemon::Start() {
     TcpTransport* raw = tcp.get();
     tcp_transport_ = raw;
     transport_flush = [raw] { raw->Flush(); };
-    tcp->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
+    tcp->SetReceiver(
+        [this](NodeId from, const wire::Envelope& envelope) { node_->Receive(from, envelope); });
     tcp->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
     transport_ = std::move(tcp);
   } else {
@@ -307,7 +308,8 @@ absl::Status Daemon::Start() {
     GrpcTransport* raw = grpc.get();
     grpc_transport_ = raw;
     transport_flush = [raw] { raw->Flush(); };
-    grpc->SetReceiver([this](NodeId from, wire::Envelope envelope) { node_->Receive(from, envelope); });
+    grpc->SetReceiver(
+        [this](NodeId from, const wire::Envelope& envelope) { node_->Receive(from, envelope); });
     grpc->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
     grpc_transport = grpc.get();
     transport_ = std::move(grpc);

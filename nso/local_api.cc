@@ -15,6 +15,7 @@
 #include "invocation/backpressure.h"
 #include "nso/api_service.h"
 #include "nso/framing.h"
+#include "nso/scratch_arena.h"
 #include "nso/unix_address.h"
 #include "nso/logging.h"
 #include "nso/status.h"
@@ -65,12 +66,9 @@ struct LocalApi::Connection {
 LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
                    const AccessPolicy* policy, InvocationMetrics* metrics)
     : options_(std::move(options)), node_(node), loop_(loop), policy_(policy),
-      metrics_(metrics), read_arena_([this] {
-        google::protobuf::ArenaOptions arena;
-        arena.initial_block = read_block_;
-        arena.initial_block_size = sizeof(read_block_);
-        return arena;
-      }()) {}
+      metrics_(metrics),
+      read_arena_(ArenaOn(read_block_, sizeof(read_block_))),
+      write_arena_(ArenaOn(write_block_, sizeof(write_block_))) {}
 
 LocalApi::~LocalApi() { Shutdown(); }
 
@@ -323,13 +321,14 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   Connection* connection = Find(id);
   if (connection == nullptr || connection->closing) return;  // the client went away
   connection->results.Add(ResultBytes(result));
-  api::LocalFrame frame;
-  api::PipelinedResult* out = frame.mutable_result();
+  write_arena_.Reset();
+  auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
+  api::PipelinedResult* out = frame->mutable_result();
   out->set_call(call);
   out->set_status_code(status.error_code());
-  out->set_error(status.error_message());
+  if (!status.ok()) out->set_error(status.error_message());
   ToInvokeReply(std::move(result), out->mutable_reply());
-  Queue(connection, frame);
+  Queue(connection, *frame);
 }
 
 bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
@@ -400,9 +399,10 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
     connection->early.push_back(std::move(delivery));
     return;
   }
-  api::LocalFrame frame;
-  ToServantEvent(std::move(delivery), frame.mutable_event());
-  Queue(connection, frame);
+  write_arena_.Reset();
+  auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
+  ToServantEvent(std::move(delivery), frame->mutable_event());
+  Queue(connection, *frame);
 }
 
 void LocalApi::Queue(Connection* connection, const api::LocalFrame& frame) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "google/protobuf/arena.h"
 #include "nso/api_service.h"
 #include "nso/event_loop.h"
 #include "nso/metrics.h"
@@ -116,6 +117,10 @@ class LocalApi {
   // allocation (omniORB2, 001 sections 5-6). Handlers copy or move out what they keep.
   alignas(16) char read_block_[4096];
   google::protobuf::Arena read_arena_;
+  // Loop thread: the same for each result and delivery written (OnResult, OnDelivery), whose
+  // payloads are moved in, not copied.
+  alignas(16) char write_block_[4096];
+  google::protobuf::Arena write_arena_;
 };
 
 }  // namespace cohort::nso

@@ -4,10 +4,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/arena.h"
 #include "invocation/kept_calls.h"
 #include "nso/logging.h"
 #include "nso/node.h"
+#include "nso/scratch_arena.h"
 
 namespace cohort::nso {
 
@@ -41,10 +41,7 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
   // in place allocates neither its messages nor their short strings (omniORB2, 001 sections
   // 5-6). What is kept beyond this loop is copied out of it (protobuf copies between arenas).
   alignas(16) char block[kDeliveryArenaBytes];
-  google::protobuf::ArenaOptions arena_options;
-  arena_options.initial_block = block;
-  arena_options.initial_block_size = sizeof(block);
-  google::protobuf::Arena arena(arena_options);
+  google::protobuf::Arena arena(ArenaOn(block, sizeof(block)));
   for (size_t i = 0; i < deliveries.size(); ++i) {
     group->Delivered(deliveries[i]);
     arena.Reset();

@@ -110,7 +110,8 @@ void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::
   envelope.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
 }
 
-absl::Status ReadEnvelopeFrame(const char* data, size_t size, wire::Envelope* scratch,
+absl::Status ReadEnvelopeFrame(const char* data, size_t size,
+                               absl::FunctionRef<wire::Envelope*()> scratch,
                                absl::FunctionRef<void(wire::Envelope&)> each) {
   const auto* begin = reinterpret_cast<const uint8_t*>(data);
   FieldReader frame(begin, begin + size);
@@ -148,12 +149,13 @@ absl::Status ReadEnvelopeFrame(const char* data, size_t size, wire::Envelope* sc
         return absl::InvalidArgumentError(
             absl::StrCat("envelope ", envelopes + 1, " longer than its frame"));
       }
-      if (!scratch->ParseFromArray(envelope_begin, static_cast<int>(envelope_size))) {
+      wire::Envelope* envelope = scratch();
+      if (!envelope->ParseFromArray(envelope_begin, static_cast<int>(envelope_size))) {
         return absl::InvalidArgumentError(
             absl::StrCat("envelope ", envelopes + 1, " of ", envelope_size, " bytes undecodable"));
       }
       ++envelopes;
-      each(*scratch);
+      each(*envelope);
     }
   }
   return absl::OkStatus();

@@ -29,11 +29,13 @@ size_t BeginEnvelopeFrame(size_t body_bytes, std::string* out);
 // moved message does not keep them).
 void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out);
 
-// Reads one peer frame's bytes (without its length prefix). Each envelope is parsed into
-// `*scratch` and handed to `each`, which may move from it. A hello in the frame is skipped (the
-// handshake parses its frame as a wire::PeerFrame), as are fields this version does not know.
-// Returns an error naming what is malformed; the envelopes before it were handed on.
-absl::Status ReadEnvelopeFrame(const char* data, size_t size, wire::Envelope* scratch,
+// Reads one peer frame's bytes (without its length prefix). Each envelope is parsed into the
+// message `scratch` returns then (it may reuse or replace the last one, e.g. reset an arena) and
+// handed to `each`. A hello in the frame is skipped (the handshake parses its frame as a
+// wire::PeerFrame), as are fields this version does not know. Returns an error naming what is
+// malformed; the envelopes before it were handed on.
+absl::Status ReadEnvelopeFrame(const char* data, size_t size,
+                               absl::FunctionRef<wire::Envelope*()> scratch,
                                absl::FunctionRef<void(wire::Envelope&)> each);
 
 }  // namespace cohort::nso

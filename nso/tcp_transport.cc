@@ -16,6 +16,7 @@
 #include "nso/event_loop.h"
 #include "nso/framing.h"
 #include "nso/peer_frame_codec.h"
+#include "nso/scratch_arena.h"
 #include "nso/log_every.h"
 #include "nso/logging.h"
 
@@ -114,7 +115,8 @@ TcpTransport::TcpTransport(TcpTransportOptions options, EventLoop* loop)
       loop_(loop),
       sweep_every_ms_(std::min<uint64_t>(
           {1000, options_.hello_timeout_ms / 2, options_.connect_timeout_ms / 2})),
-      tls_(options_.tls) {
+      tls_(options_.tls),
+      read_arena_(ArenaOn(read_block_, sizeof(read_block_))) {
   for (const auto& [peer, address] : options_.peer_addresses) {
     auto link = std::make_unique<Link>();
     link->peer = peer;
@@ -627,12 +629,15 @@ bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
 
 bool TcpTransport::Deliver(Connection* connection, const char* data, size_t size) {
   const NodeId peer = connection->peer;
-  absl::Status read =
-      ReadEnvelopeFrame(data, size, &scratch_envelope_, [&](wire::Envelope& envelope) {
-        if (!AcceptEnvelope(peer, envelope)) return;
-        counters_.envelopes_received++;
-        if (receiver_) receiver_(peer, std::move(envelope));
-      });
+  auto scratch = [this] {  // one envelope at a time in the arena (a parse does not shrink it)
+    read_arena_.Reset();
+    return google::protobuf::Arena::CreateMessage<wire::Envelope>(&read_arena_);
+  };
+  absl::Status read = ReadEnvelopeFrame(data, size, scratch, [&](wire::Envelope& envelope) {
+    if (!AcceptEnvelope(peer, envelope)) return;
+    counters_.envelopes_received++;
+    if (receiver_) receiver_(peer, envelope);
+  });
   if (read.ok()) return true;
   Log("peer")->warn("undecodable frame from node {}: {}; connection closed", peer,
                     std::string(read.message()));

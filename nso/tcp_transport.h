@@ -31,6 +31,7 @@
 #include "nso/peer_names.h"
 #include "nso/tls_channel.h"
 #include "nso/transport.h"
+#include "google/protobuf/arena.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::nso {
@@ -155,7 +156,11 @@ class TcpTransport final : public PeerTransport {
   std::map<NodeId, std::unique_ptr<Link>> links_;
   std::map<int, std::unique_ptr<Connection>> connections_;     // by fd, loop thread
   std::vector<char> read_buffer_;                              // loop thread
-  wire::Envelope scratch_envelope_;  // loop thread: each envelope read is parsed into it
+  // Loop thread: each envelope read is parsed into this arena (its first block `read_block_`),
+  // reset for the next, and handed to the receiver by reference: its messages and short strings
+  // cost no allocation (omniORB2, 001 sections 5-6).
+  alignas(16) char read_block_[8192];
+  google::protobuf::Arena read_arena_;
   uint64_t inbound_tls_failures_ = 0;                          // loop thread
   uint64_t unknown_dropped_ = 0;  // loop thread: envelopes sent to no known peer
   double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now

@@ -26,7 +26,9 @@ inline wire::PeerFrame HelloFrame(NodeId self, const std::string& cluster) {
 
 class Transport {
  public:
-  using Receiver = std::function<void(NodeId from, wire::Envelope envelope)>;
+  // The envelope lives only during the call (the raw TCP transport parses it into an arena):
+  // what is kept of it is copied.
+  using Receiver = std::function<void(NodeId from, const wire::Envelope& envelope)>;
 
   virtual ~Transport() = default;
 

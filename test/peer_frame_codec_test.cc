@@ -52,7 +52,8 @@ std::string Write(const std::vector<wire::Envelope>& envelopes) {
 
 absl::Status Read(const std::string& bytes, std::vector<std::string>* read) {
   wire::Envelope scratch;
-  return ReadEnvelopeFrame(bytes.data(), bytes.size(), &scratch, [&](wire::Envelope& envelope) {
+  auto reuse = [&scratch] { return &scratch; };
+  return ReadEnvelopeFrame(bytes.data(), bytes.size(), reuse, [&](wire::Envelope& envelope) {
     read->push_back(envelope.SerializeAsString());
     wire::Envelope taken = std::move(envelope);  // a receiver may move it away
   });
