@@ -176,7 +176,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, SteadyTime deadline) {
   if (got_result) {  // `in` is the driver's until the next read is posted
     call = stream->in.call();
     if (stream->in.status_code() == 0) {
-      result = ToGroupReplies(stream->in.reply());
+      result = ToGroupReplies(stream->in.mutable_reply());
     } else {
       result = absl::Status(static_cast<absl::StatusCode>(stream->in.status_code()),
                             stream->in.error());

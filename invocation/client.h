@@ -292,6 +292,8 @@ absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::Invok
                                        absl::Duration deadline, const std::string& token);
 // The reply of an Invoke (unary, pipelined or in-process) as the stub library returns it.
 GroupReplies ToGroupReplies(const api::InvokeReply& reply);
+// The same, moving the payloads out of `reply`.
+GroupReplies ToGroupReplies(api::InvokeReply* reply);
 // A view's members as the API carries them (GroupDetailsReply, ServantEvent.view).
 std::vector<ViewMember> ToViewMembers(
     const google::protobuf::RepeatedPtrField<api::Member>& members);

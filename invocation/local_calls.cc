@@ -148,7 +148,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, SteadyTime deadl
     api::PipelinedResult* got = frame.mutable_result();
     call = got->call();
     if (got->status_code() == 0) {
-      result = ToGroupReplies(got->reply());
+      result = ToGroupReplies(got->mutable_reply());
     } else {
       result = absl::Status(static_cast<absl::StatusCode>(got->status_code()), got->error());
     }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "nso/framing.h"
 #include "nso/unix_address.h"
 
@@ -232,8 +233,19 @@ LocalLink::Outcome LocalLink::Take(Outcome filled, api::LocalFrame* frame) {
     return filled;
   }
   uint32_t length = nso::GetFrameLength(in_.data() + in_offset_);
-  bool ok = frame->ParseFromArray(in_.data() + in_offset_ + nso::kFrameLengthBytes,
-                                  static_cast<int>(length));
+  // The kind the frame holds is cleared, not deleted: a frame of the same kind (a servant's next
+  // event, a caller's next result) is parsed into its objects and strings, reusing their storage
+  // (no per-message allocation, omniORB2, 001 sections 5-6). LocalFrame is a oneof only, so
+  // this is a parse.
+  switch (frame->kind_case()) {
+    case api::LocalFrame::kEvent: frame->mutable_event()->Clear(); break;
+    case api::LocalFrame::kResult: frame->mutable_result()->Clear(); break;
+    default: frame->Clear(); break;
+  }
+  google::protobuf::io::CodedInputStream input(
+      reinterpret_cast<const uint8_t*>(in_.data() + in_offset_ + nso::kFrameLengthBytes),
+      static_cast<int>(length));
+  bool ok = frame->MergeFromCodedStream(&input) && input.ConsumedEntireMessage();
   in_offset_ += nso::kFrameLengthBytes + length;
   handed_out_ns_ = now_ns_();  // WriteSoon: how long its handler ran
   if (ok) return Outcome::kFrame;

@@ -67,9 +67,9 @@ class RemoteServant final : public internal::ServantBackend {
     return absl::OkStatus();
   }
   bool Next(api::ServantEvent* event) override { return stream_->Read(event); }
-  void Answer(const api::ServantMessage::Answer& answer) override {
+  void Answer(api::ServantMessage::Answer answer) override {
     api::ServantMessage message;
-    *message.mutable_answer() = answer;
+    *message.mutable_answer() = std::move(answer);
     absl::MutexLock lock(&write_mu_);
     stream_->Write(message);
   }
@@ -127,23 +127,23 @@ class LocalServant final : public internal::ServantBackend {
   }
   bool EventBuffered() const override { return link_->FrameBuffered(); }
   bool Next(api::ServantEvent* event) override {
-    api::LocalFrame frame;
-    while (link_->Read(&frame)) {
-      if (frame.has_event()) {
-        *event = std::move(*frame.mutable_event());
+    while (link_->Read(&frame_)) {
+      if (frame_.has_event()) {
+        // The caller's last event goes into the frame, whose next read reuses its storage.
+        event->Swap(frame_.mutable_event());
         return true;
       }
-      if (frame.has_error()) {
+      if (frame_.has_error()) {
         absl::MutexLock lock(&mu_);
-        end_ = ErrorFrom(frame.error());
+        end_ = ErrorFrom(frame_.error());
         break;
       }
     }
     return false;
   }
-  void Answer(const api::ServantMessage::Answer& answer) override {
+  void Answer(api::ServantMessage::Answer answer) override {
     api::LocalFrame frame;
-    *frame.mutable_servant()->mutable_answer() = answer;
+    *frame.mutable_servant()->mutable_answer() = std::move(answer);
     // On the delivery thread (Servant::Handle): answers to events read together leave together.
     link_->WriteSoon(frame).IgnoreError();  // a broken link ends Next: the servant stops
   }
@@ -182,6 +182,7 @@ class LocalServant final : public internal::ServantBackend {
   const std::string token_;
   // Set by Register (under mu_, for Cancel) before the delivery thread starts.
   std::unique_ptr<internal::LocalLink> link_;
+  api::LocalFrame frame_;  // delivery thread (Next): each frame read, its storage reused
   absl::Mutex mu_;
   absl::Status end_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -450,17 +451,17 @@ void Servant::BoundReply(absl::StatusOr<std::string>* result) const {
                    "limits.max_payload_bytes (", max, "): not sent"));
 }
 
-void Servant::Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more) {
+void Servant::Answer(uint64_t delivery, absl::StatusOr<std::string> result, bool more) {
   api::ServantMessage::Answer answer;
   answer.set_delivery(delivery);
   answer.set_more(more);
   answer.set_status_code(static_cast<int>(result.status().code()));
   if (result.ok()) {
-    answer.set_payload(*result);
+    answer.set_payload(*std::move(result));
   } else {
     answer.set_error(std::string(result.status().message()));
   }
-  backend_->Answer(answer);
+  backend_->Answer(std::move(answer));
 }
 
 // The state is answered in chunks of at most this size (the daemons stream it on in chunks).
@@ -472,7 +473,7 @@ void Servant::SendState(uint64_t delivery) {
     std::optional<std::string> held;
     StateWriter write = [&](std::string chunk) {
       for (size_t at = 0; at < chunk.size(); at += kStateChunkBytes) {
-        if (held) Answer(delivery, *held, true);
+        if (held) Answer(delivery, *std::move(held), true);
         held = chunk.size() <= kStateChunkBytes ? std::move(chunk)
                                                 : chunk.substr(at, kStateChunkBytes);
       }
@@ -549,7 +550,7 @@ void Servant::Handle(const api::ServantEvent& event) {
     // Answered once the state is on disk (FlushKept): no answer from a state not kept.
     return Applied(event.group_seq(), event.delivery(), !event.one_way(), std::move(result));
   }
-  if (!event.one_way()) Answer(event.delivery(), result);
+  if (!event.one_way()) Answer(event.delivery(), std::move(result));
 }
 
 bool Servant::HandleReserved(const api::ServantEvent& event) {
@@ -620,7 +621,7 @@ bool Servant::FlushKept() {
   std::vector<std::pair<uint64_t, absl::StatusOr<std::string>>> answers;
   answers.swap(held_answers_);
   if (!Keep(position)) return false;  // stopped: the held answers are never sent
-  for (const auto& [delivery, result] : answers) Answer(delivery, result);
+  for (auto& [delivery, result] : answers) Answer(delivery, std::move(result));
   return true;
 }
 

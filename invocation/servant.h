@@ -171,7 +171,7 @@ class Servant {
     return (get_state_ || get_state_stream_) && (set_state_ || set_state_chunk_);
   }
   void Handle(const api::ServantEvent& event);  // one delivery, on the delivery thread (or inline)
-  void Answer(uint64_t delivery, const absl::StatusOr<std::string>& result, bool more = false);
+  void Answer(uint64_t delivery, absl::StatusOr<std::string> result, bool more = false);
   // A handler's reply larger than the daemon takes (ServantEvent.max_reply_bytes) becomes the
   // RESOURCE_EXHAUSTED error the daemon would send for it.
   void BoundReply(absl::StatusOr<std::string>* result) const;
