@@ -1,13 +1,16 @@
 // libFuzzer target: the wire decoder and the protocol code behind it.
 //
 // The input is a sequence of records (test/fuzz/fuzz_node.h: u8 control, u16 LE length, bytes);
-// each record's bytes are parsed as a cohort::wire::PeerFrame arriving on the peer stream of node
-// n1 or n3 to a real cohort::nso::Node n2 (groups g, s, solo, other; fuzz_node.h). The stream
-// logic of GrpcTransport is applied: a stream starts with an acceptable Hello (version, cluster,
-// configured peer), a frame that does not parse closes the stream, and every envelope passes the
-// AcceptEnvelope checks (version, sender_node == the stream's peer, a body) before Node::Receive.
+// each record's bytes are a peer frame arriving on the peer connection of node n1 or n3 to a real
+// cohort::nso::Node n2 (groups g, s, solo, other; fuzz_node.h). A connection starts with an
+// acceptable Hello (version, cluster, configured peer; parsed as a cohort::wire::PeerFrame), a
+// frame that does not parse closes it, and every envelope passes the AcceptEnvelope checks
+// (version, sender_node == the connection's peer, a body) before Node::Receive. After the hello,
+// n1's frames are read as the raw TCP transport reads them (nso/peer_frame_codec.h: each envelope
+// parsed into an arena, reset per envelope; those before a malformed one are delivered), n3's as
+// GrpcTransport does (the whole PeerFrame parsed first).
 //
-// control bit 0: the stream (0: n1, 1: n3)
+// control bit 0: the connection (0: n1, raw TCP; 1: n3, gRPC)
 // control bit 1: the local client also invokes a group (bits 2-3: g, s, solo, other)
 // control bits 4-7: milliseconds to advance the clock by, times 8, then Tick
 //
@@ -22,6 +25,8 @@
 #include <vector>
 
 #include "nso/node.h"
+#include "nso/peer_frame_codec.h"
+#include "nso/scratch_arena.h"
 #include "proto/wire.pb.h"
 #include "test/fuzz/fuzz_node.h"
 
@@ -59,6 +64,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         calls->push_back(0);
         harness.node().Invoke(harness.client_nso(), std::move(options),
                               [calls, index](cohort::nso::InvokeResult) { (*calls)[index]++; });
+      }
+      if (stream == 0 && stream_up[0]) {  // as TcpTransport::Deliver
+        char block[1024];
+        google::protobuf::Arena arena(cohort::nso::ArenaOn(block, sizeof(block)));
+        auto scratch = [&arena] {
+          arena.Reset();
+          return google::protobuf::Arena::CreateMessage<cohort::wire::Envelope>(&arena);
+        };
+        absl::Status read = cohort::nso::ReadEnvelopeFrame(
+            record.bytes.data(), record.bytes.size(), scratch,
+            [&](cohort::wire::Envelope& envelope) {
+              if (!cohort::fuzz::AcceptEnvelope(peer, envelope)) return;
+              harness.node().Receive(peer, envelope);
+              harness.Pump();
+            });
+        if (!read.ok()) stream_up[0] = false;  // the connection is closed
+        harness.Advance(static_cast<uint64_t>(record.control >> 4) * 8);
+        continue;
       }
       cohort::wire::PeerFrame frame;
       if (!frame.ParseFromString(record.bytes)) {
