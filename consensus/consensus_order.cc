@@ -40,17 +40,19 @@ ChandraToueg* ConsensusOrder::StartInstance() {
 
 uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
   const uint64_t seq = ++next_seq_;
-  wire::MessageBatch batch;
-  wire::DataMessage* message = batch.add_messages();
-  message->set_origin(self_);
-  message->set_seq(seq);
-  message->set_payload(payload);
-  unordered_[{self_, seq}] = std::move(payload);
   // When this member coordinates round 1 of the instance it starts now, its proposal carries the
   // message (optimisation 2): nothing to diffuse, n - 1 messages and one step fewer (issue 7).
   // Otherwise every member gets it, so whoever coordinates the instance that orders it holds it.
   // Tick's retransmission covers an instance this member did not start after all.
-  if (Current() != nullptr || members_[leader_] != self_) Diffuse(batch, out);
+  if (Current() != nullptr || members_[leader_] != self_) {
+    wire::MessageBatch batch;  // built only to be diffused (a copy of the payload)
+    wire::DataMessage* message = batch.add_messages();
+    message->set_origin(self_);
+    message->set_seq(seq);
+    message->set_payload(payload);
+    Diffuse(batch, out);
+  }
+  unordered_[{self_, seq}] = std::move(payload);
   MaybeStartInstance(/*even_if_empty=*/false, out);
   return seq;
 }

@@ -34,7 +34,10 @@ bool ReplyCollector::complete() const {
 
 bool ReplyCollector::Add(MemberReply reply) {
   auto same = [&](const MemberReply& r) { return r.node == reply.node; };
-  if (std::none_of(replies_.begin(), replies_.end(), same)) replies_.push_back(std::move(reply));
+  if (std::none_of(replies_.begin(), replies_.end(), same)) {
+    if (replies_.empty()) replies_.reserve(std::max<uint32_t>(wanted_, 1));  // one allocation
+    replies_.push_back(std::move(reply));
+  }
   return complete();
 }
 
