@@ -220,6 +220,7 @@ bool LocalApi::HandleFrames(Connection* connection) {
     }
     offset += kFrameLengthBytes + length;
     ok = HandleFrame(connection, frame);
+    read_arena_.Reset();  // nothing of the frame is held past it (a large one's strings go now)
   }
   in.erase(0, offset);
   return ok;
@@ -329,6 +330,7 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   if (!status.ok()) out->set_error(status.error_message());
   ToInvokeReply(std::move(result), out->mutable_reply());
   Queue(connection, *frame);
+  write_arena_.Reset();  // the payloads moved in go once serialised
 }
 
 bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
@@ -403,6 +405,7 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
   auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
   ToServantEvent(std::move(delivery), frame->mutable_event());
   Queue(connection, *frame);
+  write_arena_.Reset();
 }
 
 void LocalApi::Queue(Connection* connection, const api::LocalFrame& frame) {

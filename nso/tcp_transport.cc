@@ -638,6 +638,7 @@ bool TcpTransport::Deliver(Connection* connection, const char* data, size_t size
     counters_.envelopes_received++;
     if (receiver_) receiver_(peer, envelope);
   });
+  read_arena_.Reset();  // the last envelope's strings go now, not at the next frame
   if (read.ok()) return true;
   Log("peer")->warn("undecodable frame from node {}: {}; connection closed", peer,
                     std::string(read.message()));
