@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <functional>
 #include <map>
 #include <string>
@@ -75,7 +76,9 @@ class CausalBarrier {
     std::string group;                        // group of the requests awaited
     std::map<uint64_t, size_t> unordered;     // call id -> bytes
     std::map<uint64_t, size_t> lapsed;        // unordered, past release_after_ms: counted only
-    std::deque<Held> held;
+    // A list, not a deque: an empty deque allocates, and a client's state is made and erased
+    // around each call it makes (holding is rare).
+    std::list<Held> held;
     size_t bytes = 0;                         // of `unordered`, `lapsed` and `held`
   };
   void Release(uint64_t nso, PerNso* state, uint64_t now_ms, std::vector<Submit>* out);
