@@ -219,7 +219,7 @@ class RemoteClient final : public internal::ClientBackend {
     stub_->async()->Invoke(&unary->context, &unary->request, &unary->reply,
                            [unary, done = std::move(done)](grpc::Status status) {
                              if (!status.ok()) return done(nso::FromGrpcStatus(status));
-                             done(internal::ToGroupReplies(unary->reply));
+                             done(internal::ToGroupReplies(&unary->reply));
                            });
   }
 
@@ -529,20 +529,6 @@ GroupReplies ToGroupReplies(api::InvokeReply* reply) {
   return result;
 }
 
-GroupReplies ToGroupReplies(const api::InvokeReply& reply) {
-  GroupReplies result;
-  result.view_id = reply.view_id();
-  result.wanted = reply.wanted();
-  result.replies.reserve(reply.replies_size());
-  for (const api::ReplyFrom& from : reply.replies()) {
-    result.replies.push_back({from.member(), from.node(),
-                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
-                                           from.error()),
-                              from.payload()});
-  }
-  return result;
-}
-
 std::vector<ViewMember> ToViewMembers(
     const google::protobuf::RepeatedPtrField<api::Member>& members) {
   std::vector<ViewMember> out;
@@ -572,7 +558,7 @@ absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::Invok
   api::InvokeReply reply;
   grpc::Status status = stub->Invoke(&context, request, &reply);
   if (!status.ok()) return nso::FromGrpcStatus(status);
-  return ToGroupReplies(reply);
+  return ToGroupReplies(&reply);
 }
 
 }  // namespace internal

@@ -290,9 +290,8 @@ api::Mode ToApiMode(Mode mode);
 // Shared by Client and Servant (group-to-group calls).
 absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::InvokeRequest& request,
                                        absl::Duration deadline, const std::string& token);
-// The reply of an Invoke (unary, pipelined or in-process) as the stub library returns it.
-GroupReplies ToGroupReplies(const api::InvokeReply& reply);
-// The same, moving the payloads out of `reply`.
+// The reply of an Invoke (unary or pipelined) as the stub library returns it; the member names
+// and payloads are moved out of `reply`.
 GroupReplies ToGroupReplies(api::InvokeReply* reply);
 // A view's members as the API carries them (GroupDetailsReply, ServantEvent.view).
 std::vector<ViewMember> ToViewMembers(

@@ -212,15 +212,18 @@ bool LocalApi::HandleFrames(Connection* connection) {
       break;
     }
     if (in.size() - offset - kFrameLengthBytes < length) break;
-    read_arena_.Reset();
     auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&read_arena_);
-    if (!frame->ParseFromArray(in.data() + offset + kFrameLengthBytes, static_cast<int>(length))) {
+    const bool parsed =
+        frame->ParseFromArray(in.data() + offset + kFrameLengthBytes, static_cast<int>(length));
+    if (parsed) {
+      offset += kFrameLengthBytes + length;
+      ok = HandleFrame(connection, frame);
+    }
+    read_arena_.Reset();  // nothing of the frame is held past it (a large one's strings go now)
+    if (!parsed) {
       ok = Fail(connection, "undecodable frame (not a cohort.api.LocalFrame)");
       break;
     }
-    offset += kFrameLengthBytes + length;
-    ok = HandleFrame(connection, frame);
-    read_arena_.Reset();  // nothing of the frame is held past it (a large one's strings go now)
   }
   in.erase(0, offset);
   return ok;
@@ -322,7 +325,6 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   Connection* connection = Find(id);
   if (connection == nullptr || connection->closing) return;  // the client went away
   connection->results.Add(ResultBytes(result));
-  write_arena_.Reset();
   auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
   api::PipelinedResult* out = frame->mutable_result();
   out->set_call(call);
@@ -330,7 +332,7 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   if (!status.ok()) out->set_error(status.error_message());
   ToInvokeReply(std::move(result), out->mutable_reply());
   Queue(connection, *frame);
-  write_arena_.Reset();  // the payloads moved in go once serialised
+  write_arena_.Reset();  // the payloads moved in go once serialised (the arena is empty between)
 }
 
 bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
@@ -401,7 +403,6 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
     connection->early.push_back(std::move(delivery));
     return;
   }
-  write_arena_.Reset();
   auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
   ToServantEvent(std::move(delivery), frame->mutable_event());
   Queue(connection, *frame);

@@ -233,20 +233,22 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
     return;
   }
   Link* link = it->second.get();
-  const size_t bytes = envelope.ByteSizeLong();
-  while (!link->pending.empty() &&
-         (link->pending.size() >= options_.link_queue_max ||
+  // Sized where it is kept: the serialisation in Flush uses the sizes this caches (a moved
+  // protobuf message does not keep them), so each envelope is sized once.
+  link->pending.push_back(Link::Pending{std::move(envelope), 0});
+  const size_t bytes = link->pending.back().bytes = link->pending.back().envelope.ByteSizeLong();
+  while (link->pending.size() > 1 &&
+         (link->pending.size() > options_.link_queue_max ||
           link->pending_bytes + bytes > options_.pending_bytes_max)) {
     link->pending_bytes -= link->pending.front().bytes;
     link->pending.pop_front();
     if (const uint64_t dropped = link->dropped.Count(MonotonicNowMs()); dropped > 0) {
       Log("peer")->warn("queue to node {} full ({} envelopes, {} bytes): dropping oldest ({} "
                         "dropped since the last such line, at most one in 10 s)", to,
-                        link->pending.size() + 1, link->pending_bytes + bytes, dropped);
+                        link->pending.size(), link->pending_bytes + bytes, dropped);
     }
   }
   link->pending_bytes += bytes;
-  link->pending.push_back(Link::Pending{std::move(envelope), bytes});
 }
 
 void TcpTransport::Flush() {
@@ -284,13 +286,9 @@ void TcpTransport::Flush() {
       size_t count = 0;
       size_t bytes = 0;
       size_t body_bytes = 0;
-      for (Link::Pending& next : link->pending) {
+      for (const Link::Pending& next : link->pending) {
         if (count > 0 && bytes + next.bytes > kFrameBytesTarget) break;
         bytes += next.bytes;
-        // Sized again: a moved protobuf message does not keep its cached size.
-        const size_t sized = next.envelope.ByteSizeLong();
-        link->pending_bytes = link->pending_bytes - next.bytes + sized;
-        next.bytes = sized;
         body_bytes += EnvelopeFieldBytes(next.bytes);
         ++count;
       }

@@ -184,6 +184,35 @@ TEST_CASE("tcp transport: a batch of large envelopes goes in several frames, non
   CHECK(one.transport().counters().frames_sent.load() == frames + 1);
 }
 
+// While a peer is unreachable its queue is bounded (link_queue_max envelopes, pending_bytes_max
+// bytes): the oldest go first, and the peer gets the latest, in order, once it is there.
+TEST_CASE("tcp transport: a full queue to an absent peer drops its oldest envelopes",
+          "[transport]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  {
+    auto four = [](TcpTransportOptions* options) { options->link_queue_max = 4; };
+    Endpoint one(1, port1, 2, port2, nullptr, "", four);  // node 2 is not started yet
+    REQUIRE(one.listening().ok());
+    one.SendHeartbeats(1, 2, 1, 10);
+    Endpoint two(2, port2, 1, port1);
+    REQUIRE(two.listening().ok());
+    REQUIRE(Eventually([&] { return two.Received().size() >= 4; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // nothing more comes
+    CHECK(two.Received() == Range(7, 4));
+  }
+  // By bytes: heartbeats padded to over 1,000 bytes each, at most 3,500 bytes queued.
+  auto bytes = [](TcpTransportOptions* options) { options->pending_bytes_max = 3500; };
+  Endpoint one(1, port1, 2, port2, nullptr, "", bytes);
+  REQUIRE(one.listening().ok());
+  one.SendHeartbeats(1, 2, 1, 10, 0, /*pad_bytes=*/1000);
+  Endpoint two(2, port2, 1, port1);
+  REQUIRE(two.listening().ok());
+  REQUIRE(Eventually([&] { return two.Received().size() >= 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(two.Received() == Range(8, 3));
+}
+
 TEST_CASE("tcp transport: the link watcher hears at once that a peer's connection closed, and "
           "that it is back; a connection without a hello tells nothing", "[transport]") {
   test::CheckLinkEvents<Endpoint>([](int port2) {

@@ -44,18 +44,15 @@ AllocationResult MeasureAllocations(Client* client, const std::vector<std::strin
   result.n = n;
   result.ordering = ordering;
   const std::string payload(static_cast<size_t>(payload_bytes), 'x');
-  for (int i = 0; i < 200; ++i) {  // warm: connections, caches and pools at their steady size
-    client->Invoke("bench", "echo", payload, Mode::kAll, absl::Seconds(5), Style::kClosed)
-        .IgnoreError();
-  }
+  auto call = [&] {
+    return client->Invoke("bench", "echo", payload, Mode::kAll, absl::Seconds(5), Style::kClosed)
+        .ok();
+  };
+  for (int i = 0; i < 200; ++i) call();  // warm: connections, caches and pools at steady size
   std::optional<std::vector<uint64_t>> before = DaemonCounts(addresses, &result.note);
   const std::optional<uint64_t> own_before = nso::HeapAllocations();
   if (!before) return result;
-  for (int64_t i = 0; i < kCalls; ++i) {
-    auto replies =
-        client->Invoke("bench", "echo", payload, Mode::kAll, absl::Seconds(5), Style::kClosed);
-    if (replies.ok()) ++result.calls;
-  }
+  for (int64_t i = 0; i < kCalls; ++i) result.calls += call() ? 1 : 0;
   const std::optional<uint64_t> own_after = nso::HeapAllocations();
   std::optional<std::vector<uint64_t>> after = DaemonCounts(addresses, &result.note);
   if (!after) return result;
