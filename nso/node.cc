@@ -487,8 +487,10 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   wire::Request request = ClientRequest(nso, *client, *group);
   request.set_payload(std::move(payload));
   request.set_one_way(true);
-  SubmitInCausalOrder(request, *group,
-                      [this, request](Group* target) { SubmitAsMember(target, request); });
+  const CausalTicket ticket = TicketOf(request);
+  SubmitInCausalOrder(ticket, *group, [this, request = std::move(request)](Group* target) {
+    SubmitAsMember(target, request);
+  });
   return absl::OkStatus();
 }
 
@@ -550,8 +552,10 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
-    SubmitInCausalOrder(request, group,
-                        [this, request](Group* live) { SubmitAsMember(live, request); });
+    const CausalTicket ticket = TicketOf(request);
+    SubmitInCausalOrder(ticket, group, [this, request = std::move(request)](Group* live) {
+      SubmitAsMember(live, request);
+    });
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
   CallKey key{self_, request.call_id()};
@@ -570,7 +574,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     call.managed_request = request;
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
     calls_.emplace(key, std::move(call));
-    SubmitInCausalOrder(request, group, [this, key](Group* live) {
+    SubmitInCausalOrder(TicketOf(request), group, [this, key](Group* live) {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendManaged(live, &it->second);  // unless it expired meanwhile
     });
@@ -582,20 +586,21 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     call.closed_request = request;
     call.manager_index = preferred_manager_[group->name()];
     calls_.emplace(key, std::move(call));
-    SubmitInCausalOrder(request, group, [this, key](Group* live) {
+    SubmitInCausalOrder(TicketOf(request), group, [this, key](Group* live) {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendClosedOut(live, &it->second);
     });
     return;
   }
   calls_.emplace(key, std::move(call));
-  SubmitInCausalOrder(request, group, [this, key, request](Group* live) {
+  const CausalTicket ticket = TicketOf(request);
+  SubmitInCausalOrder(ticket, group, [this, key, request = std::move(request)](Group* live) {
     if (calls_.count(key)) SubmitAsMember(live, request);
   });
 }
 
-void Node::SubmitInCausalOrder(const wire::Request& request, Group* group,
-                               std::function<void(Group*)> submit) {
+template <typename SubmitFn>
+void Node::SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn submit) {
   // A held submission may be released past a DeleteGroup (and a new group of the same name): it
   // goes to the group it was made for, or nowhere.
   auto make_held = [&]() -> invocation::CausalBarrier::Submit {
@@ -607,8 +612,8 @@ void Node::SubmitInCausalOrder(const wire::Request& request, Group* group,
       }
     };
   };
-  if (causal_barrier_.AdmitOrHold(request.client_nso(), group->name(), request.call_id(), now_ms_,
-                                  request.payload().size(), make_held)) {
+  if (causal_barrier_.AdmitOrHold(ticket.client_nso, group->name(), ticket.call_id, now_ms_,
+                                  ticket.bytes, make_held)) {
     submit(group);
   }
 }
@@ -648,10 +653,13 @@ void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope enve
 
 void Node::Submit(Group* group, const wire::Request& request) {
   if (group->is_member()) {
+    // Serialised as a GroupMessage without copying the request into one (issue 7).
     wire::GroupMessage message;
-    *message.mutable_request() = request;
+    message.unsafe_arena_set_allocated_request(const_cast<wire::Request*>(&request));
+    std::string payload = message.SerializeAsString();
+    message.unsafe_arena_release_request();
     std::vector<consensus::Delivery> deliveries;
-    group->Broadcast(message.SerializeAsString(), &deliveries);
+    group->Broadcast(std::move(payload), &deliveries);
     DeliverAll(group, std::move(deliveries));
     return;
   }
