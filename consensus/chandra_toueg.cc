@@ -42,7 +42,6 @@ void ChandraToueg::EnterRound(uint32_t round, bool send_estimate, ConsensusSends
   last_sent_ms_ = now_ms_;
   estimates_.clear();
   proposed_ = false;
-  proposal_.Clear();
   acks_.clear();
   nacks_.clear();
   const NodeId coordinator = Coordinator(round);
@@ -94,23 +93,23 @@ void ChandraToueg::MaybePropose(ConsensusSends* out) {
       best_timestamp = entry.first;
     }
   }
-  const wire::MessageBatch value = *best;
-  SendProposal(value, out);
+  SendProposal(*best, out);
 }
 
 void ChandraToueg::SendProposal(const wire::MessageBatch& value, ConsensusSends* out) {
   proposed_ = true;
-  proposal_ = value;
-  // The coordinator is a participant too: it adopts its own proposal in this round.
-  estimate_ = value;
+  // The coordinator is a participant too: it adopts its own proposal in this round. While
+  // proposed_, estimate_ is the proposal (it changes only in a later round or on deciding):
+  // no copy of it is kept apart (issue 7).
+  if (&value != &estimate_) estimate_ = value;
   timestamp_ = round_;
   phase_ = Phase::kReplied;
   acks_.insert(self_);
   for (NodeId member : members_) {
-    if (member != self_) Send(member, Kind::PROPOSAL, round_, &proposal_, out);
+    if (member != self_) Send(member, Kind::PROPOSAL, round_, &estimate_, out);
   }
   if (acks_.size() >= majority_) {  // n == 1
-    Decide(proposal_, round_);
+    Decide(estimate_, round_);
   }
 }
 
@@ -207,7 +206,7 @@ void ChandraToueg::OnReply(NodeId from, const wire::ConsensusMessage& message,
   (message.kind() == Kind::ACK ? acks_ : nacks_).insert(from);
   if (acks_.size() >= majority_) {
     // Phase 4: a majority holds (proposal, round): decide and reliably broadcast the decision.
-    Decide(proposal_, round_);
+    Decide(estimate_, round_);  // the proposal
     for (NodeId member : members_) {
       if (member == self_) continue;
       if (acks_.count(member) > 0) {
@@ -292,17 +291,14 @@ void ChandraToueg::AnswerWithDecision(NodeId to, ConsensusSends* out) {
 void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
   if (decided_) return;
   decided_ = true;
-  // `value` may be one of the members cleared below: taken (not copied) from it first.
-  if (&value == &proposal_) {
-    decision_ = std::move(proposal_);
-  } else if (&value == &estimate_) {
+  // `value` may be the estimate, cleared below: taken (not copied) from it first.
+  if (&value == &estimate_) {
     decision_ = std::move(estimate_);
   } else {
     decision_ = value;
   }
   // From now on the instance only answers with its decision: the rest is memory.
   estimates_.clear();
-  proposal_.Clear();
   estimate_.Clear();
   decision_round_ = round;
   decision_steps_ = steps_;
@@ -330,7 +326,7 @@ void ChandraToueg::Tick(uint64_t now_ms, ConsensusSends* out) {
       if (member == self_ || acks_.count(member) > 0 || nacks_.count(member) > 0) continue;
       // Proposed: resend the proposal. Collecting: ping with our estimate (see the header).
       if (proposed_) {
-        Send(member, Kind::PROPOSAL, round_, &proposal_, out);
+        Send(member, Kind::PROPOSAL, round_, &estimate_, out);  // the proposal
       } else {
         Send(member, Kind::ESTIMATE, round_, &estimate_, out);
       }
@@ -359,7 +355,8 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
 // steps_): two states that differ in it would otherwise be taken for one, and the exploration
 // would skip what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-static_assert(sizeof(ChandraToueg) == 600, "a new field of ChandraToueg: add it to StateKey");
+// 600 with proposal_, a copy of estimate_ while proposed_ (session 57).
+static_assert(sizeof(ChandraToueg) == 552, "a new field of ChandraToueg: add it to StateKey");
 #endif
 
 std::string ChandraToueg::StateKey() const {
@@ -380,8 +377,7 @@ std::string ChandraToueg::StateKey() const {
     key.Put(entry.first);
     key.Put(entry.second);
   }
-  key.Put(proposed_);
-  key.Put(proposal_);
+  key.Put(proposed_);  // the proposal is estimate_ while proposed_
   key.Put(acks_);
   key.Put(nacks_);
   key.Put(decided_);

@@ -146,8 +146,7 @@ class ChandraToueg {
 
   // Coordinator state, for round_ when self is its coordinator.
   std::map<NodeId, std::pair<uint32_t, wire::MessageBatch>> estimates_;  // node -> (ts, estimate)
-  bool proposed_ = false;
-  wire::MessageBatch proposal_;
+  bool proposed_ = false;  // the proposal is estimate_ (SendProposal)
   std::set<NodeId> acks_;
   std::set<NodeId> nacks_;
 

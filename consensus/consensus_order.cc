@@ -4,6 +4,7 @@
 #include <iterator>
 #include <limits>
 
+#include "absl/container/inlined_vector.h"
 #include "consensus/batch_bound.h"
 #include "consensus/state_key.h"
 
@@ -117,9 +118,8 @@ void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
   wire::MessageBatch batch = MakeBatch();
   if (batch.messages_size() == 0 && !even_if_empty) return;
   ChandraToueg* started = StartInstance();
-  ConsensusSends sends;
-  started->Propose(std::move(batch), now_ms_, &sends);
-  Flush(std::move(sends), out);
+  started->Propose(std::move(batch), now_ms_, &sends_);
+  Flush(out);
   DeliverDecided(out);  // n == 1 decides at once
 }
 
@@ -164,14 +164,13 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
     auto decided = instances_.find(instance);
     if (instance >= next_instance_) return;
     if (decided == instances_.end()) return ReportBeyondLog(from, message, out);
-    ConsensusSends sends;
     if (message.kind() == wire::ConsensusMessage::ESTIMATE && message.round() == 0) {
-      AnswerCatchUp(from, instance, &sends);
+      AnswerCatchUp(from, instance, &sends_);
     } else {
       decided->second.SetNow(now_ms_);
-      decided->second.Step(from, message, &sends);
+      decided->second.Step(from, message, &sends_);
     }
-    Flush(std::move(sends), out);
+    Flush(out);
     return;
   }
   if (instance > next_instance_) {
@@ -202,15 +201,14 @@ void ConsensusOrder::OnConsensus(NodeId from, const wire::ConsensusMessage& mess
     // --order consensus-order). Kept, they are in this member's next instance's estimate.
     KeepUndelivered(message.value());
   }
-  ConsensusSends sends;
   if (instance < next_instance_ && message.kind() == wire::ConsensusMessage::ESTIMATE &&
       message.round() == 0) {
-    AnswerCatchUp(from, instance, &sends);
+    AnswerCatchUp(from, instance, &sends_);
   } else {
     it->second.SetNow(now_ms_);  // decided instances rate-limit their answers by it
-    it->second.Step(from, message, &sends);
+    it->second.Step(from, message, &sends_);
   }
-  Flush(std::move(sends), out);
+  Flush(out);
   DeliverDecided(out);
 }
 
@@ -300,7 +298,7 @@ void ConsensusOrder::ChooseNextCoordinator(const wire::MessageBatch& decision) {
   // every member. The member that broadcasts most (a closed group's caller, an open group's
   // request manager) coordinates the instances that order its messages: it diffuses nothing and
   // decides in 2 steps, not 3 (issue 7). An empty decision keeps the coordinator.
-  std::vector<size_t> counts(members_.size(), 0);
+  absl::InlinedVector<size_t, 16> counts(members_.size(), 0);  // no allocation up to n = 16
   size_t best_count = 0;
   for (const wire::DataMessage& message : decision.messages()) {
     auto it = std::find(members_.begin(), members_.end(), message.origin());
@@ -359,7 +357,7 @@ void ConsensusOrder::ReportBeyondLog(NodeId from, const wire::ConsensusMessage& 
 }
 
 void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) {
-  std::vector<const wire::DataMessage*> messages;
+  absl::InlinedVector<const wire::DataMessage*, 16> messages;  // usual batches: no allocation
   messages.reserve(batch.messages_size());
   for (const wire::DataMessage& message : batch.messages()) messages.push_back(&message);
   out->deliveries.reserve(out->deliveries.size() + batch.messages_size());
@@ -387,9 +385,8 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
   TickOwedDecisions(out);
   if (frozen_) return;
   if (ChandraToueg* current = Current()) {
-    ConsensusSends sends;
-    current->Tick(now_ms_, &sends);
-    Flush(std::move(sends), out);
+    current->Tick(now_ms_, &sends_);
+    Flush(out);
     DeliverDecided(out);
   }
   if (now_ms_ >= last_diffusion_ms_ + options_.consensus.retransmit_ms) {
@@ -426,9 +423,8 @@ void ConsensusOrder::TickOwedDecisions(Outbox* out) {
       it = owing_.erase(it);
       continue;
     }
-    ConsensusSends sends;
-    instance->second.Tick(now_ms_, &sends);
-    Flush(std::move(sends), out);
+    instance->second.Tick(now_ms_, &sends_);
+    Flush(out);
     ++it;
   }
 }
@@ -441,9 +437,8 @@ void ConsensusOrder::Suspect(NodeId node, bool suspected, Outbox* out) {
     suspected_.erase(node);
   }
   if (ChandraToueg* current = Current()) {
-    ConsensusSends sends;
-    current->Suspect(node, suspected, &sends);
-    Flush(std::move(sends), out);
+    current->Suspect(node, suspected, &sends_);
+    Flush(out);
     DeliverDecided(out);
   }
 }
@@ -462,8 +457,9 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // counters_ and unanswerable_requests_), or two states that differ in it are taken for one and
 // the exploration skips what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-// 752 before options_.batch_bytes_max (an option, not state); 760 before told_everyone_past_.
-static_assert(sizeof(ConsensusOrder) == 768, "a new field of ConsensusOrder: add it to StateKey");
+// 752 before options_.batch_bytes_max (an option, not state); 760 before told_everyone_past_;
+// 768 before sends_ (empty between steps, not state).
+static_assert(sizeof(ConsensusOrder) == 792, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {
@@ -540,15 +536,17 @@ bool ConsensusOrder::HasPending() const {
   return !unordered_.empty() || instances_.count(next_instance_) > 0;
 }
 
-void ConsensusOrder::Flush(ConsensusSends sends, Outbox* out) {
-  CountSends(sends, &counters_);
+void ConsensusOrder::Flush(Outbox* out) {
+  CountSends(sends_, &counters_);
   const uint64_t everyone_past = EveryonePast();
-  for (auto& [to, message] : sends) {
+  if (out->sends.empty()) out->sends.reserve(sends_.size());  // one allocation, not one per growth
+  for (auto& [to, message] : sends_) {
     message.set_delivered_everywhere(everyone_past);
     wire::Envelope envelope;
     *envelope.mutable_consensus() = std::move(message);  // no copy of a batch per send
     out->sends.emplace_back(to, std::move(envelope));
   }
+  sends_.clear();  // keeps its capacity for the next step
 }
 
 }  // namespace cohort::consensus

@@ -128,7 +128,8 @@ class ConsensusOrder final : public TotalOrder {
   void TickOwedDecisions(Outbox* out);
   // `from` asked about an instance this member no longer holds (rate-limited per member).
   void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
-  void Flush(ConsensusSends sends, Outbox* out);
+  // Hands what the instance just sent (sends_) to `out` and empties sends_.
+  void Flush(Outbox* out);
   void Diffuse(const wire::MessageBatch& batch, Outbox* out);  // to every other member
   bool IsMember(NodeId node) const;
 
@@ -139,6 +140,9 @@ class ConsensusOrder final : public TotalOrder {
   OrderCounters counters_;
   std::set<NodeId> suspected_;
   uint64_t now_ms_ = 0;
+  // What an instance sends in one step, until Flush: reused, so a step allocates no vector for
+  // it (issue 7). Empty between steps (left out of StateKey).
+  ConsensusSends sends_;
 
   uint64_t next_seq_ = 0;                     // last seq this member broadcast
   std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq (FIFO prefix)
