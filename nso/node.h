@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "invocation/causal_barrier.h"
@@ -497,7 +499,7 @@ class Node {
   using CacheId = std::pair<invocation::ReplyCache::ClientKey, uint64_t>;
   struct OpenDelivery {  // a delivery awaiting its servant's answer
     CacheId cache_id;
-    std::vector<ReplyTarget> targets;
+    absl::InlinedVector<ReplyTarget, 1> targets;  // usually one: no allocation
     std::string group;
     uint64_t servant = 0;
   };
@@ -844,8 +846,10 @@ class Node {
   std::map<std::string, invocation::ReplyCache> reply_caches_;  // by group
   std::map<uint64_t, Servant> servants_;          // by servant id
   uint64_t next_servant_ = 1;
-  std::map<uint64_t, OpenDelivery> open_deliveries_;       // by delivery number
-  std::map<CacheId, uint64_t> open_delivery_by_call_;
+  // Hash maps: made and erased per call, they allocate nothing once grown (issue 7). Not
+  // iterated where the order shows (UnregisterServant sorts what it finds).
+  absl::flat_hash_map<uint64_t, OpenDelivery> open_deliveries_;  // by delivery number
+  absl::flat_hash_map<CacheId, uint64_t> open_delivery_by_call_;
   std::map<std::string, uint64_t> delivered_seq_;  // by group: requests delivered so far
   std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
   std::map<std::string, OutsideRoute> outside_routes_;  // by group

@@ -133,7 +133,7 @@ bool Node::RemoveGroup(const std::string& name, uint64_t incarnation, const std:
       continue;
     }
     open_delivery_by_call_.erase(it->second.cache_id);
-    it = open_deliveries_.erase(it);
+    open_deliveries_.erase(it++);  // (a flat_hash_map's erase returns nothing)
   }
   for (auto it = state_requests_.begin(); it != state_requests_.end();) {
     it = it->second.group == name ? state_requests_.erase(it) : std::next(it);

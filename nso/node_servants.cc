@@ -168,6 +168,7 @@ void Node::UnregisterServant(uint64_t servant) {
   for (const auto& [number, open] : open_deliveries_) {
     if (open.servant == servant) orphaned.push_back(number);
   }
+  std::sort(orphaned.begin(), orphaned.end());  // answered in delivery order
   for (uint64_t number : orphaned) {
     Answer(servant, number, absl::UnavailableError("servant detached before answering"), "");
   }
