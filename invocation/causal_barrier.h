@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace cohort::invocation {
 
 class CausalBarrier {
@@ -93,8 +95,10 @@ class CausalBarrier {
 
   const uint64_t release_after_ms_;
   const uint64_t count_for_ms_;
-  std::map<uint64_t, PerNso> nsos_;
-  std::map<uint64_t, uint64_t> nso_of_call_;
+  // Hash maps: a client's entry and its call's are made and erased around each call, and a grown
+  // hash map allocates nothing for that (issue 7). Only summed over, never walked in order.
+  absl::flat_hash_map<uint64_t, PerNso> nsos_;
+  absl::flat_hash_map<uint64_t, uint64_t> nso_of_call_;
   // (admitted at, call id) in admission order, so by time (now_ms never goes back): Expire
   // looks at the front only. Entries ordered meanwhile are skipped there.
   std::deque<std::pair<uint64_t, uint64_t>> by_admission_;
