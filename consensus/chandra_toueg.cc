@@ -59,13 +59,14 @@ void ChandraToueg::EnterRound(uint32_t round, bool send_estimate, ConsensusSends
       // sends no estimate by itself, and answers the ping with the DECISION (cohort-bench's
       // coordinator kill, issue 7). Not on a move without suspicion (no optimisation 1): the
       // ping would pull a coordinator still collecting ACKs out of its round.
+      const std::shared_ptr<const wire::MessageBatch> estimate = Share(estimate_);
       for (NodeId member : members_) {
-        if (member != self_) Send(member, Kind::ESTIMATE, round, &estimate_, out);
+        if (member != self_) Send(member, Kind::ESTIMATE, round, estimate, out);
       }
     }
     return;
   }
-  if (send_estimate) Send(coordinator, Kind::ESTIMATE, round, &estimate_, out);
+  if (send_estimate) Send(coordinator, Kind::ESTIMATE, round, Share(estimate_), out);
   NackSuspectedCoordinators(out);
 }
 
@@ -105,8 +106,11 @@ void ChandraToueg::SendProposal(const wire::MessageBatch& value, ConsensusSends*
   timestamp_ = round_;
   phase_ = Phase::kReplied;
   acks_.insert(self_);
-  for (NodeId member : members_) {
-    if (member != self_) Send(member, Kind::PROPOSAL, round_, &estimate_, out);
+  if (members_.size() > 1) {
+    const std::shared_ptr<const wire::MessageBatch> proposal = Share(estimate_);  // one copy
+    for (NodeId member : members_) {
+      if (member != self_) Send(member, Kind::PROPOSAL, round_, proposal, out);
+    }
   }
   if (acks_.size() >= majority_) {  // n == 1
     Decide(estimate_, round_);
@@ -157,7 +161,7 @@ void ChandraToueg::OnEstimate(NodeId from, const wire::ConsensusMessage& message
     }
   } else if (phase_ == Phase::kWaitProposal) {
     // The coordinator's ping: it is still collecting estimates, ours may have been lost.
-    Send(coordinator, Kind::ESTIMATE, round_, &estimate_, out);
+    Send(coordinator, Kind::ESTIMATE, round_, Share(estimate_), out);
   }
 }
 
@@ -285,7 +289,7 @@ void ChandraToueg::AnswerWithDecision(NodeId to, ConsensusSends* out) {
   auto it = decision_sent_ms_.find(to);
   if (it != decision_sent_ms_.end() && now_ms_ < it->second + options_.retransmit_ms) return;
   decision_sent_ms_[to] = now_ms_;
-  Send(to, Kind::DECISION, decision_round_, &decision_, out);
+  Send(to, Kind::DECISION, decision_round_, Share(decision_), out);
 }
 
 void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
@@ -322,17 +326,16 @@ void ChandraToueg::Tick(uint64_t now_ms, ConsensusSends* out) {
   last_sent_ms_ = now_ms_;
   const NodeId coordinator = Coordinator(round_);
   if (coordinator == self_) {
+    std::shared_ptr<const wire::MessageBatch> estimate;  // one copy, made at the first send
     for (NodeId member : members_) {
       if (member == self_ || acks_.count(member) > 0 || nacks_.count(member) > 0) continue;
-      // Proposed: resend the proposal. Collecting: ping with our estimate (see the header).
-      if (proposed_) {
-        Send(member, Kind::PROPOSAL, round_, &estimate_, out);  // the proposal
-      } else {
-        Send(member, Kind::ESTIMATE, round_, &estimate_, out);
-      }
+      if (estimate == nullptr) estimate = Share(estimate_);
+      // Proposed: resend the proposal (the estimate). Collecting: ping with our estimate (see
+      // the header).
+      Send(member, proposed_ ? Kind::PROPOSAL : Kind::ESTIMATE, round_, estimate, out);
     }
   } else if (phase_ == Phase::kWaitProposal) {
-    Send(coordinator, Kind::ESTIMATE, round_, &estimate_, out);
+    Send(coordinator, Kind::ESTIMATE, round_, Share(estimate_), out);
   }
 }
 
@@ -390,20 +393,20 @@ std::string ChandraToueg::StateKey() const {
 }
 
 void ChandraToueg::Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
-                        const wire::MessageBatch* value, ConsensusSends* out) {
-  wire::ConsensusMessage message;
-  message.set_instance(instance_);
-  message.set_round(round);
-  message.set_kind(kind);
-  if (value != nullptr) *message.mutable_value() = *value;
-  message.set_timestamp(timestamp_);
-  message.set_steps(steps_ + 1);
-  out->emplace_back(to, std::move(message));
+                        std::shared_ptr<const wire::MessageBatch> value, ConsensusSends* out) {
+  ConsensusSend& send = out->emplace_back();
+  send.to = to;
+  send.message.set_instance(instance_);
+  send.message.set_round(round);
+  send.message.set_kind(kind);
+  send.message.set_timestamp(timestamp_);
+  send.message.set_steps(steps_ + 1);
+  send.value = std::move(value);
 }
 
 void CountSends(const ConsensusSends& sends, OrderCounters* counters) {
-  for (const auto& [to, message] : sends) {
-    switch (message.kind()) {
+  for (const ConsensusSend& send : sends) {
+    switch (send.message.kind()) {
       case Kind::ESTIMATE: ++counters->messages_sent_estimate; break;
       case Kind::PROPOSAL: ++counters->messages_sent_proposal; break;
       case Kind::ACK: ++counters->messages_sent_ack; break;

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -53,7 +54,23 @@ struct ConsensusOptions {
   uint64_t retransmit_ms = 50;   // resend the current phase's message after this long
 };
 
-using ConsensusSends = std::vector<std::pair<NodeId, wire::ConsensusMessage>>;
+// A message of an instance to one member. Its value (an estimate, a proposal or a decision) is
+// held apart and shared: a proposal to n - 1 members is one copy of the batch, not n - 1, and the
+// raw TCP transport serialises it into each peer's bytes from that copy (issue 7; nso/transport.h,
+// SendWithConsensusValue).
+struct ConsensusSend {
+  NodeId to = 0;
+  wire::ConsensusMessage message;                   // without its value
+  std::shared_ptr<const wire::MessageBatch> value;  // null: none (an ACK, a NACK, a DECIDED)
+
+  // The message as its receiver parses it, value included (a copy).
+  wire::ConsensusMessage WithValue() const {
+    wire::ConsensusMessage whole = message;
+    if (value != nullptr) *whole.mutable_value() = *value;
+    return whole;
+  }
+};
+using ConsensusSends = std::vector<ConsensusSend>;
 
 class ChandraToueg {
  public:
@@ -120,8 +137,13 @@ class ChandraToueg {
   bool AckMeansDecided() const;
   void AnswerWithDecision(NodeId to, ConsensusSends* out);
   void Decide(const wire::MessageBatch& value, uint32_t round);
+  // `value` (may be null) is shared by every send it is given to: a loop sending one value to
+  // several members makes it once (Share) and hands it to each.
   void Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
-            const wire::MessageBatch* value, ConsensusSends* out);
+            std::shared_ptr<const wire::MessageBatch> value, ConsensusSends* out);
+  static std::shared_ptr<const wire::MessageBatch> Share(const wire::MessageBatch& value) {
+    return std::make_shared<const wire::MessageBatch>(value);
+  }
   bool IsMember(NodeId node) const;
 
   const NodeId self_;

@@ -540,11 +540,11 @@ void ConsensusOrder::Flush(Outbox* out) {
   CountSends(sends_, &counters_);
   const uint64_t everyone_past = EveryonePast();
   if (out->sends.empty()) out->sends.reserve(sends_.size());  // one allocation, not one per growth
-  for (auto& [to, message] : sends_) {
-    message.set_delivered_everywhere(everyone_past);
+  for (ConsensusSend& send : sends_) {
+    send.message.set_delivered_everywhere(everyone_past);
     wire::Envelope envelope;
-    *envelope.mutable_consensus() = std::move(message);  // no copy of a batch per send
-    out->sends.emplace_back(to, std::move(envelope));
+    *envelope.mutable_consensus() = std::move(send.message);
+    out->sends.emplace_back(send.to, std::move(envelope), std::move(send.value));  // shared
   }
   sends_.clear();  // keeps its capacity for the next step
 }

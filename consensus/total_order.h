@@ -8,6 +8,7 @@
 #define COHORT_CONSENSUS_TOTAL_ORDER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,8 +29,31 @@ struct Delivery {
 // What a protocol step asks the runtime to do. The runtime sends `sends` (each envelope body is
 // one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
 // hands `deliveries` to the application in this order.
+// An envelope to one member. A consensus message's value may be held apart (consensus_value),
+// shared by the sends of one step: the envelope the receiver parses is `envelope` with its
+// consensus.value set to it (TakeWhole). The raw TCP transport writes the shared value into each
+// peer's bytes without a copy per peer (nso/transport.h, SendWithConsensusValue; issue 7).
+struct OutboxSend {
+  OutboxSend(NodeId to, wire::Envelope envelope,
+             std::shared_ptr<const wire::MessageBatch> consensus_value = nullptr)
+      : to(to), envelope(std::move(envelope)), consensus_value(std::move(consensus_value)) {}
+
+  // The envelope as its receiver parses it (the shared value copied in).
+  wire::Envelope TakeWhole() {
+    if (consensus_value != nullptr) {
+      *envelope.mutable_consensus()->mutable_value() = *consensus_value;
+      consensus_value = nullptr;
+    }
+    return std::move(envelope);
+  }
+
+  NodeId to;
+  wire::Envelope envelope;
+  std::shared_ptr<const wire::MessageBatch> consensus_value;
+};
+
 struct Outbox {
-  std::vector<std::pair<NodeId, wire::Envelope>> sends;
+  std::vector<OutboxSend> sends;
   std::vector<Delivery> deliveries;
   // Members that asked for decisions this member no longer holds: they cannot catch up from the
   // order and need the state (the runtime re-admits them by a view change with state transfer).

@@ -10,6 +10,10 @@ namespace {
 constexpr uint8_t kLengthDelimited = 2;
 constexpr uint8_t kPeerFrameFrameTag = (2 << 3) | kLengthDelimited;  // PeerFrame.frame = 2
 constexpr uint8_t kFrameEnvelopesTag = (1 << 3) | kLengthDelimited;  // Frame.envelopes = 1
+constexpr uint8_t kEnvelopeConsensusTag = (10 << 3) | kLengthDelimited;  // Envelope.consensus = 10
+constexpr uint8_t kConsensusValueTag = (4 << 3) | kLengthDelimited;  // ConsensusMessage.value = 4
+static_assert(wire::Envelope::kConsensusFieldNumber == 10);
+static_assert(wire::ConsensusMessage::kValueFieldNumber == 4);
 
 size_t VarintBytes(uint64_t value) {
   size_t bytes = 1;
@@ -102,12 +106,29 @@ size_t BeginEnvelopeFrame(size_t body_bytes, std::string* out) {
   return frame_bytes;
 }
 
-void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out) {
+size_t ConsensusValueBytes(size_t value_bytes) {
+  const size_t inner = 1 + VarintBytes(value_bytes) + value_bytes;
+  return 1 + VarintBytes(inner) + inner;
+}
+
+void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
+                    const wire::MessageBatch* consensus_value, size_t value_bytes) {
+  const size_t extra = consensus_value != nullptr ? ConsensusValueBytes(value_bytes) : 0;
   out->push_back(static_cast<char>(kFrameEnvelopesTag));
-  PutVarint(envelope_bytes, out);
-  const size_t at = out->size();
+  PutVarint(envelope_bytes + extra, out);
+  size_t at = out->size();
   out->resize(at + envelope_bytes);
   envelope.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
+  if (consensus_value == nullptr) return;
+  // Envelope{consensus: ConsensusMessage{value: *consensus_value}}, after the envelope's own
+  // bytes: the parser merges it into the consensus message read before.
+  out->push_back(static_cast<char>(kEnvelopeConsensusTag));
+  PutVarint(1 + VarintBytes(value_bytes) + value_bytes, out);
+  out->push_back(static_cast<char>(kConsensusValueTag));
+  PutVarint(value_bytes, out);
+  at = out->size();
+  out->resize(at + value_bytes);
+  consensus_value->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
 }
 
 absl::Status ReadEnvelopeFrame(const char* data, size_t size,

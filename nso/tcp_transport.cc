@@ -97,7 +97,11 @@ struct TcpTransport::Link {
   bool established = false;
   struct Pending {
     wire::Envelope envelope;
-    size_t bytes = 0;  // its serialized size
+    size_t bytes = 0;  // its serialized size (consensus_value included)
+    // Shared by the sends of one step (transport.h, SendWithConsensusValue); null: none.
+    std::shared_ptr<const wire::MessageBatch> consensus_value;
+    size_t envelope_bytes = 0;  // `envelope` alone
+    size_t value_bytes = 0;     // consensus_value alone
   };
   // Sent since the last flush, or while down or not reading (bounded: Send).
   std::deque<Pending> pending;
@@ -226,6 +230,11 @@ void TcpTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
 }
 
 void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
+  SendWithConsensusValue(to, std::move(envelope), nullptr);
+}
+
+void TcpTransport::SendWithConsensusValue(NodeId to, wire::Envelope envelope,
+                                          std::shared_ptr<const wire::MessageBatch> value) {
   auto it = links_.find(to);
   if (it == links_.end()) {
     // (A peer removed by a reload while still in a group's view: once per 10000.)
@@ -235,8 +244,16 @@ void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
   Link* link = it->second.get();
   // Sized where it is kept: the serialisation in Flush uses the sizes this caches (a moved
   // protobuf message does not keep them), so each envelope is sized once.
-  link->pending.push_back(Link::Pending{std::move(envelope), 0});
-  const size_t bytes = link->pending.back().bytes = link->pending.back().envelope.ByteSizeLong();
+  Link::Pending& queued = link->pending.emplace_back();
+  queued.envelope = std::move(envelope);
+  queued.envelope_bytes = queued.envelope.ByteSizeLong();
+  queued.bytes = queued.envelope_bytes;
+  if (value != nullptr) {
+    queued.value_bytes = value->ByteSizeLong();  // the same for every peer it goes to
+    queued.bytes += ConsensusValueBytes(queued.value_bytes);
+    queued.consensus_value = std::move(value);
+  }
+  const size_t bytes = queued.bytes;
   while (link->pending.size() > 1 &&
          (link->pending.size() > options_.link_queue_max ||
           link->pending_bytes + bytes > options_.pending_bytes_max)) {
@@ -297,7 +314,8 @@ void TcpTransport::Flush() {
       const size_t frame_bytes = BeginEnvelopeFrame(body_bytes, &connection->out);
       for (size_t i = 0; i < count; ++i) {
         Link::Pending& next = link->pending.front();
-        AppendEnvelope(next.envelope, next.bytes, &connection->out);
+        AppendEnvelope(next.envelope, next.envelope_bytes, &connection->out,
+                       next.consensus_value.get(), next.value_bytes);
         link->pending_bytes -= next.bytes;
         link->pending.pop_front();
       }

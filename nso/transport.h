@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "proto/wire.pb.h"
@@ -34,6 +35,17 @@ class Transport {
 
   // Best effort: never blocks on the peer, may drop.
   virtual void Send(NodeId to, wire::Envelope envelope) = 0;
+
+  // The same for a consensus envelope whose consensus.value is `value`, held apart and shared by
+  // the sends to several peers (consensus::OutboxSend). This default copies it in; the raw TCP
+  // transport serialises it into each peer's bytes instead, as a second occurrence of the
+  // envelope's consensus field, which the receiver's parser merges (protobuf's rule for a
+  // message field seen twice): one copy of a proposal for n - 1 peers (issue 7).
+  virtual void SendWithConsensusValue(NodeId to, wire::Envelope envelope,
+                                      std::shared_ptr<const wire::MessageBatch> value) {
+    *envelope.mutable_consensus()->mutable_value() = *value;
+    Send(to, std::move(envelope));
+  }
 
   // The callback that receives every envelope addressed to this node.
   virtual void SetReceiver(Receiver receiver) = 0;

@@ -216,7 +216,7 @@ class BroadcastModel {
     for (auto& delivery : outbox.deliveries) {
       record.delivered[i].emplace_back(delivery.origin, delivery.seq, delivery.payload);
     }
-    for (auto& send : outbox.sends) out->push_back(std::move(send));
+    for (auto& send : outbox.sends) out->emplace_back(send.to, send.TakeWhole());
     record.need_state.insert(outbox.beyond_log.begin(), outbox.beyond_log.end());
   }
   std::vector<std::string> Missing(const MemberView<Member>& members, const Record& record,

@@ -65,7 +65,7 @@ class Cluster {
 
  private:
   void Take(NodeId from, Outbox* out) {
-    for (auto& [to, envelope] : out->sends) queue_.push_back({from, to, std::move(envelope)});
+    for (auto& send : out->sends) queue_.push_back({from, send.to, send.TakeWhole()});
     for (auto& delivery : out->deliveries) delivered_[from].push_back(delivery.payload);
     for (NodeId node : out->beyond_log) beyond_log_.insert(node);
   }

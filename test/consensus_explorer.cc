@@ -171,7 +171,7 @@ class ConsensusModel {
     Append(sends, out);
   }
   static void Append(ConsensusSends& sends, Sends* out) {
-    for (auto& send : sends) out->push_back(std::move(send));
+    for (auto& send : sends) out->emplace_back(send.to, send.WithValue());
   }
   std::string ValueName(const std::string& value) const {
     for (uint32_t m = 0; m < bounds_.n; ++m) {

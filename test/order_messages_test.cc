@@ -49,9 +49,10 @@ struct Orders {
     for (NodeId id : Members(n)) nodes[id] = std::make_unique<Order>(id, Members(n), options);
   }
   void Take(NodeId from, Outbox* out) {
-    for (auto& [to, envelope] : out->sends) {
-      sent.emplace_back(from, to, envelope);
-      queue.emplace_back(from, to, std::move(envelope));
+    for (consensus::OutboxSend& send : out->sends) {
+      wire::Envelope envelope = send.TakeWhole();
+      sent.emplace_back(from, send.to, envelope);
+      queue.emplace_back(from, send.to, std::move(envelope));
     }
     for (const Delivery& delivery : out->deliveries) delivered[from].push_back(delivery.payload);
   }
@@ -238,9 +239,9 @@ TEST_CASE("a DECIDED decides only the proposal its receiver adopted in that roun
   node.Step(1, decided, &sends);
   CHECK_FALSE(node.decided());
   REQUIRE(sends.size() == 1);
-  CHECK(sends[0].first == 1);
-  CHECK(sends[0].second.kind() == wire::ConsensusMessage::ESTIMATE);
-  CHECK(sends[0].second.round() == 0);  // a catch-up request
+  CHECK(sends[0].to == 1);
+  CHECK(sends[0].message.kind() == wire::ConsensusMessage::ESTIMATE);
+  CHECK(sends[0].message.round() == 0);  // a catch-up request
   sends.clear();
   wire::ConsensusMessage proposal;
   proposal.set_instance(1);
@@ -944,4 +945,35 @@ TEST_CASE("sequencer order: a new epoch's log in pieces is taken whole across re
   CHECK(orders.delivered[3] == committed);
 }
 }  // namespace
+}  // namespace cohort::consensus
+
+namespace cohort::consensus {
+
+TEST_CASE("a proposal to n - 1 members holds one shared copy of its batch", "[order]") {
+  ChandraToueg coordinator(1, Members(5), /*instance=*/1, ConsensusOptions{}, {});
+  wire::MessageBatch batch;
+  batch.add_messages()->set_payload(std::string(100, 'p'));
+  ConsensusSends sends;
+  coordinator.Propose(batch, 0, &sends);  // optimisation 2: round 1 proposes at once
+  REQUIRE(sends.size() == 4);
+  for (const ConsensusSend& send : sends) {
+    CHECK(send.message.kind() == wire::ConsensusMessage::PROPOSAL);
+    CHECK_FALSE(send.message.has_value());    // held apart
+    CHECK(send.value.get() == sends[0].value.get());  // one copy for all
+    CHECK(send.WithValue().value().SerializeAsString() == batch.SerializeAsString());
+  }
+  OrderCounters counters;
+  CountSends(sends, &counters);
+  CHECK(counters.messages_sent_proposal == 4);
+  // An ACK carries no value.
+  ChandraToueg participant(2, Members(5), 1, ConsensusOptions{}, {});
+  ConsensusSends replies;
+  participant.Propose(wire::MessageBatch{}, 0, &replies);
+  replies.clear();
+  participant.Step(1, sends[0].WithValue(), &replies);
+  REQUIRE(replies.size() == 1);
+  CHECK(replies[0].message.kind() == wire::ConsensusMessage::ACK);
+  CHECK(replies[0].value == nullptr);
+}
+
 }  // namespace cohort::consensus

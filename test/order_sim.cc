@@ -121,9 +121,10 @@ void Simulation::Build() {
 }
 
 void Simulation::Apply(Member& member, consensus::Outbox& out) {
-  for (auto& [to, envelope] : out.sends) {
+  for (auto& send : out.sends) {
+    wire::Envelope envelope = send.TakeWhole();
     envelope.set_sender_node(member.id);
-    network_.Endpoint(member.id)->Send(to, std::move(envelope));
+    network_.Endpoint(member.id)->Send(send.to, std::move(envelope));
   }
   for (const consensus::Delivery& delivery : out.deliveries) Check(member, delivery);
 }
@@ -345,10 +346,10 @@ PaperRun RunFailureFreeConsensus(uint32_t n, consensus::ConsensusOptions options
   std::vector<bool> decision_counted(n, false);
   auto flush = [&](uint32_t i, consensus::ConsensusSends& sends) {
     consensus::CountSends(sends, &counters[i]);
-    for (auto& [to, message] : sends) {
+    for (auto& send : sends) {
       wire::Envelope envelope;
-      *envelope.mutable_consensus() = std::move(message);
-      network.Endpoint(ids[i])->Send(to, std::move(envelope));
+      *envelope.mutable_consensus() = send.WithValue();
+      network.Endpoint(ids[i])->Send(send.to, std::move(envelope));
     }
     if (nodes[i]->decided() && !decision_counted[i]) {
       decision_counted[i] = true;

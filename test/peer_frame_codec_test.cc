@@ -142,4 +142,57 @@ TEST_CASE("peer frame codec: malformed frames are refused, naming what is wrong"
   }
 }
 
+
+TEST_CASE("peer frame codec: a shared consensus value is read into the envelope's consensus "
+          "message", "[peer_frame_codec]") {
+  // What ConsensusOrder sends: the message without its value, the value held apart and written
+  // after the envelope's own bytes (transport.h, SendWithConsensusValue).
+  wire::Envelope envelope;
+  envelope.set_version(wire::VERSION_1);
+  envelope.set_group("g");
+  envelope.set_receiver_incarnation(7);
+  wire::ConsensusMessage* message = envelope.mutable_consensus();
+  message->set_instance(42);
+  message->set_round(3);
+  message->set_kind(wire::ConsensusMessage::PROPOSAL);
+  message->set_timestamp(2);
+  message->set_delivered_everywhere(40);
+  wire::MessageBatch value;
+  for (uint32_t origin = 1; origin <= 3; ++origin) {
+    auto* data = value.add_messages();
+    data->set_origin(origin);
+    data->set_seq(origin * 10);
+    data->set_payload(std::string(origin * 100, static_cast<char>('a' + origin)));  // 2-byte lengths
+  }
+  wire::Envelope whole = envelope;
+  *whole.mutable_consensus()->mutable_value() = value;
+
+  const size_t envelope_bytes = envelope.ByteSizeLong();
+  const size_t value_bytes = value.ByteSizeLong();
+  const size_t field_bytes = EnvelopeFieldBytes(envelope_bytes + ConsensusValueBytes(value_bytes));
+  std::string out;
+  const size_t frame_bytes = BeginEnvelopeFrame(2 * field_bytes, &out);
+  AppendEnvelope(envelope, envelope_bytes, &out, &value, value_bytes);  // with the value
+  AppendEnvelope(envelope, envelope_bytes, &out, &value, value_bytes);  // twice, as to two peers
+  REQUIRE(out.size() == kFrameLengthBytes + frame_bytes);
+
+  std::vector<std::string> read;
+  REQUIRE(Read(out.substr(kFrameLengthBytes), &read).ok());
+  REQUIRE(read.size() == 2);
+  for (const std::string& bytes : read) {
+    wire::Envelope parsed;
+    REQUIRE(parsed.ParseFromString(bytes));
+    CHECK(parsed.SerializeAsString() == whole.SerializeAsString());  // every field, value too
+    CHECK(parsed.consensus().value().messages_size() == 3);
+    CHECK(parsed.consensus().instance() == 42);
+    CHECK(parsed.receiver_incarnation() == 7);
+  }
+  // The generated parser reads the frame the same way.
+  wire::PeerFrame frame;
+  REQUIRE(frame.ParseFromArray(out.data() + kFrameLengthBytes,
+                               static_cast<int>(out.size() - kFrameLengthBytes)));
+  REQUIRE(frame.frame().envelopes_size() == 2);
+  CHECK(frame.frame().envelopes(1).SerializeAsString() == whole.SerializeAsString());
+}
+
 }  // namespace cohort::nso

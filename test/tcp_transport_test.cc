@@ -58,6 +58,11 @@ class Endpoint {
     log_->Send(self, to, first, count, claimed_sender, pad_bytes);
   }
   std::vector<uint64_t> Received() { return log_->Received(); }
+  void SendConsensus(NodeId to, const wire::Envelope& envelope,
+                     std::shared_ptr<const wire::MessageBatch> value, int copies, int heartbeat) {
+    log_->SendConsensus(to, envelope, std::move(value), copies, heartbeat);
+  }
+  std::vector<std::string> ConsensusReceived() { return log_->ConsensusReceived(); }
   std::vector<std::string> LinkEvents() { return log_->LinkEvents(); }
 
  private:
@@ -182,6 +187,44 @@ TEST_CASE("tcp transport: a batch of large envelopes goes in several frames, non
   REQUIRE(Eventually([&] { return two.Received().size() >= 105; }));
   CHECK(two.Received() == Range(1, 105));
   CHECK(one.transport().counters().frames_sent.load() == frames + 1);
+}
+
+// A proposal's batch is held once for all peers (consensus::OutboxSend) and written into each
+// envelope's bytes by the transport: the receiver reads the whole message.
+TEST_CASE("tcp transport: a consensus value sent apart arrives inside its consensus message",
+          "[transport]") {
+  const int port1 = subprocess::FreePort();
+  const int port2 = subprocess::FreePort();
+  Endpoint one(1, port1, 2, port2);
+  Endpoint two(2, port2, 1, port1);
+  REQUIRE(one.listening().ok());
+  REQUIRE(two.listening().ok());
+  REQUIRE(BothConnected(one, two));
+  wire::Envelope envelope;
+  envelope.set_version(wire::VERSION_1);
+  envelope.set_group("g");
+  envelope.set_sender_node(1);
+  envelope.set_receiver_incarnation(5);
+  envelope.mutable_consensus()->set_instance(9);
+  envelope.mutable_consensus()->set_round(1);
+  envelope.mutable_consensus()->set_kind(wire::ConsensusMessage::PROPOSAL);
+  auto value = std::make_shared<wire::MessageBatch>();
+  for (uint32_t origin = 1; origin <= 2; ++origin) {
+    auto* data = value->add_messages();
+    data->set_origin(origin);
+    data->set_seq(1);
+    data->set_payload(std::string(200 * origin, 'v'));
+  }
+  wire::Envelope whole = envelope;
+  *whole.mutable_consensus()->mutable_value() = *value;
+  one.SendConsensus(2, envelope, value, /*copies=*/3, /*heartbeat=*/1);
+  REQUIRE(Eventually([&] { return two.ConsensusReceived().size() >= 3; }));
+  for (const std::string& received : two.ConsensusReceived()) {
+    CHECK(received == whole.SerializeAsString());
+  }
+  REQUIRE(Eventually([&] { return two.Received().size() >= 3; }));
+  CHECK(two.Received() == Range(1, 3));  // the envelopes around them are read as before
+  CHECK(value->messages_size() == 2);    // the shared value is not consumed
 }
 
 // While a peer is unreachable its queue is bounded (link_queue_max envelopes, pending_bytes_max

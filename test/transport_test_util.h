@@ -28,6 +28,10 @@ class HeartbeatLog {
   HeartbeatLog(EventLoop* loop, Transport* transport) : loop_(loop), transport_(transport) {
     transport_->SetReceiver([this](NodeId from, wire::Envelope envelope) {
       absl::MutexLock lock(&mu_);
+      if (envelope.has_consensus()) {
+        consensus_.push_back(envelope.SerializeAsString());
+        return;
+      }
       received_.push_back(envelope.heartbeat().sent_ms());
     });
     transport_->SetLinkWatcher([this](NodeId peer, bool up) {
@@ -51,9 +55,31 @@ class HeartbeatLog {
       }
     });
   }
+  // Each envelope with a value held apart (Transport::SendWithConsensusValue), as one batch of
+  // protocol work with heartbeat `heartbeat` before it.
+  void SendConsensus(NodeId to, const wire::Envelope& envelope,
+                     std::shared_ptr<const wire::MessageBatch> value, int copies,
+                     int heartbeat) {
+    loop_->Post([=, this] {
+      for (int i = 0; i < copies; ++i) {
+        wire::Envelope beat;
+        beat.set_version(wire::VERSION_1);
+        beat.set_group("g");
+        beat.set_sender_node(envelope.sender_node());
+        beat.mutable_heartbeat()->set_sent_ms(heartbeat + i);
+        transport_->Send(to, std::move(beat));
+        transport_->SendWithConsensusValue(to, envelope, value);
+      }
+    });
+  }
   std::vector<uint64_t> Received() {
     absl::MutexLock lock(&mu_);
     return received_;
+  }
+  // The consensus envelopes received, serialised.
+  std::vector<std::string> ConsensusReceived() {
+    absl::MutexLock lock(&mu_);
+    return consensus_;
   }
   // What the transport's link watcher was told, in order: "up 2", "down 2", ...
   std::vector<std::string> LinkEvents() {
@@ -66,6 +92,7 @@ class HeartbeatLog {
   Transport* const transport_;
   absl::Mutex mu_;
   std::vector<uint64_t> received_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> consensus_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> links_ ABSL_GUARDED_BY(mu_);
 };
 
