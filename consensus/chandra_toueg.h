@@ -56,8 +56,8 @@ struct ConsensusOptions {
 
 // A message of an instance to one member. Its value (an estimate, a proposal or a decision) is
 // held apart and shared: a proposal to n - 1 members is one copy of the batch, not n - 1, and the
-// raw TCP transport serialises it into each peer's bytes from that copy (issue 7; nso/transport.h,
-// SendWithConsensusValue).
+// raw TCP transport serialises it into each peer's bytes from that copy (issue 7;
+// consensus::SharedBatch).
 struct ConsensusSend {
   NodeId to = 0;
   wire::ConsensusMessage message;                   // without its value

@@ -51,19 +51,23 @@ uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
     message->set_origin(self_);
     message->set_seq(seq);
     message->set_payload(payload);
-    Diffuse(batch, out);
+    Diffuse(std::move(batch), out);
   }
   unordered_[{self_, seq}] = std::move(payload);
   MaybeStartInstance(/*even_if_empty=*/false, out);
   return seq;
 }
 
-void ConsensusOrder::Diffuse(const wire::MessageBatch& batch, Outbox* out) {
+void ConsensusOrder::Diffuse(wire::MessageBatch batch, Outbox* out) {
+  if (members_.size() < 2) return;
+  // One copy for every member, held apart from the envelopes (SharedBatch).
+  const SharedBatch shared{std::make_shared<const wire::MessageBatch>(std::move(batch)),
+                           SharedBatch::Field::kDiffusionBatch};
   for (NodeId member : members_) {
     if (member == self_) continue;
     wire::Envelope envelope;
-    *envelope.mutable_data()->mutable_batch() = batch;
-    out->sends.emplace_back(member, std::move(envelope));
+    envelope.mutable_data();  // the batch follows (SharedBatch)
+    out->sends.emplace_back(member, std::move(envelope), shared);
     ++counters_.messages_sent_data;
   }
 }
@@ -402,7 +406,7 @@ void ConsensusOrder::Tick(uint64_t now_ms, Outbox* out) {
       message->set_seq(it->first.second);
       message->set_payload(it->second);
     }
-    if (own.messages_size() > 0) Diffuse(own, out);
+    if (own.messages_size() > 0) Diffuse(std::move(own), out);
   }
   MaybeStartInstance(/*even_if_empty=*/false, out);
   if (Current() == nullptr && members_.size() > 1 &&
@@ -544,7 +548,8 @@ void ConsensusOrder::Flush(Outbox* out) {
     send.message.set_delivered_everywhere(everyone_past);
     wire::Envelope envelope;
     *envelope.mutable_consensus() = std::move(send.message);
-    out->sends.emplace_back(send.to, std::move(envelope), std::move(send.value));  // shared
+    out->sends.emplace_back(send.to, std::move(envelope),
+                            SharedBatch{std::move(send.value), SharedBatch::Field::kConsensusValue});
   }
   sends_.clear();  // keeps its capacity for the next step
 }

@@ -130,7 +130,7 @@ class ConsensusOrder final : public TotalOrder {
   void ReportBeyondLog(NodeId from, const wire::ConsensusMessage& message, Outbox* out);
   // Hands what the instance just sent (sends_) to `out` and empties sends_.
   void Flush(Outbox* out);
-  void Diffuse(const wire::MessageBatch& batch, Outbox* out);  // to every other member
+  void Diffuse(wire::MessageBatch batch, Outbox* out);  // to every other member, one copy
   bool IsMember(NodeId node) const;
 
   const NodeId self_;

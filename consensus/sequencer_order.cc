@@ -208,8 +208,9 @@ bool SequencerOrder::SendNewEntries(Outbox* out) {
   // round per message kept a sequencer group near 20,000 one-way calls/s at any n).
   if (!is_sequencer() || log_end() <= sent_end_ || commit_ < sent_end_) return false;
   const uint64_t first = std::max(sent_end_, log_base_);
+  SharedBatch entries;  // one copy of the entries for every member (issue 7)
   for (NodeId member : members_) {
-    if (member != self_) SendOrdered(member, first, out);
+    if (member != self_) SendOrdered(member, first, out, &entries);
   }
   sent_end_ = BatchEnd(first, log_end());  // what SendOrdered sent each
   return true;
@@ -224,7 +225,8 @@ uint64_t SequencerOrder::BatchEnd(uint64_t first, uint64_t end) const {
   return at;
 }
 
-uint64_t SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
+uint64_t SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out,
+                                     SharedBatch* made) {
   wire::SequencerMessage ordered;
   ordered.set_kind(Kind::ORDERED);
   ordered.set_epoch(epoch_);
@@ -234,8 +236,16 @@ uint64_t SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out) {
   ordered.set_stable(stable_);
   ordered.set_log_length(established_length_);  // what a member takes whole (AdoptEpochLog)
   const uint64_t end = BatchEnd(first, log_end());
-  for (uint64_t i = first; i < end; ++i) *ordered.mutable_batch()->add_messages() = At(i);
-  Send(to, std::move(ordered), out);
+  SharedBatch entries;  // held apart from the message (SharedBatch), none when empty
+  if (made != nullptr && *made) {
+    entries = *made;  // the same `first`, the same log: the same entries
+  } else if (end > first) {
+    auto batch = std::make_shared<wire::MessageBatch>();
+    for (uint64_t i = first; i < end; ++i) *batch->add_messages() = At(i);
+    entries = {std::move(batch), SharedBatch::Field::kSequencerBatch};
+    if (made != nullptr) *made = entries;
+  }
+  Send(to, std::move(ordered), out, std::move(entries));
   return end;
 }
 
@@ -721,7 +731,8 @@ void SequencerOrder::Prune() {
   }
 }
 
-void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out) {
+void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out,
+                          SharedBatch batch) {
   if (message.kind() == Kind::ACK) {
     ++counters_.messages_sent_ack;
   } else {
@@ -729,7 +740,7 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
   }
   wire::Envelope envelope;
   *envelope.mutable_sequencer() = std::move(message);
-  out->sends.emplace_back(to, std::move(envelope));
+  out->sends.emplace_back(to, std::move(envelope), std::move(batch));
 }
 
 // A field added to SequencerOrder must be added to StateKey too: two states that differ in it

@@ -121,7 +121,9 @@ class SequencerOrder final : public TotalOrder {
   // A FORWARD of own messages after `after_seq`: one batch.
   wire::SequencerMessage OwnBatch(uint64_t after_seq) const;
   // Sends one batch of entries from `first`; returns the order number after the last one sent.
-  uint64_t SendOrdered(NodeId to, uint64_t first, Outbox* out);
+  // `made` (optional): the entries made for an earlier member from the same `first` in this
+  // step, shared; filled when empty.
+  uint64_t SendOrdered(NodeId to, uint64_t first, Outbox* out, SharedBatch* made = nullptr);
   // The sequencer sends the entries not yet sent, unless a round is still uncommitted; true
   // when it sent a round.
   bool SendNewEntries(Outbox* out);
@@ -138,7 +140,8 @@ class SequencerOrder final : public TotalOrder {
   // Keeps log_[log_base_, keep): drops the entries from order number `keep` on.
   void TruncateLog(uint64_t keep) { log_.resize(keep - log_base_); }
   uint64_t StableEverywhere() const;  // sequencer: entries every member has delivered
-  void Send(NodeId to, wire::SequencerMessage message, Outbox* out);
+  // `batch`: the message's batch, held apart (shared by several sends).
+  void Send(NodeId to, wire::SequencerMessage message, Outbox* out, SharedBatch batch = {});
   bool IsMember(NodeId node) const;
   bool CommitsOnAccept() const;
 

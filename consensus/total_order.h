@@ -29,27 +29,55 @@ struct Delivery {
 // What a protocol step asks the runtime to do. The runtime sends `sends` (each envelope body is
 // one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
 // hands `deliveries` to the application in this order.
-// An envelope to one member. A consensus message's value may be held apart (consensus_value),
-// shared by the sends of one step: the envelope the receiver parses is `envelope` with its
-// consensus.value set to it (TakeWhole). The raw TCP transport writes the shared value into each
-// peer's bytes without a copy per peer (nso/transport.h, SendWithConsensusValue; issue 7).
-struct OutboxSend {
-  OutboxSend(NodeId to, wire::Envelope envelope,
-             std::shared_ptr<const wire::MessageBatch> consensus_value = nullptr)
-      : to(to), envelope(std::move(envelope)), consensus_value(std::move(consensus_value)) {}
+// A batch held apart from its envelope and shared by several sends (a proposal to n - 1
+// members, the sequencer's ORDERED to each member, a diffusion): one copy, not one per peer. The
+// envelope its receiver parses has the batch at `field` (CopyInto). The raw TCP transport writes
+// it into each peer's bytes from the shared copy (nso/transport.h, SendWithBatch; issue 7).
+struct SharedBatch {
+  enum class Field { kConsensusValue, kSequencerBatch, kDiffusionBatch };
 
-  // The envelope as its receiver parses it (the shared value copied in).
-  wire::Envelope TakeWhole() {
-    if (consensus_value != nullptr) {
-      *envelope.mutable_consensus()->mutable_value() = *consensus_value;
-      consensus_value = nullptr;
+  std::shared_ptr<const wire::MessageBatch> batch;  // null: none
+  Field field = Field::kConsensusValue;
+
+  explicit operator bool() const { return batch != nullptr; }
+  // Where the batch goes: (the envelope's field, that message's batch field), protobuf numbers.
+  std::pair<uint32_t, uint32_t> FieldNumbers() const {
+    switch (field) {
+      case Field::kSequencerBatch:
+        return {wire::Envelope::kSequencerFieldNumber, wire::SequencerMessage::kBatchFieldNumber};
+      case Field::kDiffusionBatch:
+        return {wire::Envelope::kDataFieldNumber, wire::Diffusion::kBatchFieldNumber};
+      case Field::kConsensusValue:
+        break;
     }
+    return {wire::Envelope::kConsensusFieldNumber, wire::ConsensusMessage::kValueFieldNumber};
+  }
+  // Copies the batch into `envelope` at its place.
+  void CopyInto(wire::Envelope* envelope) const {
+    if (batch == nullptr) return;
+    switch (field) {
+      case Field::kSequencerBatch: *envelope->mutable_sequencer()->mutable_batch() = *batch; break;
+      case Field::kDiffusionBatch: *envelope->mutable_data()->mutable_batch() = *batch; break;
+      case Field::kConsensusValue: *envelope->mutable_consensus()->mutable_value() = *batch; break;
+    }
+  }
+};
+
+// An envelope to one member, with its batch held apart when shared (SharedBatch).
+struct OutboxSend {
+  OutboxSend(NodeId to, wire::Envelope envelope, SharedBatch shared = {})
+      : to(to), envelope(std::move(envelope)), shared(std::move(shared)) {}
+
+  // The envelope as its receiver parses it (the shared batch copied in).
+  wire::Envelope TakeWhole() {
+    shared.CopyInto(&envelope);
+    shared = {};
     return std::move(envelope);
   }
 
   NodeId to;
   wire::Envelope envelope;
-  std::shared_ptr<const wire::MessageBatch> consensus_value;
+  SharedBatch shared;
 };
 
 struct Outbox {

@@ -549,7 +549,7 @@ void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries
 void Group::SendTo(NodeId to, wire::Envelope envelope) { SendInView(view_id_, to, std::move(envelope)); }
 
 void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
-                       std::shared_ptr<const wire::MessageBatch> consensus_value) {
+                       consensus::SharedBatch shared) {
   Touch();
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(config().name);
@@ -573,8 +573,8 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
   if (receiver != known.end()) envelope.set_receiver_incarnation(receiver->second);
   last_sent_ms_[to] = now_ms_;
   counters_.envelopes_sent++;
-  if (consensus_value != nullptr) {
-    transport_->SendWithConsensusValue(to, std::move(envelope), std::move(consensus_value));
+  if (shared) {
+    transport_->SendWithBatch(to, std::move(envelope), std::move(shared));
     return;
   }
   transport_->Send(to, std::move(envelope));
@@ -621,7 +621,7 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
       counters_.order_messages_withheld++;
       continue;
     }
-    SendInView(view_id, send.to, std::move(send.envelope), std::move(send.consensus_value));
+    SendInView(view_id, send.to, std::move(send.envelope), std::move(send.shared));
   }
   if (view_id == view_id_ && !outbox->deliveries.empty()) last_progress_ms_ = now_ms_;
   if (view_id == view_id_) {  // a laggard of a retired view learns of the new one by itself

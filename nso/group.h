@@ -301,10 +301,10 @@ class Group {
   // or tells `to`, which still speaks to an earlier incarnation of this node, that it restarted.
   void AnswerHeartbeat(NodeId to);
   void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
-  // `consensus_value`, when given, is the consensus message's value, shared by the step's sends
-  // (consensus::OutboxSend).
+  // `shared`, when given, is the envelope's batch, held apart for the step's sends
+  // (consensus::SharedBatch).
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
-                  std::shared_ptr<const wire::MessageBatch> consensus_value = nullptr);
+                  consensus::SharedBatch shared = {});
   // A membership event of this group, through the owner's GroupEventLog (gathered with the same
   // event of other groups), or logged at once without one.
   void LogEvent(spdlog::level::level_enum level, std::string event, std::string text);

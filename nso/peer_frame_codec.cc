@@ -10,10 +10,11 @@ namespace {
 constexpr uint8_t kLengthDelimited = 2;
 constexpr uint8_t kPeerFrameFrameTag = (2 << 3) | kLengthDelimited;  // PeerFrame.frame = 2
 constexpr uint8_t kFrameEnvelopesTag = (1 << 3) | kLengthDelimited;  // Frame.envelopes = 1
-constexpr uint8_t kEnvelopeConsensusTag = (10 << 3) | kLengthDelimited;  // Envelope.consensus = 10
-constexpr uint8_t kConsensusValueTag = (4 << 3) | kLengthDelimited;  // ConsensusMessage.value = 4
-static_assert(wire::Envelope::kConsensusFieldNumber == 10);
-static_assert(wire::ConsensusMessage::kValueFieldNumber == 4);
+
+// The tag of a length-delimited field numbered below 16: one byte.
+char LengthDelimitedTag(uint32_t field) {
+  return static_cast<char>((field << 3) | kLengthDelimited);
+}
 
 size_t VarintBytes(uint64_t value) {
   size_t bytes = 1;
@@ -106,29 +107,28 @@ size_t BeginEnvelopeFrame(size_t body_bytes, std::string* out) {
   return frame_bytes;
 }
 
-size_t ConsensusValueBytes(size_t value_bytes) {
-  const size_t inner = 1 + VarintBytes(value_bytes) + value_bytes;
+size_t AppendedBatchBytes(size_t batch_bytes) {
+  const size_t inner = 1 + VarintBytes(batch_bytes) + batch_bytes;
   return 1 + VarintBytes(inner) + inner;
 }
 
 void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
-                    const wire::MessageBatch* consensus_value, size_t value_bytes) {
-  const size_t extra = consensus_value != nullptr ? ConsensusValueBytes(value_bytes) : 0;
+                    const AppendedBatch* appended) {
+  const size_t extra = appended != nullptr ? AppendedBatchBytes(appended->bytes) : 0;
   out->push_back(static_cast<char>(kFrameEnvelopesTag));
   PutVarint(envelope_bytes + extra, out);
   size_t at = out->size();
   out->resize(at + envelope_bytes);
   envelope.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
-  if (consensus_value == nullptr) return;
-  // Envelope{consensus: ConsensusMessage{value: *consensus_value}}, after the envelope's own
-  // bytes: the parser merges it into the consensus message read before.
-  out->push_back(static_cast<char>(kEnvelopeConsensusTag));
-  PutVarint(1 + VarintBytes(value_bytes) + value_bytes, out);
-  out->push_back(static_cast<char>(kConsensusValueTag));
-  PutVarint(value_bytes, out);
+  if (appended == nullptr) return;
+  // Envelope{<envelope_field>: {<batch_field>: batch}} after the envelope's own bytes.
+  out->push_back(LengthDelimitedTag(appended->envelope_field));
+  PutVarint(1 + VarintBytes(appended->bytes) + appended->bytes, out);
+  out->push_back(LengthDelimitedTag(appended->batch_field));
+  PutVarint(appended->bytes, out);
   at = out->size();
-  out->resize(at + value_bytes);
-  consensus_value->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
+  out->resize(at + appended->bytes);
+  appended->batch->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
 }
 
 absl::Status ReadEnvelopeFrame(const char* data, size_t size,

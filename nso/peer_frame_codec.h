@@ -24,19 +24,27 @@ size_t EnvelopeFieldBytes(size_t envelope_bytes);
 // order. Returns the frame's length (without its 4-byte prefix).
 size_t BeginEnvelopeFrame(size_t body_bytes, std::string* out);
 
-// Bytes a consensus value of `value_bytes` adds to an envelope (AppendEnvelope).
-size_t ConsensusValueBytes(size_t value_bytes);
+// A batch written after an envelope's own bytes as a second occurrence of the envelope's field
+// `envelope_field`, a message whose field `batch_field` is the batch; the parser merges it into
+// the first occurrence (consensus::SharedBatch, transport.h SendWithBatch). Field numbers below
+// 16 (one-byte tags).
+struct AppendedBatch {
+  const wire::MessageBatch* batch = nullptr;
+  size_t bytes = 0;  // batch->ByteSizeLong(), cached in it
+  uint32_t envelope_field = 0;
+  uint32_t batch_field = 0;
+};
+
+// Bytes an appended batch of `batch_bytes` adds to an envelope.
+size_t AppendedBatchBytes(size_t batch_bytes);
 
 // Appends one envelope of the frame begun. `envelope_bytes` is its ByteSizeLong(), called on
 // this object after its last change: the serialisation uses the sizes cached by that call (a
-// moved message does not keep them). With `consensus_value` (its ByteSizeLong() is
-// `value_bytes`, cached the same way), the envelope read is `envelope` with its consensus.value
-// set to it: written as a second occurrence of the consensus field, which the parser merges
-// (transport.h, SendWithConsensusValue). Its EnvelopeFieldBytes are then those of
-// envelope_bytes + ConsensusValueBytes(value_bytes).
+// moved message does not keep them). With `appended`, the envelope read is `envelope` with the
+// batch in it; its EnvelopeFieldBytes are then those of
+// envelope_bytes + AppendedBatchBytes(appended->bytes).
 void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
-                    const wire::MessageBatch* consensus_value = nullptr,
-                    size_t value_bytes = 0);
+                    const AppendedBatch* appended = nullptr);
 
 // Reads one peer frame's bytes (without its length prefix). Each envelope is parsed into the
 // message `scratch` returns then (it may reuse or replace the last one, e.g. reset an arena) and

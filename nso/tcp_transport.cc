@@ -97,11 +97,11 @@ struct TcpTransport::Link {
   bool established = false;
   struct Pending {
     wire::Envelope envelope;
-    size_t bytes = 0;  // its serialized size (consensus_value included)
-    // Shared by the sends of one step (transport.h, SendWithConsensusValue); null: none.
-    std::shared_ptr<const wire::MessageBatch> consensus_value;
+    size_t bytes = 0;  // its serialized size (the shared batch included)
+    // Held apart, shared by the sends of one step (transport.h, SendWithBatch); null: none.
+    consensus::SharedBatch shared;
     size_t envelope_bytes = 0;  // `envelope` alone
-    size_t value_bytes = 0;     // consensus_value alone
+    size_t batch_bytes = 0;     // the shared batch alone
   };
   // Sent since the last flush, or while down or not reading (bounded: Send).
   std::deque<Pending> pending;
@@ -230,11 +230,11 @@ void TcpTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
 }
 
 void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
-  SendWithConsensusValue(to, std::move(envelope), nullptr);
+  SendWithBatch(to, std::move(envelope), {});
 }
 
-void TcpTransport::SendWithConsensusValue(NodeId to, wire::Envelope envelope,
-                                          std::shared_ptr<const wire::MessageBatch> value) {
+void TcpTransport::SendWithBatch(NodeId to, wire::Envelope envelope,
+                                 consensus::SharedBatch shared) {
   auto it = links_.find(to);
   if (it == links_.end()) {
     // (A peer removed by a reload while still in a group's view: once per 10000.)
@@ -248,10 +248,10 @@ void TcpTransport::SendWithConsensusValue(NodeId to, wire::Envelope envelope,
   queued.envelope = std::move(envelope);
   queued.envelope_bytes = queued.envelope.ByteSizeLong();
   queued.bytes = queued.envelope_bytes;
-  if (value != nullptr) {
-    queued.value_bytes = value->ByteSizeLong();  // the same for every peer it goes to
-    queued.bytes += ConsensusValueBytes(queued.value_bytes);
-    queued.consensus_value = std::move(value);
+  if (shared) {
+    queued.batch_bytes = shared.batch->ByteSizeLong();  // the same for every peer it goes to
+    queued.bytes += AppendedBatchBytes(queued.batch_bytes);
+    queued.shared = std::move(shared);
   }
   const size_t bytes = queued.bytes;
   while (link->pending.size() > 1 &&
@@ -314,8 +314,14 @@ void TcpTransport::Flush() {
       const size_t frame_bytes = BeginEnvelopeFrame(body_bytes, &connection->out);
       for (size_t i = 0; i < count; ++i) {
         Link::Pending& next = link->pending.front();
-        AppendEnvelope(next.envelope, next.envelope_bytes, &connection->out,
-                       next.consensus_value.get(), next.value_bytes);
+        if (next.shared) {
+          const auto [envelope_field, batch_field] = next.shared.FieldNumbers();
+          const AppendedBatch appended{next.shared.batch.get(), next.batch_bytes, envelope_field,
+                                       batch_field};
+          AppendEnvelope(next.envelope, next.envelope_bytes, &connection->out, &appended);
+        } else {
+          AppendEnvelope(next.envelope, next.envelope_bytes, &connection->out);
+        }
         link->pending_bytes -= next.bytes;
         link->pending.pop_front();
       }

@@ -80,9 +80,8 @@ class TcpTransport final : public PeerTransport {
   void Shutdown() override;
 
   void Send(NodeId to, wire::Envelope envelope) override;  // loop thread
-  // The value is serialised into each peer's bytes from the one shared copy (loop thread).
-  void SendWithConsensusValue(NodeId to, wire::Envelope envelope,
-                              std::shared_ptr<const wire::MessageBatch> value) override;
+  // The batch is serialised into each peer's bytes from the one shared copy (loop thread).
+  void SendWithBatch(NodeId to, wire::Envelope envelope, consensus::SharedBatch shared) override;
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   void SetLinkWatcher(LinkWatcher watcher) override { link_watcher_ = std::move(watcher); }
   // Loop thread (the node's calls ask it): the link table changes on this thread only, so no lock.

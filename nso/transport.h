@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::nso {
@@ -36,14 +37,13 @@ class Transport {
   // Best effort: never blocks on the peer, may drop.
   virtual void Send(NodeId to, wire::Envelope envelope) = 0;
 
-  // The same for a consensus envelope whose consensus.value is `value`, held apart and shared by
-  // the sends to several peers (consensus::OutboxSend). This default copies it in; the raw TCP
-  // transport serialises it into each peer's bytes instead, as a second occurrence of the
-  // envelope's consensus field, which the receiver's parser merges (protobuf's rule for a
+  // The same for an envelope whose batch is held apart, shared by the sends to several peers
+  // (consensus::SharedBatch). This default copies it in; the raw TCP transport serialises it
+  // into each peer's bytes instead, after the envelope's own, as a second occurrence of the
+  // envelope's field that holds it, which the receiver's parser merges (protobuf's rule for a
   // message field seen twice): one copy of a proposal for n - 1 peers (issue 7).
-  virtual void SendWithConsensusValue(NodeId to, wire::Envelope envelope,
-                                      std::shared_ptr<const wire::MessageBatch> value) {
-    *envelope.mutable_consensus()->mutable_value() = *value;
+  virtual void SendWithBatch(NodeId to, wire::Envelope envelope, consensus::SharedBatch shared) {
+    shared.CopyInto(&envelope);
     Send(to, std::move(envelope));
   }
 

@@ -977,3 +977,47 @@ TEST_CASE("a proposal to n - 1 members holds one shared copy of its batch", "[or
 }
 
 }  // namespace cohort::consensus
+
+namespace cohort::consensus {
+
+// A batch to every other member is one copy held apart (SharedBatch): the sequencer's ORDERED
+// and a diffusion, as a proposal above. What a receiver reads is the whole message.
+TEST_CASE("the sequencer's ORDERED and a diffusion hold one shared copy of their batch",
+          "[order]") {
+  SequencerOrder sequencer(1, Members(5), SequencerOrderOptions{});  // epoch 0's sequencer: n1
+  Outbox out;
+  sequencer.Broadcast(std::string(64, 's'), &out);
+  std::vector<const OutboxSend*> ordered;
+  for (const OutboxSend& send : out.sends) {
+    if (send.envelope.has_sequencer() &&
+        send.envelope.sequencer().kind() == wire::SequencerMessage::ORDERED) {
+      ordered.push_back(&send);
+    }
+  }
+  REQUIRE(ordered.size() == 4);
+  for (const OutboxSend* send : ordered) {
+    CHECK(send->shared.field == SharedBatch::Field::kSequencerBatch);
+    CHECK(send->shared.batch.get() == ordered[0]->shared.batch.get());
+    CHECK_FALSE(send->envelope.sequencer().has_batch());
+    OutboxSend copy = *send;
+    wire::Envelope whole = copy.TakeWhole();
+    REQUIRE(whole.sequencer().batch().messages_size() == 1);
+    CHECK(whole.sequencer().batch().messages(0).payload() == std::string(64, 's'));
+  }
+
+  ConsensusOrder member(2, Members(5), ConsensusOrderOptions{});  // n1 coordinates instance 1
+  Outbox diffused;
+  member.Broadcast("d", &diffused);
+  REQUIRE(diffused.sends.size() == 4);
+  for (const OutboxSend& send : diffused.sends) {
+    CHECK(send.shared.field == SharedBatch::Field::kDiffusionBatch);
+    CHECK(send.shared.batch.get() == diffused.sends[0].shared.batch.get());
+  }
+  for (OutboxSend& send : diffused.sends) {
+    wire::Envelope whole = send.TakeWhole();
+    REQUIRE(whole.data().batch().messages_size() == 1);
+    CHECK(whole.data().batch().messages(0).payload() == "d");
+  }
+}
+
+}  // namespace cohort::consensus

@@ -2,10 +2,12 @@
 // refuses malformed frames with an error instead of reading past them.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "consensus/total_order.h"
 #include "nso/framing.h"
 #include "nso/peer_frame_codec.h"
 #include "proto/wire.pb.h"
@@ -146,7 +148,7 @@ TEST_CASE("peer frame codec: malformed frames are refused, naming what is wrong"
 TEST_CASE("peer frame codec: a shared consensus value is read into the envelope's consensus "
           "message", "[peer_frame_codec]") {
   // What ConsensusOrder sends: the message without its value, the value held apart and written
-  // after the envelope's own bytes (transport.h, SendWithConsensusValue).
+  // after the envelope's own bytes (transport.h, SendWithBatch).
   wire::Envelope envelope;
   envelope.set_version(wire::VERSION_1);
   envelope.set_group("g");
@@ -169,11 +171,13 @@ TEST_CASE("peer frame codec: a shared consensus value is read into the envelope'
 
   const size_t envelope_bytes = envelope.ByteSizeLong();
   const size_t value_bytes = value.ByteSizeLong();
-  const size_t field_bytes = EnvelopeFieldBytes(envelope_bytes + ConsensusValueBytes(value_bytes));
+  const size_t field_bytes = EnvelopeFieldBytes(envelope_bytes + AppendedBatchBytes(value_bytes));
+  const AppendedBatch appended{&value, value_bytes, wire::Envelope::kConsensusFieldNumber,
+                               wire::ConsensusMessage::kValueFieldNumber};
   std::string out;
   const size_t frame_bytes = BeginEnvelopeFrame(2 * field_bytes, &out);
-  AppendEnvelope(envelope, envelope_bytes, &out, &value, value_bytes);  // with the value
-  AppendEnvelope(envelope, envelope_bytes, &out, &value, value_bytes);  // twice, as to two peers
+  AppendEnvelope(envelope, envelope_bytes, &out, &appended);  // with the value
+  AppendEnvelope(envelope, envelope_bytes, &out, &appended);  // twice, as to two peers
   REQUIRE(out.size() == kFrameLengthBytes + frame_bytes);
 
   std::vector<std::string> read;
@@ -193,6 +197,51 @@ TEST_CASE("peer frame codec: a shared consensus value is read into the envelope'
                                static_cast<int>(out.size() - kFrameLengthBytes)));
   REQUIRE(frame.frame().envelopes_size() == 2);
   CHECK(frame.frame().envelopes(1).SerializeAsString() == whole.SerializeAsString());
+}
+
+TEST_CASE("peer frame codec: a shared batch is read at its place for each field it may fill",
+          "[peer_frame_codec]") {
+  using consensus::SharedBatch;
+  auto batch = std::make_shared<wire::MessageBatch>();
+  for (uint32_t seq = 1; seq <= 40; ++seq) {  // a 3-byte length
+    auto* data = batch->add_messages();
+    data->set_origin(2);
+    data->set_seq(seq);
+    data->set_payload(std::string(100 * seq, 's'));
+  }
+  for (SharedBatch::Field field : {SharedBatch::Field::kConsensusValue,
+                                   SharedBatch::Field::kSequencerBatch,
+                                   SharedBatch::Field::kDiffusionBatch}) {
+    wire::Envelope envelope;  // what the orders send: the message, its batch held apart
+    envelope.set_group("g");
+    envelope.set_view_id(3);
+    switch (field) {
+      case SharedBatch::Field::kConsensusValue:
+        envelope.mutable_consensus()->set_instance(8);
+        break;
+      case SharedBatch::Field::kSequencerBatch:
+        envelope.mutable_sequencer()->set_kind(wire::SequencerMessage::ORDERED);
+        envelope.mutable_sequencer()->set_first_order(17);
+        break;
+      case SharedBatch::Field::kDiffusionBatch:
+        envelope.mutable_data();
+        break;
+    }
+    const SharedBatch shared{batch, field};
+    wire::Envelope whole = envelope;
+    shared.CopyInto(&whole);  // what the simulated network and gRPC streams send
+    const auto [envelope_field, batch_field] = shared.FieldNumbers();
+    const size_t envelope_bytes = envelope.ByteSizeLong();
+    const AppendedBatch appended{batch.get(), batch->ByteSizeLong(), envelope_field, batch_field};
+    std::string out;
+    BeginEnvelopeFrame(EnvelopeFieldBytes(envelope_bytes + AppendedBatchBytes(appended.bytes)),
+                       &out);
+    AppendEnvelope(envelope, envelope_bytes, &out, &appended);
+    std::vector<std::string> read;
+    REQUIRE(Read(out.substr(kFrameLengthBytes), &read).ok());
+    REQUIRE(read.size() == 1);
+    CHECK(read[0] == whole.SerializeAsString());
+  }
 }
 
 }  // namespace cohort::nso

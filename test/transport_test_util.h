@@ -55,7 +55,7 @@ class HeartbeatLog {
       }
     });
   }
-  // Each envelope with a value held apart (Transport::SendWithConsensusValue), as one batch of
+  // Each envelope with a consensus value held apart (Transport::SendWithBatch), as one batch of
   // protocol work with heartbeat `heartbeat` before it.
   void SendConsensus(NodeId to, const wire::Envelope& envelope,
                      std::shared_ptr<const wire::MessageBatch> value, int copies,
@@ -68,7 +68,8 @@ class HeartbeatLog {
         beat.set_sender_node(envelope.sender_node());
         beat.mutable_heartbeat()->set_sent_ms(heartbeat + i);
         transport_->Send(to, std::move(beat));
-        transport_->SendWithConsensusValue(to, envelope, value);
+        transport_->SendWithBatch(
+            to, envelope, {value, consensus::SharedBatch::Field::kConsensusValue});
       }
     });
   }
