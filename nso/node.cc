@@ -544,7 +544,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_mode(static_cast<int>(mode));
   request.set_reply_to(self_);
   request.set_deadline_ms(deadline_ms);
-  request.set_caller_group(options.caller_group);
+  // (Set only when there is one: setting even an empty string allocates one.)
+  if (!options.caller_group.empty()) request.set_caller_group(options.caller_group);
   request.set_group_call_id(options.group_call_id);
   bool open = style == GroupConfig::Style::kOpen;
   // 003 section 4.2, asynchronous forwarding: for wait-for-first through an open group only the
