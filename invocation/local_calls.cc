@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "invocation/client.h"
+#include "nso/scratch_arena.h"
 
 namespace cohort::internal {
 namespace {
@@ -222,8 +223,12 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::Invoke
 bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done) {
   std::shared_ptr<Connection> connection = CurrentOrReopenLater();
   if (connection == nullptr) return false;
-  api::LocalFrame frame;
-  api::PipelinedCall* call = frame.mutable_call();
+  // The frame's objects on the stack, the request borrowed while it is written: no allocation
+  // or copy of them per call (issue 7).
+  char block[256];
+  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
+  api::LocalFrame* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&arena);
+  api::PipelinedCall* call = frame->mutable_call();
   bool idle = false;  // nobody reads the link: this caller looks at it before the call leaves
   uint64_t number = 0;
   {
@@ -263,8 +268,9 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     (void)CurrentOrReopenLater();  // this call goes over gRPC; the next ones on a new link
     return false;
   }
-  *call->mutable_invoke() = request;
-  absl::Status written = connection->link->Write(frame);
+  call->unsafe_arena_set_allocated_invoke(const_cast<api::InvokeRequest*>(&request));
+  absl::Status written = connection->link->Write(*frame);
+  call->unsafe_arena_release_invoke();  // given back before the arena goes
   absl::MutexLock lock(&mu_);
   if (!written.ok()) {
     // The link is shut (LocalLink::Write): this call and the others on it fail.
@@ -282,8 +288,12 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
   std::shared_ptr<Connection> connection = *std::move(current);
   Pending pending;
   pending.connection = connection.get();
-  api::LocalFrame frame;
-  api::PipelinedCall* call = frame.mutable_call();
+  // The frame's objects on the stack, the request borrowed while it is written: no allocation
+  // or copy of them per call (issue 7).
+  char block[256];
+  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
+  api::LocalFrame* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&arena);
+  api::PipelinedCall* call = frame->mutable_call();
   bool read_own = false;  // alone on the link: this caller reads its result itself
   {
     absl::MutexLock lock(&mu_);
@@ -314,8 +324,9 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     if (may_reopen) return Call(request, wait, /*may_reopen=*/false);
     return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
   }
-  *call->mutable_invoke() = request;
-  absl::Status written = connection->link->Write(frame);
+  call->unsafe_arena_set_allocated_invoke(const_cast<api::InvokeRequest*>(&request));
+  absl::Status written = connection->link->Write(*frame);
+  call->unsafe_arena_release_invoke();  // given back before the arena goes
   const SteadyTime deadline = SteadyAfter(wait);
   if (!written.ok()) {
     // The link is shut (LocalLink::Write): this call and the others on it fail, and the next

@@ -239,7 +239,18 @@ LocalLink::Outcome LocalLink::Take(Outcome filled, api::LocalFrame* frame) {
   // this is a parse.
   switch (frame->kind_case()) {
     case api::LocalFrame::kEvent: frame->mutable_event()->Clear(); break;
-    case api::LocalFrame::kResult: frame->mutable_result()->Clear(); break;
+    case api::LocalFrame::kResult: {
+      // A proto3 message's Clear() deletes its message fields (heap messages): the reply and
+      // its ReplyFroms are kept, cleared, to be parsed into (a reply without one stays empty).
+      api::PipelinedResult* result = frame->mutable_result();
+      api::InvokeReply* reply = result->release_reply();
+      result->Clear();
+      if (reply != nullptr) {
+        reply->Clear();
+        result->set_allocated_reply(reply);
+      }
+      break;
+    }
     default: frame->Clear(); break;
   }
   google::protobuf::io::CodedInputStream input(

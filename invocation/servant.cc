@@ -11,6 +11,7 @@
 #include "invocation/backpressure.h"
 #include "invocation/doubling_pause.h"
 #include "invocation/client.h"
+#include "nso/scratch_arena.h"
 #include "nso/status.h"
 
 namespace cohort {
@@ -142,10 +143,17 @@ class LocalServant final : public internal::ServantBackend {
     return false;
   }
   void Answer(api::ServantMessage::Answer answer) override {
-    api::LocalFrame frame;
-    *frame.mutable_servant()->mutable_answer() = std::move(answer);
+    // The frame's objects on the stack, the answer borrowed while it is written: no allocation
+    // or copy of them per answer (issue 7).
+    char block[256];
+    google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
+    api::LocalFrame* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&arena);
+    api::ServantMessage* message = frame->mutable_servant();
+    message->unsafe_arena_set_allocated_answer(&answer);
     // On the delivery thread (Servant::Handle): answers to events read together leave together.
-    link_->WriteSoon(frame).IgnoreError();  // a broken link ends Next: the servant stops
+    absl::Status written = link_->WriteSoon(*frame);
+    message->unsafe_arena_release_answer();  // given back before the arena goes
+    written.IgnoreError();  // a broken link ends Next: the servant stops
   }
   absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                       absl::Duration wait) override {

@@ -114,6 +114,45 @@ TEST_CASE("concurrent writers: every frame arrives whole, in each writer's order
   CHECK(got == kWriters * kFrames);
 }
 
+// Take parses each result into the last one's objects (their storage reused): what a frame does
+// not carry must not stay from the one before.
+TEST_CASE("results read into one frame hold only what each carries", "[local]") {
+  FakeDaemon daemon;
+  std::unique_ptr<LocalLink> link = daemon.Open();
+  auto result = [](uint64_t call, int replies, int status) {
+    api::LocalFrame frame;
+    api::PipelinedResult* result = frame.mutable_result();
+    result->set_call(call);
+    result->set_status_code(status);
+    if (status != 0) result->set_error("refused");
+    for (int i = 0; i < replies; ++i) {
+      api::ReplyFrom* from = result->mutable_reply()->add_replies();
+      from->set_member(absl::StrCat("n", i + 1));
+      from->set_node(i + 1);
+      from->set_payload(std::string(40 + i, 'r'));
+    }
+    if (replies > 0) result->mutable_reply()->set_view_id(7);
+    return frame;
+  };
+  const std::vector<api::LocalFrame> sent = {result(1, 3, 0), result(2, 1, 0), result(3, 0, 5),
+                                             result(4, 2, 0)};
+  daemon.WriteFrames(sent);
+  api::LocalFrame frame;
+  for (const api::LocalFrame& expected : sent) {
+    REQUIRE(link->ReadUntil(&frame, internal::SteadyAfter(absl::Seconds(5))) ==
+            LocalLink::Outcome::kFrame);
+    CHECK(frame.result().call() == expected.result().call());
+    CHECK(frame.result().status_code() == expected.result().status_code());
+    CHECK(frame.result().error() == expected.result().error());
+    // The reply, field by field (an empty one may be kept where none came).
+    CHECK(frame.result().reply().SerializeAsString() == expected.result().reply().SerializeAsString());
+    // Moved out, as ToGroupReplies does: the next parse must not rely on what is left.
+    for (api::ReplyFrom& from : *frame.mutable_result()->mutable_reply()->mutable_replies()) {
+      std::string taken = std::move(*from.mutable_payload());
+    }
+  }
+}
+
 TEST_CASE("a broken link fails the writers, none hangs", "[local]") {
   FakeDaemon daemon;
   std::unique_ptr<LocalLink> link = daemon.Open();
