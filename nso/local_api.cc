@@ -439,7 +439,7 @@ void LocalApi::Flush() {
     loop_->Rewatch(listen_fd_, EPOLLIN);
   }
   // Closing a servant connection may queue frames for others: loop until nothing is left.
-  std::vector<uint64_t> dirty;
+  std::vector<uint64_t>& dirty = flushing_;  // swapped with dirty_: both keep their storage
   while (!dirty_.empty()) {
     dirty.clear();
     dirty.swap(dirty_);

@@ -111,6 +111,7 @@ class LocalApi {
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_;  // loop thread
   std::vector<uint64_t> dirty_;      // connections with output queued in this batch
+  std::vector<uint64_t> flushing_;   // Flush's: those being written (no allocation per batch)
   std::vector<char> read_buffer_;    // loop thread
   // Loop thread: each frame read is parsed into this arena, reset for the next one; its first
   // block is `read_block_`, so a call's or an answer's messages and short strings cost no
