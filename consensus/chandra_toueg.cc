@@ -8,16 +8,16 @@ namespace cohort::consensus {
 
 using Kind = wire::ConsensusMessage;
 
-ChandraToueg::ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
-                           ConsensusOptions options, std::set<NodeId> suspected,
+ChandraToueg::ChandraToueg(NodeId self, absl::Span<const NodeId> members, uint64_t instance,
+                           ConsensusOptions options, const std::set<NodeId>& suspected,
                            size_t first_coordinator)
     : self_(self),
-      members_(std::move(members)),
+      members_(members.begin(), members.end()),
       instance_(instance),
       first_coordinator_(members_.empty() ? 0 : first_coordinator % members_.size()),
       options_(options),
       majority_(members_.size() / 2 + 1),
-      suspected_(std::move(suspected)) {
+      suspected_(suspected) {
   suspected_.erase(self_);
 }
 
@@ -358,8 +358,9 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
 // steps_): two states that differ in it would otherwise be taken for one, and the exploration
 // would skip what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
-// 600 with proposal_, a copy of estimate_ while proposed_ (session 57).
-static_assert(sizeof(ChandraToueg) == 552, "a new field of ChandraToueg: add it to StateKey");
+// 600 with proposal_, a copy of estimate_ while proposed_; 552 with std::vector members_ and
+// std::set node sets (session 57).
+static_assert(sizeof(ChandraToueg) == 536, "a new field of ChandraToueg: add it to StateKey");
 #endif
 
 std::string ChandraToueg::StateKey() const {

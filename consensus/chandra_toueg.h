@@ -41,6 +41,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
+#include "consensus/node_set.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -78,8 +81,8 @@ class ChandraToueg {
   // `self` must be one of them. The instance holds no pointer: a copy is a whole, independent
   // instance (the exhaustive explorer copies states); its caller counts what it sends
   // (CountSends) and decides (CountDecision).
-  ChandraToueg(NodeId self, std::vector<NodeId> members, uint64_t instance,
-               ConsensusOptions options, std::set<NodeId> suspected,
+  ChandraToueg(NodeId self, absl::Span<const NodeId> members, uint64_t instance,
+               ConsensusOptions options, const std::set<NodeId>& suspected,
                size_t first_coordinator = 0);
 
   // Starts the instance with this node's initial value. Call once, before Step.
@@ -147,12 +150,13 @@ class ChandraToueg {
   bool IsMember(NodeId node) const;
 
   const NodeId self_;
-  const std::vector<NodeId> members_;
+  // Inline (no allocation up to 8 members): an instance is made per ordered batch (issue 7).
+  const absl::InlinedVector<NodeId, NodeSet::kInline> members_;
   const uint64_t instance_;
   const size_t first_coordinator_;
   const ConsensusOptions options_;
   const size_t majority_;  // floor(n / 2) + 1
-  std::set<NodeId> suspected_;
+  NodeSet suspected_;
   uint64_t now_ms_ = 0;
   uint32_t steps_ = 0;  // largest `steps` received: this node's causal depth in the instance
 
@@ -169,8 +173,8 @@ class ChandraToueg {
   // Coordinator state, for round_ when self is its coordinator.
   std::map<NodeId, std::pair<uint32_t, wire::MessageBatch>> estimates_;  // node -> (ts, estimate)
   bool proposed_ = false;  // the proposal is estimate_ (SendProposal)
-  std::set<NodeId> acks_;
-  std::set<NodeId> nacks_;
+  NodeSet acks_;
+  NodeSet nacks_;
 
   // Decision.
   bool decided_ = false;
@@ -179,7 +183,7 @@ class ChandraToueg {
   uint32_t decision_steps_ = 0;
   std::map<NodeId, uint64_t> decision_sent_ms_;  // rate limit of DECISION answers per node
   uint64_t decided_ms_ = 0;
-  std::set<NodeId> decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
+  NodeSet decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
 };
 
 // Adds the messages in `sends` to `counters`, by kind.

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "consensus/node_set.h"
 #include "google/protobuf/message_lite.h"
 
 namespace cohort::consensus {
@@ -25,6 +26,10 @@ class StateKeyWriter {
   void Put(const std::set<T>& values) {
     Put(static_cast<uint64_t>(values.size()));
     for (const T& value : values) Put(value);
+  }
+  void Put(const NodeSet& values) {  // as a std::set of the same ids
+    Put(static_cast<uint64_t>(values.size()));
+    for (NodeSet::NodeId value : values) Put(value);
   }
   template <typename K, typename V>
   void Put(const std::map<K, V>& map) {

@@ -7,6 +7,7 @@
 //     and diffuses nothing when it broadcasts (consensus/consensus_order.h);
 //   - with n <= 3 a sequencer member commits on accepting ORDERED entries, and the sequencer
 //     sends no commit notices (consensus/sequencer_order.h).
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -18,7 +19,9 @@
 #include "catch2/catch.hpp"
 #include "consensus/chandra_toueg.h"
 #include "consensus/consensus_order.h"
+#include "consensus/node_set.h"
 #include "consensus/sequencer_order.h"
+#include "consensus/state_key.h"
 
 namespace cohort::consensus {
 namespace {
@@ -1018,6 +1021,36 @@ TEST_CASE("the sequencer's ORDERED and a diffusion hold one shared copy of their
     REQUIRE(whole.data().batch().messages_size() == 1);
     CHECK(whole.data().batch().messages(0).payload() == "d");
   }
+}
+
+}  // namespace cohort::consensus
+
+namespace cohort::consensus {
+
+TEST_CASE("NodeSet keeps its ids sorted and unique, as a std::set", "[order]") {
+  NodeSet set;
+  std::set<NodeSet::NodeId> model;
+  uint32_t x = 12345;
+  for (int i = 0; i < 2000; ++i) {  // beyond kInline ids too
+    x = x * 1103515245 + 12345;
+    const NodeSet::NodeId id = (x >> 16) % 24;
+    if ((x >> 8) % 3 == 0) {
+      CHECK(set.erase(id) == model.erase(id));
+    } else {
+      CHECK(set.insert(id) == model.insert(id).second);
+    }
+    REQUIRE(set.size() == model.size());
+    CHECK(set.count(id) == model.count(id));
+    CHECK(std::equal(set.begin(), set.end(), model.begin(), model.end()));
+  }
+  CHECK(NodeSet(model).size() == model.size());
+  StateKeyWriter a;
+  a.Put(set);
+  StateKeyWriter b;
+  b.Put(model);
+  CHECK(a.Take() == b.Take());  // state keys are those of the std::set it replaced
+  set.clear();
+  CHECK(set.empty());
 }
 
 }  // namespace cohort::consensus

@@ -1,0 +1,53 @@
+// A small ordered set of node ids (a group's suspects, a round's ACKs and NACKs): sorted inline
+// storage, no allocation up to kInline ids. A consensus instance is made per ordered batch, and
+// each std::set node of its ACKs was an allocation (issue 7: no per-message allocation).
+#ifndef COHORT_CONSENSUS_NODE_SET_H_
+#define COHORT_CONSENSUS_NODE_SET_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <set>
+
+#include "absl/container/inlined_vector.h"
+
+namespace cohort::consensus {
+
+class NodeSet {
+ public:
+  using NodeId = uint32_t;
+  static constexpr size_t kInline = 8;
+
+  NodeSet() = default;
+  explicit NodeSet(const std::set<NodeId>& ids) : ids_(ids.begin(), ids.end()) {}  // sorted
+
+  // As std::set: true when `id` was not in the set.
+  bool insert(NodeId id) {
+    auto at = std::lower_bound(ids_.begin(), ids_.end(), id);
+    if (at != ids_.end() && *at == id) return false;
+    ids_.insert(at, id);
+    return true;
+  }
+  size_t erase(NodeId id) {
+    auto at = std::lower_bound(ids_.begin(), ids_.end(), id);
+    if (at == ids_.end() || *at != id) return 0;
+    ids_.erase(at);
+    return 1;
+  }
+  size_t count(NodeId id) const {
+    return std::binary_search(ids_.begin(), ids_.end(), id) ? 1 : 0;
+  }
+  size_t size() const { return ids_.size(); }
+  bool empty() const { return ids_.empty(); }
+  void clear() { ids_.clear(); }
+  // In increasing order, as a std::set's.
+  auto begin() const { return ids_.begin(); }
+  auto end() const { return ids_.end(); }
+
+ private:
+  absl::InlinedVector<NodeId, kInline> ids_;
+};
+
+}  // namespace cohort::consensus
+
+#endif  // COHORT_CONSENSUS_NODE_SET_H_
