@@ -26,9 +26,6 @@ struct Delivery {
   std::string payload;
 };
 
-// What a protocol step asks the runtime to do. The runtime sends `sends` (each envelope body is
-// one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
-// hands `deliveries` to the application in this order.
 // A batch held apart from its envelope and shared by several sends (a proposal to n - 1
 // members, the sequencer's ORDERED to each member, a diffusion): one copy, not one per peer. The
 // envelope its receiver parses has the batch at `field` (CopyInto). The raw TCP transport writes
@@ -80,6 +77,9 @@ struct OutboxSend {
   SharedBatch shared;
 };
 
+// What a protocol step asks the runtime to do. The runtime sends `sends` (each envelope body is
+// one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
+// hands `deliveries` to the application in this order.
 struct Outbox {
   std::vector<OutboxSend> sends;
   std::vector<Delivery> deliveries;

@@ -528,9 +528,6 @@ class Node {
   absl::StatusOr<Group*> FindGroup(const std::string& group);
   // Submits a request to the group's total order, here or through a member (request manager).
   void Submit(Group* group, const wire::Request& request);
-  // Through the causal barrier of the request's NSO (003 figure 7).
-  // `submit` gets the group, unless it was deleted meanwhile.
-  // Made into a std::function (a heap allocation) only when it is held (issue 7's hot path).
   // What the causal barrier knows of a request: taken before the request moves into `submit`.
   struct CausalTicket {
     uint64_t client_nso = 0;
@@ -540,7 +537,9 @@ class Node {
   static CausalTicket TicketOf(const wire::Request& request) {
     return {request.client_nso(), request.call_id(), request.payload().size()};
   }
-  // Made into a std::function (a heap allocation) only when it is held (issue 7's hot path).
+  // Through the causal barrier of the request's NSO (003 figure 7).
+  // `submit` gets the group, unless it was deleted meanwhile. It is made into a std::function
+  // (a heap allocation) only when it is held (issue 7's hot path).
   template <typename SubmitFn>
   void SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn submit);
   void MarkOrdered(uint64_t call_id);
