@@ -13,6 +13,20 @@ namespace {
 // The helper reads at most this long at a time, so that a turn it no longer has ends.
 constexpr absl::Duration kReadSlice = absl::Milliseconds(100);
 
+// Writes call `number` of `request` on `link`. The frame's objects are on the stack and the
+// request is borrowed while it is serialised: no allocation or copy of them per call (issue 7).
+absl::Status WriteCall(LocalLink* link, uint64_t number, const api::InvokeRequest& request) {
+  char block[256];
+  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
+  auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&arena);
+  api::PipelinedCall* call = frame->mutable_call();
+  call->set_call(number);
+  call->unsafe_arena_set_allocated_invoke(const_cast<api::InvokeRequest*>(&request));
+  absl::Status written = link->Write(*frame);
+  call->unsafe_arena_release_invoke();  // given back before the arena goes
+  return written;
+}
+
 absl::Status TimedOut() {
   return absl::DeadlineExceededError("no result from the daemon in time: its local link is reset");
 }
@@ -223,12 +237,6 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::Invoke
 bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done) {
   std::shared_ptr<Connection> connection = CurrentOrReopenLater();
   if (connection == nullptr) return false;
-  // The frame's objects on the stack, the request borrowed while it is written: no allocation
-  // or copy of them per call (issue 7).
-  char block[256];
-  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
-  api::LocalFrame* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&arena);
-  api::PipelinedCall* call = frame->mutable_call();
   bool idle = false;  // nobody reads the link: this caller looks at it before the call leaves
   uint64_t number = 0;
   {
@@ -242,7 +250,6 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     pending->on_done = std::move(*done);
     pending->deadline = SteadyAfter(wait);
     number = pending_.Add(pending);
-    call->set_call(number);
     if (!connection->turn.reading) {
       if (connection->turn.pending == 1 && !connection->turn.helper_asked) {
         connection->turn.reading = idle = true;  // for the look below; then the helper's
@@ -268,9 +275,7 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
     (void)CurrentOrReopenLater();  // this call goes over gRPC; the next ones on a new link
     return false;
   }
-  call->unsafe_arena_set_allocated_invoke(const_cast<api::InvokeRequest*>(&request));
-  absl::Status written = connection->link->Write(*frame);
-  call->unsafe_arena_release_invoke();  // given back before the arena goes
+  absl::Status written = WriteCall(connection->link.get(), number, request);
   absl::MutexLock lock(&mu_);
   if (!written.ok()) {
     // The link is shut (LocalLink::Write): this call and the others on it fail.
@@ -288,19 +293,13 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
   std::shared_ptr<Connection> connection = *std::move(current);
   Pending pending;
   pending.connection = connection.get();
-  // The frame's objects on the stack, the request borrowed while it is written: no allocation
-  // or copy of them per call (issue 7).
-  char block[256];
-  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
-  api::LocalFrame* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&arena);
-  api::PipelinedCall* call = frame->mutable_call();
   bool read_own = false;  // alone on the link: this caller reads its result itself
   {
     absl::MutexLock lock(&mu_);
     if (connection->turn.broken) {
       return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
     }
-    call->set_call(pending_.Add(&pending));
+    pending_.Add(&pending);  // numbers the call (pending.call)
     if (!connection->turn.reading) {
       if (connection->turn.pending == 1) {
         connection->turn.reading = read_own = true;  // claimed before the call leaves: no one else reads
@@ -324,9 +323,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
     if (may_reopen) return Call(request, wait, /*may_reopen=*/false);
     return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
   }
-  call->unsafe_arena_set_allocated_invoke(const_cast<api::InvokeRequest*>(&request));
-  absl::Status written = connection->link->Write(*frame);
-  call->unsafe_arena_release_invoke();  // given back before the arena goes
+  absl::Status written = WriteCall(connection->link.get(), pending.call, request);
   const SteadyTime deadline = SteadyAfter(wait);
   if (!written.ok()) {
     // The link is shut (LocalLink::Write): this call and the others on it fail, and the next
