@@ -17,6 +17,7 @@
 #include "nso/framing.h"
 #include "nso/peer_frame_codec.h"
 #include "nso/scratch_arena.h"
+#include "nso/slot_queue.h"
 #include "nso/log_every.h"
 #include "nso/logging.h"
 
@@ -104,7 +105,7 @@ struct TcpTransport::Link {
     size_t batch_bytes = 0;     // the shared batch alone
   };
   // Sent since the last flush, or while down or not reading (bounded: Send).
-  std::deque<Pending> pending;
+  SlotQueue<Pending> pending;
   size_t pending_bytes = 0;
   uint64_t retry_at_ms = 0;
   uint32_t backoff_ms = 0;
@@ -303,7 +304,8 @@ void TcpTransport::Flush() {
       size_t count = 0;
       size_t bytes = 0;
       size_t body_bytes = 0;
-      for (const Link::Pending& next : link->pending) {
+      for (size_t i = 0; i < link->pending.size(); ++i) {
+        const Link::Pending& next = link->pending[i];
         if (count > 0 && bytes + next.bytes > kFrameBytesTarget) break;
         bytes += next.bytes;
         body_bytes += EnvelopeFieldBytes(next.bytes);
