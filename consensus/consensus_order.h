@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "consensus/chandra_toueg.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
@@ -146,14 +148,16 @@ class ConsensusOrder final : public TotalOrder {
 
   uint64_t next_seq_ = 0;                     // last seq this member broadcast
   std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq (FIFO prefix)
-  std::map<MessageId, std::string> unordered_;  // received, not delivered
+  // Received, not delivered. B-trees here and below: an entry made and erased per message or
+  // per instance allocates a node only now and then, not each time (issue 7).
+  absl::btree_map<MessageId, std::string> unordered_;
 
   uint64_t next_instance_ = 1;
   size_t leader_ = 0;  // index in members_ of the round-1 coordinator of next_instance_
   // Instance next_instance_ (when started) and the decided ones before it still kept
   // (PruneDecided); decided_bytes_ is the size of the decisions kept.
   std::map<uint64_t, ChandraToueg> instances_;
-  std::set<uint64_t> owing_;  // decided instances whose owes_decision() was true at delivery
+  absl::btree_set<uint64_t> owing_;  // decided instances whose owes_decision() was true at delivery
 
   uint64_t last_diffusion_ms_ = 0;
   uint64_t last_catch_up_ms_ = 0;
@@ -175,7 +179,7 @@ class ConsensusOrder final : public TotalOrder {
   std::vector<std::pair<NodeId, wire::ConsensusMessage>> next_instance_messages_;
   NodeId highest_instance_sender_ = 0;
   size_t decided_bytes_ = 0;
-  std::map<uint64_t, size_t> decided_sizes_;   // instance -> its decision's size
+  absl::btree_map<uint64_t, size_t> decided_sizes_;  // instance -> its decision's size
   std::map<NodeId, uint64_t> member_next_;     // member -> it delivered every instance below this
   // The highest delivered_everywhere a member sent: the participants of a coordinator that keeps
   // its role hear only from it, so member_next_ alone never let them prune (each kept up to

@@ -748,8 +748,9 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 // (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
 // 784 before options_.batch_bytes_max (an option, not state); 792 before forwarded_epoch_
-// and forward_next_; 808 before adopting_, adopt_from_, adopt_ and established_length_.
-static_assert(sizeof(SequencerOrder) == 912,
+// and forward_next_; 808 before adopting_, adopt_from_, adopt_ and established_length_; 912
+// while own_ was a std::map.
+static_assert(sizeof(SequencerOrder) == 888,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -179,7 +180,8 @@ class SequencerOrder final : public TotalOrder {
   std::map<NodeId, std::map<uint64_t, wire::DataMessage>> early_forwards_;
   size_t early_forwards_count_ = 0;
   uint64_t next_seq_ = 0;
-  std::map<uint64_t, std::string> own_;  // own messages not yet delivered, by seq
+  // Own messages not yet delivered, by seq (a B-tree: no node per message, issue 7).
+  absl::btree_map<uint64_t, std::string> own_;
   // Own messages below forward_next_ were FORWARDed to the sequencer of forwarded_epoch_. A
   // backlog (own messages left out of a new epoch's log) goes one batch per round trip, each
   // once the last is logged (ForwardOwnOnLogged), and new messages wait behind it.

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "consensus/node_set.h"
 #include "google/protobuf/message_lite.h"
 
@@ -33,6 +35,20 @@ class StateKeyWriter {
   }
   template <typename K, typename V>
   void Put(const std::map<K, V>& map) {
+    Put(static_cast<uint64_t>(map.size()));
+    for (const auto& [key, value] : map) {
+      Put(key);
+      Put(value);
+    }
+  }
+  // The same bytes as the std:: containers of the same entries.
+  template <typename T>
+  void Put(const absl::btree_set<T>& values) {
+    Put(static_cast<uint64_t>(values.size()));
+    for (const T& value : values) Put(value);
+  }
+  template <typename K, typename V>
+  void Put(const absl::btree_map<K, V>& map) {
     Put(static_cast<uint64_t>(map.size()));
     for (const auto& [key, value] : map) {
       Put(key);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::consensus {
@@ -77,12 +78,17 @@ struct OutboxSend {
   SharedBatch shared;
 };
 
+// Deliveries of one step: a sequential call's step delivers one or two, inline (issue 7: no
+// per-message allocation, omniORB2, 001 sections 5-6).
+using Deliveries = absl::InlinedVector<Delivery, 2>;
+
 // What a protocol step asks the runtime to do. The runtime sends `sends` (each envelope body is
 // one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
 // hands `deliveries` to the application in this order.
 struct Outbox {
-  std::vector<OutboxSend> sends;
-  std::vector<Delivery> deliveries;
+  // Inline up to a proposal's or a DECISION's sends at n = 5: no allocation per step.
+  absl::InlinedVector<OutboxSend, 4> sends;
+  Deliveries deliveries;
   // Members that asked for decisions this member no longer holds: they cannot catch up from the
   // order and need the state (the runtime re-admits them by a view change with state transfer).
   std::vector<NodeId> beyond_log;

@@ -20,7 +20,7 @@ Group::Group(const GroupConfig& group_config, const Config& config, std::vector<
       event_log_(event_log),
       now_ms_(now_ms),
       incarnation_(incarnation) {
-  std::vector<consensus::Delivery> none;
+  consensus::Deliveries none;
   InstallView(1, std::move(members), &none);
   if (event_driven() && member_ && !peers_.empty()) announcements_left_ = kAnnouncements;
 }
@@ -58,7 +58,7 @@ std::vector<NodeId> Group::TakeBeyondLog() {
 }
 
 void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
-                        std::vector<consensus::Delivery>* deliveries,
+                        consensus::Deliveries* deliveries,
                         const std::map<NodeId, uint64_t>& added, bool adopted) {
   Touch();
   if (flow_ != nullptr) {
@@ -137,7 +137,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   // own requests the old view did not deliver wait for the next view with it, as those of a
   // member that never learnt of the view without it do (it rejoins and sends them there).
   if (!member_) return;
-  std::map<uint64_t, std::string> undelivered = std::move(undelivered_);
+  absl::btree_map<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
 }
@@ -175,7 +175,7 @@ uint32_t Group::heard_within_count(uint64_t now_ms, uint64_t window_ms) const {
   return detector_->heard_within_count(now_ms, window_ms) + 1;
 }
 
-void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+void Group::Broadcast(std::string payload, consensus::Deliveries* deliveries) {
   Touch();
   if (flow_ != nullptr && (!flow_->held.empty() || flow_->state.Holding(now_ms_))) {
     flow_->held_bytes += payload.size();
@@ -187,7 +187,7 @@ void Group::Broadcast(std::string payload, std::vector<consensus::Delivery>* del
   Flush(view_id_, &outbox, deliveries);
 }
 
-void Group::BroadcastControl(std::string payload, std::vector<consensus::Delivery>* deliveries) {
+void Group::BroadcastControl(std::string payload, consensus::Deliveries* deliveries) {
   Touch();
   ReleaseHeld(/*all=*/true, deliveries);
   consensus::Outbox outbox;
@@ -207,7 +207,7 @@ void Group::BroadcastNow(std::string payload, consensus::Outbox* outbox) {
   undelivered_[seq] = std::move(payload);
 }
 
-void Group::ReleaseHeld(bool all, std::vector<consensus::Delivery>* deliveries) {
+void Group::ReleaseHeld(bool all, consensus::Deliveries* deliveries) {
   if (flow_ == nullptr || flow_->held.empty() || !member_) return;
   if (!all && flow_->state.Holding(now_ms_)) return;
   const size_t max_messages = static_cast<size_t>(config_.consensus.batch_max_messages);
@@ -240,7 +240,7 @@ void Group::ObserveServants(uint64_t unread) {
 }
 
 void Group::Receive(NodeId from, const wire::Envelope& envelope,
-                    std::vector<consensus::Delivery>* deliveries) {
+                    consensus::Deliveries* deliveries) {
   Touch();
   if (envelope.view_id() != view_id_) {
     if (!rare_) return;  // no view retired
@@ -251,7 +251,7 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
     // here, since this node has moved past that view's end.
     consensus::Outbox outbox;
     retired->second.order->Step(from, envelope, &outbox);
-    std::vector<consensus::Delivery> discarded;
+    consensus::Deliveries discarded;
     Flush(envelope.view_id(), &outbox, &discarded);
     return;
   }
@@ -419,7 +419,7 @@ std::map<NodeId, uint64_t> Group::TakeRefusedRestarts() {
   return rare_ ? std::exchange(rare_->refused_restarts, {}) : std::map<NodeId, uint64_t>();
 }
 
-void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries) {
+void Group::Tick(uint64_t now_ms, bool app_pending, consensus::Deliveries* deliveries) {
   now_ms_ = now_ms;
   counters_.ticks++;
   bool all_heard = is_member() && std::all_of(peers_.begin(), peers_.end(), [this](NodeId peer) {
@@ -434,7 +434,7 @@ void Group::Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Deliv
     }
     consensus::Outbox outbox;
     it->second.order->Tick(now_ms, &outbox);
-    std::vector<consensus::Delivery> discarded;
+    consensus::Deliveries discarded;
     Flush(it->first, &outbox, &discarded);
     ++it;
   }
@@ -486,7 +486,7 @@ void Group::MaybeDoze() {
   if (quiet && now_ms_ >= last_activity_ms_ + kDozeAfterMs) doze_until_ms_ = now_ms_ + kDozeTickMs;
 }
 
-void Group::LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries) {
+void Group::LinkChanged(NodeId peer, bool up, consensus::Deliveries* deliveries) {
   Touch();
   if (up) {
     detector_->LinkUp(peer);
@@ -521,7 +521,7 @@ void Group::AnswerHeartbeat(NodeId to) {
   SendHeartbeat(to, /*reply_wanted=*/false);
 }
 
-void Group::Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries) {
+void Group::Detect(uint64_t now_ms, consensus::Deliveries* deliveries) {
   std::vector<membership::SuspicionEvent> events;
   detector_->Tick(now_ms, &events);
   for (const auto& event : events) {
@@ -603,7 +603,7 @@ bool MakesOrder(const wire::Envelope& envelope) {
 }  // namespace
 
 void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
-                  std::vector<consensus::Delivery>* deliveries) {
+                  consensus::Deliveries* deliveries) {
   // A member that hears of a later view knows its own is over: the view's order already
   // decided everything up to the change that ended it, which this member only has to learn
   // (by asking: its estimates and NACKs are answered with the decisions). It makes no order

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "consensus/total_order.h"
 #include "membership/failure_detector.h"
 #include "nso/config.h"
@@ -110,10 +111,10 @@ class Group {
   // A-broadcast of a request from this member; deliveries (possibly of other messages too) are
   // appended. While the group's flow control holds (nso/group_flow.h), it waits here, after
   // those already waiting, and goes once no member's servants are behind (Tick).
-  void Broadcast(std::string payload, std::vector<consensus::Delivery>* deliveries);
+  void Broadcast(std::string payload, consensus::Deliveries* deliveries);
   // A-broadcast of a membership message: never held, but the requests held here go first (the
   // order of this member's broadcasts is kept, e.g. those a leave must follow).
-  void BroadcastControl(std::string payload, std::vector<consensus::Delivery>* deliveries);
+  void BroadcastControl(std::string payload, consensus::Deliveries* deliveries);
   // Flow control: this member's servants have `unread` bytes handed to them and not yet read
   // (Node::TickFlow). The other members are told when they fall behind and catch up.
   void ObserveServants(uint64_t unread);
@@ -131,10 +132,10 @@ class Group {
   // An envelope for this group from `from` (ordering traffic or heartbeat). Returns the view id
   // the sender is in, so the caller can notice that this node is behind.
   void Receive(NodeId from, const wire::Envelope& envelope,
-               std::vector<consensus::Delivery>* deliveries);
+               consensus::Deliveries* deliveries);
   // `app_pending`: the application has calls in flight in this group (event-driven groups only
   // watch their members while something is pending, 003 section 3).
-  void Tick(uint64_t now_ms, bool app_pending, std::vector<consensus::Delivery>* deliveries);
+  void Tick(uint64_t now_ms, bool app_pending, consensus::Deliveries* deliveries);
   // An idle event-driven group dozes: once its Tick found nothing pending, nothing to announce
   // and nothing received, sent or delivered for kDozeAfterMs, its owner ticks it only every
   // kDozeTickMs (a daemon may host thousands of idle groups, and a tick of each every 2 ms cost
@@ -152,7 +153,7 @@ class Group {
   // the owner's `links_closed` set already says so). A member whose connection closed is
   // suspected at once (FailureDetector::LinkDown), here and in the views to come until it is
   // back.
-  void LinkChanged(NodeId peer, bool up, std::vector<consensus::Delivery>* deliveries);
+  void LinkChanged(NodeId peer, bool up, consensus::Deliveries* deliveries);
 
   // Installs view `view_id` with `members`: a new total-order instance (when this node is a
   // member), the old one retired; this node's undelivered broadcasts are re-broadcast in it. A
@@ -162,13 +163,13 @@ class Group {
   // view was told (NEW_VIEW, a state), not delivered, and `added` holds the processes it was told
   // with: this node's old view need not be its predecessor, so nothing else is known of them.
   void InstallView(uint64_t view_id, std::vector<NodeId> members,
-                   std::vector<consensus::Delivery>* deliveries,
+                   consensus::Deliveries* deliveries,
                    const std::map<NodeId, uint64_t>& added = {}, bool adopted = false);
 
   // Forgets this node's broadcasts not delivered (it left: nothing will send them again) and says
   // how many there were.
   size_t DropUndelivered();
-  const std::map<uint64_t, std::string>& undelivered() const { return undelivered_; }
+  const absl::btree_map<uint64_t, std::string>& undelivered() const { return undelivered_; }
   size_t undelivered_count() const { return undelivered_.size(); }
 
   // The node delivered `delivery` (of the current view): it need not be re-broadcast after a
@@ -285,14 +286,14 @@ class Group {
   void NoteRestartedClaimant(NodeId from);
 
   void Flush(uint64_t view_id, consensus::Outbox* outbox,
-             std::vector<consensus::Delivery>* deliveries);
+             consensus::Deliveries* deliveries);
   // Hands `payload` to the order now (into `outbox`), or, while this process claims a durable
   // group's configured view, keeps it for the next view.
   void BroadcastNow(std::string payload, consensus::Outbox* outbox);
   // Held requests go to the order: `all`, or, once nothing holds, a batch's worth per tick
   // (consensus.batch_max_messages / batch_max_bytes), so that a long hold does not end in one
   // burst that puts the slowest servant behind again at once.
-  void ReleaseHeld(bool all, std::vector<consensus::Delivery>* deliveries);
+  void ReleaseHeld(bool all, consensus::Deliveries* deliveries);
   void SendHeartbeats();
   // "I am alive" to `to`; `reply_wanted`: an idle event-driven member answers it.
   void SendHeartbeat(NodeId to, bool reply_wanted);
@@ -300,7 +301,7 @@ class Group {
   // An idle event-driven member answers `to`'s request for a heartbeat (Heartbeat.reply_wanted),
   // or tells `to`, which still speaks to an earlier incarnation of this node, that it restarted.
   void AnswerHeartbeat(NodeId to);
-  void Detect(uint64_t now_ms, std::vector<consensus::Delivery>* deliveries);
+  void Detect(uint64_t now_ms, consensus::Deliveries* deliveries);
   // `shared`, when given, is the envelope's batch, held apart for the step's sends
   // (consensus::SharedBatch).
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
@@ -348,7 +349,8 @@ class Group {
   uint64_t previous_claim_ = 0;                            // ClaimAsRestarted
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
-  std::map<uint64_t, std::string> undelivered_;  // own broadcasts not yet delivered, by seq
+  // Own broadcasts not yet delivered, by seq (a B-tree: no node per broadcast, issue 7).
+  absl::btree_map<uint64_t, std::string> undelivered_;
   uint64_t last_progress_ms_ = 0;
   uint64_t next_announcement_ms_ = 0;  // announcements_left_
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer

@@ -659,7 +659,7 @@ void Node::Submit(Group* group, const wire::Request& request) {
     message.unsafe_arena_set_allocated_request(const_cast<wire::Request*>(&request));
     std::string payload = message.SerializeAsString();
     message.unsafe_arena_release_request();
-    std::vector<consensus::Delivery> deliveries;
+    consensus::Deliveries deliveries;
     group->Broadcast(std::move(payload), &deliveries);
     DeliverAll(group, std::move(deliveries));
     return;
@@ -759,7 +759,7 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
     SendViewNotice(group, from);
   }
   if (envelope.has_membership()) return OnMembership(group, from, envelope);
-  std::vector<consensus::Delivery> deliveries;
+  consensus::Deliveries deliveries;
   group->Receive(from, envelope, &deliveries);
   DeliverAll(group, std::move(deliveries));
 }
@@ -772,7 +772,7 @@ void Node::LinkChanged(NodeId peer, bool up) {
     links_closed_.insert(peer);
   }
   for (auto& [name, group] : groups_) {
-    std::vector<consensus::Delivery> deliveries;
+    consensus::Deliveries deliveries;
     group->LinkChanged(peer, up, &deliveries);
     DeliverAll(group.get(), std::move(deliveries));
   }
@@ -802,7 +802,7 @@ void Node::Tick(uint64_t now_ms) {
         open_by_group.count(name) == 0) {
       continue;
     }
-    std::vector<consensus::Delivery> deliveries;
+    consensus::Deliveries deliveries;
     group->Tick(now_ms_, app_pending, &deliveries);
     DeliverAll(group.get(), std::move(deliveries));
     group->ObserveServants(unread_bytes);

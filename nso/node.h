@@ -636,7 +636,7 @@ class Node {
   // (own_released_while_leaving), taken to go from outside; as a member's they are submitted here.
   std::vector<wire::Request> TakeOwnReleased(Group* group);
   // Hands ordered messages to servants; a view change ends the batch (see Group).
-  void DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries);
+  void DeliverAll(Group* group, consensus::Deliveries deliveries);
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).
   // `orderer`: the member whose broadcast delivered it (0: not known, a request applied later
   // from a buffer); it alone sends a non-member's ordered notice.
@@ -716,7 +716,7 @@ class Node {
   // in progress wait for (nothing was delivered by an earlier one: a durable group re-founded
   // from its kept state), so they go on waiting for its reply.
   bool ApplyViewChange(Group* group, const wire::ViewChange& change,
-                       std::vector<consensus::Delivery>* next_view, uint64_t to_view = 0,
+                       consensus::Deliveries* next_view, uint64_t to_view = 0,
                        bool awaits_readded = false);
   void OnMembership(Group* group, NodeId from, const wire::Envelope& envelope);
   // `from` asked to join as process `incarnation`, not the one the view counts. If every other
@@ -774,7 +774,10 @@ class Node {
   }
   // The reply every member gives a request delivered after a later one of its client (counted).
   wire::Reply RefuseOutOfOrder(const Group& group, const wire::Request& request);
-  void OnReply(const wire::Reply& reply);
+  void OnReply(const wire::Reply& reply) { OnReply(reply, nullptr); }
+  // `payload`, when given, is reply's own payload, which the call may take (a reply this daemon
+  // made: its servant's answer to a call of its own client), uncopied.
+  void OnReply(const wire::Reply& reply, std::string* payload);
   void OnManagedReply(const wire::ManagedReply& reply);
   void SendReply(NodeId to, const std::string& group, wire::Reply reply);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);

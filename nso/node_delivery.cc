@@ -25,7 +25,7 @@ uint64_t StableHash(const std::string& text) {
 
 }  // namespace
 
-void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries) {
+void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
   // Nothing delivered to a group without membership state (an idle one): it gets none (memory).
   if (deliveries.empty() && membership_.count(group->name()) == 0) return;
   GroupMembership& membership = membership_[group->name()];
@@ -56,7 +56,7 @@ void Node::DeliverAll(Group* group, std::vector<consensus::Delivery> deliveries)
       // every member, and its senders re-broadcast it in the new view. A joiner still waiting
       // for its state follows the view changes too (it helps agree on the next views; its
       // requests wait), so a provider's crash cannot leave it behind for good.
-      std::vector<consensus::Delivery> next_view;
+      consensus::Deliveries next_view;
       if (ApplyViewChange(group, message.view_change(), &next_view)) {
         return DeliverAll(group, std::move(next_view));
       }
@@ -353,13 +353,13 @@ void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire
 }
 
 void Node::SendReply(NodeId to, const std::string& group, wire::Reply reply) {
-  if (to == self_) return OnReply(reply);
+  if (to == self_) return OnReply(reply, reply.mutable_payload());
   wire::Envelope envelope;
   *envelope.mutable_reply() = std::move(reply);
   SendEnvelope(to, group, std::move(envelope));
 }
 
-void Node::OnReply(const wire::Reply& reply) {
+void Node::OnReply(const wire::Reply& reply, std::string* payload) {
   // A reply to a call of an earlier incarnation of this daemon (same call id, another call).
   if (reply.origin() == self_ && reply.origin_incarnation() != incarnation_) return;
   if (reply.ordered_notice()) {
@@ -380,7 +380,7 @@ void Node::OnReply(const wire::Reply& reply) {
   member_reply.node = reply.replier();
   member_reply.member = NodeName(reply.replier());
   member_reply.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
-  member_reply.payload = reply.payload();
+  member_reply.payload = payload != nullptr ? std::move(*payload) : reply.payload();
   if (it->second.collector.Add(std::move(member_reply))) FinishCall(it->first, absl::OkStatus());
 }
 

@@ -163,7 +163,7 @@ bool Node::TryRecover(Group* group) {
   }
   if (others.empty()) {  // a group of one: nobody to give the state to
     // A view of its own (ids only grow), in which what its clients sent meanwhile is ordered.
-    std::vector<consensus::Delivery> held;
+    consensus::Deliveries held;
     group->InstallView(to_view, {self_}, &held);
     group->NoteRecoveredFromKept();
     QueueViewMark(group);  // its servant, back to the kept state, is in the view again

@@ -89,7 +89,7 @@ absl::Status Node::LeaveGroup(const std::string& name) {
   MembershipOf(*group).joiner.Leave();
   if (!(*group)->is_member()) return absl::OkStatus();
   if ((*group)->members().size() == 1) {  // the last member: nobody to agree with
-    std::vector<consensus::Delivery> none;
+    consensus::Deliveries none;
     (*group)->InstallView((*group)->view_id() + 1, {}, &none);
     QueueViewMark(*group);
     Log("membership")->info("group {}: left by its last member", name);
@@ -189,13 +189,13 @@ void Node::ProposeViewChange(Group* group, std::vector<NodeId> remove, std::vect
   add_incarnations.resize(add.size(), 0);
   for (uint64_t incarnation : add_incarnations) change->add_add_incarnations(incarnation);
   change->set_provider(self_);
-  std::vector<consensus::Delivery> deliveries;
+  consensus::Deliveries deliveries;
   group->BroadcastControl(message.SerializeAsString(), &deliveries);
   DeliverAll(group, std::move(deliveries));
 }
 
 bool Node::ApplyViewChange(Group* group, const wire::ViewChange& change,
-                           std::vector<consensus::Delivery>* next_view, uint64_t to_view,
+                           consensus::Deliveries* next_view, uint64_t to_view,
                            bool awaits_readded) {
   membership::ViewChangeProposal proposal{change.from_view(),
                                           {change.remove().begin(), change.remove().end()},
@@ -514,7 +514,7 @@ void Node::OnNewView(Group* group, NodeId from, const wire::MembershipMessage& m
                           group->name(), message.view_id(), Names(members), provider);
   AwaitState(group, message.view_id(), provider);
   GroupMembership& membership = MembershipOf(group);
-  std::vector<consensus::Delivery> deliveries;
+  consensus::Deliveries deliveries;
   group->InstallView(message.view_id(), std::move(members), &deliveries, told, /*adopted=*/true);
   QueueViewMark(group);  // held with the requests: the servant gets it after the state
   membership.provider_process = provider != 0 ? group->MemberIncarnation(provider) : 0;

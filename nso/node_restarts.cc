@@ -154,7 +154,7 @@ bool Node::InstallRefoundedView(Group* group, const std::vector<NodeId>& others,
     change.add_add_incarnations(processes[i]);
   }
   change.set_provider(self_);
-  std::vector<consensus::Delivery> next_view;
+  consensus::Deliveries next_view;
   if (!ApplyViewChange(group, change, &next_view, to_view, awaits_readded)) return false;
   DeliverAll(group, std::move(next_view));
   return true;

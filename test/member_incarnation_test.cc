@@ -50,7 +50,7 @@ TEST_CASE("a view counts one process of each member: heard, added with it, or ca
   nso::SimNetwork net(nso::SimNetworkOptions{});
   const nso::Config config = ConfigOfTwo();
   nso::Group group(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/2, 0);
-  std::vector<consensus::Delivery> deliveries;
+  consensus::Deliveries deliveries;
 
   CHECK(group.MemberIncarnation(1) == 0);  // the configured view: nothing heard yet
   group.Receive(1, Heartbeat(1, 11, 1), &deliveries);
@@ -115,7 +115,7 @@ TEST_CASE("a process that says which one it follows (an incarnation file) is not
   nso::ConfigureLogging("off", "text", "");
   nso::SimNetwork net(nso::SimNetworkOptions{});
   const nso::Config config = ConfigOfTwo();
-  std::vector<consensus::Delivery> deliveries;
+  consensus::Deliveries deliveries;
   wire::Envelope restarted = Heartbeat(1, 11, 1);
   restarted.set_previous_incarnation(10);
 
@@ -162,7 +162,7 @@ TEST_CASE("a restarted process says which one it follows in its configured view 
   std::vector<wire::Envelope> sent;  // what n1 receives from n2
   net.Endpoint(1)->SetReceiver(
       [&sent](NodeId, wire::Envelope envelope) { sent.push_back(std::move(envelope)); });
-  std::vector<consensus::Delivery> deliveries;
+  consensus::Deliveries deliveries;
   nso::Group group(config.groups[0], config, {1, 2, 3}, net.Endpoint(2), /*incarnation=*/22, 0);
   group.ClaimAsRestarted(2);
   group.Tick(100, false, &deliveries);  // heartbeats
