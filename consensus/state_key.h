@@ -24,40 +24,34 @@ class StateKeyWriter {
     key_.append(bytes);
   }
   void Put(const google::protobuf::MessageLite& message) { Put(message.SerializeAsString()); }
+  // A set is its size and its values in order, a map its size and its pairs in order: the same
+  // bytes for a std:: container, a B-tree or a NodeSet of the same entries.
   template <typename T>
-  void Put(const std::set<T>& values) {
-    Put(static_cast<uint64_t>(values.size()));
-    for (const T& value : values) Put(value);
-  }
-  void Put(const NodeSet& values) {  // as a std::set of the same ids
-    Put(static_cast<uint64_t>(values.size()));
-    for (NodeSet::NodeId value : values) Put(value);
-  }
-  template <typename K, typename V>
-  void Put(const std::map<K, V>& map) {
-    Put(static_cast<uint64_t>(map.size()));
-    for (const auto& [key, value] : map) {
-      Put(key);
-      Put(value);
-    }
-  }
-  // The same bytes as the std:: containers of the same entries.
+  void Put(const std::set<T>& values) { PutEach(values); }
   template <typename T>
-  void Put(const absl::btree_set<T>& values) {
-    Put(static_cast<uint64_t>(values.size()));
-    for (const T& value : values) Put(value);
-  }
+  void Put(const absl::btree_set<T>& values) { PutEach(values); }
+  void Put(const NodeSet& values) { PutEach(values); }
   template <typename K, typename V>
-  void Put(const absl::btree_map<K, V>& map) {
-    Put(static_cast<uint64_t>(map.size()));
-    for (const auto& [key, value] : map) {
-      Put(key);
-      Put(value);
-    }
-  }
+  void Put(const std::map<K, V>& map) { PutPairs(map); }
+  template <typename K, typename V>
+  void Put(const absl::btree_map<K, V>& map) { PutPairs(map); }
   std::string Take() { return std::move(key_); }
 
  private:
+  template <typename Set>
+  void PutEach(const Set& values) {
+    Put(static_cast<uint64_t>(values.size()));
+    for (const auto& value : values) Put(value);
+  }
+  template <typename Map>
+  void PutPairs(const Map& map) {
+    Put(static_cast<uint64_t>(map.size()));
+    for (const auto& [key, value] : map) {
+      Put(key);
+      Put(value);
+    }
+  }
+
   std::string key_;
 };
 

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "catch2/catch.hpp"
 #include "consensus/chandra_toueg.h"
 #include "consensus/consensus_order.h"
@@ -1051,6 +1053,39 @@ TEST_CASE("NodeSet keeps its ids sorted and unique, as a std::set", "[order]") {
   CHECK(a.Take() == b.Take());  // state keys are those of the std::set it replaced
   set.clear();
   CHECK(set.empty());
+}
+
+TEST_CASE("B-trees of the orders give the state keys of the std:: trees they replaced", "[order]") {
+  // ConsensusOrder owing_, decided_sizes_; SequencerOrder own_ (session 58).
+  // (unordered_, keyed by (origin, seq), is written entry by entry, not through Put.)
+  absl::btree_map<uint64_t, std::string> tree;
+  std::map<uint64_t, std::string> model;
+  absl::btree_set<uint64_t> tree_set;
+  std::set<uint64_t> model_set;
+  uint32_t x = 5858;
+  for (int i = 0; i < 3000; ++i) {
+    x = x * 1103515245 + 12345;
+    const std::pair<uint64_t, uint64_t> id{(x >> 16) % 1000, (x >> 8) % 200};
+    if ((x >> 4) % 3 == 0) {
+      tree.erase(id.first);
+      model.erase(id.first);
+      tree_set.erase(id.second);
+      model_set.erase(id.second);
+    } else {
+      tree[id.first] = std::string(id.second % 40, 'p');
+      model[id.first] = std::string(id.second % 40, 'p');
+      tree_set.insert(id.second);
+      model_set.insert(id.second);
+    }
+  }
+  REQUIRE(!model.empty());
+  StateKeyWriter a;
+  a.Put(tree);
+  a.Put(tree_set);
+  StateKeyWriter b;
+  b.Put(model);
+  b.Put(model_set);
+  CHECK(a.Take() == b.Take());
 }
 
 }  // namespace cohort::consensus
