@@ -774,10 +774,9 @@ class Node {
   }
   // The reply every member gives a request delivered after a later one of its client (counted).
   wire::Reply RefuseOutOfOrder(const Group& group, const wire::Request& request);
-  void OnReply(const wire::Reply& reply) { OnReply(reply, nullptr); }
   // `payload`, when given, is reply's own payload, which the call may take (a reply this daemon
   // made: its servant's answer to a call of its own client), uncopied.
-  void OnReply(const wire::Reply& reply, std::string* payload);
+  void OnReply(const wire::Reply& reply, std::string* payload = nullptr);
   void OnManagedReply(const wire::ManagedReply& reply);
   void SendReply(NodeId to, const std::string& group, wire::Reply reply);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
