@@ -1,5 +1,6 @@
 #include "invocation/reply_cache.h"
 
+#include <cstddef>
 #include <iterator>
 
 namespace cohort::invocation {
@@ -10,16 +11,18 @@ ReplyCache::Verdict ReplyCache::OnDelivery(ClientKey client, uint64_t call_id,
   ClientCalls& entry = clients_[client];
   auto it = entry.calls.find(call_id);
   if (it != entry.calls.end()) {
-    if (!it->second.has_value()) return Verdict::kInProgress;
-    *cached = &*it->second;
+    if (!it->second.answered) return Verdict::kInProgress;
+    *cached = &it->second.reply;
     return Verdict::kAnswered;
   }
   if (call_id < entry.forgotten_below) return Verdict::kForgotten;
   const bool out_of_order = !entry.calls.empty() && call_id < entry.calls.rbegin()->first;
-  entry.calls.emplace(call_id, std::nullopt);
-  while (entry.calls.size() > calls_per_client_max_) {
-    entry.forgotten_below = entry.calls.begin()->first + 1;
-    entry.calls.erase(entry.calls.begin());
+  AddInProgress(&entry.calls, call_id);
+  if (entry.calls.size() > calls_per_client_max_) {
+    auto keep = std::next(entry.calls.begin(),
+                          static_cast<ptrdiff_t>(entry.calls.size() - calls_per_client_max_));
+    entry.forgotten_below = std::prev(keep)->first + 1;
+    Forget(&entry.calls, entry.calls.begin(), keep);
   }
   return out_of_order ? Verdict::kOutOfOrder : Verdict::kExecute;
 }
@@ -40,14 +43,43 @@ void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply
   auto client_it = clients_.find(client);
   if (client_it == clients_.end()) return;
   auto it = client_it->second.calls.find(call_id);
-  if (it != client_it->second.calls.end()) it->second = reply;
+  if (it == client_it->second.calls.end()) return;
+  it->second.reply = reply;  // into a spare entry's strings: no allocation once warm
+  it->second.answered = true;
+}
+
+void ReplyCache::AddInProgress(Calls* calls, uint64_t call_id) {
+  if (spare_.nodes.empty()) {
+    calls->try_emplace(call_id);
+    return;
+  }
+  Calls::node_type node = std::move(spare_.nodes.back());
+  spare_.nodes.pop_back();
+  node.key() = call_id;
+  node.mapped().answered = false;
+  node.mapped().reply.Clear();  // keeps its strings' memory
+  calls->insert(std::move(node));
+}
+
+void ReplyCache::Forget(Calls* calls, Calls::iterator first, Calls::iterator last) {
+  while (first != last) {
+    Calls::iterator next = std::next(first);
+    const wire::Reply& reply = first->second.reply;
+    if (spare_.nodes.size() < kSpareCallsMax &&
+        reply.payload().capacity() + reply.error().capacity() <= kSpareReplyBytesMax) {
+      spare_.nodes.push_back(calls->extract(first));
+    } else {
+      calls->erase(first);
+    }
+    first = next;
+  }
 }
 
 void ReplyCache::TakeRepliesBelow(const ClientKey& client, uint64_t below) {
   auto client_it = clients_.find(client);
   if (client_it == clients_.end() || below <= client_it->second.forgotten_below) return;
   ClientCalls& entry = client_it->second;
-  entry.calls.erase(entry.calls.begin(), entry.calls.lower_bound(below));
+  Forget(&entry.calls, entry.calls.begin(), entry.calls.lower_bound(below));
   entry.forgotten_below = below;
 }
 
@@ -60,8 +92,8 @@ size_t ReplyCache::calls() const {
 size_t ReplyCache::reply_bytes() const {
   size_t bytes = 0;
   for (const auto& [client, entry] : clients_) {
-    for (const auto& [call_id, reply] : entry.calls) {
-      if (reply.has_value()) bytes += reply->payload().size() + reply->error().size();
+    for (const auto& [call_id, call] : entry.calls) {
+      if (call.answered) bytes += call.reply.payload().size() + call.reply.error().size();
     }
   }
   return bytes;
@@ -112,10 +144,10 @@ void ReplyCache::FillAnswersFrom(const ReplyCache& live) {
   for (auto& [client, entry] : clients_) {
     auto live_client = live.clients_.find(client);
     if (live_client == live.clients_.end()) continue;
-    for (auto& [call_id, reply] : entry.calls) {
-      if (reply.has_value()) continue;
+    for (auto& [call_id, call] : entry.calls) {
+      if (call.answered) continue;
       auto live_call = live_client->second.calls.find(call_id);
-      if (live_call != live_client->second.calls.end()) reply = live_call->second;
+      if (live_call != live_client->second.calls.end()) call = live_call->second;
     }
   }
 }
@@ -138,13 +170,13 @@ void ReplyCache::ToProto(wire::GroupState* state) const {
       window->set_client_nso(std::get<2>(client));
       window->set_forgotten_below(entry.forgotten_below);
     }
-    for (const auto& [call_id, reply] : entry.calls) {
+    for (const auto& [call_id, call] : entry.calls) {
       wire::GroupState::CachedReply* out = state->add_replies();
       out->set_origin(std::get<0>(client));
       out->set_origin_incarnation(std::get<1>(client));
       out->set_client_nso(std::get<2>(client));
       out->set_call_id(call_id);
-      if (reply.has_value()) *out->mutable_reply() = *reply;
+      if (call.answered) *out->mutable_reply() = call.reply;
     }
   }
 }
@@ -160,10 +192,12 @@ void ReplyCache::FromProto(const wire::GroupState& state) {
   for (const wire::GroupState::CachedReply& cached : state.replies()) {
     ClientCalls& entry =
         clients_[{cached.origin(), cached.origin_incarnation(), cached.client_nso()}];
-    if (cached.has_reply()) {
-      entry.calls[cached.call_id()] = cached.reply();
+    Call& call = entry.calls[cached.call_id()];
+    call.answered = cached.has_reply();
+    if (call.answered) {
+      call.reply = cached.reply();
     } else {
-      entry.calls[cached.call_id()] = std::nullopt;
+      call.reply.Clear();
     }
   }
   for (const wire::GroupState::ClientWindow& window : state.windows()) {

@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <tuple>
+#include <vector>
 #include <utility>
 
 #include "proto/wire.pb.h"
@@ -81,12 +81,37 @@ class ReplyCache {
   void FromProto(const wire::GroupState& state);
 
  private:
+  struct Call {
+    bool answered = false;  // false: in progress (`reply` is empty)
+    wire::Reply reply;
+  };
+  using Calls = std::map<uint64_t, Call>;
   struct ClientCalls {
-    std::map<uint64_t, std::optional<wire::Reply>> calls;  // nullopt: in progress
+    Calls calls;
     uint64_t forgotten_below = 0;  // call ids below it were evicted (or taken, TakeRepliesBelow)
   };
+  // Entries of calls forgotten, kept for the next calls delivered: a map node and its reply's
+  // strings are reused, not allocated per call (omniORB2, 001 sections 5-6; issue 7). A copy of
+  // the cache (state transfer) starts without any.
+  struct SpareCalls {
+    SpareCalls() = default;
+    SpareCalls(const SpareCalls&) {}
+    SpareCalls& operator=(const SpareCalls&) { return *this; }
+    SpareCalls(SpareCalls&&) = default;
+    SpareCalls& operator=(SpareCalls&&) = default;
+    std::vector<Calls::node_type> nodes;
+  };
+  static constexpr size_t kSpareCallsMax = 64;
+  static constexpr size_t kSpareReplyBytesMax = 64 * 1024;  // a larger reply's memory goes
+
+  // Inserts `call_id` (absent) as in progress, into a spare entry if there is one.
+  void AddInProgress(Calls* calls, uint64_t call_id);
+  // Removes [first, last) from `calls`, keeping up to kSpareCallsMax entries as spares.
+  void Forget(Calls* calls, Calls::iterator first, Calls::iterator last);
+
   size_t calls_per_client_max_;
   std::map<ClientKey, ClientCalls> clients_;
+  SpareCalls spare_;
   // (origin, incarnation) -> retired NSO ids as ranges: first -> end (exclusive), not adjacent.
   std::map<std::pair<uint32_t, uint64_t>, std::map<uint64_t, uint64_t>> retired_;
 };

@@ -762,7 +762,8 @@ class Node {
   void SendStatePieces(const membership::StateSender& sender, const std::string& group,
                        const std::vector<membership::StatePiece>& pieces);
   void ResendStates(Group* group);
-  bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload,
+  // Takes `payload` only when it returns true (the answer was a state request's).
+  bool AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string& payload,
                           bool more);
   // "I need no more of the state of `view_id`" (installed, or moved past it).
   void SendStateAck(Group* group, NodeId provider, uint64_t view_id);

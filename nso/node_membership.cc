@@ -293,7 +293,7 @@ void Node::RequestState(Group* group, membership::View view, std::vector<NodeId>
   servants_[servant].sink({number, group->name(), kGetStateMethod, "", false, group->view_id()});
 }
 
-bool Node::AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string payload,
+bool Node::AnswerStateRequest(uint64_t delivery, const absl::Status& status, std::string& payload,
                               bool more) {
   auto it = state_requests_.find(delivery);
   if (it == state_requests_.end()) return false;

@@ -192,5 +192,42 @@ TEST_CASE("calls a client's daemon awaits no more are forgotten with their repli
   CHECK(joined.OnDelivery(kClient, 10, &cached) == ReplyCache::Verdict::kExecute);
 }
 
+TEST_CASE("entries of forgotten calls are reused for later calls: a reused entry starts in "
+          "progress, holds only its own reply, and a copy of the cache judges alike",
+          "[reply_cache]") {
+  ReplyCache cache(4);
+  const wire::Reply* cached = nullptr;
+  // 1..40 through a window of 4 (evictions) and TakeRepliesBelow: entries go round as spares.
+  for (uint64_t call = 1; call <= 40; ++call) {
+    REQUIRE(cache.OnDelivery(kClient, call, &cached) == ReplyCache::Verdict::kExecute);
+    // Reused or not, a new entry is in progress: never answered with an earlier call's reply.
+    REQUIRE(cache.OnDelivery(kClient, call, &cached) == ReplyCache::Verdict::kInProgress);
+    wire::Reply answer = Answer(call);
+    if (call % 3 == 0) answer.set_error("refused " + std::to_string(call));
+    cache.Completed(kClient, call, answer);
+    REQUIRE(cache.OnDelivery(kClient, call, &cached) == ReplyCache::Verdict::kAnswered);
+    CHECK(cached->payload() == "r" + std::to_string(call));
+    CHECK(cached->error() == (call % 3 == 0 ? "refused " + std::to_string(call) : ""));
+    if (call % 5 == 0) cache.TakeRepliesBelow(kClient, call - 1);
+  }
+  CHECK(cache.calls() <= 4);
+  CHECK(cache.OnDelivery(kClient, 30, &cached) == ReplyCache::Verdict::kForgotten);
+  REQUIRE(cache.OnDelivery(kClient, 40, &cached) == ReplyCache::Verdict::kAnswered);
+  CHECK(cached->payload() == "r40");
+  // An entry in progress stays so across a copy; a reused one in the copy is too.
+  REQUIRE(cache.OnDelivery(kClient, 41, &cached) == ReplyCache::Verdict::kExecute);
+  ReplyCache copy = cache;
+  CHECK(copy.OnDelivery(kClient, 41, &cached) == ReplyCache::Verdict::kInProgress);
+  REQUIRE(copy.OnDelivery(kClient, 42, &cached) == ReplyCache::Verdict::kExecute);
+  CHECK(copy.OnDelivery(kClient, 42, &cached) == ReplyCache::Verdict::kInProgress);
+  copy.FillAnswersFrom(cache);  // 41 is not answered in the live cache either
+  CHECK(copy.OnDelivery(kClient, 41, &cached) == ReplyCache::Verdict::kInProgress);
+  cache.Completed(kClient, 41, Answer(41));
+  copy.FillAnswersFrom(cache);
+  REQUIRE(copy.OnDelivery(kClient, 41, &cached) == ReplyCache::Verdict::kAnswered);
+  CHECK(cached->payload() == "r41");
+  CHECK(cache.reply_bytes() == copy.reply_bytes());
+}
+
 }  // namespace
 }  // namespace cohort::invocation
