@@ -1,12 +1,34 @@
 #include "consensus/chandra_toueg.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "consensus/state_key.h"
 
 namespace cohort::consensus {
 
 using Kind = wire::ConsensusMessage;
+
+namespace {
+// A batch whose memory is kept for reuse (Recycle, Share) holds at most this much: a burst of
+// large requests does not leave every group holding its largest batches.
+constexpr size_t kKeptBatchBytesMax = 64 * 1024;
+
+bool LargeBatch(const wire::MessageBatch& batch) {
+  size_t bytes = 0;
+  for (const wire::DataMessage& message : batch.messages()) bytes += message.payload().capacity();
+  return bytes > kKeptBatchBytesMax;
+}
+
+// Empties `batch`, keeping its messages and strings for the next copy into it unless large.
+void ClearForReuse(wire::MessageBatch* batch) {
+  if (LargeBatch(*batch)) {
+    *batch = wire::MessageBatch();
+  } else {
+    batch->Clear();
+  }
+}
+}  // namespace
 
 ChandraToueg::ChandraToueg(NodeId self, absl::Span<const NodeId> members, uint64_t instance,
                            ConsensusOptions options, const std::set<NodeId>& suspected,
@@ -21,15 +43,44 @@ ChandraToueg::ChandraToueg(NodeId self, absl::Span<const NodeId> members, uint64
   suspected_.erase(self_);
 }
 
+void ChandraToueg::Recycle(uint64_t instance, const std::set<NodeId>& suspected,
+                           size_t first_coordinator) {
+  // Moving a protobuf message swaps its storage: the batches keep their messages and strings,
+  // cleared, for the next copies into them (a repeated field reuses its cleared elements).
+  wire::MessageBatch estimate = std::move(estimate_);
+  wire::MessageBatch decision = std::move(decision_);
+  Spare<std::shared_ptr<wire::MessageBatch>> share = std::move(share_);
+  *this = ChandraToueg(self_, members_, instance, options_, suspected, first_coordinator);
+  ClearForReuse(&estimate);
+  ClearForReuse(&decision);
+  estimate_ = std::move(estimate);
+  decision_ = std::move(decision);
+  share_ = std::move(share);
+}
+
+std::shared_ptr<const wire::MessageBatch> ChandraToueg::Share(const wire::MessageBatch& value) {
+  std::shared_ptr<wire::MessageBatch>& batch = share_.value;
+  if (batch != nullptr && batch.use_count() == 1 && !LargeBatch(*batch)) {
+    // No send holds the last copy any more (the transports dropped theirs): refill it. The fence
+    // orders this after every read of it by the holders whose release made the count 1.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    *batch = value;
+  } else {
+    batch = std::make_shared<wire::MessageBatch>(value);
+  }
+  return batch;
+}
+
 bool ChandraToueg::IsMember(NodeId node) const {
   return std::find(members_.begin(), members_.end(), node) != members_.end();
 }
 
-void ChandraToueg::Propose(wire::MessageBatch value, uint64_t now_ms, ConsensusSends* out) {
+void ChandraToueg::ProposeSwap(wire::MessageBatch* value, uint64_t now_ms, ConsensusSends* out) {
   if (started_) return;
   started_ = true;
   now_ms_ = std::max(now_ms_, now_ms);
-  estimate_ = std::move(value);
+  estimate_.Swap(value);
+  value->Clear();
   timestamp_ = 0;
   // 004 section 4.2: with optimisation 2 round 1 starts in phase 2, no estimates are sent.
   EnterRound(1, !options_.optimisation_2, out);
@@ -359,8 +410,8 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
 // would skip what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
 // 600 with proposal_, a copy of estimate_ while proposed_; 552 with std::vector members_ and
-// std::set node sets (session 57).
-static_assert(sizeof(ChandraToueg) == 536, "a new field of ChandraToueg: add it to StateKey");
+// std::set node sets (session 57); 536 before share_ (memory kept for reuse, not state).
+static_assert(sizeof(ChandraToueg) == 552, "a new field of ChandraToueg: add it to StateKey");
 #endif
 
 std::string ChandraToueg::StateKey() const {

@@ -44,6 +44,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 #include "consensus/node_set.h"
+#include "consensus/spare.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -85,8 +86,19 @@ class ChandraToueg {
                ConsensusOptions options, const std::set<NodeId>& suspected,
                size_t first_coordinator = 0);
 
+  // Makes this object a new instance `instance` of the same group (members, options) with these
+  // suspicions and first coordinator, as if constructed, but keeping the memory of its batches
+  // (estimate, decision, shared copy): a decided instance that leaves the log becomes the next one
+  // without allocating (ConsensusOrder::PruneDecided; issue 7).
+  void Recycle(uint64_t instance, const std::set<NodeId>& suspected, size_t first_coordinator);
+
   // Starts the instance with this node's initial value. Call once, before Step.
-  void Propose(wire::MessageBatch value, uint64_t now_ms, ConsensusSends* out);
+  void Propose(wire::MessageBatch value, uint64_t now_ms, ConsensusSends* out) {
+    ProposeSwap(&value, now_ms, out);
+  }
+  // The same, taking the value by swapping: `*value` gets the memory of this instance's cleared
+  // estimate (Recycle), for the caller's next batch.
+  void ProposeSwap(wire::MessageBatch* value, uint64_t now_ms, ConsensusSends* out);
   // A message of this instance from `from`.
   void Step(NodeId from, const wire::ConsensusMessage& message, ConsensusSends* out);
   void Tick(uint64_t now_ms, ConsensusSends* out);
@@ -144,18 +156,18 @@ class ChandraToueg {
   // several members makes it once (Share) and hands it to each.
   void Send(NodeId to, wire::ConsensusMessage::Kind kind, uint32_t round,
             std::shared_ptr<const wire::MessageBatch> value, ConsensusSends* out);
-  static std::shared_ptr<const wire::MessageBatch> Share(const wire::MessageBatch& value) {
-    return std::make_shared<const wire::MessageBatch>(value);
-  }
+  // A copy of `value` to hand to sends, made in the last one's memory once no send holds that.
+  std::shared_ptr<const wire::MessageBatch> Share(const wire::MessageBatch& value);
   bool IsMember(NodeId node) const;
 
-  const NodeId self_;
+  // Fixed for the instance (not const: Recycle reassigns the object).
+  NodeId self_;
   // Inline (no allocation up to 8 members): an instance is made per ordered batch (issue 7).
-  const absl::InlinedVector<NodeId, NodeSet::kInline> members_;
-  const uint64_t instance_;
-  const size_t first_coordinator_;
-  const ConsensusOptions options_;
-  const size_t majority_;  // floor(n / 2) + 1
+  absl::InlinedVector<NodeId, NodeSet::kInline> members_;
+  uint64_t instance_;
+  size_t first_coordinator_;
+  ConsensusOptions options_;
+  size_t majority_;  // floor(n / 2) + 1
   NodeSet suspected_;
   uint64_t now_ms_ = 0;
   uint32_t steps_ = 0;  // largest `steps` received: this node's causal depth in the instance
@@ -184,6 +196,9 @@ class ChandraToueg {
   std::map<NodeId, uint64_t> decision_sent_ms_;  // rate limit of DECISION answers per node
   uint64_t decided_ms_ = 0;
   NodeSet decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
+
+  // The last copy Share made: refilled once no send holds it any more.
+  Spare<std::shared_ptr<wire::MessageBatch>> share_;
 };
 
 // Adds the messages in `sends` to `counters`, by kind.

@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "consensus/batch_bound.h"
+#include "consensus/spare.h"
 #include "consensus/state_key.h"
 
 namespace cohort::consensus {
@@ -33,10 +34,27 @@ ChandraToueg* ConsensusOrder::Current() {
 }
 
 ChandraToueg* ConsensusOrder::StartInstance() {
+  if (!spare_instance_.value.empty()) {
+    std::map<uint64_t, ChandraToueg>::node_type node = std::move(spare_instance_.value);
+    spare_instance_.value = {};
+    node.key() = next_instance_;
+    node.mapped().Recycle(next_instance_, suspected_, leader_);
+    auto inserted = instances_.insert(std::move(node));
+    if (!inserted.inserted) spare_instance_.value = std::move(inserted.node);  // (callers check)
+    return &inserted.position->second;
+  }
   return &instances_
               .try_emplace(next_instance_, self_, members_, next_instance_, options_.consensus,
                            suspected_, leader_)
               .first->second;
+}
+
+void ConsensusOrder::DropInstance(std::map<uint64_t, ChandraToueg>::iterator it) {
+  if (spare_instance_.value.empty()) {
+    spare_instance_.value = instances_.extract(it);
+  } else {
+    instances_.erase(it);
+  }
 }
 
 uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
@@ -72,13 +90,13 @@ void ConsensusOrder::Diffuse(wire::MessageBatch batch, Outbox* out) {
   }
 }
 
-wire::MessageBatch ConsensusOrder::MakeBatch() const {
+void ConsensusOrder::MakeBatch(wire::MessageBatch* batch) const {
   // FIFO-closed per origin: seq s only after s - 1 (delivered or already in the batch). One seek
   // per origin to its next deliverable seq, not a walk over every unordered message: this runs
   // for each received diffusion while no instance is open, and with the set full of messages
   // held behind a gap a walk per message kept three members of an n = 5 group busy for minutes
   // (cohort-bench, app-open one-way flood), too busy to send "I am alive".
-  wire::MessageBatch batch;
+  batch->Clear();
   BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
   auto it = unordered_.begin();
   while (it != unordered_.end() && bound.Open()) {
@@ -90,14 +108,13 @@ wire::MessageBatch ConsensusOrder::MakeBatch() const {
          bound.Fits(it->second.size());
          ++it, ++expected) {
       bound.Add(it->second.size());
-      wire::DataMessage* message = batch.add_messages();
+      wire::DataMessage* message = batch->add_messages();
       message->set_origin(origin);
       message->set_seq(expected);
       message->set_payload(it->second);
     }
     it = unordered_.upper_bound(PastOrigin(origin));  // the next origin
   }
-  return batch;
 }
 
 void ConsensusOrder::KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload) {
@@ -119,10 +136,11 @@ void ConsensusOrder::KeepUnordered(NodeId origin, uint64_t seq, const std::strin
 
 void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
   if (instances_.count(next_instance_) > 0) return;
-  wire::MessageBatch batch = MakeBatch();
+  wire::MessageBatch& batch = next_batch_.value;
+  MakeBatch(&batch);
   if (batch.messages_size() == 0 && !even_if_empty) return;
   ChandraToueg* started = StartInstance();
-  started->Propose(std::move(batch), now_ms_, &sends_);
+  started->ProposeSwap(&batch, now_ms_, &sends_);
   Flush(out);
   DeliverDecided(out);  // n == 1 decides at once
 }
@@ -333,7 +351,7 @@ void ConsensusOrder::PruneDecided() {
     const bool over_bounds = instances_.size() > options_.decided_log_max ||
                              decided_bytes_ > options_.decided_log_bytes_max;
     if (oldest >= everyone_past && !over_bounds) return;
-    instances_.erase(instances_.begin());
+    DropInstance(instances_.begin());
     auto size = decided_sizes_.find(oldest);
     if (size != decided_sizes_.end()) {
       decided_bytes_ -= size->second;
@@ -463,8 +481,9 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 #if defined(__x86_64__) && defined(__GLIBCXX__)
 // 752 before options_.batch_bytes_max (an option, not state); 760 before told_everyone_past_;
 // 768 before sends_ (empty between steps, not state); 792 while unordered_, owing_ and
-// decided_sizes_ were std:: trees.
-static_assert(sizeof(ConsensusOrder) == 720, "a new field of ConsensusOrder: add it to StateKey");
+// decided_sizes_ were std:: trees; 720 before spare_instance_ and next_batch_ (memory kept for
+// reuse, not state).
+static_assert(sizeof(ConsensusOrder) == 792, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {

@@ -102,7 +102,10 @@ class ConsensusOrder final : public TotalOrder {
   // Creates instance next_instance_, coordinated first by members_[leader_].
   ChandraToueg* StartInstance();
   void MaybeStartInstance(bool even_if_empty, Outbox* out);
-  wire::MessageBatch MakeBatch() const;
+  // Fills `batch` (cleared first, its memory kept) with the next messages to order.
+  void MakeBatch(wire::MessageBatch* batch) const;
+  // Drops a decided instance from the log, keeping its object for the next StartInstance.
+  void DropInstance(std::map<uint64_t, ChandraToueg>::iterator it);
   // Holds another member's (or a re-queued own) message for a later batch; beyond
   // unordered_messages_max only in place of a later message of the same origin, else dropped.
   void KeepUnordered(NodeId origin, uint64_t seq, const std::string& payload);
@@ -157,6 +160,11 @@ class ConsensusOrder final : public TotalOrder {
   // Instance next_instance_ (when started) and the decided ones before it still kept
   // (PruneDecided); decided_bytes_ is the size of the decisions kept.
   std::map<uint64_t, ChandraToueg> instances_;
+  // An instance dropped from the log, recycled by StartInstance: its map node and batches are
+  // reused (ChandraToueg::Recycle), not allocated per ordered batch (issue 7).
+  Spare<std::map<uint64_t, ChandraToueg>::node_type> spare_instance_;
+  // The batch MaybeStartInstance makes; it swaps storage with the started instance's estimate.
+  Spare<wire::MessageBatch> next_batch_;
   absl::btree_set<uint64_t> owing_;  // decided instances whose owes_decision() was true at delivery
 
   uint64_t last_diffusion_ms_ = 0;

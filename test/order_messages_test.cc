@@ -981,6 +981,66 @@ TEST_CASE("a proposal to n - 1 members holds one shared copy of its batch", "[or
   CHECK(replies[0].value == nullptr);
 }
 
+// ConsensusOrder::PruneDecided hands a decided instance to the next StartInstance, which
+// recycles it (issue 7: its map node and batches are reused, not allocated per instance).
+TEST_CASE("a recycled instance acts as a new one, and a shared copy is refilled only once no "
+          "send holds it", "[order]") {
+  wire::MessageBatch first;
+  first.add_messages()->set_payload(std::string(100, 'a'));
+  first.add_messages()->set_payload(std::string(40, 'b'));
+  wire::MessageBatch second;
+  second.add_messages()->set_payload(std::string(30, 'c'));
+  ChandraToueg recycled(2, Members(3), /*instance=*/1, ConsensusOptions{}, {});
+  ConsensusSends sends;
+  recycled.Propose(wire::MessageBatch{}, 0, &sends);
+  recycled.Learn(first, 1);
+  REQUIRE(recycled.decided());
+  recycled.Recycle(/*instance=*/2, /*suspected=*/{3}, /*first_coordinator=*/1);
+  ChandraToueg fresh(2, Members(3), 2, ConsensusOptions{}, {3}, 1);
+  CHECK(recycled.StateKey() == fresh.StateKey());
+  CHECK_FALSE(recycled.decided());
+  CHECK(recycled.decision().messages_size() == 0);
+  CHECK(recycled.instance() == 2);
+  // The same inputs give the same sends and states: node 2 coordinates round 1 and proposes.
+  ConsensusSends from_recycled;
+  ConsensusSends from_fresh;
+  wire::MessageBatch mine = second;
+  recycled.ProposeSwap(&mine, 0, &from_recycled);
+  CHECK(mine.messages_size() == 0);  // the instance's cleared memory, for the next batch
+  fresh.Propose(second, 0, &from_fresh);
+  REQUIRE(from_recycled.size() == from_fresh.size());
+  REQUIRE(from_recycled.size() == 2);
+  for (size_t i = 0; i < from_fresh.size(); ++i) {
+    CHECK(from_recycled[i].to == from_fresh[i].to);
+    CHECK(from_recycled[i].WithValue().SerializeAsString() ==
+          from_fresh[i].WithValue().SerializeAsString());
+  }
+  CHECK(recycled.StateKey() == fresh.StateKey());
+
+  // The proposal's copy is held by the sends: a later share in the same memory would change what
+  // they carry, so it is a new copy; once they are gone the memory is refilled.
+  const wire::MessageBatch* held = from_recycled[0].value.get();
+  recycled.Recycle(3, {}, 1);
+  ConsensusSends again;
+  wire::MessageBatch third = first;
+  recycled.ProposeSwap(&third, 0, &again);
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].value.get() != held);
+  CHECK(from_recycled[0].WithValue().value().SerializeAsString() == second.SerializeAsString());
+  CHECK(again[0].WithValue().value().SerializeAsString() == first.SerializeAsString());
+  from_recycled.clear();
+  from_fresh.clear();
+  const wire::MessageBatch* refilled = again[0].value.get();
+  again.clear();
+  recycled.Recycle(4, {}, 1);
+  ConsensusSends last;
+  wire::MessageBatch fourth = second;
+  recycled.ProposeSwap(&fourth, 0, &last);
+  REQUIRE(last.size() == 2);
+  CHECK(last[0].value.get() == refilled);  // no send held it: the same memory, refilled
+  CHECK(last[1].WithValue().value().SerializeAsString() == second.SerializeAsString());
+}
+
 }  // namespace cohort::consensus
 
 namespace cohort::consensus {
