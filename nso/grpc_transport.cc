@@ -119,14 +119,14 @@ void GrpcTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
   }
 }
 
-void GrpcTransport::Send(NodeId to, wire::Envelope envelope) {
+void GrpcTransport::Send(NodeId to, const wire::Envelope& envelope) {
   auto it = links_.find(to);
   if (it == links_.end()) {
     // (A peer removed by a reload while still in a group's view: once per 10000.)
     if (unknown_dropped_++ % 10000 == 0) Log("peer")->warn("send to unknown node {} dropped", to);
     return;
   }
-  it->second->Enqueue(std::move(envelope));
+  it->second->Enqueue(envelope);  // a copy: the link's writer thread sends it later
 }
 
 void GrpcTransport::Flush() {

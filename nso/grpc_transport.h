@@ -66,7 +66,7 @@ class GrpcTransport final : public PeerTransport,
   void Shutdown() override;
 
   // Queues; Flush writes.
-  void Send(NodeId to, wire::Envelope envelope) override;
+  void Send(NodeId to, const wire::Envelope& envelope) override;
   // Starts a write to every peer with envelopes queued and no write in progress.
   void Flush();
   void SetReceiver(Receiver receiver) override;

@@ -635,21 +635,21 @@ void Node::SendForward(NodeId to, const std::string& group, const wire::Request&
   SendEnvelope(to, group, std::move(envelope));
 }
 
-void Node::SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
-  envelope.set_version(wire::VERSION_1);
-  envelope.set_group(group);
+void Node::SendEnvelopeInPlace(NodeId to, const std::string& group, wire::Envelope* envelope) {
+  envelope->set_version(wire::VERSION_1);
+  envelope->set_group(group);
   // Replies are routed by call id before the receiver looks at the group (Receive): only the
   // rest needs the group's incarnation.
-  if (!envelope.has_reply() && !envelope.has_managed_reply()) {
+  if (!envelope->has_reply() && !envelope->has_managed_reply()) {
     auto it = groups_.find(group);
     if (it != groups_.end() && it->second->group_incarnation() != 0) {
-      envelope.set_group_incarnation(it->second->group_incarnation());
+      envelope->set_group_incarnation(it->second->group_incarnation());
     }
   }
-  envelope.set_sender_node(self_);
-  envelope.set_incarnation(incarnation_);
-  if (to == self_) return Receive(self_, envelope);
-  transport_->Send(to, std::move(envelope));
+  envelope->set_sender_node(self_);
+  envelope->set_incarnation(incarnation_);
+  if (to == self_) return Receive(self_, *envelope);
+  transport_->Send(to, *envelope);
 }
 
 void Node::Submit(Group* group, const wire::Request& request) {

@@ -543,7 +543,12 @@ class Node {
   template <typename SubmitFn>
   void SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn submit);
   void MarkOrdered(uint64_t call_id);
-  void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope);
+  void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
+    SendEnvelopeInPlace(to, group, &envelope);
+  }
+  // The same, filling in the header of `*envelope`, which the caller may reuse after (the
+  // transport keeps no reference to it).
+  void SendEnvelopeInPlace(NodeId to, const std::string& group, wire::Envelope* envelope);
   // A request handed to member `to` to order (Envelope.forward).
   void SendForward(NodeId to, const std::string& group, const wire::Request& request);
   // A one-way call or multicast from outside `group`: to its request manager, kept until ordered.
@@ -780,11 +785,19 @@ class Node {
   void OnReply(const wire::Reply& reply, std::string* payload = nullptr);
   void OnManagedReply(const wire::ManagedReply& reply);
   void SendReply(NodeId to, const std::string& group, wire::Reply reply);
+  // A servant's answer to its targets (Answer): built in answer_envelope_, reused, unless that
+  // is in use further up the stack (an inline servant answering during OnReply).
+  void SendAnswer(const OpenDelivery& open, absl::Status status, std::string payload);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
   void FinishCall(CallKey call, absl::Status status);
   void ExpireCalls();
   void RetryManagedCalls();
   std::string NodeName(NodeId node) const;
+
+  // The envelope of every servant answer sent to a peer (SendAnswer): its Reply and strings keep
+  // their memory from one answer to the next (issue 7: no allocation per message).
+  wire::Envelope answer_envelope_;
+  bool answer_envelope_busy_ = false;
 
   const std::shared_ptr<const Config> config_owner_;
   std::vector<std::unique_ptr<const GroupConfig>> added_configs_;  // AddGroups: one per group

@@ -330,19 +330,45 @@ void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std:
         " exceeds limits.max_payload_bytes (", limits_.max_payload_bytes, "): not sent"));
     payload.clear();
   }
-  wire::Reply reply;
+  SendAnswer(open, status, std::move(payload));
+}
+
+namespace {
+constexpr size_t kKeptAnswerBytesMax = 64 * 1024;  // answer_envelope_ keeps at most this
+}  // namespace
+
+void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string payload) {
+  wire::Envelope own_envelope;  // only while answer_envelope_ is in use further up the stack
+  wire::Envelope* envelope = answer_envelope_busy_ ? &own_envelope : &answer_envelope_;
+  const bool reused = envelope == &answer_envelope_;
+  answer_envelope_busy_ = true;
+  // Only the fields SendEnvelopeInPlace sets are ever set on answer_envelope_: its header is
+  // rewritten whole each time, and its reply cleared (keeping its strings' memory).
+  wire::Reply& reply = *envelope->mutable_reply();
+  reply.Clear();
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(status.code()));
   if (!status.ok()) reply.set_error(std::string(status.message()));
   reply.set_payload(std::move(payload));
   reply_caches_[open.group].Completed(open.cache_id.first, open.cache_id.second, reply);
-  for (size_t i = 0; i < open.targets.size(); ++i) {  // the last target takes it, uncopied
-    if (i + 1 < open.targets.size()) {
-      SendReplyTo(open.targets[i], open.group, reply);
+  for (size_t i = 0; i < open.targets.size(); ++i) {
+    const ReplyTarget& target = open.targets[i];
+    reply.set_call_id(target.call_id);
+    reply.set_origin(target.origin);
+    reply.set_origin_incarnation(target.origin_incarnation);
+    if (target.to != self_) {
+      SendEnvelopeInPlace(target.to, open.group, envelope);
+    } else if (i + 1 < open.targets.size()) {
+      wire::Reply own = reply;  // later targets still need the payload
+      OnReply(own, own.mutable_payload());
     } else {
-      SendReplyTo(open.targets[i], open.group, std::move(reply));
+      OnReply(reply, reply.mutable_payload());  // the last target takes it, uncopied
     }
   }
+  if (!reused) return;
+  answer_envelope_busy_ = false;
+  // A large answer's memory goes rather than stay with the envelope until the next answer.
+  if (reply.payload().capacity() > kKeptAnswerBytesMax) reply.set_payload(std::string());
 }
 
 void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply) {

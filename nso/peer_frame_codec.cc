@@ -112,23 +112,41 @@ size_t AppendedBatchBytes(size_t batch_bytes) {
   return 1 + VarintBytes(inner) + inner;
 }
 
-void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
-                    const AppendedBatch* appended) {
+namespace {
+
+// The field tag and length of an envelope of `envelope_bytes` (and `appended`).
+void BeginEnvelope(size_t envelope_bytes, std::string* out, const AppendedBatch* appended) {
   const size_t extra = appended != nullptr ? AppendedBatchBytes(appended->bytes) : 0;
   out->push_back(static_cast<char>(kFrameEnvelopesTag));
   PutVarint(envelope_bytes + extra, out);
-  size_t at = out->size();
+}
+
+// Envelope{<envelope_field>: {<batch_field>: batch}} after the envelope's own bytes.
+void AppendBatch(const AppendedBatch& appended, std::string* out) {
+  out->push_back(LengthDelimitedTag(appended.envelope_field));
+  PutVarint(1 + VarintBytes(appended.bytes) + appended.bytes, out);
+  out->push_back(LengthDelimitedTag(appended.batch_field));
+  PutVarint(appended.bytes, out);
+  const size_t at = out->size();
+  out->resize(at + appended.bytes);
+  appended.batch->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
+}
+
+}  // namespace
+
+void AppendEnvelope(absl::string_view envelope, std::string* out, const AppendedBatch* appended) {
+  BeginEnvelope(envelope.size(), out, appended);
+  out->append(envelope.data(), envelope.size());
+  if (appended != nullptr) AppendBatch(*appended, out);
+}
+
+void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
+                    const AppendedBatch* appended) {
+  BeginEnvelope(envelope_bytes, out, appended);
+  const size_t at = out->size();
   out->resize(at + envelope_bytes);
   envelope.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
-  if (appended == nullptr) return;
-  // Envelope{<envelope_field>: {<batch_field>: batch}} after the envelope's own bytes.
-  out->push_back(LengthDelimitedTag(appended->envelope_field));
-  PutVarint(1 + VarintBytes(appended->bytes) + appended->bytes, out);
-  out->push_back(LengthDelimitedTag(appended->batch_field));
-  PutVarint(appended->bytes, out);
-  at = out->size();
-  out->resize(at + appended->bytes);
-  appended->batch->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
+  if (appended != nullptr) AppendBatch(*appended, out);
 }
 
 absl::Status ReadEnvelopeFrame(const char* data, size_t size,

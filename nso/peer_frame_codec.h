@@ -12,6 +12,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::nso {
@@ -38,11 +39,13 @@ struct AppendedBatch {
 // Bytes an appended batch of `batch_bytes` adds to an envelope.
 size_t AppendedBatchBytes(size_t batch_bytes);
 
-// Appends one envelope of the frame begun. `envelope_bytes` is its ByteSizeLong(), called on
-// this object after its last change: the serialisation uses the sizes cached by that call (a
-// moved message does not keep them). With `appended`, the envelope read is `envelope` with the
-// batch in it; its EnvelopeFieldBytes are then those of
-// envelope_bytes + AppendedBatchBytes(appended->bytes).
+// Appends one envelope of the frame begun, given serialised (`envelope`, its bytes). With
+// `appended`, the envelope read is `envelope` with the batch in it; its EnvelopeFieldBytes are
+// then those of envelope.size() + AppendedBatchBytes(appended->bytes).
+void AppendEnvelope(absl::string_view envelope, std::string* out,
+                    const AppendedBatch* appended = nullptr);
+// The same from the message: `envelope_bytes` is its ByteSizeLong(), called on this object after
+// its last change (the serialisation uses the sizes that call cached).
 void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
                     const AppendedBatch* appended = nullptr);
 

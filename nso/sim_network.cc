@@ -9,8 +9,14 @@ namespace cohort::nso {
 class SimNetwork::SimEndpoint final : public Transport {
  public:
   SimEndpoint(SimNetwork* network, NodeId self) : network_(network), self_(self) {}
-  void Send(NodeId to, wire::Envelope envelope) override {
-    network_->Send(self_, to, std::move(envelope));
+  void Send(NodeId to, const wire::Envelope& envelope) override {
+    network_->Send(self_, to, envelope);
+  }
+  void SendWithBatch(NodeId to, const wire::Envelope& envelope,
+                     consensus::SharedBatch shared) override {
+    wire::Envelope whole = envelope;  // one copy: the network keeps it until delivery
+    shared.CopyInto(&whole);
+    network_->Send(self_, to, std::move(whole));
   }
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   void SetLinkWatcher(LinkWatcher watcher) override { link_watcher_ = std::move(watcher); }

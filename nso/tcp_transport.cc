@@ -97,12 +97,13 @@ struct TcpTransport::Link {
   int fd = -1;              // the connection serving the link (dialing or established)
   bool established = false;
   struct Pending {
-    wire::Envelope envelope;
+    // The envelope, serialised when sent: a slot's string keeps its memory for the next
+    // envelopes (SlotQueue), and the sender's object is free at once (transport.h).
+    std::string envelope;
     size_t bytes = 0;  // its serialized size (the shared batch included)
     // Held apart, shared by the sends of one step (transport.h, SendWithBatch); null: none.
     consensus::SharedBatch shared;
-    size_t envelope_bytes = 0;  // `envelope` alone
-    size_t batch_bytes = 0;     // the shared batch alone
+    size_t batch_bytes = 0;  // the shared batch alone
   };
   // Sent since the last flush, or while down or not reading (bounded: Send).
   SlotQueue<Pending> pending;
@@ -230,11 +231,11 @@ void TcpTransport::SetPeers(const std::map<NodeId, std::string>& peers) {
   }
 }
 
-void TcpTransport::Send(NodeId to, wire::Envelope envelope) {
-  SendWithBatch(to, std::move(envelope), {});
+void TcpTransport::Send(NodeId to, const wire::Envelope& envelope) {
+  SendWithBatch(to, envelope, {});
 }
 
-void TcpTransport::SendWithBatch(NodeId to, wire::Envelope envelope,
+void TcpTransport::SendWithBatch(NodeId to, const wire::Envelope& envelope,
                                  consensus::SharedBatch shared) {
   auto it = links_.find(to);
   if (it == links_.end()) {
@@ -243,12 +244,9 @@ void TcpTransport::SendWithBatch(NodeId to, wire::Envelope envelope,
     return;
   }
   Link* link = it->second.get();
-  // Sized where it is kept: the serialisation in Flush uses the sizes this caches (a moved
-  // protobuf message does not keep them), so each envelope is sized once.
   Link::Pending& queued = link->pending.emplace_back();
-  queued.envelope = std::move(envelope);
-  queued.envelope_bytes = queued.envelope.ByteSizeLong();
-  queued.bytes = queued.envelope_bytes;
+  envelope.SerializeToString(&queued.envelope);  // into the slot's memory: no allocation once warm
+  queued.bytes = queued.envelope.size();
   if (shared) {
     queued.batch_bytes = shared.batch->ByteSizeLong();  // the same for every peer it goes to
     queued.bytes += AppendedBatchBytes(queued.batch_bytes);
@@ -320,9 +318,9 @@ void TcpTransport::Flush() {
           const auto [envelope_field, batch_field] = next.shared.FieldNumbers();
           const AppendedBatch appended{next.shared.batch.get(), next.batch_bytes, envelope_field,
                                        batch_field};
-          AppendEnvelope(next.envelope, next.envelope_bytes, &connection->out, &appended);
+          AppendEnvelope(next.envelope, &connection->out, &appended);
         } else {
-          AppendEnvelope(next.envelope, next.envelope_bytes, &connection->out);
+          AppendEnvelope(next.envelope, &connection->out);
         }
         link->pending_bytes -= next.bytes;
         link->pending.pop_front();

@@ -78,9 +78,12 @@ class TcpTransport final : public PeerTransport {
   // Closes every connection; call once the loop has stopped.
   void Shutdown() override;
 
-  void Send(NodeId to, wire::Envelope envelope) override;  // loop thread
-  // The batch is serialised into each peer's bytes from the one shared copy (loop thread).
-  void SendWithBatch(NodeId to, wire::Envelope envelope, consensus::SharedBatch shared) override;
+  // Serialises the envelope into the link's queue at once (loop thread).
+  void Send(NodeId to, const wire::Envelope& envelope) override;
+  // The batch is serialised into each peer's bytes from the one shared copy at the flush (loop
+  // thread).
+  void SendWithBatch(NodeId to, const wire::Envelope& envelope,
+                     consensus::SharedBatch shared) override;
   void SetReceiver(Receiver receiver) override { receiver_ = std::move(receiver); }
   void SetLinkWatcher(LinkWatcher watcher) override { link_watcher_ = std::move(watcher); }
   // Loop thread (the node's calls ask it): the link table changes on this thread only, so no lock.

@@ -34,17 +34,21 @@ class Transport {
 
   virtual ~Transport() = default;
 
-  // Best effort: never blocks on the peer, may drop.
-  virtual void Send(NodeId to, wire::Envelope envelope) = 0;
+  // Best effort: never blocks on the peer, may drop. The envelope is only read during the call
+  // (the raw TCP transport serialises it at once): a caller may reuse one object for its sends,
+  // or build it on an arena (issue 7: no allocation per message).
+  virtual void Send(NodeId to, const wire::Envelope& envelope) = 0;
 
   // The same for an envelope whose batch is held apart, shared by the sends to several peers
   // (consensus::SharedBatch). This default copies it in; the raw TCP transport serialises it
   // into each peer's bytes instead, after the envelope's own, as a second occurrence of the
   // envelope's field that holds it, which the receiver's parser merges (protobuf's rule for a
   // message field seen twice): one copy of a proposal for n - 1 peers (issue 7).
-  virtual void SendWithBatch(NodeId to, wire::Envelope envelope, consensus::SharedBatch shared) {
-    shared.CopyInto(&envelope);
-    Send(to, std::move(envelope));
+  virtual void SendWithBatch(NodeId to, const wire::Envelope& envelope,
+                             consensus::SharedBatch shared) {
+    wire::Envelope whole = envelope;
+    shared.CopyInto(&whole);
+    Send(to, whole);
   }
 
   // The callback that receives every envelope addressed to this node.

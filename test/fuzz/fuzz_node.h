@@ -30,9 +30,9 @@ namespace cohort::fuzz {
 // Records every envelope (the generator replays them; the fuzz targets only count them).
 class RecordingTransport : public nso::Transport {
  public:
-  void Send(nso::NodeId to, wire::Envelope envelope) override {
+  void Send(nso::NodeId to, const wire::Envelope& envelope) override {
     ++sent;
-    if (keep) outbox.emplace_back(to, std::move(envelope));
+    if (keep) outbox.emplace_back(to, envelope);
   }
   void SetReceiver(Receiver receiver) override { this->receiver = std::move(receiver); }
 
