@@ -566,9 +566,7 @@ void ConsensusOrder::Flush(Outbox* out) {
   if (out->sends.empty()) out->sends.reserve(sends_.size());  // one allocation, not one per growth
   for (ConsensusSend& send : sends_) {
     send.message.set_delivered_everywhere(everyone_past);
-    wire::Envelope envelope;
-    *envelope.mutable_consensus() = std::move(send.message);
-    out->sends.emplace_back(send.to, std::move(envelope),
+    out->sends.emplace_back(send.to, std::move(send.message),
                             SharedBatch{std::move(send.value), SharedBatch::Field::kConsensusValue});
   }
   sends_.clear();  // keeps its capacity for the next step

@@ -738,9 +738,7 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
   } else {
     ++counters_.messages_sent_data;
   }
-  wire::Envelope envelope;
-  *envelope.mutable_sequencer() = std::move(message);
-  out->sends.emplace_back(to, std::move(envelope), std::move(batch));
+  out->sends.emplace_back(to, std::move(message), std::move(batch));
 }
 
 // A field added to SequencerOrder must be added to StateKey too: two states that differ in it

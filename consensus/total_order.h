@@ -61,20 +61,51 @@ struct SharedBatch {
   }
 };
 
-// An envelope to one member, with its batch held apart when shared (SharedBatch).
+// An envelope to one member, with its batch held apart when shared (SharedBatch). A consensus
+// or sequencer message, the order's usual sends, is held as the body alone, not in an envelope
+// object (whose body would be allocated per message): the runtime sends it in an envelope it
+// reuses (nso/group.cc, Group::SendInView; issue 7). The envelope's header is the runtime's.
 struct OutboxSend {
+  enum class Body { kEnvelope, kConsensus, kSequencer };
+
   OutboxSend(NodeId to, wire::Envelope envelope, SharedBatch shared = {})
       : to(to), envelope(std::move(envelope)), shared(std::move(shared)) {}
+  OutboxSend(NodeId to, wire::ConsensusMessage&& consensus, SharedBatch shared = {})
+      : to(to), body(Body::kConsensus), consensus(std::move(consensus)), shared(std::move(shared)) {}
+  OutboxSend(NodeId to, wire::SequencerMessage&& sequencer, SharedBatch shared = {})
+      : to(to), body(Body::kSequencer), sequencer(std::move(sequencer)), shared(std::move(shared)) {}
 
-  // The envelope as its receiver parses it (the shared batch copied in).
+  // Puts a body held alone into `envelope` (Body::kEnvelope after).
+  void PutBodyInEnvelope() {
+    if (body == Body::kConsensus) *envelope.mutable_consensus() = std::move(consensus);
+    if (body == Body::kSequencer) *envelope.mutable_sequencer() = std::move(sequencer);
+    body = Body::kEnvelope;
+  }
+  // The envelope as its receiver parses it (the body and the shared batch in it).
   wire::Envelope TakeWhole() {
+    PutBodyInEnvelope();
     shared.CopyInto(&envelope);
     shared = {};
     return std::move(envelope);
   }
+  bool has_consensus() const {
+    return body == Body::kConsensus || (body == Body::kEnvelope && envelope.has_consensus());
+  }
+  const wire::ConsensusMessage& consensus_message() const {
+    return body == Body::kConsensus ? consensus : envelope.consensus();
+  }
+  bool has_sequencer() const {
+    return body == Body::kSequencer || (body == Body::kEnvelope && envelope.has_sequencer());
+  }
+  const wire::SequencerMessage& sequencer_message() const {
+    return body == Body::kSequencer ? sequencer : envelope.sequencer();
+  }
 
   NodeId to;
-  wire::Envelope envelope;
+  Body body = Body::kEnvelope;
+  wire::Envelope envelope;           // Body::kEnvelope
+  wire::ConsensusMessage consensus;  // Body::kConsensus
+  wire::SequencerMessage sequencer;  // Body::kSequencer
   SharedBatch shared;
 };
 

@@ -548,12 +548,35 @@ void Group::Detect(uint64_t now_ms, consensus::Deliveries* deliveries) {
 
 void Group::SendTo(NodeId to, wire::Envelope envelope) { SendInView(view_id_, to, std::move(envelope)); }
 
-void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
-                       consensus::SharedBatch shared) {
+void Group::SendOrderMessage(uint64_t view_id, consensus::OutboxSend* send) {
+  using Body = consensus::OutboxSend::Body;
+  if (send->body == Body::kEnvelope) {
+    return SendEnvelopeInView(view_id, send->to, &send->envelope, std::move(send->shared));
+  }
+  // One envelope per body kind, kept with its body: filled, serialised or copied by the
+  // transport during the call (transport.h), and left for the next send. Every header field is
+  // set each time (SendEnvelopeInView) and the body is swapped in whole, so nothing of an
+  // earlier send stays; the body swapped out goes with `send`.
+  thread_local wire::Envelope consensus_envelope;
+  thread_local wire::Envelope sequencer_envelope;
+  wire::Envelope* envelope = nullptr;
+  if (send->body == Body::kConsensus) {
+    envelope = &consensus_envelope;
+    envelope->mutable_consensus()->Swap(&send->consensus);
+  } else {
+    envelope = &sequencer_envelope;
+    envelope->mutable_sequencer()->Swap(&send->sequencer);
+  }
+  SendEnvelopeInView(view_id, send->to, envelope, std::move(send->shared));
+}
+
+void Group::SendEnvelopeInView(uint64_t view_id, NodeId to, wire::Envelope* envelope_pointer,
+                               consensus::SharedBatch shared) {
+  wire::Envelope& envelope = *envelope_pointer;
   Touch();
   envelope.set_version(wire::VERSION_1);
   envelope.set_group(config().name);
-  if (group_incarnation() != 0) envelope.set_group_incarnation(group_incarnation());
+  envelope.set_group_incarnation(group_incarnation());  // 0: none
   envelope.set_sender_node(self_);
   envelope.set_view_id(view_id);
   // Outside its current view (it left, or was excluded while alive) this node holds no state of
@@ -562,22 +585,20 @@ void Group::SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
   // deliver the change (cohort-sim --stack --ordering sequencer --leaves --slow-servants, seed
   // 2912: n3 left, the ORDERED that carried its leave to n4 was lost, and n3's join request and
   // forwards naming view 3 made n2, the sequencer, and n4 stop resending and acknowledging it).
-  if (holds_no_state() && view_id == view_id_) envelope.set_awaiting_state(true);
-  if (previous_claim_ != 0 && view_id == view_id_) {
-    envelope.set_previous_incarnation(previous_claim_);
-  }
+  envelope.set_awaiting_state(holds_no_state() && view_id == view_id_);
+  envelope.set_previous_incarnation(view_id == view_id_ ? previous_claim_ : 0);
   envelope.set_incarnation(incarnation_);
   const std::map<NodeId, uint64_t>& known =
       view_id == view_id_ ? incarnations_ : rare().retired.at(view_id).incarnations;
   auto receiver = known.find(to);
-  if (receiver != known.end()) envelope.set_receiver_incarnation(receiver->second);
+  envelope.set_receiver_incarnation(receiver != known.end() ? receiver->second : 0);
   last_sent_ms_[to] = now_ms_;
   counters_.envelopes_sent++;
   if (shared) {
-    transport_->SendWithBatch(to, std::move(envelope), std::move(shared));
+    transport_->SendWithBatch(to, envelope, std::move(shared));
     return;
   }
-  transport_->Send(to, std::move(envelope));
+  transport_->Send(to, envelope);
 }
 
 namespace {
@@ -587,15 +608,15 @@ namespace {
 // new sequencer, a stability acknowledgement. Not one that asks for what was agreed and so
 // makes a decided member answer with it (an estimate, a NACK, a retransmission request), nor a
 // decision, nor a payload.
-bool MakesOrder(const wire::Envelope& envelope) {
-  if (envelope.has_consensus()) {
-    return envelope.consensus().kind() == wire::ConsensusMessage::PROPOSAL ||
-           envelope.consensus().kind() == wire::ConsensusMessage::ACK;
+bool MakesOrder(const consensus::OutboxSend& send) {
+  if (send.has_consensus()) {
+    return send.consensus_message().kind() == wire::ConsensusMessage::PROPOSAL ||
+           send.consensus_message().kind() == wire::ConsensusMessage::ACK;
   }
-  if (envelope.has_sequencer()) {
-    return envelope.sequencer().kind() == wire::SequencerMessage::ORDERED ||
-           envelope.sequencer().kind() == wire::SequencerMessage::ACK ||
-           envelope.sequencer().kind() == wire::SequencerMessage::EPOCH_STATE;
+  if (send.has_sequencer()) {
+    return send.sequencer_message().kind() == wire::SequencerMessage::ORDERED ||
+           send.sequencer_message().kind() == wire::SequencerMessage::ACK ||
+           send.sequencer_message().kind() == wire::SequencerMessage::EPOCH_STATE;
   }
   return false;
 }
@@ -617,11 +638,11 @@ void Group::Flush(uint64_t view_id, consensus::Outbox* outbox,
   const bool over = view_id == view_id_ && ViewOver();
   for (consensus::OutboxSend& send : outbox->sends) {
     if (send.to == self_) continue;
-    if (over && MakesOrder(send.envelope)) {
+    if (over && MakesOrder(send)) {
       counters_.order_messages_withheld++;
       continue;
     }
-    SendInView(view_id, send.to, std::move(send.envelope), std::move(send.shared));
+    SendOrderMessage(view_id, &send);
   }
   if (view_id == view_id_ && !outbox->deliveries.empty()) last_progress_ms_ = now_ms_;
   if (view_id == view_id_) {  // a laggard of a retired view learns of the new one by itself

@@ -305,7 +305,16 @@ class Group {
   // `shared`, when given, is the envelope's batch, held apart for the step's sends
   // (consensus::SharedBatch).
   void SendInView(uint64_t view_id, NodeId to, wire::Envelope envelope,
-                  consensus::SharedBatch shared = {});
+                  consensus::SharedBatch shared = {}) {
+    SendEnvelopeInView(view_id, to, &envelope, std::move(shared));
+  }
+  // The same, filling in `*envelope`'s header (every header field, so a reused envelope carries
+  // nothing of its last send).
+  void SendEnvelopeInView(uint64_t view_id, NodeId to, wire::Envelope* envelope,
+                          consensus::SharedBatch shared);
+  // An order's send: a body held alone (a consensus or sequencer message) goes in an envelope
+  // reused for every such send of this thread, not one made per message (issue 7).
+  void SendOrderMessage(uint64_t view_id, consensus::OutboxSend* send);
   // A membership event of this group, through the owner's GroupEventLog (gathered with the same
   // event of other groups), or logged at once without one.
   void LogEvent(spdlog::level::level_enum level, std::string event, std::string text);

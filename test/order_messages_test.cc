@@ -1054,8 +1054,8 @@ TEST_CASE("the sequencer's ORDERED and a diffusion hold one shared copy of their
   sequencer.Broadcast(std::string(64, 's'), &out);
   std::vector<const OutboxSend*> ordered;
   for (const OutboxSend& send : out.sends) {
-    if (send.envelope.has_sequencer() &&
-        send.envelope.sequencer().kind() == wire::SequencerMessage::ORDERED) {
+    if (send.has_sequencer() &&
+        send.sequencer_message().kind() == wire::SequencerMessage::ORDERED) {
       ordered.push_back(&send);
     }
   }
