@@ -12,6 +12,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "invocation/backpressure.h"
 #include "nso/api_service.h"
 #include "nso/framing.h"
@@ -61,13 +62,17 @@ struct LocalApi::Connection {
   size_t calls_in_flight = 0;
   ResultSizes results;       // of its calls so far (PauseReadingCalls)
   bool peer_closed = false;  // the client's end is closed: its frames read are handled, no pause
+  // Each frame read is parsed into this one object, emptied by RecycleFrame for the next: a
+  // connection's frames are of one kind (a client's calls, a servant's answers), whose objects
+  // and strings are kept from one to the next, so reading one allocates nothing (omniORB2, 001
+  // sections 5-6). Handlers copy, move or swap out what they keep.
+  api::LocalFrame read_frame;
 };
 
 LocalApi::LocalApi(LocalApiOptions options, Node* node, EventLoop* loop,
                    const AccessPolicy* policy, InvocationMetrics* metrics)
     : options_(std::move(options)), node_(node), loop_(loop), policy_(policy),
       metrics_(metrics),
-      read_arena_(ArenaOn(read_block_, sizeof(read_block_))),
       write_arena_(ArenaOn(write_block_, sizeof(write_block_))) {}
 
 LocalApi::~LocalApi() { Shutdown(); }
@@ -193,6 +198,47 @@ bool LocalApi::ReadSome(Connection* connection) {
   return HandleFrames(connection) && open;
 }
 
+namespace {
+
+constexpr size_t kKeptFrameBytesMax = 64 * 1024;  // read_frame_ keeps at most about this
+
+// The memory a frame's strings keep for the next (RecycleFrame).
+size_t KeptBytes(const api::LocalFrame& frame) {
+  if (frame.has_servant() && frame.servant().has_answer()) {
+    return frame.servant().answer().payload().capacity() +
+           frame.servant().answer().error().capacity();
+  }
+  if (frame.has_call()) return frame.call().invoke().payload().capacity();
+  return 0;
+}
+
+// Empties `frame` for the next parse into it (a merge), keeping the objects of a servant's
+// answer or a client's call: their strings keep their memory. Clear() would delete them (a
+// oneof's or a proto3 submessage's object goes with it), and the parse would make them again.
+// Anything else, or unknown fields anywhere, is cleared whole.
+bool NoUnknownFields(const google::protobuf::Message& message) {
+  return message.GetReflection()->GetUnknownFields(message).empty();
+}
+
+void RecycleFrame(api::LocalFrame* frame) {
+  if (NoUnknownFields(*frame)) {
+    if (frame->has_servant() && frame->servant().has_answer() &&
+        NoUnknownFields(frame->servant())) {
+      frame->mutable_servant()->mutable_answer()->Clear();
+      return;
+    }
+    if (frame->has_call() && NoUnknownFields(frame->call())) {
+      api::PipelinedCall* call = frame->mutable_call();
+      call->set_call(0);
+      if (call->has_invoke()) call->mutable_invoke()->Clear();
+      return;
+    }
+  }
+  frame->Clear();
+}
+
+}  // namespace
+
 bool LocalApi::HandleFrames(Connection* connection) {
   size_t offset = 0;
   std::string& in = connection->in;
@@ -212,14 +258,17 @@ bool LocalApi::HandleFrames(Connection* connection) {
       break;
     }
     if (in.size() - offset - kFrameLengthBytes < length) break;
-    auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&read_arena_);
-    const bool parsed =
-        frame->ParseFromArray(in.data() + offset + kFrameLengthBytes, static_cast<int>(length));
+    api::LocalFrame* frame = &connection->read_frame;
+    RecycleFrame(frame);
+    google::protobuf::io::CodedInputStream input(
+        reinterpret_cast<const uint8_t*>(in.data() + offset + kFrameLengthBytes),
+        static_cast<int>(length));
+    const bool parsed = frame->MergeFromCodedStream(&input);
     if (parsed) {
       offset += kFrameLengthBytes + length;
       ok = HandleFrame(connection, frame);
     }
-    read_arena_.Reset();  // nothing of the frame is held past it (a large one's strings go now)
+    if (!parsed || KeptBytes(*frame) > kKeptFrameBytesMax) frame->Clear();  // a large one's go
     if (!parsed) {
       ok = Fail(connection, "undecodable frame (not a cohort.api.LocalFrame)");
       break;
@@ -387,10 +436,11 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
   if (message->has_answer()) {
     if (connection->servant == 0) return Fail(connection, "an answer before the register");
     api::ServantMessage::Answer* answer = message->mutable_answer();
-    node_->Answer(connection->servant, answer->delivery(),
-                  absl::Status(static_cast<absl::StatusCode>(answer->status_code()),
-                               answer->error()),
-                  std::move(*answer->mutable_payload()), answer->more());
+    // Swapped: the frame's string gets memory back for the next answer read (read_frame_).
+    node_->AnswerSwapping(connection->servant, answer->delivery(),
+                          absl::Status(static_cast<absl::StatusCode>(answer->status_code()),
+                                       answer->error()),
+                          answer->mutable_payload(), answer->more());
     return true;
   }
   return Fail(connection, "an empty servant message");

@@ -113,11 +113,6 @@ class LocalApi {
   std::vector<uint64_t> dirty_;      // connections with output queued in this batch
   std::vector<uint64_t> flushing_;   // Flush's: those being written (no allocation per batch)
   std::vector<char> read_buffer_;    // loop thread
-  // Loop thread: each frame read is parsed into this arena, reset for the next one; its first
-  // block is `read_block_`, so a call's or an answer's messages and short strings cost no
-  // allocation (omniORB2, 001 sections 5-6). Handlers copy or move out what they keep.
-  alignas(16) char read_block_[4096];
-  google::protobuf::Arena read_arena_;
   // Loop thread: the same for each result and delivery written (OnResult, OnDelivery), whose
   // payloads are moved in, not copied.
   alignas(16) char write_block_[4096];

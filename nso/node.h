@@ -253,7 +253,13 @@ class Node {
   void SetServantHooks(uint64_t servant, BacklogProbe probe, EndHook on_end);
   // `more`: an answer to "$get_state" continues in further answers (the state is streamed).
   void Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
-              bool more = false);
+              bool more = false) {
+    AnswerSwapping(servant, delivery, status, &payload, more);
+  }
+  // The same, taking `*payload` by swapping: it is left holding memory of the same use, which a
+  // caller that reads answers into one reused buffer gets back for the next (issue 7).
+  void AnswerSwapping(uint64_t servant, uint64_t delivery, absl::Status status,
+                      std::string* payload, bool more = false);
 
   NodeId self() const { return self_; }
   const std::string& name() const { return config_.node; }
@@ -645,8 +651,10 @@ class Node {
   // An ordered request: noted as ordered, and executed by the servant (or kept for it).
   // `orderer`: the member whose broadcast delivered it (0: not known, a request applied later
   // from a buffer); it alone sends a non-member's ordered notice.
-  void ApplyRequest(Group* group, const wire::Request& request, NodeId orderer = 0);
-  void DeliverRequest(Group* group, const wire::Request& request);
+  // `payload`, when given, is request's own payload, which the call may take, uncopied.
+  void ApplyRequest(Group* group, const wire::Request& request, NodeId orderer = 0,
+                    std::string* payload = nullptr);
+  void DeliverRequest(Group* group, const wire::Request& request, std::string* payload = nullptr);
   // A servant attached here holds the group's replicated state (false while servant_lost).
   bool HasServant(const std::string& group) const;
   bool CanGiveState(const Group* group);
@@ -773,7 +781,8 @@ class Node {
   // "I need no more of the state of `view_id`" (installed, or moved past it).
   void SendStateAck(Group* group, NodeId provider, uint64_t view_id);
   void GiveStateToServant(Group* group, std::vector<membership::StateReceiver::ServantChunk> chunks);
-  void DeliverInvocation(Group* group, const wire::Request& request);
+  void DeliverInvocation(Group* group, const wire::Request& request,
+                         std::string* payload = nullptr);
   // A request of (origin, incarnation) was made by this daemon in its current incarnation.
   bool MadeHere(uint32_t origin, uint64_t incarnation) const {
     return origin == self_ && incarnation == incarnation_;
@@ -787,7 +796,7 @@ class Node {
   void SendReply(NodeId to, const std::string& group, wire::Reply reply);
   // A servant's answer to its targets (Answer): built in answer_envelope_, reused, unless that
   // is in use further up the stack (an inline servant answering during OnReply).
-  void SendAnswer(const OpenDelivery& open, absl::Status status, std::string payload);
+  void SendAnswer(const OpenDelivery& open, absl::Status status, std::string* payload);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
   void FinishCall(CallKey call, absl::Status status);
   void ExpireCalls();

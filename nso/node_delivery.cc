@@ -66,11 +66,13 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
       membership.buffered.push_back(std::move(*message.mutable_request()));
       continue;
     }
-    ApplyRequest(group, message.request(), deliveries[i].origin);
+    ApplyRequest(group, message.request(), deliveries[i].origin,
+                 message.mutable_request()->mutable_payload());
   }
 }
 
-void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer) {
+void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer,
+                        std::string* payload) {
   GroupMembership& membership = membership_[group->name()];
   if (!standby_.empty()) {
     auto standby = standby_.find(group->name());
@@ -111,7 +113,7 @@ void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId order
     }
     return;
   }
-  DeliverRequest(group, request);
+  DeliverRequest(group, request, payload);
 }
 
 bool Node::CanGiveState(const Group* group) {
@@ -136,7 +138,7 @@ bool Node::HasServant(const std::string& group) const {
   return AnyServantAttached(group);
 }
 
-void Node::DeliverRequest(Group* group, const wire::Request& request) {
+void Node::DeliverRequest(Group* group, const wire::Request& request, std::string* payload) {
   if (!outside_fifo_.empty()) NoteOutsideDelivered(group, request);
   if (request.retire_client()) {
     // Its client is gone and every request it made was ordered before this one (RetireClient):
@@ -152,7 +154,7 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
         {request.origin(), request.origin_incarnation(), request.client_nso()},
         request.replies_taken_below());
   }
-  if (!request.method().empty()) return DeliverInvocation(group, request);
+  if (!request.method().empty()) return DeliverInvocation(group, request, payload);
   uint64_t group_seq = ++delivered_seq_[group->name()];
   if (request.notify_ordered()) {
     // From outside the group: it may come twice (resent through another member, SendOutside).
@@ -189,7 +191,7 @@ void Node::DeliverRequest(Group* group, const wire::Request& request) {
   }
 }
 
-void Node::DeliverInvocation(Group* group, const wire::Request& request) {
+void Node::DeliverInvocation(Group* group, const wire::Request& request, std::string* payload) {
   bool replies = !request.one_way() &&
                  (!request.reply_from_manager_only() || request.reply_to() == self_);
   ReplyTarget target{request.reply_to() ? request.reply_to() : request.origin(), request.origin(),
@@ -262,7 +264,10 @@ void Node::DeliverInvocation(Group* group, const wire::Request& request) {
            "");
     return;
   }
-  ServantDelivery delivery{number, group->name(), request.method(), request.payload(),
+  // The payload is taken from the parsed request when the caller allows (DeliverAll): its last
+  // use here.
+  ServantDelivery delivery{number, group->name(), request.method(),
+                           payload != nullptr ? std::move(*payload) : request.payload(),
                            request.one_way(), group->view_id(), group_seq};
   if (group->config().durable) {
     // The servant keeps the call's answer with its state (invocation/kept_calls.h).
@@ -305,8 +310,9 @@ wire::Reply Node::RefuseOutOfOrder(const Group& group, const wire::Request& requ
   return reply;
 }
 
-void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std::string payload,
-                  bool more) {
+void Node::AnswerSwapping(uint64_t servant, uint64_t delivery, absl::Status status,
+                          std::string* payload_pointer, bool more) {
+  std::string& payload = *payload_pointer;
   if (AnswerStateRequest(delivery, status, payload, more)) return;
   if (!kept_restores_.empty() && AnswerRestore(servant, delivery, status, payload)) return;
   auto it = open_deliveries_.find(delivery);
@@ -330,14 +336,14 @@ void Node::Answer(uint64_t servant, uint64_t delivery, absl::Status status, std:
         " exceeds limits.max_payload_bytes (", limits_.max_payload_bytes, "): not sent"));
     payload.clear();
   }
-  SendAnswer(open, status, std::move(payload));
+  SendAnswer(open, status, &payload);
 }
 
 namespace {
 constexpr size_t kKeptAnswerBytesMax = 64 * 1024;  // answer_envelope_ keeps at most this
 }  // namespace
 
-void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string payload) {
+void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string* payload) {
   wire::Envelope own_envelope;  // only while answer_envelope_ is in use further up the stack
   wire::Envelope* envelope = answer_envelope_busy_ ? &own_envelope : &answer_envelope_;
   const bool reused = envelope == &answer_envelope_;
@@ -349,7 +355,7 @@ void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string
   reply.set_replier(self_);
   reply.set_status_code(static_cast<int>(status.code()));
   if (!status.ok()) reply.set_error(std::string(status.message()));
-  reply.set_payload(std::move(payload));
+  reply.mutable_payload()->swap(*payload);  // *payload gets the last answer's memory, to reuse
   reply_caches_[open.group].Completed(open.cache_id.first, open.cache_id.second, reply);
   for (size_t i = 0; i < open.targets.size(); ++i) {
     const ReplyTarget& target = open.targets[i];
@@ -368,7 +374,7 @@ void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string
   if (!reused) return;
   answer_envelope_busy_ = false;
   // A large answer's memory goes rather than stay with the envelope until the next answer.
-  if (reply.payload().capacity() > kKeptAnswerBytesMax) reply.set_payload(std::string());
+  if (reply.payload().capacity() > kKeptAnswerBytesMax) std::string().swap(*reply.mutable_payload());
 }
 
 void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply) {
