@@ -49,12 +49,12 @@ void ReplyCache::Completed(ClientKey client, uint64_t call_id, const wire::Reply
 }
 
 void ReplyCache::AddInProgress(Calls* calls, uint64_t call_id) {
-  if (spare_.nodes.empty()) {
+  if (spare_.value.empty()) {
     calls->try_emplace(call_id);
     return;
   }
-  Calls::node_type node = std::move(spare_.nodes.back());
-  spare_.nodes.pop_back();
+  Calls::node_type node = std::move(spare_.value.back());
+  spare_.value.pop_back();
   node.key() = call_id;
   node.mapped().answered = false;
   node.mapped().reply.Clear();  // keeps its strings' memory
@@ -65,9 +65,9 @@ void ReplyCache::Forget(Calls* calls, Calls::iterator first, Calls::iterator las
   while (first != last) {
     Calls::iterator next = std::next(first);
     const wire::Reply& reply = first->second.reply;
-    if (spare_.nodes.size() < kSpareCallsMax &&
+    if (spare_.value.size() < kSpareCallsMax &&
         reply.payload().capacity() + reply.error().capacity() <= kSpareReplyBytesMax) {
-      spare_.nodes.push_back(calls->extract(first));
+      spare_.value.push_back(calls->extract(first));
     } else {
       calls->erase(first);
     }

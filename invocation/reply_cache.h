@@ -17,6 +17,7 @@
 #include <vector>
 #include <utility>
 
+#include "consensus/spare.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::invocation {
@@ -90,17 +91,6 @@ class ReplyCache {
     Calls calls;
     uint64_t forgotten_below = 0;  // call ids below it were evicted (or taken, TakeRepliesBelow)
   };
-  // Entries of calls forgotten, kept for the next calls delivered: a map node and its reply's
-  // strings are reused, not allocated per call (omniORB2, 001 sections 5-6; issue 7). A copy of
-  // the cache (state transfer) starts without any.
-  struct SpareCalls {
-    SpareCalls() = default;
-    SpareCalls(const SpareCalls&) {}
-    SpareCalls& operator=(const SpareCalls&) { return *this; }
-    SpareCalls(SpareCalls&&) = default;
-    SpareCalls& operator=(SpareCalls&&) = default;
-    std::vector<Calls::node_type> nodes;
-  };
   static constexpr size_t kSpareCallsMax = 64;
   static constexpr size_t kSpareReplyBytesMax = 64 * 1024;  // a larger reply's memory goes
 
@@ -111,7 +101,10 @@ class ReplyCache {
 
   size_t calls_per_client_max_;
   std::map<ClientKey, ClientCalls> clients_;
-  SpareCalls spare_;
+  // Entries of calls forgotten, kept for the next calls delivered: a map node and its reply's
+  // strings are reused, not allocated per call (omniORB2, 001 sections 5-6; issue 7). A copy of
+  // the cache (state transfer) starts without any.
+  consensus::Spare<std::vector<Calls::node_type>> spare_;
   // (origin, incarnation) -> retired NSO ids as ranges: first -> end (exclusive), not adjacent.
   std::map<std::pair<uint32_t, uint64_t>, std::map<uint64_t, uint64_t>> retired_;
 };
