@@ -10,14 +10,10 @@ namespace cohort::consensus {
 using Kind = wire::ConsensusMessage;
 
 namespace {
-// A batch whose memory is kept for reuse (Recycle, Share) holds at most this much: a burst of
-// large requests does not leave every group holding its largest batches.
-constexpr size_t kKeptBatchBytesMax = 64 * 1024;
-
 bool LargeBatch(const wire::MessageBatch& batch) {
   size_t bytes = 0;
   for (const wire::DataMessage& message : batch.messages()) bytes += message.payload().capacity();
-  return bytes > kKeptBatchBytesMax;
+  return bytes > kSpareBytesMax;  // (Recycle, Share)
 }
 
 // Empties `batch`, keeping its messages and strings for the next copy into it unless large.

@@ -36,7 +36,6 @@ ChandraToueg* ConsensusOrder::Current() {
 ChandraToueg* ConsensusOrder::StartInstance() {
   if (!spare_instance_.value.empty()) {
     std::map<uint64_t, ChandraToueg>::node_type node = std::move(spare_instance_.value);
-    spare_instance_.value = {};
     node.key() = next_instance_;
     node.mapped().Recycle(next_instance_, suspected_, leader_);
     auto inserted = instances_.insert(std::move(node));

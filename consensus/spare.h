@@ -5,9 +5,15 @@
 #ifndef COHORT_CONSENSUS_SPARE_H_
 #define COHORT_CONSENSUS_SPARE_H_
 
+#include <cstddef>
 #include <utility>
 
 namespace cohort::consensus {
+
+// Memory kept for reuse holds at most about this many bytes per object (a batch, a reply, a
+// frame): past it, the memory goes with the message, so a burst of large messages does not
+// leave every holder keeping the largest.
+inline constexpr size_t kSpareBytesMax = 64 * 1024;
 
 template <typename T>
 struct Spare {

@@ -66,7 +66,7 @@ void ReplyCache::Forget(Calls* calls, Calls::iterator first, Calls::iterator las
     Calls::iterator next = std::next(first);
     const wire::Reply& reply = first->second.reply;
     if (spare_.value.size() < kSpareCallsMax &&
-        reply.payload().capacity() + reply.error().capacity() <= kSpareReplyBytesMax) {
+        reply.payload().capacity() + reply.error().capacity() <= consensus::kSpareBytesMax) {
       spare_.value.push_back(calls->extract(first));
     } else {
       calls->erase(first);

@@ -92,7 +92,6 @@ class ReplyCache {
     uint64_t forgotten_below = 0;  // call ids below it were evicted (or taken, TakeRepliesBelow)
   };
   static constexpr size_t kSpareCallsMax = 64;
-  static constexpr size_t kSpareReplyBytesMax = 64 * 1024;  // a larger reply's memory goes
 
   // Inserts `call_id` (absent) as in progress, into a spare entry if there is one.
   void AddInProgress(Calls* calls, uint64_t call_id);

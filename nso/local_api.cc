@@ -12,6 +12,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "consensus/spare.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "invocation/backpressure.h"
 #include "nso/api_service.h"
@@ -200,8 +201,6 @@ bool LocalApi::ReadSome(Connection* connection) {
 
 namespace {
 
-constexpr size_t kKeptFrameBytesMax = 64 * 1024;  // read_frame_ keeps at most about this
-
 // The memory a frame's strings keep for the next (RecycleFrame).
 size_t KeptBytes(const api::LocalFrame& frame) {
   if (frame.has_servant() && frame.servant().has_answer()) {
@@ -212,14 +211,14 @@ size_t KeptBytes(const api::LocalFrame& frame) {
   return 0;
 }
 
-// Empties `frame` for the next parse into it (a merge), keeping the objects of a servant's
-// answer or a client's call: their strings keep their memory. Clear() would delete them (a
-// oneof's or a proto3 submessage's object goes with it), and the parse would make them again.
-// Anything else, or unknown fields anywhere, is cleared whole.
 bool NoUnknownFields(const google::protobuf::Message& message) {
   return message.GetReflection()->GetUnknownFields(message).empty();
 }
 
+// Empties `frame` for the next parse into it (a merge), keeping the objects of a servant's
+// answer or a client's call: their strings keep their memory. Clear() would delete them (a
+// oneof's or a proto3 submessage's object goes with it), and the parse would make them again.
+// Anything else, or unknown fields anywhere, is cleared whole.
 void RecycleFrame(api::LocalFrame* frame) {
   if (NoUnknownFields(*frame)) {
     if (frame->has_servant() && frame->servant().has_answer() &&
@@ -268,7 +267,7 @@ bool LocalApi::HandleFrames(Connection* connection) {
       offset += kFrameLengthBytes + length;
       ok = HandleFrame(connection, frame);
     }
-    if (!parsed || KeptBytes(*frame) > kKeptFrameBytesMax) frame->Clear();  // a large one's go
+    if (!parsed || KeptBytes(*frame) > consensus::kSpareBytesMax) frame->Clear();  // a large one's go
     if (!parsed) {
       ok = Fail(connection, "undecodable frame (not a cohort.api.LocalFrame)");
       break;

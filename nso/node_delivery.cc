@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "consensus/spare.h"
 #include "invocation/kept_calls.h"
 #include "nso/logging.h"
 #include "nso/node.h"
@@ -339,10 +340,6 @@ void Node::AnswerSwapping(uint64_t servant, uint64_t delivery, absl::Status stat
   SendAnswer(open, status, &payload);
 }
 
-namespace {
-constexpr size_t kKeptAnswerBytesMax = 64 * 1024;  // answer_envelope_ keeps at most this
-}  // namespace
-
 void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string* payload) {
   wire::Envelope own_envelope;  // only while answer_envelope_ is in use further up the stack
   wire::Envelope* envelope = answer_envelope_busy_ ? &own_envelope : &answer_envelope_;
@@ -374,7 +371,7 @@ void Node::SendAnswer(const OpenDelivery& open, absl::Status status, std::string
   if (!reused) return;
   answer_envelope_busy_ = false;
   // A large answer's memory goes rather than stay with the envelope until the next answer.
-  if (reply.payload().capacity() > kKeptAnswerBytesMax) std::string().swap(*reply.mutable_payload());
+  if (reply.payload().capacity() > consensus::kSpareBytesMax) std::string().swap(*reply.mutable_payload());
 }
 
 void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply) {
