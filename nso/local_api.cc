@@ -435,7 +435,7 @@ bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
   if (message->has_answer()) {
     if (connection->servant == 0) return Fail(connection, "an answer before the register");
     api::ServantMessage::Answer* answer = message->mutable_answer();
-    // Swapped: the frame's string gets memory back for the next answer read (read_frame_).
+    // Swapped: the frame's string gets memory back for the next answer read (Connection::read_frame).
     node_->AnswerSwapping(connection->servant, answer->delivery(),
                           absl::Status(static_cast<absl::StatusCode>(answer->status_code()),
                                        answer->error()),
