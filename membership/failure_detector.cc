@@ -1,5 +1,7 @@
 #include "membership/failure_detector.h"
 
+#include <algorithm>
+
 namespace cohort::membership {
 
 FailureDetector::FailureDetector(FailureDetectorOptions options,
@@ -12,7 +14,9 @@ void FailureDetector::SetMonitored(const std::vector<NodeId>& monitored, uint64_
   std::map<NodeId, State> next;
   for (NodeId node : monitored) {
     auto it = states_.find(node);
-    next[node] = it != states_.end() ? it->second : State{now_ms, false, false};
+    State fresh;
+    fresh.last_heard_ms = now_ms;
+    next[node] = it != states_.end() ? it->second : fresh;
   }
   states_ = std::move(next);
 }
@@ -26,8 +30,19 @@ void FailureDetector::Heard(NodeId node, uint64_t now_ms, std::vector<SuspicionE
   // would leave two sides of a healed partition suspecting each other for good (each skipping
   // the other's sequencer epochs: cohort-sim --stack --seeds 6052 --ordering sequencer).
   if (state.suspected) {
-    out->push_back({node, SuspicionEvent::Kind::kTrust, now_ms - state.last_heard_ms});
+    SuspicionEvent event{node, SuspicionEvent::Kind::kTrust, now_ms - state.last_heard_ms};
+    if (state.suspected_silent) {
+      // A wrong suspicion: a longer timeout for this node (header comment).
+      const uint64_t raised = std::min(2 * TimeoutOf(state), MaxTimeout());
+      if (raised > TimeoutOf(state)) {
+        state.timeout_ms = raised;
+        event.raised_to_ms = raised;
+      }
+      state.raised_ms = now_ms;
+    }
+    out->push_back(event);
     state.suspected = false;
+    state.suspected_silent = false;
     state.excluded = false;
   }
   state.last_heard_ms = now_ms;
@@ -46,12 +61,24 @@ void FailureDetector::LinkUp(NodeId node) {
 
 void FailureDetector::Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out) {
   if (!monitoring_) return;
+  // This node's own pause is nobody's silence (header comment).
+  const uint64_t pause_ms = last_tick_ms_ != 0 && now_ms > last_tick_ms_ ? now_ms - last_tick_ms_ : 0;
+  const bool paused = options_.own_pause_ms != 0 && pause_ms > options_.own_pause_ms;
+  last_tick_ms_ = now_ms;
   for (auto& [node, state] : states_) {
+    if (paused) state.last_heard_ms = std::min(now_ms, state.last_heard_ms + pause_ms);
     uint64_t silent_ms = now_ms > state.last_heard_ms ? now_ms - state.last_heard_ms : 0;
-    if (!state.suspected && (silent_ms >= options_.suspect_timeout_ms || state.link_down)) {
+    if (state.timeout_ms != 0 && now_ms >= state.raised_ms + options_.exclude_timeout_ms) {
+      // No wrong suspicion for an exclusion timeout: halve it again.
+      state.timeout_ms = state.timeout_ms / 2 > options_.suspect_timeout_ms ? state.timeout_ms / 2
+                                                                              : 0;
+      state.raised_ms = now_ms;
+    }
+    const uint64_t timeout_ms = TimeoutOf(state);
+    if (!state.suspected && (silent_ms >= timeout_ms || state.link_down)) {
       state.suspected = true;
-      out->push_back({node, SuspicionEvent::Kind::kSuspect, silent_ms,
-                      silent_ms < options_.suspect_timeout_ms});
+      state.suspected_silent = silent_ms >= timeout_ms;
+      out->push_back({node, SuspicionEvent::Kind::kSuspect, silent_ms, silent_ms < timeout_ms});
     }
     if (!state.excluded && silent_ms >= options_.exclude_timeout_ms) {
       state.excluded = true;
@@ -70,12 +97,28 @@ void FailureDetector::SetMonitoring(bool on, uint64_t now_ms) {
   } else if (!on && monitoring_) {
     monitoring_off_ms_ = now_ms;
   }
+  if (on && !monitoring_) last_tick_ms_ = 0;  // the time off is not a pause of this node's
   monitoring_ = on;
 }
 
 bool FailureDetector::suspected(NodeId node) const {
   auto it = states_.find(node);
   return it != states_.end() && it->second.suspected;
+}
+
+uint64_t FailureDetector::suspect_timeout_ms(NodeId node) const {
+  auto it = states_.find(node);
+  return it == states_.end() ? 0 : TimeoutOf(it->second);
+}
+
+uint64_t FailureDetector::MaxTimeout() const {
+  return std::max(options_.suspect_timeout_ms,
+                  std::min(16 * options_.suspect_timeout_ms, options_.exclude_timeout_ms / 4));
+}
+
+// Within [configured, MaxTimeout()] whatever the options are now (a reload may change them).
+uint64_t FailureDetector::TimeoutOf(const State& state) const {
+  return std::clamp(state.timeout_ms, options_.suspect_timeout_ms, MaxTimeout());
 }
 
 bool FailureDetector::excluded(NodeId node) const {

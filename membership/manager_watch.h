@@ -12,6 +12,13 @@
 // (it was frozen, or starved of CPU) restarts every count: only the watched node's silence is
 // reported, not the watcher's.
 //
+// A manager reported silent and heard again was judged wrongly (it was slow, not frozen): the
+// silence allowed it doubles, up to 8 x, and halves again after calm_ms without such a mistake,
+// as the members' failure detector does (failure_detector.h, after Chandra and Toueg). Under a
+// load that slows every member, moving calls on from member to member added to it (each
+// member ordered 4 MiB again) until no member answered in time (large_payload_e2e_test in CI,
+// session 60).
+//
 // Pure state machine: time comes in as `now_ms`. Not thread-safe.
 #ifndef COHORT_MEMBERSHIP_MANAGER_WATCH_H_
 #define COHORT_MEMBERSHIP_MANAGER_WATCH_H_
@@ -29,6 +36,9 @@ class ManagerWatch {
   struct Use {
     uint64_t probe_ms = 25;    // probe once silent this long, and again every probe_ms
     uint64_t silence_ms = 100;  // report silent once nothing was heard for this long
+    // A mistake's raised allowance lasts this long (the group's exclusion timeout); the allowance
+    // never exceeds it.
+    uint64_t calm_ms = 10000;
   };
   struct Actions {
     std::vector<NodeId> probe;   // send each a probe now
@@ -36,20 +46,31 @@ class ManagerWatch {
   };
 
   // Anything at all arrived from `node`.
-  void Heard(NodeId node, uint64_t now_ms) {
-    auto it = watched_.find(node);
-    if (it != watched_.end()) it->second.heard_ms = now_ms;
-  }
+  void Heard(NodeId node, uint64_t now_ms);
   // Every tick, with the managers in use now; the others are no longer watched.
   Actions Tick(uint64_t now_ms, const std::map<NodeId, Use>& in_use);
-  bool watching() const { return !watched_.empty(); }
+  // Heard() and Tick() have work: managers watched, or reported silent lately.
+  bool watching() const { return !watched_.empty() || !reported_.empty() || !raised_.empty(); }
+  // The factor (1, 2, 4 or 8) on `node`'s silence allowance after wrong reports.
+  uint32_t allowance_factor(NodeId node) const;
 
  private:
   struct Watched {
     uint64_t heard_ms = 0;   // or since it came into use
     uint64_t probed_ms = 0;  // last probe sent (0: none since heard)
   };
+  struct Raised {
+    uint32_t factor = 1;
+    uint64_t since_ms = 0;  // the last mistake, or the last halving
+    uint64_t calm_ms = 0;
+  };
   std::map<NodeId, Watched> watched_;
+  struct Reported {
+    uint64_t at_ms = 0;
+    uint64_t calm_ms = 0;
+  };
+  std::map<NodeId, Reported> reported_;  // reported silent, until heard (or calm_ms later)
+  std::map<NodeId, Raised> raised_;
   uint64_t last_tick_ms_ = 0;
 };
 

@@ -120,10 +120,8 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
     if (member != self_) peers_.push_back(member);
   }
   // A new view starts with fresh suspicions: what was suspected or excluded was about the old one.
-  membership::FailureDetectorOptions options;
-  options.suspect_timeout_ms = config().suspect_timeout_ms;
-  options.exclude_timeout_ms = config().exclude_timeout_ms;
-  detector_ = std::make_unique<membership::FailureDetector>(options, peers_, now_ms_);
+  detector_ = std::make_unique<membership::FailureDetector>(
+      DetectorOptions(config().suspect_timeout_ms, config().exclude_timeout_ms), peers_, now_ms_);
   detector_->SetMonitoring(config().liveness == GroupConfig::Liveness::kLively, now_ms_);
   for (NodeId peer : peers_) {
     last_sent_ms_.try_emplace(peer, 0);
@@ -280,7 +278,12 @@ void Group::Receive(NodeId from, const wire::Envelope& envelope,
   for (const auto& event : events) {
     LogEvent(spdlog::level::info, absl::StrCat("node ", from, " trusted again"),
              absl::StrCat("node ", from, " trusted again after ", event.silent_ms,
-                          " ms of silence"));
+                          " ms of silence",
+                          event.raised_to_ms == 0
+                              ? std::string()
+                              : absl::StrCat(": suspected after ", event.raised_to_ms,
+                                             " ms of silence from now on")));
+    if (event.raised_to_ms != 0) counters_.suspect_timeouts_raised++;
     if (durable_claim()) continue;  // no order in this view (Group::durable_claim)
     consensus::Outbox outbox;
     Order().Suspect(from, false, &outbox);
@@ -367,10 +370,18 @@ void Group::SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms,
   reloaded_->suspect_timeout_ms = suspect_timeout_ms;
   reloaded_->exclude_timeout_ms = exclude_timeout_ms;
   reloaded_->silence_ms = silence_ms;
+  detector_->SetOptions(DetectorOptions(suspect_timeout_ms, exclude_timeout_ms));
+}
+
+membership::FailureDetectorOptions Group::DetectorOptions(uint64_t suspect_timeout_ms,
+                                                          uint64_t exclude_timeout_ms) {
   membership::FailureDetectorOptions options;
   options.suspect_timeout_ms = suspect_timeout_ms;
   options.exclude_timeout_ms = exclude_timeout_ms;
-  detector_->SetOptions(options);
+  // The owner ticks a watching group every few ms (a dozing one every kDozeTickMs, not
+  // watching): a longer gap is this node's own pause (failure_detector.h).
+  options.own_pause_ms = std::max<uint64_t>(suspect_timeout_ms / 2, kDozeTickMs + 5);
+  return options;
 }
 
 void Group::NoteView(NodeId from, uint64_t view_id, uint64_t incarnation, bool awaiting_state) {

@@ -37,6 +37,8 @@ struct GroupCounters {
   uint64_t envelopes_sent = 0;
   uint64_t suspicions = 0;
   uint64_t suspicions_on_disconnect = 0;  // of them, because the member's connection closed
+  // Wrong suspicions that raised the member's suspicion timeout (membership/failure_detector.h).
+  uint64_t suspect_timeouts_raised = 0;
   uint64_t exclusions = 0;
   uint64_t view_changes = 0;
   // Messages that make an order not sent: this member had heard of a later view (Group::Flush).
@@ -60,6 +62,7 @@ struct GroupCounters {
     envelopes_sent += more.envelopes_sent;
     suspicions += more.suspicions;
     suspicions_on_disconnect += more.suspicions_on_disconnect;
+    suspect_timeouts_raised += more.suspect_timeouts_raised;
     exclusions += more.exclusions;
     view_changes += more.view_changes;
     order_messages_withheld += more.order_messages_withheld;
@@ -72,7 +75,7 @@ struct GroupCounters {
   }
 };
 // (A field added above must be added to operator+= too.)
-static_assert(sizeof(GroupCounters) == 12 * sizeof(uint64_t), "GroupCounters::operator+=");
+static_assert(sizeof(GroupCounters) == 13 * sizeof(uint64_t), "GroupCounters::operator+=");
 
 class Group {
  public:
@@ -324,6 +327,8 @@ class Group {
     last_activity_ms_ = now_ms_;
     doze_until_ms_ = 0;
   }
+  static membership::FailureDetectorOptions DetectorOptions(uint64_t suspect_timeout_ms,
+                                                           uint64_t exclude_timeout_ms);
   // At the end of a Tick that found the group idle: doze if it was so for kDozeAfterMs.
   void MaybeDoze();
   // The current view's total order (self a member), made on first use: an idle event-driven

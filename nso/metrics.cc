@@ -215,6 +215,11 @@ void RenderSnapshot(const NodeSnapshot& snapshot, PromWriter* out, bool per_grou
             "Of the suspicions, those because the member's peer connection closed "
             "(failure_detector.suspect_on_disconnect).",
             [](const GroupSnapshot& g) { return g.counters.suspicions_on_disconnect; });
+  per_group("cohort_suspect_timeouts_raised_total", "counter",
+            "Wrong suspicions (the member was heard again) that doubled its suspicion timeout, "
+            "up to 16 x failure_detector.suspect_timeout_ms; it halves back after an exclusion "
+            "timeout without one.",
+            [](const GroupSnapshot& g) { return g.counters.suspect_timeouts_raised; });
   per_group("cohort_group_flow_held_requests", "gauge",
             "Requests of this daemon's clients waiting for a member's servants to catch up "
             "(flow control, limits.servant_backlog_bytes).",

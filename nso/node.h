@@ -331,6 +331,7 @@ class Node {
     // `orderer` (wire.proto); re-sent naming the next member if that one's stream goes down.
     std::optional<wire::Request> closed_request;
     uint32_t manager_index = 0;
+    uint32_t managed_sends = 0;  // times sent through a manager (SendManaged backs off)
     uint64_t sent_at_ms = 0;
     uint64_t retry_at_ms = 0;
     uint64_t nso = 0;  // the client that made it (NsoEntry::awaited)
@@ -347,6 +348,7 @@ class Node {
   };
   struct OutsideRoute {  // per group
     std::map<uint64_t, OutsideRequest> pending;  // by call id: the order they were sent in
+    uint64_t pending_bytes = 0;                  // their payloads' (WatchManagers)
     NodeId manager = 0;                          // the member they were last sent to
     uint64_t unreachable_since_ms = 0;  // the transport to `manager` has been down since
     // When one of `pending` was last reported ordered, or `pending` last became non-empty: the

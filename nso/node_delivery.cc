@@ -396,10 +396,12 @@ void Node::OnReply(const wire::Reply& reply, std::string* payload) {
     MarkOrdered(reply.call_id());
     // Call ids are unique per node: at most one route holds it (routes: one per group in use).
     for (auto& [group, route] : outside_routes_) {
-      if (route.pending.erase(reply.call_id()) > 0) {
-        route.progress_ms = now_ms_;
-        break;
-      }
+      auto pending = route.pending.find(reply.call_id());
+      if (pending == route.pending.end()) continue;
+      route.pending_bytes -= pending->second.request.payload().size();
+      route.pending.erase(pending);
+      route.progress_ms = now_ms_;
+      break;
     }
     return;
   }

@@ -14,8 +14,13 @@ namespace cohort::nso {
 void Node::SendManaged(Group* group, Call* call) {
   call->sent_at_ms = now_ms_;
   // Rebind at once if the manager's stream goes down (kill) or it answers no probe (frozen,
-  // WatchManagers), or after a long wait for its answer (the request or the answer was lost).
-  call->retry_at_ms = now_ms_ + std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500);
+  // WatchManagers), or after a long wait for its answer (the request or the answer was lost):
+  // max(10 x suspect_timeout, 500 ms), once more per MiB of payload, doubled at each resend (up
+  // to 16 x): a slow servant or a loaded group is not sent the call again and again.
+  const uint64_t wait_ms = std::max<uint64_t>(10 * group->config().suspect_timeout_ms, 500) *
+                           (1 + call->managed_request->payload().size() / (1 << 20));
+  call->retry_at_ms = now_ms_ + (wait_ms << std::min<uint32_t>(call->managed_sends, 4));
+  ++call->managed_sends;
   // No view known (this node left the view of the group's only member): it is retried later,
   // or ends at its deadline (found by the api fuzzer).
   std::optional<NodeId> manager = group->ManagerAt(call->manager_index);
@@ -43,10 +48,14 @@ void Node::WatchManagers() {
   // read them all. So the silence allowed grows with the requests this node has there, 2 x
   // suspect_timeout per 64, up to the exclusion timeout: moving a flood on a mere delay sent all of
   // it again through member after member, the load doubled and the group ordered nothing (the
-  // bench's n = 7 app-open one-way rows, 0 delivered/s, as in session 9).
+  // bench's n = 7 app-open one-way rows, 0 delivered/s, as in session 9). Payload bytes count
+  // too, 2 x suspect_timeout per MiB: the manager reads, orders and answers 4 MiB slower than a
+  // probe, and on loaded cores more than 2 x 150 ms slower (large_payload_e2e_test in CI,
+  // session 60: its open call went through all three members in turn and none answered).
   struct Load {
     const Group* group = nullptr;
     uint64_t requests = 0;
+    uint64_t bytes = 0;
   };
   std::map<NodeId, Load> loads;
   for (const auto& [key, call] : calls_) {
@@ -55,21 +64,24 @@ void Node::WatchManagers() {
     if (std::optional<NodeId> manager = group->ManagerAt(call.manager_index)) {
       loads[*manager].group = group;
       ++loads[*manager].requests;
+      loads[*manager].bytes += call.managed_request->payload().size();
     }
   }
   for (const auto& [name, route] : outside_routes_) {
     if (route.pending.empty()) continue;
-    loads[route.manager].group = groups_.at(name).get();
-    loads[route.manager].requests += route.pending.size();
+    Load& load = loads[route.manager];
+    load.group = groups_.at(name).get();
+    load.requests += route.pending.size();
+    load.bytes += route.pending_bytes;
   }
   std::map<NodeId, membership::ManagerWatch::Use> in_use;
   for (const auto& [manager, load] : loads) {
     const GroupConfig& config = load.group->config();
     const uint64_t suspect_ms = std::max<uint64_t>(config.suspect_timeout_ms, 2);
+    const uint64_t calm_ms = std::max<uint64_t>(2 * suspect_ms, config.exclude_timeout_ms);
     const uint64_t silence_ms =
-        std::min(2 * suspect_ms * (1 + load.requests / 64),
-                 std::max<uint64_t>(2 * suspect_ms, config.exclude_timeout_ms));
-    in_use[manager] = {suspect_ms / 2, silence_ms};
+        std::min(2 * suspect_ms * (1 + load.requests / 64 + load.bytes / (1 << 20)), calm_ms);
+    in_use[manager] = {suspect_ms / 2, silence_ms, calm_ms};
   }
   if (in_use.empty() && !manager_watch_.watching()) return;
   membership::ManagerWatch::Actions actions = manager_watch_.Tick(now_ms_, in_use);
@@ -611,7 +623,10 @@ void Node::SendOutside(Group* group, const wire::Request& request) {
   // goes down (RetryOutsideRequests).
   uint64_t deadline_ms =
       request.deadline_ms() ? request.deadline_ms() : limits_.default_deadline_ms;
-  route.pending[request.call_id()] = {request, now_ms_, now_ms_ + deadline_ms, now_ms_};
+  auto [pending, added] = route.pending.try_emplace(request.call_id());
+  if (!added) route.pending_bytes -= pending->second.request.payload().size();
+  pending->second = {request, now_ms_, now_ms_ + deadline_ms, now_ms_};
+  route.pending_bytes += request.payload().size();
   SendForward(route.manager, group->name(), request);
 }
 
@@ -633,6 +648,7 @@ void Node::RetryOutsideRequests() {
     // Past its deadline a request is given up (it may have been ordered: its notice is lost).
     size_t given_up = 0;
     while (!route.pending.empty() && now_ms_ >= route.pending.begin()->second.give_up_at_ms) {
+      route.pending_bytes -= route.pending.begin()->second.request.payload().size();
       route.pending.erase(route.pending.begin());
       ++given_up;
     }

@@ -177,4 +177,107 @@ TEST_CASE("a closed connection that comes back, or a member heard again, is trus
   CHECK_FALSE(events[0].link_down);
 }
 
+TEST_CASE("a wrong suspicion doubles the member's suspicion timeout, up to 16 x the configured "
+          "one, and an exclusion timeout without one halves it again",
+          "[fd]") {
+  FailureDetector detector({50, 10000}, {2, 3}, 0);
+  std::vector<SuspicionEvent> events;
+  uint64_t now = 0;
+  // Node 2 is heard again after each suspicion; node 3 every 10 ms, never suspected.
+  const std::vector<uint64_t> expected = {100, 200, 400, 800, 800};
+  for (uint64_t raised : expected) {
+    const uint64_t timeout = detector.suspect_timeout_ms(2);
+    for (uint64_t t = 0; t < timeout; t += 10) {
+      detector.Heard(3, now + t, &events);
+      detector.Tick(now + t, &events);
+    }
+    CHECK_FALSE(detector.suspected(2));  // silent for just under its timeout
+    now += timeout;
+    detector.Heard(3, now, &events);
+    detector.Tick(now, &events);
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].kind == Kind::kSuspect);
+    CHECK(events[0].silent_ms == timeout);
+    events.clear();
+    now += 5;
+    detector.Heard(2, now, &events);  // it was alive after all
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].kind == Kind::kTrust);
+    CHECK(events[0].raised_to_ms == (raised == 800 && timeout == 800 ? 0 : raised));
+    CHECK(detector.suspect_timeout_ms(2) == raised);
+    events.clear();
+  }
+  CHECK(detector.suspect_timeout_ms(3) == 50);
+  // Heard every 100 ms with no mistake: 800 -> 400 after 10 s, -> 200 after 20 s, and so on.
+  const uint64_t last_mistake = now;
+  for (uint64_t t = now; t <= last_mistake + 40000; t += 100) {
+    detector.Heard(2, t, &events);
+    detector.Heard(3, t, &events);
+    detector.Tick(t, &events);
+    if (t == last_mistake + 9900) CHECK(detector.suspect_timeout_ms(2) == 800);
+    if (t == last_mistake + 10000) CHECK(detector.suspect_timeout_ms(2) == 400);
+    if (t == last_mistake + 20000) CHECK(detector.suspect_timeout_ms(2) == 200);
+  }
+  CHECK(events.empty());
+  CHECK(detector.suspect_timeout_ms(2) == 50);
+}
+
+TEST_CASE("a suspicion on a closed connection that is heard again raises no timeout; the raised "
+          "timeout stays within a quarter of the exclusion timeout",
+          "[fd]") {
+  FailureDetector detector({50, 1000}, {2}, 0);
+  std::vector<SuspicionEvent> events;
+  detector.Heard(2, 10, &events);
+  detector.LinkDown(2);
+  detector.Tick(11, &events);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].link_down);
+  events.clear();
+  detector.Heard(2, 300, &events);  // reconnected: not a wrong suspicion of its silence
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].raised_to_ms == 0);
+  CHECK(detector.suspect_timeout_ms(2) == 50);
+  events.clear();
+  uint64_t now = 300;
+  for (int mistake = 0; mistake < 6; ++mistake) {
+    now += detector.suspect_timeout_ms(2);
+    detector.Tick(now, &events);
+    REQUIRE(detector.suspected(2));
+    detector.Heard(2, ++now, &events);
+  }
+  CHECK(detector.suspect_timeout_ms(2) == 250);  // 1000 / 4, not 16 x 50
+  // A reload to a longer configured timeout applies at once, above the raised one.
+  detector.SetOptions({400, 1000});
+  CHECK(detector.suspect_timeout_ms(2) == 400);
+  CHECK(detector.suspect_timeout_ms(7) == 0);  // not monitored
+}
+
+TEST_CASE("with own_pause_ms set, a gap in this node's own ticks is nobody's silence", "[fd]") {
+  FailureDetectorOptions options{50, 1000};
+  options.own_pause_ms = 25;
+  FailureDetector detector(options, {2}, 0);
+  std::vector<SuspicionEvent> events;
+  for (uint64_t t = 2; t <= 40; t += 2) detector.Tick(t, &events);  // 40 ms watched in silence
+  CHECK(events.empty());
+  // Frozen or starved from 40 to 540: node 2's messages wait unread; not suspected for that.
+  detector.Tick(540, &events);
+  CHECK(events.empty());
+  CHECK(detector.heard_within_count(540, 45) == 1);
+  for (uint64_t t = 542; t < 550; t += 2) detector.Tick(t, &events);
+  CHECK(events.empty());
+  detector.Tick(550, &events);  // 50 ms of watched silence: 40 before the pause, 10 after
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].kind == Kind::kSuspect);
+  // A gap of own_pause_ms or less is watched time, and without own_pause_ms every gap is.
+  FailureDetector plain({50, 1000}, {2}, 0);
+  plain.Tick(2, &events);
+  events.clear();
+  plain.Tick(540, &events);
+  REQUIRE(events.size() == 1);
+  FailureDetector short_gaps(options, {2}, 0);
+  events.clear();
+  for (uint64_t t = 25; t <= 50; t += 25) short_gaps.Tick(t, &events);
+  CHECK(events.size() == 1);
+}
+
 }  // namespace cohort::membership

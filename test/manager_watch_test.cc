@@ -73,5 +73,55 @@ TEST_CASE("a manager out of use is forgotten; a pause of the watcher blames nobo
   CHECK(silent_at == 905);  // 100 ms of its silence once this node ticks again
 }
 
+
+TEST_CASE("a manager reported silent and heard again is allowed twice the silence, up to 8 x; "
+          "the allowance halves again after calm_ms without such a mistake",
+          "[membership]") {
+  ManagerWatch watch;
+  const std::map<NodeId, Use> use{{1, Use{25, 100, 1000}}};
+  uint64_t now = 0;
+  // Each round: in use and silent until reported, then heard (it was slow, not frozen).
+  for (uint64_t allowed : {100, 200, 400, 800, 800}) {
+    watch.Tick(now, use);  // comes into use
+    uint64_t silent_at = 0;
+    for (uint64_t t = now + 5; t <= now + 2000 && silent_at == 0; t += 5) {
+      if (!watch.Tick(t, use).silent.empty()) silent_at = t;
+    }
+    CHECK(silent_at - now == allowed);
+    now = silent_at + 5;
+    watch.Heard(1, now);
+    watch.Tick(now, {});  // out of use meanwhile
+  }
+  CHECK(watch.allowance_factor(1) == 8);
+  // Never more than calm_ms (the exclusion timeout).
+  const std::map<NodeId, Use> short_calm{{1, Use{25, 100, 500}}};
+  watch.Tick(now, short_calm);
+  uint64_t silent_at = 0;
+  for (uint64_t t = now + 5; t <= now + 2000 && silent_at == 0; t += 5) {
+    if (!watch.Tick(t, short_calm).silent.empty()) silent_at = t;
+  }
+  CHECK(silent_at - now == 500);
+  now = silent_at + 5;
+  watch.Heard(1, now);  // the last mistake, at `now`
+  CHECK(watch.watching());
+  // No mistake for calm_ms (500): 8 -> 4, then 2, then 1, and the watch is idle again.
+  watch.Tick(now + 499, {});
+  CHECK(watch.allowance_factor(1) == 8);
+  watch.Tick(now + 500, {});
+  CHECK(watch.allowance_factor(1) == 4);
+  watch.Tick(now + 1000, {});
+  watch.Tick(now + 1500, {});
+  CHECK(watch.allowance_factor(1) == 1);
+  CHECK_FALSE(watch.watching());
+  // A manager reported silent that never speaks again was not a mistake: no raise.
+  ManagerWatch frozen;
+  frozen.Tick(0, use);
+  for (uint64_t t = 5; t <= 100; t += 5) frozen.Tick(t, use);
+  frozen.Tick(1200, {});  // calm_ms after the report: forgotten
+  frozen.Heard(1, 1300);
+  CHECK(frozen.allowance_factor(1) == 1);
+  CHECK_FALSE(frozen.watching());
+}
+
 }  // namespace
 }  // namespace cohort::membership

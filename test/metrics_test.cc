@@ -79,6 +79,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   g.members = {{"n1", 1, false}, {"n2", 2, true}, {"n3", 3, true}};
   g.counters.suspicions = 2;
   g.counters.suspicions_on_disconnect = 1;
+  g.counters.suspect_timeouts_raised = 3;
   g.has_order_counters = true;
   g.order.instances_decided = 9;
   g.order.messages_sent_proposal = 5;
@@ -117,6 +118,7 @@ TEST_CASE("a group snapshot renders views, suspicion, majority and consensus cou
   CHECK(MetricValue(t, "cohort_member_suspected{group=\"counter\",member=\"n1\"}") == 0);
   CHECK(MetricValue(t, "cohort_suspicions_total{group=\"counter\"}") == 2);
   CHECK(MetricValue(t, "cohort_suspicions_on_disconnect_total{group=\"counter\"}") == 1);
+  CHECK(MetricValue(t, "cohort_suspect_timeouts_raised_total{group=\"counter\"}") == 3);
   CHECK(MetricValue(t, "cohort_consensus_instances_total{group=\"counter\"}") == 9);
   CHECK(MetricValue(t, "cohort_consensus_messages_sent_total{group=\"counter\",kind=\"proposal\"}") == 5);
   g.trusted = 2;
