@@ -62,7 +62,8 @@ void FailureDetector::LinkUp(NodeId node) {
 void FailureDetector::Tick(uint64_t now_ms, std::vector<SuspicionEvent>* out) {
   if (!monitoring_) return;
   // This node's own pause is nobody's silence (header comment).
-  const uint64_t pause_ms = last_tick_ms_ != 0 && now_ms > last_tick_ms_ ? now_ms - last_tick_ms_ : 0;
+  const uint64_t pause_ms =
+      last_tick_ms_ != 0 && now_ms > last_tick_ms_ ? now_ms - last_tick_ms_ : 0;
   const bool paused = options_.own_pause_ms != 0 && pause_ms > options_.own_pause_ms;
   last_tick_ms_ = now_ms;
   for (auto& [node, state] : states_) {
@@ -119,6 +120,23 @@ uint64_t FailureDetector::MaxTimeout() const {
 // Within [configured, MaxTimeout()] whatever the options are now (a reload may change them).
 uint64_t FailureDetector::TimeoutOf(const State& state) const {
   return std::clamp(state.timeout_ms, options_.suspect_timeout_ms, MaxTimeout());
+}
+
+std::map<NodeId, FailureDetector::Learned> FailureDetector::learned() const {
+  std::map<NodeId, Learned> out;
+  for (const auto& [node, state] : states_) {
+    if (state.timeout_ms != 0) out[node] = {state.timeout_ms, state.raised_ms};
+  }
+  return out;
+}
+
+void FailureDetector::Learn(const std::map<NodeId, Learned>& learned) {
+  for (const auto& [node, was] : learned) {
+    auto it = states_.find(node);
+    if (it == states_.end()) continue;
+    it->second.timeout_ms = was.timeout_ms;
+    it->second.raised_ms = was.raised_ms;
+  }
 }
 
 bool FailureDetector::excluded(NodeId node) const {

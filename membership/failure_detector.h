@@ -75,6 +75,14 @@ class FailureDetector {
   void SetMonitored(const std::vector<NodeId>& monitored, uint64_t now_ms);
   // New timeouts (a configuration reload); they apply from the next Tick.
   void SetOptions(FailureDetectorOptions options) { options_ = options; }
+  // What wrong suspicions taught about each monitored node (its raised suspicion timeout): a new
+  // view's detector starts from it, since a view change does not make a slow member faster.
+  struct Learned {
+    uint64_t timeout_ms = 0;
+    uint64_t raised_ms = 0;
+  };
+  std::map<NodeId, Learned> learned() const;
+  void Learn(const std::map<NodeId, Learned>& learned);
 
   bool suspected(NodeId node) const;
   // The silence after which `node` is suspected now (the configured timeout, or more after

@@ -59,16 +59,16 @@ class ManagerWatch {
     uint64_t heard_ms = 0;   // or since it came into use
     uint64_t probed_ms = 0;  // last probe sent (0: none since heard)
   };
+  struct Reported {
+    uint64_t at_ms = 0;
+    uint64_t calm_ms = 0;
+  };
   struct Raised {
     uint32_t factor = 1;
     uint64_t since_ms = 0;  // the last mistake, or the last halving
     uint64_t calm_ms = 0;
   };
   std::map<NodeId, Watched> watched_;
-  struct Reported {
-    uint64_t at_ms = 0;
-    uint64_t calm_ms = 0;
-  };
   std::map<NodeId, Reported> reported_;  // reported silent, until heard (or calm_ms later)
   std::map<NodeId, Raised> raised_;
   uint64_t last_tick_ms_ = 0;

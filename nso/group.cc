@@ -120,8 +120,12 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
     if (member != self_) peers_.push_back(member);
   }
   // A new view starts with fresh suspicions: what was suspected or excluded was about the old one.
+  // The timeouts raised by wrong suspicions carry over (failure_detector.h).
+  std::map<NodeId, membership::FailureDetector::Learned> learned;
+  if (detector_ != nullptr) learned = detector_->learned();
   detector_ = std::make_unique<membership::FailureDetector>(
       DetectorOptions(config().suspect_timeout_ms, config().exclude_timeout_ms), peers_, now_ms_);
+  detector_->Learn(learned);
   detector_->SetMonitoring(config().liveness == GroupConfig::Liveness::kLively, now_ms_);
   for (NodeId peer : peers_) {
     last_sent_ms_.try_emplace(peer, 0);

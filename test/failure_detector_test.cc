@@ -280,4 +280,36 @@ TEST_CASE("with own_pause_ms set, a gap in this node's own ticks is nobody's sil
   CHECK(events.size() == 1);
 }
 
+TEST_CASE("what wrong suspicions taught carries into a new view's detector", "[fd]") {
+  FailureDetector old_view({50, 10000}, {2, 3}, 0);
+  std::vector<SuspicionEvent> events;
+  old_view.Heard(3, 50, &events);
+  old_view.Tick(50, &events);  // 2 suspected
+  old_view.Heard(2, 60, &events);  // wrongly: 100 ms from now on
+  CHECK(old_view.suspect_timeout_ms(2) == 100);
+  FailureDetector new_view({50, 10000}, {2, 4}, 60);
+  new_view.Learn(old_view.learned());
+  CHECK(new_view.suspect_timeout_ms(2) == 100);
+  CHECK(new_view.suspect_timeout_ms(4) == 50);
+  events.clear();
+  new_view.Heard(4, 150, &events);
+  new_view.Tick(159, &events);  // 2 silent 99 ms: not yet
+  CHECK(events.empty());
+  new_view.Heard(4, 160, &events);
+  new_view.Tick(160, &events);  // 100 ms of silence in all: suspected now
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].node == 2);
+  // And it halves an exclusion timeout after the mistake (at 60), as in the old view.
+  FailureDetector heard({50, 10000}, {2}, 60);
+  heard.Learn(old_view.learned());
+  events.clear();
+  for (uint64_t t = 60; t <= 10060; t += 20) {
+    heard.Heard(2, t, &events);
+    heard.Tick(t, &events);
+    if (t == 10040) CHECK(heard.suspect_timeout_ms(2) == 100);
+  }
+  CHECK(events.empty());
+  CHECK(heard.suspect_timeout_ms(2) == 50);
+}
+
 }  // namespace cohort::membership
