@@ -1,30 +1,12 @@
 #include "consensus/chandra_toueg.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "consensus/state_key.h"
 
 namespace cohort::consensus {
 
 using Kind = wire::ConsensusMessage;
-
-namespace {
-bool LargeBatch(const wire::MessageBatch& batch) {
-  size_t bytes = 0;
-  for (const wire::DataMessage& message : batch.messages()) bytes += message.payload().capacity();
-  return bytes > kSpareBytesMax;  // (Recycle, Share)
-}
-
-// Empties `batch`, keeping its messages and strings for the next copy into it unless large.
-void ClearForReuse(wire::MessageBatch* batch) {
-  if (LargeBatch(*batch)) {
-    *batch = wire::MessageBatch();
-  } else {
-    batch->Clear();
-  }
-}
-}  // namespace
 
 ChandraToueg::ChandraToueg(NodeId self, absl::Span<const NodeId> members, uint64_t instance,
                            ConsensusOptions options, const std::set<NodeId>& suspected,
@@ -45,7 +27,7 @@ void ChandraToueg::Recycle(uint64_t instance, const std::set<NodeId>& suspected,
   // cleared, for the next copies into them (a repeated field reuses its cleared elements).
   wire::MessageBatch estimate = std::move(estimate_);
   wire::MessageBatch decision = std::move(decision_);
-  Spare<std::shared_ptr<wire::MessageBatch>> share = std::move(share_);
+  BatchShare share = std::move(share_);
   *this = ChandraToueg(self_, members_, instance, options_, suspected, first_coordinator);
   ClearForReuse(&estimate);
   ClearForReuse(&decision);
@@ -55,16 +37,7 @@ void ChandraToueg::Recycle(uint64_t instance, const std::set<NodeId>& suspected,
 }
 
 std::shared_ptr<const wire::MessageBatch> ChandraToueg::Share(const wire::MessageBatch& value) {
-  std::shared_ptr<wire::MessageBatch>& batch = share_.value;
-  if (batch != nullptr && batch.use_count() == 1 && !LargeBatch(*batch)) {
-    // No send holds the last copy any more (the transports dropped theirs): refill it. The fence
-    // orders this after every read of it by the holders whose release made the count 1.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    *batch = value;
-  } else {
-    batch = std::make_shared<wire::MessageBatch>(value);
-  }
-  return batch;
+  return share_.Share(value);
 }
 
 bool ChandraToueg::IsMember(NodeId node) const {

@@ -43,8 +43,8 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
+#include "consensus/batch_share.h"
 #include "consensus/node_set.h"
-#include "consensus/spare.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -198,7 +198,7 @@ class ChandraToueg {
   NodeSet decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
 
   // The last copy Share made: refilled once no send holds it any more.
-  Spare<std::shared_ptr<wire::MessageBatch>> share_;
+  BatchShare share_;
 };
 
 // Adds the messages in `sends` to `counters`, by kind.

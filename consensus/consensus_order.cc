@@ -56,7 +56,7 @@ void ConsensusOrder::DropInstance(std::map<uint64_t, ChandraToueg>::iterator it)
   }
 }
 
-uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
+uint64_t ConsensusOrder::Broadcast(const std::string& payload, Outbox* out) {
   const uint64_t seq = ++next_seq_;
   // When this member coordinates round 1 of the instance it starts now, its proposal carries the
   // message (optimisation 2): nothing to diffuse, n - 1 messages and one step fewer (issue 7).
@@ -70,7 +70,7 @@ uint64_t ConsensusOrder::Broadcast(std::string payload, Outbox* out) {
     message->set_payload(payload);
     Diffuse(std::move(batch), out);
   }
-  unordered_[{self_, seq}] = std::move(payload);
+  unordered_[{self_, seq}] = payload;
   MaybeStartInstance(/*even_if_empty=*/false, out);
   return seq;
 }

@@ -74,7 +74,7 @@ class ConsensusOrder final : public TotalOrder {
   // `members` in coordinator order (the same at every member); `self` is one of them.
   ConsensusOrder(NodeId self, std::vector<NodeId> members, ConsensusOrderOptions options);
 
-  uint64_t Broadcast(std::string payload, Outbox* out) override;
+  uint64_t Broadcast(const std::string& payload, Outbox* out) override;
   void Step(NodeId from, const wire::Envelope& message, Outbox* out) override;
   void Tick(uint64_t now_ms, Outbox* out) override;
   void Suspect(NodeId node, bool suspected, Outbox* out) override;

@@ -28,25 +28,41 @@ bool SequencerOrder::IsMember(NodeId node) const {
   return std::find(members_.begin(), members_.end(), node) != members_.end();
 }
 
-uint64_t SequencerOrder::Broadcast(std::string payload, Outbox* out) {
+uint64_t SequencerOrder::Broadcast(const std::string& payload, Outbox* out) {
   const uint64_t seq = ++next_seq_;
-  own_[seq] = payload;
-  wire::SequencerMessage forward;
-  forward.set_kind(Kind::FORWARD);
-  forward.set_epoch(epoch_);
-  wire::DataMessage* message = forward.mutable_batch()->add_messages();
-  message->set_origin(self_);
-  message->set_seq(seq);
-  message->set_payload(std::move(payload));
+  wire::DataMessage& own = own_.emplace_back();  // copied into a delivered one's memory
+  own.set_origin(self_);
+  own.set_seq(seq);
+  own.set_payload(payload);
+  // The FORWARD's batch is made in the last one's memory and held apart (SharedBatch).
+  wire::MessageBatch* batch = forward_share_.Refill();
+  *batch->add_messages() = own;
   if (Sequencer(epoch_) == self_) {
-    OnForward(forward, out);
+    OnForward(*batch, out);
   } else if (forwarded_epoch_ == epoch_ && forward_next_ == seq) {
     forward_next_ = seq + 1;
-    Send(Sequencer(epoch_), std::move(forward), out);
+    wire::SequencerMessage forward;
+    forward.set_kind(Kind::FORWARD);
+    forward.set_epoch(epoch_);
+    Send(Sequencer(epoch_), std::move(forward), out,
+         {forward_share_.shared(), SharedBatch::Field::kSequencerBatch});
   }
   // Otherwise it goes after the earlier ones still to be forwarded (ForwardOwnOnLogged), rather
   // than overtake them and wait at the sequencer (early_forwards_, bounded).
   return seq;
+}
+
+size_t SequencerOrder::OwnAfter(uint64_t seq) const {
+  size_t low = 0, high = own_.size();  // own_ is by ascending seq
+  while (low < high) {
+    const size_t middle = low + (high - low) / 2;
+    if (own_[middle].seq() <= seq) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
 }
 
 uint64_t SequencerOrder::OwnLogged() const {
@@ -60,13 +76,10 @@ wire::SequencerMessage SequencerOrder::OwnBatch(uint64_t after_seq) const {
   forward.set_kind(Kind::FORWARD);
   forward.set_epoch(epoch_);
   BatchBound bound(options_.batch_messages_max, options_.batch_bytes_max);
-  for (auto it = own_.upper_bound(after_seq); it != own_.end() && bound.Fits(it->second.size());
-       ++it) {
-    bound.Add(it->second.size());
-    wire::DataMessage* message = forward.mutable_batch()->add_messages();
-    message->set_origin(self_);
-    message->set_seq(it->first);
-    message->set_payload(it->second);
+  for (size_t i = OwnAfter(after_seq); i < own_.size() && bound.Fits(own_[i].payload().size());
+       ++i) {
+    bound.Add(own_[i].payload().size());
+    *forward.mutable_batch()->add_messages() = own_[i];
   }
   return forward;
 }
@@ -89,8 +102,8 @@ void SequencerOrder::ForwardOwn(Outbox* out) {
   if (Sequencer(epoch_) == self_) {
     // Appended here at once, batch by batch, while the log takes them: a backlog left out of
     // this epoch's log (by the state it was established with) need not wait a tick per batch.
-    while (own_.upper_bound(logged) != own_.end()) {
-      OnForward(OwnBatch(logged), out);
+    while (OwnAfter(logged) < own_.size()) {
+      OnForward(OwnBatch(logged).batch(), out);
       const uint64_t now_logged = OwnLogged();
       if (now_logged <= logged) break;  // not established, or the log is full
       logged = now_logged;
@@ -111,7 +124,7 @@ void SequencerOrder::ForwardOwnOnLogged(Outbox* out) {
   if (forwarded_epoch_ != epoch_ || log_epoch_ != epoch_ || Sequencer(epoch_) == self_) return;
   auto logged = log_seq_.find(self_);
   if (logged == log_seq_.end() || logged->second + 1 < forward_next_) return;  // some in flight
-  if (own_.lower_bound(forward_next_) == own_.end()) return;  // nothing waits
+  if (OwnAfter(forward_next_ - 1) == own_.size()) return;  // none waits (forward_next_ >= 1)
   ForwardOwn(out);
 }
 
@@ -136,7 +149,7 @@ void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* o
     // had replaced its sequencer (their messages were dropped before it ran the group). Still the
     // sequencer in its own eyes, it would wait for acknowledgements that never come, and nobody
     // else would send it anything (found by add_group_sim_test).
-    if (message.kind() == Kind::FORWARD) OnForward(message, out);
+    if (message.kind() == Kind::FORWARD) OnForward(message.batch(), out);
     wire::SequencerMessage notice;  // an empty FORWARD of this epoch
     notice.set_kind(Kind::FORWARD);
     notice.set_epoch(epoch_);
@@ -146,7 +159,7 @@ void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* o
   if (message.epoch() > epoch_) EnterEpoch(message.epoch(), out);
   if (message.epoch() != epoch_) return;  // skipped past it: its sequencer is suspected
   switch (message.kind()) {
-    case Kind::FORWARD: OnForward(message, out); break;
+    case Kind::FORWARD: OnForward(message.batch(), out); break;
     case Kind::ORDERED: OnOrdered(from, message, out); break;
     case Kind::NEED: OnNeed(from, message, out); break;
     case Kind::ACK: OnAck(from, message, out); break;
@@ -155,10 +168,10 @@ void SequencerOrder::Step(NodeId from, const wire::Envelope& envelope, Outbox* o
   }
 }
 
-void SequencerOrder::OnForward(const wire::SequencerMessage& message, Outbox* out) {
+void SequencerOrder::OnForward(const wire::MessageBatch& batch, Outbox* out) {
   if (!is_sequencer()) return;  // the member retransmits to the right sequencer
   const uint64_t first = log_end();
-  for (const wire::DataMessage& data : message.batch().messages()) {
+  for (const wire::DataMessage& data : batch.messages()) {
     if (!IsMember(data.origin()) || log_.size() >= options_.log_entries_max) continue;
     uint64_t& last = log_seq_[data.origin()];
     if (data.seq() <= last) continue;  // a duplicate
@@ -240,9 +253,10 @@ uint64_t SequencerOrder::SendOrdered(NodeId to, uint64_t first, Outbox* out,
   if (made != nullptr && *made) {
     entries = *made;  // the same `first`, the same log: the same entries
   } else if (end > first) {
-    auto batch = std::make_shared<wire::MessageBatch>();
+    // In the last round's memory once no send holds it (BatchShare): no allocation per entry.
+    wire::MessageBatch* batch = ordered_share_.Refill();
     for (uint64_t i = first; i < end; ++i) *batch->add_messages() = At(i);
-    entries = {std::move(batch), SharedBatch::Field::kSequencerBatch};
+    entries = {ordered_share_.shared(), SharedBatch::Field::kSequencerBatch};
     if (made != nullptr) *made = entries;
   }
   Send(to, std::move(ordered), out, std::move(entries));
@@ -380,7 +394,7 @@ bool SequencerOrder::AdoptEpochLog(NodeId from, const wire::SequencerMessage& me
   // this member entered the epoch reached it before that, and were dropped), not a tick later
   // (cohort-bench --payload 16384: the old sequencer's backlog of requests from outside went
   // one batch per retransmit_ms, 1,300 one-way calls/s).
-  if (own_.upper_bound(OwnLogged()) != own_.end()) ForwardOwn(out);
+  if (OwnAfter(OwnLogged()) < own_.size()) ForwardOwn(out);
   return true;
 }
 
@@ -426,7 +440,7 @@ void SequencerOrder::OnAck(NodeId from, const wire::SequencerMessage& message, O
 
 void SequencerOrder::MaybeCommit(Outbox* out) {
   if (!is_sequencer()) return;
-  std::vector<uint64_t> lengths;
+  absl::InlinedVector<uint64_t, 9> lengths;  // no allocation per ACK (issue 7)
   for (NodeId member : members_) {
     if (member == self_) {
       lengths.push_back(log_end());
@@ -466,7 +480,7 @@ void SequencerOrder::EnterEpoch(uint32_t epoch, Outbox* out) {
     EpochState own;
     own.log_epoch = log_epoch_;
     own.log_length = log_end();
-    own.entries.assign(log_.begin() + static_cast<std::ptrdiff_t>(commit_ - log_base_), log_.end());
+    for (uint64_t at = commit_; at < log_end(); ++at) own.entries.push_back(At(at));
     states_[self_] = std::move(own);
     SendNeedStates(out);
     MaybeEstablish(out);
@@ -571,7 +585,7 @@ void SequencerOrder::MaybeEstablish(Outbox* out) {
   if (whole < majority_ || best == nullptr) return;
   if (best_node != self_ && best->log_length >= state_first_ && StateComplete(*best)) {
     TruncateLog(state_first_);
-    log_.insert(log_.end(), best->entries.begin(), best->entries.end());
+    for (const wire::DataMessage& entry : best->entries) log_.push_back(entry);
   }
   // A member whose log ends before the commit point gets the log from its end (at or above
   // what is delivered everywhere: SendOrdered starts at log_base_), not a gap to ask about.
@@ -605,11 +619,18 @@ void SequencerOrder::Deliver(Outbox* out) {
     uint64_t& delivered_seq = delivered_seq_[data.origin()];
     if (data.seq() != delivered_seq + 1) continue;  // never happens: the log is FIFO per origin
     delivered_seq = data.seq();
-    if (data.origin() == self_) own_.erase(data.seq());
+    if (data.origin() == self_) EraseOwn(data.seq());
     out->deliveries.push_back({data.origin(), data.seq(), data.payload()});
     ++counters_.messages_delivered;
   }
   Prune();
+}
+
+void SequencerOrder::EraseOwn(uint64_t seq) {
+  // The first one, as deliveries come in seq order; any other only where a log held an earlier
+  // incarnation's messages under this process's seqs (as the B-tree own_ was did).
+  const size_t at = OwnAfter(seq);
+  if (at > 0 && own_[at - 1].seq() == seq) own_.erase(at - 1);
 }
 
 void SequencerOrder::RebuildLogSeq() {
@@ -693,7 +714,7 @@ std::string SequencerOrder::Describe() const {
                      std::to_string(own_.size());
   if (!own_.empty()) {
     auto logged = log_seq_.find(self_);
-    text += " (seq " + std::to_string(own_.begin()->first) + ".." + std::to_string(next_seq_) +
+    text += " (seq " + std::to_string(own_.front().seq()) + ".." + std::to_string(next_seq_) +
             ", logged to " + std::to_string(logged == log_seq_.end() ? 0 : logged->second) +
             ", forwarded to " + std::to_string(forward_next_ - 1) + " in epoch " +
             std::to_string(forwarded_epoch_) + ")";
@@ -747,8 +768,9 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 #if defined(__x86_64__) && defined(__GLIBCXX__)
 // 784 before options_.batch_bytes_max (an option, not state); 792 before forwarded_epoch_
 // and forward_next_; 808 before adopting_, adopt_from_, adopt_ and established_length_; 912
-// while own_ was a std::map.
-static_assert(sizeof(SequencerOrder) == 888,
+// while own_ was a std::map; 888 while log_ was a std::deque and own_ a B-tree, before
+// forward_share_ and ordered_share_ (memory kept for reuse, not state).
+static_assert(sizeof(SequencerOrder) == 896,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 
@@ -782,7 +804,11 @@ std::string SequencerOrder::StateKey() const {
   key.Put(static_cast<uint64_t>(adopt_.size()));
   for (const wire::DataMessage& entry : adopt_) key.Put(entry);
   key.Put(established_length_);
-  key.Put(own_);
+  key.Put(static_cast<uint64_t>(own_.size()));  // as the B-tree of (seq, payload) it replaced
+  for (const wire::DataMessage& own : own_) {
+    key.Put(own.seq());
+    key.Put(own.payload());
+  }
   key.Put(forwarded_epoch_);
   key.Put(forward_next_);
   key.Put(last_retransmit_ms_);

@@ -36,7 +36,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
+#include "consensus/batch_share.h"
+#include "consensus/reuse_ring.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -63,7 +65,7 @@ class SequencerOrder final : public TotalOrder {
   // `members` in the same order at every member; `self` is one of them.
   SequencerOrder(NodeId self, std::vector<NodeId> members, SequencerOrderOptions options);
 
-  uint64_t Broadcast(std::string payload, Outbox* out) override;
+  uint64_t Broadcast(const std::string& payload, Outbox* out) override;
   void Step(NodeId from, const wire::Envelope& message, Outbox* out) override;
   void Tick(uint64_t now_ms, Outbox* out) override;
   void Suspect(NodeId node, bool suspected, Outbox* out) override;
@@ -92,7 +94,7 @@ class SequencerOrder final : public TotalOrder {
 
   void EnterEpoch(uint32_t epoch, Outbox* out);
   void SkipSuspectedSequencers(Outbox* out);
-  void OnForward(const wire::SequencerMessage& message, Outbox* out);
+  void OnForward(const wire::MessageBatch& batch, Outbox* out);
   void AppendEarlyForwards(NodeId origin);  // kept forwards of origin that are now in turn
   void OnOrdered(NodeId from, const wire::SequencerMessage& message, Outbox* out);
   // A member entering a new epoch: takes the new sequencer's log once it holds all of it up to
@@ -119,6 +121,8 @@ class SequencerOrder final : public TotalOrder {
   void ForwardOwnOnLogged(Outbox* out);
   // The highest own seq in this epoch's log (0: none, or the log is another epoch's).
   uint64_t OwnLogged() const;
+  // The index in own_ of the first own message with a seq above `seq` (own_.size(): none).
+  size_t OwnAfter(uint64_t seq) const;
   // A FORWARD of own messages after `after_seq`: one batch.
   wire::SequencerMessage OwnBatch(uint64_t after_seq) const;
   // Sends one batch of entries from `first`; returns the order number after the last one sent.
@@ -130,6 +134,7 @@ class SequencerOrder final : public TotalOrder {
   bool SendNewEntries(Outbox* out);
   void SendNeedStates(Outbox* out);
   void Deliver(Outbox* out);
+  void EraseOwn(uint64_t seq);  // an own message delivered
   void RebuildLogSeq();
   // Drops the entries below stable_ that this member has delivered.
   void Prune();
@@ -139,7 +144,7 @@ class SequencerOrder final : public TotalOrder {
   uint64_t BatchEnd(uint64_t first, uint64_t end) const;
   wire::DataMessage& At(uint64_t order) { return log_[order - log_base_]; }
   // Keeps log_[log_base_, keep): drops the entries from order number `keep` on.
-  void TruncateLog(uint64_t keep) { log_.resize(keep - log_base_); }
+  void TruncateLog(uint64_t keep) { log_.truncate(keep - log_base_); }
   uint64_t StableEverywhere() const;  // sequencer: entries every member has delivered
   // `batch`: the message's batch, held apart (shared by several sends).
   void Send(NodeId to, wire::SequencerMessage message, Outbox* out, SharedBatch batch = {});
@@ -159,7 +164,8 @@ class SequencerOrder final : public TotalOrder {
   uint32_t epoch_ = 0;                  // highest epoch known
   uint32_t log_epoch_ = 0;              // epoch whose sequencer wrote log_ (a prefix of its log)
   // Order numbers [log_base_, log_end()); below log_base_ every member has delivered them.
-  std::deque<wire::DataMessage> log_;
+  // Entries dropped leave their objects for the next ones (ReuseRing, issue 7).
+  ReuseRing<wire::DataMessage> log_;
   uint64_t log_base_ = 0;
   uint64_t stable_ = 0;                 // entries every member has delivered (known here)
   std::map<NodeId, uint64_t> pruned_seq_;  // origin -> highest seq among dropped entries
@@ -180,8 +186,9 @@ class SequencerOrder final : public TotalOrder {
   std::map<NodeId, std::map<uint64_t, wire::DataMessage>> early_forwards_;
   size_t early_forwards_count_ = 0;
   uint64_t next_seq_ = 0;
-  // Own messages not yet delivered, by seq (a B-tree: no node per message, issue 7).
-  absl::btree_map<uint64_t, std::string> own_;
+  // Own messages not yet delivered (origin self_, seq, payload), by ascending seq: a ring that
+  // reuses the objects of those delivered (issue 7).
+  ReuseRing<wire::DataMessage> own_;
   // Own messages below forward_next_ were FORWARDed to the sequencer of forwarded_epoch_. A
   // backlog (own messages left out of a new epoch's log) goes one batch per round trip, each
   // once the last is logged (ForwardOwnOnLogged), and new messages wait behind it.
@@ -198,6 +205,10 @@ class SequencerOrder final : public TotalOrder {
   uint64_t established_length_ = 0;
   uint64_t state_first_ = 0;          // the commit point states are requested from
   std::map<NodeId, EpochState> states_;
+
+  // Memory kept for reuse, not state: the batch of the last FORWARD and of the last ORDERED round.
+  BatchShare forward_share_;
+  BatchShare ordered_share_;
 };
 
 }  // namespace cohort::consensus

@@ -162,7 +162,7 @@ class TotalOrder {
   virtual ~TotalOrder() = default;
 
   // A-broadcast `payload` from this node. Returns the seq assigned to it (origin = self).
-  virtual uint64_t Broadcast(std::string payload, Outbox* out) = 0;
+  virtual uint64_t Broadcast(const std::string& payload, Outbox* out) = 0;
 
   // A protocol message from `from` (its envelope's body). Malformed or stale messages are ignored.
   virtual void Step(NodeId from, const wire::Envelope& message, Outbox* out) = 0;

@@ -205,7 +205,7 @@ void Group::BroadcastNow(std::string payload, consensus::Outbox* outbox) {
                          std::move(payload));
     return;
   }
-  uint64_t seq = Order().Broadcast(payload, outbox);
+  uint64_t seq = Order().Broadcast(payload, outbox);  // (copied where the order keeps it)
   undelivered_[seq] = std::move(payload);
 }
 
