@@ -309,7 +309,9 @@ void ChandraToueg::AnswerWithDecision(NodeId to, ConsensusSends* out) {
   auto it = decision_sent_ms_.find(to);
   if (it != decision_sent_ms_.end() && now_ms_ < it->second + options_.retransmit_ms) return;
   decision_sent_ms_[to] = now_ms_;
-  Send(to, Kind::DECISION, decision_round_, Share(decision_), out);
+  std::shared_ptr<const wire::MessageBatch>& copy = decision_copy_.value;
+  if (copy == nullptr) copy = Share(decision_);
+  Send(to, Kind::DECISION, decision_round_, copy, out);
 }
 
 void ChandraToueg::Decide(const wire::MessageBatch& value, uint32_t round) {
@@ -379,8 +381,9 @@ void ChandraToueg::Suspect(NodeId node, bool suspected, ConsensusSends* out) {
 // would skip what follows. This size (x86-64, libstdc++) changes with a new field.
 #if defined(__x86_64__) && defined(__GLIBCXX__)
 // 600 with proposal_, a copy of estimate_ while proposed_; 552 with std::vector members_ and
-// std::set node sets (session 57); 536 before share_ (memory kept for reuse, not state).
-static_assert(sizeof(ChandraToueg) == 552, "a new field of ChandraToueg: add it to StateKey");
+// std::set node sets (session 57); 536 before share_ (memory kept for reuse, not state); 552
+// with decision_sent_ms_ a std::map and before decision_copy_ (memory, not state).
+static_assert(sizeof(ChandraToueg) == 656, "a new field of ChandraToueg: add it to StateKey");
 #endif
 
 std::string ChandraToueg::StateKey() const {

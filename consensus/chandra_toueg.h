@@ -45,6 +45,7 @@
 #include "absl/types/span.h"
 #include "consensus/batch_share.h"
 #include "consensus/node_set.h"
+#include "consensus/spare.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -193,12 +194,15 @@ class ChandraToueg {
   wire::MessageBatch decision_;
   uint32_t decision_round_ = 0;
   uint32_t decision_steps_ = 0;
-  std::map<NodeId, uint64_t> decision_sent_ms_;  // rate limit of DECISION answers per node
+  NodeMap<uint64_t> decision_sent_ms_;  // rate limit of DECISION answers per node
   uint64_t decided_ms_ = 0;
   NodeSet decision_owed_;  // n == 3: sent at decided_ms_ + retransmit_ms unless it ACKs
 
   // The last copy Share made: refilled once no send holds it any more.
   BatchShare share_;
+  // The decision's shared copy, made for the first DECISION and given to every later one (the
+  // decision does not change): not a copy per participant. Memory, not state.
+  Spare<std::shared_ptr<const wire::MessageBatch>> decision_copy_;
 };
 
 // Adds the messages in `sends` to `counters`, by kind.

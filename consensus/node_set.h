@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <utility>
 
 #include "absl/container/inlined_vector.h"
 
@@ -46,6 +47,49 @@ class NodeSet {
 
  private:
   absl::InlinedVector<NodeId, kInline> ids_;
+};
+
+// A small map from node ids, as NodeSet is a set: sorted inline pairs, no allocation up to
+// NodeSet::kInline ids (a DECIDED or DECISION sent to each participant of an instance took a
+// std::map node per member, issue 7).
+template <typename V>
+class NodeMap {
+ public:
+  using NodeId = NodeSet::NodeId;
+
+  // As std::map: the value of `id`, made (value-initialised) if absent.
+  V& operator[](NodeId id) {
+    auto at = LowerBound(id);
+    if (at == entries_.end() || at->first != id) at = entries_.insert(at, {id, V{}});
+    return at->second;
+  }
+  auto find(NodeId id) const {
+    auto at = LowerBound(id);
+    return at != entries_.end() && at->first == id ? at : entries_.end();
+  }
+  size_t count(NodeId id) const { return find(id) != entries_.end() ? 1 : 0; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void clear() { entries_.clear(); }
+  // By increasing id, as a std::map's.
+  auto begin() const { return entries_.begin(); }
+  auto end() const { return entries_.end(); }
+
+ private:
+  auto LowerBound(NodeId id) const {
+    return std::lower_bound(entries_.begin(), entries_.end(), id,
+                            [](const std::pair<NodeId, V>& entry, NodeId key) {
+                              return entry.first < key;
+                            });
+  }
+  auto LowerBound(NodeId id) {
+    return std::lower_bound(entries_.begin(), entries_.end(), id,
+                            [](const std::pair<NodeId, V>& entry, NodeId key) {
+                              return entry.first < key;
+                            });
+  }
+
+  absl::InlinedVector<std::pair<NodeId, V>, NodeSet::kInline> entries_;
 };
 
 }  // namespace cohort::consensus

@@ -31,6 +31,8 @@ class StateKeyWriter {
   template <typename T>
   void Put(const absl::btree_set<T>& values) { PutEach(values); }
   void Put(const NodeSet& values) { PutEach(values); }
+  template <typename V>
+  void Put(const NodeMap<V>& map) { PutPairs(map); }
   template <typename K, typename V>
   void Put(const std::map<K, V>& map) { PutPairs(map); }
   template <typename K, typename V>

@@ -117,8 +117,8 @@ using Deliveries = absl::InlinedVector<Delivery, 2>;
 // one of consensus / sequencer / data; the runtime fills version, group, sender and view), then
 // hands `deliveries` to the application in this order.
 struct Outbox {
-  // Inline up to a proposal's or a DECISION's sends at n = 5: no allocation per step.
-  absl::InlinedVector<OutboxSend, 4> sends;
+  // Inline up to a proposal's or a DECISION's sends at n = 9: no allocation per step.
+  absl::InlinedVector<OutboxSend, 8> sends;
   Deliveries deliveries;
   // Members that asked for decisions this member no longer holds: they cannot catch up from the
   // order and need the state (the runtime re-admits them by a view change with state transfer).

@@ -68,7 +68,7 @@ class InvokeStreamReactor final
     if (grpc::Status allowed = service_->Allowed(context_, call_.invoke().group(), Right::kInvoke);
         !allowed.ok()) {
       outbox_->Push(Failed(id, mode, start, FromGrpcStatus(allowed)));
-    } else if (absl::StatusOr<InvokeOptions> options = ToInvokeOptions(call_.invoke());
+    } else if (absl::StatusOr<InvokeOptions> options = TakeInvokeOptions(call_.mutable_invoke());
                !options.ok()) {
       outbox_->Push(Failed(id, mode, start, options.status()));
     } else {

@@ -458,11 +458,12 @@ grpc::ServerUnaryReactor* ApiService::Invoke(grpc::CallbackServerContext* contex
   return reactor;
 }
 
-absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request) {
+namespace {
+// Everything but the payload.
+absl::StatusOr<InvokeOptions> InvokeOptionsOf(const api::InvokeRequest& request) {
   InvokeOptions options;
   options.group = request.group();
   options.method = request.method();
-  options.payload = request.payload();
   options.deadline_ms = request.deadline_ms();
   options.caller_group = request.caller_group();
   options.group_call_id = request.caller_seq() * 1024 + request.caller_index();
@@ -474,6 +475,19 @@ absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request)
     options.mode = *mode;
     options.mode_given = true;
   }
+  return options;
+}
+}  // namespace
+
+absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request) {
+  absl::StatusOr<InvokeOptions> options = InvokeOptionsOf(request);
+  if (options.ok()) options->payload = request.payload();
+  return options;
+}
+
+absl::StatusOr<InvokeOptions> TakeInvokeOptions(api::InvokeRequest* request) {
+  absl::StatusOr<InvokeOptions> options = InvokeOptionsOf(*request);
+  if (options.ok()) options->payload = std::move(*request->mutable_payload());
   return options;
 }
 

@@ -146,6 +146,8 @@ class AccessPolicy {
 
 // Shared by the unary Invoke and the pipelined InvokeStream (api_pipeline.cc).
 absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request);
+// The same, the payload moved out of `request` rather than copied (issue 7: no copy per call).
+absl::StatusOr<InvokeOptions> TakeInvokeOptions(api::InvokeRequest* request);
 void ToInvokeReply(InvokeResult result, api::InvokeReply* reply);
 // On the protocol thread (GroupInfo points into the node's config).
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);

@@ -342,7 +342,7 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
       return true;
     }
   }
-  absl::StatusOr<InvokeOptions> options = ToInvokeOptions(call->invoke());
+  absl::StatusOr<InvokeOptions> options = TakeInvokeOptions(call->mutable_invoke());
   if (!options.ok()) {
     OnResult(id, number, mode, start_ns, InvokeResult{options.status()});
     return true;
@@ -354,7 +354,6 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
     return true;
   }
   ++connection->calls_in_flight;
-  options->payload = std::move(*call->mutable_invoke()->mutable_payload());
   node_->Invoke(call->invoke().nso(), *std::move(options),
                 [this, id, number, mode, start_ns](InvokeResult result) {
                   if (Connection* owner = Find(id)) --owner->calls_in_flight;

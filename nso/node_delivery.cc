@@ -411,7 +411,13 @@ void Node::OnReply(const wire::Reply& reply, std::string* payload) {
   member_reply.node = reply.replier();
   member_reply.member = NodeName(reply.replier());
   member_reply.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
-  member_reply.payload = payload != nullptr ? std::move(*payload) : reply.payload();
+  // (Not one conditional expression: with one side const, it is a const prvalue, and the
+  // assignment copied even the payload given to be moved.)
+  if (payload != nullptr) {
+    member_reply.payload = std::move(*payload);
+  } else {
+    member_reply.payload = reply.payload();
+  }
   if (it->second.collector.Add(std::move(member_reply))) FinishCall(it->first, absl::OkStatus());
 }
 
