@@ -88,6 +88,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DaemonChannel(const std::string& 
 namespace {
 
 constexpr size_t kStreamedCallBytesMax = 1 << 20;
+// A thread's reused InvokeRequest keeps at most this much payload memory between calls.
+constexpr size_t kKeptRequestBytes = 64 * 1024;
 // How long ~Client waits for its daemon to take the NSO back (a frozen daemon costs this).
 constexpr absl::Duration kDetachWait = absl::Milliseconds(500);
 
@@ -330,15 +332,22 @@ api::InvokeRequest Client::InvokeRequestFor(const std::string& group, const std:
                                             const std::string& payload, api::Mode mode,
                                             absl::Duration deadline, Style style) const {
   api::InvokeRequest request;
-  request.set_nso(nso_.load());
-  request.set_group(group);
-  request.set_method(method);
-  request.set_payload(payload);
-  request.set_mode(mode);
-  if (style == Style::kOpen) request.set_style(api::OPEN);
-  if (style == Style::kClosed) request.set_style(api::CLOSED);
-  request.set_deadline_ms(internal::DeadlineMs(deadline));
+  FillInvokeRequest(&request, group, method, payload, mode, deadline, style);
   return request;
+}
+
+void Client::FillInvokeRequest(api::InvokeRequest* request, const std::string& group,
+                               const std::string& method, const std::string& payload,
+                               api::Mode mode, absl::Duration deadline, Style style) const {
+  request->Clear();  // its strings stay allocated, emptied
+  request->set_nso(nso_.load());
+  request->set_group(group);
+  request->set_method(method);
+  request->set_payload(payload);
+  request->set_mode(mode);
+  if (style == Style::kOpen) request->set_style(api::OPEN);
+  if (style == Style::kClosed) request->set_style(api::CLOSED);
+  request->set_deadline_ms(internal::DeadlineMs(deadline));
 }
 
 namespace {
@@ -371,7 +380,7 @@ bool Client::ReattachAndRetry(uint64_t stale, const std::function<void()>& retry
 }
 
 template <typename RequestT, typename SendFn>
-auto Client::WithNso(RequestT request, SendFn send) -> decltype(send(request)) {
+auto Client::WithNso(RequestT&& request, SendFn send) -> decltype(send(request)) {
   request.set_nso(nso_.load());
   auto result = send(request);
   if (invocation::StatusOf(result).ok() || !UnknownNso(invocation::StatusOf(result))) {
@@ -396,11 +405,28 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
     const absl::Duration left =
         first_attempt ? deadline : invocation::DeadlineLeft(deadline, one_way, start);
     first_attempt = false;
+    // This thread's request, made again in the same memory for each of its calls (the backend
+    // has sent it, or failed, once Invoke returns); a large payload's memory is not kept. A call
+    // made while this one runs on the same thread (a servant dispatched inline here, calling on)
+    // makes its own.
+    thread_local api::InvokeRequest reused;
+    thread_local bool reused_busy = false;
+    api::InvokeRequest own;
+    const bool use_reused = !reused_busy;
+    api::InvokeRequest& request = use_reused ? reused : own;
+    reused_busy = true;
+    FillInvokeRequest(&request, group, method, payload, mode, left, style);
     // The NSO enforces `left`; 2 s of slack here.
-    return WithNso(InvokeRequestFor(group, method, payload, mode, left, style),
-                   [&](const api::InvokeRequest& request) {
-                     return backend_->Invoke(request, left + absl::Seconds(2));
-                   });
+    auto result = WithNso(request, [&](const api::InvokeRequest& sent) {
+      return backend_->Invoke(sent, left + absl::Seconds(2));
+    });
+    if (use_reused) {
+      reused_busy = false;
+      if (reused.payload().capacity() > kKeptRequestBytes) {
+        std::string().swap(*reused.mutable_payload());
+      }
+    }
+    return result;
   });
 }
 

@@ -231,6 +231,11 @@ class Client {
   api::InvokeRequest InvokeRequestFor(const std::string& group, const std::string& method,
                                       const std::string& payload, api::Mode mode,
                                       absl::Duration deadline, Style style) const;
+  // The same, made in `request` (emptied first): its strings keep their memory from one call to
+  // the next (issue 7: no allocation per call).
+  void FillInvokeRequest(api::InvokeRequest* request, const std::string& group,
+                         const std::string& method, const std::string& payload, api::Mode mode,
+                         absl::Duration deadline, Style style) const;
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
@@ -249,9 +254,10 @@ class Client {
                   internal::SteadyTime start, std::shared_ptr<invocation::BacklogPause> pause);
   // Runs `retry` under reattach_mu_ unless the Client is closing (its backend may be gone).
   bool RetryUnlessClosing(const std::function<void()>& retry) ABSL_LOCKS_EXCLUDED(reattach_mu_);
-  // Runs `send(request)`; again with a new NSO if the daemon answered "unknown NSO".
+  // Runs `send(request)`; again with a new NSO if the daemon answered "unknown NSO". Sets the
+  // NSO in `request` (a temporary, or the caller's own).
   template <typename RequestT, typename SendFn>
-  auto WithNso(RequestT request, SendFn send) -> decltype(send(request));
+  auto WithNso(RequestT&& request, SendFn send) -> decltype(send(request));
 
   std::unique_ptr<internal::ClientBackend> backend_;  // gRPC to a daemon, or in-process
   // InvokeAsync's callbacks (made by the first; destroyed after backend_, see ~Client).

@@ -158,7 +158,7 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, SteadyTime deadl
   api::LocalFrame& frame = connection->frame;  // the reader's: reused, as are its strings
   LocalLink::Outcome outcome = connection->link->ReadUntil(&frame, deadline);
   uint64_t call = 0;
-  absl::StatusOr<GroupReplies> result = absl::UnknownError("no result");
+  absl::StatusOr<GroupReplies> result;  // (UNKNOWN, no message: no allocation) until a result
   if (outcome == LocalLink::Outcome::kFrame && frame.has_result()) {
     api::PipelinedResult* got = frame.mutable_result();
     call = got->call();
