@@ -117,7 +117,9 @@ class ServantBackend {
   // The next delivery is already here: Next would not block (a servant keeping its state on disk
   // writes it once for the deliveries read together: Servant::KeepStateIn). False if unknown.
   virtual bool EventBuffered() const { return false; }
-  virtual void Answer(api::ServantMessage::Answer answer) = 0;  // its payload is moved on
+  // `answer` is the backend's to take from until it returns (its payload is moved on); it may
+  // be on an arena (Servant::Answer builds it on the stack: no allocation per answer, issue 7).
+  virtual void Answer(api::ServantMessage::Answer& answer) = 0;
   // A group-to-group call from inside a handler (003 section 4.3).
   virtual absl::StatusOr<GroupReplies> Invoke(const api::InvokeRequest& request,
                                               absl::Duration wait) = 0;

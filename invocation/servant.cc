@@ -68,9 +68,9 @@ class RemoteServant final : public internal::ServantBackend {
     return absl::OkStatus();
   }
   bool Next(api::ServantEvent* event) override { return stream_->Read(event); }
-  void Answer(api::ServantMessage::Answer answer) override {
+  void Answer(api::ServantMessage::Answer& answer) override {
     api::ServantMessage message;
-    *message.mutable_answer() = std::move(answer);
+    *message.mutable_answer() = answer;  // (the gRPC stream: a copy off the answer's arena)
     absl::MutexLock lock(&write_mu_);
     stream_->Write(message);
   }
@@ -142,7 +142,7 @@ class LocalServant final : public internal::ServantBackend {
     }
     return false;
   }
-  void Answer(api::ServantMessage::Answer answer) override {
+  void Answer(api::ServantMessage::Answer& answer) override {
     // The frame's objects on the stack, the answer borrowed while it is written: no allocation
     // or copy of them per answer (issue 7).
     char block[256];
@@ -460,16 +460,20 @@ void Servant::BoundReply(absl::StatusOr<std::string>* result) const {
 }
 
 void Servant::Answer(uint64_t delivery, absl::StatusOr<std::string> result, bool more) {
-  api::ServantMessage::Answer answer;
-  answer.set_delivery(delivery);
-  answer.set_more(more);
-  answer.set_status_code(static_cast<int>(result.status().code()));
+  // On a stack arena: the payload's string object too (a new message allocated one per answer);
+  // its characters are the result's, moved.
+  char block[512];
+  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
+  auto* answer = google::protobuf::Arena::CreateMessage<api::ServantMessage::Answer>(&arena);
+  answer->set_delivery(delivery);
+  answer->set_more(more);
+  answer->set_status_code(static_cast<int>(result.status().code()));
   if (result.ok()) {
-    answer.set_payload(*std::move(result));
+    answer->set_payload(*std::move(result));
   } else {
-    answer.set_error(std::string(result.status().message()));
+    answer->set_error(std::string(result.status().message()));
   }
-  backend_->Answer(std::move(answer));
+  backend_->Answer(*answer);
 }
 
 // The state is answered in chunks of at most this size (the daemons stream it on in chunks).

@@ -289,7 +289,7 @@ absl::Status Daemon::Start() {
     tcp_transport_ = raw;
     transport_flush = [raw] { raw->Flush(); };
     tcp->SetReceiver(
-        [this](NodeId from, const wire::Envelope& envelope) { node_->Receive(from, envelope); });
+        [this](NodeId from, wire::Envelope&& envelope) { node_->Receive(from, envelope); });
     tcp->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
     transport_ = std::move(tcp);
   } else {
@@ -309,7 +309,7 @@ absl::Status Daemon::Start() {
     grpc_transport_ = raw;
     transport_flush = [raw] { raw->Flush(); };
     grpc->SetReceiver(
-        [this](NodeId from, const wire::Envelope& envelope) { node_->Receive(from, envelope); });
+        [this](NodeId from, wire::Envelope&& envelope) { node_->Receive(from, envelope); });
     grpc->SetLinkWatcher([this](NodeId peer, bool up) { node_->LinkChanged(peer, up); });
     grpc_transport = grpc.get();
     transport_ = std::move(grpc);

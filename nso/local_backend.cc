@@ -311,7 +311,7 @@ class LocalServant final : public internal::ServantBackend {
     ToServantEvent(std::move(batch_[next_++]), event);
     return true;
   }
-  void Answer(api::ServantMessage::Answer answer) override {
+  void Answer(api::ServantMessage::Answer& answer) override {
     absl::Status status(static_cast<absl::StatusCode>(answer.status_code()), answer.error());
     loop_->RunOrPost([node = node_, servant = servant_, number = answer.delivery(), status,
                       more = answer.more(),

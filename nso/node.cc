@@ -676,7 +676,7 @@ void Node::Submit(Group* group, const wire::Request& request) {
 
 // ---- transport and time -----------------------------------------------------------------------
 
-void Node::Receive(NodeId from, const wire::Envelope& envelope) {
+void Node::Receive(NodeId from, wire::Envelope& envelope) {
   if (manager_watch_.watching()) manager_watch_.Heard(from, now_ms_);
   if (envelope.has_heartbeat() && envelope.heartbeat().outside_probe()) {
     // A probe from a daemon outside the group that sends requests through this one (answered
@@ -694,7 +694,8 @@ void Node::Receive(NodeId from, const wire::Envelope& envelope) {
       if (reply.predecessor_gone()) return OnPredecessorGone(from, envelope.group(), reply);
       return OnPredecessorMissing(from, envelope.group(), reply);
     }
-    return OnReply(reply);
+    // Its payload moved to the result, not copied (issue 7: no copy per message).
+    return OnReply(reply, envelope.mutable_reply()->mutable_payload());
   }
   if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
   auto it = groups_.find(envelope.group());

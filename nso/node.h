@@ -163,7 +163,8 @@ class Node {
   void RestartedFrom(uint64_t previous);
 
   // Transport input and the passage of time.
-  void Receive(NodeId from, const wire::Envelope& envelope);
+  // `envelope` is the caller's to drop after: a reply's payload is moved out of it.
+  void Receive(NodeId from, wire::Envelope& envelope);
   // The transport's connection to `peer` closed or is back (Transport::SetLinkWatcher): with
   // failure_detector.suspect_on_disconnect, every group suspects the peer at once.
   void LinkChanged(NodeId peer, bool up);

@@ -658,7 +658,7 @@ bool TcpTransport::Deliver(Connection* connection, const char* data, size_t size
   absl::Status read = ReadEnvelopeFrame(data, size, scratch, [&](wire::Envelope& envelope) {
     if (!AcceptEnvelope(peer, envelope)) return;
     counters_.envelopes_received++;
-    if (receiver_) receiver_(peer, envelope);
+    if (receiver_) receiver_(peer, std::move(envelope));
   });
   read_arena_.Reset();  // the last envelope's strings go now, not at the next frame
   if (read.ok()) return true;

@@ -30,7 +30,8 @@ class Transport {
  public:
   // The envelope lives only during the call (the raw TCP transport parses it into an arena):
   // what is kept of it is copied.
-  using Receiver = std::function<void(NodeId from, const wire::Envelope& envelope)>;
+  // The receiver takes the envelope: it may move strings out of it (a reply's payload, issue 7).
+  using Receiver = std::function<void(NodeId from, wire::Envelope&& envelope)>;
 
   virtual ~Transport() = default;
 

@@ -131,7 +131,7 @@ struct SimNodes {
   void Thaw(nso::NodeId id) {
     frozen.erase(id);
     for (auto& [from, envelope] : held[id]) {
-      net.After(0, [this, id, from = from, envelope = std::move(envelope)] {
+      net.After(0, [this, id, from = from, envelope = std::move(envelope)]() mutable {
         if (!net.crashed(id)) nodes[id]->Receive(from, envelope);
       });
     }

@@ -92,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               frame.hello().node() == peer;
         }
       } else if (stream_up[stream] && frame.has_frame()) {
-        for (const cohort::wire::Envelope& envelope : frame.frame().envelopes()) {
+        for (cohort::wire::Envelope& envelope : *frame.mutable_frame()->mutable_envelopes()) {
           if (!cohort::fuzz::AcceptEnvelope(peer, envelope)) continue;
           harness.node().Receive(peer, envelope);
           harness.Pump();
