@@ -59,12 +59,12 @@ class NodeMap {
 
   // As std::map: the value of `id`, made (value-initialised) if absent.
   V& operator[](NodeId id) {
-    auto at = LowerBound(id);
+    auto at = LowerBound(entries_, id);
     if (at == entries_.end() || at->first != id) at = entries_.insert(at, {id, V{}});
     return at->second;
   }
   auto find(NodeId id) const {
-    auto at = LowerBound(id);
+    auto at = LowerBound(entries_, id);
     return at != entries_.end() && at->first == id ? at : entries_.end();
   }
   size_t count(NodeId id) const { return find(id) != entries_.end() ? 1 : 0; }
@@ -76,14 +76,10 @@ class NodeMap {
   auto end() const { return entries_.end(); }
 
  private:
-  auto LowerBound(NodeId id) const {
-    return std::lower_bound(entries_.begin(), entries_.end(), id,
-                            [](const std::pair<NodeId, V>& entry, NodeId key) {
-                              return entry.first < key;
-                            });
-  }
-  auto LowerBound(NodeId id) {
-    return std::lower_bound(entries_.begin(), entries_.end(), id,
+  // The first entry whose id is not below `id`, in `entries` (this map's, const or not).
+  template <typename Entries>
+  static auto LowerBound(Entries& entries, NodeId id) {
+    return std::lower_bound(entries.begin(), entries.end(), id,
                             [](const std::pair<NodeId, V>& entry, NodeId key) {
                               return entry.first < key;
                             });
