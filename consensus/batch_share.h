@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 
+#include "consensus/reuse_ring.h"
 #include "consensus/spare.h"
 #include "proto/wire.pb.h"
 
@@ -21,8 +22,8 @@ inline bool LargeBatch(const wire::MessageBatch& batch) {
 }
 
 // Empties `batch`, keeping its messages and strings for the next copy into it unless large
-// (a repeated field reuses its cleared elements).
-inline void ClearForReuse(wire::MessageBatch* batch) {
+// (a repeated field reuses its cleared elements): EmptyForReuse (reuse_ring.h) for a batch.
+inline void EmptyForReuse(wire::MessageBatch* batch) {
   if (LargeBatch(*batch)) {
     *batch = wire::MessageBatch();
   } else {

@@ -29,8 +29,8 @@ void ChandraToueg::Recycle(uint64_t instance, const std::set<NodeId>& suspected,
   wire::MessageBatch decision = std::move(decision_);
   BatchShare share = std::move(share_);
   *this = ChandraToueg(self_, members_, instance, options_, suspected, first_coordinator);
-  ClearForReuse(&estimate);
-  ClearForReuse(&decision);
+  EmptyForReuse(&estimate);
+  EmptyForReuse(&decision);
   estimate_ = std::move(estimate);
   decision_ = std::move(decision);
   share_ = std::move(share);
