@@ -118,26 +118,35 @@ TEST_CASE("SIGHUP applies a changed peers list: added, moved, removed", "[ops][e
       REQUIRE((*at4)->LeaveGroup("counter").ok());
     }
     REQUIRE(test::WaitAllReply(client->get(), "counter", 3));
-    for (int i = 2; i <= 3; ++i) {  // (n1's view has it already: its call got 3 replies)
-      auto at = Client::Connect(cluster.ClientAddress(i));
-      REQUIRE(at.ok());
-      std::string last;  // what the daemon said last, for the failure message
-      bool left = Eventually([&] {
-        auto view = (*at)->GroupDetails("counter");
-        last = view.ok() ? absl::StrCat(view->members.size(), " members in view ", view->view_id)
-                         : view.status().ToString();
-        return view.ok() && view->members.size() == 3;
-      }, 20);
-      INFO("n" << i << ": " << last << "\n" << cluster.LogTails(30));
-      CHECK(left);
-    }
+    // Daemons `from`..3 see counter with 3 members (n4 out) within 30 s.
+    auto views_without_n4 = [&](int from) {
+      for (int i = from; i <= 3; ++i) {
+        auto at = Client::Connect(cluster.ClientAddress(i));
+        REQUIRE(at.ok());
+        std::string last;  // what the daemon said last, for the failure message
+        bool left = Eventually([&] {
+          auto view = (*at)->GroupDetails("counter");
+          last = view.ok() ? absl::StrCat(view->members.size(), " members in view ", view->view_id)
+                           : view.status().ToString();
+          return view.ok() && view->members.size() == 3;
+        }, 30);
+        INFO("n" << i << ": " << last << "\n" << cluster.LogTails(30));
+        CHECK(left);
+      }
+    };
+    views_without_n4(2);  // (n1's view has it already: its call got 3 replies)
     fourth.reset();
     cluster.Stop(4);
+    // A join request n4 sent just before LeaveGroup may have added it again for a moment (it
+    // then leaves again by itself: RELIABILITY.md, session 27); stopped meanwhile, it stays in
+    // the view until excluded. A peer still in a view is kept at a reload (tested below), so
+    // the removal waits for views without it everywhere.
+    views_without_n4(1);
     const std::string moved_line = PeerLine(4, moved);
     Rewrite(cluster, {1, 2, 3}, moved_line, "");
     for (int i = 1; i <= 3; ++i) cluster.Signal(i, SIGHUP);
     for (int i = 1; i <= 3; ++i) {
-      INFO("n" << i);
+      INFO("n" << i << "\n" << cluster.LogTails(40));
       CHECK(LogHas(cluster, i, "reload: peers removed n4"));
       CHECK(LogHas(cluster, i, "node 4 removed from the peers"));
     }
