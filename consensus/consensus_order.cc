@@ -481,8 +481,8 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // 752 before options_.batch_bytes_max (an option, not state); 760 before told_everyone_past_;
 // 768 before sends_ (empty between steps, not state); 792 while unordered_, owing_ and
 // decided_sizes_ were std:: trees; 720 before spare_instance_ and next_batch_ (memory kept for
-// reuse, not state).
-static_assert(sizeof(ConsensusOrder) == 792, "a new field of ConsensusOrder: add it to StateKey");
+// reuse, not state); 792 before unordered_'s SpareAllocator (its pool: memory, not state).
+static_assert(sizeof(ConsensusOrder) == 808, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {

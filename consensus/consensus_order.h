@@ -43,6 +43,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "consensus/chandra_toueg.h"
+#include "consensus/spare.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 
@@ -153,7 +154,7 @@ class ConsensusOrder final : public TotalOrder {
   std::map<NodeId, uint64_t> delivered_seq_;  // origin -> highest delivered seq (FIFO prefix)
   // Received, not delivered. B-trees here and below: an entry made and erased per message or
   // per instance allocates a node only now and then, not each time (issue 7).
-  absl::btree_map<MessageId, std::string> unordered_;
+  SpareBtreeMap<MessageId, std::string> unordered_;  // (root kept when empty: spare.h)
 
   uint64_t next_instance_ = 1;
   size_t leader_ = 0;  // index in members_ of the round-1 coordinator of next_instance_

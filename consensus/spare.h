@@ -6,7 +6,12 @@
 #define COHORT_CONSENSUS_SPARE_H_
 
 #include <cstddef>
+#include <memory>
+#include <new>
+#include <type_traits>
 #include <utility>
+
+#include "absl/container/btree_map.h"
 
 namespace cohort::consensus {
 
@@ -25,6 +30,89 @@ struct Spare {
 
   T value{};
 };
+
+// Blocks a container freed, kept for its next allocations of the same size: a std::map or
+// absl::btree_map that holds one entry at a time (one call in flight) otherwise allocates and
+// frees a node (a btree its root) per entry.
+class SparePool {
+ public:
+  static constexpr int kKept = 4;
+  SparePool() = default;
+  SparePool(const SparePool&) = delete;
+  SparePool& operator=(const SparePool&) = delete;
+  ~SparePool() {
+    for (int i = 0; i < count_; ++i) ::operator delete(kept_[i].block);
+  }
+  // A kept block of `bytes`, or nullptr.
+  void* Take(size_t bytes) {
+    for (int i = count_ - 1; i >= 0; --i) {
+      if (kept_[i].bytes != bytes) continue;
+      void* block = kept_[i].block;
+      kept_[i] = kept_[--count_];
+      return block;
+    }
+    return nullptr;
+  }
+  // Keeps `block` unless kKept are kept already (then the caller frees it).
+  bool Keep(void* block, size_t bytes) {
+    if (count_ == kKept || bytes > kSpareBytesMax) return false;
+    kept_[count_++] = {block, bytes};
+    return true;
+  }
+
+ private:
+  struct Kept {
+    void* block = nullptr;
+    size_t bytes = 0;
+  };
+  Kept kept_[kKept];
+  int count_ = 0;
+};
+
+// An allocator over a SparePool, shared by a container and its rebinds (its nodes). A copy of
+// the container gets a pool of its own (select_on_container_copy_construction), as Spare above;
+// a moved container takes its pool along. Not for containers used by several threads.
+template <typename T>
+class SpareAllocator {
+ public:
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::false_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+
+  SpareAllocator() : pool_(std::make_shared<SparePool>()) {}
+  // Copied, never moved: a moved-from container (emptied, used again) keeps a pool.
+  SpareAllocator(const SpareAllocator&) = default;
+  SpareAllocator& operator=(const SpareAllocator&) = default;
+  template <typename U>
+  SpareAllocator(const SpareAllocator<U>& other) : pool_(other.pool_) {}  // NOLINT: rebinds
+
+  T* allocate(size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned");
+    if (void* kept = pool_->Take(n * sizeof(T))) return static_cast<T*>(kept);
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* block, size_t n) {
+    if (!pool_->Keep(block, n * sizeof(T))) ::operator delete(block);
+  }
+  SpareAllocator select_on_container_copy_construction() const { return SpareAllocator(); }
+
+  template <typename U>
+  bool operator==(const SpareAllocator<U>& other) const { return pool_ == other.pool_; }
+  template <typename U>
+  bool operator!=(const SpareAllocator<U>& other) const { return pool_ != other.pool_; }
+
+ private:
+  template <typename U>
+  friend class SpareAllocator;
+  std::shared_ptr<SparePool> pool_;
+};
+
+// A B-tree map whose nodes come from a SparePool: one that empties and fills again per message
+// (one call in flight) does not free and allocate its root each time (issue 7).
+template <typename K, typename V>
+using SpareBtreeMap = absl::btree_map<K, V, std::less<K>, SpareAllocator<std::pair<const K, V>>>;
 
 }  // namespace cohort::consensus
 

@@ -9,10 +9,10 @@ bool CausalBarrier::Admit(uint64_t nso, const std::string& group, uint64_t call_
 
 bool CausalBarrier::AdmitOrHold(uint64_t nso, const std::string& group, uint64_t call_id,
                                 uint64_t now_ms, size_t bytes,
-                                const std::function<Submit()>& make_held) {
+                                absl::FunctionRef<Submit()> make_held) {
   PerNso& state = nsos_[nso];
   state.bytes += bytes;
-  if (state.held.empty() && (state.unordered.empty() || state.group == group)) {
+  if (state.held.empty() && (state.unordered == state.lapsed || state.group == group)) {
     state.group = group;
     Track(nso, &state, call_id, now_ms, bytes);
     return true;
@@ -23,15 +23,15 @@ bool CausalBarrier::AdmitOrHold(uint64_t nso, const std::string& group, uint64_t
 
 void CausalBarrier::Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms,
                           size_t bytes) {
-  state->unordered[call_id] = bytes;
-  nso_of_call_[call_id] = nso;
+  state->unordered++;
+  tracked_[call_id] = {nso, bytes, false};
   by_admission_.emplace_back(now_ms, call_id);
 }
 
 void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
                             std::vector<Submit>* out) {
   while (!state->held.empty() &&
-         (state->unordered.empty() || state->held.front().group == state->group)) {
+         (state->unordered == state->lapsed || state->held.front().group == state->group)) {
     Held next = std::move(state->held.front());
     state->held.pop_front();
     state->group = next.group;
@@ -41,41 +41,35 @@ void CausalBarrier::Release(uint64_t nso, PerNso* state, uint64_t now_ms,
   if (Count(*state) == 0) nsos_.erase(nso);
 }
 
-size_t CausalBarrier::Count(const PerNso& state) {
-  return state.unordered.size() + state.lapsed.size() + state.held.size();
-}
+size_t CausalBarrier::Count(const PerNso& state) { return state.unordered + state.held.size(); }
 
-void CausalBarrier::Uncount(PerNso* state, uint64_t call_id) {
-  for (std::map<uint64_t, size_t>* counted : {&state->unordered, &state->lapsed}) {
-    auto request = counted->find(call_id);
-    if (request == counted->end()) continue;
-    state->bytes -= request->second;
-    counted->erase(request);
-    return;
-  }
+void CausalBarrier::Uncount(PerNso* state, const Tracked& request) {
+  state->bytes -= request.bytes;
+  state->unordered--;
+  if (request.lapsed) state->lapsed--;
 }
 
 std::vector<CausalBarrier::Submit> CausalBarrier::Ordered(uint64_t call_id, uint64_t now_ms) {
   std::vector<Submit> released;
-  auto it = nso_of_call_.find(call_id);
-  if (it == nso_of_call_.end()) return released;
-  uint64_t nso = it->second;
-  nso_of_call_.erase(it);
-  auto state = nsos_.find(nso);
+  auto it = tracked_.find(call_id);
+  if (it == tracked_.end()) return released;
+  const Tracked request = it->second;
+  tracked_.erase(it);
+  auto state = nsos_.find(request.nso);
   if (state == nsos_.end()) return released;
-  Uncount(&state->second, call_id);
-  Release(nso, &state->second, now_ms, &released);
+  Uncount(&state->second, request);
+  Release(request.nso, &state->second, now_ms, &released);
   return released;
 }
 
 void CausalBarrier::Forget(uint64_t call_id) {
-  auto it = nso_of_call_.find(call_id);
-  if (it == nso_of_call_.end()) return;
-  const uint64_t nso = it->second;
-  nso_of_call_.erase(it);
-  auto state = nsos_.find(nso);
+  auto it = tracked_.find(call_id);
+  if (it == tracked_.end()) return;
+  const Tracked request = it->second;
+  tracked_.erase(it);
+  auto state = nsos_.find(request.nso);
   if (state == nsos_.end()) return;
-  Uncount(&state->second, call_id);
+  Uncount(&state->second, request);
   if (Count(state->second) == 0) nsos_.erase(state);
 }
 
@@ -83,31 +77,28 @@ std::vector<CausalBarrier::Submit> CausalBarrier::Expire(uint64_t now_ms) {
   std::vector<Submit> released;
   while (!by_admission_.empty()) {
     const auto [admitted_ms, call_id] = by_admission_.front();
-    auto it = nso_of_call_.find(call_id);
-    if (it != nso_of_call_.end() && now_ms < admitted_ms + release_after_ms_) break;
+    auto it = tracked_.find(call_id);
+    if (it != tracked_.end() && now_ms < admitted_ms + release_after_ms_) break;
     by_admission_.pop_front();
-    if (it == nso_of_call_.end()) continue;  // ordered meanwhile
+    if (it == tracked_.end()) continue;  // ordered meanwhile
     if (count_for_ms_ <= release_after_ms_) {
       for (Submit& submit : Ordered(call_id, now_ms)) released.push_back(std::move(submit));
       continue;
     }
     // Its causal wait lapses (what it held goes on), but it is still counted.
-    const uint64_t nso = it->second;
+    const uint64_t nso = it->second.nso;
     auto state = nsos_.find(nso);
     if (state == nsos_.end()) continue;
-    auto request = state->second.unordered.find(call_id);
-    if (request != state->second.unordered.end()) {
-      state->second.lapsed.insert(*request);
-      state->second.unordered.erase(request);
+    if (!it->second.lapsed) {
+      it->second.lapsed = true;
+      state->second.lapsed++;
       lapsed_by_admission_.emplace_back(admitted_ms, call_id);
-    } else {
-      nso_of_call_.erase(it);  // not counted (cannot happen: Track records both), not kept
     }
     Release(nso, &state->second, now_ms, &released);
   }
   while (!lapsed_by_admission_.empty()) {
     const auto [admitted_ms, call_id] = lapsed_by_admission_.front();
-    if (nso_of_call_.count(call_id) > 0 && now_ms < admitted_ms + count_for_ms_) break;
+    if (tracked_.count(call_id) > 0 && now_ms < admitted_ms + count_for_ms_) break;
     lapsed_by_admission_.pop_front();
     Forget(call_id);
   }

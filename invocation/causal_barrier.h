@@ -21,12 +21,12 @@
 #include <deque>
 #include <list>
 #include <functional>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 
 namespace cohort::invocation {
 
@@ -46,9 +46,10 @@ class CausalBarrier {
   bool Admit(uint64_t nso, const std::string& group, uint64_t call_id, uint64_t now_ms,
              Submit submit, size_t bytes = 0);
   // The same, with the submission made by `make_held` only when it is held: nothing is made on
-  // the usual path (a request submitted at once, issue 7's hot path).
+  // the usual path (a request submitted at once, issue 7's hot path; a FunctionRef, since a
+  // std::function of a capture over 16 bytes allocates).
   bool AdmitOrHold(uint64_t nso, const std::string& group, uint64_t call_id, uint64_t now_ms,
-                   size_t bytes, const std::function<Submit()>& make_held);
+                   size_t bytes, absl::FunctionRef<Submit()> make_held);
   // Request `call_id` is known ordered (or finished): the submissions it released, in order.
   std::vector<Submit> Ordered(uint64_t call_id, uint64_t now_ms);
   // Releases past entries older than release_after_ms; stops counting those older than
@@ -74,31 +75,39 @@ class CausalBarrier {
     Submit submit;
     size_t bytes = 0;
   };
+  // A client's requests are counted here; each request's own record is in `tracked_` (no
+  // per-client container of call ids, which allocated per call: issue 7).
   struct PerNso {
-    std::string group;                        // group of the requests awaited
-    std::map<uint64_t, size_t> unordered;     // call id -> bytes
-    std::map<uint64_t, size_t> lapsed;        // unordered, past release_after_ms: counted only
+    std::string group;     // group of the requests awaited
+    size_t unordered = 0;  // requests submitted and not yet known ordered
+    size_t lapsed = 0;     // of those, past release_after_ms: counted only
     // A list, not a deque: an empty deque allocates, and a client's state is made and erased
     // around each call it makes (holding is rare).
     std::list<Held> held;
-    size_t bytes = 0;                         // of `unordered`, `lapsed` and `held`
+    size_t bytes = 0;  // of the unordered (lapsed included) and held requests
+  };
+  // A request submitted and not yet known ordered.
+  struct Tracked {
+    uint64_t nso = 0;
+    size_t bytes = 0;
+    bool lapsed = false;
   };
   void Release(uint64_t nso, PerNso* state, uint64_t now_ms, std::vector<Submit>* out);
   void Track(uint64_t nso, PerNso* state, uint64_t call_id, uint64_t now_ms, size_t bytes);
 
   // Stops counting `call_id`, lapsed, once count_for_ms has passed since its admission.
   void Forget(uint64_t call_id);
-  // A client's requests counted in in_flight: unordered, lapsed and held.
+  // A client's requests counted in in_flight: unordered (lapsed included) and held.
   static size_t Count(const PerNso& state);
-  // Takes `call_id` out of `state`'s unordered or lapsed requests, and its bytes.
-  static void Uncount(PerNso* state, uint64_t call_id);
+  // Takes a request out of its client's counts and bytes.
+  static void Uncount(PerNso* state, const Tracked& request);
 
   const uint64_t release_after_ms_;
   const uint64_t count_for_ms_;
   // Hash maps: a client's entry and its call's are made and erased around each call, and a grown
   // hash map allocates nothing for that (issue 7). Only summed over, never walked in order.
   absl::flat_hash_map<uint64_t, PerNso> nsos_;
-  absl::flat_hash_map<uint64_t, uint64_t> nso_of_call_;
+  absl::flat_hash_map<uint64_t, Tracked> tracked_;  // by call id
   // (admitted at, call id) in admission order, so by time (now_ms never goes back): Expire
   // looks at the front only. Entries ordered meanwhile are skipped there.
   std::deque<std::pair<uint64_t, uint64_t>> by_admission_;

@@ -139,7 +139,7 @@ void Group::InstallView(uint64_t view_id, std::vector<NodeId> members,
   // own requests the old view did not deliver wait for the next view with it, as those of a
   // member that never learnt of the view without it do (it rejoins and sends them there).
   if (!member_) return;
-  absl::btree_map<uint64_t, std::string> undelivered = std::move(undelivered_);
+  consensus::SpareBtreeMap<uint64_t, std::string> undelivered = std::move(undelivered_);
   undelivered_.clear();
   for (auto& [seq, payload] : undelivered) Broadcast(std::move(payload), deliveries);
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "consensus/spare.h"
 #include "consensus/total_order.h"
 #include "membership/failure_detector.h"
 #include "nso/config.h"
@@ -172,7 +173,9 @@ class Group {
   // Forgets this node's broadcasts not delivered (it left: nothing will send them again) and says
   // how many there were.
   size_t DropUndelivered();
-  const absl::btree_map<uint64_t, std::string>& undelivered() const { return undelivered_; }
+  const consensus::SpareBtreeMap<uint64_t, std::string>& undelivered() const {
+    return undelivered_;
+  }
   size_t undelivered_count() const { return undelivered_.size(); }
 
   // The node delivered `delivery` (of the current view): it need not be re-broadcast after a
@@ -364,7 +367,7 @@ class Group {
   std::unique_ptr<consensus::TotalOrder> order_;          // null: not a member, or not used yet
   std::unique_ptr<membership::FailureDetector> detector_;
   // Own broadcasts not yet delivered, by seq (a B-tree: no node per broadcast, issue 7).
-  absl::btree_map<uint64_t, std::string> undelivered_;
+  consensus::SpareBtreeMap<uint64_t, std::string> undelivered_;  // (root kept when empty)
   uint64_t last_progress_ms_ = 0;
   uint64_t next_announcement_ms_ = 0;  // announcements_left_
   std::map<NodeId, uint64_t> last_sent_ms_;  // time-silence: last message to each peer

@@ -564,7 +564,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
             invocation::ReplyCollector(mode, request.reply_from_manager_only() ? 1 : view_size),
             now_ms_ + deadline_ms, deadline_ms, std::move(done)};
   call.nso = nso;
-  (*client)->awaited.insert(request.call_id());
+  (*client)->awaited.Add(request.call_id());
   if (open && !group->is_member()) {
     // Open group: the client/server group holds this NSO and one server, the request manager,
     // which re-issues the call in the server group and returns the replies (003 section 4.1).
@@ -574,7 +574,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     request.set_notify_ordered(false);
     call.managed_request = request;
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
-    calls_.emplace(key, std::move(call));
+    AddCall(key, std::move(call));
     SubmitInCausalOrder(TicketOf(request), group, [this, key](Group* live) {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendManaged(live, &it->second);  // unless it expired meanwhile
@@ -586,14 +586,14 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // the member the client's open and one-way calls go to, so they keep their order.
     call.closed_request = request;
     call.manager_index = preferred_manager_[group->name()];
-    calls_.emplace(key, std::move(call));
+    AddCall(key, std::move(call));
     SubmitInCausalOrder(TicketOf(request), group, [this, key](Group* live) {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendClosedOut(live, &it->second);
     });
     return;
   }
-  calls_.emplace(key, std::move(call));
+  AddCall(key, std::move(call));
   const CausalTicket ticket = TicketOf(request);
   SubmitInCausalOrder(ticket, group, [this, key, request = std::move(request)](Group* live) {
     if (calls_.count(key)) SubmitAsMember(live, request);

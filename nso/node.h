@@ -22,6 +22,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "invocation/awaited_calls.h"
 #include "invocation/causal_barrier.h"
 #include "invocation/outside_fifo.h"
 #include "invocation/reply_cache.h"
@@ -802,6 +803,9 @@ class Node {
   void SendAnswer(const OpenDelivery& open, absl::Status status, std::string* payload);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
   void FinishCall(CallKey call, absl::Status status);
+  // Adds a call to calls_ (in the spare node, if any); takes one out (its node kept as spare).
+  void AddCall(CallKey key, Call call);
+  Call TakeCall(std::map<CallKey, Call>::iterator it);
   void ExpireCalls();
   void RetryManagedCalls();
   std::string NodeName(NodeId node) const;
@@ -849,12 +853,12 @@ class Node {
     mutable uint64_t last_used_ms = 0;  // CheckNso (const) marks each use
     uint64_t owner = 0;                 // OwnerFingerprint of who attached it
     std::vector<std::string> groups_called;  // groups it sent requests to (RetireClient)
-    std::set<uint64_t> awaited;  // ids of its calls whose results it has not had yet
+    invocation::AwaitedCalls awaited;  // ids of its calls whose results it has not had yet
   };
   // What a request of client `entry` made as call `call_id` tells the members (Request.
   // replies_taken_below): none of its calls below it is awaited here any more.
   static uint64_t RepliesTakenBelow(const NsoEntry& entry, uint64_t call_id) {
-    return entry.awaited.empty() ? call_id : std::min(*entry.awaited.begin(), call_id);
+    return entry.awaited.empty() ? call_id : std::min(entry.awaited.lowest(), call_id);
   }
   std::map<uint64_t, NsoEntry> nsos_;
   uint64_t next_nso_sweep_ms_ = 0;
@@ -869,6 +873,9 @@ class Node {
   // "unknown NSO" (and attaches again) instead of being taken for another client.
   uint64_t next_nso_;
   std::map<CallKey, Call> calls_;
+  // The node of the last call finished, kept for the next (a call's map node was allocated and
+  // freed per call, issue 7).
+  std::map<CallKey, Call>::node_type spare_call_;
   uint64_t next_call_id_ = 1;
   std::map<std::string, invocation::ReplyCache> reply_caches_;  // by group
   std::map<uint64_t, Servant> servants_;          // by servant id

@@ -425,10 +425,9 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
   if (reply.origin_incarnation() != incarnation_) return;  // for an earlier incarnation
   auto it = calls_.find({self_, reply.call_id()});
   if (it == calls_.end() || !it->second.managed_request) return;
-  Call call = std::move(it->second);
-  calls_.erase(it);
+  Call call = TakeCall(it);
   if (auto client = nsos_.find(call.nso); client != nsos_.end()) {
-    client->second.awaited.erase(reply.call_id());  // its later requests say it has this result
+    client->second.awaited.Remove(reply.call_id());  // its later requests say it has this result
   }
   MarkOrdered(reply.call_id());
   InvokeResult result;
@@ -444,6 +443,22 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
   call.done(std::move(result));
 }
 
+void Node::AddCall(CallKey key, Call call) {
+  if (spare_call_.empty()) {
+    calls_.emplace(key, std::move(call));
+    return;
+  }
+  spare_call_.key() = key;
+  spare_call_.mapped() = std::move(call);
+  calls_.insert(std::move(spare_call_));
+  spare_call_ = {};
+}
+
+Node::Call Node::TakeCall(std::map<CallKey, Call>::iterator it) {
+  spare_call_ = calls_.extract(it);
+  return std::move(spare_call_.mapped());
+}
+
 void Node::FinishCall(CallKey key, absl::Status status) {
   auto it = calls_.find(key);
   if (it == calls_.end()) return;
@@ -454,10 +469,9 @@ void Node::FinishCall(CallKey key, absl::Status status) {
     failed_here_.insert(key.second);
     if (failed_here_.size() > 4096) failed_here_.erase(failed_here_.begin());
   }
-  Call call = std::move(it->second);
-  calls_.erase(it);
+  Call call = TakeCall(it);
   if (auto client = nsos_.find(call.nso); client != nsos_.end()) {
-    client->second.awaited.erase(key.second);  // its later requests say it has this result
+    client->second.awaited.Remove(key.second);  // its later requests say it has this result
   }
   uint64_t view_id = groups_.count(call.group) ? groups_[call.group]->view_id() : 0;
   call.done({std::move(status), call.collector.TakeReplies(), view_id, call.collector.wanted()});

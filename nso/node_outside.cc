@@ -598,7 +598,7 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
               }
               SendEnvelope(origin, group_name, std::move(envelope));
             }};
-  calls_.emplace(key, std::move(call));
+  AddCall(key, std::move(call));
   request.set_managed(false);
   request.set_reply_to(self_);
   Submit(group, request);
