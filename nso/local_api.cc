@@ -354,11 +354,16 @@ bool LocalApi::OnCall(Connection* connection, api::PipelinedCall* call) {
     return true;
   }
   ++connection->calls_in_flight;
-  node_->Invoke(call->invoke().nso(), *std::move(options),
-                [this, id, number, mode, start_ns](InvokeResult result) {
-                  if (Connection* owner = Find(id)) --owner->calls_in_flight;
-                  OnResult(id, number, mode, start_ns, std::move(result));
-                });
+  const uint64_t token = next_token_++;
+  pending_[token] = {id, number, mode, start_ns};
+  node_->Invoke(call->invoke().nso(), *std::move(options), [this, token](InvokeResult result) {
+    auto it = pending_.find(token);
+    if (it == pending_.end()) return;
+    const Pending pending = it->second;
+    pending_.erase(it);
+    if (Connection* owner = Find(pending.connection)) --owner->calls_in_flight;
+    OnResult(pending.connection, pending.call, pending.mode, pending.start_ns, std::move(result));
+  });
   return true;
 }
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "google/protobuf/arena.h"
 #include "nso/api_service.h"
@@ -117,6 +118,17 @@ class LocalApi {
   // payloads are moved in, not copied.
   alignas(16) char write_block_[4096];
   google::protobuf::Arena write_arena_;
+  // Loop thread: the calls made through Node::Invoke, by token. Their completion captures only
+  // [this, token], which a std::function holds without allocating (a capture over 16 bytes was
+  // one allocation per call, issue 7).
+  struct Pending {
+    uint64_t connection = 0;
+    uint64_t call = 0;  // the client's number for it
+    api::Mode mode = api::Mode::MODE_UNSPECIFIED;
+    int64_t start_ns = 0;
+  };
+  absl::flat_hash_map<uint64_t, Pending> pending_;
+  uint64_t next_token_ = 1;
 };
 
 }  // namespace cohort::nso

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "consensus/reuse_ring.h"
 #include "invocation/backpressure.h"
 #include "nso/logging.h"
 
@@ -215,21 +217,27 @@ void Node::NoteGroupCalled(NsoEntry* client, const std::string& group) {
 wire::Request Node::ClientRequest(uint64_t nso, const NsoEntry* entry, Group* group,
                                   bool group_call) {
   wire::Request request;
-  request.set_call_id(next_call_id_++);
-  request.set_origin(self_);
-  request.set_origin_incarnation(incarnation_);
-  request.set_client_nso(nso);
-  request.set_notify_ordered(!group->is_member());
-  if (group_call) return request;
+  FillClientRequest(&request, nso, entry, group, group_call);
+  return request;
+}
+
+void Node::FillClientRequest(wire::Request* request, uint64_t nso, const NsoEntry* entry,
+                             Group* group, bool group_call) {
+  request->Clear();
+  request->set_call_id(next_call_id_++);
+  request->set_origin(self_);
+  request->set_origin_incarnation(incarnation_);
+  request->set_client_nso(nso);
+  request->set_notify_ordered(!group->is_member());
+  if (group_call) return;
   if (entry != nullptr) {
-    request.set_replies_taken_below(RepliesTakenBelow(*entry, request.call_id()));
+    request->set_replies_taken_below(RepliesTakenBelow(*entry, request->call_id()));
   }
   // FIFO per client across routes (invocation/outside_fifo.h): its previous request here, or,
   // from a member, its last one made from outside if still awaited.
-  request.set_after_call_id(group->is_member()
-                                ? PendingOutsidePredecessor(nso, group->name())
-                                : PreviousOutsideRequest(nso, group, request.call_id()));
-  return request;
+  request->set_after_call_id(group->is_member()
+                                 ? PendingOutsidePredecessor(nso, group->name())
+                                 : PreviousOutsideRequest(nso, group, request->call_id()));
 }
 
 void Node::RetireClient(uint64_t nso, const std::vector<std::string>& groups) {
@@ -487,10 +495,7 @@ absl::Status Node::Multicast(uint64_t nso, const std::string& group_name, std::s
   wire::Request request = ClientRequest(nso, *client, *group);
   request.set_payload(std::move(payload));
   request.set_one_way(true);
-  const CausalTicket ticket = TicketOf(request);
-  SubmitInCausalOrder(ticket, *group, [this, request = std::move(request)](Group* target) {
-    SubmitAsMember(target, request);
-  });
+  SubmitRequestInCausalOrder(*group, request, std::nullopt);
   return absl::OkStatus();
 }
 
@@ -537,8 +542,20 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   }
   GroupConfig::Style style = options.style.value_or(group->config().style);
   uint32_t view_size = group->members().size();
-  wire::Request request =
-      ClientRequest(nso, *client, group, /*group_call=*/!options.caller_group.empty());
+  wire::Request own_request;  // (when the kept one is in use: a nested call)
+  const bool kept = !invoke_request_busy_;
+  wire::Request& request = kept ? invoke_request_ : own_request;
+  invoke_request_busy_ = true;
+  absl::Cleanup release = [this, kept, &request] {
+    if (!kept) return;
+    invoke_request_busy_ = false;
+    // A large payload's memory is not kept (as consensus/reuse_ring.h).
+    if (request.payload().capacity() > consensus::kRingSpareBytes) {
+      std::string().swap(*request.mutable_payload());
+    }
+  };
+  FillClientRequest(&request, nso, *client, group,
+                    /*group_call=*/!options.caller_group.empty());
   request.set_method(std::move(options.method));
   request.set_payload(std::move(options.payload));
   request.set_mode(static_cast<int>(mode));
@@ -553,10 +570,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   request.set_reply_from_manager_only(open && mode == invocation::Mode::kFirst);
   if (mode == invocation::Mode::kOneWay) {
     request.set_one_way(true);
-    const CausalTicket ticket = TicketOf(request);
-    SubmitInCausalOrder(ticket, group, [this, request = std::move(request)](Group* live) {
-      SubmitAsMember(live, request);
-    });
+    SubmitRequestInCausalOrder(group, request, std::nullopt);
     return done({absl::OkStatus(), {}, group->view_id(), 0});
   }
   CallKey key{self_, request.call_id()};
@@ -572,10 +586,11 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // The managed reply (or the call's end) tells this node the call was ordered: no member
     // needs to send an ordered notice (three wake-ups of this node per call, issue 7).
     request.set_notify_ordered(false);
-    call.managed_request = request;
+    const CausalTicket ticket = TicketOf(request);
+    call.managed_request = std::move(request);
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
     AddCall(key, std::move(call));
-    SubmitInCausalOrder(TicketOf(request), group, [this, key](Group* live) {
+    SubmitInCausalOrder(ticket, group, [this, key](Group* live) {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendManaged(live, &it->second);  // unless it expired meanwhile
     });
@@ -584,29 +599,45 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   if (!group->is_member() && request.caller_group().empty()) {
     // Closed group from outside: every member gets the call, one orders it (wire.proto, orderer),
     // the member the client's open and one-way calls go to, so they keep their order.
-    call.closed_request = request;
+    const CausalTicket ticket = TicketOf(request);
+    call.closed_request = std::move(request);
     call.manager_index = preferred_manager_[group->name()];
     AddCall(key, std::move(call));
-    SubmitInCausalOrder(TicketOf(request), group, [this, key](Group* live) {
+    SubmitInCausalOrder(ticket, group, [this, key](Group* live) {
       auto it = calls_.find(key);
       if (it != calls_.end()) SendClosedOut(live, &it->second);
     });
     return;
   }
   AddCall(key, std::move(call));
-  const CausalTicket ticket = TicketOf(request);
-  SubmitInCausalOrder(ticket, group, [this, key, request = std::move(request)](Group* live) {
-    if (calls_.count(key)) SubmitAsMember(live, request);
+  SubmitRequestInCausalOrder(group, request, key);
+}
+
+void Node::SubmitRequestInCausalOrder(Group* group, const wire::Request& request,
+                                      std::optional<CallKey> key) {
+  auto submit_now = [this, key, &request](Group* live) {
+    if (!key || calls_.count(*key)) SubmitAsMember(live, request);
+  };
+  SubmitInCausalOrder(TicketOf(request), group, submit_now, [this, key, &request] {
+    return [this, key, request = request](Group* live) {  // (a copy: the caller's goes)
+      if (!key || calls_.count(*key)) SubmitAsMember(live, request);
+    };
   });
 }
 
 template <typename SubmitFn>
 void Node::SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn submit) {
+  SubmitInCausalOrder(ticket, group, submit, [&submit] { return std::move(submit); });
+}
+
+template <typename SubmitFn, typename MakeHeldFn>
+void Node::SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn& submit_now,
+                               MakeHeldFn make_held) {
   // A held submission may be released past a DeleteGroup (and a new group of the same name): it
   // goes to the group it was made for, or nowhere.
-  auto make_held = [&]() -> invocation::CausalBarrier::Submit {
+  auto held = [&]() -> invocation::CausalBarrier::Submit {
     return [this, name = group->name(), incarnation = group->group_incarnation(),
-            submit = std::move(submit)] {
+            submit = make_held()] {
       auto it = groups_.find(name);
       if (it != groups_.end() && it->second->group_incarnation() == incarnation) {
         submit(it->second.get());
@@ -614,8 +645,8 @@ void Node::SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitF
     };
   };
   if (causal_barrier_.AdmitOrHold(ticket.client_nso, group->name(), ticket.call_id, now_ms_,
-                                  ticket.bytes, make_held)) {
-    submit(group);
+                                  ticket.bytes, held)) {
+    submit_now(group);
   }
 }
 

@@ -552,6 +552,15 @@ class Node {
   // (a heap allocation) only when it is held (issue 7's hot path).
   template <typename SubmitFn>
   void SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn submit);
+  // The same for a request submitted at once by `submit_now`, which may refer to what the caller
+  // holds; `make_held()` makes, only when it is held, a submission that owns a copy of it.
+  template <typename SubmitFn, typename MakeHeldFn>
+  void SubmitInCausalOrder(const CausalTicket& ticket, Group* group, SubmitFn& submit_now,
+                           MakeHeldFn make_held);
+  // Submits `request` as a member (SubmitAsMember) through the causal barrier; `request` is
+  // copied only if held. With `key`, only while call `key` is still awaited.
+  void SubmitRequestInCausalOrder(Group* group, const wire::Request& request,
+                                  std::optional<CallKey> key);
   void MarkOrdered(uint64_t call_id);
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
     SendEnvelopeInPlace(to, group, &envelope);
@@ -625,6 +634,9 @@ class Node {
   // takes neither of the last two.
   wire::Request ClientRequest(uint64_t nso, const NsoEntry* entry, Group* group,
                               bool group_call = false);
+  // The same into `*request`, cleared first (its strings keep their memory).
+  void FillClientRequest(wire::Request* request, uint64_t nso, const NsoEntry* entry,
+                         Group* group, bool group_call = false);
   // The client `nso` is gone (Detach, or unused for nso_idle_ms). Every member of each group it
   // sent requests to keeps its latest replies, to answer a copy of a call delivered twice: if
   // every request it made is known ordered, a last request of its own, ordered after them
@@ -876,6 +888,11 @@ class Node {
   // The node of the last call finished, kept for the next (a call's map node was allocated and
   // freed per call, issue 7).
   std::map<CallKey, Call>::node_type spare_call_;
+  // The request Invoke builds, kept for the next call (its strings keep their memory: two
+  // allocations per call, issue 7); a call made while one is being built (an inline servant
+  // calling on) builds its own.
+  wire::Request invoke_request_;
+  bool invoke_request_busy_ = false;
   uint64_t next_call_id_ = 1;
   std::map<std::string, invocation::ReplyCache> reply_caches_;  // by group
   std::map<uint64_t, Servant> servants_;          // by servant id
