@@ -395,8 +395,17 @@ void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) 
       continue;
     }
     delivered = message->seq();
-    unordered_.erase({message->origin(), message->seq()});
-    out->deliveries.push_back({message->origin(), message->seq(), message->payload()});
+    // The copy kept while it was unordered (this member's own, or one diffused to it) is moved
+    // into the delivery rather than a new one made (issue 7), if it is the message decided: a
+    // restarted process numbers its messages from 1 again, and an earlier process's may be
+    // decided under the same id (nso/group.cc, Group::Delivered).
+    auto kept = unordered_.find({message->origin(), message->seq()});
+    if (kept != unordered_.end() && kept->second == message->payload()) {
+      out->deliveries.push_back({message->origin(), message->seq(), std::move(kept->second)});
+    } else {
+      out->deliveries.push_back({message->origin(), message->seq(), message->payload()});
+    }
+    if (kept != unordered_.end()) unordered_.erase(kept);
     ++counters_.messages_delivered;
   }
 }

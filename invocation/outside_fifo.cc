@@ -5,18 +5,18 @@
 
 namespace cohort::invocation {
 
-std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
-                                              bool predecessor_delivered, uint64_t now_ms) {
-  std::vector<wire::Request> out;
+OutsideFifo::Requests OutsideFifo::Admit(wire::Request request, bool predecessor_delivered,
+                                         uint64_t now_ms) {
+  Requests out;
   const uint64_t after = request.after_call_id();
   const ClientKey client = ClientOf(request);
   if (after == 0 || predecessor_delivered || proposed_.count({client, after}) > 0) {
-    Propose(request, now_ms, &out);
+    Propose(std::move(request), now_ms, &out);
     return out;
   }
   if (held_count_ >= max_held_) {
     ++overflowed_;
-    Propose(request, now_ms, &out);
+    Propose(std::move(request), now_ms, &out);
     return out;
   }
   std::vector<Held>& waiting = held_[{client, after}];
@@ -27,16 +27,23 @@ std::vector<wire::Request> OutsideFifo::Admit(const wire::Request& request,
   // this request's deadline (deadlines alike) it was ordered, or is no longer sent.
   const uint64_t hold_ms =
       std::max<uint64_t>(hold_max_ms_, request.deadline_ms() + kDeadlineSlackMs);
-  waiting.push_back({request, now_ms + hold_ms, now_ms});
   holding_.insert({client, request.call_id()});
+  waiting.push_back({std::move(request), now_ms + hold_ms, now_ms});
   ++held_count_;
   return out;
 }
 
-void OutsideFifo::Propose(wire::Request request, uint64_t now_ms,
-                          std::vector<wire::Request>* out) {
+void OutsideFifo::Propose(wire::Request request, uint64_t now_ms, Requests* out) {
+  const CallKey first{ClientOf(request), request.call_id()};
+  if (held_.count(first) == 0) {  // nothing waits for it (the usual case): no chain to follow
+    proposed_[first] = now_ms;
+    holding_.erase(first);
+    out->push_back(std::move(request));
+    return;
+  }
   // Iterative: a chain of held requests is proposed in its order.
-  std::vector<wire::Request> next{std::move(request)};
+  std::vector<wire::Request> next;
+  next.push_back(std::move(request));
   while (!next.empty()) {
     wire::Request current = std::move(next.back());
     next.pop_back();
@@ -52,7 +59,9 @@ void OutsideFifo::Propose(wire::Request request, uint64_t now_ms,
     }
     out->push_back(std::move(current));
     // Reversed onto the stack, so that they come out in the order they arrived.
-    for (auto it = successors.rbegin(); it != successors.rend(); ++it) next.push_back(*it);
+    for (auto it = successors.rbegin(); it != successors.rend(); ++it) {
+      next.push_back(std::move(*it));
+    }
   }
 }
 
@@ -66,9 +75,8 @@ void OutsideFifo::Delivered(const ClientKey& client, uint64_t call_id) {
   held_.erase(behind);
 }
 
-std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
-                                             const Known& known) {
-  std::vector<wire::Request> out;
+OutsideFifo::Requests OutsideFifo::Take(uint64_t now_ms, size_t* expired, const Known& known) {
+  Requests out;
   if (known) {
     for (auto it = held_.begin(); it != held_.end();) {
       if (!known(it->first.first, it->first.second)) {
@@ -103,7 +111,11 @@ std::vector<wire::Request> OutsideFifo::Take(uint64_t now_ms, size_t* expired,
     // Proposals never delivered (lost with a view change): forgotten after remember_ms.
     next_sweep_ms_ = now_ms + 1000;
     for (auto it = proposed_.begin(); it != proposed_.end();) {
-      it = now_ms >= it->second + remember_ms_ ? proposed_.erase(it) : std::next(it);
+      if (now_ms >= it->second + remember_ms_) {
+        proposed_.erase(it++);  // (a hash map's erase returns nothing; the others stay valid)
+      } else {
+        ++it;
+      }
     }
   }
   return out;

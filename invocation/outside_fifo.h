@@ -35,6 +35,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "invocation/reply_cache.h"
 #include "proto/wire.pb.h"
 
@@ -52,11 +54,13 @@ class OutsideFifo {
     return {request.origin(), request.origin_incarnation(), request.client_nso()};
   }
 
+  // Requests to propose, in order: usually one, held inline (issue 7: a request managed from
+  // outside allocated its vector, its copies and a map node per call).
+  using Requests = absl::InlinedVector<wire::Request, 1>;
   // A request from outside that this member is to order. Returns what to propose now, in order:
   // the request, then any held behind it; nothing when the request waits for its predecessor.
   // `predecessor_delivered`: the reply cache knows the predecessor (delivered here).
-  std::vector<wire::Request> Admit(const wire::Request& request, bool predecessor_delivered,
-                                   uint64_t now_ms);
+  Requests Admit(wire::Request request, bool predecessor_delivered, uint64_t now_ms);
   // A request from outside was delivered (in total order, whoever proposed it): the requests
   // held behind it become ready (Take).
   void Delivered(const ClientKey& client, uint64_t call_id);
@@ -64,8 +68,7 @@ class OutsideFifo {
   // `known` by the reply cache: a state transfer brought it), and those held longer than
   // hold_max_ms (with what was held behind them). `expired` counts the latter.
   using Known = std::function<bool(const ClientKey& client, uint64_t call_id)>;
-  std::vector<wire::Request> Take(uint64_t now_ms, size_t* expired = nullptr,
-                                  const Known& known = nullptr);
+  Requests Take(uint64_t now_ms, size_t* expired = nullptr, const Known& known = nullptr);
   // Predecessors that a request here has waited for `wait_ms` or longer and that are not here
   // themselves (held, or proposed by this member, not yet delivered): most likely lost on the way
   // (their client's daemon was cut off from the group when it sent them), so that the member asks
@@ -99,7 +102,7 @@ class OutsideFifo {
   // Added to a request's deadline: the predecessor's daemon gives it up at its own deadline.
   static constexpr uint64_t kDeadlineSlackMs = 1000;
   // Records `request` as proposed and appends it, and what waited for it, to `out`.
-  void Propose(wire::Request request, uint64_t now_ms, std::vector<wire::Request>* out);
+  void Propose(wire::Request request, uint64_t now_ms, Requests* out);
 
   const uint64_t hold_max_ms_;
   const uint64_t remember_ms_;
@@ -109,7 +112,9 @@ class OutsideFifo {
   std::map<CallKey, std::vector<Held>> held_;  // by the predecessor they wait for
   std::vector<wire::Request> ready_;           // their predecessor was delivered
   std::set<CallKey> holding_;                  // the requests in held_ and ready_
-  std::map<CallKey, uint64_t> proposed_;       // by this member, not yet delivered: when
+  // By this member, not yet delivered: when. A hash map: an entry made and erased per request
+  // allocates nothing once grown.
+  absl::flat_hash_map<CallKey, uint64_t> proposed_;
   std::map<CallKey, uint64_t> named_;          // by Unseen: when last
   uint64_t next_sweep_ms_ = 0;
 };

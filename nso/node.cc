@@ -784,7 +784,7 @@ void Node::Receive(NodeId from, wire::Envelope& envelope) {
         StandBy(group, envelope.forward())) {
       return;
     }
-    return OrderFromOutside(group, envelope.forward());
+    return OrderFromOutside(group, std::move(*envelope.mutable_forward()));
   }
   group->NoteView(from, envelope.view_id(), envelope.incarnation(), envelope.awaiting_state());
   if (envelope.view_id() != 0 && envelope.view_id() < group->view_id() && group->is_member()) {

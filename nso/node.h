@@ -22,6 +22,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "invocation/awaited_calls.h"
 #include "invocation/causal_barrier.h"
 #include "invocation/outside_fifo.h"
@@ -602,7 +603,7 @@ class Node {
   void EndServant(uint64_t servant, absl::Status why);
   // A request from outside that this member orders (forwarded, managed, or a closed call's copy
   // taken over): proposed after its client's previous one (invocation/outside_fifo.h).
-  void OrderFromOutside(Group* group, const wire::Request& request);
+  void OrderFromOutside(Group* group, wire::Request request);
   // A member holding a request from outside whose predecessor it never saw asks the origin for
   // it (Reply.predecessor_missing); the origin sends it again at once.
   void AskForPredecessor(const Group* group, const invocation::OutsideFifo::ClientKey& client,
@@ -612,7 +613,7 @@ class Node {
   // here for it goes on. Taken only from the origin itself.
   void OnPredecessorGone(NodeId from, const std::string& group, const wire::Reply& answer);
   void SendMissingAgain(NodeId asker, const std::string& group, uint64_t last);
-  void ProposeFromOutside(Group* group, std::vector<wire::Request> requests);
+  void ProposeFromOutside(Group* group, absl::Span<wire::Request> requests);
   // The request of client `nso` to `group` from outside made before `call_id`, if this node
   // still waits to know it ordered (0: none); records `call_id` as the client's last one.
   uint64_t PreviousOutsideRequest(uint64_t nso, Group* group, uint64_t call_id);

@@ -8,8 +8,15 @@
 #include "absl/strings/str_cat.h"
 #include "nso/logging.h"
 #include "nso/node.h"
+#include "nso/scratch_arena.h"
 
 namespace cohort::nso {
+namespace {
+
+// A managed call's reply to the caller's node fits in it with several members' replies.
+constexpr size_t kManagedReplyArenaBytes = 2048;
+
+}  // namespace
 
 void Node::SendManaged(Group* group, Call* call) {
   call->sent_at_ms = now_ms_;
@@ -179,15 +186,15 @@ void Node::TickStandby(Group* group) {
   }
   if (found->second.empty()) standby_.erase(found);
   outside_counters_.standby_takeovers += take_over.size();
-  for (const wire::Request& request : take_over) {
+  for (wire::Request& request : take_over) {
     Log("group")->debug("group {}: ordering call {} of node {}: its orderer {} is suspected or gone",
                         group->name(), request.call_id(), request.origin(),
                         NodeName(request.orderer()));
-    OrderFromOutside(group, request);
+    OrderFromOutside(group, std::move(request));
   }
 }
 
-void Node::OrderFromOutside(Group* group, const wire::Request& request) {
+void Node::OrderFromOutside(Group* group, wire::Request request) {
   const uint64_t suspect_ms = group->config().suspect_timeout_ms;
   // Longer than the client's daemon takes to send the predecessor again through this member:
   // at once when its request manager's stream breaks, after 2 x suspect_timeout when it is
@@ -202,33 +209,36 @@ void Node::OrderFromOutside(Group* group, const wire::Request& request) {
       DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.after_call_id());
   const bool copy_waits = fifo.Holds(invocation::OutsideFifo::ClientOf(request), request.call_id());
   const uint64_t overflowed = fifo.overflowed();
-  std::vector<wire::Request> now = fifo.Admit(request, delivered, now_ms_);
+  // (What is needed below once the request has moved into the FIFO.)
+  const uint64_t call_id = request.call_id();
+  const NodeId origin = request.origin();
+  const uint64_t origin_incarnation = request.origin_incarnation();
+  const uint64_t after_call_id = request.after_call_id();
+  invocation::OutsideFifo::Requests now = fifo.Admit(std::move(request), delivered, now_ms_);
   if (fifo.overflowed() != overflowed) {
     ++outside_counters_.fifo_gave_up;  // too many waiting (a peer naming unknown predecessors?)
     Log("group")->warn("group {}: {} requests from outside already wait for their predecessors: "
                        "call {} of node {} ordered without waiting", group->name(), fifo.held(),
-                       request.call_id(), request.origin());
+                       call_id, origin);
   }
-  if (!now.empty()) return ProposeFromOutside(group, std::move(now));
+  if (!now.empty()) return ProposeFromOutside(group, absl::MakeSpan(now));
   if (!copy_waits) {  // not a copy sent again, already held
     ++outside_counters_.fifo_held;
     Log("group")->debug("group {}: call {} of node {} waits for its client's call {}",
-                        group->name(), request.call_id(), request.origin(),
-                        request.after_call_id());
+                        group->name(), call_id, origin, after_call_id);
   }
   // The predecessor is a closed call this member keeps a copy of, waiting for its orderer: this
   // member orders it now (its copy at the orderer may be lost, or the orderer gone; the reply
   // cache executes it once), and with it what waited for it.
   auto standby = standby_.find(group->name());
   if (standby == standby_.end()) return;
-  auto copy = standby->second.find({request.origin(), request.origin_incarnation(),
-                                    request.after_call_id()});
+  auto copy = standby->second.find({origin, origin_incarnation, after_call_id});
   if (copy == standby->second.end()) return;
   wire::Request predecessor = std::move(copy->second.request);
   standby->second.erase(copy);
   if (standby->second.empty()) standby_.erase(standby);
   ++outside_counters_.standby_takeovers;
-  OrderFromOutside(group, predecessor);
+  OrderFromOutside(group, std::move(predecessor));
 }
 
 void Node::AskForPredecessor(const Group* group, const invocation::OutsideFifo::ClientKey& client,
@@ -357,7 +367,7 @@ void Node::SendMissingAgain(NodeId asker, const std::string& name, uint64_t last
                     last, one_way, open, closed);
 }
 
-void Node::ProposeFromOutside(Group* group, std::vector<wire::Request> requests) {
+void Node::ProposeFromOutside(Group* group, absl::Span<wire::Request> requests) {
   const bool leaving = Leaving(group);
   for (wire::Request& request : requests) {
     if (leaving && !request.managed() &&
@@ -452,7 +462,7 @@ void Node::SubmitAsMember(Group* group, const wire::Request& request) {
   if (after == request.after_call_id()) return OrderFromOutside(group, request);
   wire::Request behind = request;
   behind.set_after_call_id(after);
-  OrderFromOutside(group, behind);
+  OrderFromOutside(group, std::move(behind));
 }
 
 bool Node::DeliveredHere(const Group& group, const invocation::ReplyCache::ClientKey& client,
@@ -511,7 +521,7 @@ void Node::TickOutsideFifo(Group* group) {
     return;
   }
   size_t expired = 0;
-  std::vector<wire::Request> now = fifo->second.Take(
+  invocation::OutsideFifo::Requests now = fifo->second.Take(
       now_ms_, &expired,
       [&](const invocation::OutsideFifo::ClientKey& client, uint64_t call_id) {
         if (DeliveredHere(*group, client, call_id)) return true;
@@ -531,7 +541,7 @@ void Node::TickOutsideFifo(Group* group) {
     Log("group")->info("group {}: {} request(s) from outside ordered without their client's "
                        "previous one, which did not come in time", group->name(), expired);
   }
-  ProposeFromOutside(group, std::move(now));
+  ProposeFromOutside(group, absl::MakeSpan(now));
 }
 
 void Node::StartManagedCall(Group* group, wire::Request request) {
@@ -580,23 +590,31 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
             deadline_ms,
             [this, origin, group_name, call_id = request.call_id(),
              origin_incarnation = request.origin_incarnation()](InvokeResult result) {
-              wire::Envelope envelope;
+              // Built on a stack arena, the payloads moved in (issue 7: the reply, each member's
+              // reply and their strings were allocated, and the payloads copied, per call).
+              alignas(16) char block[kManagedReplyArenaBytes];
+              google::protobuf::Arena arena(ArenaOn(block, sizeof(block)));
+              auto& envelope = *google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
               wire::ManagedReply* reply = envelope.mutable_managed_reply();
               reply->set_call_id(call_id);
               reply->set_origin_incarnation(origin_incarnation);
               reply->set_view_id(result.view_id);
               reply->set_wanted(result.wanted);
               reply->set_status_code(static_cast<int>(result.status.code()));
-              reply->set_error(std::string(result.status.message()));
-              for (const auto& member_reply : result.replies) {
+              if (!result.status.message().empty()) {
+                reply->set_error(std::string(result.status.message()));
+              }
+              for (auto& member_reply : result.replies) {
                 wire::Reply* out = reply->add_replies();
                 out->set_call_id(call_id);
                 out->set_replier(member_reply.node);
                 out->set_status_code(static_cast<int>(member_reply.status.code()));
-                out->set_error(std::string(member_reply.status.message()));
-                out->set_payload(member_reply.payload);
+                if (!member_reply.status.message().empty()) {
+                  out->set_error(std::string(member_reply.status.message()));
+                }
+                out->set_payload(std::move(member_reply.payload));
               }
-              SendEnvelope(origin, group_name, std::move(envelope));
+              SendEnvelopeInPlace(origin, group_name, &envelope);
             }};
   AddCall(key, std::move(call));
   request.set_managed(false);

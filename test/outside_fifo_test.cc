@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "invocation/outside_fifo.h"
 
 namespace cohort::invocation {
@@ -21,7 +22,7 @@ wire::Request Req(uint64_t call_id, uint64_t after, uint64_t nso = 7) {
   return request;
 }
 
-std::vector<uint64_t> Ids(const std::vector<wire::Request>& requests) {
+std::vector<uint64_t> Ids(absl::Span<const wire::Request> requests) {
   std::vector<uint64_t> ids;
   for (const wire::Request& request : requests) ids.push_back(request.call_id());
   return ids;
