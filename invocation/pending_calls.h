@@ -7,6 +7,7 @@
 #ifndef COHORT_INVOCATION_PENDING_CALLS_H_
 #define COHORT_INVOCATION_PENDING_CALLS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "invocation/steady_time.h"
@@ -95,19 +97,20 @@ class PendingCalls {
     pending->noted.Notify();  // its caller may return at once: `pending` is not touched after
   }
 
-  // Fails every call on `connection` with `status` (it broke).
+  // Fails every call on `connection` with `status` (it broke), in the order they were made.
   void FailAll(Connection* connection, const absl::Status& status) {
-    for (auto it = calls_.begin(); it != calls_.end();) {
-      if (it->second->connection != connection) {
-        ++it;
-        continue;
-      }
-      Pending* pending = it->second;
-      it = calls_.erase(it);
+    std::vector<Pending*> failed;
+    for (const auto& [call, pending] : calls_) {
+      if (pending->connection == connection) failed.push_back(pending);
+    }
+    std::sort(failed.begin(), failed.end(),
+              [](const Pending* a, const Pending* b) { return a->call < b->call; });
+    for (Pending* pending : failed) {
+      calls_.erase(pending->call);
       Forget(pending);
-      Finish(pending, status);
     }
     connection->turn.pending = 0;
+    for (Pending* pending : failed) Finish(pending, status);
   }
 
   // Fails with `status` the asynchronous calls whose wait has passed by `now`; true if there were
@@ -127,7 +130,9 @@ class PendingCalls {
     pending->done = true;
   }
 
-  std::map<uint64_t, Pending*> calls_;
+  // A hash map: a call's entry, made and erased per call, allocates nothing once it has grown (a
+  // std::map allocated a node per call, issue 7).
+  absl::flat_hash_map<uint64_t, Pending*> calls_;
   AsyncDeadlines deadlines_;
   uint64_t next_call_ = 1;
 };
