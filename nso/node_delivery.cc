@@ -16,6 +16,8 @@ namespace {
 
 // The first block of a delivery's parsing arena (a request of a 100-byte payload takes ~600).
 constexpr size_t kDeliveryArenaBytes = 2048;
+// An envelope's header strings, for a reply sent (SendReply).
+constexpr size_t kReplyEnvelopeArenaBytes = 1024;
 
 // FNV-1a: the same value in every daemon, whatever the standard library.
 uint64_t StableHash(const std::string& text) {
@@ -383,9 +385,14 @@ void Node::SendReplyTo(const ReplyTarget& target, const std::string& group, wire
 
 void Node::SendReply(NodeId to, const std::string& group, wire::Reply reply) {
   if (to == self_) return OnReply(reply, reply.mutable_payload());
-  wire::Envelope envelope;
-  *envelope.mutable_reply() = std::move(reply);
-  SendEnvelope(to, group, std::move(envelope));
+  // The envelope on a stack arena (its group name's string), the reply lent to it: a member's
+  // reply allocated its envelope's reply and group strings per call (issue 7).
+  alignas(16) char block[kReplyEnvelopeArenaBytes];
+  google::protobuf::Arena arena(ArenaOn(block, sizeof(block)));
+  auto& envelope = *google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
+  envelope.unsafe_arena_set_allocated_reply(&reply);
+  SendEnvelopeInPlace(to, group, &envelope);
+  envelope.unsafe_arena_release_reply();
 }
 
 void Node::OnReply(const wire::Reply& reply, std::string* payload) {
