@@ -43,6 +43,13 @@ class ReplyCollector {
   uint32_t wanted() const { return wanted_; }
   const std::vector<MemberReply>& replies() const { return replies_; }
   std::vector<MemberReply> TakeReplies() { return std::move(replies_); }
+  // Memory for the replies (a vector a finished call's result gave back, emptied): the call
+  // then allocates none for them (issue 7). Only before the first reply.
+  void GiveStorage(std::vector<MemberReply> storage) {
+    if (!replies_.empty() || replies_.capacity() != 0) return;
+    storage.clear();
+    replies_ = std::move(storage);
+  }
 
  private:
   Mode mode_;

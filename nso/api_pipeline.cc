@@ -137,7 +137,7 @@ class InvokeStreamReactor final
       out->set_call(outcome.call);
       out->set_status_code(status.error_code());
       out->set_error(status.error_message());
-      ToInvokeReply(std::move(outcome.result), out->mutable_reply());
+      ToInvokeReply(&outcome.result, out->mutable_reply());
     };
     hooks.dropped = [this](const Outcome& outcome) {
       Record(outcome, ToGrpcStatus(outcome.result.status).error_code());

@@ -441,7 +441,7 @@ grpc::ServerUnaryReactor* ApiService::Invoke(grpc::CallbackServerContext* contex
   // latest, with CANCELLED when it is destroyed).
   auto done = [this, reactor, reply, mode, start](InvokeResult result) {
     grpc::Status status = ToGrpcStatus(result.status);
-    ToInvokeReply(std::move(result), reply);
+    ToInvokeReply(&result, reply);
     if (metrics_ != nullptr) {
       std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
       metrics_->RecordInvocation(ModeLabel(mode), CodeLabel(status.error_code()), took.count());
@@ -521,10 +521,10 @@ void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply) {
   reply->set_style(info.config->style == GroupConfig::Style::kOpen ? api::OPEN : api::CLOSED);
 }
 
-void ToInvokeReply(InvokeResult result, api::InvokeReply* reply) {
-  reply->set_view_id(result.view_id);
-  reply->set_wanted(result.wanted);
-  for (auto& member_reply : result.replies) {
+void ToInvokeReply(InvokeResult* result, api::InvokeReply* reply) {
+  reply->set_view_id(result->view_id);
+  reply->set_wanted(result->wanted);
+  for (auto& member_reply : result->replies) {
     api::ReplyFrom* out = reply->add_replies();
     out->set_member(std::move(member_reply.member));
     out->set_node(member_reply.node);

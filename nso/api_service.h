@@ -148,7 +148,9 @@ class AccessPolicy {
 absl::StatusOr<InvokeOptions> ToInvokeOptions(const api::InvokeRequest& request);
 // The same, the payload moved out of `request` rather than copied (issue 7: no copy per call).
 absl::StatusOr<InvokeOptions> TakeInvokeOptions(api::InvokeRequest* request);
-void ToInvokeReply(InvokeResult result, api::InvokeReply* reply);
+// Moves `result`'s replies into `reply` (the vector stays with `result`, emptied of its
+// contents, for Node::RecycleReplies).
+void ToInvokeReply(InvokeResult* result, api::InvokeReply* reply);
 // On the protocol thread (GroupInfo points into the node's config).
 void ToGroupDetailsReply(const GroupInfo& info, api::GroupDetailsReply* reply);
 // A delivery to a servant as the API's event (the gRPC stream, the local fast path, in-process).

@@ -382,7 +382,8 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   out->set_call(call);
   out->set_status_code(status.error_code());
   if (!status.ok()) out->set_error(status.error_message());
-  ToInvokeReply(std::move(result), out->mutable_reply());
+  ToInvokeReply(&result, out->mutable_reply());
+  node_->RecycleReplies(std::move(result.replies));
   Queue(connection, *frame);
   write_arena_.Reset();  // the payloads moved in go once serialised (the arena is empty between)
 }

@@ -238,6 +238,9 @@ class Node {
   absl::Status LeaveGroup(const std::string& group);
   absl::Status Multicast(uint64_t nso, const std::string& group, std::string payload);
   // `done` is called exactly once, possibly before Invoke returns.
+  // A call's result's reply vector, its contents moved out, given back for the next calls (the
+  // local fast path does, once it has written the result: issue 7). Only small ones are kept.
+  void RecycleReplies(std::vector<invocation::MemberReply> replies);
   void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
@@ -816,7 +819,8 @@ class Node {
   void SendAnswer(const OpenDelivery& open, absl::Status status, std::string* payload);
   void SendReplyTo(const ReplyTarget& target, const std::string& group, wire::Reply reply);
   void FinishCall(CallKey call, absl::Status status);
-  // Adds a call to calls_ (in the spare node, if any); takes one out (its node kept as spare).
+  // Adds a call to calls_ (in the spare node, if any), with a recycled vector for its replies;
+  // takes one out (its node kept as spare).
   void AddCall(CallKey key, Call call);
   Call TakeCall(std::map<CallKey, Call>::iterator it);
   void ExpireCalls();
@@ -894,6 +898,8 @@ class Node {
   // calling on) builds its own.
   wire::Request invoke_request_;
   bool invoke_request_busy_ = false;
+  // Reply vectors that finished calls' results gave back (RecycleReplies), for new calls.
+  std::vector<std::vector<invocation::MemberReply>> spare_replies_;
   uint64_t next_call_id_ = 1;
   std::map<std::string, invocation::ReplyCache> reply_caches_;  // by group
   std::map<uint64_t, Servant> servants_;          // by servant id

@@ -16,6 +16,9 @@ namespace {
 
 // The first block of a delivery's parsing arena (a request of a 100-byte payload takes ~600).
 constexpr size_t kDeliveryArenaBytes = 2048;
+// Reply vectors kept for new calls (RecycleReplies): how many, and their largest capacity.
+constexpr size_t kSpareReplyVectors = 64;
+constexpr size_t kSpareRepliesMax = 16;
 // An envelope's header strings, for a reply sent (SendReply).
 constexpr size_t kReplyEnvelopeArenaBytes = 1024;
 
@@ -450,7 +453,20 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
   call.done(std::move(result));
 }
 
+void Node::RecycleReplies(std::vector<invocation::MemberReply> replies) {
+  if (replies.capacity() == 0 || replies.capacity() > kSpareRepliesMax ||
+      spare_replies_.size() >= kSpareReplyVectors) {
+    return;
+  }
+  replies.clear();
+  spare_replies_.push_back(std::move(replies));
+}
+
 void Node::AddCall(CallKey key, Call call) {
+  if (!spare_replies_.empty()) {
+    call.collector.GiveStorage(std::move(spare_replies_.back()));
+    spare_replies_.pop_back();
+  }
   if (spare_call_.empty()) {
     calls_.emplace(key, std::move(call));
     return;

@@ -13,6 +13,7 @@
 #include "consensus/spare.h"
 #include "invocation/awaited_calls.h"
 #include "invocation/causal_barrier.h"
+#include "invocation/reply_collector.h"
 #include "nso/heap_count.h"
 
 namespace cohort {
@@ -197,6 +198,30 @@ TEST_CASE("spare allocator: a B-tree map that empties between entries keeps its 
   void* taken = pool.Take(64);
   CHECK(taken != nullptr);
   ::operator delete(taken);
+}
+
+TEST_CASE("reply collector: a call given a recycled vector allocates none for its replies",
+          "[call][alloc]") {
+  std::vector<invocation::MemberReply> recycled;
+  {
+    invocation::ReplyCollector first(invocation::Mode::kAll, 3);
+    for (uint32_t node = 1; node <= 3; ++node) first.Add({node, "n", absl::OkStatus(), "p"});
+    recycled = first.TakeReplies();
+  }
+  REQUIRE(recycled.capacity() >= 3);
+  invocation::ReplyCollector second(invocation::Mode::kAll, 3);
+  second.GiveStorage(std::move(recycled));
+  const uint64_t before = Allocations();
+  CHECK_FALSE(second.Add({1, "n", absl::OkStatus(), "a"}));
+  CHECK_FALSE(second.Add({2, "n", absl::OkStatus(), "b"}));
+  CHECK_FALSE(second.Add({2, "n", absl::OkStatus(), "b"}));  // a second reply of node 2
+  CHECK(second.Add({3, "n", absl::OkStatus(), "c"}));
+  CHECK(Allocations() == before);
+  REQUIRE(second.replies().size() == 3);
+  CHECK(second.replies()[1].payload == "b");
+  // Storage given once replies came is ignored (they stay).
+  second.GiveStorage(std::vector<invocation::MemberReply>(4));
+  CHECK(second.replies().size() == 3);
 }
 
 }  // namespace
