@@ -238,10 +238,10 @@ class Node {
   absl::Status LeaveGroup(const std::string& group);
   absl::Status Multicast(uint64_t nso, const std::string& group, std::string payload);
   // `done` is called exactly once, possibly before Invoke returns.
+  void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
   // A call's result's reply vector, its contents moved out, given back for the next calls (the
   // local fast path does, once it has written the result: issue 7). Only small ones are kept.
   void RecycleReplies(std::vector<invocation::MemberReply> replies);
-  void Invoke(uint64_t nso, InvokeOptions options, InvokeDone done);
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
   // A servant of `group` already attached here is replaced (ReplaceServants).
