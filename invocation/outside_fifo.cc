@@ -34,34 +34,27 @@ OutsideFifo::Requests OutsideFifo::Admit(wire::Request request, bool predecessor
 }
 
 void OutsideFifo::Propose(wire::Request request, uint64_t now_ms, Requests* out) {
-  const CallKey first{ClientOf(request), request.call_id()};
-  if (held_.count(first) == 0) {  // nothing waits for it (the usual case): no chain to follow
-    proposed_[first] = now_ms;
-    holding_.erase(first);
-    out->push_back(std::move(request));
-    return;
-  }
-  // Iterative: a chain of held requests is proposed in its order.
+  // Iterative: a chain of held requests is proposed in its order (depth first, each one's
+  // successors in the order they arrived). The stack is allocated only for a chain.
   std::vector<wire::Request> next;
-  next.push_back(std::move(request));
-  while (!next.empty()) {
-    wire::Request current = std::move(next.back());
-    next.pop_back();
+  wire::Request current = std::move(request);
+  while (true) {
     const CallKey key{ClientOf(current), current.call_id()};
     proposed_[key] = now_ms;
     holding_.erase(key);
     auto behind = held_.find(key);
-    std::vector<wire::Request> successors;
     if (behind != held_.end()) {
-      for (Held& held : behind->second) successors.push_back(std::move(held.request));
+      // Reversed onto the stack, so that they come out in the order they arrived.
+      for (auto it = behind->second.rbegin(); it != behind->second.rend(); ++it) {
+        next.push_back(std::move(it->request));
+      }
       held_count_ -= behind->second.size();
       held_.erase(behind);
     }
     out->push_back(std::move(current));
-    // Reversed onto the stack, so that they come out in the order they arrived.
-    for (auto it = successors.rbegin(); it != successors.rend(); ++it) {
-      next.push_back(std::move(*it));
-    }
+    if (next.empty()) return;
+    current = std::move(next.back());
+    next.pop_back();
   }
 }
 

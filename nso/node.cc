@@ -549,10 +549,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   absl::Cleanup release = [this, kept, &request] {
     if (!kept) return;
     invoke_request_busy_ = false;
-    // A large payload's memory is not kept (as consensus/reuse_ring.h).
-    if (request.payload().capacity() > consensus::kRingSpareBytes) {
-      std::string().swap(*request.mutable_payload());
-    }
+    consensus::EmptyForReuse(request.mutable_payload());  // (a large payload's memory goes)
   };
   FillClientRequest(&request, nso, *client, group,
                     /*group_call=*/!options.caller_group.empty());
