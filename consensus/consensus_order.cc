@@ -70,7 +70,7 @@ uint64_t ConsensusOrder::Broadcast(const std::string& payload, Outbox* out) {
     message->set_payload(payload);
     Diffuse(std::move(batch), out);
   }
-  unordered_[{self_, seq}] = payload;
+  unordered_[{self_, seq}] = spare_payloads_.Copy(payload);
   MaybeStartInstance(/*even_if_empty=*/false, out);
   return seq;
 }
@@ -130,7 +130,7 @@ void ConsensusOrder::KeepUnordered(NodeId origin, uint64_t seq, const std::strin
     if (latest->first.first != origin || latest->first.second < seq) return;  // dropped
     unordered_.erase(latest);
   }
-  unordered_.emplace(id, payload);
+  unordered_.emplace(id, spare_payloads_.Copy(payload));
 }
 
 void ConsensusOrder::MaybeStartInstance(bool even_if_empty, Outbox* out) {
@@ -403,7 +403,8 @@ void ConsensusOrder::DeliverBatch(const wire::MessageBatch& batch, Outbox* out) 
     if (kept != unordered_.end() && kept->second == message->payload()) {
       out->deliveries.push_back({message->origin(), message->seq(), std::move(kept->second)});
     } else {
-      out->deliveries.push_back({message->origin(), message->seq(), message->payload()});
+      out->deliveries.push_back(
+          {message->origin(), message->seq(), spare_payloads_.Copy(message->payload())});
     }
     if (kept != unordered_.end()) unordered_.erase(kept);
     ++counters_.messages_delivered;
@@ -490,8 +491,9 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // 752 before options_.batch_bytes_max (an option, not state); 760 before told_everyone_past_;
 // 768 before sends_ (empty between steps, not state); 792 while unordered_, owing_ and
 // decided_sizes_ were std:: trees; 720 before spare_instance_ and next_batch_ (memory kept for
-// reuse, not state); 792 before unordered_'s SpareAllocator (its pool: memory, not state).
-static_assert(sizeof(ConsensusOrder) == 808, "a new field of ConsensusOrder: add it to StateKey");
+// reuse, not state); 792 before unordered_'s SpareAllocator (its pool: memory, not state); 808
+// before TotalOrder's spare_payloads_ (memory, not state).
+static_assert(sizeof(ConsensusOrder) == 944, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {

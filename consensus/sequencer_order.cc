@@ -620,7 +620,7 @@ void SequencerOrder::Deliver(Outbox* out) {
     if (data.seq() != delivered_seq + 1) continue;  // never happens: the log is FIFO per origin
     delivered_seq = data.seq();
     if (data.origin() == self_) EraseOwn(data.seq());
-    out->deliveries.push_back({data.origin(), data.seq(), data.payload()});
+    out->deliveries.push_back({data.origin(), data.seq(), spare_payloads_.Copy(data.payload())});
     ++counters_.messages_delivered;
   }
   Prune();
@@ -769,8 +769,9 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 // 784 before options_.batch_bytes_max (an option, not state); 792 before forwarded_epoch_
 // and forward_next_; 808 before adopting_, adopt_from_, adopt_ and established_length_; 912
 // while own_ was a std::map; 888 while log_ was a std::deque and own_ a B-tree, before
-// forward_share_ and ordered_share_ (memory kept for reuse, not state).
-static_assert(sizeof(SequencerOrder) == 896,
+// forward_share_ and ordered_share_ (memory kept for reuse, not state); 896 before TotalOrder's
+// spare_payloads_ (memory, not state).
+static_assert(sizeof(SequencerOrder) == 1032,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 

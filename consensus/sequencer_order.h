@@ -39,6 +39,7 @@
 #include "absl/container/inlined_vector.h"
 #include "consensus/batch_share.h"
 #include "consensus/reuse_ring.h"
+#include "consensus/spare.h"
 #include "consensus/total_order.h"
 #include "proto/wire.pb.h"
 

@@ -8,10 +8,13 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <string>
 #include <type_traits>
 #include <utility>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/string_view.h"
 
 namespace cohort::consensus {
 
@@ -113,6 +116,44 @@ class SpareAllocator {
 // (one call in flight) does not free and allocate its root each time (issue 7).
 template <typename K, typename V>
 using SpareBtreeMap = absl::btree_map<K, V, std::less<K>, SpareAllocator<std::pair<const K, V>>>;
+
+// Strings given back once used, whose memory holds the next copies of payloads: a delivery's
+// payload, once the runtime has parsed it (TotalOrder::GiveBack), holds a later delivery's copy
+// instead of each copy allocating its own (issue 7). Copies of the holder start without any.
+class SpareStrings {
+ public:
+  static constexpr size_t kKept = 4;
+
+  // An empty string, with a kept string's memory if one is kept.
+  std::string Take() {
+    std::string taken;
+    if (!kept_.value.empty()) {
+      taken.swap(kept_.value.back());
+      kept_.value.pop_back();
+      taken.clear();
+    }
+    return taken;
+  }
+  // A string holding `bytes`, in a kept string's memory if one is kept.
+  std::string Copy(absl::string_view bytes) {
+    std::string copy = Take();
+    copy.assign(bytes.data(), bytes.size());
+    return copy;
+  }
+  // Keeps `used`'s memory (its contents are dropped) unless kKept are kept, it has none of its
+  // own (a short string's is inline) or more than kSpareBytesMax.
+  void Keep(std::string&& used) {
+    if (kept_.value.size() == kKept || used.capacity() <= std::string().capacity() ||
+        used.capacity() > kSpareBytesMax) {
+      return;
+    }
+    kept_.value.emplace_back().swap(used);
+  }
+  size_t kept() const { return kept_.value.size(); }
+
+ private:
+  Spare<absl::InlinedVector<std::string, kKept>> kept_;
+};
 
 }  // namespace cohort::consensus
 

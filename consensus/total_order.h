@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "consensus/spare.h"
 #include "proto/wire.pb.h"
 
 namespace cohort::consensus {
@@ -186,6 +187,18 @@ class TotalOrder {
 
   // One line on where the protocol stands (for the daemon's "ordering stalled" warning).
   virtual std::string Describe() const = 0;
+
+  // The runtime is done with these deliveries (it parsed them): their payloads' memory holds the
+  // next deliveries' copies (issue 7: no per-message allocation). Their contents are dropped.
+  void GiveBack(Deliveries* done) {
+    for (Delivery& delivery : *done) spare_payloads_.Keep(std::move(delivery.payload));
+  }
+  // Strings whose memory the order and its runtime reuse for payloads (memory, not state: a
+  // copy of the order starts without them).
+  SpareStrings& spare_payloads() { return spare_payloads_; }
+
+ protected:
+  SpareStrings spare_payloads_;
 };
 
 }  // namespace cohort::consensus

@@ -685,7 +685,14 @@ void Group::Delivered(const consensus::Delivery& delivery) {
   // call c45, made just after its restart, was taken for delivered with its earlier process's
   // c21 and never ordered).
   auto own = undelivered_.find(delivery.seq);
-  if (own != undelivered_.end() && own->second == delivery.payload) undelivered_.erase(own);
+  if (own != undelivered_.end() && own->second == delivery.payload) {
+    if (order_ != nullptr) order_->spare_payloads().Keep(std::move(own->second));  // Submit's next
+    undelivered_.erase(own);
+  }
+}
+
+std::string Group::SparePayload() {
+  return order_ != nullptr ? order_->spare_payloads().Take() : std::string();
 }
 
 std::map<uint64_t, Group::Retired>::iterator Group::DropRetired(

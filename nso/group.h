@@ -183,6 +183,12 @@ class Group {
   // messages among them are re-broadcast in the next view. Only a delivery of the payload this
   // process broadcast under that seq is its own (an earlier process of this node used the seq).
   void Delivered(const consensus::Delivery& delivery);
+  // An empty string whose memory a delivered payload left, for the next broadcast's (issue 7).
+  std::string SparePayload();
+  // The node parsed these deliveries: their payloads' memory holds the next ones (issue 7).
+  void GiveBack(consensus::Deliveries* done) {
+    if (order_ != nullptr) order_->GiveBack(done);
+  }
 
   // A configuration reload: new failure-detector timeouts and silence period for this group.
   void SetTimeouts(int64_t suspect_timeout_ms, int64_t exclude_timeout_ms, int64_t silence_ms);

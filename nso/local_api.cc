@@ -211,10 +211,6 @@ size_t KeptBytes(const api::LocalFrame& frame) {
   return 0;
 }
 
-bool NoUnknownFields(const google::protobuf::Message& message) {
-  return message.GetReflection()->GetUnknownFields(message).empty();
-}
-
 // Empties `frame` for the next parse into it (a merge), keeping the objects of a servant's
 // answer or a client's call: their strings keep their memory. Clear() would delete them (a
 // oneof's or a proto3 submessage's object goes with it), and the parse would make them again.
@@ -458,9 +454,16 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
     return;
   }
   auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
+  // The payload is lent to the frame while it is written, then given back to the node, whose
+  // next delivered request is parsed into its memory (issue 7: no allocation per message).
+  std::string payload;
+  payload.swap(delivery.payload);
   ToServantEvent(std::move(delivery), frame->mutable_event());
+  frame->mutable_event()->mutable_payload()->swap(payload);
   Queue(connection, *frame);
+  frame->mutable_event()->mutable_payload()->swap(payload);
   write_arena_.Reset();
+  node_->RecyclePayload(std::move(payload));
 }
 
 void LocalApi::Queue(Connection* connection, const api::LocalFrame& frame) {

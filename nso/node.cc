@@ -685,7 +685,8 @@ void Node::Submit(Group* group, const wire::Request& request) {
     // Serialised as a GroupMessage without copying the request into one (issue 7).
     wire::GroupMessage message;
     message.unsafe_arena_set_allocated_request(const_cast<wire::Request*>(&request));
-    std::string payload = message.SerializeAsString();
+    std::string payload = group->SparePayload();  // a delivered one's memory (issue 7)
+    message.AppendToString(&payload);
     message.unsafe_arena_release_request();
     consensus::Deliveries deliveries;
     group->Broadcast(std::move(payload), &deliveries);

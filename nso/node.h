@@ -242,6 +242,9 @@ class Node {
   // A call's result's reply vector, its contents moved out, given back for the next calls (the
   // local fast path does, once it has written the result: issue 7). Only small ones are kept.
   void RecycleReplies(std::vector<invocation::MemberReply> replies);
+  // A servant delivery's payload, written out by the local fast path, given back: its memory
+  // takes the next delivered request's payload (DeliverAll; issue 7). Only a small one is kept.
+  void RecyclePayload(std::string used);
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
   // A servant of `group` already attached here is replaced (ReplaceServants).
@@ -831,6 +834,12 @@ class Node {
   // their memory from one answer to the next (issue 7: no allocation per message).
   wire::Envelope answer_envelope_;
   bool answer_envelope_busy_ = false;
+  // Every delivery is parsed into this message (DeliverAll) unless it is in use further up the
+  // stack: its request's strings keep their memory from one delivery to the next, and the
+  // payload a servant's delivery took comes back through RecyclePayload (issue 7).
+  wire::GroupMessage delivery_message_;
+  bool delivery_message_busy_ = false;
+  std::string spare_payload_;
 
   const std::shared_ptr<const Config> config_owner_;
   std::vector<std::unique_ptr<const GroupConfig>> added_configs_;  // AddGroups: one per group

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "consensus/spare.h"
 #include "invocation/kept_calls.h"
@@ -29,6 +30,20 @@ uint64_t StableHash(const std::string& text) {
   return hash;
 }
 
+// Empties `message` for the next parse into it (a merge), keeping its request's object and
+// strings, and gives that request's payload the memory of `spare` if it has more: Clear() would
+// delete the request (a oneof's object goes with it). Anything else, or unknown fields, is
+// cleared whole (as local_api.cc's RecycleFrame does with frames).
+void RecycleGroupMessage(wire::GroupMessage* message, std::string* spare) {
+  if (!message->has_request() || !NoUnknownFields(*message)) {
+    message->Clear();
+    return;
+  }
+  wire::Request* request = message->mutable_request();
+  request->Clear();
+  if (spare->capacity() > request->payload().capacity()) request->mutable_payload()->swap(*spare);
+}
+
 }  // namespace
 
 void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
@@ -43,20 +58,34 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
     Log("membership")->info("group {}: re-admitted after losing its servant; the state follows",
                             group->name());
   }
-  // Each delivery is parsed into an arena whose first block is on the stack: a request applied
-  // in place allocates neither its messages nor their short strings (omniORB2, 001 sections
-  // 5-6). What is kept beyond this loop is copied out of it (protobuf copies between arenas).
+  // Each delivery is parsed into delivery_message_, whose request's strings keep their memory
+  // from one delivery to the next (omniORB2, 001 sections 5-6: no allocation per message), or,
+  // while that one is in use further up the stack (a servant dispatched inline calls on), into
+  // an arena whose first block is on the stack. What is kept beyond this loop is copied out.
+  bool holding = !delivery_message_busy_;
+  delivery_message_busy_ = true;
+  absl::Cleanup release = [this, &holding] {
+    if (holding) delivery_message_busy_ = false;
+  };
   alignas(16) char block[kDeliveryArenaBytes];
   google::protobuf::Arena arena(ArenaOn(block, sizeof(block)));
   for (size_t i = 0; i < deliveries.size(); ++i) {
     group->Delivered(deliveries[i]);
-    arena.Reset();
-    auto& message = *google::protobuf::Arena::CreateMessage<wire::GroupMessage>(&arena);
-    if (!message.ParseFromString(deliveries[i].payload)) {
+    wire::GroupMessage* parsed = &delivery_message_;
+    if (holding) {
+      RecycleGroupMessage(&delivery_message_, &spare_payload_);
+      if (!delivery_message_.MergeFromString(deliveries[i].payload)) parsed = nullptr;
+    } else {
+      arena.Reset();
+      parsed = google::protobuf::Arena::CreateMessage<wire::GroupMessage>(&arena);
+      if (!parsed->ParseFromString(deliveries[i].payload)) parsed = nullptr;
+    }
+    if (parsed == nullptr) {
       Log("group")->error("group {}: undecodable message from node {} seq {} skipped",
                           group->name(), deliveries[i].origin, deliveries[i].seq);
       continue;
     }
+    wire::GroupMessage& message = *parsed;
     if (message.has_view_change()) {
       // The view ends here: whatever the old order delivers after this point is discarded at
       // every member, and its senders re-broadcast it in the new view. A joiner still waiting
@@ -64,6 +93,7 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
       // requests wait), so a provider's crash cannot leave it behind for good.
       consensus::Deliveries next_view;
       if (ApplyViewChange(group, message.view_change(), &next_view)) {
+        if (holding) delivery_message_busy_ = holding = false;  // not used past this point
         return DeliverAll(group, std::move(next_view));
       }
       continue;
@@ -74,6 +104,13 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
     }
     ApplyRequest(group, message.request(), deliveries[i].origin,
                  message.mutable_request()->mutable_payload());
+  }
+  group->GiveBack(&deliveries);  // parsed: their memory takes the next ones (issue 7)
+}
+
+void Node::RecyclePayload(std::string used) {
+  if (used.capacity() > spare_payload_.capacity() && used.capacity() <= consensus::kSpareBytesMax) {
+    spare_payload_.swap(used);
   }
 }
 

@@ -9,6 +9,8 @@
 #include <cstddef>
 
 #include "google/protobuf/arena.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace cohort::nso {
 
@@ -17,6 +19,13 @@ inline google::protobuf::ArenaOptions ArenaOn(char* block, size_t size) {
   options.initial_block = block;
   options.initial_block_size = size;
   return options;
+}
+
+// True if `message` itself holds no unknown fields (a newer peer's). A message kept and refilled
+// on the hot path is emptied by hand, its objects kept (Clear() would delete a oneof's), only
+// when this holds; otherwise it is cleared whole.
+inline bool NoUnknownFields(const google::protobuf::Message& message) {
+  return message.GetReflection()->GetUnknownFields(message).empty();
 }
 
 }  // namespace cohort::nso
