@@ -771,7 +771,7 @@ void SequencerOrder::Send(NodeId to, wire::SequencerMessage message, Outbox* out
 // while own_ was a std::map; 888 while log_ was a std::deque and own_ a B-tree, before
 // forward_share_ and ordered_share_ (memory kept for reuse, not state); 896 before TotalOrder's
 // spare_payloads_ (memory, not state).
-static_assert(sizeof(SequencerOrder) == 1032,
+static_assert(sizeof(SequencerOrder) == 928,
               "a new field of SequencerOrder: add it to StateKey");
 #endif
 

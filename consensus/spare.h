@@ -11,9 +11,9 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 
 namespace cohort::consensus {
@@ -122,7 +122,7 @@ using SpareBtreeMap = absl::btree_map<K, V, std::less<K>, SpareAllocator<std::pa
 // instead of each copy allocating its own (issue 7). Copies of the holder start without any.
 class SpareStrings {
  public:
-  static constexpr size_t kKept = 4;
+  explicit SpareStrings(size_t max_kept = 4) : max_kept_(max_kept) {}
 
   // An empty string, with a kept string's memory if one is kept.
   std::string Take() {
@@ -140,19 +140,30 @@ class SpareStrings {
     copy.assign(bytes.data(), bytes.size());
     return copy;
   }
-  // Keeps `used`'s memory (its contents are dropped) unless kKept are kept, it has none of its
-  // own (a short string's is inline) or more than kSpareBytesMax.
+  // Gives `*target`, a string about to be refilled, a kept string's memory if it has none of
+  // its own (its contents are dropped).
+  void Refill(std::string* target) {
+    if (kept_.value.empty() || target->capacity() > std::string().capacity()) return;
+    target->swap(kept_.value.back());
+    kept_.value.pop_back();
+    target->clear();
+  }
+  // Keeps `used`'s memory (its contents are dropped) unless max_kept are kept, it has none of
+  // its own (a short string's is inline) or more than kSpareBytesMax.
   void Keep(std::string&& used) {
-    if (kept_.value.size() == kKept || used.capacity() <= std::string().capacity() ||
+    if (kept_.value.size() >= max_kept_ || used.capacity() <= std::string().capacity() ||
         used.capacity() > kSpareBytesMax) {
       return;
     }
+    if (kept_.value.capacity() == 0) kept_.value.reserve(max_kept_);
     kept_.value.emplace_back().swap(used);
   }
   size_t kept() const { return kept_.value.size(); }
+  size_t max_kept() const { return max_kept_; }
 
  private:
-  Spare<absl::InlinedVector<std::string, kKept>> kept_;
+  size_t max_kept_;
+  Spare<std::vector<std::string>> kept_;
 };
 
 }  // namespace cohort::consensus

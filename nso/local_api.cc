@@ -18,6 +18,7 @@
 #include "nso/api_service.h"
 #include "nso/framing.h"
 #include "nso/scratch_arena.h"
+#include "nso/spare_payloads.h"
 #include "nso/unix_address.h"
 #include "nso/logging.h"
 #include "nso/status.h"
@@ -215,21 +216,34 @@ size_t KeptBytes(const api::LocalFrame& frame) {
 // answer or a client's call: their strings keep their memory. Clear() would delete them (a
 // oneof's or a proto3 submessage's object goes with it), and the parse would make them again.
 // Anything else, or unknown fields anywhere, is cleared whole.
+// A payload moved on (a servant's answer to its call, a client's call to its group) is refilled
+// from this thread's spare payloads (spare_payloads.h).
 void RecycleFrame(api::LocalFrame* frame) {
   if (NoUnknownFields(*frame)) {
     if (frame->has_servant() && frame->servant().has_answer() &&
         NoUnknownFields(frame->servant())) {
-      frame->mutable_servant()->mutable_answer()->Clear();
+      api::ServantMessage::Answer* answer = frame->mutable_servant()->mutable_answer();
+      answer->Clear();
+      SparePayloads().Refill(answer->mutable_payload());
       return;
     }
     if (frame->has_call() && NoUnknownFields(frame->call())) {
       api::PipelinedCall* call = frame->mutable_call();
       call->set_call(0);
-      if (call->has_invoke()) call->mutable_invoke()->Clear();
+      if (call->has_invoke()) {
+        call->mutable_invoke()->Clear();
+        SparePayloads().Refill(call->mutable_invoke()->mutable_payload());
+      }
       return;
     }
   }
   frame->Clear();
+}
+
+// A written frame's payload (a result's reply, a servant's delivery) is kept for the next read:
+// its characters are taken from the frame's string, which the arena's reset then drops empty.
+void KeepPayload(std::string* written) {
+  if (!written->empty()) SparePayloads().Keep(std::move(*written));
 }
 
 }  // namespace
@@ -381,7 +395,10 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   ToInvokeReply(&result, out->mutable_reply());
   node_->RecycleReplies(std::move(result.replies));
   Queue(connection, *frame);
-  write_arena_.Reset();  // the payloads moved in go once serialised (the arena is empty between)
+  for (api::ReplyFrom& reply : *out->mutable_reply()->mutable_replies()) {
+    KeepPayload(reply.mutable_payload());
+  }
+  write_arena_.Reset();  // (the arena is empty between frames)
 }
 
 bool LocalApi::OnServant(Connection* connection, api::ServantMessage* message) {
@@ -454,16 +471,10 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
     return;
   }
   auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
-  // The payload is lent to the frame while it is written, then given back to the node, whose
-  // next delivered request is parsed into its memory (issue 7: no allocation per message).
-  std::string payload;
-  payload.swap(delivery.payload);
   ToServantEvent(std::move(delivery), frame->mutable_event());
-  frame->mutable_event()->mutable_payload()->swap(payload);
   Queue(connection, *frame);
-  frame->mutable_event()->mutable_payload()->swap(payload);
+  KeepPayload(frame->mutable_event()->mutable_payload());
   write_arena_.Reset();
-  node_->RecyclePayload(std::move(payload));
 }
 
 void LocalApi::Queue(Connection* connection, const api::LocalFrame& frame) {

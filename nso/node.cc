@@ -9,6 +9,7 @@
 #include "consensus/reuse_ring.h"
 #include "invocation/backpressure.h"
 #include "nso/logging.h"
+#include "nso/spare_payloads.h"
 
 namespace cohort::nso {
 namespace {
@@ -554,7 +555,8 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   FillClientRequest(&request, nso, *client, group,
                     /*group_call=*/!options.caller_group.empty());
   request.set_method(std::move(options.method));
-  request.set_payload(std::move(options.payload));
+  request.mutable_payload()->swap(options.payload);
+  SparePayloads().Keep(std::move(options.payload));  // the kept request's last one's memory
   request.set_mode(static_cast<int>(mode));
   request.set_reply_to(self_);
   request.set_deadline_ms(deadline_ms);
@@ -817,19 +819,18 @@ void Node::LinkChanged(NodeId peer, bool up) {
 void Node::Tick(uint64_t now_ms) {
   now_ms_ = std::max(now_ms_, now_ms);
   // Per group, counted once per tick (not a scan of every call for every group: a daemon may
-  // host thousands of groups and calls).
-  std::map<std::string, size_t, std::less<>> calls_by_group;  // copies: calls end during the loop
-  for (const auto& [key, call] : calls_) ++calls_by_group[call.group];
-  std::map<std::string, size_t, std::less<>> open_by_group;
-  for (const auto& [number, open] : open_deliveries_) ++open_by_group[open.group];
-  const std::map<std::string, uint64_t, std::less<>> unread_by_group = TickFlow();
+  // host thousands of groups and calls), by name (copies: calls end during the loop).
+  tick_calls_.Reset();
+  for (const auto& [key, call] : calls_) tick_calls_.Add(call.group);
+  tick_open_.Reset();
+  for (const auto& [number, open] : open_deliveries_) tick_open_.Add(open.group);
+  TickFlow();
   for (auto& [name, group] : groups_) {
-    const bool app_pending = calls_by_group.count(name) > 0;
-    auto unread = unread_by_group.find(name);
-    const uint64_t unread_bytes = unread == unread_by_group.end() ? 0 : unread->second;
+    const bool app_pending = tick_calls_.Get(name) > 0;
+    const uint64_t unread_bytes = tick_unread_.Get(name);
+    const uint64_t open_deliveries = tick_open_.Get(name);
     // An idle event-driven group dozes (Group::Dozing): skipped, unless calls wait in it.
-    if (group->Dozing(now_ms_) && !app_pending && unread_bytes == 0 &&
-        open_by_group.count(name) == 0) {
+    if (group->Dozing(now_ms_) && !app_pending && unread_bytes == 0 && open_deliveries == 0) {
       continue;
     }
     consensus::Deliveries deliveries;
@@ -881,8 +882,7 @@ void Node::Tick(uint64_t now_ms) {
     TickStandby(group.get());
     TickMembership(group.get());
     TickDurable(group.get());
-    auto open = open_by_group.find(name);
-    TickWatchdog(group.get(), open == open_by_group.end() ? 0 : open->second);
+    TickWatchdog(group.get(), open_deliveries);
   }
   WatchManagers();
   RetryManagedCalls();

@@ -35,6 +35,7 @@
 #include "nso/config.h"
 #include "nso/group.h"
 #include "nso/stall_clock.h"
+#include "nso/tick_counts.h"
 #include "nso/transport.h"
 #include "proto/api.pb.h"
 #include "proto/wire.pb.h"
@@ -242,9 +243,6 @@ class Node {
   // A call's result's reply vector, its contents moved out, given back for the next calls (the
   // local fast path does, once it has written the result: issue 7). Only small ones are kept.
   void RecycleReplies(std::vector<invocation::MemberReply> replies);
-  // A servant delivery's payload, written out by the local fast path, given back: its memory
-  // takes the next delivered request's payload (DeliverAll; issue 7). Only a small one is kept.
-  void RecyclePayload(std::string used);
 
   // Servant side: the NSO joins `group` as a server; deliveries come to `sink` in total order.
   // A servant of `group` already attached here is replaced (ReplaceServants).
@@ -600,8 +598,8 @@ class Node {
   void TickStandby(Group* group);
   // Flow control (nso/group_flow.h): the largest backlog of the servants of each group that
   // still read (a servant idle for limits.servant_stall_ms with deliveries unread is left out).
-  // Cuts off the servants with limits.servant_cutoff_bytes unread.
-  std::map<std::string, uint64_t, std::less<>> TickFlow();
+  // Cuts off the servants with limits.servant_cutoff_bytes unread. Fills tick_unread_.
+  void TickFlow();
   void CutOffServant(uint64_t servant, uint64_t unread_bytes);
   // Unregisters the servants of `group` attached here: a new one registers (one per daemon).
   void ReplaceServants(const std::string& group);
@@ -835,11 +833,14 @@ class Node {
   wire::Envelope answer_envelope_;
   bool answer_envelope_busy_ = false;
   // Every delivery is parsed into this message (DeliverAll) unless it is in use further up the
-  // stack: its request's strings keep their memory from one delivery to the next, and the
-  // payload a servant's delivery took comes back through RecyclePayload (issue 7).
+  // stack: its request's strings keep their memory from one delivery to the next, a payload
+  // taken by a servant's delivery refilled from spare_payloads.h's (issue 7).
   wire::GroupMessage delivery_message_;
   bool delivery_message_busy_ = false;
-  std::string spare_payload_;
+  // Tick's numbers per group: calls waiting, open deliveries, the servants' unread bytes.
+  TickCounts tick_calls_;
+  TickCounts tick_open_;
+  TickCounts tick_unread_;
 
   const std::shared_ptr<const Config> config_owner_;
   std::vector<std::unique_ptr<const GroupConfig>> added_configs_;  // AddGroups: one per group

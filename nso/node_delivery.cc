@@ -10,6 +10,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/scratch_arena.h"
+#include "nso/spare_payloads.h"
 
 namespace cohort::nso {
 
@@ -31,17 +32,17 @@ uint64_t StableHash(const std::string& text) {
 }
 
 // Empties `message` for the next parse into it (a merge), keeping its request's object and
-// strings, and gives that request's payload the memory of `spare` if it has more: Clear() would
-// delete the request (a oneof's object goes with it). Anything else, or unknown fields, is
-// cleared whole (as local_api.cc's RecycleFrame does with frames).
-void RecycleGroupMessage(wire::GroupMessage* message, std::string* spare) {
+// strings; the payload a servant's delivery took is refilled from this thread's spare payloads
+// (spare_payloads.h). Clear() would delete the request (a oneof's object goes with it). Anything
+// else, or unknown fields, is cleared whole (as local_api.cc's RecycleFrame does with frames).
+void RecycleGroupMessage(wire::GroupMessage* message) {
   if (!message->has_request() || !NoUnknownFields(*message)) {
     message->Clear();
     return;
   }
   wire::Request* request = message->mutable_request();
   request->Clear();
-  if (spare->capacity() > request->payload().capacity()) request->mutable_payload()->swap(*spare);
+  SparePayloads().Refill(request->mutable_payload());
 }
 
 }  // namespace
@@ -73,7 +74,7 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
     group->Delivered(deliveries[i]);
     wire::GroupMessage* parsed = &delivery_message_;
     if (holding) {
-      RecycleGroupMessage(&delivery_message_, &spare_payload_);
+      RecycleGroupMessage(&delivery_message_);
       if (!delivery_message_.MergeFromString(deliveries[i].payload)) parsed = nullptr;
     } else {
       arena.Reset();
@@ -106,12 +107,6 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
                  message.mutable_request()->mutable_payload());
   }
   group->GiveBack(&deliveries);  // parsed: their memory takes the next ones (issue 7)
-}
-
-void Node::RecyclePayload(std::string used) {
-  if (used.capacity() > spare_payload_.capacity() && used.capacity() <= consensus::kSpareBytesMax) {
-    spare_payload_.swap(used);
-  }
 }
 
 void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer,

@@ -95,8 +95,8 @@ void Node::SetServantHooks(uint64_t servant, BacklogProbe probe, EndHook on_end)
   it->second.on_end = std::move(on_end);
 }
 
-std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
-  std::map<std::string, uint64_t, std::less<>> unread_by_group;
+void Node::TickFlow() {
+  tick_unread_.Reset();
   std::vector<std::pair<uint64_t, uint64_t>> cut;  // (servant, its unread bytes)
   const bool flow = limits_.servant_backlog_bytes != 0;
   for (auto& [id, servant] : servants_) {
@@ -133,11 +133,9 @@ std::map<std::string, uint64_t, std::less<>> Node::TickFlow() {
       }
       continue;
     }
-    uint64_t& unread = unread_by_group[servant.group];
-    unread = std::max(unread, backlog.unread_bytes);
+    tick_unread_.Max(servant.group, backlog.unread_bytes);
   }
   for (const auto& [id, unread] : cut) CutOffServant(id, unread);
-  return unread_by_group;
 }
 
 // What a daemon queues for a servant that does not read is bounded: at limits.servant_cutoff_bytes

@@ -1,6 +1,7 @@
 #include "nso/peer_frame_codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "nso/framing.h"
 
 namespace cohort::nso {
@@ -149,8 +150,47 @@ void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::
   if (appended != nullptr) AppendBatch(*appended, out);
 }
 
+namespace {
+
+bool IsBodyField(uint64_t field) {
+  switch (field) {
+    case wire::Envelope::kConsensusFieldNumber:
+    case wire::Envelope::kMembershipFieldNumber:
+    case wire::Envelope::kDataFieldNumber:
+    case wire::Envelope::kHeartbeatFieldNumber:
+    case wire::Envelope::kSequencerFieldNumber:
+    case wire::Envelope::kReplyFieldNumber:
+    case wire::Envelope::kForwardFieldNumber:
+    case wire::Envelope::kManagedReplyFieldNumber:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The number of the first body field in an envelope's bytes; 0 if none (or malformed before).
+uint32_t FirstBodyField(const uint8_t* begin, size_t size) {
+  FieldReader envelope(begin, begin + size);
+  uint64_t tag = 0;
+  while (!envelope.done() && envelope.Varint(&tag)) {
+    if (IsBodyField(tag >> 3)) return static_cast<uint32_t>(tag >> 3);
+    if (!envelope.Skip(tag)) return 0;
+  }
+  return 0;
+}
+
+// Parses `size` bytes into `target`: a merge into a kept message, which must take them all.
+bool ParseEnvelope(const uint8_t* begin, size_t size, const EnvelopeTarget& target) {
+  if (!target.kept) return target.envelope->ParseFromArray(begin, static_cast<int>(size));
+  google::protobuf::io::CodedInputStream input(begin, static_cast<int>(size));
+  return target.envelope->MergeFromCodedStream(&input) && input.ConsumedEntireMessage() &&
+         input.CurrentPosition() == static_cast<int>(size);
+}
+
+}  // namespace
+
 absl::Status ReadEnvelopeFrame(const char* data, size_t size,
-                               absl::FunctionRef<wire::Envelope*()> scratch,
+                               absl::FunctionRef<EnvelopeTarget(uint32_t body_field)> scratch,
                                absl::FunctionRef<void(wire::Envelope&)> each) {
   const auto* begin = reinterpret_cast<const uint8_t*>(data);
   FieldReader frame(begin, begin + size);
@@ -188,13 +228,13 @@ absl::Status ReadEnvelopeFrame(const char* data, size_t size,
         return absl::InvalidArgumentError(
             absl::StrCat("envelope ", envelopes + 1, " longer than its frame"));
       }
-      wire::Envelope* envelope = scratch();
-      if (!envelope->ParseFromArray(envelope_begin, static_cast<int>(envelope_size))) {
+      const EnvelopeTarget target = scratch(FirstBodyField(envelope_begin, envelope_size));
+      if (!ParseEnvelope(envelope_begin, envelope_size, target)) {
         return absl::InvalidArgumentError(
             absl::StrCat("envelope ", envelopes + 1, " of ", envelope_size, " bytes undecodable"));
       }
       ++envelopes;
-      each(*envelope);
+      each(*target.envelope);
     }
   }
   return absl::OkStatus();

@@ -49,13 +49,22 @@ void AppendEnvelope(absl::string_view envelope, std::string* out,
 void AppendEnvelope(const wire::Envelope& envelope, size_t envelope_bytes, std::string* out,
                     const AppendedBatch* appended = nullptr);
 
+// Where one envelope read is parsed: an empty message (it may reuse or replace the last one,
+// e.g. reset an arena), or `kept`: a message kept from earlier envelopes and emptied by hand for
+// this one (KeptEnvelopes), which is merged into, not parsed into (a parse would Clear() it and
+// free the objects it keeps).
+struct EnvelopeTarget {
+  wire::Envelope* envelope = nullptr;
+  bool kept = false;
+};
+
 // Reads one peer frame's bytes (without its length prefix). Each envelope is parsed into the
-// message `scratch` returns then (it may reuse or replace the last one, e.g. reset an arena) and
-// handed to `each`. A hello in the frame is skipped (the handshake parses its frame as a
-// wire::PeerFrame), as are fields this version does not know. Returns an error naming what is
-// malformed; the envelopes before it were handed on.
+// target `scratch` returns for it, given the number of the first field of the envelope's body
+// (its oneof) in its bytes (0: none), and handed to `each`. A hello in the frame is skipped (the
+// handshake parses its frame as a wire::PeerFrame), as are fields this version does not know.
+// Returns an error naming what is malformed; the envelopes before it were handed on.
 absl::Status ReadEnvelopeFrame(const char* data, size_t size,
-                               absl::FunctionRef<wire::Envelope*()> scratch,
+                               absl::FunctionRef<EnvelopeTarget(uint32_t body_field)> scratch,
                                absl::FunctionRef<void(wire::Envelope&)> each);
 
 }  // namespace cohort::nso

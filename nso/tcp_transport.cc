@@ -651,9 +651,12 @@ bool TcpTransport::OnHello(Connection* connection, const wire::Hello& hello) {
 
 bool TcpTransport::Deliver(Connection* connection, const char* data, size_t size) {
   const NodeId peer = connection->peer;
-  auto scratch = [this] {  // one envelope at a time in the arena (a parse does not shrink it)
+  // One envelope at a time: a reply or a consensus message in a kept envelope, any other in the
+  // arena (a parse does not shrink it).
+  auto scratch = [this](uint32_t body_field) {
     read_arena_.Reset();
-    return google::protobuf::Arena::CreateMessage<wire::Envelope>(&read_arena_);
+    if (wire::Envelope* kept = kept_envelopes_.For(body_field)) return EnvelopeTarget{kept, true};
+    return EnvelopeTarget{google::protobuf::Arena::CreateMessage<wire::Envelope>(&read_arena_)};
   };
   absl::Status read = ReadEnvelopeFrame(data, size, scratch, [&](wire::Envelope& envelope) {
     if (!AcceptEnvelope(peer, envelope)) return;

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "nso/event_loop.h"
+#include "nso/kept_envelopes.h"
 #include "nso/framing.h"
 #include "nso/peer_names.h"
 #include "nso/tls_channel.h"
@@ -165,6 +166,8 @@ class TcpTransport final : public PeerTransport {
   // cost no allocation (omniORB2, 001 sections 5-6).
   alignas(16) char read_block_[8192];
   google::protobuf::Arena read_arena_;
+  // Loop thread: replies and consensus messages are read into these instead (issue 7).
+  KeptEnvelopes kept_envelopes_;
   uint64_t inbound_tls_failures_ = 0;                          // loop thread
   uint64_t unknown_dropped_ = 0;  // loop thread: envelopes sent to no known peer
   double accept_tokens_ = 0;            // loop thread: TLS handshakes allowed now

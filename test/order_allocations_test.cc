@@ -284,13 +284,19 @@ TEST_CASE("spare strings: kept memory is reused, bounded, and not copied with th
   spare.Keep(std::string("short"));  // inline: no memory of its own to keep
   spare.Keep(std::string(kSpareBytesMax + 1, 'x'));  // too large to keep
   CHECK(spare.kept() == 0);
-  for (size_t i = 0; i < SpareStrings::kKept + 2; ++i) spare.Keep(std::string(100, 'k'));
-  CHECK(spare.kept() == SpareStrings::kKept);
+  for (size_t i = 0; i < spare.max_kept() + 2; ++i) spare.Keep(std::string(100, 'k'));
+  CHECK(spare.kept() == spare.max_kept());
   SpareStrings copy = spare;
   CHECK(copy.kept() == 0);
   std::string taken = spare.Take();
   CHECK(taken.empty());
   CHECK(taken.capacity() >= 100);
+  std::string refilled;
+  spare.Refill(&refilled);  // no memory of its own: a kept string's
+  CHECK(refilled.capacity() >= 100);
+  const size_t left = spare.kept();
+  spare.Refill(&refilled);  // has its own: unchanged
+  CHECK(spare.kept() == left);
 }
 
 TEST_CASE("NodeMap keeps its ids sorted and unique, and gives a std::map's state key",

@@ -54,7 +54,10 @@ std::string Write(const std::vector<wire::Envelope>& envelopes) {
 
 absl::Status Read(const std::string& bytes, std::vector<std::string>* read) {
   wire::Envelope scratch;
-  auto reuse = [&scratch] { return &scratch; };
+  auto reuse = [&scratch](uint32_t) {
+    scratch.Clear();
+    return EnvelopeTarget{&scratch};
+  };
   return ReadEnvelopeFrame(bytes.data(), bytes.size(), reuse, [&](wire::Envelope& envelope) {
     read->push_back(envelope.SerializeAsString());
     wire::Envelope taken = std::move(envelope);  // a receiver may move it away

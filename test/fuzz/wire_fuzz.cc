@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "nso/kept_envelopes.h"
 #include "nso/node.h"
 #include "nso/peer_frame_codec.h"
 #include "nso/scratch_arena.h"
@@ -49,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     NodeHarness harness(kSelf);
     bool stream_up[2] = {false, false};
+    cohort::nso::KeptEnvelopes kept;  // as TcpTransport's, across frames
     const char* kGroups[] = {"g", "s", "solo", "other"};
     for (const cohort::fuzz::Record& record :
          cohort::fuzz::SplitRecords(data, size, kMaxRecords)) {
@@ -68,9 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (stream == 0 && stream_up[0]) {  // as TcpTransport::Deliver
         char block[1024];
         google::protobuf::Arena arena(cohort::nso::ArenaOn(block, sizeof(block)));
-        auto scratch = [&arena] {
+        auto scratch = [&arena, &kept](uint32_t body_field) {
           arena.Reset();
-          return google::protobuf::Arena::CreateMessage<cohort::wire::Envelope>(&arena);
+          if (cohort::wire::Envelope* envelope = kept.For(body_field)) {
+            return cohort::nso::EnvelopeTarget{envelope, true};
+          }
+          return cohort::nso::EnvelopeTarget{
+              google::protobuf::Arena::CreateMessage<cohort::wire::Envelope>(&arena)};
         };
         absl::Status read = cohort::nso::ReadEnvelopeFrame(
             record.bytes.data(), record.bytes.size(), scratch,

@@ -1,8 +1,8 @@
 // Heap allocations per call (nso/heap_count.h): what the hot path allocates, against issue 7's
 // "no per-message allocation or copy" (omniORB2, 001 sections 5-6). Over sequential wait-for-all
 // calls through the closed group (the client at n2), the growth of each daemon's count (Admin
-// Status heap_allocations) and of this process's (the client stub and the in-process echo
-// servants), divided by the calls.
+// Status heap_allocations, less what reading it adds) and of this process's (the client stub and
+// the in-process echo servants), divided by the calls.
 #ifndef COHORT_TOOLS_BENCH_ALLOCATIONS_H_
 #define COHORT_TOOLS_BENCH_ALLOCATIONS_H_
 
@@ -21,6 +21,9 @@ struct AllocationResult {
   std::vector<double> per_daemon;  // allocations per call at n1..n(N+1) (the last hosts no member)
   double daemons = 0;              // their sum
   double client_and_servants = 0;  // this process, per call
+  // What one Admin.Status read adds to a daemon's count (the mean over the daemons, of two reads
+  // back to back before the calls): subtracted from each daemon's growth, which spans one read.
+  double status_read = 0;
   std::string note;                // why not measured (empty: measured)
 };
 

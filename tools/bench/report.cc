@@ -435,7 +435,8 @@ void PrintReport(const Report& report, std::ostream& out) {
   if (!report.allocations.empty()) {
     out << "\n== heap allocations per wait-for-all call (closed group, client at n2, operator new"
            " counts; issue 7: none per message) ==\n";
-    out << "n  ordering   calls  per daemon (n1..n(N+1))                    daemons  client+servants\n";
+    out << "n  ordering   calls  per daemon (n1..n(N+1))                    daemons  client+servants"
+           "  status read (subtracted)\n";
     for (const AllocationResult& a : report.allocations) {
       if (!a.note.empty()) {
         out << absl::StrFormat("%-2d %-10s not measured: %s\n", a.n, a.ordering, a.note);
@@ -443,8 +444,9 @@ void PrintReport(const Report& report, std::ostream& out) {
       }
       std::string each;
       for (double d : a.per_daemon) absl::StrAppend(&each, each.empty() ? "" : " / ", Num(d, 1));
-      out << absl::StrFormat("%-2d %-10s %5d  %-42s %7s  %s\n", a.n, a.ordering, a.calls, each,
-                             Num(a.daemons, 1), Num(a.client_and_servants, 1));
+      out << absl::StrFormat("%-2d %-10s %5d  %-42s %7s  %-15s  %s\n", a.n, a.ordering, a.calls,
+                             each, Num(a.daemons, 1), Num(a.client_and_servants, 1),
+                             Num(a.status_read, 0));
     }
   }
 
@@ -581,6 +583,7 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
     }
     j << "], \"daemons\": " << Num(a.daemons, 2)
       << ", \"client_and_servants\": " << Num(a.client_and_servants, 2)
+      << ", \"status_read\": " << Num(a.status_read, 0)
       << ", \"note\": " << JsonString(a.note) << "}";
     first = false;
   }
