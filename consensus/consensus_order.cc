@@ -492,8 +492,9 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // 768 before sends_ (empty between steps, not state); 792 while unordered_, owing_ and
 // decided_sizes_ were std:: trees; 720 before spare_instance_ and next_batch_ (memory kept for
 // reuse, not state); 792 before unordered_'s SpareAllocator (its pool: memory, not state); 808
-// before TotalOrder's spare_payloads_ (memory, not state).
-static_assert(sizeof(ConsensusOrder) == 840, "a new field of ConsensusOrder: add it to StateKey");
+// before TotalOrder's spare_payloads_ (memory, not state); 840 before decided_sizes_'s
+// SpareAllocator.
+static_assert(sizeof(ConsensusOrder) == 856, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {

@@ -188,7 +188,9 @@ class ConsensusOrder final : public TotalOrder {
   std::vector<std::pair<NodeId, wire::ConsensusMessage>> next_instance_messages_;
   NodeId highest_instance_sender_ = 0;
   size_t decided_bytes_ = 0;
-  absl::btree_map<uint64_t, size_t> decided_sizes_;  // instance -> its decision's size
+  // Instance -> its decision's size: a window that moves by one each instance, its B-tree nodes
+  // from a pool (a node freed at the front is the next at the back, issue 7).
+  SpareBtreeMap<uint64_t, size_t> decided_sizes_;
   std::map<NodeId, uint64_t> member_next_;     // member -> it delivered every instance below this
   // The highest delivered_everywhere a member sent: the participants of a coordinator that keeps
   // its role hear only from it, so member_next_ alone never let them prune (each kept up to

@@ -35,8 +35,8 @@ class StateKeyWriter {
   void Put(const NodeMap<V>& map) { PutPairs(map); }
   template <typename K, typename V>
   void Put(const std::map<K, V>& map) { PutPairs(map); }
-  template <typename K, typename V>
-  void Put(const absl::btree_map<K, V>& map) { PutPairs(map); }
+  template <typename K, typename V, typename Compare, typename Alloc>
+  void Put(const absl::btree_map<K, V, Compare, Alloc>& map) { PutPairs(map); }
   std::string Take() { return std::move(key_); }
 
  private:

@@ -68,11 +68,12 @@ void OutsideFifo::Delivered(const ClientKey& client, uint64_t call_id) {
   held_.erase(behind);
 }
 
-OutsideFifo::Requests OutsideFifo::Take(uint64_t now_ms, size_t* expired, const Known& known) {
+OutsideFifo::Requests OutsideFifo::TakeKnown(uint64_t now_ms, size_t* expired,
+                                             const Known* known) {
   Requests out;
-  if (known) {
+  if (known != nullptr) {
     for (auto it = held_.begin(); it != held_.end();) {
-      if (!known(it->first.first, it->first.second)) {
+      if (!(*known)(it->first.first, it->first.second)) {
         ++it;
         continue;
       }

@@ -29,7 +29,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -37,6 +36,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "invocation/reply_cache.h"
 #include "proto/wire.pb.h"
 
@@ -67,8 +67,14 @@ class OutsideFifo {
   // What to propose now, in order: the requests whose predecessor was delivered (Delivered, or
   // `known` by the reply cache: a state transfer brought it), and those held longer than
   // hold_max_ms (with what was held behind them). `expired` counts the latter.
-  using Known = std::function<bool(const ClientKey& client, uint64_t call_id)>;
-  Requests Take(uint64_t now_ms, size_t* expired = nullptr, const Known& known = nullptr);
+  // (A FunctionRef: a std::function of the node's capture was allocated per tick, issue 7.)
+  using Known = absl::FunctionRef<bool(const ClientKey& client, uint64_t call_id)>;
+  Requests Take(uint64_t now_ms, size_t* expired, Known known) {
+    return TakeKnown(now_ms, expired, &known);
+  }
+  Requests Take(uint64_t now_ms, size_t* expired = nullptr) {
+    return TakeKnown(now_ms, expired, nullptr);
+  }
   // Predecessors that a request here has waited for `wait_ms` or longer and that are not here
   // themselves (held, or proposed by this member, not yet delivered): most likely lost on the way
   // (their client's daemon was cut off from the group when it sent them), so that the member asks
@@ -94,6 +100,8 @@ class OutsideFifo {
   bool has_work() const { return !held_.empty() || !ready_.empty() || !proposed_.empty(); }
 
  private:
+  Requests TakeKnown(uint64_t now_ms, size_t* expired, const Known* known);
+
   struct Held {
     wire::Request request;
     uint64_t until_ms = 0;  // proposed anyway then

@@ -519,12 +519,17 @@ void Group::SendHeartbeats() {
 }
 
 void Group::SendHeartbeat(NodeId to, bool reply_wanted) {
-  wire::Envelope envelope;
-  envelope.mutable_heartbeat()->set_sent_ms(now_ms_);
-  if (reply_wanted) envelope.mutable_heartbeat()->set_reply_wanted(true);
-  if (servants_behind()) envelope.mutable_heartbeat()->set_servants_behind(true);
+  // Kept from one heartbeat to the next, as SendOrderMessage's envelopes are: a lively group
+  // sends one to each peer it was silent to for silence_ms, and each allocated its heartbeat and
+  // group string (issue 7). The heartbeat is emptied whole and the header set whole each time.
+  thread_local wire::Envelope kept;
+  wire::Heartbeat* heartbeat = kept.mutable_heartbeat();
+  heartbeat->Clear();
+  heartbeat->set_sent_ms(now_ms_);
+  if (reply_wanted) heartbeat->set_reply_wanted(true);
+  if (servants_behind()) heartbeat->set_servants_behind(true);
   counters_.heartbeats_sent++;
-  SendTo(to, std::move(envelope));
+  SendEnvelopeInView(view_id_, to, &kept, {});
 }
 
 void Group::AnswerHeartbeat(NodeId to) {

@@ -20,6 +20,31 @@ void EmptyKeepingReply(wire::Envelope* envelope) {
   envelope->set_allocated_reply(reply);
 }
 
+// A request from outside, moved on to be ordered: the objects of one already ordered instead
+// (SpareOutsideRequests), its payload refilled if it has none.
+void EmptyKeepingForward(wire::Envelope* envelope) {
+  wire::Request* forward = envelope->has_forward() ? envelope->release_forward() : new wire::Request;
+  envelope->Clear();
+  SpareOutsideRequests().Refill(forward);
+  forward->Clear();
+  SparePayloads().Refill(forward->mutable_payload());
+  envelope->set_allocated_forward(forward);
+}
+
+void EmptyKeepingManagedReply(wire::Envelope* envelope) {
+  wire::ManagedReply* managed =
+      envelope->has_managed_reply() ? envelope->release_managed_reply() : new wire::ManagedReply;
+  envelope->Clear();
+  // Each reply's payload went on with the call's result: refilled before the repeated field is
+  // cleared (it keeps its cleared replies, and their strings, for the next parse).
+  for (wire::Reply& reply : *managed->mutable_replies()) {
+    reply.Clear();
+    SparePayloads().Refill(reply.mutable_payload());
+  }
+  managed->Clear();
+  envelope->set_allocated_managed_reply(managed);
+}
+
 // A body's batch emptied apart: the body's Clear() would delete it.
 template <typename Body>
 void EmptyKeepingBatch(Body* body, bool has_batch, wire::MessageBatch* (Body::*release)(),
@@ -62,6 +87,12 @@ wire::Envelope* KeptEnvelopes::For(uint32_t body_field) {
     case wire::Envelope::kSequencerFieldNumber:
       EmptyKeepingSequencer(&sequencer_);
       return &sequencer_;
+    case wire::Envelope::kForwardFieldNumber:
+      EmptyKeepingForward(&forward_);
+      return &forward_;
+    case wire::Envelope::kManagedReplyFieldNumber:
+      EmptyKeepingManagedReply(&managed_reply_);
+      return &managed_reply_;
     default:
       return nullptr;
   }

@@ -1,9 +1,9 @@
 // Envelopes the raw TCP transport reads into, kept from one envelope to the next for the kinds on
-// every call's path: a peer's reply, a consensus or a sequencer message (with its batch). Their
-// objects and strings keep their memory, and a reply's payload, moved on to its call, is refilled
-// from this thread's spare payloads (spare_payloads.h), so reading one allocates nothing once warm
-// (issue 7: no per-message allocation, omniORB2, 001 sections 5-6). Other kinds are parsed into an
-// arena by the transport, as before.
+// every call's path: a peer's reply, a request manager's managed reply, a request from outside, a
+// consensus or a sequencer message (with its batch). Their objects and strings keep their memory, and a reply's payload,
+// moved on to its call, is refilled from this thread's spare payloads (spare_payloads.h), so
+// reading one allocates nothing once warm (issue 7: no per-message allocation, omniORB2, 001
+// sections 5-6). Other kinds are parsed into an arena by the transport, as before.
 #ifndef COHORT_NSO_KEPT_ENVELOPES_H_
 #define COHORT_NSO_KEPT_ENVELOPES_H_
 
@@ -24,6 +24,8 @@ class KeptEnvelopes {
   wire::Envelope reply_;
   wire::Envelope consensus_;
   wire::Envelope sequencer_;
+  wire::Envelope managed_reply_;
+  wire::Envelope forward_;
 };
 
 }  // namespace cohort::nso

@@ -586,7 +586,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // needs to send an ordered notice (three wake-ups of this node per call, issue 7).
     request.set_notify_ordered(false);
     const CausalTicket ticket = TicketOf(request);
-    call.managed_request = std::move(request);
+    KeepOutsideRequest(&request, kept, &call.managed_request);
     call.manager_index = preferred_manager_[group->name()];  // restricted group: one manager
     AddCall(key, std::move(call));
     SubmitInCausalOrder(ticket, group, [this, key](Group* live) {
@@ -599,7 +599,7 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
     // Closed group from outside: every member gets the call, one orders it (wire.proto, orderer),
     // the member the client's open and one-way calls go to, so they keep their order.
     const CausalTicket ticket = TicketOf(request);
-    call.closed_request = std::move(request);
+    KeepOutsideRequest(&request, kept, &call.closed_request);
     call.manager_index = preferred_manager_[group->name()];
     AddCall(key, std::move(call));
     SubmitInCausalOrder(ticket, group, [this, key](Group* live) {
@@ -610,6 +610,13 @@ void Node::Invoke(uint64_t nso, InvokeOptions options, InvokeDone done) {
   }
   AddCall(key, std::move(call));
   SubmitRequestInCausalOrder(group, request, key);
+}
+
+void Node::KeepOutsideRequest(wire::Request* request, bool kept,
+                              std::optional<wire::Request>* into) {
+  into->emplace();
+  (*into)->Swap(request);  // heap messages: their objects change hands, nothing is copied
+  if (kept) request->Swap(&spare_outside_request_);
 }
 
 void Node::SubmitRequestInCausalOrder(Group* group, const wire::Request& request,
@@ -654,15 +661,42 @@ void Node::MarkOrdered(uint64_t call_id) {
 }
 
 void Node::SendForward(NodeId to, const std::string& group, const wire::Request& request) {
-  wire::Envelope envelope;
-  *envelope.mutable_forward() = request;
+  SendForwardTo({to}, group, request, /*with_view=*/true);
+}
+
+void Node::SendForwardTo(absl::Span<const NodeId> to, const std::string& group,
+                         const wire::Request& request, bool with_view) {
+  wire::Envelope own;
+  const bool kept = !forward_envelope_busy_ && std::find(to.begin(), to.end(), self_) == to.end();
+  wire::Envelope& envelope = kept ? forward_envelope_ : own;
+  if (kept) {
+    // Envelope::Clear() would delete the forward (a oneof's object): it is taken out, and
+    // CopyFrom() refills its strings in their memory. SendEnvelopeInPlace sets the rest.
+    forward_envelope_busy_ = true;
+    wire::Request* forward =
+        envelope.has_forward() ? envelope.release_forward() : new wire::Request;
+    envelope.Clear();
+    forward->CopyFrom(request);
+    envelope.set_allocated_forward(forward);
+  } else {
+    *envelope.mutable_forward() = request;
+  }
+  absl::Cleanup release = [this, kept] {
+    if (kept) forward_envelope_busy_ = false;
+  };
   // The latest view this node knows: a member that is behind it may have been excluded (Receive).
-  auto known = groups_.find(group);
+  auto known = with_view ? groups_.find(group) : groups_.end();
   if (known != groups_.end()) {
     envelope.set_view_id(known->second->view_id());
     if (known->second->holds_no_state()) envelope.set_awaiting_state(true);
   }
-  SendEnvelope(to, group, std::move(envelope));
+  for (NodeId member : to) {
+    if (kept) {
+      SendEnvelopeInPlace(member, group, &envelope);
+    } else {
+      SendEnvelope(member, group, envelope);  // a copy each: a receiver here may take it apart
+    }
+  }
 }
 
 void Node::SendEnvelopeInPlace(NodeId to, const std::string& group, wire::Envelope* envelope) {
@@ -697,12 +731,10 @@ void Node::Submit(Group* group, const wire::Request& request) {
   }
   // A multicast or one-way call from outside the group: one member orders it.
   if (request.method().empty() || request.one_way()) return SendOutside(group, request);
-  wire::Envelope envelope;
-  *envelope.mutable_forward() = request;
   // Closed group from outside the server group: the client multicasts to every server
   // (003 section 4.1); the one named in `orderer` orders it, the others stand by (StandBy), and
   // the reply cache executes it once whoever ordered it.
-  for (NodeId member : group->members()) SendEnvelope(member, group->name(), envelope);
+  SendForwardTo(group->members(), group->name(), request, /*with_view=*/false);
 }
 
 // ---- transport and time -----------------------------------------------------------------------
@@ -728,7 +760,7 @@ void Node::Receive(NodeId from, wire::Envelope& envelope) {
     // Its payload moved to the result, not copied (issue 7: no copy per message).
     return OnReply(reply, envelope.mutable_reply()->mutable_payload());
   }
-  if (envelope.has_managed_reply()) return OnManagedReply(envelope.managed_reply());
+  if (envelope.has_managed_reply()) return OnManagedReply(envelope.mutable_managed_reply());
   auto it = groups_.find(envelope.group());
   if (it == groups_.end() || it->second->group_incarnation() != envelope.group_incarnation()) {
     // Normal for a moment when a reload adds a group (its members reload one after another), or

@@ -567,6 +567,15 @@ class Node {
   void SubmitRequestInCausalOrder(Group* group, const wire::Request& request,
                                   std::optional<CallKey> key);
   void MarkOrdered(uint64_t call_id);
+  // Sends `request` to each of `to` for ordering (a forward: to a request manager, or to every
+  // member of a closed group from outside), with the latest view known here if `with_view`. One
+  // envelope is kept for it from send to send, its forward's strings keeping their memory (issue
+  // 7); a send to this node itself, or nested in another, gets its own.
+  void SendForwardTo(absl::Span<const NodeId> to, const std::string& group,
+                     const wire::Request& request, bool with_view);
+  // A call from outside keeps its request (to send again) in `*into`: `*request`'s contents
+  // move there, and the kept `*request` takes the memory a finished one gave back (TakeCall).
+  void KeepOutsideRequest(wire::Request* request, bool kept, std::optional<wire::Request>* into);
   void SendEnvelope(NodeId to, const std::string& group, wire::Envelope envelope) {
     SendEnvelopeInPlace(to, group, &envelope);
   }
@@ -589,7 +598,8 @@ class Node {
   // `manager` was found silent this tick, or answered "not a member" of `group`, or its
   // connection closed (suspect_on_disconnect: its process died).
   bool ManagerLost(const std::string& group, NodeId manager) const;
-  void StartManagedCall(Group* group, wire::Request request);  // at the request manager
+  // At the request manager; `*request` is changed (it is ordered in the server group).
+  void StartManagedCall(Group* group, wire::Request* request);
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   void SendClosedOut(Group* group, Call* call);                // at the caller's daemon
   // A member's copy of a closed call from outside that another member orders: true when it is
@@ -813,7 +823,8 @@ class Node {
   // `payload`, when given, is reply's own payload, which the call may take (a reply this daemon
   // made: its servant's answer to a call of its own client), uncopied.
   void OnReply(const wire::Reply& reply, std::string* payload = nullptr);
-  void OnManagedReply(const wire::ManagedReply& reply);
+  // (The replies' payloads are moved into the call's result.)
+  void OnManagedReply(wire::ManagedReply* reply);
   void SendReply(NodeId to, const std::string& group, wire::Reply reply);
   // A servant's answer to its targets (Answer): built in answer_envelope_, reused, unless that
   // is in use further up the stack (an inline servant answering during OnReply).
@@ -832,6 +843,10 @@ class Node {
   // their memory from one answer to the next (issue 7: no allocation per message).
   wire::Envelope answer_envelope_;
   bool answer_envelope_busy_ = false;
+  // SendForwardTo's envelope, and the memory of a finished outside call's request for the next.
+  wire::Envelope forward_envelope_;
+  bool forward_envelope_busy_ = false;
+  wire::Request spare_outside_request_;
   // Every delivery is parsed into this message (DeliverAll) unless it is in use further up the
   // stack: its request's strings keep their memory from one delivery to the next, a payload
   // taken by a servant's delivery refilled from spare_payloads.h's (issue 7).

@@ -463,7 +463,8 @@ void Node::OnReply(const wire::Reply& reply, std::string* payload) {
   if (it->second.collector.Add(std::move(member_reply))) FinishCall(it->first, absl::OkStatus());
 }
 
-void Node::OnManagedReply(const wire::ManagedReply& reply) {
+void Node::OnManagedReply(wire::ManagedReply* managed) {
+  const wire::ManagedReply& reply = *managed;
   if (reply.origin_incarnation() != incarnation_) return;  // for an earlier incarnation
   auto it = calls_.find({self_, reply.call_id()});
   if (it == calls_.end() || !it->second.managed_request) return;
@@ -476,11 +477,17 @@ void Node::OnManagedReply(const wire::ManagedReply& reply) {
   result.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
   result.view_id = reply.view_id();
   result.wanted = reply.wanted();
-  for (const wire::Reply& from : reply.replies()) {
+  // In a recycled vector (RecycleReplies), the payloads moved (issue 7: the vector and a copy of
+  // each payload were allocated per call).
+  if (!spare_replies_.empty()) {
+    result.replies = std::move(spare_replies_.back());
+    spare_replies_.pop_back();
+  }
+  for (wire::Reply& from : *managed->mutable_replies()) {
     result.replies.push_back({from.replier(), NodeName(from.replier()),
                               absl::Status(static_cast<absl::StatusCode>(from.status_code()),
                                            from.error()),
-                              from.payload()});
+                              std::move(*from.mutable_payload())});
   }
   call.done(std::move(result));
 }
@@ -511,7 +518,11 @@ void Node::AddCall(CallKey key, Call call) {
 
 Node::Call Node::TakeCall(std::map<CallKey, Call>::iterator it) {
   spare_call_ = calls_.extract(it);
-  return std::move(spare_call_.mapped());
+  Call call = std::move(spare_call_.mapped());
+  // An outside call's request gives its memory back for the next one (KeepOutsideRequest).
+  if (call.managed_request) spare_outside_request_.Swap(&*call.managed_request);
+  if (call.closed_request) spare_outside_request_.Swap(&*call.closed_request);
+  return call;
 }
 
 void Node::FinishCall(CallKey key, absl::Status status) {

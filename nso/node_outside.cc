@@ -9,6 +9,7 @@
 #include "nso/logging.h"
 #include "nso/node.h"
 #include "nso/scratch_arena.h"
+#include "nso/spare_payloads.h"
 
 namespace cohort::nso {
 namespace {
@@ -380,10 +381,11 @@ void Node::ProposeFromOutside(Group* group, absl::Span<wire::Request> requests) 
       continue;
     }
     if (request.managed()) {
-      StartManagedCall(group, std::move(request));
+      StartManagedCall(group, &request);
     } else {
       Submit(group, request);
     }
+    SpareOutsideRequests().Keep(&request);  // ordered: its memory holds the next one read
   }
 }
 
@@ -544,7 +546,8 @@ void Node::TickOutsideFifo(Group* group) {
   ProposeFromOutside(group, absl::MakeSpan(now));
 }
 
-void Node::StartManagedCall(Group* group, wire::Request request) {
+void Node::StartManagedCall(Group* group, wire::Request* managed) {
+  wire::Request& request = *managed;
   CallKey key{request.origin(), request.call_id()};
   auto existing = calls_.find(key);
   if (existing != calls_.end()) {
@@ -615,6 +618,7 @@ void Node::StartManagedCall(Group* group, wire::Request request) {
                 out->set_payload(std::move(member_reply.payload));
               }
               SendEnvelopeInPlace(origin, group_name, &envelope);
+              RecycleReplies(std::move(result.replies));  // for the next call's collector
             }};
   AddCall(key, std::move(call));
   request.set_managed(false);

@@ -46,19 +46,20 @@ for ordering in ("consensus", "sequencer"):
     elif not (async_row["results"]["sequential"]["p50_us"] > 0 and
               async_row["results"]["sequential"]["errors"] == 0):
         problems.append("row %s closed-async all: no p50, or errors" % ordering)
-# Heap allocations per call: measured for each ordering, from every daemon (n1..n4) and this
+# Heap allocations per call: measured for each ordering and path (closed all, open first), from
+# every daemon (n1..n4) and this
 # process; the daemons count (a Status read allocates, and is subtracted), and this process's
 # client and servants allocate something per call.
-allocations = {a["ordering"]: a for a in run.get("allocations", []) if a["n"] == 3}
-for ordering in ("consensus", "sequencer"):
-    a = allocations.get(ordering)
+allocations = {(a["ordering"], a["path"]): a for a in run.get("allocations", []) if a["n"] == 3}
+for key in [(o, p) for o in ("consensus", "sequencer") for p in ("closed all", "open first")]:
+    a = allocations.get(key)
     if a is None or a["note"]:
-        problems.append("allocations %s not measured: %r" % (ordering, a))
+        problems.append("allocations %s not measured: %r" % (key, a))
     elif not (a["calls"] == 2000 and len(a["per_daemon"]) == 4 and
               all(x >= 0 for x in a["per_daemon"]) and a["status_read"] > 0 and
               a["client_and_servants"] > 0 and
               abs(sum(a["per_daemon"]) - a["daemons"]) < 0.1):
-        problems.append("allocations %s: %r" % (ordering, a))
+        problems.append("allocations %s: %r" % (key, a))
 # This run has no etcd, no 64 callers, no n = 7, no failover or memory: those targets say "not
 # measured (why)"; the 8 latency targets at n = 3 (daemons, embedded, application processes)
 # have a verdict.

@@ -39,13 +39,18 @@ std::optional<std::vector<uint64_t>> DaemonCounts(const std::vector<std::string>
 }  // namespace
 
 AllocationResult MeasureAllocations(Client* client, const std::vector<std::string>& addresses,
-                                    int n, const std::string& ordering, int payload_bytes) {
+                                    int n, const std::string& ordering, int payload_bytes,
+                                    AllocationPath path) {
   AllocationResult result;
   result.n = n;
   result.ordering = ordering;
+  const bool open = path == AllocationPath::kOpenFirst;
+  result.path = open ? "open first" : "closed all";
   const std::string payload(static_cast<size_t>(payload_bytes), 'x');
   auto call = [&] {
-    return client->Invoke("bench", "echo", payload, Mode::kAll, absl::Seconds(5), Style::kClosed)
+    return client
+        ->Invoke("bench", "echo", payload, open ? Mode::kFirst : Mode::kAll, absl::Seconds(5),
+                 open ? Style::kOpen : Style::kClosed)
         .ok();
   };
   for (int i = 0; i < 200; ++i) call();  // warm: connections, caches and pools at steady size

@@ -1,6 +1,7 @@
 // Heap allocations per call (nso/heap_count.h): what the hot path allocates, against issue 7's
-// "no per-message allocation or copy" (omniORB2, 001 sections 5-6). Over sequential wait-for-all
-// calls through the closed group (the client at n2), the growth of each daemon's count (Admin
+// "no per-message allocation or copy" (omniORB2, 001 sections 5-6). Over sequential calls (wait-
+// for-all through the closed group from n2, wait-for-first through the open group from n(N+1)),
+// the growth of each daemon's count (Admin
 // Status heap_allocations, less what reading it adds) and of this process's (the client stub and
 // the in-process echo servants), divided by the calls.
 #ifndef COHORT_TOOLS_BENCH_ALLOCATIONS_H_
@@ -14,9 +15,14 @@
 
 namespace cohort::bench {
 
+// The calls measured: wait-for-all through the closed group from member n2, or wait-for-first
+// through the open group (its request manager, asynchronous forwarding) from n(N+1), outside it.
+enum class AllocationPath { kClosedAll, kOpenFirst };
+
 struct AllocationResult {
   int n = 0;
   std::string ordering;
+  std::string path;  // "closed all" or "open first"
   int64_t calls = 0;
   std::vector<double> per_daemon;  // allocations per call at n1..n(N+1) (the last hosts no member)
   double daemons = 0;              // their sum
@@ -27,9 +33,11 @@ struct AllocationResult {
   std::string note;                // why not measured (empty: measured)
 };
 
-// `addresses`: the daemons' client addresses, n1 first.
+// `addresses`: the daemons' client addresses, n1 first; `client`: attached to n2 for
+// kClosedAll, to n(N+1) for kOpenFirst.
 AllocationResult MeasureAllocations(Client* client, const std::vector<std::string>& addresses,
-                                    int n, const std::string& ordering, int payload_bytes);
+                                    int n, const std::string& ordering, int payload_bytes,
+                                    AllocationPath path);
 
 }  // namespace cohort::bench
 

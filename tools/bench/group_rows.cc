@@ -130,15 +130,17 @@ void MeasureGroups(const Options& options, const std::string& cohortd, const std
         }
       }
       if (ok && options.WantMode("all")) {
-        ConnectOptions connect = BenchConnect("bench-allocations");
-        connect.local = g_client_local;
-        auto client = Client::Connect(daemons.ClientAddress(2), connect);
         std::vector<std::string> addresses;
         for (int i = 1; i <= n + 1; ++i) addresses.push_back(daemons.ClientAddress(i));
-        if (client.ok()) {
+        for (AllocationPath path : {AllocationPath::kClosedAll, AllocationPath::kOpenFirst}) {
+          ConnectOptions connect = BenchConnect("bench-allocations");
+          connect.local = g_client_local;
+          const int attach = path == AllocationPath::kClosedAll ? 2 : n + 1;
+          auto client = Client::Connect(daemons.ClientAddress(attach), connect);
+          if (!client.ok()) continue;
           Progress(absl::StrCat("n=", n, " ", ordering, " heap allocations per call"));
-          report->allocations.push_back(
-              MeasureAllocations(client->get(), addresses, n, ordering, options.payload));
+          report->allocations.push_back(MeasureAllocations(client->get(), addresses, n, ordering,
+                                                           options.payload, path));
         }
       }
       if (ok) MeasureSpread(options, daemons, n, ordering, report);

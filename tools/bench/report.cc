@@ -433,20 +433,21 @@ void PrintReport(const Report& report, std::ostream& out) {
 
   // Heap allocations per call.
   if (!report.allocations.empty()) {
-    out << "\n== heap allocations per wait-for-all call (closed group, client at n2, operator new"
-           " counts; issue 7: none per message) ==\n";
-    out << "n  ordering   calls  per daemon (n1..n(N+1))                    daemons  client+servants"
-           "  status read (subtracted)\n";
+    out << "\n== heap allocations per call (closed all: client at n2; open first: client at"
+           " n(N+1), outside the group; operator new counts; issue 7: none per message) ==\n";
+    out << "n  ordering   path        calls  per daemon (n1..n(N+1))                    daemons"
+           "  client+servants  status read (subtracted)\n";
     for (const AllocationResult& a : report.allocations) {
       if (!a.note.empty()) {
-        out << absl::StrFormat("%-2d %-10s not measured: %s\n", a.n, a.ordering, a.note);
+        out << absl::StrFormat("%-2d %-10s %-10s  not measured: %s\n", a.n, a.ordering, a.path,
+                               a.note);
         continue;
       }
       std::string each;
       for (double d : a.per_daemon) absl::StrAppend(&each, each.empty() ? "" : " / ", Num(d, 1));
-      out << absl::StrFormat("%-2d %-10s %5d  %-42s %7s  %-15s  %s\n", a.n, a.ordering, a.calls,
-                             each, Num(a.daemons, 1), Num(a.client_and_servants, 1),
-                             Num(a.status_read, 0));
+      out << absl::StrFormat("%-2d %-10s %-10s  %5d  %-42s %7s  %-15s  %s\n", a.n, a.ordering,
+                             a.path, a.calls, each, Num(a.daemons, 1),
+                             Num(a.client_and_servants, 1), Num(a.status_read, 0));
     }
   }
 
@@ -577,7 +578,8 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
   first = true;
   for (const AllocationResult& a : report.allocations) {
     j << (first ? "" : ",") << "\n    {\"n\": " << a.n << ", \"ordering\": " << JsonString(a.ordering)
-      << ", \"calls\": " << a.calls << ", \"per_daemon\": [";
+      << ", \"path\": " << JsonString(a.path) << ", \"calls\": " << a.calls
+      << ", \"per_daemon\": [";
     for (size_t i = 0; i < a.per_daemon.size(); ++i) {
       j << (i ? ", " : "") << Num(a.per_daemon[i], 2);
     }
