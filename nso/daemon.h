@@ -66,6 +66,9 @@ class Daemon {
 
   // Samples the protocol state on the protocol thread; UNAVAILABLE if it does not answer in time.
   absl::StatusOr<NodeSnapshot> Snapshot(absl::Duration timeout = absl::Seconds(1));
+  // The hosted groups without a trusted majority of their configured members ("name trusts t of
+  // c"), for the health status; UNAVAILABLE if the protocol thread does not answer in 1 s.
+  absl::StatusOr<std::vector<std::string>> MinorityGroups();
   // Every hosted group has a majority of its configured members trusted (the gRPC health status).
   bool serving() const { return serving_; }
   // The Prometheus text of GET /metrics.

@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -317,6 +318,10 @@ class Node {
   }
   const OutsideCounters& outside_counters() const { return outside_counters_; }
   std::vector<const Group*> groups() const;
+  // Calls `each` with every group hosted here, in name order (no vector made, unlike groups()).
+  void ForEachGroup(absl::FunctionRef<void(const Group&)> each) const {
+    for (const auto& [name, group] : groups_) each(*group);
+  }
 
  private:
   // A group at view 1 with its configured members (false, logged: a member is not a peer).
@@ -342,6 +347,14 @@ class Node {
     uint64_t sent_at_ms = 0;
     uint64_t retry_at_ms = 0;
     uint64_t nso = 0;  // the client that made it (NsoEntry::awaited)
+    // Request manager side (003 section 4.1): the call was made at `origin` (its process
+    // `origin_incarnation`), which gets the replies as a ManagedReply (SendManagedReply) instead
+    // of `done` being called: a callback capturing this took an allocation per call (issue 7).
+    struct ManagedFor {
+      NodeId origin = 0;
+      uint64_t origin_incarnation = 0;
+    };
+    std::optional<ManagedFor> managed_for;
   };
   // One-way calls and multicasts from outside the group: no reply tells the caller's node they
   // were ordered, the member's ordered notice does. Until it comes they are kept, and sent again
@@ -600,6 +613,9 @@ class Node {
   bool ManagerLost(const std::string& group, NodeId manager) const;
   // At the request manager; `*request` is changed (it is ordered in the server group).
   void StartManagedCall(Group* group, wire::Request* request);
+  // The replies of a call managed here for another node, to that node (Call::managed_for).
+  void SendManagedReply(const std::string& group, Call::ManagedFor to, uint64_t call_id,
+                        InvokeResult result);
   void SendManaged(Group* group, Call* call);                  // at the caller's daemon
   void SendClosedOut(Group* group, Call* call);                // at the caller's daemon
   // A member's copy of a closed call from outside that another member orders: true when it is

@@ -477,12 +477,10 @@ void Node::OnManagedReply(wire::ManagedReply* managed) {
   result.status = absl::Status(static_cast<absl::StatusCode>(reply.status_code()), reply.error());
   result.view_id = reply.view_id();
   result.wanted = reply.wanted();
-  // In a recycled vector (RecycleReplies), the payloads moved (issue 7: the vector and a copy of
-  // each payload were allocated per call).
-  if (!spare_replies_.empty()) {
-    result.replies = std::move(spare_replies_.back());
-    spare_replies_.pop_back();
-  }
+  // In the vector the call's collector took from those recycled (AddCall), the payloads moved
+  // (issue 7: the vector and a copy of each payload were allocated per call).
+  result.replies = call.collector.TakeReplies();
+  result.replies.clear();
   for (wire::Reply& from : *managed->mutable_replies()) {
     result.replies.push_back({from.replier(), NodeName(from.replier()),
                               absl::Status(static_cast<absl::StatusCode>(from.status_code()),
@@ -540,7 +538,12 @@ void Node::FinishCall(CallKey key, absl::Status status) {
     client->second.awaited.Remove(key.second);  // its later requests say it has this result
   }
   uint64_t view_id = groups_.count(call.group) ? groups_[call.group]->view_id() : 0;
-  call.done({std::move(status), call.collector.TakeReplies(), view_id, call.collector.wanted()});
+  InvokeResult result{std::move(status), call.collector.TakeReplies(), view_id,
+                      call.collector.wanted()};
+  if (call.managed_for) {
+    return SendManagedReply(call.group, *call.managed_for, key.second, std::move(result));
+  }
+  call.done(std::move(result));
 }
 
 void Node::ExpireCalls() {

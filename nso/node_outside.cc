@@ -585,45 +585,47 @@ void Node::StartManagedCall(Group* group, wire::Request* managed) {
   }
   auto mode = static_cast<invocation::Mode>(request.mode());
   uint32_t view_size = request.reply_from_manager_only() ? 1 : group->members().size();
-  NodeId origin = request.origin();
-  std::string group_name = group->name();
   uint64_t deadline_ms =
       request.deadline_ms() ? request.deadline_ms() : limits_.default_deadline_ms;
-  Call call{group_name, invocation::ReplyCollector(mode, view_size), now_ms_ + deadline_ms,
-            deadline_ms,
-            [this, origin, group_name, call_id = request.call_id(),
-             origin_incarnation = request.origin_incarnation()](InvokeResult result) {
-              // Built on a stack arena, the payloads moved in (issue 7: the reply, each member's
-              // reply and their strings were allocated, and the payloads copied, per call).
-              alignas(16) char block[kManagedReplyArenaBytes];
-              google::protobuf::Arena arena(ArenaOn(block, sizeof(block)));
-              auto& envelope = *google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
-              wire::ManagedReply* reply = envelope.mutable_managed_reply();
-              reply->set_call_id(call_id);
-              reply->set_origin_incarnation(origin_incarnation);
-              reply->set_view_id(result.view_id);
-              reply->set_wanted(result.wanted);
-              reply->set_status_code(static_cast<int>(result.status.code()));
-              if (!result.status.message().empty()) {
-                reply->set_error(std::string(result.status.message()));
-              }
-              for (auto& member_reply : result.replies) {
-                wire::Reply* out = reply->add_replies();
-                out->set_call_id(call_id);
-                out->set_replier(member_reply.node);
-                out->set_status_code(static_cast<int>(member_reply.status.code()));
-                if (!member_reply.status.message().empty()) {
-                  out->set_error(std::string(member_reply.status.message()));
-                }
-                out->set_payload(std::move(member_reply.payload));
-              }
-              SendEnvelopeInPlace(origin, group_name, &envelope);
-              RecycleReplies(std::move(result.replies));  // for the next call's collector
-            }};
+  Call call{group->name(), invocation::ReplyCollector(mode, view_size), now_ms_ + deadline_ms,
+            deadline_ms, nullptr};
+  call.managed_for = Call::ManagedFor{request.origin(), request.origin_incarnation()};
   AddCall(key, std::move(call));
   request.set_managed(false);
   request.set_reply_to(self_);
   Submit(group, request);
+}
+
+void Node::SendManagedReply(const std::string& group, Call::ManagedFor to, uint64_t call_id,
+                            InvokeResult result) {
+  // Built on a stack arena, the payloads moved in (issue 7: the reply, each member's reply and
+  // their strings were allocated, and the payloads copied, per call).
+  alignas(16) char block[kManagedReplyArenaBytes];
+  google::protobuf::Arena arena(ArenaOn(block, sizeof(block)));
+  auto& envelope = *google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
+  wire::ManagedReply* reply = envelope.mutable_managed_reply();
+  reply->set_call_id(call_id);
+  reply->set_origin_incarnation(to.origin_incarnation);
+  reply->set_view_id(result.view_id);
+  reply->set_wanted(result.wanted);
+  reply->set_status_code(static_cast<int>(result.status.code()));
+  if (!result.status.message().empty()) reply->set_error(std::string(result.status.message()));
+  for (auto& member_reply : result.replies) {
+    wire::Reply* out = reply->add_replies();
+    out->set_call_id(call_id);
+    out->set_replier(member_reply.node);
+    out->set_status_code(static_cast<int>(member_reply.status.code()));
+    if (!member_reply.status.message().empty()) {
+      out->set_error(std::string(member_reply.status.message()));
+    }
+    out->set_payload(std::move(member_reply.payload));
+  }
+  SendEnvelopeInPlace(to.origin, group, &envelope);
+  // Written: the payloads hold the next replies read here, the vector the next call's replies.
+  for (wire::Reply& out : *reply->mutable_replies()) {
+    if (!out.payload().empty()) SparePayloads().Keep(std::move(*out.mutable_payload()));
+  }
+  RecycleReplies(std::move(result.replies));
 }
 
 void Node::SendOutside(Group* group, const wire::Request& request) {
