@@ -493,8 +493,8 @@ const ChandraToueg* ConsensusOrder::instance(uint64_t k) const {
 // decided_sizes_ were std:: trees; 720 before spare_instance_ and next_batch_ (memory kept for
 // reuse, not state); 792 before unordered_'s SpareAllocator (its pool: memory, not state); 808
 // before TotalOrder's spare_payloads_ (memory, not state); 840 before decided_sizes_'s
-// SpareAllocator.
-static_assert(sizeof(ConsensusOrder) == 856, "a new field of ConsensusOrder: add it to StateKey");
+// SpareAllocator, 856 before owing_'s.
+static_assert(sizeof(ConsensusOrder) == 872, "a new field of ConsensusOrder: add it to StateKey");
 #endif
 
 std::string ConsensusOrder::StateKey() const {

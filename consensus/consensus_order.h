@@ -166,7 +166,9 @@ class ConsensusOrder final : public TotalOrder {
   Spare<std::map<uint64_t, ChandraToueg>::node_type> spare_instance_;
   // The batch MaybeStartInstance makes; it swaps storage with the started instance's estimate.
   Spare<wire::MessageBatch> next_batch_;
-  absl::btree_set<uint64_t> owing_;  // decided instances whose owes_decision() was true at delivery
+  // Decided instances whose owes_decision() was true at delivery (its root kept as it empties
+  // and fills again per instance: spare.h).
+  SpareBtreeSet<uint64_t> owing_;
 
   uint64_t last_diffusion_ms_ = 0;
   uint64_t last_catch_up_ms_ = 0;

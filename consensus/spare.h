@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/strings/string_view.h"
 
 namespace cohort::consensus {
@@ -116,6 +117,8 @@ class SpareAllocator {
 // (one call in flight) does not free and allocate its root each time (issue 7).
 template <typename K, typename V>
 using SpareBtreeMap = absl::btree_map<K, V, std::less<K>, SpareAllocator<std::pair<const K, V>>>;
+template <typename K>
+using SpareBtreeSet = absl::btree_set<K, std::less<K>, SpareAllocator<K>>;
 
 // Strings given back once used, whose memory holds the next copies of payloads: a delivery's
 // payload, once the runtime has parsed it (TotalOrder::GiveBack), holds a later delivery's copy

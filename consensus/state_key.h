@@ -28,8 +28,8 @@ class StateKeyWriter {
   // bytes for a std:: container, a B-tree or a NodeSet of the same entries.
   template <typename T>
   void Put(const std::set<T>& values) { PutEach(values); }
-  template <typename T>
-  void Put(const absl::btree_set<T>& values) { PutEach(values); }
+  template <typename T, typename Compare, typename Alloc>
+  void Put(const absl::btree_set<T, Compare, Alloc>& values) { PutEach(values); }
   void Put(const NodeSet& values) { PutEach(values); }
   template <typename V>
   void Put(const NodeMap<V>& map) { PutPairs(map); }

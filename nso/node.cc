@@ -813,7 +813,7 @@ void Node::Receive(NodeId from, wire::Envelope& envelope) {
       return;
     }
     if (!envelope.forward().managed() && !AwaitedHere(group, envelope.forward()) &&
-        StandBy(group, envelope.forward())) {
+        StandBy(group, envelope.mutable_forward())) {
       return;
     }
     return OrderFromOutside(group, std::move(*envelope.mutable_forward()));

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "consensus/spare.h"
 #include "invocation/awaited_calls.h"
 #include "invocation/causal_barrier.h"
 #include "invocation/outside_fifo.h"
@@ -620,7 +621,8 @@ class Node {
   void SendClosedOut(Group* group, Call* call);                // at the caller's daemon
   // A member's copy of a closed call from outside that another member orders: true when it is
   // kept (or known delivered) rather than ordered here.
-  bool StandBy(Group* group, const wire::Request& request);
+  // (When kept, the copy takes `*request`'s contents: it is left empty.)
+  bool StandBy(Group* group, wire::Request* request);
   void TickStandby(Group* group);
   // Flow control (nso/group_flow.h): the largest backlog of the servants of each group that
   // still read (a servant idle for limits.servant_stall_ms with deliveries unread is left out).
@@ -952,7 +954,8 @@ class Node {
   std::map<std::string, uint64_t> delivered_seq_;  // by group: requests delivered so far
   std::map<std::string, uint32_t> preferred_manager_;  // by group: request manager in use
   std::map<std::string, OutsideRoute> outside_routes_;  // by group
-  std::map<std::string, std::map<StandbyKey, StandbyCopy>> standby_;  // by group
+  // By group; a group's entry stays while it is a member (its B-tree keeps its root, issue 7).
+  std::map<std::string, consensus::SpareBtreeMap<StandbyKey, StandbyCopy>> standby_;
   std::map<std::string, invocation::OutsideFifo> outside_fifo_;        // by group
   // Each client's last request from here to each group it is not a member of (outside_fifo.h).
   std::map<uint64_t, std::map<std::string, uint64_t, std::less<>>> last_outside_request_;

@@ -115,7 +115,12 @@ void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId order
   if (!standby_.empty()) {
     auto standby = standby_.find(group->name());
     if (standby != standby_.end()) {
-      standby->second.erase({request.origin(), request.origin_incarnation(), request.call_id()});
+      auto copy =
+          standby->second.find({request.origin(), request.origin_incarnation(), request.call_id()});
+      if (copy != standby->second.end()) {
+        SpareOutsideRequests().Keep(&copy->second.request);  // its memory holds the next read
+        standby->second.erase(copy);
+      }
     }
   }
   if (MadeHere(request.origin(), request.origin_incarnation())) {

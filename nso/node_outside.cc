@@ -151,7 +151,8 @@ void Node::RetryManagedCalls() {
   }
 }
 
-bool Node::StandBy(Group* group, const wire::Request& request) {
+bool Node::StandBy(Group* group, wire::Request* kept) {
+  const wire::Request& request = *kept;
   const NodeId orderer = request.orderer();
   if (orderer == 0 || orderer == self_ || !group->IsMember(orderer) || group->suspected(orderer)) {
     return false;
@@ -159,8 +160,12 @@ bool Node::StandBy(Group* group, const wire::Request& request) {
   if (DeliveredHere(*group, invocation::OutsideFifo::ClientOf(request), request.call_id())) {
     return true;  // the orderer's copy was delivered before this one arrived
   }
-  standby_[group->name()][{request.origin(), request.origin_incarnation(), request.call_id()}] =
-      {request, now_ms_};
+  // Taken, not copied: the kept forward envelope it was read into gets a spare request's memory
+  // for the next (nso/kept_envelopes.h), and this copy gives its own back once delivered.
+  StandbyCopy& copy =
+      standby_[group->name()][{request.origin(), request.origin_incarnation(), request.call_id()}];
+  copy.request.Swap(kept);
+  copy.arrived_at_ms = now_ms_;
   return true;
 }
 
@@ -185,7 +190,6 @@ void Node::TickStandby(Group* group) {
     take_over.push_back(std::move(it->second.request));
     it = found->second.erase(it);
   }
-  if (found->second.empty()) standby_.erase(found);
   outside_counters_.standby_takeovers += take_over.size();
   for (wire::Request& request : take_over) {
     Log("group")->debug("group {}: ordering call {} of node {}: its orderer {} is suspected or gone",
@@ -237,7 +241,6 @@ void Node::OrderFromOutside(Group* group, wire::Request request) {
   if (copy == standby->second.end()) return;
   wire::Request predecessor = std::move(copy->second.request);
   standby->second.erase(copy);
-  if (standby->second.empty()) standby_.erase(standby);
   ++outside_counters_.standby_takeovers;
   OrderFromOutside(group, std::move(predecessor));
 }
