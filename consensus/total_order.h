@@ -191,8 +191,9 @@ class TotalOrder {
   // The runtime is done with these deliveries (it parsed them): their payloads' memory holds the
   // next deliveries' copies (issue 7: no per-message allocation). Their contents are dropped.
   void GiveBack(Deliveries* done) {
-    for (Delivery& delivery : *done) spare_payloads_.Keep(std::move(delivery.payload));
+    for (Delivery& delivery : *done) GiveBack(&delivery);
   }
+  void GiveBack(Delivery* done) { spare_payloads_.Keep(std::move(done->payload)); }
   // Strings whose memory the order and its runtime reuse for payloads (memory, not state: a
   // copy of the order starts without them).
   SpareStrings& spare_payloads() { return spare_payloads_; }

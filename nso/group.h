@@ -185,8 +185,8 @@ class Group {
   void Delivered(const consensus::Delivery& delivery);
   // An empty string whose memory a delivered payload left, for the next broadcast's (issue 7).
   std::string SparePayload();
-  // The node parsed these deliveries: their payloads' memory holds the next ones (issue 7).
-  void GiveBack(consensus::Deliveries* done) {
+  // The node parsed this delivery: its payload's memory holds a later one's (issue 7).
+  void GiveBack(consensus::Delivery* done) {
     if (order_ != nullptr) order_->GiveBack(done);
   }
 

@@ -81,6 +81,7 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
       parsed = google::protobuf::Arena::CreateMessage<wire::GroupMessage>(&arena);
       if (!parsed->ParseFromString(deliveries[i].payload)) parsed = nullptr;
     }
+    group->GiveBack(&deliveries[i]);  // parsed: its memory takes a later one's (issue 7)
     if (parsed == nullptr) {
       Log("group")->error("group {}: undecodable message from node {} seq {} skipped",
                           group->name(), deliveries[i].origin, deliveries[i].seq);
@@ -106,7 +107,6 @@ void Node::DeliverAll(Group* group, consensus::Deliveries deliveries) {
     ApplyRequest(group, message.request(), deliveries[i].origin,
                  message.mutable_request()->mutable_payload());
   }
-  group->GiveBack(&deliveries);  // parsed: their memory takes the next ones (issue 7)
 }
 
 void Node::ApplyRequest(Group* group, const wire::Request& request, NodeId orderer,
