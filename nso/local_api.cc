@@ -240,12 +240,6 @@ void RecycleFrame(api::LocalFrame* frame) {
   frame->Clear();
 }
 
-// A written frame's payload (a result's reply, a servant's delivery) is kept for the next read:
-// its characters are taken from the frame's string, which the arena's reset then drops empty.
-void KeepPayload(std::string* written) {
-  if (!written->empty()) SparePayloads().Keep(std::move(*written));
-}
-
 }  // namespace
 
 bool LocalApi::HandleFrames(Connection* connection) {
@@ -396,7 +390,7 @@ void LocalApi::OnResult(uint64_t id, uint64_t call, api::Mode mode, int64_t star
   node_->RecycleReplies(std::move(result.replies));
   Queue(connection, *frame);
   for (api::ReplyFrom& reply : *out->mutable_reply()->mutable_replies()) {
-    KeepPayload(reply.mutable_payload());
+    KeepWrittenPayload(reply.mutable_payload());
   }
   write_arena_.Reset();  // (the arena is empty between frames)
 }
@@ -473,7 +467,7 @@ void LocalApi::OnDelivery(uint64_t id, ServantDelivery delivery) {
   auto* frame = google::protobuf::Arena::CreateMessage<api::LocalFrame>(&write_arena_);
   ToServantEvent(std::move(delivery), frame->mutable_event());
   Queue(connection, *frame);
-  KeepPayload(frame->mutable_event()->mutable_payload());
+  KeepWrittenPayload(frame->mutable_event()->mutable_payload());
   write_arena_.Reset();
 }
 

@@ -626,7 +626,7 @@ void Node::SendManagedReply(const std::string& group, Call::ManagedFor to, uint6
   SendEnvelopeInPlace(to.origin, group, &envelope);
   // Written: the payloads hold the next replies read here, the vector the next call's replies.
   for (wire::Reply& out : *reply->mutable_replies()) {
-    if (!out.payload().empty()) SparePayloads().Keep(std::move(*out.mutable_payload()));
+    KeepWrittenPayload(out.mutable_payload());
   }
   RecycleReplies(std::move(result.replies));
 }

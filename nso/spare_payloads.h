@@ -8,6 +8,7 @@
 #define COHORT_NSO_SPARE_PAYLOADS_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "consensus/spare.h"
@@ -19,6 +20,12 @@ namespace cohort::nso {
 inline consensus::SpareStrings& SparePayloads() {
   thread_local consensus::SpareStrings spare(32);
   return spare;
+}
+
+// A payload written out (into a frame or an envelope, which may be on an arena: its characters
+// are taken from the string, which the arena's reset then drops empty) kept for a later read.
+inline void KeepWrittenPayload(std::string* written) {
+  if (!written->empty()) SparePayloads().Keep(std::move(*written));
 }
 
 // Requests whose objects and strings are reused the same way: a request from outside, once its
