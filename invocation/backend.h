@@ -41,6 +41,11 @@ class ClientBackend {
   // hands the result over (Client::InvokeAsync queues it, async_results.h). This default waits.
   using Done = std::function<void(absl::StatusOr<GroupReplies>)>;
   virtual void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done);
+  // The same as Invoke, into the caller's memory (Client::InvokeInto): `*into` is overwritten,
+  // its vector and strings reused. This default moves Invoke's result in (nothing reused); the
+  // local fast path swaps the replies out of its read buffer (invocation/local_calls.h).
+  virtual absl::Status InvokeInto(const api::InvokeRequest& request, absl::Duration wait,
+                                  GroupReplies* into);
   virtual absl::Status Multicast(const api::MulticastRequest& request) = 0;
   virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;

@@ -154,6 +154,14 @@ class RemoteClient final : public internal::ClientBackend {
     }
     return calls_.Invoke(request, wait);
   }
+  absl::Status InvokeInto(const api::InvokeRequest& request, absl::Duration wait,
+                          GroupReplies* into) override {
+    if (local_ && request.ByteSizeLong() <= kStreamedCallBytesMax) {
+      std::optional<absl::Status> done = local_->InvokeInto(request, wait, into);
+      if (done.has_value()) return *done;
+    }
+    return ClientBackend::InvokeInto(request, wait, into);  // moved in, as Invoke's
+  }
   void InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) override {
     if (request.ByteSizeLong() > kStreamedCallBytesMax) return InvokeRpcAsync(request, wait, done);
     if (local_ && local_->InvokeAsync(request, wait, &done)) return;
@@ -336,14 +344,14 @@ api::InvokeRequest Client::InvokeRequestFor(const std::string& group, const std:
   return request;
 }
 
-void Client::FillInvokeRequest(api::InvokeRequest* request, const std::string& group,
-                               const std::string& method, const std::string& payload,
+void Client::FillInvokeRequest(api::InvokeRequest* request, absl::string_view group,
+                               absl::string_view method, absl::string_view payload,
                                api::Mode mode, absl::Duration deadline, Style style) const {
-  request->Clear();  // its strings stay allocated, emptied
+  request->Clear();  // its strings stay allocated, emptied (and assign keeps their memory)
   request->set_nso(nso_.load());
-  request->set_group(group);
-  request->set_method(method);
-  request->set_payload(payload);
+  request->mutable_group()->assign(group.data(), group.size());
+  request->mutable_method()->assign(method.data(), method.size());
+  request->mutable_payload()->assign(payload.data(), payload.size());
   request->set_mode(mode);
   if (style == Style::kOpen) request->set_style(api::OPEN);
   if (style == Style::kClosed) request->set_style(api::CLOSED);
@@ -397,6 +405,16 @@ auto Client::WithNso(RequestT&& request, SendFn send) -> decltype(send(request))
 absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::string& method,
                                           const std::string& payload, api::Mode mode,
                                           absl::Duration deadline, Style style) {
+  return CallWith(group, method, payload, mode, deadline, style,
+                  [&](const api::InvokeRequest& sent, absl::Duration wait) {
+                    return backend_->Invoke(sent, wait);
+                  });
+}
+
+template <typename SendFn>
+auto Client::CallWith(absl::string_view group, absl::string_view method, absl::string_view payload,
+                      api::Mode mode, absl::Duration deadline, Style style, SendFn send)
+    -> decltype(send(std::declval<const api::InvokeRequest&>(), absl::Duration())) {
   const internal::SteadyTime start = internal::SteadyNow();
   const bool one_way = mode == api::ONE_WAY;
   const absl::Duration wait = invocation::RoomWait(backpressure_wait(), one_way, deadline);
@@ -418,7 +436,7 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
     FillInvokeRequest(&request, group, method, payload, mode, left, style);
     // The NSO enforces `left`; 2 s of slack here.
     auto result = WithNso(request, [&](const api::InvokeRequest& sent) {
-      return backend_->Invoke(sent, left + absl::Seconds(2));
+      return send(sent, left + absl::Seconds(2));
     });
     if (use_reused) {
       reused_busy = false;
@@ -428,6 +446,15 @@ absl::StatusOr<GroupReplies> Client::Call(const std::string& group, const std::s
     }
     return result;
   });
+}
+
+absl::Status Client::InvokeInto(absl::string_view group, absl::string_view method,
+                                absl::string_view payload, Mode mode, GroupReplies* replies,
+                                absl::Duration deadline, Style style) {
+  return CallWith(group, method, payload, internal::ToApiMode(mode), deadline, style,
+                  [&](const api::InvokeRequest& sent, absl::Duration wait) {
+                    return backend_->InvokeInto(sent, wait, replies);
+                  });
 }
 
 void Client::InvokeAsync(const std::string& group, const std::string& method,
@@ -536,6 +563,17 @@ void ClientBackend::InvokeAsync(const api::InvokeRequest& request, absl::Duratio
   done(Invoke(request, wait));
 }
 
+absl::Status ClientBackend::InvokeInto(const api::InvokeRequest& request, absl::Duration wait,
+                                       GroupReplies* into) {
+  absl::StatusOr<GroupReplies> result = Invoke(request, wait);
+  if (!result.ok()) {
+    into->replies.clear();
+    return result.status();
+  }
+  *into = *std::move(result);
+  return absl::OkStatus();
+}
+
 uint32_t DeadlineMs(absl::Duration deadline) {
   int64_t deadline_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline));
   return static_cast<uint32_t>(std::min<int64_t>(deadline_ms, UINT32_MAX));
@@ -553,6 +591,22 @@ GroupReplies ToGroupReplies(api::InvokeReply* reply) {
                               std::move(*from.mutable_payload())});
   }
   return result;
+}
+
+void SwapIntoGroupReplies(api::InvokeReply* reply, GroupReplies* into) {
+  into->view_id = reply->view_id();
+  into->wanted = reply->wanted();
+  into->replies.resize(reply->replies_size());
+  for (int i = 0; i < reply->replies_size(); ++i) {
+    api::ReplyFrom& from = *reply->mutable_replies(i);
+    Reply& to = into->replies[i];
+    to.member.swap(*from.mutable_member());
+    to.node = from.node();
+    to.status = from.status_code() == 0
+                    ? absl::OkStatus()
+                    : absl::Status(static_cast<absl::StatusCode>(from.status_code()), from.error());
+    to.payload.swap(*from.mutable_payload());
+  }
 }
 
 std::vector<ViewMember> ToViewMembers(

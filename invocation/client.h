@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/backend.h"
@@ -161,6 +162,16 @@ class Client {
   std::future<absl::StatusOr<GroupReplies>> InvokeFuture(
       const std::string& group, const std::string& method, const std::string& payload, Mode mode,
       absl::Duration deadline = absl::Seconds(5), Style style = Style::kGroupDefault);
+  // Invoke into memory the caller keeps: `*replies` is overwritten (on an error it is left with
+  // no replies). Its vector and strings are reused, so a caller that invokes again with the same
+  // GroupReplies allocates nothing per call once they have grown (issue 7; omniORB2, 001
+  // sections 5-6); on the daemon's local fast path the replies are swapped out of the link's
+  // read buffer, not copied, and the buffer keeps the strings they replace for its next read.
+  // Over gRPC or in-process the result is moved in (as Invoke's). Same errors as Invoke.
+  absl::Status InvokeInto(absl::string_view group, absl::string_view method,
+                          absl::string_view payload, Mode mode, GroupReplies* replies,
+                          absl::Duration deadline = absl::Seconds(5),
+                          Style style = Style::kGroupDefault);
   // Like Invoke with the group's default mode (groups[].default_mode in the YAML).
   absl::StatusOr<GroupReplies> InvokeDefault(const std::string& group, const std::string& method,
                                              const std::string& payload,
@@ -233,12 +244,19 @@ class Client {
                                       absl::Duration deadline, Style style) const;
   // The same, made in `request` (emptied first): its strings keep their memory from one call to
   // the next (issue 7: no allocation per call).
-  void FillInvokeRequest(api::InvokeRequest* request, const std::string& group,
-                         const std::string& method, const std::string& payload, api::Mode mode,
+  void FillInvokeRequest(api::InvokeRequest* request, absl::string_view group,
+                         absl::string_view method, absl::string_view payload, api::Mode mode,
                          absl::Duration deadline, Style style) const;
   absl::StatusOr<GroupReplies> Call(const std::string& group, const std::string& method,
                                     const std::string& payload, api::Mode mode,
                                     absl::Duration deadline, Style style = Style::kGroupDefault);
+  // Call's body: the request made in this thread's reused one, sent by `send(request, wait)`
+  // (a backend's Invoke or InvokeInto), again after attaching again and while the daemon
+  // refuses it for backpressure.
+  template <typename SendFn>
+  auto CallWith(absl::string_view group, absl::string_view method, absl::string_view payload,
+                api::Mode mode, absl::Duration deadline, Style style, SendFn send)
+      -> decltype(send(std::declval<const api::InvokeRequest&>(), absl::Duration()));
   // The daemon answered "unknown NSO" for `stale` (it restarted, forgetting its NSOs): attaches
   // again (once for all callers that saw `stale`) and, under the same lock, runs `retry` with the
   // new NSO in nso(). False (retry not run) when that fails or the Client is closing. A call
@@ -299,6 +317,9 @@ absl::StatusOr<GroupReplies> InvokeRpc(api::Cohort::Stub* stub, const api::Invok
 // The reply of an Invoke (unary or pipelined) as the stub library returns it; the member names
 // and payloads are moved out of `reply`.
 GroupReplies ToGroupReplies(api::InvokeReply* reply);
+// The same into `*into` (Client::InvokeInto): the member names and payloads are swapped with
+// `into`'s, so `reply` (a reused read buffer) keeps their memory for its next parse.
+void SwapIntoGroupReplies(api::InvokeReply* reply, GroupReplies* into);
 // A view's members as the API carries them (GroupDetailsReply, ServantEvent.view).
 std::vector<ViewMember> ToViewMembers(
     const google::protobuf::RepeatedPtrField<api::Member>& members);

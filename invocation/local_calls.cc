@@ -27,6 +27,17 @@ absl::Status WriteCall(LocalLink* link, uint64_t number, const api::InvokeReques
   return written;
 }
 
+// A call's result as its caller takes it: the replies (moved out of `got`, or swapped into
+// `into`, when given: then an empty GroupReplies, which allocates nothing), or the error.
+absl::StatusOr<GroupReplies> ResultFor(api::PipelinedResult* got, GroupReplies* into) {
+  if (got->status_code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(got->status_code()), got->error());
+  }
+  if (into == nullptr) return ToGroupReplies(got->mutable_reply());
+  SwapIntoGroupReplies(got->mutable_reply(), into);
+  return GroupReplies();
+}
+
 absl::Status TimedOut() {
   return absl::DeadlineExceededError("no result from the daemon in time: its local link is reset");
 }
@@ -157,17 +168,11 @@ void LocalCalls::Broken(Connection* connection, const absl::Status& status) {
 bool LocalCalls::ReadOne(Connection* connection, Pending* self, SteadyTime deadline) {
   api::LocalFrame& frame = connection->frame;  // the reader's: reused, as are its strings
   LocalLink::Outcome outcome = connection->link->ReadUntil(&frame, deadline);
-  uint64_t call = 0;
+  // The result read, made for its caller once known (under mu_: the frame is this reader's until
+  // its turn stops; InvokeInto's caller gets the strings swapped into its own memory).
+  api::PipelinedResult* got = nullptr;
+  if (outcome == LocalLink::Outcome::kFrame && frame.has_result()) got = frame.mutable_result();
   absl::StatusOr<GroupReplies> result;  // (UNKNOWN, no message: no allocation) until a result
-  if (outcome == LocalLink::Outcome::kFrame && frame.has_result()) {
-    api::PipelinedResult* got = frame.mutable_result();
-    call = got->call();
-    if (got->status_code() == 0) {
-      result = ToGroupReplies(got->mutable_reply());
-    } else {
-      result = absl::Status(static_cast<absl::StatusCode>(got->status_code()), got->error());
-    }
-  }
   Pending* taken = nullptr;
   bool more = true;
   {
@@ -196,9 +201,10 @@ bool LocalCalls::ReadOne(Connection* connection, Pending* self, SteadyTime deadl
                                  "the local link to the daemon broke: ", frame.error())));
           return false;
         }
-        if (frame.has_result()) {
-          taken = pending_.Take(call);
+        if (got != nullptr) {
+          taken = pending_.Take(got->call());
           ++(self != nullptr ? reads_.by_callers : reads_.by_helper);
+          if (taken != nullptr) result = ResultFor(got, taken->into);
         }
         break;
     }
@@ -231,7 +237,16 @@ void LocalCalls::HelperLoop(Connection* connection) {
 
 std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Invoke(const api::InvokeRequest& request,
                                                                absl::Duration wait) {
-  return Call(request, wait, /*may_reopen=*/true);
+  return Call(request, wait, /*may_reopen=*/true, /*into=*/nullptr);
+}
+
+std::optional<absl::Status> LocalCalls::InvokeInto(const api::InvokeRequest& request,
+                                                   absl::Duration wait, GroupReplies* into) {
+  std::optional<absl::StatusOr<GroupReplies>> result =
+      Call(request, wait, /*may_reopen=*/true, into);
+  if (!result.has_value()) return std::nullopt;
+  if (!result->ok()) into->replies.clear();
+  return result->status();
 }
 
 bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done) {
@@ -287,12 +302,14 @@ bool LocalCalls::InvokeAsync(const api::InvokeRequest& request, absl::Duration w
 }
 
 std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRequest& request,
-                                                             absl::Duration wait, bool may_reopen) {
+                                                             absl::Duration wait, bool may_reopen,
+                                                             GroupReplies* into) {
   absl::StatusOr<std::shared_ptr<Connection>> current = Current();
   if (!current.ok()) return std::nullopt;
   std::shared_ptr<Connection> connection = *std::move(current);
   Pending pending;
   pending.connection = connection.get();
+  pending.into = into;
   bool read_own = false;  // alone on the link: this caller reads its result itself
   {
     absl::MutexLock lock(&mu_);
@@ -320,7 +337,7 @@ std::optional<absl::StatusOr<GroupReplies>> LocalCalls::Call(const api::InvokeRe
                absl::UnavailableError("the local link to the daemon broke: closed by the daemon"));
       }
     }
-    if (may_reopen) return Call(request, wait, /*may_reopen=*/false);
+    if (may_reopen) return Call(request, wait, /*may_reopen=*/false, into);
     return absl::StatusOr<GroupReplies>(absl::UnavailableError("the local link broke: try again"));
   }
   absl::Status written = WriteCall(connection->link.get(), pending.call, request);

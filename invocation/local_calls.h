@@ -56,6 +56,11 @@ class LocalCalls {
   // the caller goes over gRPC, which gets the daemon's own answer.
   std::optional<absl::StatusOr<GroupReplies>> Invoke(const api::InvokeRequest& request,
                                                      absl::Duration wait);
+  // The same into `*into` (Client::InvokeInto): the reader swaps the replies' strings out of its
+  // read buffer (the link's reused frame), which keeps `into`'s old ones for its next read: no
+  // allocation or copy per call once both have grown.
+  std::optional<absl::Status> InvokeInto(const api::InvokeRequest& request, absl::Duration wait,
+                                         GroupReplies* into);
   // Sends the invocation and returns; `*done` gets the result exactly once, within `wait` (under
   // mu_ or not, in any thread: it only hands the result over). False, with `*done` untouched,
   // when the fast path cannot be opened any more (the caller goes over gRPC). Thread-safe.
@@ -85,8 +90,10 @@ class LocalCalls {
   // link).
   std::shared_ptr<Connection> CurrentOrReopenLater() ABSL_LOCKS_EXCLUDED(mu_, reopener_mu_);
   // Invoke; `may_reopen`: a link found closed before the call left is replaced once.
+  // `into`: InvokeInto's (else null).
   std::optional<absl::StatusOr<GroupReplies>> Call(const api::InvokeRequest& request,
-                                                   absl::Duration wait, bool may_reopen);
+                                                   absl::Duration wait, bool may_reopen,
+                                                   GroupReplies* into);
   std::shared_ptr<Connection> Adopt(std::unique_ptr<LocalLink> link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one frame (without mu_), hands its result to its caller (after mu_) and says whether

@@ -58,6 +58,9 @@ class PendingCalls {
     bool done = false;          // guarded by the owner's mutex
     SteadyNotification noted;  // done: a caller waiting for it needs not the owner's mutex
     absl::StatusOr<Replies> result;
+    // The caller's own memory for the replies (Client::InvokeInto): its reader fills it, and
+    // `result` then holds an empty Replies (no allocation).
+    Replies* into = nullptr;
     Done on_done;               // an asynchronous call: nobody waits, this takes the result
     SteadyTime deadline;        // an asynchronous call's (it fails when its wait passes)
   };

@@ -27,6 +27,8 @@ absl::StatusOr<std::unique_ptr<Servant>> Servant::Create(const std::string& addr
 namespace {
 
 constexpr absl::Duration kRegisterTimeout = absl::Seconds(10);
+// ServeInto's reply memory is kept between calls up to this size (a larger one is let go).
+constexpr size_t kKeptReplyBytes = 64 * 1024;
 
 // A servant's registration in a cohortd daemon: the Serve stream.
 class RemoteServant final : public internal::ServantBackend {
@@ -247,7 +249,13 @@ Servant::~Servant() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Servant::Serve(const std::string& method, Handler handler) { handlers_[method] = std::move(handler); }
+void Servant::Serve(const std::string& method, Handler handler) {
+  methods_[method] = Method{std::move(handler), nullptr};
+}
+
+void Servant::ServeInto(const std::string& method, ReplyHandler handler) {
+  methods_[method] = Method{nullptr, std::move(handler)};
+}
 
 void Servant::OnMulticast(MulticastHandler handler) { multicast_handler_ = std::move(handler); }
 
@@ -287,7 +295,7 @@ api::ServantMessage::Register Servant::Registration() const {
   api::ServantMessage::Register request;
   request.set_nso(nso_);
   request.set_group(group_);
-  for (const auto& [method, handler] : handlers_) request.add_methods(method);
+  for (const auto& [method, handlers] : methods_) request.add_methods(method);
   if (!kept_path_.empty()) {
     request.set_keeps_state(true);
     request.set_kept_position(kept_ ? kept_->position : 0);
@@ -476,6 +484,16 @@ void Servant::Answer(uint64_t delivery, absl::StatusOr<std::string> result, bool
   backend_->Answer(*answer);
 }
 
+void Servant::AnswerFrom(uint64_t delivery, std::string* reply) {
+  char block[512];
+  google::protobuf::Arena arena(nso::ArenaOn(block, sizeof(block)));
+  auto* answer = google::protobuf::Arena::CreateMessage<api::ServantMessage::Answer>(&arena);
+  answer->set_delivery(delivery);
+  answer->mutable_payload()->swap(*reply);  // lent: O(1), no copy
+  backend_->Answer(*answer);
+  reply->swap(*answer->mutable_payload());  // back (empty if the backend moved it on)
+}
+
 // The state is answered in chunks of at most this size (the daemons stream it on in chunks).
 constexpr size_t kStateChunkBytes = 256 * 1024;
 
@@ -546,15 +564,34 @@ void Servant::Handle(const api::ServantEvent& event) {
 
   current_group_seq_ = event.group_seq();
   nested_calls_ = 0;
-  auto it = handlers_.find(event.method());
-  if (it == handlers_.end()) {
+  auto it = methods_.find(event.method());
+  if (it == methods_.end()) {
     if (!event.one_way()) {
       Answer(event.delivery(), absl::UnimplementedError(absl::StrCat(
                                    "group \"", group_, "\" has no method \"", event.method(), "\"")));
     }
     return;
   }
-  absl::StatusOr<std::string> result = it->second(event.payload());
+  absl::StatusOr<std::string> result;
+  if (it->second.into) {
+    reply_.clear();
+    absl::Status status = it->second.into(event.payload(), &reply_);
+    const uint64_t max = backend_->max_reply_bytes();
+    if (status.ok() && kept_path_.empty() && (max == 0 || reply_.size() <= max)) {
+      // The hot path: answered from reply_, kept for the next call (unless it grew large).
+      if (!event.one_way()) AnswerFrom(event.delivery(), &reply_);
+      if (reply_.capacity() > kKeptReplyBytes) std::string().swap(reply_);
+      return;
+    }
+    // An error, a reply over the limit, or a durable group's (kept with the state): as Serve's.
+    if (status.ok()) {
+      result = std::move(reply_);
+    } else {
+      result = std::move(status);
+    }
+  } else {
+    result = it->second.handler(event.payload());
+  }
   BoundReply(&result);
   if (!kept_path_.empty()) {
     kept_calls_.Add(event.call(), event.one_way() ? absl::StatusOr<std::string>(std::string())

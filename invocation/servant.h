@@ -64,6 +64,12 @@ class Servant {
 
   // Registers a method; call before Start. An unknown method is answered UNIMPLEMENTED.
   void Serve(const std::string& method, Handler handler);
+  // A method whose handler writes its reply into `*reply` (empty on entry), memory the servant
+  // keeps from one call to the next: the reply is sent from it, not moved or copied out, so such
+  // a method allocates nothing per call once it has grown (issue 7; omniORB2, 001 sections 5-6).
+  // An error status is answered instead of the reply. Replaces a Serve of the same method.
+  using ReplyHandler = std::function<absl::Status(const std::string& payload, std::string* reply)>;
+  void ServeInto(const std::string& method, ReplyHandler handler);
   void OnMulticast(MulticastHandler handler);
   // The group's views (call before Start). 003 section 3: view updates are atomic with respect
   // to deliveries (virtual synchrony): `on_view` runs on the delivery thread, in the delivery
@@ -172,6 +178,9 @@ class Servant {
   }
   void Handle(const api::ServantEvent& event);  // one delivery, on the delivery thread (or inline)
   void Answer(uint64_t delivery, absl::StatusOr<std::string> result, bool more = false);
+  // Answers with `*reply`, lent to the answer while it is sent (ServeInto's reply_): its memory
+  // stays for the next call unless the backend moves the payload on (in-process).
+  void AnswerFrom(uint64_t delivery, std::string* reply);
   // A handler's reply larger than the daemon takes (ServantEvent.max_reply_bytes) becomes the
   // RESOURCE_EXHAUSTED error the daemon would send for it.
   void BoundReply(absl::StatusOr<std::string>* result) const;
@@ -202,7 +211,13 @@ class Servant {
   absl::Duration give_up_after_ = absl::InfiniteDuration();
   std::optional<std::string> initial_state_;  // the state at Start, when the hooks can reset it
   const std::string group_;
-  std::map<std::string, Handler> handlers_;
+  // A method's handler: one of the two kinds (Serve, ServeInto).
+  struct Method {
+    Handler handler;
+    ReplyHandler into;
+  };
+  std::map<std::string, Method> methods_;
+  std::string reply_;  // ServeInto's handlers write here (delivery thread, or inline)
   MulticastHandler multicast_handler_;
   std::function<void(const GroupView& view)> on_view_;
   std::function<absl::StatusOr<std::string>()> get_state_;

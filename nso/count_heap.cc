@@ -9,14 +9,17 @@
 namespace {
 
 using cohort::nso::heap_count_internal::allocations;
+using cohort::nso::heap_count_internal::thread_allocations;
 
 void* Allocate(std::size_t size) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  ++thread_allocations;
   return std::malloc(size == 0 ? 1 : size);
 }
 
 void* AllocateAligned(std::size_t size, std::align_val_t align) {
   allocations.fetch_add(1, std::memory_order_relaxed);
+  ++thread_allocations;
   const std::size_t alignment = static_cast<std::size_t>(align);
   // aligned_alloc wants a multiple of the alignment.
   const std::size_t rounded = (size + alignment - 1) / alignment * alignment;

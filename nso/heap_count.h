@@ -14,12 +14,20 @@ namespace cohort::nso {
 namespace heap_count_internal {
 extern std::atomic<uint64_t> allocations;
 extern std::atomic<bool> counted;  // set when count_heap.cc is linked
+extern thread_local uint64_t thread_allocations;  // this thread's share of `allocations`
 }  // namespace heap_count_internal
 
 // nullopt when this binary does not count (it does not link //nso:count_heap).
 inline std::optional<uint64_t> HeapAllocations() {
   if (!heap_count_internal::counted.load(std::memory_order_relaxed)) return std::nullopt;
   return heap_count_internal::allocations.load(std::memory_order_relaxed);
+}
+
+// This thread's operator new calls since it started (nullopt as above): what one caller of the
+// stub library allocates, whatever the other threads of the process do.
+inline std::optional<uint64_t> ThreadHeapAllocations() {
+  if (!heap_count_internal::counted.load(std::memory_order_relaxed)) return std::nullopt;
+  return heap_count_internal::thread_allocations;
 }
 
 }  // namespace cohort::nso

@@ -66,6 +66,12 @@ struct EmbeddedCounter {
     servant->Serve("get", [this](const std::string&) -> absl::StatusOr<std::string> {
       return absl::StrCat(value.load());
     });
+    // The same into the servant's kept reply memory (Servant::ServeInto); "fail" is refused.
+    servant->ServeInto("get-into", [this](const std::string& payload, std::string* reply) {
+      if (payload == "fail") return absl::InvalidArgumentError("asked to fail");
+      absl::StrAppend(reply, "value ", value.load());
+      return absl::OkStatus();
+    });
     servant->Serve("block", [this](const std::string&) -> absl::StatusOr<std::string> {
       std::this_thread::sleep_for(std::chrono::milliseconds(block_ms.load()));
       return absl::StrCat(value.load());
@@ -168,6 +174,23 @@ TEST_CASE("embedded node: a member of a group with three daemons invokes and ser
     CHECK(unknown.status().code() == absl::StatusCode::kNotFound);
     CHECK((*client)->Send("counter", "add", "1").ok());
     CHECK((*client)->Multicast("counter", "hello").ok());
+    // InvokeInto in-process (the result moved in) reaching a ServeInto method of the embedded
+    // servant (its reply moved on by the in-process backend: made again next time); the
+    // daemons' servants do not serve it. Twice into the same memory.
+    GroupReplies replies;
+    for (int round = 0; round < 2; ++round) {
+      REQUIRE((*client)->InvokeInto("counter", "get-into", "", Mode::kAll, &replies,
+                                    absl::Seconds(5)).ok());
+      REQUIRE(replies.replies.size() == 4);
+      for (const Reply& reply : replies.replies) {
+        if (reply.member == "n4") {
+          CHECK(reply.status.ok());
+          CHECK(reply.payload == "value 1");
+        } else {
+          CHECK(reply.status.code() == absl::StatusCode::kUnimplemented);
+        }
+      }
+    }
   }
 
   client->reset();
@@ -226,6 +249,22 @@ TEST_CASE("embedded nodes: inline servants keep one total order and refuse neste
     for (const Reply& reply : all->replies) CHECK(reply.payload == absl::StrCat(2 * kThreads * kCalls));
     // The replies of each add were the counter's successive values: one total order.
     for (auto& counter : counters) CHECK(counter->value.load() == 2 * kThreads * kCalls);
+    // Inline handlers served into kept memory (Servant::ServeInto), called into kept memory.
+    GroupReplies replies;
+    for (const char* payload : {"", "fail", ""}) {
+      REQUIRE((*c1)->InvokeInto("counter", "get-into", payload, Mode::kAll, &replies,
+                                absl::Seconds(5)).ok());
+      REQUIRE(replies.replies.size() == 3);
+      for (const Reply& reply : replies.replies) {
+        if (std::string(payload) == "fail") {
+          CHECK(reply.status.code() == absl::StatusCode::kInvalidArgument);
+          CHECK(reply.status.message() == "asked to fail");
+        } else {
+          CHECK(reply.status.ok());
+          CHECK(reply.payload == absl::StrCat("value ", 2 * kThreads * kCalls));
+        }
+      }
+    }
     // An inline servant gets its view too, before any delivery (Servant::OnViewChange).
     for (auto& counter : counters) {
       CHECK(counter->Views() == std::vector<std::string>{"1@0:n1;n2;n3;"});

@@ -5,6 +5,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nso/heap_count.h"
@@ -33,6 +34,26 @@ TEST_CASE("heap count: every form of operator new is counted", "[heap_count]") {
   reserved.reserve(10);
   for (int i = 0; i < 10; ++i) reserved.push_back(i);  // no allocation past the reserve
   CHECK(*HeapAllocations() == start + 6);
+}
+
+TEST_CASE("heap count: a thread's own allocations, whatever the others do", "[heap_count]") {
+  REQUIRE(ThreadHeapAllocations().has_value());
+  const uint64_t start = *ThreadHeapAllocations();
+  const uint64_t process_start = *HeapAllocations();
+  uint64_t other_thread = 0;
+  std::thread other([&other_thread] {
+    const uint64_t before = *ThreadHeapAllocations();
+    std::vector<std::unique_ptr<int>> made;
+    for (int i = 0; i < 50; ++i) made.push_back(std::make_unique<int>(i));
+    other_thread = *ThreadHeapAllocations() - before;
+  });
+  other.join();
+  CHECK(other_thread >= 50);
+  CHECK(*ThreadHeapAllocations() - start <= 2);  // the thread's own bookkeeping, if any
+  auto one = std::make_unique<int>(1);
+  const uint64_t mine = *ThreadHeapAllocations() - start;
+  CHECK(mine >= 1);
+  CHECK(*HeapAllocations() - process_start >= other_thread + mine);
 }
 
 }  // namespace cohort::nso

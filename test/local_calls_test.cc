@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "invocation/client.h"
 #include "invocation/local_calls.h"
+#include "nso/heap_count.h"
 #include "proto/api.pb.h"
 #include "test/echo_request.h"
 #include "test/fake_local_daemon.h"
@@ -135,6 +137,91 @@ TEST_CASE("local calls: when the reading caller's own result comes first, the ot
     CHECK(PayloadOf(a) == "a");
     CHECK(PayloadOf(b) == "b");
   }
+}
+
+// The daemon's answer with `members` replies (m1, m2, ...), each "<member>:<payload>", m2's an
+// error when `m2_fails`; or the error NOT_FOUND when `members` is 0.
+api::LocalFrame RepliesFor(const api::LocalFrame& call, int members, bool m2_fails) {
+  api::LocalFrame frame;
+  api::PipelinedResult* result = frame.mutable_result();
+  result->set_call(call.call().call());
+  if (members == 0) {
+    result->set_status_code(static_cast<int>(absl::StatusCode::kNotFound));
+    result->set_error("unknown group \"g\"");
+    return frame;
+  }
+  for (int m = 1; m <= members; ++m) {
+    api::ReplyFrom* reply = result->mutable_reply()->add_replies();
+    reply->set_member(absl::StrCat("m", m));
+    reply->set_node(static_cast<uint32_t>(m));
+    reply->set_payload(absl::StrCat("m", m, ":", call.call().invoke().payload()));
+    if (m == 2 && m2_fails) {
+      reply->set_status_code(static_cast<int>(absl::StatusCode::kUnimplemented));
+      reply->set_error("no such method at m2");
+    }
+  }
+  result->mutable_reply()->set_wanted(static_cast<uint32_t>(members));
+  result->mutable_reply()->set_view_id(7);
+  return frame;
+}
+
+TEST_CASE("local calls: InvokeInto fills the caller's replies, reusing their memory", "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  // Reply counts per call: the vector grows and shrinks; 0 is an error. The last six are
+  // measured, after two calls of the same count (the strings made for replies the caller did not
+  // have before reach the link's buffer in the first, grow there in the second): every reply OK
+  // (an error's message is a new absl::Status's).
+  const std::vector<int> members = {3, 3, 1, 3, 0, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  const size_t measured = members.size() - 6;
+  std::thread answerer([&daemon, &members, measured] {
+    for (size_t i = 0; i < members.size(); ++i) {
+      daemon.WriteFrames({RepliesFor(ReadCalls(&daemon, 1)[0], members[i], i < measured)});
+    }
+  });
+  GroupReplies into;
+  std::set<const char*> buffers;  // where m1's payload was, over the last six (same size) calls
+  uint64_t allocated = 0;         // by this thread in those calls (it reads its own results)
+  for (size_t i = 0; i < members.size(); ++i) {
+    // The same size each time (past the short-string buffer), a different text.
+    const std::string payload = std::string(100, 'x') + static_cast<char>('a' + i);
+    const api::InvokeRequest request = test::EchoRequest(payload);
+    const uint64_t before = *nso::ThreadHeapAllocations();
+    std::optional<absl::Status> got = calls.InvokeInto(request, absl::Seconds(10), &into);
+    if (i >= measured) allocated += *nso::ThreadHeapAllocations() - before;
+    INFO("call " << i);
+    REQUIRE(got.has_value());
+    if (members[i] == 0) {
+      CHECK(got->code() == absl::StatusCode::kNotFound);
+      CHECK(got->message() == "unknown group \"g\"");
+      CHECK(into.replies.empty());
+      continue;
+    }
+    REQUIRE(got->ok());
+    REQUIRE(into.replies.size() == static_cast<size_t>(members[i]));
+    CHECK(into.view_id == 7);
+    CHECK(into.wanted == static_cast<uint32_t>(members[i]));
+    for (int m = 1; m <= members[i]; ++m) {
+      const Reply& reply = into.replies[m - 1];
+      CHECK(reply.member == absl::StrCat("m", m));
+      CHECK(reply.node == static_cast<uint32_t>(m));
+      CHECK(reply.payload == absl::StrCat("m", m, ":", payload));
+      if (m == 2 && i < measured) {
+        CHECK(reply.status.code() == absl::StatusCode::kUnimplemented);
+        CHECK(reply.status.message() == "no such method at m2");
+      } else {
+        CHECK(reply.status.ok());
+      }
+    }
+    if (i >= measured) buffers.insert(into.replies[0].payload.data());
+  }
+  answerer.join();
+  // Swapped, not made anew: m1's payload takes turns between two buffers, the caller's and the
+  // link's read buffer, and the caller allocated nothing (Invoke's GroupReplies: a vector and a
+  // string per reply, 4 per call here).
+  CHECK(buffers.size() <= 2);
+  CHECK(allocated == 0);
+  CHECK(calls.reads().by_callers == members.size());
 }
 
 TEST_CASE("local calls: a caller's deadline resets the link and fails the others at once",

@@ -11,6 +11,7 @@ namespace cohort::bench {
 namespace {
 
 constexpr int64_t kCalls = 2000;
+constexpr int64_t kByValueCalls = 500;
 
 // Each daemon's heap_allocations now, or nullopt (and *note) if one does not say.
 std::optional<std::vector<uint64_t>> DaemonCounts(const std::vector<std::string>& addresses,
@@ -47,10 +48,11 @@ AllocationResult MeasureAllocations(Client* client, const std::vector<std::strin
   const bool open = path == AllocationPath::kOpenFirst;
   result.path = open ? "open first" : "closed all";
   const std::string payload(static_cast<size_t>(payload_bytes), 'x');
+  const Mode mode = open ? Mode::kFirst : Mode::kAll;
+  const Style style = open ? Style::kOpen : Style::kClosed;
+  GroupReplies replies;  // the caller's, reused
   auto call = [&] {
-    return client
-        ->Invoke("bench", "echo", payload, open ? Mode::kFirst : Mode::kAll, absl::Seconds(5),
-                 open ? Style::kOpen : Style::kClosed)
+    return client->InvokeInto("bench", "echo", payload, mode, &replies, absl::Seconds(5), style)
         .ok();
   };
   for (int i = 0; i < 200; ++i) call();  // warm: connections, caches and pools at steady size
@@ -79,6 +81,15 @@ AllocationResult MeasureAllocations(Client* client, const std::vector<std::strin
   }
   if (own_before && own_after) {
     result.client_and_servants = static_cast<double>(*own_after - *own_before) / calls;
+    int64_t by_value = 0;
+    const uint64_t start = *nso::HeapAllocations();
+    for (int64_t i = 0; i < kByValueCalls; ++i) {
+      by_value += client->Invoke("bench", "echo", payload, mode, absl::Seconds(5), style).ok();
+    }
+    if (by_value > 0) {
+      result.invoke_by_value = static_cast<double>(*nso::HeapAllocations() - start) /
+                               static_cast<double>(by_value);
+    }
   }
   return result;
 }

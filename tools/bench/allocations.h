@@ -3,7 +3,9 @@
 // for-all through the closed group from n2, wait-for-first through the open group from n(N+1)),
 // the growth of each daemon's count (Admin
 // Status heap_allocations, less what reading it adds) and of this process's (the client stub and
-// the in-process echo servants), divided by the calls.
+// the in-process echo servants, calling and serving into kept memory: Client::InvokeInto,
+// Servant::ServeInto), divided by the calls; then this process's with Client::Invoke (a result
+// made anew per call) over fewer calls.
 #ifndef COHORT_TOOLS_BENCH_ALLOCATIONS_H_
 #define COHORT_TOOLS_BENCH_ALLOCATIONS_H_
 
@@ -26,7 +28,8 @@ struct AllocationResult {
   int64_t calls = 0;
   std::vector<double> per_daemon;  // allocations per call at n1..n(N+1) (the last hosts no member)
   double daemons = 0;              // their sum
-  double client_and_servants = 0;  // this process, per call
+  double client_and_servants = 0;  // this process, per call (InvokeInto, ServeInto)
+  double invoke_by_value = 0;      // this process, per call, with Client::Invoke
   // What one Admin.Status read adds to a daemon's count (the mean over the daemons, of two reads
   // back to back before the calls): subtracted from each daemon's growth, which spans one read.
   double status_read = 0;

@@ -36,9 +36,11 @@ absl::Status EchoReplica::Serve(absl::StatusOr<std::unique_ptr<Servant>> created
   if (!created.ok()) return created.status();
   servant = std::move(*created);
   if (dispatch_inline) servant->DispatchInline();
-  servant->Serve("echo", [this](const std::string& payload) -> absl::StatusOr<std::string> {
+  // Into the servant's kept reply memory (Servant::ServeInto): no allocation per call.
+  servant->ServeInto("echo", [this](const std::string& payload, std::string* reply) {
     delivered.fetch_add(1, std::memory_order_relaxed);
-    return payload;
+    reply->assign(payload);
+    return absl::OkStatus();
   });
   return servant->Start();
 }
@@ -78,11 +80,15 @@ bool RepliesOk(const absl::StatusOr<GroupReplies>& result, std::string* error) {
     *error = result.status().ToString();
     return false;
   }
-  if (result->replies.size() < result->wanted) {
-    *error = absl::StrCat(result->replies.size(), " of ", result->wanted, " replies");
+  return RepliesOk(*result, error);
+}
+
+bool RepliesOk(const GroupReplies& result, std::string* error) {
+  if (result.replies.size() < result.wanted) {
+    *error = absl::StrCat(result.replies.size(), " of ", result.wanted, " replies");
     return false;
   }
-  for (const Reply& reply : result->replies) {
+  for (const Reply& reply : result.replies) {
     if (!reply.status.ok()) {
       *error = absl::StrCat(reply.member, ": ", reply.status.ToString());
       return false;
@@ -95,14 +101,21 @@ CallFactory GroupCalls(std::vector<Client*> clients, const std::string& group, M
                        Style style, std::string payload) {
   return [clients, group, mode, style, payload](int caller) -> CallFn {
     Client* client = clients[static_cast<size_t>(caller) % clients.size()];
-    return [client, group, mode, style, payload](std::string* error) {
+    // Each caller's replies in its own kept memory (Client::InvokeInto).
+    return [client, group, mode, style, payload, replies = GroupReplies()](
+               std::string* error) mutable {
       if (mode == Mode::kOneWay) {
         absl::Status status = client->Send(group, "echo", payload);
         if (!status.ok()) *error = status.ToString();
         return status.ok();
       }
-      return RepliesOk(client->Invoke(group, "echo", payload, mode, absl::Seconds(5), style),
-                       error);
+      absl::Status status =
+          client->InvokeInto(group, "echo", payload, mode, &replies, absl::Seconds(5), style);
+      if (!status.ok()) {
+        *error = status.ToString();
+        return false;
+      }
+      return RepliesOk(replies, error);
     };
   };
 }

@@ -49,6 +49,7 @@ absl::Status WaitReady(Client* client, const std::string& group, Style style,
 
 // A group call's result: true when the mode was met and every reply is OK, else why not.
 bool RepliesOk(const absl::StatusOr<GroupReplies>& result, std::string* error);
+bool RepliesOk(const GroupReplies& result, std::string* error);  // (as many as wanted, all OK)
 
 // Caller i calls through clients[i % clients.size()] (one client: every caller through it).
 CallFactory GroupCalls(std::vector<Client*> clients, const std::string& group, Mode mode,
