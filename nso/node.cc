@@ -670,19 +670,19 @@ void Node::SendForwardTo(absl::Span<const NodeId> to, const std::string& group,
   const bool kept = !forward_envelope_busy_ && std::find(to.begin(), to.end(), self_) == to.end();
   wire::Envelope& envelope = kept ? forward_envelope_ : own;
   if (kept) {
-    // Envelope::Clear() would delete the forward (a oneof's object): it is taken out, and
-    // CopyFrom() refills its strings in their memory. SendEnvelopeInPlace sets the rest.
+    // The request is lent to the kept envelope while it is written (the transport serialises
+    // before Send returns), as Submit lends it to its GroupMessage: no copy (issue 7).
+    // SendEnvelopeInPlace sets the rest.
     forward_envelope_busy_ = true;
-    wire::Request* forward =
-        envelope.has_forward() ? envelope.release_forward() : new wire::Request;
     envelope.Clear();
-    forward->CopyFrom(request);
-    envelope.set_allocated_forward(forward);
+    envelope.unsafe_arena_set_allocated_forward(const_cast<wire::Request*>(&request));
   } else {
     *envelope.mutable_forward() = request;
   }
   absl::Cleanup release = [this, kept] {
-    if (kept) forward_envelope_busy_ = false;
+    if (!kept) return;
+    forward_envelope_.unsafe_arena_release_forward();  // given back before anything reads it
+    forward_envelope_busy_ = false;
   };
   // The latest view this node knows: a member that is behind it may have been excluded (Receive).
   auto known = with_view ? groups_.find(group) : groups_.end();
