@@ -107,6 +107,13 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
 
 Cluster::~Cluster() {
   for (int i = 1; i <= options_.size; ++i) Kill(i);
+  // Run by hand (no TEST_TMPDIR, which Bazel removes), the directory goes too, unless
+  // COHORT_KEEP_TEST_DIRS asks to keep its configs and logs to be read.
+  const char* keep = std::getenv("COHORT_KEEP_TEST_DIRS");
+  if (std::getenv("TEST_TMPDIR") == nullptr && (keep == nullptr || *keep == '\0')) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
 }
 
 std::string Cluster::ConfigPath(int index) const {
