@@ -581,15 +581,7 @@ uint32_t DeadlineMs(absl::Duration deadline) {
 
 GroupReplies ToGroupReplies(api::InvokeReply* reply) {
   GroupReplies result;
-  result.view_id = reply->view_id();
-  result.wanted = reply->wanted();
-  result.replies.reserve(reply->replies_size());
-  for (api::ReplyFrom& from : *reply->mutable_replies()) {
-    result.replies.push_back({std::move(*from.mutable_member()), from.node(),
-                              absl::Status(static_cast<absl::StatusCode>(from.status_code()),
-                                           from.error()),
-                              std::move(*from.mutable_payload())});
-  }
+  SwapIntoGroupReplies(reply, &result);  // swapped with new empty strings: moved out
   return result;
 }
 

@@ -457,9 +457,14 @@ bool Servant::Ended(absl::Status* why) {
   return done_;
 }
 
-void Servant::BoundReply(absl::StatusOr<std::string>* result) const {
+bool Servant::ReplyFits(size_t bytes) const {
   const uint64_t max = backend_->max_reply_bytes();
-  if (max == 0 || !result->ok() || (*result)->size() <= max) return;
+  return max == 0 || bytes <= max;
+}
+
+void Servant::BoundReply(absl::StatusOr<std::string>* result) const {
+  if (!result->ok() || ReplyFits((*result)->size())) return;
+  const uint64_t max = backend_->max_reply_bytes();
   // The error the daemon would make of it (Node::Answer): sent, a reply past the daemon's frame
   // bound would break this servant's stream instead.
   *result = absl::ResourceExhaustedError(
@@ -576,8 +581,7 @@ void Servant::Handle(const api::ServantEvent& event) {
   if (it->second.into) {
     reply_.clear();
     absl::Status status = it->second.into(event.payload(), &reply_);
-    const uint64_t max = backend_->max_reply_bytes();
-    if (status.ok() && kept_path_.empty() && (max == 0 || reply_.size() <= max)) {
+    if (status.ok() && kept_path_.empty() && ReplyFits(reply_.size())) {
       // The hot path: answered from reply_, kept for the next call (unless it grew large).
       if (!event.one_way()) AnswerFrom(event.delivery(), &reply_);
       if (reply_.capacity() > kKeptReplyBytes) std::string().swap(reply_);

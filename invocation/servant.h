@@ -184,6 +184,7 @@ class Servant {
   // A handler's reply larger than the daemon takes (ServantEvent.max_reply_bytes) becomes the
   // RESOURCE_EXHAUSTED error the daemon would send for it.
   void BoundReply(absl::StatusOr<std::string>* result) const;
+  bool ReplyFits(size_t bytes) const;  // within the daemon's max_reply_bytes (or none said)
   void SendState(uint64_t delivery);
   absl::Status TakeStateChunk(const api::ServantEvent& event);
   // "$restore_kept": installs kept_ and answers with the calls kept with it.
