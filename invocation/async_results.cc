@@ -33,6 +33,14 @@ void AsyncResults::Post(Callback callback, absl::StatusOr<GroupReplies> result) 
   wake_.Signal();
 }
 
+void AsyncResults::PostCall(AsyncCall* call) {
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back({nullptr, absl::StatusOr<GroupReplies>(), call});
+  }
+  wake_.Signal();
+}
+
 void AsyncResults::PostAt(SteadyTime when, Callback callback,
                           absl::StatusOr<GroupReplies> result) {
   {
@@ -43,7 +51,7 @@ void AsyncResults::PostAt(SteadyTime when, Callback callback,
 }
 
 void AsyncResults::Loop() {
-  std::deque<Item> batch;
+  std::vector<Item> batch;
   while (true) {
     SteadyTime until = SteadyTime::max();  // while nothing is due: the earliest delayed item
     {
@@ -65,7 +73,13 @@ void AsyncResults::Loop() {
       wake_.WaitUntil(until);
       continue;
     }
-    for (Item& item : batch) item.callback(std::move(item.result));
+    for (Item& item : batch) {
+      if (item.call != nullptr) {
+        item.call->Complete();
+      } else {
+        item.callback(std::move(item.result));
+      }
+    }
     {
       absl::MutexLock lock(&mu_);
       expected_ -= batch.size();

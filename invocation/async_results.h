@@ -13,11 +13,11 @@
 #define COHORT_INVOCATION_ASYNC_RESULTS_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <functional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -43,16 +43,22 @@ class AsyncResults {
   void Post(Callback callback, absl::StatusOr<GroupReplies> result);
   // The same, run no earlier than `when` (a call waiting for room at its daemon: Client).
   void PostAt(SteadyTime when, Callback callback, absl::StatusOr<GroupReplies> result);
+  // Any thread, under any lock: queues an AsyncCall that ended (Client::InvokeAsyncInto), whose
+  // Complete runs on the callbacks' thread. Nothing allocated once the queue has grown.
+  void PostCall(AsyncCall* call);
 
  private:
   struct Item {
     Callback callback;
     absl::StatusOr<GroupReplies> result;
+    AsyncCall* call = nullptr;  // or this, which holds its own result
   };
   void Loop();
 
   absl::Mutex mu_;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  // A vector, swapped with the thread's own batch: both keep their memory (a deque allocated a
+  // block every few items, issue 7).
+  std::vector<Item> queue_ ABSL_GUARDED_BY(mu_);
   std::multimap<SteadyTime, Item> later_ ABSL_GUARDED_BY(mu_);  // PostAt's, by time
   uint64_t expected_ ABSL_GUARDED_BY(mu_) = 0;   // Expect()ed and not yet run
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

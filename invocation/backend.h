@@ -29,6 +29,18 @@ class GroupWatch {
 
 namespace internal {
 
+// Where an asynchronous call into the caller's memory ends (Client::InvokeAsyncInto): its
+// reader fills `*into()` and then calls Finish exactly once, in any thread, under the reader's
+// locks or not (it only hands the outcome over; on an error the replies are left to it).
+class AsyncInto {
+ public:
+  virtual GroupReplies* into() = 0;
+  virtual void Finish(absl::Status status) = 0;
+
+ protected:
+  ~AsyncInto() = default;
+};
+
 // A client's NSO. Thread-safe: many threads call one Client at once.
 class ClientBackend {
  public:
@@ -46,6 +58,12 @@ class ClientBackend {
   // local fast path swaps the replies out of its read buffer (invocation/local_calls.h).
   virtual absl::Status InvokeInto(const api::InvokeRequest& request, absl::Duration wait,
                                   GroupReplies* into);
+  // InvokeAsync into the caller's memory (Client::InvokeAsyncInto): `*call->into()` filled,
+  // then call->Finish once, as `done` above. This default goes through InvokeAsync (the result
+  // moved in); the local fast path swaps the replies out of its read buffer and keeps the call's
+  // bookkeeping for the next (no allocation per call).
+  virtual void InvokeAsyncInto(const api::InvokeRequest& request, absl::Duration wait,
+                               AsyncInto* call);
   virtual absl::Status Multicast(const api::MulticastRequest& request) = 0;
   virtual absl::StatusOr<api::GroupDetailsReply> GroupDetails(const api::GroupRequest& request) = 0;
   virtual absl::Status JoinGroup(const api::GroupRequest& request) = 0;

@@ -189,7 +189,7 @@ bool CallStream::DriveOne(Stream* stream, Pending* self, SteadyTime deadline) {
     absl::MutexLock lock(&mu_);
     if (next == grpc::CompletionQueue::GOT_EVENT) stream->Account(tag, ok);
     if (stream->turn.broken) return false;  // failed meanwhile (a deadline, the destructor)
-    if (self == nullptr && pending_.FailExpired(SteadyNow(), TimedOut())) {
+    if (self == nullptr && pending_.FailExpired(SteadyNow(), &TimedOut)) {
       Broken(stream, Reset());  // a result is missing: the stream is stuck
       return false;
     }

@@ -167,6 +167,14 @@ class RemoteClient final : public internal::ClientBackend {
     if (local_ && local_->InvokeAsync(request, wait, &done)) return;
     calls_.InvokeAsync(request, wait, std::move(done));
   }
+  void InvokeAsyncInto(const api::InvokeRequest& request, absl::Duration wait,
+                       internal::AsyncInto* call) override {
+    if (local_ && request.ByteSizeLong() <= kStreamedCallBytesMax &&
+        local_->InvokeAsyncInto(request, wait, call)) {
+      return;
+    }
+    ClientBackend::InvokeAsyncInto(request, wait, call);  // moved in, as InvokeAsync's
+  }
   absl::Status Multicast(const api::MulticastRequest& request) override {
     grpc::ClientContext context;
     Prepare(&context);
@@ -457,20 +465,64 @@ absl::Status Client::InvokeInto(absl::string_view group, absl::string_view metho
                   });
 }
 
+std::shared_ptr<internal::AsyncResults> Client::Callbacks() {
+  absl::MutexLock lock(&async_mu_);
+  if (async_ == nullptr) async_ = std::make_shared<internal::AsyncResults>();
+  return async_;
+}
+
 void Client::InvokeAsync(const std::string& group, const std::string& method,
                          const std::string& payload, Mode mode, InvokeCallback done,
                          absl::Duration deadline, Style style) {
-  std::shared_ptr<internal::AsyncResults> results;
-  {
-    absl::MutexLock lock(&async_mu_);
-    if (async_ == nullptr) async_ = std::make_shared<internal::AsyncResults>();
-    results = async_;
-  }
+  std::shared_ptr<internal::AsyncResults> results = Callbacks();
   results->Expect();
   IssueAsync(InvokeRequestFor(group, method, payload, internal::ToApiMode(mode), deadline, style),
              deadline, std::move(done), std::move(results), /*may_retry=*/true, internal::SteadyNow(),
              std::make_shared<invocation::BacklogPause>());
 }
+
+void Client::InvokeAsyncInto(absl::string_view group, absl::string_view method,
+                             absl::string_view payload, Mode mode, AsyncCall* call,
+                             absl::Duration deadline, Style style) {
+  std::shared_ptr<internal::AsyncResults> results = Callbacks();
+  results->Expect();
+  FillInvokeRequest(&call->request_, group, method, payload, internal::ToApiMode(mode), deadline,
+                    style);
+  call->client_ = this;
+  call->results_ = results.get();  // the Client's, which outlives its calls (~Client)
+  call->deadline_ = deadline;
+  call->start_ = internal::SteadyNow();
+  backend_->InvokeAsyncInto(call->request_, deadline + absl::Seconds(2), call);
+}
+
+void Client::CompleteAsyncInto(AsyncCall* call) {
+  const absl::Status& status = call->status_;
+  if (!status.ok() && (UnknownNso(status) || invocation::IsBacklog(status))) {
+    // Rare: nothing was accepted. InvokeAsync's way from here (attach again, or wait for room
+    // and send again), its result moved into the call.
+    InvokeCallback done = [call](absl::StatusOr<GroupReplies> result) {
+      call->status_ = result.status();
+      if (result.ok()) {
+        call->replies_ = *std::move(result);
+      } else {
+        call->replies_.replies.clear();
+      }
+      call->on_done_(*call);
+    };
+    AsyncOutcome(call->request_, call->deadline_, std::move(done), /*may_retry=*/true,
+                 call->start_, std::make_shared<invocation::BacklogPause>())(status);
+    return;
+  }
+  call->on_done_(*call);
+}
+
+void AsyncCall::Finish(absl::Status status) {
+  status_ = std::move(status);
+  if (!status_.ok()) replies_.replies.clear();
+  results_->PostCall(this);
+}
+
+void AsyncCall::Complete() { client_->CompleteAsyncInto(this); }
 
 bool Client::RetryUnlessClosing(const std::function<void()>& retry) {
   absl::MutexLock lock(&reattach_mu_);
@@ -483,12 +535,24 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
                         std::shared_ptr<internal::AsyncResults> results, bool may_retry,
                         internal::SteadyTime start,
                         std::shared_ptr<invocation::BacklogPause> pause) {
-  // On the callbacks thread (no lock of the backend held). (No reference to the callbacks'
-  // AsyncResults is kept here: this runs and is destroyed on its thread, which must not be the
-  // one to destroy it.)
-  InvokeCallback on_result = [this, request, deadline, may_retry, start, pause,
-                              done = std::move(done)](
-                                 absl::StatusOr<GroupReplies> result) mutable {
+  // (No reference to the callbacks' AsyncResults is kept in `on_result`: it runs and is
+  // destroyed on their thread, which must not be the one to destroy them.)
+  InvokeCallback on_result =
+      AsyncOutcome(request, deadline, std::move(done), may_retry, start, std::move(pause));
+  backend_->InvokeAsync(
+      request, deadline + absl::Seconds(2),
+      [results, on_result = std::move(on_result)](absl::StatusOr<GroupReplies> result) mutable {
+        results->Post(std::move(on_result), std::move(result));  // only queued: async_results.h
+      });
+}
+
+Client::InvokeCallback Client::AsyncOutcome(api::InvokeRequest request, absl::Duration deadline,
+                                            InvokeCallback done, bool may_retry,
+                                            internal::SteadyTime start,
+                                            std::shared_ptr<invocation::BacklogPause> pause) {
+  // On the callbacks thread (no lock of the backend held).
+  return [this, request = std::move(request), deadline, may_retry, start, pause,
+          done = std::move(done)](absl::StatusOr<GroupReplies> result) mutable {
     auto callbacks = [this] {
       absl::MutexLock lock(&async_mu_);  // set: this call was made through it
       return async_;
@@ -538,11 +602,6 @@ void Client::IssueAsync(api::InvokeRequest request, absl::Duration deadline, Inv
     }
     done(std::move(result));
   };
-  backend_->InvokeAsync(
-      request, deadline + absl::Seconds(2),
-      [results, on_result = std::move(on_result)](absl::StatusOr<GroupReplies> result) mutable {
-        results->Post(std::move(on_result), std::move(result));  // only queued: async_results.h
-      });
 }
 
 std::future<absl::StatusOr<GroupReplies>> Client::InvokeFuture(
@@ -561,6 +620,14 @@ namespace internal {
 
 void ClientBackend::InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done done) {
   done(Invoke(request, wait));
+}
+
+void ClientBackend::InvokeAsyncInto(const api::InvokeRequest& request, absl::Duration wait,
+                                    AsyncInto* call) {
+  InvokeAsync(request, wait, [call](absl::StatusOr<GroupReplies> result) {
+    if (result.ok()) *call->into() = *std::move(result);
+    call->Finish(result.status());
+  });
 }
 
 absl::Status ClientBackend::InvokeInto(const api::InvokeRequest& request, absl::Duration wait,

@@ -29,6 +29,7 @@
 #include "invocation/backend.h"
 #include "invocation/local_link.h"
 #include "invocation/reply_collector.h"
+#include "invocation/steady_time.h"
 #include "proto/api.grpc.pb.h"
 
 namespace cohort {
@@ -57,6 +58,50 @@ struct GroupReplies {
   std::vector<Reply> replies;  // in arrival order
   uint64_t view_id = 0;        // the view the call was counted against
   uint32_t wanted = 0;         // how many replies the mode asked for
+};
+
+class Client;
+
+// An asynchronous call the application keeps and starts again and again (Client::
+// InvokeAsyncInto): its request, its replies and its completion live in it, so a caller with
+// many calls in flight (pipelining, MinORB, 000) allocates nothing per call on the daemon's local
+// fast path once their memory has grown (issue 7; omniORB2, 001 sections 5-6). One call at a
+// time: start it again only once `on_done` has run (`on_done` may start it again itself), and
+// keep it until then.
+class AsyncCall : private internal::AsyncInto {
+ public:
+  using OnDone = std::function<void(AsyncCall&)>;
+  // `on_done` runs on the Client's callbacks thread as each call ends, as InvokeAsync's
+  // callbacks do (one at a time, in the order results come).
+  explicit AsyncCall(OnDone on_done) : on_done_(std::move(on_done)) {}
+  AsyncCall(const AsyncCall&) = delete;
+  AsyncCall& operator=(const AsyncCall&) = delete;
+
+  // The last call's outcome (InvokeAsync's errors) and, when OK, its replies (on an error, none).
+  // The application may take or change them in `on_done`: their memory holds the next call's.
+  const absl::Status& status() const { return status_; }
+  GroupReplies& replies() { return replies_; }
+  const GroupReplies& replies() const { return replies_; }
+
+ private:
+  friend class Client;
+  friend class internal::AsyncResults;
+
+  GroupReplies* into() override { return &replies_; }
+  // Any thread (the reader's): the outcome kept and handed to the callbacks thread.
+  void Finish(absl::Status status) override;
+  // On the callbacks thread: on_done_, or first InvokeAsync's retries for a restarted daemon or
+  // a refusal for backpressure (Client::CompleteAsyncInto).
+  void Complete();
+
+  OnDone on_done_;
+  GroupReplies replies_;
+  absl::Status status_;
+  api::InvokeRequest request_;  // the call's, made again in the same memory
+  Client* client_ = nullptr;
+  internal::AsyncResults* results_ = nullptr;  // the Client's callbacks
+  absl::Duration deadline_;
+  internal::SteadyTime start_;
 };
 
 struct ViewMember {
@@ -172,6 +217,16 @@ class Client {
                           absl::string_view payload, Mode mode, GroupReplies* replies,
                           absl::Duration deadline = absl::Seconds(5),
                           Style style = Style::kGroupDefault);
+  // InvokeAsync into a call the caller keeps (AsyncCall, above): `call->on_done` runs once the
+  // call ends, with its status() and replies() filled. On the daemon's local fast path the
+  // replies are swapped out of the link's read buffer (as InvokeInto's) and the call's request
+  // and bookkeeping are reused: no allocation per call once grown. Over gRPC or in-process, and
+  // for a call refused because the daemon restarted or for backpressure (sent again as
+  // InvokeAsync's), the result is moved in. Same errors as Invoke.
+  void InvokeAsyncInto(absl::string_view group, absl::string_view method,
+                       absl::string_view payload, Mode mode, AsyncCall* call,
+                       absl::Duration deadline = absl::Seconds(5),
+                       Style style = Style::kGroupDefault);
   // Like Invoke with the group's default mode (groups[].default_mode in the YAML).
   absl::StatusOr<GroupReplies> InvokeDefault(const std::string& group, const std::string& method,
                                              const std::string& payload,
@@ -237,6 +292,7 @@ class Client {
   void KeepNsoAtDaemon() { owns_nso_ = false; }
 
  private:
+  friend class AsyncCall;  // CompleteAsyncInto
   Client(std::unique_ptr<internal::ClientBackend> backend, uint64_t nso, std::string node_name);
   api::GroupRequest GroupRequestFor(const std::string& group) const;
   api::InvokeRequest InvokeRequestFor(const std::string& group, const std::string& method,
@@ -270,6 +326,16 @@ class Client {
   void IssueAsync(api::InvokeRequest request, absl::Duration deadline, InvokeCallback done,
                   std::shared_ptr<internal::AsyncResults> results, bool may_retry,
                   internal::SteadyTime start, std::shared_ptr<invocation::BacklogPause> pause);
+  // What IssueAsync's call does with its result on the callbacks thread: `done` gets it, unless
+  // the daemon restarted (attach again and send once more, `may_retry`) or refused it for
+  // backpressure (sent again after a pause).
+  InvokeCallback AsyncOutcome(api::InvokeRequest request, absl::Duration deadline,
+                              InvokeCallback done, bool may_retry, internal::SteadyTime start,
+                              std::shared_ptr<invocation::BacklogPause> pause);
+  // The callbacks, made by the first asynchronous call.
+  std::shared_ptr<internal::AsyncResults> Callbacks() ABSL_LOCKS_EXCLUDED(async_mu_);
+  // AsyncCall::Complete's: on the callbacks thread.
+  void CompleteAsyncInto(AsyncCall* call);
   // Runs `retry` under reattach_mu_ unless the Client is closing (its backend may be gone).
   bool RetryUnlessClosing(const std::function<void()>& retry) ABSL_LOCKS_EXCLUDED(reattach_mu_);
   // Runs `send(request)`; again with a new NSO if the daemon answered "unknown NSO". Sets the

@@ -66,6 +66,10 @@ class LocalCalls {
   // when the fast path cannot be opened any more (the caller goes over gRPC). Thread-safe.
   using Done = std::function<void(absl::StatusOr<GroupReplies>)>;  // PendingCalls' Done
   bool InvokeAsync(const api::InvokeRequest& request, absl::Duration wait, Done* done);
+  // The same into the caller's memory (Client::InvokeAsyncInto): the reader swaps the replies
+  // into `*call->into()` as InvokeInto's, and the call's bookkeeping is kept for the next one:
+  // nothing allocated per call once grown (issue 7). False, `call` untouched, as above.
+  bool InvokeAsyncInto(const api::InvokeRequest& request, absl::Duration wait, AsyncInto* call);
 
   // The daemon restarted and the Client attached again: its next link opens at `endpoint` (a
   // new socket and key); the link now up, if any, breaks by itself (its daemon is gone).
@@ -94,6 +98,11 @@ class LocalCalls {
   std::optional<absl::StatusOr<GroupReplies>> Call(const api::InvokeRequest& request,
                                                    absl::Duration wait, bool may_reopen,
                                                    GroupReplies* into);
+  // InvokeAsync's and InvokeAsyncInto's body: `make(connection)` makes the call's Pending under
+  // mu_; `fail(status)` ends a call that cannot start; `unmake(pending)` gives back, under mu_,
+  // one that has not left when the link is found closed (then false: it goes over gRPC).
+  template <typename MakeFn, typename FailFn, typename UnmakeFn>
+  bool StartAsync(const api::InvokeRequest& request, MakeFn make, FailFn fail, UnmakeFn unmake);
   std::shared_ptr<Connection> Adopt(std::unique_ptr<LocalLink> link)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one frame (without mu_), hands its result to its caller (after mu_) and says whether

@@ -3,7 +3,8 @@
 // callback with its own result (every replica's counter value appears exactly once), on the
 // Client's callbacks thread; sync calls on the same connection meanwhile; errors and futures; a
 // callback that invokes again. A frozen daemon: a call fails by its wait; a Client destroyed with
-// calls pending runs their callbacks (CANCELLED) before its destructor returns.
+// calls pending runs their callbacks (CANCELLED) before its destructor returns. InvokeAsyncInto:
+// calls the application keeps, started again from their own completions, and errors.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -157,6 +158,78 @@ TEST_CASE("InvokeAsync: many calls in flight from one thread, each callback with
   next(19);
   REQUIRE(chained.WaitForNotificationWithTimeout(absl::Seconds(60)));
   CHECK(chain_errors.load() == 0);
+
+  // InvokeAsyncInto: 16 calls kept by the application, each started again by its own on_done
+  // until 400 more adds have been made; each on_done sees its own call's replies.
+  constexpr int kSlots = 16;
+  constexpr int kIntoCalls = 400;
+  const int64_t first_value = kCalls + 20 + 1;
+  std::atomic<int> started{0};
+  std::vector<int64_t> into_values;  // on the callbacks thread only, read after `into_done`
+  std::vector<std::string> into_errors;
+  std::set<std::thread::id> into_threads;
+  absl::Notification into_done;
+  int finished = 0;  // callbacks thread
+  std::vector<std::unique_ptr<AsyncCall>> slots;
+  for (int k = 0; k < kSlots; ++k) {
+    slots.push_back(std::make_unique<AsyncCall>([&](AsyncCall& call) {
+      into_threads.insert(std::this_thread::get_id());
+      int64_t value = 0;
+      if (!call.status().ok() || call.replies().replies.size() != 3 ||
+          !absl::SimpleAtoi(call.replies().replies[0].payload, &value)) {
+        into_errors.push_back(call.status().ToString());
+      } else {
+        for (const Reply& reply : call.replies().replies) {
+          if (reply.payload != call.replies().replies[0].payload) {
+            into_errors.push_back("replicas differ: " + reply.payload);
+          }
+        }
+        into_values.push_back(value);
+      }
+      if (started.fetch_add(1) < kIntoCalls) {
+        client->InvokeAsyncInto("counter", "add", "1", Mode::kAll, &call);
+      }
+      if (++finished == kIntoCalls) into_done.Notify();
+    }));
+  }
+  for (auto& slot : slots) {
+    started.fetch_add(1);
+    client->InvokeAsyncInto("counter", "add", "1", Mode::kAll, slot.get());
+  }
+  REQUIRE(into_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  CHECK(into_errors.empty());
+  if (!into_errors.empty()) INFO(into_errors[0]);
+  std::set<int64_t> into_set(into_values.begin(), into_values.end());
+  CHECK(into_set.size() == static_cast<size_t>(kIntoCalls));  // each add its own position
+  CHECK(*into_set.begin() == first_value);
+  CHECK(*into_set.rbegin() == first_value + kIntoCalls - 1);
+  CHECK(into_threads.size() == 1);
+  CHECK(into_threads.count(std::this_thread::get_id()) == 0);
+  // One AsyncCall again and again: an OK call, then an error, which leaves no replies from the
+  // call before.
+  absl::Mutex ended_mu;
+  int ended = 0;
+  AsyncCall reused([&](AsyncCall&) {
+    absl::MutexLock lock(&ended_mu);
+    ++ended;
+  });
+  auto ended_count = [&](int count) {
+    return Eventually([&] {
+      absl::MutexLock lock(&ended_mu);
+      return ended == count;
+    }, 30);
+  };
+  client->InvokeAsyncInto("counter", "get", "", Mode::kAll, &reused);
+  REQUIRE(ended_count(1));
+  REQUIRE(reused.status().ok());
+  REQUIRE(reused.replies().replies.size() == 3);
+  for (const Reply& reply : reused.replies().replies) {
+    CHECK(reply.payload == std::to_string(first_value + kIntoCalls - 1));
+  }
+  client->InvokeAsyncInto("no-such-group", "get", "", Mode::kAll, &reused);
+  REQUIRE(ended_count(2));
+  CHECK(reused.status().code() == absl::StatusCode::kNotFound);
+  CHECK(reused.replies().replies.empty());
   client.reset();  // before the node it lives in
 }
 

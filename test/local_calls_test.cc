@@ -5,6 +5,7 @@
 // and a deadline or a broken link fails every call on the link, none hangs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "invocation/client.h"
 #include "invocation/local_calls.h"
@@ -222,6 +224,111 @@ TEST_CASE("local calls: InvokeInto fills the caller's replies, reusing their mem
   CHECK(buffers.size() <= 2);
   CHECK(allocated == 0);
   CHECK(calls.reads().by_callers == members.size());
+}
+
+// An asynchronous call into memory the test keeps (Client::InvokeAsyncInto's AsyncCall): it
+// notes the outcome, and what the finishing thread (the link's reader) has allocated so far.
+class KeptCall : public AsyncInto {
+ public:
+  GroupReplies* into() override { return &replies; }
+  void Finish(absl::Status outcome) override {
+    absl::MutexLock lock(&mu);
+    status = std::move(outcome);
+    reader_allocations = *nso::ThreadHeapAllocations();
+    ++finished;
+  }
+  bool AwaitFinished(int count) {
+    absl::MutexLock lock(&mu);
+    awaited = count;
+    return mu.AwaitWithTimeout(absl::Condition(this, &KeptCall::Reached), absl::Seconds(10));
+  }
+  bool Reached() const { return finished >= awaited; }  // under mu
+
+  GroupReplies replies;
+  absl::Mutex mu;
+  absl::Status status;
+  uint64_t reader_allocations = 0;
+  int finished = 0;
+  int awaited = 0;
+};
+
+TEST_CASE("local calls: InvokeAsyncInto fills kept calls, the helper reads, nothing allocated "
+          "per call",
+          "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  constexpr int kInFlight = 4;
+  constexpr int kRounds = 12;
+  constexpr int kMeasured = 6;  // the last rounds, once everything has grown
+  std::vector<std::unique_ptr<KeptCall>> kept;
+  std::vector<api::InvokeRequest> requests;
+  for (int k = 0; k < kInFlight; ++k) {
+    kept.push_back(std::make_unique<KeptCall>());
+    requests.push_back(test::EchoRequest(std::string(100, 'x')));
+  }
+  uint64_t caller_allocated = 0;
+  uint64_t reader_before = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const bool measured = round >= kRounds - kMeasured;
+    const uint64_t before = *nso::ThreadHeapAllocations();
+    for (int k = 0; k < kInFlight; ++k) {
+      // The same size each time (past the short-string buffer), a different text.
+      (*requests[k].mutable_payload())[0] = static_cast<char>('a' + (round + k) % 26);
+      REQUIRE(calls.InvokeAsyncInto(requests[k], absl::Seconds(10), kept[k].get()));
+    }
+    if (measured) caller_allocated += *nso::ThreadHeapAllocations() - before;
+    // The daemon answers the round's calls in reverse order, all at once.
+    std::vector<api::LocalFrame> taken = ReadCalls(&daemon, kInFlight);
+    std::vector<api::LocalFrame> answers;
+    for (auto it = taken.rbegin(); it != taken.rend(); ++it) answers.push_back(ResultFor(*it));
+    daemon.WriteFrames(answers);
+    for (int k = 0; k < kInFlight; ++k) {
+      INFO("round " << round << " call " << k);
+      REQUIRE(kept[k]->AwaitFinished(round + 1));
+      absl::MutexLock lock(&kept[k]->mu);
+      REQUIRE(kept[k]->status.ok());
+      REQUIRE(kept[k]->replies.replies.size() == 1);
+      CHECK(kept[k]->replies.replies[0].member == "m1");
+      CHECK(kept[k]->replies.replies[0].payload == requests[k].payload());
+      if (round == kRounds - kMeasured - 1) {
+        reader_before = std::max(reader_before, kept[k]->reader_allocations);
+      }
+    }
+  }
+  uint64_t reader_after = 0;
+  for (auto& call : kept) {
+    absl::MutexLock lock(&call->mu);
+    reader_after = std::max(reader_after, call->reader_allocations);
+  }
+  // Nobody waited: the helper read every result (no caller did).
+  CHECK(calls.reads().by_helper == kInFlight * kRounds);
+  CHECK(calls.reads().by_callers == 0);
+  // The calls' bookkeeping, their deadlines' entries and their replies were kept from one round
+  // to the next: the calling thread and the reader allocated nothing in the last rounds
+  // (InvokeAsync: a Pending, a deadline's node and a GroupReplies per call at least).
+  CHECK(caller_allocated == 0);
+  CHECK(reader_after == reader_before);
+}
+
+TEST_CASE("local calls: InvokeAsyncInto's calls fail by their wait and when the link breaks",
+          "[local]") {
+  FakeDaemon daemon;
+  LocalCalls calls(daemon.endpoint(), daemon.Open());
+  KeptCall late;
+  const absl::Time start = absl::Now();
+  REQUIRE(calls.InvokeAsyncInto(test::EchoRequest("late"), absl::Milliseconds(300), &late));
+  ReadCalls(&daemon, 1);  // taken and never answered
+  REQUIRE(late.AwaitFinished(1));
+  CHECK(absl::Now() - start < absl::Seconds(5));
+  {
+    absl::MutexLock lock(&late.mu);
+    CHECK(late.status.code() == absl::StatusCode::kDeadlineExceeded);
+  }
+  // The link was reset (a missing result means it is stuck): the next asynchronous call does
+  // not wait for a new one and goes over gRPC (false, the call untouched).
+  KeptCall next;
+  CHECK_FALSE(calls.InvokeAsyncInto(test::EchoRequest("next"), absl::Seconds(10), &next));
+  CHECK(next.finished == 0);
 }
 
 TEST_CASE("local calls: a caller's deadline resets the link and fails the others at once",
