@@ -50,7 +50,7 @@ for ordering in ("consensus", "sequencer"):
 # every daemon (n1..n4) and this
 # process; the daemons count (a Status read allocates, and is subtracted), and this process's
 # client allocates something per call with Invoke (a result made anew), not less than with
-# InvokeInto.
+# InvokeInto, and with InvokeAsync more than with InvokeAsyncInto (16 calls in flight).
 allocations = {(a["ordering"], a["path"]): a for a in run.get("allocations", []) if a["n"] == 3}
 for key in [(o, p) for o in ("consensus", "sequencer") for p in ("closed all", "open first")]:
     a = allocations.get(key)
@@ -60,6 +60,8 @@ for key in [(o, p) for o in ("consensus", "sequencer") for p in ("closed all", "
               all(x >= 0 for x in a["per_daemon"]) and a["status_read"] > 0 and
               a["client_and_servants"] >= 0 and
               a["invoke_by_value"] > a["client_and_servants"] and
+              a["pipelined_into"] >= 0 and
+              a["pipelined_by_value"] > a["pipelined_into"] and
               abs(sum(a["per_daemon"]) - a["daemons"]) < 0.1):
         problems.append("allocations %s: %r" % (key, a))
 # This run has no etcd, no 64 callers, no n = 7, no failover or memory: those targets say "not

@@ -1,9 +1,13 @@
 #include "tools/bench/allocations.h"
 
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "nso/heap_count.h"
 #include "proto/api.grpc.pb.h"
 
@@ -35,6 +39,78 @@ std::optional<std::vector<uint64_t>> DaemonCounts(const std::vector<std::string>
     counts.push_back(reply.heap_allocations());
   }
   return counts;
+}
+
+constexpr int kInFlight = 16;
+
+// One run of pipelined calls: `total` calls, kInFlight at a time, each started by an earlier
+// one's completion (on the Client's callbacks thread).
+class Pipeline {
+ public:
+  explicit Pipeline(int64_t total) : total_(total) {}
+  // Claims the next call; false once `total` have started.
+  bool Claim() { return started_.fetch_add(1) < total_; }
+  // On the callbacks thread.
+  void Ended(bool ok) {
+    ok_ += ok ? 1 : 0;
+    if (++ended_ == total_) all_ended_.Notify();
+  }
+  // The calls that succeeded, once every call has ended (each does by its deadline).
+  int64_t Wait() {
+    all_ended_.WaitForNotification();
+    return ok_;
+  }
+
+ private:
+  const int64_t total_;
+  std::atomic<int64_t> started_{0};
+  int64_t ended_ = 0;  // the callbacks thread's
+  int64_t ok_ = 0;
+  absl::Notification all_ended_;
+};
+
+// This process's allocations per call over `total` pipelined calls (0 if none succeeded):
+// through AsyncCalls kept from a first, unmeasured run (`into`), or through InvokeAsync.
+double PipelinedAllocations(Client* client, const std::string& payload, Mode mode, Style style,
+                            int64_t total, bool into) {
+  Pipeline* current = nullptr;  // the run's; set before its first call starts
+  std::vector<std::unique_ptr<AsyncCall>> kept;
+  for (int k = 0; k < kInFlight; ++k) {
+    kept.push_back(std::make_unique<AsyncCall>([&](AsyncCall& call) {
+      current->Ended(call.status().ok());
+      if (current->Claim()) {
+        client->InvokeAsyncInto("bench", "echo", payload, mode, &call, absl::Seconds(5), style);
+      }
+    }));
+  }
+  std::function<void()> start_by_value = [&] {
+    client->InvokeAsync(
+        "bench", "echo", payload, mode,
+        [&](absl::StatusOr<GroupReplies> result) {
+          current->Ended(result.ok());
+          if (current->Claim()) start_by_value();
+        },
+        absl::Seconds(5), style);
+  };
+  double per_call = 0;
+  for (int run = 0; run < 2; ++run) {  // the first grows the kept memory
+    Pipeline pipeline(total);
+    current = &pipeline;
+    const uint64_t before = *nso::HeapAllocations();
+    for (int k = 0; k < kInFlight; ++k) {
+      if (!pipeline.Claim()) break;
+      if (into) {
+        client->InvokeAsyncInto("bench", "echo", payload, mode, kept[k].get(), absl::Seconds(5),
+                                style);
+      } else {
+        start_by_value();
+      }
+    }
+    const int64_t ok = pipeline.Wait();
+    const uint64_t after = *nso::HeapAllocations();
+    per_call = ok > 0 ? static_cast<double>(after - before) / static_cast<double>(ok) : 0;
+  }
+  return per_call;
 }
 
 }  // namespace
@@ -90,6 +166,9 @@ AllocationResult MeasureAllocations(Client* client, const std::vector<std::strin
       result.invoke_by_value = static_cast<double>(*nso::HeapAllocations() - start) /
                                static_cast<double>(by_value);
     }
+    result.pipelined_into = PipelinedAllocations(client, payload, mode, style, kCalls, true);
+    result.pipelined_by_value =
+        PipelinedAllocations(client, payload, mode, style, kByValueCalls, false);
   }
   return result;
 }

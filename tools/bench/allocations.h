@@ -5,7 +5,8 @@
 // Status heap_allocations, less what reading it adds) and of this process's (the client stub and
 // the in-process echo servants, calling and serving into kept memory: Client::InvokeInto,
 // Servant::ServeInto), divided by the calls; then this process's with Client::Invoke (a result
-// made anew per call) over fewer calls.
+// made anew per call) over fewer calls; then this process's with 16 calls in flight from one
+// thread (Client::InvokeAsyncInto into kept AsyncCalls, and Client::InvokeAsync).
 #ifndef COHORT_TOOLS_BENCH_ALLOCATIONS_H_
 #define COHORT_TOOLS_BENCH_ALLOCATIONS_H_
 
@@ -30,6 +31,10 @@ struct AllocationResult {
   double daemons = 0;              // their sum
   double client_and_servants = 0;  // this process, per call (InvokeInto, ServeInto)
   double invoke_by_value = 0;      // this process, per call, with Client::Invoke
+  // This process, per call, with 16 calls in flight from one thread: AsyncCalls kept and started
+  // again from their own completion (Client::InvokeAsyncInto), and with Client::InvokeAsync.
+  double pipelined_into = 0;
+  double pipelined_by_value = 0;
   // What one Admin.Status read adds to a daemon's count (the mean over the daemons, of two reads
   // back to back before the calls): subtracted from each daemon's growth, which spans one read.
   double status_read = 0;

@@ -1,5 +1,6 @@
 #include "tools/bench/group_rows.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -18,18 +19,31 @@
 namespace cohort::bench {
 namespace {
 
-// closed-async: ONE caller thread with C calls outstanding (Client::InvokeAsync, pipelined on its
-// stream), in place of C threads; wait-for-all. C = 1 is the sequential run.
+// closed-async: ONE caller thread with C calls outstanding (Client::InvokeAsyncInto into an
+// AsyncCall kept per slot, pipelined on its stream), in place of C threads; wait-for-all. C = 1
+// is the sequential run.
 void MeasureAsync(const Options& options, Client* client, const RowKey& key, Report* report) {
   Progress(absl::StrCat("n=", key.n, " ", key.ordering, " ", key.style, " all"));
-  std::string payload(options.payload, 'x');
-  AsyncCallFn call = [client, payload](AsyncDone done) {
-    client->InvokeAsync("bench", "echo", payload, Mode::kAll,
-                        [done](absl::StatusOr<GroupReplies> result) {
-                          std::string error;
-                          bool ok = RepliesOk(result, &error);
-                          done(ok, error);
-                        });
+  struct Slot {
+    std::unique_ptr<AsyncCall> call;
+    const AsyncDone* done = nullptr;  // the slot's completion (workload.h), set per call
+  };
+  int most = 1;
+  for (int callers : options.callers) most = std::max(most, callers);
+  auto slots = std::make_shared<std::vector<Slot>>(static_cast<size_t>(most));
+  for (Slot& slot : *slots) {
+    slot.call = std::make_unique<AsyncCall>([&slot](AsyncCall& call) {
+      std::string error;
+      const bool ok = call.status().ok() ? RepliesOk(call.replies(), &error)
+                                         : (error = call.status().ToString(), false);
+      (*slot.done)(ok, error);
+    });
+  }
+  AsyncCallFn call = [client, slots, payload = std::string(options.payload, 'x')](
+                         int index, const AsyncDone& done) {
+    Slot& slot = (*slots)[index];
+    slot.done = &done;
+    client->InvokeAsyncInto("bench", "echo", payload, Mode::kAll, slot.call.get());
   };
   GroupResult result;
   result.n = key.n;

@@ -436,7 +436,7 @@ void PrintReport(const Report& report, std::ostream& out) {
     out << "\n== heap allocations per call (closed all: client at n2; open first: client at"
            " n(N+1), outside the group; operator new counts; issue 7: none per message) ==\n";
     out << "n  ordering   path        calls  per daemon (n1..n(N+1))                    daemons"
-           "  client+servants (Invoke)  status read (subtracted)\n";
+           "  client+servants (Invoke)  16 in flight (InvokeAsync)  status read (subtracted)\n";
     for (const AllocationResult& a : report.allocations) {
       if (!a.note.empty()) {
         out << absl::StrFormat("%-2d %-10s %-10s  not measured: %s\n", a.n, a.ordering, a.path,
@@ -445,10 +445,12 @@ void PrintReport(const Report& report, std::ostream& out) {
       }
       std::string each;
       for (double d : a.per_daemon) absl::StrAppend(&each, each.empty() ? "" : " / ", Num(d, 1));
-      out << absl::StrFormat("%-2d %-10s %-10s  %5d  %-42s %7s  %-24s  %s\n", a.n, a.ordering,
-                             a.path, a.calls, each, Num(a.daemons, 1),
+      out << absl::StrFormat("%-2d %-10s %-10s  %5d  %-42s %7s  %-24s  %-26s  %s\n", a.n,
+                             a.ordering, a.path, a.calls, each, Num(a.daemons, 1),
                              absl::StrCat(Num(a.client_and_servants, 1), " (",
                                           Num(a.invoke_by_value, 1), ")"),
+                             absl::StrCat(Num(a.pipelined_into, 1), " (",
+                                          Num(a.pipelined_by_value, 1), ")"),
                              Num(a.status_read, 0));
     }
   }
@@ -588,6 +590,8 @@ bool WriteJson(const Report& report, const std::string& path, std::string* error
     j << "], \"daemons\": " << Num(a.daemons, 2)
       << ", \"client_and_servants\": " << Num(a.client_and_servants, 2)
       << ", \"invoke_by_value\": " << Num(a.invoke_by_value, 2)
+      << ", \"pipelined_into\": " << Num(a.pipelined_into, 2)
+      << ", \"pipelined_by_value\": " << Num(a.pipelined_by_value, 2)
       << ", \"status_read\": " << Num(a.status_read, 0)
       << ", \"note\": " << JsonString(a.note) << "}";
     first = false;

@@ -106,7 +106,8 @@ LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCall
   // Warm-up, one call at a time.
   for (int64_t w = 0; w < limits.warmup_calls; ++w) {
     absl::Notification done;
-    call([&done](bool, const std::string&) { done.Notify(); });
+    const AsyncDone warm = [&done](bool, const std::string&) { done.Notify(); };
+    call(0, warm);
     done.WaitForNotification();
   }
   struct State {
@@ -124,17 +125,23 @@ LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCall
     state.budget = limits.max_calls;
     state.latencies.reserve(1 << 16);
   }
-  // Starts one call; its completion records it and starts the next while budget and time last.
-  std::function<void()> start_one = [&] {
-    const Clock::time_point before = Clock::now();
-    call([&, before](bool ok, const std::string& error) {
+  // Starts one call in `slot`; its completion records it and starts the slot's next while budget
+  // and time last. One completion object per slot, made before the run.
+  std::vector<Clock::time_point> started_at(static_cast<size_t>(in_flight));
+  std::vector<AsyncDone> dones;
+  std::function<void(int)> start_one = [&](int slot) {
+    started_at[slot] = Clock::now();
+    call(slot, dones[slot]);
+  };
+  for (int slot = 0; slot < in_flight; ++slot) {
+    dones.push_back([&, slot](bool ok, const std::string& error) {
       const Clock::time_point after = Clock::now();
       bool again = false;
       {
         absl::MutexLock lock(&state.mu);
         if (ok) {
           state.latencies.push_back(
-              std::chrono::duration<double, std::micro>(after - before).count());
+              std::chrono::duration<double, std::micro>(after - started_at[slot]).count());
         } else if (state.errors++ == 0) {
           state.first_error = error;
         }
@@ -145,9 +152,9 @@ LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCall
           --state.outstanding;
         }
       }
-      if (again) start_one();
+      if (again) start_one(slot);
     });
-  };
+  }
   int started = 0;
   {
     absl::MutexLock lock(&state.mu);
@@ -155,7 +162,7 @@ LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCall
     state.budget -= started;
     state.outstanding = started;
   }
-  for (int i = 0; i < started; ++i) start_one();
+  for (int slot = 0; slot < started; ++slot) start_one(slot);
   absl::MutexLock lock(&state.mu);
   state.mu.Await(absl::Condition(
       +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->outstanding == 0; }, &state));

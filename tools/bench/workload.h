@@ -37,13 +37,16 @@ struct LoadLimits {
 
 LoadResult RunLoad(int callers, const LoadLimits& limits, const CallFactory& factory);
 
-// One asynchronous call: starts it and returns; `done` runs exactly once, in any thread, with
-// whether it succeeded and, if not, why.
+// One asynchronous call in `slot` (0 .. in_flight - 1; one call per slot at a time): starts it
+// and returns; `done` runs exactly once, in any thread, with whether it succeeded and, if not,
+// why. A slot's calls get the same `done` object (so that a call kept per slot, Client::
+// InvokeAsyncInto's AsyncCall, allocates nothing per call).
 using AsyncDone = std::function<void(bool ok, const std::string& error)>;
-using AsyncCallFn = std::function<void(AsyncDone done)>;
+using AsyncCallFn = std::function<void(int slot, const AsyncDone& done)>;
 
-// ONE thread keeps `in_flight` calls outstanding (Client::InvokeAsync): each completion starts the
-// next, until the call budget or the time limit. `callers` in the result is `in_flight`.
+// ONE thread keeps `in_flight` calls outstanding (Client::InvokeAsyncInto): each completion
+// starts the next in its slot, until the call budget or the time limit. `callers` in the result
+// is `in_flight`.
 LoadResult RunAsyncLoad(int in_flight, const LoadLimits& limits, const AsyncCallFn& call);
 
 // The latencies and errors of a run as its result.
