@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Two short nemesis runs of the kv servant (3 then 5 daemons, 5 s of faults each), each history
-# checked for linearizability by tools/lincheck (Porcupine). With --netlab (//test:
+# Two short nemesis runs of the kv servant (3 then 5 daemons, 5 s of faults each), then (on
+# loopback) one through Client::InvokeAsyncInto and one of a durable group, each history checked
+# for linearizability by tools/lincheck (Porcupine). With --netlab (//test:
 # lincheck_netlab_test; root) the daemons run on ../shared/netlab hosts and the nemesis also cuts,
 # partitions and delays hosts' links. The checker is built offline from
 # tools/lincheck; its one dependency (Porcupine) comes from the Go module proxy into a module cache
@@ -54,6 +55,20 @@ KV_NEMESIS="$root/tools/kv-nemesis" LINCHECK_BIN="$tmp/lincheck" LINCHECK_SECOND
 set -e
 cat "$tmp/summary"
 tail -n 1 "$tmp/summary" | grep -q '^runs: 2, linearizable: 2, not linearizable: 0 .*driver runs not clean: 0)$'
+# The same with every operation through Client::InvokeAsyncInto (an AsyncCall each client thread
+# keeps; its outcome handed over by the stub's reader and callbacks threads): the kept-memory
+# asynchronous path under the same faults (daemon restarts: the call sent again after attaching
+# again; broken links; deadlines). Loopback only.
+if [ "${#mode[@]}" -eq 0 ]; then
+  set +e
+  KV_NEMESIS="$root/tools/kv-nemesis" LINCHECK_BIN="$tmp/lincheck" LINCHECK_SECONDS=5 \
+    LINCHECK_CALLS=async-into LINCHECK_OUTSIDE=1 LINCHECK_OUT="$tmp/async-into" \
+    "$root/tools/lincheck-runs" 1 > "$tmp/async-into-summary" 2>&1
+  set -e
+  cat "$tmp/async-into-summary"
+  tail -n 1 "$tmp/async-into-summary" |
+    grep -q '^runs: 1, linearizable: 1, not linearizable: 0 .*driver runs not clean: 0)$'
+fi
 # A durable kv group: its first fault is a power cut (every member's daemon and servant killed -9,
 # all started again), and the group resumes from the stores its servants kept on disk. On
 # loopback two clients call through a daemon outside the group, which the first cut spares: it

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "invocation/client.h"
 #include "tools/json_string.h"
@@ -51,6 +52,35 @@ void Run::Record(int client, const std::string& op, const std::string& key,
   }
 }
 
+namespace {
+
+// --calls async-into: the operation goes through Client::InvokeAsyncInto into an AsyncCall this
+// thread keeps for all its operations; its on_done (on the callbacks thread) says it ended.
+absl::StatusOr<cohort::GroupReplies> InvokeIntoKept(cohort::Client* client, const std::string& op,
+                                                    const std::string& payload, cohort::Mode mode,
+                                                    absl::Duration deadline, cohort::Style style) {
+  struct Kept {
+    absl::Mutex mu;
+    bool ended = false;
+    cohort::AsyncCall call{[this](cohort::AsyncCall&) {
+      absl::MutexLock lock(&mu);
+      ended = true;
+    }};
+  };
+  thread_local Kept kept;
+  {
+    absl::MutexLock lock(&kept.mu);
+    kept.ended = false;
+  }
+  client->InvokeAsyncInto("kv", op, payload, mode, &kept.call, deadline, style);
+  absl::MutexLock lock(&kept.mu);
+  kept.mu.Await(absl::Condition(&kept.ended));  // every call ends, by its deadline at the latest
+  if (!kept.call.status().ok()) return kept.call.status();
+  return kept.call.replies();  // (a copy: the history keeps it)
+}
+
+}  // namespace
+
 bool Run::Operate(int id, cohort::Client* client, std::mt19937_64& rng,
                   std::map<std::string, std::string>& seen, int* seq, cohort::Mode mode,
                   cohort::Style style) {
@@ -68,6 +98,8 @@ bool Run::Operate(int id, cohort::Client* client, std::mt19937_64& rng,
       o_.calls == "async"
           ? client->InvokeFuture("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms),
                                  style).get()
+      : o_.calls == "async-into"
+          ? InvokeIntoKept(client, op, payload, mode, absl::Milliseconds(o_.deadline_ms), style)
           : client->Invoke("kv", op, payload, mode, absl::Milliseconds(o_.deadline_ms), style);
   int64_t ret = NowNs();
   if (!result.ok() || result->replies.empty() || result->replies.size() < result->wanted) {

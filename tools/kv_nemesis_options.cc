@@ -53,7 +53,8 @@ bool ParseOptions(int argc, char** argv, Options* options) {
   if (o.dir.empty() || o.nodes < 3 || o.clients < 1 || o.keys < 1 || o.seconds < 1 ||
       o.outside_clients < 0 || o.outside_clients > o.clients ||
       (o.ordering != "consensus" && o.ordering != "sequencer") ||
-      (o.api != "local" && o.api != "grpc") || (o.calls != "sync" && o.calls != "async") ||
+      (o.api != "local" && o.api != "grpc") ||
+      (o.calls != "sync" && o.calls != "async" && o.calls != "async-into") ||
       (o.peer_transport != "tcp" && o.peer_transport != "grpc") ||
       (o.servants != "fresh" && o.servants != "rejoin") ||
       (o.durable != "off" && o.durable != "on")) {
@@ -61,7 +62,7 @@ bool ParseOptions(int argc, char** argv, Options* options) {
                  "usage: kv-nemesis --dir DIR [--nodes 3] [--seconds 10] [--clients 4] [--keys 4]"
                  " [--seed S] [--deadline-ms 1000] [--cohortd PATH] [--log-level warn]\n"
                  "       [--ordering consensus|sequencer] [--outside-clients K] [--api local|grpc]\n"
-                 "       [--calls sync|async] [--servants fresh|rejoin] [--durable on|off]\n"
+                 "       [--calls sync|async|async-into] [--servants fresh|rejoin] [--durable on|off]\n"
                  "       [--peer-transport tcp|grpc] [--tls-ca DIR (tools/make-test-ca)]\n"
                  "       [--netlab PATH/netlab [--kv-servant PATH]]   (root)\n");
     return false;

@@ -23,7 +23,8 @@ struct Options {
   // closed (to every member, one orders it).
   int outside_clients = 0;
   // "async": each operation goes through Client::InvokeAsync (InvokeFuture), its result taken by
-  // the stub's helper thread and handed over by the callbacks thread, not by the caller.
+  // the stub's helper thread and handed over by the callbacks thread, not by the caller;
+  // "async-into": through Client::InvokeAsyncInto, into an AsyncCall each client thread keeps.
   std::string calls = "sync";
   std::string netlab;      // non-empty: run on netlab hosts (see the top of tools/kv_nemesis.cc)
   std::string kv_servant;  // netlab: the kv-servant binary
