@@ -501,12 +501,8 @@ void Client::CompleteAsyncInto(AsyncCall* call) {
     // Rare: nothing was accepted. InvokeAsync's way from here (attach again, or wait for room
     // and send again), its result moved into the call.
     InvokeCallback done = [call](absl::StatusOr<GroupReplies> result) {
-      call->status_ = result.status();
-      if (result.ok()) {
-        call->replies_ = *std::move(result);
-      } else {
-        call->replies_.replies.clear();
-      }
+      if (result.ok()) call->replies_ = *std::move(result);
+      call->KeepOutcome(result.status());
       call->on_done_(*call);
     };
     AsyncOutcome(call->request_, call->deadline_, std::move(done), /*may_retry=*/true,
@@ -516,9 +512,13 @@ void Client::CompleteAsyncInto(AsyncCall* call) {
   call->on_done_(*call);
 }
 
-void AsyncCall::Finish(absl::Status status) {
+void AsyncCall::KeepOutcome(absl::Status status) {
   status_ = std::move(status);
   if (!status_.ok()) replies_.replies.clear();
+}
+
+void AsyncCall::Finish(absl::Status status) {
+  KeepOutcome(std::move(status));
   results_->PostCall(this);
 }
 

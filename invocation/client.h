@@ -88,6 +88,8 @@ class AsyncCall : private internal::AsyncInto {
   friend class internal::AsyncResults;
 
   GroupReplies* into() override { return &replies_; }
+  // The call's outcome kept: an error leaves no replies.
+  void KeepOutcome(absl::Status status);
   // Any thread (the reader's): the outcome kept and handed to the callbacks thread.
   void Finish(absl::Status status) override;
   // On the callbacks thread: on_done_, or first InvokeAsync's retries for a restarted daemon or

@@ -31,7 +31,8 @@ namespace internal {
 // The asynchronous calls on a connection by the end of their wait: nobody waits for them, so the
 // helper fails those whose wait passed without a result. The set's nodes are kept for the next
 // calls (extract and insert again): a call in flight at a time allocated and freed one per call
-// (issue 7).
+// (issue 7). (consensus/spare.h's SpareAllocator keeps 4 blocks: with 16 calls in flight it
+// left 0.5 allocations per call, a SpareBtreeSet 0.1; these spares leave none.)
 class AsyncDeadlines {
  public:
   void Add(SteadyTime deadline, uint64_t call) {

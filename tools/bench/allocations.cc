@@ -77,18 +77,21 @@ double PipelinedAllocations(Client* client, const std::string& payload, Mode mod
   std::vector<std::unique_ptr<AsyncCall>> kept;
   for (int k = 0; k < kInFlight; ++k) {
     kept.push_back(std::make_unique<AsyncCall>([&](AsyncCall& call) {
-      current->Ended(call.status().ok());
-      if (current->Claim()) {
+      // Ended last: once the run's last call has ended, its Pipeline may go.
+      Pipeline* run = current;
+      if (run->Claim()) {
         client->InvokeAsyncInto("bench", "echo", payload, mode, &call, absl::Seconds(5), style);
       }
+      run->Ended(call.status().ok());
     }));
   }
   std::function<void()> start_by_value = [&] {
     client->InvokeAsync(
         "bench", "echo", payload, mode,
         [&](absl::StatusOr<GroupReplies> result) {
-          current->Ended(result.ok());
-          if (current->Claim()) start_by_value();
+          Pipeline* run = current;  // Ended last, as above
+          if (run->Claim()) start_by_value();
+          run->Ended(result.ok());
         },
         absl::Seconds(5), style);
   };
